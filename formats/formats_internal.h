@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to formats/: little-endian helpers and shared constants. */
+#ifndef PF_FORMATS_INTERNAL_H
+#define PF_FORMATS_INTERNAL_H
+
+#include <string.h>
+#include "pf_formats.h"
+
+static inline uint32_t pf_load_le32(const void *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline uint64_t pf_load_le64(const void *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* Bump-allocate size bytes, 8-byte aligned, from a (example.c); NULL when
+ * they do not fit.  Shared by the fast and the reference Example decoders. */
+void *pf_arena_alloc(pf_arena *a, size_t size);
+
+static inline void pf_store_le32(void *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void pf_store_le64(void *p, uint64_t v) { memcpy(p, &v, 8); }
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "podfeed's formats assume a little-endian host"
+#endif
+
+/* zstd frame magic numbers (RFC 8878) and the seekable format's. */
+#define PF_ZSTD_MAGIC 0xFD2FB528u
+#define PF_ZSTD_SKIPPABLE_MASK 0xFFFFFFF0u
+#define PF_ZSTD_SKIPPABLE_BASE 0x184D2A50u
+#define PF_SKIP_PADDING 0x184D2A50u	/* padding frames */
+#define PF_SKIP_INDEX 0x184D2A5Bu	/* podfeed's index */
+#define PF_SKIP_SEEKTABLE 0x184D2A5Eu	/* zstd seekable seek table */
+#define PF_SEEKABLE_MAGIC 0x8F92EAB1u
+#define PF_SEEKTABLE_FOOTER 9u
+#define PF_INDEX_TRAILER_MAGIC 0x58494650u /* "PFIX" little-endian */
+
+#endif

@@ -1,0 +1,492 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* podfeed formats: bytes to records to examples, over caller buffers. */
+#ifndef PF_FORMATS_H
+#define PF_FORMATS_H
+
+/*
+ * Everything here is pure computation over memory the caller owns: no file
+ * I/O, no threads, no global state except the CRC32C dispatch chosen once.
+ * Objects are not thread-safe; use one per thread.  Functions return >= 0 on
+ * success and -errno on failure; the detail of a failure (what, where) goes
+ * into a caller-provided pf_error.
+ *
+ * Error codes used throughout:
+ *   -EBADMSG   corrupt input (bad CRC, bad framing, bad protobuf, bad index)
+ *   -EFBIG     a record, frame or index larger than the configured limit
+ *   -ENOMEM    allocation failed
+ *   -ENOBUFS   a caller buffer (arena, dst) too small
+ *   -ENODATA   not this format (e.g. a file without a podfeed index)
+ *   -EINVAL    bad argument or configuration
+ *   -EPROTONOSUPPORT  a format version from the future
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PF_API __attribute__((visibility("default")))
+#else
+#define PF_API
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Error context                                                        */
+/* ------------------------------------------------------------------ */
+
+/* What an offset in a pf_error counts. */
+typedef enum pf_offset_kind {
+	PF_OFFSET_NONE = 0,	/* no offset known */
+	PF_OFFSET_FILE,		/* byte offset in the file as stored */
+	PF_OFFSET_STREAM,	/* byte offset in the decompressed stream */
+} pf_offset_kind;
+
+typedef struct pf_error {
+	int code;		/* -errno, 0 when clear */
+	pf_offset_kind offset_kind;
+	uint64_t offset;
+	int64_t frame;		/* frame index in an indexed shard, or -1 */
+	int64_t record;		/* record number in the file, or -1 */
+	char file[512];		/* set by the layer that knows the file */
+	char msg[256];		/* what was wrong */
+} pf_error;
+
+/*! pf_error_clear(): reset to "no error" (code 0, offsets unknown). */
+PF_API void pf_error_clear(pf_error *err);
+
+/*! pf_error_set(): record a failure.  @return code (so callers can
+ *  `return pf_error_set(err, -EBADMSG, ...)`).  err may be NULL. */
+PF_API int pf_error_set(pf_error *err, int code, pf_offset_kind kind,
+			uint64_t offset, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/*! pf_error_set_file(): name the file an error belongs to, unless one is
+ *  already named.  err may be NULL. */
+PF_API void pf_error_set_file(pf_error *err, const char *file);
+
+/*! pf_error_format(): one line for people, e.g.
+ *  "data/a.tfrecord: byte 1234: bad data CRC (record 7)".
+ *  @return the length written (truncated to cap-1, always terminated). */
+PF_API size_t pf_error_format(const pf_error *err, char *dst, size_t cap);
+
+/*! pf_strerror(): a short name for a -errno code used by podfeed. */
+PF_API const char *pf_strerror(int code);
+
+/* ------------------------------------------------------------------ */
+/* CRC32C (Castagnoli) and TFRecord's masked CRC                        */
+/* ------------------------------------------------------------------ */
+
+/*! pf_crc32c(): extend crc (0 to start) over len bytes.  Uses the SSE4.2
+ *  instruction when the CPU has it (chosen once, at first call), else a
+ *  portable slicing-by-8 table.  Thread-safe. */
+PF_API uint32_t pf_crc32c(uint32_t crc, const void *data, size_t len);
+/*! The portable path alone (for tests and benchmarks). */
+PF_API uint32_t pf_crc32c_portable(uint32_t crc, const void *data, size_t len);
+/*! Name of the implementation pf_crc32c() uses: "sse4.2" or "portable". */
+PF_API const char *pf_crc32c_impl(void);
+
+static inline uint32_t pf_crc32c_mask(uint32_t crc)
+{
+	return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+static inline uint32_t pf_crc32c_unmask(uint32_t masked)
+{
+	uint32_t rot = masked - 0xa282ead8u;
+	return (rot >> 17) | (rot << 15);
+}
+
+/* ------------------------------------------------------------------ */
+/* TFRecord framing                                                     */
+/* ------------------------------------------------------------------ */
+/*
+ * A record on disk: uint64 length, uint32 masked_crc32c(length),
+ * byte data[length], uint32 masked_crc32c(data); integers little-endian.
+ */
+#define PF_TFR_HEADER_SIZE 12u
+#define PF_TFR_FOOTER_SIZE 4u
+#define PF_TFR_OVERHEAD (PF_TFR_HEADER_SIZE + PF_TFR_FOOTER_SIZE)
+#define PF_MAX_RECORD_DEFAULT (64ull << 20)
+
+typedef struct pf_record {
+	const uint8_t *data;	/* payload; see each producer for lifetime */
+	uint64_t len;		/* payload bytes */
+	uint64_t offset;	/* stream offset of the record's header */
+	uint64_t index;		/* record number in the stream, from 0 */
+} pf_record;
+
+/*! pf_tfr_parse(): parse one record at the start of buf (contiguous).
+ *  base_offset is buf's offset in the stream (for errors and rec->offset).
+ *  @return bytes consumed (> 0) with rec->data pointing into buf;
+ *          0 when buf ends inside the record (need more bytes; at end of
+ *          stream that is a truncation: see pf_tfr_truncation());
+ *          -EBADMSG on a bad length CRC or data CRC; -EFBIG when the length
+ *          exceeds max_record.  rec->index is left alone. */
+PF_API int64_t pf_tfr_parse(const void *buf, size_t len, uint64_t base_offset,
+			    uint64_t max_record, pf_record *rec, pf_error *err);
+
+/*! pf_tfr_truncation(): describe why the len (< one whole record) bytes at
+ *  the end of a stream are not a record: "truncated header" or "truncated
+ *  body" at the right offset.  @return -EBADMSG (or 0 when len == 0). */
+PF_API int pf_tfr_truncation(const void *buf, size_t len, uint64_t base_offset,
+			     uint64_t max_record, pf_error *err);
+
+/*! pf_tfr_encode(): frame one record into dst.  @return len + 16, or 0 when
+ *  cap is too small. */
+PF_API size_t pf_tfr_encode(void *dst, size_t cap, const void *data, size_t len);
+
+/* Incremental reader: feed it buffers of any size; a record may straddle
+ * buffers (it is then copied into an internal scratch buffer that grows to
+ * the largest record seen, never past max_record_size).  Records wholly
+ * inside one fed buffer are returned as zero-copy views into it. */
+typedef struct pf_tfr_reader pf_tfr_reader;
+
+typedef struct pf_tfr_config {
+	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
+	bool skip_data_crc;		/* trust the data (length CRC still checked) */
+} pf_tfr_config;
+
+/*! Create a reader; cfg may be NULL for defaults.  Free with
+ *  pf_tfr_reader_free().  @return 0, -ENOMEM or -EINVAL. */
+PF_API int pf_tfr_reader_create(pf_tfr_reader **out, const pf_tfr_config *cfg);
+PF_API void pf_tfr_reader_free(pf_tfr_reader *r);
+/*! Forget buffered state; the next byte fed is at stream_offset and
+ *  starts record number first_record. */
+PF_API void pf_tfr_reader_reset(pf_tfr_reader *r, uint64_t stream_offset,
+				uint64_t first_record);
+/*! Hand the reader the next bytes of the stream.  buf must stay valid
+ *  until pf_tfr_reader_next() returns 0.  Only call when the previous
+ *  buffer is used up (next() returned 0). */
+PF_API void pf_tfr_reader_feed(pf_tfr_reader *r, const void *buf, size_t len);
+/*! @return 1 with *rec filled (valid until the next call on r, or until
+ *  the fed buffer is released); 0 when the fed bytes are used up; <0 on
+ *  corrupt input (err says what and where).  After an error the reader is
+ *  poisoned: reset it before further use. */
+PF_API int pf_tfr_reader_next(pf_tfr_reader *r, pf_record *rec, pf_error *err);
+/*! At end of stream: @return 0 when it ended on a record boundary, else
+ *  -EBADMSG ("truncated header" / "truncated body" with the offset). */
+PF_API int pf_tfr_reader_finish(pf_tfr_reader *r, pf_error *err);
+/*! Stream offset of the next byte the reader expects. */
+PF_API uint64_t pf_tfr_reader_offset(const pf_tfr_reader *r);
+
+/* ------------------------------------------------------------------ */
+/* Whole-stream compression (TFRecord's GZIP/ZLIB options, and zstd)    */
+/* ------------------------------------------------------------------ */
+
+typedef enum pf_compression {
+	PF_COMP_NONE = 0,
+	PF_COMP_GZIP,
+	PF_COMP_ZLIB,
+	PF_COMP_ZSTD,
+} pf_compression;
+
+#define PF_DETECT_BYTES 12u
+
+/*! "none", "gzip", "zlib", "zstd". */
+PF_API const char *pf_compression_name(pf_compression c);
+
+/*! pf_compression_detect(): what the first len bytes of a file are, by
+ *  content, never by name.  A valid TFRecord header (its length CRC
+ *  matches) is PF_COMP_NONE even when its bytes look like a magic number.
+ *  Give at least PF_DETECT_BYTES bytes unless the file is shorter.
+ *  @return a pf_compression, or -ENODATA when the bytes are none of these
+ *  (the caller should then report a corrupt or foreign file). */
+PF_API int pf_compression_detect(const void *head, size_t len);
+
+/* A streaming decompressor: gzip (multi-member, any header fields),
+ * zlib, or zstd (several frames, skippable frames). */
+typedef struct pf_inflate pf_inflate;
+
+/*! @return 0, -ENOMEM, -EINVAL (PF_COMP_NONE is not a codec). */
+PF_API int pf_inflate_create(pf_inflate **out, pf_compression comp);
+PF_API void pf_inflate_free(pf_inflate *d);
+PF_API void pf_inflate_reset(pf_inflate *d);
+/*! Decompress from in[*in_pos..in_len) into out[*out_pos..out_cap),
+ *  advancing both positions.  @return 0 on progress, <0 on corrupt input
+ *  (err at PF_OFFSET_FILE offset of the compressed byte, as far as the
+ *  codec tells). */
+PF_API int pf_inflate_run(pf_inflate *d, const void *in, size_t in_len,
+			  size_t *in_pos, void *out, size_t out_cap,
+			  size_t *out_pos, pf_error *err);
+/*! At end of input: @return 0 when the stream ended cleanly (between
+ *  members or frames), -EBADMSG when it was cut inside one. */
+PF_API int pf_inflate_finish(pf_inflate *d, pf_error *err);
+/*! Compressed bytes consumed so far. */
+PF_API uint64_t pf_inflate_total_in(const pf_inflate *d);
+
+/* A record stream: compression detected from the first bytes, then
+ * decompression and framing, over buffers the caller feeds (file bytes as
+ * read).  Used for every file that is not read frame-by-frame through an
+ * index. */
+typedef struct pf_recstream pf_recstream;
+
+typedef struct pf_recstream_config {
+	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
+	size_t window;			/* decompressed bytes per step; 0: 256 KiB */
+} pf_recstream_config;
+
+PF_API int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg);
+PF_API void pf_recstream_free(pf_recstream *s);
+/*! Hand over the next file bytes; buf must stay valid until next()
+ *  returns 0.  len == 0 says the file has ended (then drain next() once
+ *  more before finish()).  Usage:
+ *      do { n = read(...); pf_recstream_feed(s, buf, n);
+ *           while ((r = pf_recstream_next(s, &rec, &err)) == 1) use(rec);
+ *           if (r < 0) fail; } while (n > 0);
+ *      pf_recstream_finish(s, &err); */
+PF_API void pf_recstream_feed(pf_recstream *s, const void *buf, size_t len);
+/*! @return 1 with *rec (valid until the next call), 0 when the fed bytes
+ *  are used up, <0 on error. */
+PF_API int pf_recstream_next(pf_recstream *s, pf_record *rec, pf_error *err);
+/*! After the end was fed and next() returned 0: @return 0 when the file
+ *  ended cleanly, -EBADMSG when truncated (inside a compressed member or
+ *  frame, or inside a record). */
+PF_API int pf_recstream_finish(pf_recstream *s, pf_error *err);
+/*! The compression detected (valid once a record came out or at finish). */
+PF_API pf_compression pf_recstream_compression(const pf_recstream *s);
+/*! Decompressed bytes produced so far. */
+PF_API uint64_t pf_recstream_total_out(const pf_recstream *s);
+
+/* ------------------------------------------------------------------ */
+/* tf.train.Example and tf.train.SequenceExample                        */
+/* ------------------------------------------------------------------ */
+
+typedef enum pf_kind {
+	PF_KIND_NONE = 0,	/* Feature with no list set (TFX: missing) */
+	PF_KIND_BYTES = 1,
+	PF_KIND_FLOAT = 2,
+	PF_KIND_INT64 = 3,
+} pf_kind;
+
+/*! "none", "bytes", "float", "int64". */
+PF_API const char *pf_kind_name(pf_kind k);
+
+typedef struct pf_bytes {
+	const uint8_t *data;	/* view into the record */
+	uint32_t len;
+} pf_bytes;
+
+typedef struct pf_feature {
+	const char *name;	/* view into the record, NOT NUL-terminated */
+	uint32_t name_len;
+	pf_kind kind;
+	uint32_t count;		/* number of values */
+	union {
+		const pf_bytes *bytes;
+		const float *floats;
+		const int64_t *int64s;
+	} v;			/* typed arrays in the arena */
+} pf_feature;
+
+typedef struct pf_feature_list {
+	const char *name;	/* view into the record, NOT NUL-terminated */
+	uint32_t name_len;
+	uint32_t steps;
+	const pf_feature *step;	/* steps entries; their names are empty */
+} pf_feature_list;
+
+typedef struct pf_example {
+	pf_feature *features;		/* Example features / SequenceExample context */
+	uint32_t n_features;
+	pf_feature_list *lists;		/* SequenceExample feature_lists */
+	uint32_t n_lists;
+} pf_example;
+
+/* A bump allocator the caller owns: decode results live in it until the
+ * caller resets it (typically once per batch). */
+typedef struct pf_arena {
+	uint8_t *base;
+	size_t cap;
+	size_t used;
+} pf_arena;
+
+/*! An arena large enough for any record of max_record bytes. */
+#define PF_ARENA_BYTES_FOR(max_record) (16u * (size_t)(max_record) + 256u)
+
+/*! pf_arena_init(): malloc cap bytes.  @return 0 or -ENOMEM.  Release
+ *  with pf_arena_release(). */
+PF_API int pf_arena_init(pf_arena *a, size_t cap);
+PF_API void pf_arena_release(pf_arena *a);
+static inline void pf_arena_reset(pf_arena *a) { a->used = 0; }
+
+/*! pf_example_decode(): the fast path.  Walks the wire format of a
+ *  tf.train.Example straight into typed arrays in the arena, without a
+ *  per-field allocation; names and byte values are views into rec, which
+ *  must outlive *out.  Packed and unpacked encodings both decode; a
+ *  repeated map key keeps the last value.  Agrees with protobuf-c (the
+ *  reference decoder) on every input: same acceptance, same values.
+ *  @return 0, -EBADMSG (err->offset: the byte in rec), -ENOBUFS (arena
+ *  too small; PF_ARENA_BYTES_FOR(len) is always enough). */
+PF_API int pf_example_decode(const void *rec, size_t len, pf_arena *arena,
+			     pf_example *out, pf_error *err);
+/*! pf_sequence_example_decode(): the same for tf.train.SequenceExample
+ *  (context into features, feature_lists into lists). */
+PF_API int pf_sequence_example_decode(const void *rec, size_t len,
+				      pf_arena *arena, pf_example *out,
+				      pf_error *err);
+/*! The reference path through protobuf-c, filling the same structure
+ *  (for tests, fuzzing and benchmarks). */
+PF_API int pf_example_decode_ref(const void *rec, size_t len, pf_arena *arena,
+				 pf_example *out, pf_error *err);
+PF_API int pf_sequence_example_decode_ref(const void *rec, size_t len,
+					  pf_arena *arena, pf_example *out,
+					  pf_error *err);
+/*! Find a feature by NUL-terminated name; NULL when absent. */
+PF_API const pf_feature *pf_example_find(const pf_example *ex, const char *name);
+PF_API const pf_feature_list *pf_example_find_list(const pf_example *ex,
+						   const char *name);
+
+/*! pf_example_encode(): serialize a tf.train.Example holding the n
+ *  features (lists packed, as TensorFlow writes them) into dst.
+ *  @return bytes written, or -ENOBUFS with nothing useful in dst when cap
+ *  is too small (call with cap 0 to learn the size). */
+PF_API int64_t pf_example_encode(const pf_feature *features, uint32_t n,
+				 void *dst, size_t cap);
+
+typedef enum pf_message_kind {
+	PF_MSG_RAW = 0,			/* not a tf.train message */
+	PF_MSG_EXAMPLE,
+	PF_MSG_SEQUENCE_EXAMPLE,
+} pf_message_kind;
+
+/*! pf_message_sniff(): guess what a record holds from its top-level
+ *  fields: only field 1 (length-delimited) is an Example; field 2 as well
+ *  is a SequenceExample; anything else, or bytes that are not protobuf,
+ *  is raw.  A guess for tools (inspect, cat); decoding decides. */
+PF_API pf_message_kind pf_message_sniff(const void *rec, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Schema inference                                                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct pf_feature_schema {
+	const char *name;	/* NUL-terminated, owned by the schema */
+	pf_kind kind;		/* the value kind seen (NONE if only unset) */
+	bool is_list;		/* a SequenceExample feature_list */
+	bool mixed;		/* two different value kinds seen: an error in data */
+	uint64_t records_present; /* records holding the feature (incl. unset) */
+	uint64_t records_unset;	/* of those, with kind NONE */
+	uint64_t total_values;
+	uint64_t min_len, max_len; /* values per record (steps x values for lists) */
+} pf_feature_schema;
+
+typedef struct pf_schema pf_schema;
+
+PF_API int pf_schema_create(pf_schema **out);
+PF_API void pf_schema_free(pf_schema *s);
+/*! Account one decoded example.  @return 0 or -ENOMEM. */
+PF_API int pf_schema_add(pf_schema *s, const pf_example *ex);
+PF_API uint64_t pf_schema_records(const pf_schema *s);
+PF_API size_t pf_schema_count(const pf_schema *s);
+/*! Features sorted by name. */
+PF_API const pf_feature_schema *pf_schema_get(const pf_schema *s, size_t i);
+/*! Fixed length: present in every record, always the same count. */
+PF_API bool pf_schema_is_fixed(const pf_schema *s, const pf_feature_schema *f);
+
+/* ------------------------------------------------------------------ */
+/* The indexed shard                                                    */
+/* ------------------------------------------------------------------ */
+/*
+ * A valid zstd stream whose content is a valid TFRecord stream.  Records
+ * are grouped into independent zstd frames of whole records.  At the end:
+ * a skippable frame holding podfeed's index (protobuf, see
+ * formats/proto/pf_index.proto), then the zstd seekable format's seek
+ * table.  Frames may be aligned to a power-of-two boundary with skippable
+ * padding frames.
+ */
+#define PF_SHARD_VERSION 1u
+#define PF_SHARD_TAIL_HINT (64u << 10)	/* tail bytes to read first */
+#define PF_SHARD_MAX_INDEX (256u << 20)	/* refuse larger index frames */
+#define PF_SHARD_FRAME_DEFAULT (1u << 20)
+
+typedef struct pf_frame_info {
+	uint64_t offset;		/* file offset of the zstd frame */
+	uint32_t compressed_size;	/* the zstd frame alone (no padding) */
+	uint32_t uncompressed_size;	/* TFRecord bytes it holds */
+	uint32_t records;
+	uint64_t first_record;		/* number of its first record in the shard */
+	uint32_t crc32c;		/* of the compressed bytes */
+} pf_frame_info;
+
+typedef struct pf_shard_index pf_shard_index;
+
+/*! pf_shard_index_parse(): find, read and validate the index of an
+ *  indexed shard from the last tail_len bytes of a file of file_size
+ *  bytes (read PF_SHARD_TAIL_HINT first).
+ *  @return 0 with *out (free with pf_shard_index_free());
+ *          > 0: the number of tail bytes needed (call again with them);
+ *          -ENODATA: not an indexed shard (no seek table or podfeed index);
+ *          -EBADMSG: an index that does not hold together (offsets outside
+ *          the file, not increasing, overlapping, counts that do not add
+ *          up); -EPROTONOSUPPORT: a newer format version; -EFBIG. */
+PF_API int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail,
+				    size_t tail_len, uint64_t file_size,
+				    pf_error *err);
+PF_API void pf_shard_index_free(pf_shard_index *ix);
+PF_API uint32_t pf_shard_index_frames(const pf_shard_index *ix);
+PF_API const pf_frame_info *pf_shard_index_frame(const pf_shard_index *ix,
+						 uint32_t i);
+PF_API uint64_t pf_shard_index_records(const pf_shard_index *ix);
+PF_API uint64_t pf_shard_index_uncompressed_bytes(const pf_shard_index *ix);
+PF_API uint32_t pf_shard_index_alignment(const pf_shard_index *ix);
+/*! File offset where the trailing index frames start (end of data). */
+PF_API uint64_t pf_shard_index_data_end(const pf_shard_index *ix);
+PF_API size_t pf_shard_index_schema_count(const pf_shard_index *ix);
+PF_API const pf_feature_schema *pf_shard_index_schema(const pf_shard_index *ix,
+						       size_t i);
+/*! Frame holding record number rec (binary search); -1 when past the end. */
+PF_API int64_t pf_shard_index_find_record(const pf_shard_index *ix, uint64_t rec);
+
+/* Decodes frames of indexed shards; holds one ZSTD_DCtx, reused. */
+typedef struct pf_frame_decoder pf_frame_decoder;
+
+PF_API int pf_frame_decoder_create(pf_frame_decoder **out);
+PF_API void pf_frame_decoder_free(pf_frame_decoder *d);
+/*! pf_frame_decode(): check the CRC32C of the compressed frame src (its
+ *  compressed_size bytes), then decompress it into dst.  Checks the
+ *  content size and that dst_cap holds it before decompressing.
+ *  @return uncompressed bytes (== fi->uncompressed_size), -EBADMSG with
+ *  the file offset, -ENOBUFS. */
+PF_API int64_t pf_frame_decode(pf_frame_decoder *d, const pf_frame_info *fi,
+			       const void *src, size_t src_len, void *dst,
+			       size_t dst_cap, pf_error *err);
+
+/* Writes an indexed shard through a caller's sink. */
+typedef int (*pf_write_fn)(void *ctx, const void *buf, size_t len);
+
+typedef struct pf_shard_writer pf_shard_writer;
+
+typedef struct pf_shard_writer_config {
+	size_t frame_size;	/* target uncompressed bytes per frame; 0: 1 MiB */
+	int level;		/* zstd level; 0: 3 */
+	uint32_t align;		/* 0 or a power of two >= 4096: frame alignment */
+	uint64_t max_record_size; /* 0: PF_MAX_RECORD_DEFAULT */
+} pf_shard_writer_config;
+
+/*! Create a writer that sends bytes to write(ctx, buf, len) (which
+ *  returns 0 or -errno).  cfg may be NULL.  Free with
+ *  pf_shard_writer_free() after pf_shard_writer_close(). */
+PF_API int pf_shard_writer_create(pf_shard_writer **out,
+				  const pf_shard_writer_config *cfg,
+				  pf_write_fn write, void *ctx);
+/*! Append one record payload (unframed).  @return 0 or -errno. */
+PF_API int pf_shard_writer_add(pf_shard_writer *w, const void *data,
+			       size_t len, pf_error *err);
+/*! Record the feature schema in the index (copied). */
+PF_API int pf_shard_writer_set_schema(pf_shard_writer *w, const pf_schema *s);
+/*! Flush the last frame, write the index and seek table.  @return 0 or
+ *  -errno. */
+PF_API int pf_shard_writer_close(pf_shard_writer *w, pf_error *err);
+PF_API void pf_shard_writer_free(pf_shard_writer *w);
+PF_API uint64_t pf_shard_writer_records(const pf_shard_writer *w);
+PF_API uint64_t pf_shard_writer_bytes(const pf_shard_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PF_FORMATS_H */

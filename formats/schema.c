@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Schema inference: what features a stream of examples holds, and how many values. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pf_formats.h"
+
+/*
+ * Not a hot path (a writer accounts each record once): a sorted array with
+ * binary search and malloc'd names.  Entries are keyed by (name, is_list):
+ * a SequenceExample may have a context feature and a feature list of the
+ * same name.  Sorted by name, a context feature before a list of that name.
+ */
+struct pf_schema {
+	pf_feature_schema *f;
+	size_t n, cap;
+	uint64_t records;
+};
+
+int pf_schema_create(pf_schema **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void pf_schema_free(pf_schema *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free((char *)s->f[i].name);
+	free(s->f);
+	free(s);
+}
+
+/* Bytewise order, a prefix first; then context features before lists. */
+static int key_cmp(const char *a, const char *b, uint32_t b_len, bool a_list,
+		   bool b_list)
+{
+	size_t a_len = strlen(a);
+	int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
+
+	if (c)
+		return c;
+	if (a_len != b_len)
+		return a_len < b_len ? -1 : 1;
+	return (int)a_list - (int)b_list;
+}
+
+/* The entry for (name, is_list), created when new.  NULL: out of memory. */
+static pf_feature_schema *lookup(pf_schema *s, const char *name,
+				 uint32_t name_len, bool is_list)
+{
+	size_t lo = 0, hi = s->n;
+	pf_feature_schema *f;
+	char *copy;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = key_cmp(s->f[mid].name, name, name_len, s->f[mid].is_list,
+				is_list);
+
+		if (!c)
+			return &s->f[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		pf_feature_schema *nf = realloc(s->f, cap * sizeof(*nf));
+
+		if (!nf)
+			return NULL;
+		s->f = nf;
+		s->cap = cap;
+	}
+	if (!(copy = malloc(name_len + 1u)))
+		return NULL;
+	memcpy(copy, name, name_len);
+	copy[name_len] = '\0';
+	memmove(&s->f[lo + 1], &s->f[lo], (s->n - lo) * sizeof(*s->f));
+	s->n++;
+	f = &s->f[lo];
+	memset(f, 0, sizeof(*f));
+	f->name = copy;
+	f->is_list = is_list;
+	f->min_len = UINT64_MAX;
+	return f;
+}
+
+/* One record's worth of a feature: its kind (NONE when no value kind was
+ * seen) and its number of values. */
+static void account(pf_feature_schema *f, pf_kind kind, bool mixed,
+		    uint64_t values)
+{
+	f->records_present++;
+	if (kind == PF_KIND_NONE)
+		f->records_unset++;
+	else if (f->kind == PF_KIND_NONE)
+		f->kind = kind;
+	else if (f->kind != kind)
+		f->mixed = true;
+	f->mixed |= mixed;
+	f->total_values += values;
+	if (values < f->min_len)
+		f->min_len = values;
+	if (values > f->max_len)
+		f->max_len = values;
+}
+
+int pf_schema_add(pf_schema *s, const pf_example *ex)
+{
+	pf_feature_schema *f;
+
+	for (uint32_t i = 0; i < ex->n_features; i++) {
+		const pf_feature *ft = &ex->features[i];
+
+		if (!(f = lookup(s, ft->name, ft->name_len, false)))
+			return -ENOMEM;
+		account(f, ft->kind, false, ft->count);
+	}
+	/* A list's record: the values over all its steps; unset when no step
+	 * has a value kind; mixed when its steps disagree. */
+	for (uint32_t i = 0; i < ex->n_lists; i++) {
+		const pf_feature_list *fl = &ex->lists[i];
+		pf_kind kind = PF_KIND_NONE;
+		bool mixed = false;
+		uint64_t values = 0;
+
+		for (uint32_t k = 0; k < fl->steps; k++) {
+			const pf_feature *st = &fl->step[k];
+
+			values += st->count;
+			if (st->kind == PF_KIND_NONE)
+				continue;
+			if (kind == PF_KIND_NONE)
+				kind = st->kind;
+			else if (kind != st->kind)
+				mixed = true;
+		}
+		if (!(f = lookup(s, fl->name, fl->name_len, true)))
+			return -ENOMEM;
+		account(f, kind, mixed, values);
+	}
+	s->records++;
+	return 0;
+}
+
+uint64_t pf_schema_records(const pf_schema *s)
+{
+	return s->records;
+}
+
+size_t pf_schema_count(const pf_schema *s)
+{
+	return s->n;
+}
+
+const pf_feature_schema *pf_schema_get(const pf_schema *s, size_t i)
+{
+	return i < s->n ? &s->f[i] : NULL;
+}
+
+bool pf_schema_is_fixed(const pf_schema *s, const pf_feature_schema *f)
+{
+	return s->records && f->records_present == s->records &&
+	       f->min_len == f->max_len;
+}

@@ -1,0 +1,536 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Writes indexed shards: zstd frames of whole TFRecords, index, seek table. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zstd.h>
+
+#include "formats_internal.h"
+#include "pf_index.pb-c.h"
+
+/*
+ * The file, as written:
+ *
+ *   frame 0            zstd frame (content size, content checksum)
+ *   [padding]          skippable frame PF_SKIP_PADDING, only with align
+ *   frame 1 ...        each frame starts on an align boundary
+ *   frame n-1          no padding after the last frame
+ *   index              skippable PF_SKIP_INDEX:
+ *                        [ShardIndex protobuf][u32 its length][u32 "PFIX"]
+ *   seek table         skippable PF_SKIP_SEEKTABLE: n x {u32 compressed,
+ *                        u32 decompressed}, then {u32 n, u8 0, u32 magic}
+ *
+ * The seek table's compressed size of a frame includes the padding after
+ * it, so that its running sum is the next frame's offset, as zstd's
+ * seekable decoder assumes.  The index records the zstd frame alone.
+ */
+
+/* Largest uncompressed frame; shard_index.c refuses larger ones. */
+#define PF_SHARD_MAX_FRAME (1u << 30)
+/* Largest alignment we pad to (padding is written as zeros). */
+#define PF_SHARD_MAX_ALIGN (16u << 20)
+#define PF_SKIP_HEADER 8u
+
+struct written_frame {
+	pf_frame_info info;		/* as the index records it */
+	uint32_t seek_size;		/* frame + the padding after it */
+};
+
+struct pf_shard_writer {
+	pf_write_fn write;
+	void *ctx;
+	size_t frame_size;
+	uint32_t align;
+	uint64_t max_record_size;
+	ZSTD_CCtx *cctx;
+
+	uint8_t *frame;			/* TFRecord bytes of the open frame */
+	size_t frame_len, frame_cap;
+	uint32_t frame_records;
+	uint8_t *compressed;		/* one compressed frame */
+	size_t compressed_cap;
+
+	struct written_frame *frames;	/* every frame written so far */
+	size_t frames_cap;
+	uint32_t n_frames;
+
+	pf_feature_schema *schema;	/* names owned (strdup) */
+	size_t n_schema;
+	uint64_t schema_records;
+
+	uint64_t records;		/* records added */
+	uint64_t uncompressed;		/* TFRecord bytes in written frames */
+	uint64_t pos;			/* bytes sent to the sink */
+	int failed;			/* first error: the writer is poisoned */
+	bool closed;
+};
+
+static const uint8_t zero_page[4096];
+
+static int sink(pf_shard_writer *w, const void *buf, size_t len, pf_error *err)
+{
+	int ret;
+
+	if (!len)
+		return 0;
+	ret = w->write(w->ctx, buf, len);
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_FILE, w->pos,
+				    "shard sink failed writing %zu bytes", len);
+	w->pos += len;
+	return 0;
+}
+
+static void schema_clear(pf_shard_writer *w)
+{
+	for (size_t i = 0; i < w->n_schema; i++)
+		free((char *)w->schema[i].name);
+	free(w->schema);
+	w->schema = NULL;
+	w->n_schema = 0;
+	w->schema_records = 0;
+}
+
+int pf_shard_writer_create(pf_shard_writer **out,
+			   const pf_shard_writer_config *cfg, pf_write_fn write,
+			   void *ctx)
+{
+	pf_shard_writer_config c = { 0 };
+	pf_shard_writer *w;
+	int ret = -EINVAL;
+
+	*out = NULL;
+	if (cfg)
+		c = *cfg;
+	if (!c.frame_size)
+		c.frame_size = PF_SHARD_FRAME_DEFAULT;
+	if (!c.level)
+		c.level = 3;
+	if (!c.max_record_size)
+		c.max_record_size = PF_MAX_RECORD_DEFAULT;
+	if (!write || c.frame_size > PF_SHARD_MAX_FRAME ||
+	    c.max_record_size > PF_SHARD_MAX_FRAME - PF_TFR_OVERHEAD ||
+	    c.level < ZSTD_minCLevel() || c.level > ZSTD_maxCLevel())
+		return -EINVAL;
+	if (c.align && (c.align < 4096 || c.align > PF_SHARD_MAX_ALIGN ||
+			(c.align & (c.align - 1))))
+		return -EINVAL;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->write = write;
+	w->ctx = ctx;
+	w->frame_size = c.frame_size;
+	w->align = c.align;
+	w->max_record_size = c.max_record_size;
+	ret = -ENOMEM;
+	w->cctx = ZSTD_createCCtx();
+	if (!w->cctx)
+		goto out;
+	/* Content size in every frame header lets a reader size its buffer
+	 * before decompressing; the content checksum catches a bad
+	 * decompressor or memory, which the CRC32C of the compressed bytes
+	 * cannot. */
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel,
+						c.level)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_contentSizeFlag, 1))) {
+		ret = -EINVAL;
+		goto out;
+	}
+	*out = w;
+	return 0;
+out:
+	pf_shard_writer_free(w);
+	return ret;
+}
+
+void pf_shard_writer_free(pf_shard_writer *w)
+{
+	if (!w)
+		return;
+	ZSTD_freeCCtx(w->cctx);
+	free(w->frame);
+	free(w->compressed);
+	free(w->frames);
+	schema_clear(w);
+	free(w);
+}
+
+uint64_t pf_shard_writer_records(const pf_shard_writer *w)
+{
+	return w->records;
+}
+
+uint64_t pf_shard_writer_bytes(const pf_shard_writer *w)
+{
+	return w->pos;
+}
+
+/* Make room for need elements of elem bytes, doubling.  @return the
+ * (possibly moved) array, or NULL with *buf untouched. */
+static void *grow(void *buf, size_t *cap, size_t need, size_t elem)
+{
+	size_t n = *cap ? *cap : 16;
+	void *p;
+
+	if (need <= *cap)
+		return buf;
+	while (n < need)
+		n *= 2;
+	p = realloc(buf, n * elem);
+	if (p)
+		*cap = n;
+	return p;
+}
+
+/* Skippable padding so that the next frame starts on an align boundary.
+ * A skippable frame is at least its 8-byte header, so a gap of 1..7 bytes
+ * is widened by one more boundary. */
+static uint64_t padding_for(const pf_shard_writer *w, uint64_t pos)
+{
+	uint64_t gap;
+
+	if (!w->align)
+		return 0;
+	gap = (w->align - (pos & (w->align - 1))) & (w->align - 1);
+	if (gap && gap < PF_SKIP_HEADER)
+		gap += w->align;
+	return gap;
+}
+
+static int write_padding(pf_shard_writer *w, uint64_t gap, pf_error *err)
+{
+	uint8_t header[PF_SKIP_HEADER];
+	int ret;
+
+	pf_store_le32(header, PF_SKIP_PADDING);
+	pf_store_le32(header + 4, (uint32_t)(gap - PF_SKIP_HEADER));
+	ret = sink(w, header, sizeof(header), err);
+	gap -= PF_SKIP_HEADER;
+	while (!ret && gap) {
+		size_t n = gap < sizeof(zero_page) ? (size_t)gap : sizeof(zero_page);
+
+		ret = sink(w, zero_page, n, err);
+		gap -= n;
+	}
+	return ret;
+}
+
+/* Compress the open frame as one independent zstd frame and send it. */
+static int flush_frame(pf_shard_writer *w, pf_error *err)
+{
+	size_t bound, csize;
+	uint64_t gap;
+	struct written_frame *wf;
+	void *p;
+	int ret;
+
+	if (!w->frame_len)
+		return 0;
+	/* The seek table counts frames in a u32, and its own size must fit
+	 * the skippable frame's u32 size field. */
+	if (w->n_frames >= (UINT32_MAX - PF_SEEKTABLE_FOOTER) / 8)
+		return pf_error_set(err, -EFBIG, PF_OFFSET_FILE, w->pos,
+				    "too many frames for one shard");
+	bound = ZSTD_compressBound(w->frame_len);
+	p = grow(w->compressed, &w->compressed_cap, bound, 1);
+	if (!p)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
+				    "no memory for a compressed frame");
+	w->compressed = p;
+	p = grow(w->frames, &w->frames_cap, (size_t)w->n_frames + 1,
+		 sizeof(*w->frames));
+	if (!p)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
+				    "no memory for the frame table");
+	w->frames = p;
+
+	csize = ZSTD_compress2(w->cctx, w->compressed, w->compressed_cap,
+			       w->frame, w->frame_len);
+	if (ZSTD_isError(csize))
+		return pf_error_set(err, -EIO, PF_OFFSET_FILE, w->pos,
+				    "zstd compression failed: %s",
+				    ZSTD_getErrorName(csize));
+	/* The padding goes before this frame, so the previous frame's seek
+	 * table size can take it in. */
+	if (w->n_frames) {
+		gap = padding_for(w, w->pos);
+		if (gap) {
+			ret = write_padding(w, gap, err);
+			if (ret)
+				return ret;
+			w->frames[w->n_frames - 1].seek_size += (uint32_t)gap;
+		}
+	}
+	wf = &w->frames[w->n_frames];
+	wf->info.offset = w->pos;
+	wf->info.compressed_size = (uint32_t)csize;
+	wf->info.uncompressed_size = (uint32_t)w->frame_len;
+	wf->info.records = w->frame_records;
+	wf->info.first_record = w->records - w->frame_records;
+	wf->info.crc32c = pf_crc32c(0, w->compressed, csize);
+	wf->seek_size = (uint32_t)csize;
+	ret = sink(w, w->compressed, csize, err);
+	if (ret)
+		return ret;
+	w->n_frames++;
+	w->uncompressed += w->frame_len;
+	w->frame_len = 0;
+	w->frame_records = 0;
+	return 0;
+}
+
+int pf_shard_writer_add(pf_shard_writer *w, const void *data, size_t len,
+			pf_error *err)
+{
+	size_t framed;
+	void *p;
+	int ret;
+
+	if (w->failed)
+		return w->failed;
+	if (w->closed)
+		return -EINVAL;
+	if (len > w->max_record_size)
+		return pf_error_set(err, -EFBIG, PF_OFFSET_STREAM, w->uncompressed +
+				    w->frame_len, "record of %zu bytes is larger than the limit of %llu",
+				    len, (unsigned long long)w->max_record_size);
+	framed = len + PF_TFR_OVERHEAD;
+	/* A frame holds whole records; a record larger than frame_size
+	 * gets a frame of its own. */
+	if (w->frame_len && w->frame_len + framed > w->frame_size) {
+		ret = flush_frame(w, err);
+		if (ret)
+			goto fail;
+	}
+	if (w->frame_records == UINT32_MAX) {
+		ret = flush_frame(w, err);
+		if (ret)
+			goto fail;
+	}
+	p = grow(w->frame, &w->frame_cap, w->frame_len + framed, 1);
+	if (!p) {
+		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
+				   "no memory for a frame of %zu bytes",
+				   w->frame_len + framed);
+		goto fail;
+	}
+	w->frame = p;
+	pf_tfr_encode(w->frame + w->frame_len, framed, data, len);
+	w->frame_len += framed;
+	w->frame_records++;
+	w->records++;
+	return 0;
+fail:
+	w->failed = ret;
+	return ret;
+}
+
+int pf_shard_writer_set_schema(pf_shard_writer *w, const pf_schema *s)
+{
+	size_t n = s ? pf_schema_count(s) : 0;
+	pf_feature_schema *copy = NULL;
+	size_t i = 0;
+
+	if (n) {
+		copy = calloc(n, sizeof(*copy));
+		if (!copy)
+			return -ENOMEM;
+		for (i = 0; i < n; i++) {
+			const pf_feature_schema *f = pf_schema_get(s, i);
+
+			copy[i] = *f;
+			copy[i].name = strdup(f->name ? f->name : "");
+			if (!copy[i].name)
+				goto out;
+		}
+	}
+	schema_clear(w);
+	w->schema = copy;
+	w->n_schema = n;
+	w->schema_records = s ? pf_schema_records(s) : 0;
+	return 0;
+out:
+	while (i--)
+		free((char *)copy[i].name);
+	free(copy);
+	return -ENOMEM;
+}
+
+/* Pack the index into a skippable frame: header, protobuf, u32 length,
+ * u32 trailer magic.  *out is malloc'd; the caller frees it. */
+static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
+		       size_t *out_len, pf_error *err)
+{
+	Podfeed__ShardIndex ix = PODFEED__SHARD_INDEX__INIT;
+	Podfeed__FeatureSchema *fs = NULL, **fsp = NULL;
+	uint64_t *offset = NULL, *first = NULL;
+	uint32_t *csize = NULL, *usize = NULL, *recs = NULL, *crc = NULL;
+	uint32_t n = w->n_frames;
+	size_t alloc_n = n ? n : 1;
+	size_t pb_len, total;
+	uint8_t *buf = NULL;
+	int ret = -ENOMEM;
+
+	offset = malloc(alloc_n * sizeof(*offset));
+	first = malloc(alloc_n * sizeof(*first));
+	csize = malloc(alloc_n * sizeof(*csize));
+	usize = malloc(alloc_n * sizeof(*usize));
+	recs = malloc(alloc_n * sizeof(*recs));
+	crc = malloc(alloc_n * sizeof(*crc));
+	if (!offset || !first || !csize || !usize || !recs || !crc)
+		goto out;
+	if (w->n_schema) {
+		fs = calloc(w->n_schema, sizeof(*fs));
+		fsp = calloc(w->n_schema, sizeof(*fsp));
+		if (!fs || !fsp)
+			goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const pf_frame_info *fi = &w->frames[i].info;
+
+		offset[i] = fi->offset;
+		first[i] = fi->first_record;
+		csize[i] = fi->compressed_size;
+		usize[i] = fi->uncompressed_size;
+		recs[i] = fi->records;
+		crc[i] = fi->crc32c;
+	}
+	for (size_t i = 0; i < w->n_schema; i++) {
+		const pf_feature_schema *f = &w->schema[i];
+
+		podfeed__feature_schema__init(&fs[i]);
+		fs[i].name = (char *)f->name;
+		fs[i].kind = (uint32_t)f->kind;
+		fs[i].is_list = f->is_list;
+		fs[i].records_present = f->records_present;
+		fs[i].records_unset = f->records_unset;
+		fs[i].total_values = f->total_values;
+		fs[i].min_len = f->min_len;
+		fs[i].max_len = f->max_len;
+		fsp[i] = &fs[i];
+	}
+	ix.version = PF_SHARD_VERSION;
+	ix.records = w->records;
+	ix.uncompressed_bytes = w->uncompressed;
+	ix.alignment = w->align;
+	ix.data_end = data_end;
+	ix.n_frame_offset = n;
+	ix.frame_offset = offset;
+	ix.n_frame_compressed_size = n;
+	ix.frame_compressed_size = csize;
+	ix.n_frame_uncompressed_size = n;
+	ix.frame_uncompressed_size = usize;
+	ix.n_frame_records = n;
+	ix.frame_records = recs;
+	ix.n_frame_crc32c = n;
+	ix.frame_crc32c = crc;
+	ix.n_frame_first_record = n;
+	ix.frame_first_record = first;
+	ix.n_schema = w->n_schema;
+	ix.schema = fsp;
+	ix.schema_records = w->schema_records;
+
+	pb_len = podfeed__shard_index__get_packed_size(&ix);
+	total = PF_SKIP_HEADER + pb_len + 8;
+	if (total > PF_SHARD_MAX_INDEX) {
+		ret = pf_error_set(err, -EFBIG, PF_OFFSET_FILE, data_end,
+				   "index of %zu bytes is larger than the limit of %u",
+				   total, PF_SHARD_MAX_INDEX);
+		goto out;
+	}
+	buf = malloc(total);
+	if (!buf)
+		goto out;
+	pf_store_le32(buf, PF_SKIP_INDEX);
+	pf_store_le32(buf + 4, (uint32_t)(pb_len + 8));
+	podfeed__shard_index__pack(&ix, buf + PF_SKIP_HEADER);
+	pf_store_le32(buf + PF_SKIP_HEADER + pb_len, (uint32_t)pb_len);
+	pf_store_le32(buf + PF_SKIP_HEADER + pb_len + 4, PF_INDEX_TRAILER_MAGIC);
+	*out = buf;
+	*out_len = total;
+	ret = 0;
+out:
+	if (ret == -ENOMEM)
+		pf_error_set(err, ret, PF_OFFSET_FILE, data_end,
+			     "no memory for the shard index");
+	free(offset);
+	free(first);
+	free(csize);
+	free(usize);
+	free(recs);
+	free(crc);
+	free(fs);
+	free(fsp);
+	return ret;
+}
+
+/* The zstd seekable format's seek table; *out is malloc'd, caller frees. */
+static int build_seek_table(pf_shard_writer *w, uint8_t **out, size_t *out_len,
+			    pf_error *err)
+{
+	size_t content = (size_t)w->n_frames * 8 + PF_SEEKTABLE_FOOTER;
+	size_t total = PF_SKIP_HEADER + content;
+	uint8_t *buf, *p;
+
+	if (total > PF_SHARD_MAX_INDEX)
+		return pf_error_set(err, -EFBIG, PF_OFFSET_FILE, w->pos,
+				    "seek table of %zu bytes is larger than the limit of %u",
+				    total, PF_SHARD_MAX_INDEX);
+	buf = malloc(total);
+	if (!buf)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
+				    "no memory for the seek table");
+	pf_store_le32(buf, PF_SKIP_SEEKTABLE);
+	pf_store_le32(buf + 4, (uint32_t)content);
+	p = buf + PF_SKIP_HEADER;
+	for (uint32_t i = 0; i < w->n_frames; i++, p += 8) {
+		pf_store_le32(p, w->frames[i].seek_size);
+		pf_store_le32(p + 4, w->frames[i].info.uncompressed_size);
+	}
+	pf_store_le32(p, w->n_frames);
+	p[4] = 0;	/* descriptor: no checksums */
+	pf_store_le32(p + 5, PF_SEEKABLE_MAGIC);
+	*out = buf;
+	*out_len = total;
+	return 0;
+}
+
+int pf_shard_writer_close(pf_shard_writer *w, pf_error *err)
+{
+	uint8_t *index = NULL, *seek = NULL;
+	size_t index_len = 0, seek_len = 0;
+	uint64_t data_end;
+	int ret;
+
+	if (w->failed)
+		return w->failed;
+	if (w->closed)
+		return 0;
+	ret = flush_frame(w, err);
+	if (ret)
+		goto out;
+	data_end = w->pos;
+	ret = build_index(w, data_end, &index, &index_len, err);
+	if (ret)
+		goto out;
+	ret = build_seek_table(w, &seek, &seek_len, err);
+	if (ret)
+		goto out;
+	ret = sink(w, index, index_len, err);
+	if (ret)
+		goto out;
+	ret = sink(w, seek, seek_len, err);
+	if (ret)
+		goto out;
+	w->closed = true;
+out:
+	if (ret)
+		w->failed = ret;
+	free(index);
+	free(seek);
+	return ret;
+}

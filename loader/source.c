@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pf_source: the records of one file, in order, from any format. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "podfeed.h"
+
+#define PF_READ_DEFAULT (1u << 20)
+
+struct pf_source {
+	char *path;
+	int fd;
+	uint64_t file_size;
+	uint64_t max_record;
+
+	/* indexed shards */
+	pf_shard_index *index;
+	pf_frame_decoder *fdec;
+	uint32_t frame;			/* next frame to load */
+	uint8_t *cbuf, *ubuf;		/* compressed / uncompressed frame */
+	size_t cbuf_cap, ubuf_cap;
+	size_t upos, ulen;		/* parse position in ubuf */
+	uint64_t frame_stream_off;	/* stream offset of ubuf[0] */
+	uint64_t stream_next;		/* stream offset of frame s->frame */
+	uint64_t next_record;
+	uint64_t skip;			/* records to drop after a seek */
+	uint32_t frame_left;		/* records the index promises still */
+
+	/* streams */
+	pf_recstream *rs;
+	uint8_t *rbuf;
+	size_t rbuf_cap;
+	uint64_t read_off;
+	bool fed_eof, done;
+
+	uint64_t bytes_out;
+};
+
+static int open_index(pf_source *s, pf_error *err)
+{
+	size_t want = PF_SHARD_TAIL_HINT;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		uint8_t *tail;
+		int64_t got, ret;
+
+		if (want > s->file_size)
+			want = s->file_size;
+		tail = malloc(want ? want : 1);
+		if (!tail)
+			return -ENOMEM;
+		got = pf_file_pread(s->fd, tail, want, s->file_size - want,
+				    s->path, err);
+		if (got < 0) {
+			free(tail);
+			return (int)got;
+		}
+		ret = pf_shard_index_parse(&s->index, tail, (size_t)got,
+					   s->file_size, err);
+		free(tail);
+		if (ret <= 0)
+			return (int)ret;
+		want = (size_t)ret;	/* the index is larger than the hint */
+	}
+	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
+			    "shard index keeps asking for more tail bytes");
+}
+
+int pf_source_open(pf_source **out, const char *path,
+		   const pf_source_config *cfg, pf_error *err)
+{
+	pf_recstream_config rcfg = { 0 };
+	pf_source *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return -ENOMEM;
+	s->fd = -1;
+	s->path = strdup(path);
+	if (!s->path) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	s->max_record = cfg && cfg->max_record_size ? cfg->max_record_size
+						    : PF_MAX_RECORD_DEFAULT;
+	ret = s->fd = pf_file_open(path, err);
+	if (ret < 0)
+		goto fail;
+	ret = pf_file_size(s->fd, &s->file_size);
+	if (ret < 0)
+		goto fail;
+
+	if (!(cfg && cfg->ignore_index)) {
+		ret = open_index(s, err);
+		if (ret == 0) {
+			ret = pf_frame_decoder_create(&s->fdec);
+			if (ret < 0)
+				goto fail;
+			*out = s;
+			return 0;
+		}
+		if (ret != -ENODATA)
+			goto fail;
+		pf_error_clear(err);
+	}
+
+	s->rbuf_cap = cfg && cfg->read_size ? cfg->read_size : PF_READ_DEFAULT;
+	s->rbuf = malloc(s->rbuf_cap);
+	rcfg.max_record_size = s->max_record;
+	if (!s->rbuf) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = pf_recstream_create(&s->rs, &rcfg);
+	if (ret < 0)
+		goto fail;
+	*out = s;
+	return 0;
+fail:
+	pf_error_set_file(err, path);
+	if (err && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "%s", pf_strerror(ret));
+	pf_source_close(s);
+	return ret;
+}
+
+void pf_source_close(pf_source *s)
+{
+	if (!s)
+		return;
+	if (s->fd >= 0)
+		close(s->fd);
+	pf_shard_index_free(s->index);
+	pf_frame_decoder_free(s->fdec);
+	pf_recstream_free(s->rs);
+	free(s->cbuf);
+	free(s->ubuf);
+	free(s->rbuf);
+	free(s->path);
+	free(s);
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t want)
+{
+	uint8_t *p;
+
+	if (*cap >= want)
+		return 0;
+	p = realloc(*buf, want);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = want;
+	return 0;
+}
+
+/* Read and decode frame s->frame into ubuf. */
+static int load_frame(pf_source *s, pf_error *err)
+{
+	const pf_frame_info *fi = pf_shard_index_frame(s->index, s->frame);
+	int64_t got;
+	int ret;
+
+	/* Both sizes come from a validated index and are bounded by it. */
+	ret = grow(&s->cbuf, &s->cbuf_cap, fi->compressed_size);
+	if (ret == 0)
+		ret = grow(&s->ubuf, &s->ubuf_cap, fi->uncompressed_size);
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_FILE, fi->offset,
+				    "no memory for a frame of %u bytes",
+				    fi->uncompressed_size);
+	got = pf_file_pread(s->fd, s->cbuf, fi->compressed_size, fi->offset,
+			    s->path, err);
+	if (got < 0)
+		return (int)got;
+	if ((uint64_t)got < fi->compressed_size)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset + got,
+				    "file ends inside frame %u", s->frame);
+	got = pf_frame_decode(s->fdec, fi, s->cbuf, fi->compressed_size,
+			      s->ubuf, s->ubuf_cap, err);
+	if (got < 0)
+		return (int)got;
+	s->ulen = (size_t)got;
+	s->upos = 0;
+	s->frame_left = fi->records;
+	s->next_record = fi->first_record;
+	s->bytes_out += (uint64_t)got;
+	return 0;
+}
+
+static int next_indexed(pf_source *s, pf_record *rec, pf_error *err)
+{
+	for (;;) {
+		if (s->upos == s->ulen) {
+			if (s->frame_left)
+				goto short_frame;
+			if (s->frame >= pf_shard_index_frames(s->index))
+				return 0;
+			int ret = load_frame(s, err);
+			if (ret < 0) {
+				err->frame = s->frame;
+				return ret;
+			}
+			s->frame_stream_off = s->stream_next;
+			s->stream_next += s->ulen;
+			s->frame++;
+			continue;
+		}
+		uint64_t off = s->frame_stream_off + s->upos;
+		int64_t n = pf_tfr_parse(s->ubuf + s->upos, s->ulen - s->upos,
+					 off, s->max_record, rec, err);
+		if (n == 0)	/* a frame holds whole records only */
+			n = pf_tfr_truncation(s->ubuf + s->upos, s->ulen - s->upos,
+					      off, s->max_record, err);
+		if (n < 0) {
+			err->frame = s->frame - 1;
+			err->record = (int64_t)s->next_record;
+			return (int)n;
+		}
+		if (s->frame_left == 0)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE,
+				pf_shard_index_frame(s->index, s->frame - 1)->offset,
+				"frame %u holds more records than its index entry says",
+				s->frame - 1);
+		s->upos += (size_t)n;
+		s->frame_left--;
+		rec->index = s->next_record++;
+		if (s->skip) {
+			s->skip--;
+			continue;
+		}
+		return 1;
+	}
+short_frame:
+	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE,
+			    pf_shard_index_frame(s->index, s->frame - 1)->offset,
+			    "frame %u holds %u fewer records than its index entry says",
+			    s->frame - 1, s->frame_left);
+}
+
+static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
+{
+	for (;;) {
+		int ret = pf_recstream_next(s->rs, rec, err);
+
+		if (ret != 0)
+			return ret;
+		if (s->fed_eof) {
+			if (!s->done) {
+				s->done = true;
+				ret = pf_recstream_finish(s->rs, err);
+				if (ret < 0)
+					return ret;
+				s->bytes_out = pf_recstream_total_out(s->rs);
+			}
+			return 0;
+		}
+		int64_t got = pf_file_pread(s->fd, s->rbuf, s->rbuf_cap,
+					    s->read_off, s->path, err);
+		if (got < 0)
+			return (int)got;
+		s->read_off += (uint64_t)got;
+		if (got == 0)
+			s->fed_eof = true;
+		pf_recstream_feed(s->rs, s->rbuf, (size_t)got);
+		s->bytes_out = pf_recstream_total_out(s->rs);
+	}
+}
+
+int pf_source_next(pf_source *s, pf_record *rec, pf_error *err)
+{
+	int ret = s->index ? next_indexed(s, rec, err) : next_stream(s, rec, err);
+
+	if (ret < 0 && err) {
+		pf_error_set_file(err, s->path);
+		/* Uncompressed: the stream is the file, say "byte N". */
+		if (!s->index && err->offset_kind == PF_OFFSET_STREAM &&
+		    pf_recstream_compression(s->rs) == PF_COMP_NONE)
+			err->offset_kind = PF_OFFSET_FILE;
+	}
+	return ret;
+}
+
+int pf_source_seek_record(pf_source *s, uint64_t rec)
+{
+	int64_t f;
+
+	if (!s->index)
+		return -ENOTSUP;
+	if (rec == pf_shard_index_records(s->index)) {
+		s->frame = pf_shard_index_frames(s->index);
+		s->upos = s->ulen = 0;
+		s->frame_left = 0;
+		return 0;
+	}
+	f = pf_shard_index_find_record(s->index, rec);
+	if (f < 0)
+		return -ERANGE;
+	s->frame = (uint32_t)f;
+	s->upos = s->ulen = 0;
+	s->frame_left = 0;
+	s->stream_next = 0;
+	for (uint32_t i = 0; i < s->frame; i++)
+		s->stream_next += pf_shard_index_frame(s->index, i)->uncompressed_size;
+	s->skip = rec - pf_shard_index_frame(s->index, (uint32_t)f)->first_record;
+	return 0;
+}
+
+const pf_shard_index *pf_source_index(const pf_source *s)
+{
+	return s->index;
+}
+
+pf_compression pf_source_compression(const pf_source *s)
+{
+	return s->index ? PF_COMP_ZSTD : pf_recstream_compression(s->rs);
+}
+
+uint64_t pf_source_file_size(const pf_source *s)
+{
+	return s->file_size;
+}
+
+uint64_t pf_source_bytes_out(const pf_source *s)
+{
+	return s->bytes_out;
+}
+
+const char *pf_source_path(const pf_source *s)
+{
+	return s->path;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Helpers shared by the Criterion tests. */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+uint8_t *tu_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *buf;
+	long n;
+
+	cr_assert_not_null(f, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc(n > 0 ? (size_t)n : 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n, "short read of %s", path);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+void tu_write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f, "cannot create %s", path);
+	cr_assert_eq(fwrite(data, 1, len, f), len);
+	cr_assert_eq(fclose(f), 0);
+}
+
+const char *tu_fixture(const char *name)
+{
+	static char path[1024];
+
+	snprintf(path, sizeof(path), "%s/%s", PF_FIXTURES_DIR, name);
+	return path;
+}
+
+const char *tu_tmpdir(void)
+{
+	static char dir[64];
+
+	snprintf(dir, sizeof(dir), "/tmp/pftest.XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	return dir;
+}
+
+int tu_system(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	if (st < 0 || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}

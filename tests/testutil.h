@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Helpers shared by the Criterion tests (never linked into the library). */
+#ifndef PF_TESTUTIL_H
+#define PF_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Read a whole file into a malloc'd buffer (caller frees); aborts the
+ * test with a message when it cannot. */
+uint8_t *tu_read_file(const char *path, size_t *len);
+/* Write len bytes to path (creating/truncating); aborts on failure. */
+void tu_write_file(const char *path, const void *data, size_t len);
+/* PF_FIXTURES_DIR "/" name, in a static buffer (one at a time). */
+const char *tu_fixture(const char *name);
+/* A fresh empty directory under /tmp for this test; caller may leave it. */
+const char *tu_tmpdir(void);
+/* Run a shell command, return its exit status (or -1). */
+int tu_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

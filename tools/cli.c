@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Shared pieces of the command-line tools: flag values, inputs, JSON. */
+#include <dirent.h>
+#include <errno.h>
+#include <glob.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+const char *cli_prog = "podfeed";
+
+void cli_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", cli_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cli_print_error(const pf_error *err)
+{
+	char line[1024];
+
+	pf_error_format(err, line, sizeof(line));
+	fprintf(stderr, "%s: %s\n", cli_prog, line);
+}
+
+int cli_parse_u64(const char *flag, const char *text, uint64_t min,
+		  uint64_t max, bool allow_suffix, uint64_t *out)
+{
+	const char *p = text;
+	uint64_t v = 0, mul = 1;
+
+	if (!text || !*text) {
+		cli_fail("%s: a value is required", flag);
+		return -EINVAL;
+	}
+	if (*p < '0' || *p > '9')
+		goto bad;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) {
+			cli_fail("%s: '%s' is too large", flag, text);
+			return -EINVAL;
+		}
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p && allow_suffix && !p[1]) {
+		switch (*p) {
+		case 'k': case 'K': mul = 1ull << 10; p++; break;
+		case 'm': case 'M': mul = 1ull << 20; p++; break;
+		case 'g': case 'G': mul = 1ull << 30; p++; break;
+		default: break;
+		}
+	}
+	if (*p)
+		goto bad;
+	if (v && mul > UINT64_MAX / v) {
+		cli_fail("%s: '%s' is too large", flag, text);
+		return -EINVAL;
+	}
+	v *= mul;
+	if (v < min || v > max) {
+		cli_fail("%s: '%s' is out of range [%llu, %llu]", flag, text,
+			 (unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+bad:
+	cli_fail("%s: '%s' is not a whole number%s", flag, text,
+		 allow_suffix ? " (K, M, G suffixes allowed)" : "");
+	return -EINVAL;
+}
+
+int cli_parse_range(const char *flag, const char *text, uint64_t *from,
+		    uint64_t *to)
+{
+	const char *colon = text ? strchr(text, ':') : NULL;
+	char head[32];
+	size_t hl;
+
+	if (!colon) {
+		cli_fail("%s: '%s' is not a range A:B", flag, text ? text : "");
+		return -EINVAL;
+	}
+	hl = (size_t)(colon - text);
+	if (hl >= sizeof(head)) {
+		cli_fail("%s: '%s' is not a range A:B", flag, text);
+		return -EINVAL;
+	}
+	memcpy(head, text, hl);
+	head[hl] = '\0';
+	*from = 0;
+	*to = UINT64_MAX;
+	if (hl && cli_parse_u64(flag, head, 0, UINT64_MAX, false, from) < 0)
+		return -EINVAL;
+	if (colon[1] && cli_parse_u64(flag, colon + 1, 0, UINT64_MAX, false, to) < 0)
+		return -EINVAL;
+	if (*to < *from) {
+		cli_fail("%s: '%s' ends before it starts", flag, text);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int push(char ***list, int *n, int *cap, const char *s)
+{
+	if (*n == *cap) {
+		int nc = *cap ? *cap * 2 : 16;
+		char **l = realloc(*list, (size_t)nc * sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		*list = l;
+		*cap = nc;
+	}
+	(*list)[*n] = strdup(s);
+	if (!(*list)[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+int cli_expand_inputs(char *const *args, int nargs, char ***out)
+{
+	char **list = NULL;
+	int n = 0, cap = 0, ret = 0;
+
+	for (int i = 0; i < nargs && ret == 0; i++) {
+		const char *a = args[i];
+		struct stat st;
+
+		if (stat(a, &st) == 0 && S_ISDIR(st.st_mode)) {
+			DIR *d = opendir(a);
+			struct dirent *e;
+			int first = n;
+
+			if (!d) {
+				ret = -errno;
+				cli_fail("%s: cannot list directory: %s", a, strerror(errno));
+				break;
+			}
+			while ((e = readdir(d)) && ret == 0) {
+				char path[4096];
+				struct stat fst;
+
+				if (e->d_name[0] == '.')
+					continue;
+				snprintf(path, sizeof(path), "%s/%s", a, e->d_name);
+				if (stat(path, &fst) == 0 && S_ISREG(fst.st_mode))
+					ret = push(&list, &n, &cap, path);
+			}
+			closedir(d);
+			qsort(list + first, (size_t)(n - first), sizeof(*list), cmp_str);
+		} else if (strpbrk(a, "*?[")) {
+			glob_t g;
+			int gr = glob(a, 0, NULL, &g);
+
+			if (gr == GLOB_NOMATCH) {
+				cli_fail("%s: no file matches", a);
+				ret = -ENOENT;
+				break;
+			}
+			if (gr != 0) {
+				cli_fail("%s: cannot expand pattern", a);
+				ret = -EINVAL;
+				break;
+			}
+			for (size_t k = 0; k < g.gl_pathc && ret == 0; k++)
+				ret = push(&list, &n, &cap, g.gl_pathv[k]);
+			globfree(&g);
+		} else {
+			ret = push(&list, &n, &cap, a);
+		}
+	}
+	if (ret < 0) {
+		if (ret == -ENOMEM)
+			cli_fail("out of memory");
+		cli_free_inputs(list, n);
+		return ret;
+	}
+	*out = list;
+	return n;
+}
+
+void cli_free_inputs(char **list, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+void cli_json_string(FILE *f, const void *s, size_t len)
+{
+	const uint8_t *p = s;
+
+	fputc('"', f);
+	for (size_t i = 0; i < len; i++) {
+		uint8_t c = p[i];
+
+		switch (c) {
+		case '"': fputs("\\\"", f); break;
+		case '\\': fputs("\\\\", f); break;
+		case '\n': fputs("\\n", f); break;
+		case '\r': fputs("\\r", f); break;
+		case '\t': fputs("\\t", f); break;
+		default:
+			if (c < 0x20 || c >= 0x7f)
+				fprintf(f, "\\u%04x", c);
+			else
+				fputc(c, f);
+		}
+	}
+	fputc('"', f);
+}
+
+void cli_json_double(FILE *f, double v)
+{
+	if (isnan(v))
+		fputs("\"NaN\"", f);
+	else if (isinf(v))
+		fputs(v > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
+	else
+		fprintf(f, "%.9g", v);
+}
