@@ -11,6 +11,12 @@
 #include "podfeed.h"
 #include "testutil.h"
 
+/* An integer member of a JSON object, as unsigned (the counts here). */
+static uint64_t ju(json_t *obj, const char *key)
+{
+	return (uint64_t)json_integer_value(json_object_get(obj, key));
+}
+
 /* Per-feature totals accumulated over a file. */
 typedef struct agg {
 	char name[128];
@@ -93,13 +99,13 @@ static void check_feature(const char *file, agg *a, json_t *gt)
 	const char *type = json_string_value(json_object_get(gt, "type"));
 	json_t *v;
 
-	cr_assert_eq(a->present, json_integer_value(json_object_get(gt, "records_present")),
+	cr_assert_eq(a->present, ju(gt, "records_present"),
 		     "%s %s: records_present", file, a->name);
-	cr_assert_eq(a->values, json_integer_value(json_object_get(gt, "total_values")),
+	cr_assert_eq(a->values, ju(gt, "total_values"),
 		     "%s %s: total_values", file, a->name);
-	cr_assert_eq(a->min_len, json_integer_value(json_object_get(gt, "min_len")),
+	cr_assert_eq(a->min_len, ju(gt, "min_len"),
 		     "%s %s: min_len", file, a->name);
-	cr_assert_eq(a->max_len, json_integer_value(json_object_get(gt, "max_len")),
+	cr_assert_eq(a->max_len, ju(gt, "max_len"),
 		     "%s %s: max_len", file, a->name);
 	/* "float/none": some records have the Feature with no kind set. */
 	cr_assert_eq(strstr(type, "none") != NULL, (a->kinds & 1u) != 0,
@@ -111,7 +117,7 @@ static void check_feature(const char *file, agg *a, json_t *gt)
 	if (strstr(type, "bytes"))
 		cr_assert(a->kinds & (1u << PF_KIND_BYTES), "%s %s", file, a->name);
 	if ((v = json_object_get(gt, "int64_sum")))
-		cr_assert_eq(a->int64_sum, json_integer_value(v), "%s %s: int64_sum",
+		cr_assert_eq(a->int64_sum, (int64_t)json_integer_value(v), "%s %s: int64_sum",
 			     file, a->name);
 	if ((v = json_object_get(gt, "float_sum_f64"))) {
 		double want = json_number_value(v);
@@ -121,12 +127,12 @@ static void check_feature(const char *file, agg *a, json_t *gt)
 			      a->float_sum, want);
 	}
 	if ((v = json_object_get(gt, "bytes_total_len")))
-		cr_assert_eq(a->bytes_len, json_integer_value(v), "%s %s", file, a->name);
+		cr_assert_eq(a->bytes_len, (uint64_t)json_integer_value(v), "%s %s", file, a->name);
 	if ((v = json_object_get(gt, "bytes_crc32c_chain")))
 		cr_assert_eq(a->bytes_chain, strtoul(json_string_value(v), NULL, 16),
 			     "%s %s: bytes crc chain", file, a->name);
 	if ((v = json_object_get(gt, "steps_total")))
-		cr_assert_eq(a->steps, json_integer_value(v), "%s %s", file, a->name);
+		cr_assert_eq(a->steps, (uint64_t)json_integer_value(v), "%s %s", file, a->name);
 }
 
 static void check_features(const char *file, totals *t, json_t *obj, bool list)
@@ -177,9 +183,9 @@ static void check_fixture(const char *name, pf_source_config *cfg)
 		json_t *r = json_array_get(records, n);
 
 		cr_assert_not_null(r, "%s: more records than recorded", name);
-		cr_assert_eq(rec.offset, json_integer_value(json_object_get(r, "offset")),
+		cr_assert_eq(rec.offset, ju(r, "offset"),
 			     "%s record %llu offset", name, (unsigned long long)n);
-		cr_assert_eq(rec.len, json_integer_value(json_object_get(r, "length")));
+		cr_assert_eq(rec.len, ju(r, "length"));
 		cr_assert_eq(rec.index, n);
 		chain = pf_crc32c(chain, rec.data, rec.len);
 		payload += rec.len;
@@ -197,12 +203,12 @@ static void check_fixture(const char *name, pf_source_config *cfg)
 		n++;
 	}
 	cr_assert_eq(ret, 0, "%s: %s", name, err.msg);
-	cr_assert_eq(n, json_integer_value(json_object_get(gt, "num_records")), "%s", name);
-	cr_assert_eq(payload, json_integer_value(json_object_get(gt, "total_payload_bytes")));
+	cr_assert_eq(n, ju(gt, "num_records"), "%s", name);
+	cr_assert_eq(payload, ju(gt, "total_payload_bytes"));
 	cr_assert_eq(chain, strtoul(json_string_value(json_object_get(gt,
 		     "crc32c_chain_of_all_payloads")), NULL, 16), "%s: payload chain", name);
 	cr_assert_eq(pf_source_bytes_out(src),
-		     json_integer_value(json_object_get(gt, "uncompressed_size")));
+		     ju(gt, "uncompressed_size"));
 	const char *comp = json_string_value(json_object_get(gt, "compression"));
 	cr_assert_eq(pf_source_compression(src),
 		     !strcmp(comp, "GZIP") ? PF_COMP_GZIP : PF_COMP_NONE, "%s", name);
