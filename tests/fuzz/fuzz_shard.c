@@ -2,6 +2,7 @@
 /* Fuzzes the indexed shard reader: the input is a whole shard file. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pf_formats.h"
 
@@ -87,6 +88,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		fi = pf_shard_index_frame(ix, (uint32_t)f);
 		if (!fi || r < fi->first_record || r - fi->first_record >= fi->records)
+			abort();
+	}
+	if (pf_shard_index_data_end(ix) > size)
+		abort();
+	for (size_t i = 0; i < pf_shard_index_schema_count(ix); i++) {
+		const pf_feature_schema *f = pf_shard_index_schema(ix, i);
+
+		if (!f || !f->name || strlen(f->name) > size ||
+		    f->kind > PF_KIND_INT64)
 			abort();
 	}
 	decode_frames(ix, data, size);

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The I/O engine: files, request bookkeeping, retries, counters, and the
+ * choice of back-end. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io_internal.h"
+
+#define PF_IO_DEPTH_DEFAULT 64u
+#define PF_IO_FILES_DEFAULT 4096u
+#define PF_IO_RETRIES_DEFAULT 16u
+#define PF_DIRECT_ALIGN 4096u
+
+uint64_t pf_io_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const pf_io_backend *backend_by_name(const char *name)
+{
+	if (!strcmp(name, "uring") || !strcmp(name, "io_uring"))
+		return &pf_io_uring_backend;
+	if (!strcmp(name, "pread"))
+		return &pf_io_pread_backend;
+	return NULL;
+}
+
+int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
+{
+	static const pf_io_config defaults = { 0 };
+	const char *want;
+	pf_io *io;
+	int ret;
+
+	if (!cfg)
+		cfg = &defaults;
+	io = calloc(1, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	io->queue_depth = cfg->queue_depth ? cfg->queue_depth : PF_IO_DEPTH_DEFAULT;
+	io->max_files = cfg->max_files ? cfg->max_files : PF_IO_FILES_DEFAULT;
+	io->max_retries = cfg->max_retries ? cfg->max_retries : PF_IO_RETRIES_DEFAULT;
+	io->done = calloc(io->queue_depth, sizeof(*io->done));
+	io->pending = calloc(io->queue_depth, sizeof(*io->pending));
+	io->files = calloc(io->max_files, sizeof(*io->files));
+	if (!io->done || !io->pending || !io->files) {
+		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				   "no memory for an I/O engine of depth %u",
+				   io->queue_depth);
+		goto fail;
+	}
+
+	want = cfg->backend ? cfg->backend : getenv("PODFEED_IO");
+	if (want && *want) {
+		io->be = backend_by_name(want);
+		if (!io->be) {
+			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					   "unknown I/O back-end '%s' (uring or pread)",
+					   want);
+			goto fail;
+		}
+	} else {
+		io->be = &pf_io_uring_backend;
+	}
+	ret = io->be->init(io, cfg, err);
+	if (ret < 0 && io->be == &pf_io_uring_backend && !(want && *want) &&
+	    (ret == -EPERM || ret == -ENOSYS || ret == -EACCES)) {
+		/* Say it once per process, not once per thread. */
+		static int said;
+		if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+			fprintf(stderr, "podfeed: io_uring is not available here (%s); "
+				"reading with pread\n", pf_strerror(ret));
+		pf_error_clear(err);
+		io->be = &pf_io_pread_backend;
+		ret = io->be->init(io, cfg, err);
+	}
+	if (ret < 0)
+		goto fail;
+	*out = io;
+	return 0;
+fail:
+	io->be = NULL;
+	pf_io_free(io);
+	return ret;
+}
+
+void pf_io_free(pf_io *io)
+{
+	if (!io)
+		return;
+	if (io->be)
+		io->be->exit(io);
+	for (uint32_t i = 0; i < io->nfiles; i++) {
+		if (io->files[i].fd >= 0)
+			close(io->files[i].fd);
+		if (io->files[i].direct_fd >= 0)
+			close(io->files[i].direct_fd);
+		free(io->files[i].path);
+	}
+	free(io->files);
+	free(io->done);
+	free(io->pending);
+	free(io);
+}
+
+const char *pf_io_backend_name(const pf_io *io)
+{
+	return io->be == &pf_io_uring_backend ? "io_uring" : "pread";
+}
+
+bool pf_io_buffers_registered(const pf_io *io)
+{
+	return io->buffers_registered;
+}
+
+int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
+{
+	pf_io_file *f;
+	int fd, ret;
+
+	if (io->nfiles == io->max_files) {
+		pf_error_set_file(err, path);
+		return pf_error_set(err, -EMFILE, PF_OFFSET_NONE, 0,
+				    "the I/O engine's file table is full (%u files)",
+				    io->max_files);
+	}
+	fd = pf_file_open(path, err);
+	if (fd < 0)
+		return fd;
+	f = &io->files[io->nfiles];
+	memset(f, 0, sizeof(*f));
+	f->fd = fd;
+	f->direct_fd = -1;
+	f->path = strdup(path);
+	if (!f->path) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ret = pf_file_size(fd, &f->size);
+	if (ret < 0)
+		goto fail;
+	/* O_DIRECT is refused by some filesystems (tmpfs, many FUSE
+	 * mounts): then the file is read through the page cache. */
+	if (flags & PF_IO_DIRECT)
+		f->direct_fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	io->nfiles++;
+	ret = io->be->file_added(io, io->nfiles - 1);
+	if (ret < 0) {
+		io->nfiles--;
+		goto fail;
+	}
+	return (int)(io->nfiles - 1);
+fail:
+	if (f->direct_fd >= 0)
+		close(f->direct_fd);
+	close(fd);
+	free(f->path);
+	pf_error_set_file(err, path);
+	return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "cannot add to the I/O engine: %s",
+			    pf_strerror(ret));
+}
+
+uint64_t pf_io_file_size(const pf_io *io, uint32_t file)
+{
+	return file < io->nfiles ? io->files[file].size : 0;
+}
+
+const char *pf_io_file_path(const pf_io *io, uint32_t file)
+{
+	return file < io->nfiles ? io->files[file].path : NULL;
+}
+
+bool pf_io_file_direct(const pf_io *io, uint32_t file)
+{
+	return file < io->nfiles && io->files[file].direct_fd >= 0;
+}
+
+int pf_io_submit(pf_io *io, pf_io_req *req)
+{
+	if (io->inflight >= io->queue_depth)
+		return -EBUSY;
+	req->done_bytes = 0;
+	req->retries = 0;
+	req->result = 0;
+	req->start_ns = pf_io_now_ns();
+	io->inflight++;
+	if (req->file >= io->nfiles) {
+		req->result = -EBADF;
+		pf_io_complete(io, req);
+		return 0;
+	}
+	if (io->files[req->file].direct_fd >= 0 &&
+	    ((req->offset | req->len | (uintptr_t)req->buf) & (PF_DIRECT_ALIGN - 1))) {
+		req->result = -EINVAL;	/* O_DIRECT needs aligned requests */
+		io->files[req->file].stats.errors++;
+		pf_io_complete(io, req);
+		return 0;
+	}
+	return io->be->queue(io, req);
+}
+
+static unsigned hist_bucket(uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	unsigned b = 0;
+
+	while (us > 1 && b < PF_IO_HIST_BUCKETS - 1) {
+		us >>= 1;
+		b++;
+	}
+	return b;
+}
+
+bool pf_io_account(pf_io *io, pf_io_req *req, int64_t res)
+{
+	pf_io_file *f = &io->files[req->file];
+
+	if (res == -EINTR || res == -EAGAIN) {
+		if (++req->retries <= io->max_retries) {
+			f->stats.retries++;
+			return false;
+		}
+	} else if (res > 0) {
+		req->done_bytes += (uint32_t)res;
+		f->stats.bytes += (uint64_t)res;
+		if (req->done_bytes < req->len) {
+			/* Short read: ask again for the rest (a read of 0
+			 * then says end of file). */
+			f->stats.retries++;
+			return false;
+		}
+	}
+	uint64_t lat = pf_io_now_ns() - req->start_ns;
+	req->result = res < 0 ? res : (int64_t)req->done_bytes;
+	f->stats.ops++;
+	f->stats.busy_ns += lat;
+	f->stats.hist[hist_bucket(lat)]++;
+	if (res < 0)
+		f->stats.errors++;
+	return true;
+}
+
+void pf_io_complete(pf_io *io, pf_io_req *req)
+{
+	unsigned tail = (io->done_head + io->done_count) % io->queue_depth;
+
+	io->done[tail] = req;
+	io->done_count++;
+}
+
+int pf_io_reap(pf_io *io, pf_io_req **done, unsigned max, unsigned min_done)
+{
+	unsigned n = 0;
+
+	if (min_done > io->inflight)
+		min_done = io->inflight;
+	if (io->done_count < min_done || io->done_count == 0) {
+		unsigned need = min_done > io->done_count ? min_done - io->done_count : 0;
+		int ret = io->be->run(io, need);
+		if (ret < 0)
+			return ret;
+	}
+	while (n < max && io->done_count) {
+		done[n++] = io->done[io->done_head];
+		io->done_head = (io->done_head + 1) % io->queue_depth;
+		io->done_count--;
+		io->inflight--;
+	}
+	return (int)n;
+}
+
+unsigned pf_io_inflight(const pf_io *io)
+{
+	return io->inflight;
+}
+
+void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out)
+{
+	if (file < io->nfiles)
+		*out = io->files[file].stats;
+	else
+		memset(out, 0, sizeof(*out));
+}
+
+double pf_io_stats_quantile_us(const pf_io_stats *st, double q)
+{
+	uint64_t total = 0, seen = 0;
+
+	for (unsigned i = 0; i < PF_IO_HIST_BUCKETS; i++)
+		total += st->hist[i];
+	if (!total)
+		return 0;
+	for (unsigned i = 0; i < PF_IO_HIST_BUCKETS; i++) {
+		seen += st->hist[i];
+		if ((double)seen >= q * (double)total)
+			return (double)(2ull << i);
+	}
+	return (double)(2ull << (PF_IO_HIST_BUCKETS - 1));
+}

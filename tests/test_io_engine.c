@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The I/O engine, on both back-ends: whole reads, end of file, many
+ * requests in flight, registered buffers, O_DIRECT checks, counters. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pf_io.h"
+#include "testutil.h"
+
+static char *make_file(size_t len, uint8_t **content)
+{
+	static char path[256];
+	const char *d = tu_tmpdir();
+	uint8_t *buf = malloc(len);
+
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)((i * 2654435761u) >> 13);
+	snprintf(path, sizeof(path), "%s/data.bin", d);
+	tu_write_file(path, buf, len);
+	*content = buf;
+	return path;
+}
+
+static pf_io *engine(const char *backend, void *bufs, size_t bsize, unsigned nbufs)
+{
+	pf_io_config cfg = { .queue_depth = 16, .backend = backend, .buffers = bufs,
+			     .buffer_size = bsize, .nbuffers = nbufs };
+	pf_io *io;
+	pf_error err;
+
+	pf_error_clear(&err);
+	int ret = pf_io_create(&io, &cfg, &err);
+	if (ret == -EPERM || ret == -ENOSYS)
+		cr_skip_test("io_uring is refused on this kernel (%s)", pf_strerror(ret));
+	cr_assert_eq(ret, 0, "%s", err.msg);
+	return io;
+}
+
+static const char *const backend_names[] = { "uring", "pread" };
+
+/* Parameters cross into the test's own process by value: pass indexes. */
+ParameterizedTestParameters(io, reads_whole_file_in_many_requests)
+{
+	static int which[] = { 0, 1 };
+	return cr_make_param_array(int, which, 2);
+}
+
+ParameterizedTest(int *which, io, reads_whole_file_in_many_requests)
+{
+	const char *const *backend = &backend_names[*which];
+	const size_t len = 3 * 1024 * 1024 + 123, chunk = 65536;
+	uint8_t *content, *bufs = malloc(16 * chunk);
+	char *path = make_file(len, &content);
+	pf_io *io = engine(*backend, bufs, chunk, 16);
+	pf_io_req reqs[16], *done[16];
+	pf_error err;
+	size_t next = 0, completed = 0, nchunks = (len + chunk - 1) / chunk;
+	int f = pf_io_add_file(io, path, 0, &err);
+
+	cr_assert_geq(f, 0, "%s", err.msg);
+	cr_assert_eq(pf_io_file_size(io, (uint32_t)f), len);
+	cr_assert_str_eq(pf_io_backend_name(io), !strcmp(*backend, "uring") ? "io_uring" : "pread");
+	/* Keep 16 in flight, each in its own registered buffer. */
+	for (int i = 0; i < 16 && next < nchunks; i++, next++) {
+		reqs[i] = (pf_io_req){ .file = (uint32_t)f, .offset = next * chunk,
+				       .len = (uint32_t)chunk, .buf = bufs + (size_t)i * chunk,
+				       .buf_index = i, .user = (void *)(uintptr_t)i };
+		cr_assert_eq(pf_io_submit(io, &reqs[i]), 0);
+	}
+	pf_io_req extra = reqs[0];
+	cr_assert_eq(pf_io_submit(io, &extra), -EBUSY, "depth is enforced");
+	while (completed < nchunks) {
+		int n = pf_io_reap(io, done, 16, 1);
+		cr_assert_gt(n, 0);
+		for (int k = 0; k < n; k++) {
+			pf_io_req *r = done[k];
+			size_t want = r->offset + chunk <= len ? chunk : len - r->offset;
+			cr_assert_eq(r->result, (int64_t)want, "offset %llu",
+				     (unsigned long long)r->offset);
+			cr_assert_arr_eq(r->buf, content + r->offset, want);
+			completed++;
+			if (next < nchunks) {
+				r->offset = next++ * chunk;
+				cr_assert_eq(pf_io_submit(io, r), 0);
+			}
+		}
+	}
+	cr_assert_eq(pf_io_inflight(io), 0);
+	pf_io_stats st;
+	pf_io_file_stats(io, (uint32_t)f, &st);
+	cr_assert_eq(st.bytes, len);
+	cr_assert_eq(st.ops, nchunks);
+	cr_assert_eq(st.errors, 0);
+	cr_assert_gt(pf_io_stats_quantile_us(&st, 0.99), 0);
+	pf_io_free(io);
+	free(bufs);
+	free(content);
+}
+
+Test(io, past_end_of_file_and_bad_requests)
+{
+	const char *backends[] = { "uring", "pread" };
+
+	for (int b = 0; b < 2; b++) {
+		uint8_t *content, buf[4096];
+		char *path = make_file(1000, &content);
+		pf_io *io = engine(backends[b], NULL, 0, 0);
+		pf_io_req r = { .len = 4096, .buf = buf, .buf_index = -1 }, *done[2];
+		pf_error err;
+		int f = pf_io_add_file(io, path, 0, &err);
+
+		r.file = (uint32_t)f;
+		r.offset = 900;
+		cr_assert_eq(pf_io_submit(io, &r), 0);
+		cr_assert_eq(pf_io_reap(io, done, 2, 1), 1);
+		cr_assert_eq(done[0]->result, 100, "%s: short at end of file", backends[b]);
+		cr_assert_arr_eq(buf, content + 900, 100);
+		r.offset = 5000;
+		cr_assert_eq(pf_io_submit(io, &r), 0);
+		cr_assert_eq(pf_io_reap(io, done, 2, 1), 1);
+		cr_assert_eq(done[0]->result, 0);
+		r.file = 99;
+		cr_assert_eq(pf_io_submit(io, &r), 0);
+		cr_assert_eq(pf_io_reap(io, done, 2, 1), 1);
+		cr_assert_eq(done[0]->result, -EBADF);
+		pf_error_clear(&err);
+		cr_assert_eq(pf_io_add_file(io, "/nonexistent/shard", 0, &err), -ENOENT);
+		cr_assert_str_eq(err.file, "/nonexistent/shard");
+		pf_io_free(io);
+		free(content);
+	}
+}
+
+Test(io, direct_reads_must_be_aligned)
+{
+	uint8_t *content, *buf;
+	char *path = make_file(1 << 20, &content);
+	pf_io *io = engine("pread", NULL, 0, 0);
+	pf_io_req r = { .len = 8192, .buf_index = -1 }, *done[1];
+	pf_error err;
+	int f = pf_io_add_file(io, path, PF_IO_DIRECT, &err);
+
+	cr_assert_geq(f, 0);
+	if (!pf_io_file_direct(io, (uint32_t)f))
+		cr_skip_test("the filesystem under /tmp refuses O_DIRECT");
+	cr_assert_eq(posix_memalign((void **)&buf, 4096, 8192), 0);
+	r.file = (uint32_t)f;
+	r.buf = buf;
+	r.offset = 4096;
+	cr_assert_eq(pf_io_submit(io, &r), 0);
+	cr_assert_eq(pf_io_reap(io, done, 1, 1), 1);
+	cr_assert_eq(done[0]->result, 8192);
+	cr_assert_arr_eq(buf, content + 4096, 8192);
+	r.offset = 100;
+	cr_assert_eq(pf_io_submit(io, &r), 0);
+	cr_assert_eq(pf_io_reap(io, done, 1, 1), 1);
+	cr_assert_eq(done[0]->result, -EINVAL);
+	pf_io_free(io);
+	free(buf);
+	free(content);
+}
+
+Test(io, backend_choice)
+{
+	pf_io *io;
+	pf_error err;
+	pf_io_config cfg = { .backend = "floppy" };
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_io_create(&io, &cfg, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "unknown I/O back-end 'floppy'"), "%s", err.msg);
+	setenv("PODFEED_IO", "pread", 1);
+	cr_assert_eq(pf_io_create(&io, NULL, &err), 0);
+	cr_assert_str_eq(pf_io_backend_name(io), "pread");
+	pf_io_free(io);
+	unsetenv("PODFEED_IO");
+	pf_io_free(NULL);
+}
