@@ -450,7 +450,8 @@ PF_API void pf_frame_decoder_free(pf_frame_decoder *d);
  *  compressed_size bytes), then decompress it into dst.  Checks the
  *  content size and that dst_cap holds it before decompressing.
  *  @return uncompressed bytes (== fi->uncompressed_size), -EBADMSG with
- *  the file offset, -ENOBUFS. */
+ *  the file offset, -ENOBUFS, -EINVAL when src_len is not the frame's
+ *  compressed_size (a caller mistake). */
 PF_API int64_t pf_frame_decode(pf_frame_decoder *d, const pf_frame_info *fi,
 			       const void *src, size_t src_len, void *dst,
 			       size_t dst_cap, pf_error *err);

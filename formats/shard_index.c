@@ -288,12 +288,12 @@ static int64_t copy_schema(pf_shard_index *ix, const Podfeed__ShardIndex *pb,
 		ix->n_schema = i + 1;
 		s->kind = (pf_kind)f->kind;
 		s->is_list = f->is_list;
-		s->mixed = false;	/* not in pf_index.proto */
 		s->records_present = f->records_present;
 		s->records_unset = f->records_unset;
 		s->total_values = f->total_values;
 		s->min_len = f->min_len;
 		s->max_len = f->max_len;
+		s->mixed = f->mixed;
 	}
 	return 0;
 }

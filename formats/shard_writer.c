@@ -295,8 +295,9 @@ int pf_shard_writer_add(pf_shard_writer *w, const void *data, size_t len,
 	if (w->closed)
 		return -EINVAL;
 	if (len > w->max_record_size)
-		return pf_error_set(err, -EFBIG, PF_OFFSET_STREAM, w->uncompressed +
-				    w->frame_len, "record of %zu bytes is larger than the limit of %llu",
+		return pf_error_set(err, -EFBIG, PF_OFFSET_STREAM,
+				    w->uncompressed + w->frame_len,
+				    "record of %zu bytes is larger than the limit of %llu",
 				    len, (unsigned long long)w->max_record_size);
 	framed = len + PF_TFR_OVERHEAD;
 	/* A frame holds whole records; a record larger than frame_size
@@ -319,7 +320,8 @@ int pf_shard_writer_add(pf_shard_writer *w, const void *data, size_t len,
 		goto fail;
 	}
 	w->frame = p;
-	pf_tfr_encode(w->frame + w->frame_len, framed, data, len);
+	/* An empty record may come as (NULL, 0); memcpy wants a pointer. */
+	pf_tfr_encode(w->frame + w->frame_len, framed, len ? data : "", len);
 	w->frame_len += framed;
 	w->frame_records++;
 	w->records++;
@@ -411,6 +413,7 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 		fs[i].total_values = f->total_values;
 		fs[i].min_len = f->min_len;
 		fs[i].max_len = f->max_len;
+		fs[i].mixed = f->mixed;
 		fsp[i] = &fs[i];
 	}
 	ix.version = PF_SHARD_VERSION;
