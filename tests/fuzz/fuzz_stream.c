@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz the record stream (detection, gzip/zlib/zstd, framing): never a
- * crash, a hang or a leak; fed whole or in pieces, the same records. */
+ * crash, a hang or a leak.  Fed whole or in pieces, a clean stream gives
+ * the same records, and a bad one fails both ways.  (How many records of
+ * a corrupt compressed frame come out before the codec notices depends
+ * on how its input arrives, so counts are only compared when clean.) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +61,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (r1 == 2 || r2 == 2)
 		return 0;
-	if (r1 != r2 || n1 != n2 || c1 != c2)
+	if ((r1 < 0) != (r2 < 0))
+		abort();
+	if (r1 == 0 && (r2 != 0 || n1 != n2 || c1 != c2))
 		abort();
 	return 0;
 }
