@@ -50,6 +50,198 @@ PF_API uint64_t pf_source_file_size(const pf_source *s);
 PF_API uint64_t pf_source_bytes_out(const pf_source *s);
 PF_API const char *pf_source_path(const pf_source *s);
 
+/*! pf_paths_expand(): a directory gives its regular files (sorted,
+ *  hidden ones skipped), a pattern with * ? [ is globbed (sorted), anything
+ *  else is taken as a file name; order otherwise as given.
+ *  @return the count with *out (free with pf_paths_free()), or -errno
+ *  with err naming the argument. */
+PF_API int pf_paths_expand(const char *const *args, size_t n, char ***out,
+			   pf_error *err);
+PF_API void pf_paths_free(char **list, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* Feature spec: which features, how they become dense tensors          */
+/* ------------------------------------------------------------------ */
+/*
+ * A spec is a comma-separated list of features:
+ *
+ *     name:dtype[len][:option]...
+ *
+ *   dtype   int32 | int64 | float32 | bytes
+ *   len     values per record (bytes: bytes per record); shorter lists
+ *           are padded, longer ones truncated
+ *   option  pad=V          value for padding (default 0)
+ *           scale=V        multiply (float32 only, after the cast)
+ *           shift=V        add (float32 only, after scale)
+ *           clip=LO:HI     clamp into [LO, HI] (after scale and shift)
+ *           required       a record without the feature is an error
+ *                          (default: absent or unset = all padding)
+ *
+ * e.g. "tokens:int32[256]:pad=0,label:int64[1]" or
+ *      "x:float32[256]:scale=0.5:clip=-3:3,label:int32[1]".
+ * Source values are cast to dtype: int64 to int32 saturates, int64 to
+ * float32 and float to int32/int64 round toward zero (saturating).
+ */
+typedef enum pf_dtype {
+	PF_DTYPE_INT32 = 0,
+	PF_DTYPE_INT64,
+	PF_DTYPE_FLOAT32,
+	PF_DTYPE_BYTES,
+} pf_dtype;
+
+#define PF_SPEC_MAX_FEATURES 64u
+#define PF_SPEC_MAX_NAME 128u
+
+typedef struct pf_feature_spec {
+	char name[PF_SPEC_MAX_NAME];
+	pf_dtype dtype;
+	uint32_t len;		/* values (bytes for PF_DTYPE_BYTES) per record */
+	bool required;
+	double pad;
+	double scale, shift;	/* float32: v * scale + shift (1, 0 default) */
+	bool clip;
+	double clip_lo, clip_hi;
+} pf_feature_spec;
+
+typedef struct pf_spec {
+	pf_feature_spec f[PF_SPEC_MAX_FEATURES];
+	uint32_t n;
+	size_t row_bytes;	/* bytes of one preprocessed record */
+} pf_spec;
+
+/*! Bytes per value of a dtype (1 for bytes). */
+PF_API size_t pf_dtype_size(pf_dtype t);
+PF_API const char *pf_dtype_name(pf_dtype t);
+/*! pf_spec_parse(): parse text into *spec.  @return 0, or -EINVAL with err
+ *  naming the byte offset in text and what was wrong. */
+PF_API int pf_spec_parse(pf_spec *spec, const char *text, pf_error *err);
+/*! pf_spec_format(): the canonical text of a spec.  @return its length. */
+PF_API size_t pf_spec_format(const pf_spec *spec, char *dst, size_t cap);
+/*! Byte offset of feature i inside a row (features packed in order, each
+ *  aligned to its dtype). */
+PF_API size_t pf_spec_offset(const pf_spec *spec, uint32_t i);
+/*! pf_spec_apply(): preprocess one decoded example into row (row_bytes
+ *  bytes).  @return 0, or -EBADMSG when a required feature is missing or a
+ *  feature has a kind that cannot become its dtype (bytes into int32, a
+ *  number into bytes); err says which feature. */
+PF_API int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
+			 pf_error *err);
+
+/* ------------------------------------------------------------------ */
+/* The loader                                                           */
+/* ------------------------------------------------------------------ */
+/*
+ * One loader per host.  It hands each of the host's cores a batch of
+ * exactly per_core_batch records every step.  The order of records is a
+ * pure function of (dataset, seed, epoch, topology): the same on every
+ * run and at every thread count.  Each host reads about 1/num_hosts of
+ * the bytes, and every host yields the same number of steps per epoch:
+ * floor(records / global_batch); the remainder is dropped and counted
+ * (or, with PF_REMAINDER_WRAP, filled from the start of the host's share).
+ */
+typedef struct pf_loader pf_loader;
+
+typedef enum pf_remainder {
+	PF_REMAINDER_DROP = 0,
+	PF_REMAINDER_WRAP,
+} pf_remainder;
+
+typedef struct pf_loader_config {
+	const char *const *paths;	/* files, directories or globs */
+	size_t npaths;
+	const char *features;		/* feature spec (see above); required */
+
+	uint32_t host_index;		/* 0 .. num_hosts-1 */
+	uint32_t num_hosts;		/* 0: 1 */
+	uint32_t cores_per_host;	/* 0: 1 */
+	uint32_t per_core_batch;	/* required */
+
+	uint64_t seed;
+	uint32_t epochs;		/* 0: 1 */
+	uint64_t max_steps;		/* stop after this many steps in all; 0: no limit */
+	bool shuffle;			/* frame permutation + window shuffle */
+	uint32_t shuffle_window;	/* records; 0: 8192 when shuffling */
+	pf_remainder remainder;
+
+	unsigned threads;		/* decode workers; 0: number of CPUs */
+	unsigned io_depth;		/* reads in flight; 0: 32 */
+	size_t memory_budget;		/* bytes for all pools; 0: 512 MiB */
+	unsigned prefetch;		/* ready host batches queued; 0: 2 */
+	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
+	bool direct_io;			/* O_DIRECT for aligned indexed shards */
+	const char *io_backend;		/* NULL: $PODFEED_IO or io_uring */
+} pf_loader_config;
+
+/* One feature of one core's batch: values[per_core_batch][len]. */
+typedef struct pf_tensor {
+	const char *name;
+	pf_dtype dtype;
+	uint32_t len;		/* values per record */
+	void *data;		/* per_core_batch * len * pf_dtype_size(dtype) bytes */
+} pf_tensor;
+
+typedef struct pf_core_batch {
+	pf_tensor *tensors;	/* one per spec feature, in spec order */
+	uint32_t ntensors;
+	void *block;		/* all of this core's tensors, contiguous */
+	size_t block_bytes;
+} pf_core_batch;
+
+typedef struct pf_batch {
+	uint32_t epoch;		/* from 0 */
+	uint64_t step;		/* step within the epoch, from 0 */
+	uint64_t global_step;	/* steps since the start */
+	bool epoch_start;	/* first step of its epoch */
+	bool epoch_end;		/* last step of its epoch */
+	uint32_t per_core_batch;
+	uint32_t cores;
+	pf_core_batch *core;	/* cores entries */
+} pf_batch;
+
+typedef struct pf_stage_metrics {
+	uint64_t busy_ns;	/* time spent working */
+	uint64_t wait_ns;	/* time blocked on input or output */
+} pf_stage_metrics;
+
+typedef struct pf_loader_metrics {
+	uint64_t records;		/* delivered to the consumer */
+	uint64_t steps;
+	uint64_t bytes_read;		/* compressed bytes read from files */
+	uint64_t bytes_decompressed;	/* TFRecord bytes produced */
+	uint64_t remainder_dropped;	/* records dropped to keep steps equal */
+	uint64_t remainder_wrapped;	/* records repeated to fill the last step */
+	uint64_t records_per_epoch;	/* of the whole dataset */
+	uint64_t steps_per_epoch;
+	pf_stage_metrics io, decode, assemble;
+	unsigned decode_threads;
+	uint64_t next_wait_ns;		/* consumer time blocked in next() */
+	uint64_t queue_fill_sum;	/* summed queue fill at each next() */
+	uint64_t next_hist[PF_IO_HIST_BUCKETS];	/* next() latency, log2 us */
+	uint64_t memory_bytes;		/* pools allocated from the budget */
+	const char *io_backend;
+} pf_loader_metrics;
+
+/*! pf_loader_create(): open the dataset (indexed shards through their
+ *  index; stream files are scanned once to count records), plan this
+ *  host's share, size every pool from the memory budget, start threads.
+ *  @return 0 with *out, or -errno with err (may be NULL) saying why. */
+PF_API int pf_loader_create(pf_loader **out, const pf_loader_config *cfg,
+			    pf_error *err);
+/*! pf_loader_next(): block until the next host batch is ready.
+ *  @return 1 with *batch (valid until pf_loader_release()), 0 when all
+ *  epochs are done, <0 on error (pf_loader_last_error() says what and
+ *  where).  At most cfg->prefetch + 1 batches may be held at once. */
+PF_API int pf_loader_next(pf_loader *l, pf_batch **batch);
+/*! Give a batch back to the loader. */
+PF_API void pf_loader_release(pf_loader *l, pf_batch *batch);
+/*! The error that ended the loader, or NULL. */
+PF_API const pf_error *pf_loader_last_error(const pf_loader *l);
+PF_API void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m);
+PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);
+PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
+/*! Stop threads and free everything.  NULL is a no-op. */
+PF_API void pf_loader_free(pf_loader *l);
+
 #ifdef __cplusplus
 }
 #endif

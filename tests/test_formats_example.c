@@ -12,6 +12,17 @@
 #include "pf_formats.h"
 #include "testutil.h"
 
+/*
+ * An assertion that costs nothing when it holds: the suite runs with
+ * --full-stats, where every cr_assert is a message to the runner, and the
+ * fixture and truncation tests check millions of values.
+ */
+#define CHECK(cond)                                                          \
+	do {                                                                 \
+		if (!(cond))                                                 \
+			cr_assert_fail("%s:%d: %s", __FILE__, __LINE__, #cond); \
+	} while (0)
+
 /* ------------------------------------------------------------------ */
 /* A wire-format builder                                                */
 /* ------------------------------------------------------------------ */
@@ -25,7 +36,7 @@ static wire *w_new(void)
 {
 	wire *w = calloc(1, sizeof(*w));
 
-	cr_assert_not_null(w);
+	CHECK(w);
 	return w;
 }
 
@@ -41,7 +52,7 @@ static wire *w_raw(wire *w, const void *p, size_t n)
 	if (w->n + n > w->cap) {
 		w->cap = (w->n + n) * 2 + 64;
 		w->d = realloc(w->d, w->cap);
-		cr_assert_not_null(w->d);
+		CHECK(w->d);
 	}
 	if (n)
 		memcpy(w->d + w->n, p, n);
@@ -58,7 +69,7 @@ static wire *w_bytes(wire *w, const char *hex)	/* "0a 00 ..." */
 			hex++;
 			continue;
 		}
-		cr_assert_eq(sscanf(hex, "%2x", &v), 1);
+		CHECK(sscanf(hex, "%2x", &v) == 1);
 		uint8_t b = (uint8_t)v;
 		w_raw(w, &b, 1);
 		hex += 2;
@@ -175,42 +186,41 @@ static wire *example(const char *key, ...)
 
 static void same_feature(const pf_feature *a, const pf_feature *b)
 {
-	cr_assert_eq(a->name_len, b->name_len);
-	cr_assert(!a->name_len || !memcmp(a->name, b->name, a->name_len));
-	cr_assert_eq(a->kind, b->kind, "kind %d vs %d", a->kind, b->kind);
-	cr_assert_eq(a->count, b->count, "count %u vs %u", a->count, b->count);
+	CHECK(a->name_len == b->name_len);
+	CHECK(!a->name_len || !memcmp(a->name, b->name, a->name_len));
+	CHECK(a->kind == b->kind);
+	CHECK(a->count == b->count);
 	for (uint32_t i = 0; i < a->count; i++) {
 		switch (a->kind) {
 		case PF_KIND_BYTES:
-			cr_assert_eq(a->v.bytes[i].len, b->v.bytes[i].len);
-			cr_assert(!a->v.bytes[i].len ||
+			CHECK(a->v.bytes[i].len == b->v.bytes[i].len);
+			CHECK(!a->v.bytes[i].len ||
 				  !memcmp(a->v.bytes[i].data, b->v.bytes[i].data,
 					  a->v.bytes[i].len));
 			break;
 		case PF_KIND_FLOAT:
-			cr_assert(!memcmp(&a->v.floats[i], &b->v.floats[i], 4));
+			CHECK(!memcmp(&a->v.floats[i], &b->v.floats[i], 4));
 			break;
 		case PF_KIND_INT64:
-			cr_assert_eq(a->v.int64s[i], b->v.int64s[i]);
+			CHECK(a->v.int64s[i] == b->v.int64s[i]);
 			break;
 		default:
-			cr_assert_fail("values in a NONE feature");
+			CHECK(!"values in a NONE feature");
 		}
 	}
 }
 
 static void same_example(const pf_example *a, const pf_example *b)
 {
-	cr_assert_eq(a->n_features, b->n_features, "%u vs %u features",
-		     a->n_features, b->n_features);
+	CHECK(a->n_features == b->n_features);
 	for (uint32_t i = 0; i < a->n_features; i++)
 		same_feature(&a->features[i], &b->features[i]);
-	cr_assert_eq(a->n_lists, b->n_lists);
+	CHECK(a->n_lists == b->n_lists);
 	for (uint32_t i = 0; i < a->n_lists; i++) {
-		cr_assert_eq(a->lists[i].name_len, b->lists[i].name_len);
-		cr_assert(!memcmp(a->lists[i].name, b->lists[i].name,
+		CHECK(a->lists[i].name_len == b->lists[i].name_len);
+		CHECK(!memcmp(a->lists[i].name, b->lists[i].name,
 				  a->lists[i].name_len));
-		cr_assert_eq(a->lists[i].steps, b->lists[i].steps);
+		CHECK(a->lists[i].steps == b->lists[i].steps);
 		for (uint32_t k = 0; k < a->lists[i].steps; k++)
 			same_feature(&a->lists[i].step[k], &b->lists[i].step[k]);
 	}
@@ -242,8 +252,8 @@ static int decode_both(const void *rec, size_t len, bool seq, pf_example *ex)
 
 	pf_arena_release(&fast_arena);
 	pf_arena_release(&ref_arena);
-	cr_assert_eq(pf_arena_init(&fast_arena, PF_ARENA_BYTES_FOR(len)), 0);
-	cr_assert_eq(pf_arena_init(&ref_arena, 64 * len + 4096), 0);
+	CHECK(pf_arena_init(&fast_arena, PF_ARENA_BYTES_FOR(len)) == 0);
+	CHECK(pf_arena_init(&ref_arena, 64 * len + 4096) == 0);
 	pf_error_clear(&fast_err);
 	pf_error_clear(&rerr);
 	if (seq) {
@@ -253,13 +263,15 @@ static int decode_both(const void *rec, size_t len, bool seq, pf_example *ex)
 		fret = pf_example_decode(rec, len, &fast_arena, ex, &fast_err);
 		rret = pf_example_decode_ref(rec, len, &ref_arena, &ref, &rerr);
 	}
-	cr_assert_neq(fret, -ENOBUFS, "PF_ARENA_BYTES_FOR(%zu) was not enough", len);
-	cr_assert_eq(fret == 0, rret == 0, "fast %d (%s) but protobuf-c %d (%s)",
-		     fret, fast_err.msg, rret, rerr.msg);
+	if (fret == -ENOBUFS)
+		cr_assert_fail("PF_ARENA_BYTES_FOR(%zu) was not enough", len);
+	if ((fret == 0) != (rret == 0))
+		cr_assert_fail("fast %d (%s) but protobuf-c %d (%s)", fret,
+			       fast_err.msg, rret, rerr.msg);
 	if (fret == 0)
 		same_example(ex, &ref);
 	else
-		cr_assert_eq(fast_arena.used, 0, "a failed decode left bytes in the arena");
+		CHECK(fast_arena.used == 0);	/* nothing left behind */
 	return fret;
 }
 
@@ -286,26 +298,28 @@ static const pf_feature *find(const pf_example *ex, const char *name)
 {
 	const pf_feature *f = pf_example_find(ex, name);
 
-	cr_assert_not_null(f, "no feature %s", name);
+	if (!f)
+		cr_assert_fail("no feature %s", name);
 	return f;
 }
 
 static void expect_int64(const pf_feature *f, uint32_t n, const int64_t *v)
 {
-	cr_assert_eq(f->kind, PF_KIND_INT64);
-	cr_assert_eq(f->count, n, "count %u, want %u", f->count, n);
+	CHECK(f->kind == PF_KIND_INT64);
+	CHECK(f->count == n);
 	for (uint32_t i = 0; i < n; i++)
-		cr_assert_eq(f->v.int64s[i], v[i], "[%u] %lld want %lld", i,
-			     (long long)f->v.int64s[i], (long long)v[i]);
+		if (f->v.int64s[i] != v[i])
+			cr_assert_fail("[%u] %lld want %lld", i,
+				       (long long)f->v.int64s[i], (long long)v[i]);
 }
 
 static void expect_float(const pf_feature *f, uint32_t n, const float *v)
 {
-	cr_assert_eq(f->kind, PF_KIND_FLOAT);
-	cr_assert_eq(f->count, n);
+	CHECK(f->kind == PF_KIND_FLOAT);
+	CHECK(f->count == n);
 	for (uint32_t i = 0; i < n; i++)
-		cr_assert(!memcmp(&f->v.floats[i], &v[i], 4), "[%u] %g want %g",
-			  i, f->v.floats[i], v[i]);
+		if (memcmp(&f->v.floats[i], &v[i], 4))
+			cr_assert_fail("[%u] %g want %g", i, f->v.floats[i], v[i]);
 }
 
 #define I64(...) (const int64_t[]){ __VA_ARGS__ }
@@ -897,9 +911,9 @@ static void frame(records *r)
 	while (off < r->len) {
 		uint64_t n;
 
-		cr_assert_leq(off + 16, r->len);
+		CHECK(off + 16 <= r->len);
 		memcpy(&n, r->buf + off, 8);
-		cr_assert_leq(off + 16 + n, r->len);
+		CHECK(off + 16 + n <= r->len);
 		if (r->n == cap) {
 			cap = cap ? 2 * cap : 64;
 			r->data = realloc(r->data, cap * sizeof(*r->data));
@@ -956,23 +970,23 @@ Test(example, fixture_mnist)
 	cr_assert_eq(r.n, 1000);
 	cr_assert_eq(pf_schema_create(&s), 0);
 	for (size_t i = 0; i < r.n; i++) {
-		cr_assert_eq(r.size[i], 3187);
-		cr_assert_eq(decode_both(r.data[i], r.size[i], false, &ex), 0);
+		CHECK(r.size[i] == 3187);
+		CHECK(decode_both(r.data[i], r.size[i], false, &ex) == 0);
 		const pf_feature *c = find(&ex, "image_class");
 		const pf_feature *f = find(&ex, "image_floats");
 
-		cr_assert_eq(c->kind, PF_KIND_INT64);
-		cr_assert_eq(c->count, 1);
+		CHECK(c->kind == PF_KIND_INT64);
+		CHECK(c->count == 1);
 		if (i == 0)
-			cr_assert_eq(c->v.int64s[0], 9);
+			CHECK(c->v.int64s[0] == 9);
 		class_sum += c->v.int64s[0];
-		cr_assert_eq(f->kind, PF_KIND_FLOAT);
-		cr_assert_eq(f->count, 784);
+		CHECK(f->kind == PF_KIND_FLOAT);
+		CHECK(f->count == 784);
 		if (i == 0)
-			cr_assert_eq(f->v.floats[0], -0.5f);
+			CHECK(f->v.floats[0] == -0.5f);
 		for (uint32_t k = 0; k < 784; k++)
 			float_sum += f->v.floats[k];
-		cr_assert_eq(pf_schema_add(s, &ex), 0);
+		CHECK(pf_schema_add(s, &ex) == 0);
 	}
 	cr_assert_eq(class_sum, 4498);
 	cr_assert(fabs(float_sum - -291181.686238) < 1e-3, "%f", float_sum);
@@ -1018,20 +1032,20 @@ Test(example, fixture_lingvo)
 	cr_assert_eq(r.n, 100);
 	cr_assert_eq(pf_schema_create(&s), 0);
 	for (size_t i = 0; i < r.n; i++) {
-		cr_assert_eq(decode_both(r.data[i], r.size[i], false, &ex), 0);
-		cr_assert_eq(ex.n_features, 10);
+		CHECK(decode_both(r.data[i], r.size[i], false, &ex) == 0);
+		CHECK(ex.n_features == 10);
 		index_sum += find(&ex, "example_index")->v.int64s[0];
 		const pf_feature *f = find(&ex, "source_id");
 		for (uint32_t k = 0; k < f->count; k++)
 			source_id_sum += f->v.int64s[k];
 		f = find(&ex, "source_word");
-		cr_assert_eq(f->kind, PF_KIND_BYTES);
+		CHECK(f->kind == PF_KIND_BYTES);
 		for (uint32_t k = 0; k < f->count; k++)
 			word_bytes += f->v.bytes[k].len;
 		f = find(&ex, "target_weight");
 		for (uint32_t k = 0; k < f->count; k++)
 			weight_sum += f->v.floats[k];
-		cr_assert_eq(pf_schema_add(s, &ex), 0);
+		CHECK(pf_schema_add(s, &ex) == 0);
 	}
 	cr_assert_eq(index_sum, 5050);
 	cr_assert_eq(source_id_sum, 4403658);
@@ -1068,9 +1082,9 @@ Test(example, fixture_chicago_taxi_unset_features)
 	cr_assert_eq(r.n, 205);
 	cr_assert_eq(pf_schema_create(&s), 0);
 	for (size_t i = 0; i < r.n; i++) {
-		cr_assert_eq(decode_both(r.data[i], r.size[i], false, &ex), 0);
-		cr_assert_eq(find(&ex, "pickup_census_tract")->kind, PF_KIND_NONE);
-		cr_assert_eq(pf_schema_add(s, &ex), 0);
+		CHECK(decode_both(r.data[i], r.size[i], false, &ex) == 0);
+		CHECK(find(&ex, "pickup_census_tract")->kind == PF_KIND_NONE);
+		CHECK(pf_schema_add(s, &ex) == 0);
 	}
 	cr_assert_eq(pf_schema_count(s), 17);
 	for (size_t i = 0; i < pf_schema_count(s); i++) {
@@ -1109,20 +1123,20 @@ Test(example, fixture_sequence_examples)
 	cr_assert_eq(r.n, 4500);
 	cr_assert_eq(pf_schema_create(&s), 0);
 	for (size_t i = 0; i < r.n; i++) {
-		cr_assert_eq(decode_both(r.data[i], r.size[i], true, &ex), 0);
+		CHECK(decode_both(r.data[i], r.size[i], true, &ex) == 0);
 		const pf_feature *f = find(&ex, "i");
 		if (f->count)
 			i_sum += f->v.int64s[0];
 		const pf_feature_list *l = pf_example_find_list(&ex, "s");
-		cr_assert_not_null(l);
-		cr_assert_eq(l->steps, 2);
+		CHECK(l);
+		CHECK(l->steps == 2);
 		for (uint32_t k = 0; k < 2; k++) {
-			cr_assert_eq(l->step[k].kind, PF_KIND_BYTES);
+			CHECK(l->step[k].kind == PF_KIND_BYTES);
 			s_bytes += l->step[k].v.bytes[0].len;
 		}
 		if (i == 0)
-			cr_assert(!memcmp(l->step[0].v.bytes[0].data, "10500", 5));
-		cr_assert_eq(pf_schema_add(s, &ex), 0);
+			CHECK(!memcmp(l->step[0].v.bytes[0].data, "10500", 5));
+		CHECK(pf_schema_add(s, &ex) == 0);
 	}
 	cr_assert_eq(i_sum, 51637500);
 	cr_assert_eq(s_bytes, 45000);

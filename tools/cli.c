@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Shared pieces of the command-line tools: flag values, inputs, JSON. */
-#include <dirent.h>
 #include <errno.h>
-#include <glob.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -110,95 +107,21 @@ int cli_parse_range(const char *flag, const char *text, uint64_t *from,
 	return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
+int cli_expand_inputs(char *const *args, int n, char ***out)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
+	pf_error err;
+	int ret;
 
-static int push(char ***list, int *n, int *cap, const char *s)
-{
-	if (*n == *cap) {
-		int nc = *cap ? *cap * 2 : 16;
-		char **l = realloc(*list, (size_t)nc * sizeof(*l));
-		if (!l)
-			return -ENOMEM;
-		*list = l;
-		*cap = nc;
-	}
-	(*list)[*n] = strdup(s);
-	if (!(*list)[*n])
-		return -ENOMEM;
-	(*n)++;
-	return 0;
-}
-
-int cli_expand_inputs(char *const *args, int nargs, char ***out)
-{
-	char **list = NULL;
-	int n = 0, cap = 0, ret = 0;
-
-	for (int i = 0; i < nargs && ret == 0; i++) {
-		const char *a = args[i];
-		struct stat st;
-
-		if (stat(a, &st) == 0 && S_ISDIR(st.st_mode)) {
-			DIR *d = opendir(a);
-			struct dirent *e;
-			int first = n;
-
-			if (!d) {
-				ret = -errno;
-				cli_fail("%s: cannot list directory: %s", a, strerror(errno));
-				break;
-			}
-			while ((e = readdir(d)) && ret == 0) {
-				char path[4096];
-				struct stat fst;
-
-				if (e->d_name[0] == '.')
-					continue;
-				snprintf(path, sizeof(path), "%s/%s", a, e->d_name);
-				if (stat(path, &fst) == 0 && S_ISREG(fst.st_mode))
-					ret = push(&list, &n, &cap, path);
-			}
-			closedir(d);
-			qsort(list + first, (size_t)(n - first), sizeof(*list), cmp_str);
-		} else if (strpbrk(a, "*?[")) {
-			glob_t g;
-			int gr = glob(a, 0, NULL, &g);
-
-			if (gr == GLOB_NOMATCH) {
-				cli_fail("%s: no file matches", a);
-				ret = -ENOENT;
-				break;
-			}
-			if (gr != 0) {
-				cli_fail("%s: cannot expand pattern", a);
-				ret = -EINVAL;
-				break;
-			}
-			for (size_t k = 0; k < g.gl_pathc && ret == 0; k++)
-				ret = push(&list, &n, &cap, g.gl_pathv[k]);
-			globfree(&g);
-		} else {
-			ret = push(&list, &n, &cap, a);
-		}
-	}
-	if (ret < 0) {
-		if (ret == -ENOMEM)
-			cli_fail("out of memory");
-		cli_free_inputs(list, n);
-		return ret;
-	}
-	*out = list;
-	return n;
+	pf_error_clear(&err);
+	ret = pf_paths_expand((const char *const *)args, (size_t)n, out, &err);
+	if (ret < 0)
+		cli_print_error(&err);
+	return ret;
 }
 
 void cli_free_inputs(char **list, int n)
 {
-	for (int i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
+	pf_paths_free(list, (size_t)n);
 }
 
 void cli_json_string(FILE *f, const void *s, size_t len)

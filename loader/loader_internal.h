@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to loader/: the dataset, the per-epoch plan, and the
+ * deterministic random numbers both use. */
+#ifndef PF_LOADER_INTERNAL_H
+#define PF_LOADER_INTERNAL_H
+
+#include "podfeed.h"
+
+/* splitmix64: the one source of randomness for order.  Every stream is
+ * seeded from (seed, epoch, what) so order never depends on timing. */
+static inline uint64_t pf_mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+__extension__ typedef unsigned __int128 pf_u128;
+
+typedef struct pf_rng {
+	uint64_t s;
+} pf_rng;
+
+static inline pf_rng pf_rng_seed(uint64_t seed, uint64_t a, uint64_t b)
+{
+	pf_rng r = { pf_mix64(seed ^ pf_mix64(a ^ pf_mix64(b + 0x51ed27ull))) };
+	return r;
+}
+
+static inline uint64_t pf_rng_next(pf_rng *r)
+{
+	r->s += 0x9e3779b97f4a7c15ull;
+	return pf_mix64(r->s);
+}
+
+/* Uniform in [0, n) without modulo bias worth caring about (n < 2^32). */
+static inline uint64_t pf_rng_below(pf_rng *r, uint64_t n)
+{
+	return (uint64_t)(((pf_u128)pf_rng_next(r) * n) >> 64);
+}
+
+/* A unit of reading: one frame of an indexed shard, or a whole stream
+ * file (plain, gzip, zlib or zstd without an index). */
+typedef struct pf_unit {
+	uint32_t file;
+	uint32_t frame;		/* frame index (indexed only) */
+	bool stream;
+	uint64_t records;
+	uint64_t offset;	/* indexed: the frame's file offset */
+	uint32_t csize, usize;	/* indexed: compressed / uncompressed bytes */
+} pf_unit;
+
+typedef struct pf_dataset {
+	char **paths;
+	size_t nfiles;
+	pf_shard_index **index;	/* per file; NULL for stream files */
+	uint64_t *file_size;
+	pf_unit *units;
+	uint64_t nunits;
+	uint64_t records;
+	uint32_t max_csize, max_usize;	/* over indexed frames */
+	uint64_t max_unit_records;	/* over indexed frames */
+	bool any_stream;
+	uint64_t max_stream_record;	/* largest record of a stream file */
+	uint64_t fingerprint;		/* of paths, sizes and record counts */
+} pf_dataset;
+
+/*! Open every file: indexed shards from their tails; stream files are
+ *  read once to count records. */
+int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
+		    uint64_t max_record, pf_error *err);
+void pf_dataset_free(pf_dataset *ds);
+
+/* A contiguous run of records of one unit. */
+typedef struct pf_segment {
+	uint64_t unit;
+	uint64_t first, count;	/* records [first, first+count) of the unit */
+} pf_segment;
+
+/* What one host reads in one epoch, in order. */
+typedef struct pf_epoch_plan {
+	pf_segment *seg;
+	size_t nseg, cap;
+	uint64_t share;		/* records of this host's range */
+	uint64_t stream_len;	/* records in seg (share, + wrapped) */
+	uint64_t quota;		/* records delivered: steps * host batch */
+} pf_epoch_plan;
+
+typedef struct pf_topology {
+	uint32_t host_index, num_hosts, cores, per_core_batch;
+} pf_topology;
+
+/*! Steps per epoch for this topology. */
+uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem);
+/*! Build host t->host_index's plan for epoch e into *p (its arrays are
+ *  reused between calls; free with pf_plan_release()). */
+int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
+		  uint64_t seed, uint32_t epoch, bool shuffle, pf_remainder rem);
+void pf_plan_release(pf_epoch_plan *p);
+
+#endif

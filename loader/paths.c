@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Dataset paths: files, directories and globs to a sorted list of files. */
+#include <dirent.h>
+#include <errno.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "podfeed.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int push(char ***list, size_t *n, size_t *cap, const char *s)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		char **l = realloc(*list, nc * sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		*list = l;
+		*cap = nc;
+	}
+	(*list)[*n] = strdup(s);
+	if (!(*list)[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static int add_dir(const char *dir, char ***list, size_t *n, size_t *cap,
+		   pf_error *err)
+{
+	size_t first = *n;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int ret = 0;
+
+	if (!d) {
+		ret = -errno;
+		pf_error_set_file(err, dir);
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+				    "cannot list directory: %s", pf_strerror(ret));
+	}
+	while ((e = readdir(d)) && ret == 0) {
+		char path[4096];
+		struct stat st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+		    sizeof(path))
+			continue;
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+			ret = push(list, n, cap, path);
+	}
+	closedir(d);
+	qsort(*list + first, *n - first, sizeof(**list), cmp_str);
+	return ret;
+}
+
+int pf_paths_expand(const char *const *args, size_t nargs, char ***out,
+		    pf_error *err)
+{
+	char **list = NULL;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < nargs && ret == 0; i++) {
+		const char *a = args[i];
+		struct stat st;
+
+		if (stat(a, &st) == 0 && S_ISDIR(st.st_mode)) {
+			ret = add_dir(a, &list, &n, &cap, err);
+		} else if (strpbrk(a, "*?[")) {
+			glob_t g;
+			int gr = glob(a, 0, NULL, &g);
+
+			if (gr == GLOB_NOMATCH) {
+				pf_error_set_file(err, a);
+				ret = pf_error_set(err, -ENOENT, PF_OFFSET_NONE, 0,
+						   "no file matches the pattern");
+				break;
+			}
+			if (gr != 0) {
+				pf_error_set_file(err, a);
+				ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+						   "cannot expand the pattern");
+				break;
+			}
+			for (size_t k = 0; k < g.gl_pathc && ret == 0; k++)
+				ret = push(&list, &n, &cap, g.gl_pathv[k]);
+			globfree(&g);
+		} else {
+			ret = push(&list, &n, &cap, a);
+		}
+	}
+	if (ret < 0) {
+		if (ret == -ENOMEM && err && !err->code)
+			pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory");
+		pf_paths_free(list, n);
+		return ret;
+	}
+	*out = list;
+	return (int)n;
+}
+
+void pf_paths_free(char **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}

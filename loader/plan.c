@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The dataset (files, indexes, units) and the per-epoch, per-host plan.
+ *
+ * The order model (DESIGN.md, "Order, sharding and resume"): the units of
+ * the dataset (frames of indexed shards, whole stream files) are permuted
+ * per epoch by (seed, epoch); their records, in that order, form one
+ * sequence of N records, cut into num_hosts contiguous ranges
+ * [floor(h N / H), floor((h+1) N / H)).  Host h reads only the units that
+ * overlap its range: about 1/H of the bytes.  Its record stream then
+ * goes through a window shuffle seeded by (seed, epoch, h).  Nothing here
+ * depends on thread count or timing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loader_internal.h"
+
+void pf_dataset_free(pf_dataset *ds)
+{
+	if (!ds)
+		return;
+	for (size_t i = 0; i < ds->nfiles; i++)
+		if (ds->index)
+			pf_shard_index_free(ds->index[i]);
+	pf_paths_free(ds->paths, ds->nfiles);
+	free(ds->index);
+	free(ds->file_size);
+	free(ds->units);
+	free(ds);
+}
+
+/* Read the tail of an open file and parse its index.  @return 0 with
+ * *ix, -ENODATA for a file without one, or another -errno. */
+static int read_index(int fd, const char *path, uint64_t size, uint8_t **tail,
+		      size_t *tail_cap, pf_shard_index **ix, pf_error *err)
+{
+	size_t want = PF_SHARD_TAIL_HINT;
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int64_t got, ret;
+
+		if (want > size)
+			want = (size_t)size;
+		if (*tail_cap < want) {
+			uint8_t *t = realloc(*tail, want);
+			if (!t)
+				return -ENOMEM;
+			*tail = t;
+			*tail_cap = want;
+		}
+		got = pf_file_pread(fd, *tail, want, size - want, path, err);
+		if (got < 0)
+			return (int)got;
+		ret = pf_shard_index_parse(ix, *tail, (size_t)got, size, err);
+		if (ret <= 0)
+			return (int)ret;
+		want = (size_t)ret;
+	}
+	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
+			    "shard index keeps asking for more tail bytes");
+}
+
+static int count_stream(const char *path, uint64_t max_record, uint64_t *records,
+			uint64_t *largest, pf_error *err)
+{
+	pf_source_config cfg = { .max_record_size = max_record, .ignore_index = true };
+	pf_source *src;
+	pf_record rec;
+	int ret;
+
+	*records = 0;
+	ret = pf_source_open(&src, path, &cfg, err);
+	if (ret < 0)
+		return ret;
+	while ((ret = pf_source_next(src, &rec, err)) == 1) {
+		(*records)++;
+		if (rec.len > *largest)
+			*largest = rec.len;
+	}
+	pf_source_close(src);
+	return ret;
+}
+
+int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
+		    uint64_t max_record, pf_error *err)
+{
+	pf_dataset *ds = calloc(1, sizeof(*ds));
+	uint8_t *tail = NULL;
+	size_t tail_cap = 0, ucap = 0;
+	uint64_t *stream_records = NULL;
+	int ret;
+
+	if (!ds)
+		return -ENOMEM;
+	ret = pf_paths_expand(paths, n, &ds->paths, err);
+	if (ret < 0)
+		goto fail;
+	ds->nfiles = (size_t)ret;
+	if (ds->nfiles == 0) {
+		ret = pf_error_set(err, -ENOENT, PF_OFFSET_NONE, 0,
+				   "the dataset names no files");
+		goto fail;
+	}
+	ds->index = calloc(ds->nfiles, sizeof(*ds->index));
+	ds->file_size = calloc(ds->nfiles, sizeof(*ds->file_size));
+	stream_records = calloc(ds->nfiles, sizeof(*stream_records));
+	if (!ds->index || !ds->file_size || !stream_records) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ds->fingerprint = pf_mix64(ds->nfiles);
+	for (size_t i = 0; i < ds->nfiles; i++) {
+		const char *path = ds->paths[i];
+		int fd = pf_file_open(path, err);
+
+		if (fd < 0) {
+			ret = fd;
+			goto fail;
+		}
+		ret = pf_file_size(fd, &ds->file_size[i]);
+		if (ret == 0)
+			ret = read_index(fd, path, ds->file_size[i], &tail, &tail_cap,
+					 &ds->index[i], err);
+		close(fd);
+		if (ret == -ENODATA) {
+			pf_error_clear(err);
+			ret = count_stream(path, max_record, &stream_records[i],
+					   &ds->max_stream_record, err);
+			ds->any_stream = true;
+		}
+		if (ret < 0) {
+			pf_error_set_file(err, path);
+			goto fail;
+		}
+		ucap += ds->index[i] ? pf_shard_index_frames(ds->index[i]) : 1;
+	}
+
+	ds->units = calloc(ucap ? ucap : 1, sizeof(*ds->units));
+	if (!ds->units) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < ds->nfiles; i++) {
+		const pf_shard_index *ix = ds->index[i];
+		uint64_t file_records = 0;
+
+		if (!ix) {
+			pf_unit *u = &ds->units[ds->nunits++];
+			u->file = (uint32_t)i;
+			u->stream = true;
+			u->records = stream_records[i];
+			file_records = u->records;
+		}
+		for (uint32_t f = 0; ix && f < pf_shard_index_frames(ix); f++) {
+			const pf_frame_info *fi = pf_shard_index_frame(ix, f);
+			pf_unit *u = &ds->units[ds->nunits++];
+
+			u->file = (uint32_t)i;
+			u->frame = f;
+			u->records = fi->records;
+			u->offset = fi->offset;
+			u->csize = fi->compressed_size;
+			u->usize = fi->uncompressed_size;
+			if (u->csize > ds->max_csize)
+				ds->max_csize = u->csize;
+			if (u->usize > ds->max_usize)
+				ds->max_usize = u->usize;
+			if (u->records > ds->max_unit_records)
+				ds->max_unit_records = u->records;
+			file_records += fi->records;
+		}
+		ds->records += file_records;
+		/* Names are mount-dependent; sizes and counts are not. */
+		ds->fingerprint = pf_mix64(ds->fingerprint ^ ds->file_size[i]);
+		ds->fingerprint = pf_mix64(ds->fingerprint ^ file_records);
+	}
+	free(tail);
+	free(stream_records);
+	*out = ds;
+	return 0;
+fail:
+	if (ret == -ENOMEM && err && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory opening the dataset");
+	free(tail);
+	free(stream_records);
+	pf_dataset_free(ds);
+	return ret;
+}
+
+uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem)
+{
+	uint64_t global = (uint64_t)t->per_core_batch * t->cores * t->num_hosts;
+
+	if (!global)
+		return 0;
+	return rem == PF_REMAINDER_WRAP ? (records + global - 1) / global
+					: records / global;
+}
+
+static int add_segment(pf_epoch_plan *p, uint64_t unit, uint64_t first,
+		       uint64_t count)
+{
+	if (p->nseg == p->cap) {
+		size_t nc = p->cap ? p->cap * 2 : 64;
+		pf_segment *s = realloc(p->seg, nc * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		p->seg = s;
+		p->cap = nc;
+	}
+	p->seg[p->nseg++] = (pf_segment){ unit, first, count };
+	p->stream_len += count;
+	return 0;
+}
+
+int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
+		  uint64_t seed, uint32_t epoch, bool shuffle, pf_remainder rem)
+{
+	uint64_t n = ds->records, h = t->host_index, hosts = t->num_hosts;
+	uint64_t lo = (uint64_t)((pf_u128)n * h / hosts);
+	uint64_t hi = (uint64_t)((pf_u128)n * (h + 1) / hosts);
+	uint64_t *order, pos = 0;
+	int ret = 0;
+
+	p->nseg = 0;
+	p->stream_len = 0;
+	p->share = hi - lo;
+	p->quota = pf_plan_steps(n, t, rem) * t->per_core_batch * t->cores;
+
+	order = malloc((ds->nunits ? ds->nunits : 1) * sizeof(*order));
+	if (!order)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < ds->nunits; i++)
+		order[i] = i;
+	if (shuffle) {
+		/* Fisher-Yates over units, one permutation per epoch. */
+		pf_rng r = pf_rng_seed(seed, epoch, 0x7065726d /* "perm" */);
+		for (uint64_t i = ds->nunits; i > 1; i--) {
+			uint64_t j = pf_rng_below(&r, i);
+			uint64_t tmp = order[i - 1];
+			order[i - 1] = order[j];
+			order[j] = tmp;
+		}
+	}
+	for (uint64_t i = 0; i < ds->nunits && pos < hi && ret == 0; i++) {
+		const pf_unit *u = &ds->units[order[i]];
+		uint64_t b = pos, e = pos + u->records;
+
+		pos = e;
+		if (e <= lo || u->records == 0)
+			continue;
+		b = b < lo ? lo : b;
+		e = e > hi ? hi : e;
+		ret = add_segment(p, order[i], b - (pos - u->records), e - b);
+	}
+	free(order);
+	if (ret < 0)
+		return ret;
+	/* Wrap: fill the last step from the start of this host's share. */
+	if (p->quota > p->share) {
+		size_t base = p->nseg;
+
+		if (p->share == 0)
+			return -ERANGE;
+		for (size_t i = 0; p->stream_len < p->quota && ret == 0; i = (i + 1) % base) {
+			uint64_t need = p->quota - p->stream_len;
+			pf_segment s = p->seg[i];
+			ret = add_segment(p, s.unit, s.first, s.count < need ? s.count : need);
+		}
+	}
+	return ret;
+}
+
+void pf_plan_release(pf_epoch_plan *p)
+{
+	free(p->seg);
+	memset(p, 0, sizeof(*p));
+}

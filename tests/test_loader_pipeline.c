@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The loader end to end: order independent of threads and runs, equal
+ * steps on every host over uneven shards, every record once, errors that
+ * name the file. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+/* An Example {"id": [id], "v": [id, id/2, id/3]} */
+static int64_t encode_record(uint64_t id, uint8_t *buf, size_t cap)
+{
+	int64_t idv = (int64_t)id;
+	float v[3] = { (float)id, (float)id / 2, (float)id / 3 };
+	pf_feature f[2] = {
+		{ .name = "id", .name_len = 2, .kind = PF_KIND_INT64, .count = 1, .v.int64s = &idv },
+		{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT, .count = 3, .v.floats = v },
+	};
+	return pf_example_encode(f, 2, buf, cap);
+}
+
+static int sink(void *ctx, const void *buf, size_t len)
+{
+	return fwrite(buf, 1, len, ctx) == len ? 0 : -EIO;
+}
+
+/* An indexed shard of ids [first, first+count), frames of frame_size. */
+static void write_indexed(const char *path, uint64_t first, uint64_t count,
+			  size_t frame_size)
+{
+	pf_shard_writer_config cfg = { .frame_size = frame_size };
+	pf_shard_writer *w;
+	pf_error err;
+	uint8_t rec[256];
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(pf_shard_writer_create(&w, &cfg, sink, f), 0);
+	for (uint64_t i = 0; i < count; i++) {
+		int64_t n = encode_record(first + i, rec, sizeof(rec));
+		cr_assert_gt(n, 0);
+		cr_assert_eq(pf_shard_writer_add(w, rec, (size_t)n, &err), 0);
+	}
+	cr_assert_eq(pf_shard_writer_close(w, &err), 0);
+	pf_shard_writer_free(w);
+	cr_assert_eq(fclose(f), 0);
+}
+
+/* A plain (or gzip) TFRecord stream of ids [first, first+count). */
+static void write_stream(const char *path, uint64_t first, uint64_t count, bool gz)
+{
+	uint8_t rec[256], framed[300];
+	gzFile g = gz ? gzopen(path, "wb") : NULL;
+	FILE *f = gz ? NULL : fopen(path, "wb");
+
+	for (uint64_t i = 0; i < count; i++) {
+		int64_t n = encode_record(first + i, rec, sizeof(rec));
+		size_t fl = pf_tfr_encode(framed, sizeof(framed), rec, (size_t)n);
+		if (gz)
+			cr_assert_eq(gzwrite(g, framed, (unsigned)fl), (int)fl);
+		else
+			cr_assert_eq(fwrite(framed, 1, fl, f), fl);
+	}
+	if (gz)
+		cr_assert_eq(gzclose(g), Z_OK);
+	else
+		cr_assert_eq(fclose(f), 0);
+}
+
+typedef struct run_result {
+	uint64_t steps, records;
+	uint32_t digest;	/* crc over every core block of every batch */
+	uint8_t *seen;		/* per id: times delivered */
+	uint64_t dropped;
+	int ret;
+	pf_error err;
+} run_result;
+
+static void run(const char *dir, pf_loader_config *cfg, uint64_t nids, run_result *r)
+{
+	const char *paths[1] = { dir };
+	pf_loader *l;
+	pf_batch *b;
+	pf_loader_metrics m;
+
+	memset(r, 0, sizeof(*r));
+	r->seen = calloc(nids ? nids : 1, 1);
+	cfg->paths = paths;
+	cfg->npaths = 1;
+	if (!cfg->features)
+		cfg->features = "id:int64[1],v:float32[4]:pad=-1";
+	pf_error_clear(&r->err);
+	r->ret = pf_loader_create(&l, cfg, &r->err);
+	if (r->ret < 0)
+		return;
+	while ((r->ret = pf_loader_next(l, &b)) == 1) {
+		cr_assert_eq(b->cores, cfg->cores_per_host ? cfg->cores_per_host : 1);
+		for (uint32_t c = 0; c < b->cores; c++) {
+			const pf_core_batch *cb = &b->core[c];
+			const int64_t *ids = cb->tensors[0].data;
+			const float *v = cb->tensors[1].data;
+
+			r->digest = pf_crc32c(r->digest, cb->block, cb->block_bytes);
+			for (uint32_t i = 0; i < b->per_core_batch; i++) {
+				cr_assert_lt((uint64_t)ids[i], nids);
+				r->seen[ids[i]]++;
+				/* Features of one record stay together. */
+				cr_assert_eq(v[i * 4], (float)ids[i]);
+				cr_assert_eq(v[i * 4 + 3], -1.0f, "padding");
+			}
+			r->records += b->per_core_batch;
+		}
+		r->steps++;
+		pf_loader_release(l, b);
+	}
+	if (r->ret < 0)
+		r->err = *pf_loader_last_error(l);
+	pf_loader_get_metrics(l, &m);
+	r->dropped = m.remainder_dropped;
+	pf_loader_free(l);
+}
+
+static const char *uneven_dataset(uint64_t *nids)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+	uint64_t id = 0;
+	/* One shard of 10 records, one of 10,000, two empty, and some in
+	 * between, with small frames so hosts split inside shards. */
+	const uint64_t counts[] = { 10, 10000, 0, 777, 0, 3001, 1 };
+
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		snprintf(p, sizeof(p), "%s/s%02zu.tfrecord.zst", d, i);
+		write_indexed(p, id, counts[i], 4096);
+		id += counts[i];
+	}
+	*nids = id;
+	return d;
+}
+
+Test(loader, same_batches_at_every_thread_count_and_every_run, .timeout = 120)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	run_result ref, r;
+	unsigned threads[] = { 1, 2, 4, 1 };
+
+	for (size_t i = 0; i < 4; i++) {
+		pf_loader_config cfg = { .per_core_batch = 32, .cores_per_host = 2,
+					 .shuffle = true, .shuffle_window = 500, .seed = 42,
+					 .epochs = 2, .threads = threads[i] };
+		run(d, &cfg, nids, i ? &r : &ref);
+		cr_assert_eq((i ? r : ref).ret, 0, "%s", (i ? r : ref).err.msg);
+		if (i) {
+			cr_assert_eq(r.steps, ref.steps);
+			cr_assert_eq(r.digest, ref.digest, "threads %u differ", threads[i]);
+			free(r.seen);
+		}
+	}
+	/* 13789 records, global batch 64: 215 steps an epoch, 29 dropped. */
+	cr_assert_eq(ref.steps, 2 * (nids / 64));
+	cr_assert_eq(ref.dropped, 2 * (nids % 64));
+	/* Shuffled: a different seed gives a different order. */
+	pf_loader_config cfg = { .per_core_batch = 32, .cores_per_host = 2, .shuffle = true,
+				 .shuffle_window = 500, .seed = 43, .epochs = 2, .threads = 2 };
+	run(d, &cfg, nids, &r);
+	cr_assert_neq(r.digest, ref.digest);
+	free(r.seen);
+	free(ref.seen);
+}
+
+static void check_hosts(const char *d, uint64_t nids, uint32_t hosts, bool shuffle,
+			uint32_t cores, uint32_t b)
+{
+	uint8_t *total = calloc(nids ? nids : 1, 1);
+	uint64_t steps = UINT64_MAX, delivered = 0, dropped = 0;
+
+	for (uint32_t h = 0; h < hosts; h++) {
+		pf_loader_config cfg = { .per_core_batch = b, .cores_per_host = cores,
+					 .host_index = h, .num_hosts = hosts,
+					 .shuffle = shuffle, .seed = 7, .threads = 2 };
+		run_result r;
+
+		run(d, &cfg, nids, &r);
+		cr_assert_eq(r.ret, 0, "host %u/%u: %s", h, hosts, r.err.msg);
+		if (steps == UINT64_MAX)
+			steps = r.steps;
+		cr_assert_eq(r.steps, steps, "host %u of %u: %llu steps, host 0 %llu",
+			     h, hosts, (unsigned long long)r.steps, (unsigned long long)steps);
+		for (uint64_t i = 0; i < nids; i++)
+			total[i] += r.seen[i];
+		delivered += r.records;
+		dropped += r.dropped;
+		free(r.seen);
+	}
+	uint64_t global = (uint64_t)hosts * cores * b;
+	cr_assert_eq(steps, nids / global, "%u hosts: %llu steps, want %llu", hosts,
+		     (unsigned long long)steps, (unsigned long long)(nids / global));
+	for (uint64_t i = 0; i < nids; i++)
+		cr_assert_leq(total[i], 1, "record %llu delivered %u times (%u hosts)",
+			      (unsigned long long)i, total[i], hosts);
+	/* The union is the epoch minus the reported remainder. */
+	cr_assert_eq(delivered + dropped, nids, "%u hosts", hosts);
+	free(total);
+}
+
+Test(loader, hosts_get_equal_steps_and_disjoint_records, .timeout = 240)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	uint32_t hosts[] = { 1, 2, 3, 8 };
+
+	for (size_t i = 0; i < 4; i++) {
+		check_hosts(d, nids, hosts[i], false, 2, 16);
+		check_hosts(d, nids, hosts[i], true, 1, 24);
+	}
+}
+
+Test(loader, fewer_shards_than_hosts_and_stream_files, .timeout = 120)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+
+	/* Two indexed shards, a plain stream and a gzip stream: 4 files. */
+	snprintf(p, sizeof(p), "%s/a.tfrecord.zst", d);
+	write_indexed(p, 0, 300, 1 << 20);
+	snprintf(p, sizeof(p), "%s/b.tfrecord", d);
+	write_stream(p, 300, 200, false);
+	snprintf(p, sizeof(p), "%s/c.tfrecord.gz", d);
+	write_stream(p, 500, 250, true);
+	snprintf(p, sizeof(p), "%s/d.tfrecord.zst", d);
+	write_indexed(p, 750, 5, 1 << 20);
+	check_hosts(d, 755, 8, false, 1, 8);
+	check_hosts(d, 755, 8, true, 2, 4);
+	check_hosts(d, 755, 3, true, 1, 10);
+}
+
+Test(loader, wrap_fills_the_last_step)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	pf_loader_config cfg = { .per_core_batch = 100, .remainder = PF_REMAINDER_WRAP,
+				 .threads = 2 };
+	run_result r;
+
+	run(d, &cfg, nids, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_eq(r.steps, (nids + 99) / 100);
+	for (uint64_t i = 0; i < nids; i++)
+		cr_assert_geq(r.seen[i], 1, "record %llu missing", (unsigned long long)i);
+	free(r.seen);
+}
+
+Test(loader, max_steps_and_epochs)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	pf_loader_config cfg = { .per_core_batch = 50, .epochs = 3, .max_steps = 300,
+				 .threads = 2 };
+	run_result r;
+
+	run(d, &cfg, nids, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_eq(r.steps, 300);
+	free(r.seen);
+}
+
+Test(loader, errors_name_the_file)
+{
+	const char *d = tu_tmpdir();
+	char p[512], q[512];
+	run_result r;
+	pf_loader_config cfg = { .per_core_batch = 8, .threads = 2 };
+
+	/* Missing file. */
+	snprintf(p, sizeof(p), "%s/missing.tfrecord.zst", d);
+	{
+		const char *paths[1] = { p };
+		pf_loader *l;
+		pf_error err;
+		cfg.paths = paths;
+		cfg.npaths = 1;
+		cfg.features = "id:int64[1]";
+		pf_error_clear(&err);
+		cr_assert_eq(pf_loader_create(&l, &cfg, &err), -ENOENT);
+		cr_assert_str_eq(err.file, p);
+	}
+	/* Unreadable file (root reads anything: make it a directory-less
+	 * path with a file where a directory should be). */
+	snprintf(q, sizeof(q), "%s/f", d);
+	tu_write_file(q, "x", 1);
+	snprintf(p, sizeof(p), "%s/f/sub.tfrecord", d);
+	{
+		const char *paths[1] = { p };
+		pf_loader *l;
+		pf_error err;
+		cfg.paths = paths;
+		pf_error_clear(&err);
+		cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
+		cr_assert_str_eq(err.file, p);
+	}
+	/* A corrupt frame: the error comes from next(), with file and offset. */
+	const char *cd = tu_tmpdir();
+	snprintf(p, sizeof(p), "%s/bad.tfrecord.zst", cd);
+	write_indexed(p, 0, 2000, 4096);
+	int fd = open(p, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, "\xff\xff\xff\xff", 4, 10000), 4);
+	close(fd);
+	cfg.features = NULL;
+	run(cd, &cfg, 2000, &r);
+	cr_assert_eq(r.ret, -EBADMSG, "%d %s", r.ret, r.err.msg);
+	cr_assert_str_eq(r.err.file, p);
+	cr_assert_eq(r.err.offset_kind, PF_OFFSET_FILE);
+	cr_assert_leq(r.err.offset, 10000);
+	cr_assert(strstr(r.err.msg, "CRC"), "%s", r.err.msg);
+	free(r.seen);
+}
+
+Test(loader, bad_config_is_refused)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	const char *paths[1] = { d };
+	pf_loader *l;
+	pf_error err;
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 8,
+				 .features = "id:int64[1]", .host_index = 4, .num_hosts = 4 };
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "host index 4"), "%s", err.msg);
+	cfg.host_index = 0;
+	cfg.features = "id:int99[1]";
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -EINVAL);
+	cfg.features = "id:int64[1]";
+	cfg.memory_budget = 4096;
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -ENOMEM);
+	cr_assert(strstr(err.msg, "memory budget"), "%s", err.msg);
+}

@@ -1,0 +1,814 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The feature spec: parsing, canonical text, errors with byte offsets, row layout, apply. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <float.h>
+#include <locale.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+/* pf_spec is ~13 KiB: keep them off the small stacks some runners use. */
+static pf_spec *spec_new(void)
+{
+	pf_spec *s = calloc(1, sizeof(*s));
+
+	cr_assert_not_null(s);
+	return s;
+}
+
+/* Parse text, which must be valid; the caller frees. */
+static pf_spec *parse_ok(const char *text)
+{
+	pf_spec *s = spec_new();
+	pf_error err;
+	int ret;
+
+	pf_error_clear(&err);
+	ret = pf_spec_parse(s, text, &err);
+	cr_assert_eq(ret, 0, "'%s': %d (%s)", text, ret, err.msg);
+	cr_assert_eq(err.code, 0);
+	return s;
+}
+
+/* text must fail with -EINVAL, the message starting "feature spec: byte
+ * <at>: " and containing what; the spec is left empty. */
+static void parse_fails(const char *text, size_t at, const char *what)
+{
+	pf_spec *s = spec_new();
+	char prefix[64];
+	pf_error err;
+	int ret;
+
+	pf_error_clear(&err);
+	ret = pf_spec_parse(s, text, &err);
+	cr_assert_eq(ret, -EINVAL, "'%s' parsed (%d)", text, ret);
+	cr_assert_eq(err.code, -EINVAL);
+	snprintf(prefix, sizeof(prefix), "feature spec: byte %zu: ", at);
+	cr_assert(!strncmp(err.msg, prefix, strlen(prefix)),
+		  "'%s': got \"%s\", want prefix \"%s\"", text, err.msg, prefix);
+	cr_assert(strstr(err.msg, what), "'%s': got \"%s\", want \"%s\"",
+		  text, err.msg, what);
+	cr_assert_eq(s->n, 0);
+	cr_assert_eq(s->row_bytes, 0);
+	free(s);
+}
+
+static void format_is(const pf_spec *s, const char *want)
+{
+	char buf[4096];
+	size_t n = pf_spec_format(s, buf, sizeof(buf));
+
+	cr_assert_str_eq(buf, want);
+	cr_assert_eq(n, strlen(want));
+}
+
+/* text parses, formats as canon, and canon parses to the same struct. */
+static void canonical(const char *text, const char *canon)
+{
+	pf_spec *a = parse_ok(text), *b;
+
+	format_is(a, canon);
+	b = parse_ok(canon);
+	cr_assert(!memcmp(a, b, sizeof(*a)), "'%s' and '%s' differ", text, canon);
+	format_is(b, canon);
+	free(a);
+	free(b);
+}
+
+/* ------------------------------------------------------------------ */
+/* dtypes                                                               */
+/* ------------------------------------------------------------------ */
+
+Test(spec, dtype_sizes_and_names)
+{
+	cr_assert_eq(pf_dtype_size(PF_DTYPE_INT32), 4);
+	cr_assert_eq(pf_dtype_size(PF_DTYPE_INT64), 8);
+	cr_assert_eq(pf_dtype_size(PF_DTYPE_FLOAT32), 4);
+	cr_assert_eq(pf_dtype_size(PF_DTYPE_BYTES), 1);
+	cr_assert_str_eq(pf_dtype_name(PF_DTYPE_INT32), "int32");
+	cr_assert_str_eq(pf_dtype_name(PF_DTYPE_INT64), "int64");
+	cr_assert_str_eq(pf_dtype_name(PF_DTYPE_FLOAT32), "float32");
+	cr_assert_str_eq(pf_dtype_name(PF_DTYPE_BYTES), "bytes");
+	cr_assert_eq(pf_dtype_size((pf_dtype)17), 0);
+	cr_assert_str_eq(pf_dtype_name((pf_dtype)17), "?");
+}
+
+/* ------------------------------------------------------------------ */
+/* Valid specs                                                          */
+/* ------------------------------------------------------------------ */
+
+Test(spec, header_example_tokens_and_label)
+{
+	pf_spec *s = parse_ok("tokens:int32[256]:pad=0,label:int64[1]");
+
+	cr_assert_eq(s->n, 2);
+	cr_assert_str_eq(s->f[0].name, "tokens");
+	cr_assert_eq(s->f[0].dtype, PF_DTYPE_INT32);
+	cr_assert_eq(s->f[0].len, 256);
+	cr_assert_eq(s->f[0].pad, 0.0);
+	cr_assert_eq(s->f[0].scale, 1.0);
+	cr_assert_eq(s->f[0].shift, 0.0);
+	cr_assert(!s->f[0].clip);
+	cr_assert(!s->f[0].required);
+	cr_assert_str_eq(s->f[1].name, "label");
+	cr_assert_eq(s->f[1].dtype, PF_DTYPE_INT64);
+	cr_assert_eq(s->f[1].len, 1);
+	cr_assert_eq(s->row_bytes, 1024 + 8);
+	format_is(s, "tokens:int32[256],label:int64[1]");
+	free(s);
+}
+
+Test(spec, header_example_float_scale_clip)
+{
+	pf_spec *s = parse_ok("x:float32[256]:scale=0.5:clip=-3:3,label:int32[1]");
+
+	cr_assert_eq(s->n, 2);
+	cr_assert_eq(s->f[0].dtype, PF_DTYPE_FLOAT32);
+	cr_assert_eq(s->f[0].scale, 0.5);
+	cr_assert_eq(s->f[0].shift, 0.0);
+	cr_assert(s->f[0].clip);
+	cr_assert_eq(s->f[0].clip_lo, -3.0);
+	cr_assert_eq(s->f[0].clip_hi, 3.0);
+	cr_assert_eq(s->f[1].dtype, PF_DTYPE_INT32);
+	format_is(s, "x:float32[256]:scale=0.5:clip=-3:3,label:int32[1]");
+	free(s);
+}
+
+Test(spec, every_option_every_dtype)
+{
+	pf_spec *s = parse_ok("a.b-c_9/x:float32[3]:required:clip=-1.5:2.25:"
+			      "shift=-1:scale=2:pad=-0.5,"
+			      "img/raw:bytes[16]:pad=255:required,"
+			      "ids:int64[4]:clip=-7:9:pad=-1,"
+			      "n:int32[2]:pad=-2147483648:clip=-2147483648:2147483647");
+	const pf_feature_spec *f = s->f;
+
+	cr_assert_eq(s->n, 4);
+	cr_assert_str_eq(f[0].name, "a.b-c_9/x");
+	cr_assert(f[0].required && f[0].clip);
+	cr_assert_eq(f[0].clip_lo, -1.5);
+	cr_assert_eq(f[0].clip_hi, 2.25);
+	cr_assert_eq(f[0].shift, -1.0);
+	cr_assert_eq(f[0].scale, 2.0);
+	cr_assert_eq(f[0].pad, -0.5);
+	cr_assert_eq(f[1].dtype, PF_DTYPE_BYTES);
+	cr_assert_eq(f[1].pad, 255.0);
+	cr_assert(f[1].required && !f[1].clip);
+	cr_assert_eq(f[2].clip_lo, -7.0);
+	cr_assert_eq(f[2].clip_hi, 9.0);
+	cr_assert_eq(f[2].pad, -1.0);
+	cr_assert_eq(f[3].pad, (double)INT32_MIN);
+	/* Options come out in one order: pad, scale, shift, clip, required. */
+	format_is(s, "a.b-c_9/x:float32[3]:pad=-0.5:scale=2:shift=-1:clip=-1.5:2.25:required,"
+		  "img/raw:bytes[16]:pad=255:required,"
+		  "ids:int64[4]:pad=-1:clip=-7:9,"
+		  "n:int32[2]:pad=-2147483648:clip=-2147483648:2147483647");
+	free(s);
+}
+
+Test(spec, canonical_forms)
+{
+	canonical("x:int32[007]", "x:int32[7]");
+	canonical("x:int32[1]:pad=+2", "x:int32[1]:pad=2");
+	canonical("x:int32[1]:pad=1e3", "x:int32[1]:pad=1000");
+	canonical("x:int32[1]:pad=-0", "x:int32[1]");
+	canonical("x:int32[1]:pad=5.0", "x:int32[1]:pad=5");
+	canonical("x:bytes[1]:pad=0", "x:bytes[1]");
+	canonical("x:float32[1]:scale=1e-3", "x:float32[1]:scale=0.001");
+	canonical("x:float32[1]:scale=1:shift=0", "x:float32[1]");
+	canonical("x:float32[1]:scale=.1", "x:float32[1]:scale=0.1");
+	canonical("x:float32[1]:shift=1E20", "x:float32[1]:shift=1e+20");
+	canonical("x:float32[1]:pad=0.30000000000000004",
+		  "x:float32[1]:pad=0.30000000000000004");
+	canonical("x:float32[1]:clip=0:0", "x:float32[1]:clip=0:0");
+	canonical("x:int64[1]:pad=-9223372036854775808",
+		  "x:int64[1]:pad=-9223372036854775808");
+	canonical("x:int64[1]:pad=4611686018427387904",
+		  "x:int64[1]:pad=4611686018427387904");
+	canonical("x:int64[1]:pad=9007199254740992",
+		  "x:int64[1]:pad=9007199254740992");
+	canonical("x:int32[16777216]", "x:int32[16777216]");
+}
+
+Test(spec, float_pad_negative_zero_is_kept)
+{
+	pf_spec *s = parse_ok("x:float32[1]:pad=-0");
+
+	cr_assert(signbit(s->f[0].pad));
+	format_is(s, "x:float32[1]:pad=-0");
+	free(s);
+	canonical("x:float32[1]:pad=-0", "x:float32[1]:pad=-0");
+}
+
+Test(spec, longest_name_and_most_features)
+{
+	char text[64 * 16 + 1], name[128];
+	pf_spec *s;
+	size_t o = 0;
+
+	memset(name, 'n', 127);
+	name[127] = '\0';
+	snprintf(text, sizeof(text), "%s:bytes[1]", name);
+	s = parse_ok(text);
+	cr_assert_eq(strlen(s->f[0].name), 127);
+	free(s);
+
+	for (unsigned i = 0; i < PF_SPEC_MAX_FEATURES; i++)
+		o += (size_t)snprintf(text + o, sizeof(text) - o, "%sf%u:int32[1]",
+				      i ? "," : "", i);
+	s = parse_ok(text);
+	cr_assert_eq(s->n, PF_SPEC_MAX_FEATURES);
+	cr_assert_str_eq(s->f[63].name, "f63");
+	cr_assert_eq(s->row_bytes, 64 * 4);
+	free(s);
+}
+
+Test(spec, format_is_like_snprintf)
+{
+	pf_spec *s = parse_ok("tokens:int32[256],label:int64[1]");
+	const char *want = "tokens:int32[256],label:int64[1]";
+	char small[8];
+
+	cr_assert_eq(pf_spec_format(s, NULL, 0), strlen(want));
+	memset(small, 'Z', sizeof(small));
+	cr_assert_eq(pf_spec_format(s, small, sizeof(small)), strlen(want));
+	cr_assert_str_eq(small, "tokens:");
+	free(s);
+}
+
+/* LC_NUMERIC with a decimal comma must not change what "0.5" means. */
+Test(spec, numbers_ignore_the_locale)
+{
+	static const char *names[] = { "de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8",
+				       "fr_FR.utf8", "ru_RU.UTF-8" };
+	const char *got = NULL;
+	pf_spec *s;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !got; i++)
+		got = setlocale(LC_NUMERIC, names[i]);
+	if (!got)
+		cr_skip_test("no locale with a decimal comma installed");
+	cr_assert_str_eq(localeconv()->decimal_point, ",");
+	s = parse_ok("x:float32[1]:scale=0.5:shift=1.25");
+	cr_assert_eq(s->f[0].scale, 0.5);
+	format_is(s, "x:float32[1]:scale=0.5:shift=1.25");
+	free(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors: each names its byte                                          */
+/* ------------------------------------------------------------------ */
+
+Test(spec, error_message_in_full)
+{
+	pf_spec *s = spec_new();
+	pf_error err;
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_spec_parse(s, "abcdefghijklmnop:int8[1]", &err), -EINVAL);
+	cr_assert_str_eq(err.msg, "feature spec: byte 17: unknown dtype 'int8' "
+			 "(int32, int64, float32, bytes)");
+	cr_assert_eq(err.offset_kind, PF_OFFSET_NONE);
+	/* err may be NULL */
+	cr_assert_eq(pf_spec_parse(s, "x", NULL), -EINVAL);
+	cr_assert_eq(pf_spec_parse(s, NULL, &err), -EINVAL);
+	free(s);
+}
+
+Test(spec, errors_empty_and_structure)
+{
+	parse_fails("", 0, "empty spec");
+	parse_fails(",x:int32[1]", 0, "empty feature name");
+	parse_fails(":int32[1]", 0, "empty feature name");
+	parse_fails("x:int32[1],", 10, "trailing ','");
+	parse_fails("x:int32[1],,y:int32[1]", 11, "empty feature name");
+	parse_fails("x", 1, "feature 'x' has no type");
+	parse_fails("x,y:int32[1]", 1, "feature 'x' has no type");
+	parse_fails("x!:int32[1]", 1, "unexpected '!' in a feature name");
+	parse_fails("x\x01:int32[1]", 1, "unexpected byte 0x01");
+	parse_fails("\xc3\xa9:int32[1]", 0, "unexpected byte 0xc3");
+	parse_fails("x:int32[1]junk", 10, "unexpected 'j' after ']'");
+	parse_fails("x:int32[1]:required]", 19, "unexpected ']' after an option");
+}
+
+Test(spec, errors_white_space)
+{
+	parse_fails(" x:int32[1]", 0, "white space");
+	parse_fails("x :int32[1]", 1, "a spec has no spaces");
+	parse_fails("x: int32[1]", 2, "white space");
+	parse_fails("x:int32 [1]", 7, "white space");
+	parse_fails("x:int32[ 1]", 8, "white space");
+	parse_fails("x:int32[1 ]", 9, "white space");
+	parse_fails("x:int32[1] ", 10, "white space");
+	parse_fails("x:int32[1], y:int32[1]", 11, "white space");
+	parse_fails("x:int32[1]: pad=1", 11, "white space");
+	parse_fails("x:int32[1]:pad =1", 14, "white space");
+	parse_fails("x:int32[1]:pad= 1", 15, "white space");
+	parse_fails("x:int32[1]:pad=1 ", 16, "white space");
+	parse_fails("x:int32[1]\n", 10, "white space");
+}
+
+Test(spec, errors_dtype_and_length)
+{
+	parse_fails("x:int8[1]", 2, "unknown dtype 'int8'");
+	parse_fails("x:INT32[1]", 2, "unknown dtype 'INT32'");
+	parse_fails("x:[1]", 2, "missing dtype");
+	parse_fails("x:int32", 7, "expected '[len]' after 'int32'");
+	parse_fails("x:int32[]", 8, "expected a length 1..16777216");
+	parse_fails("x:int32[-1]", 8, "expected a length");
+	parse_fails("x:int32[+1]", 8, "expected a length");
+	parse_fails("x:int32[0]", 8, "length 0 out of range 1..16777216");
+	parse_fails("x:int32[16777217]", 8, "length 16777217 out of range");
+	parse_fails("x:int32[99999999999999999999999]", 8, "out of range");
+	parse_fails("x:int32[1", 9, "expected ']'");
+	parse_fails("x:int32[1x]", 9, "expected ']'");
+	parse_fails("x:int32[0x10]", 9, "expected ']'");
+}
+
+Test(spec, errors_names)
+{
+	char text[300];
+	char name[129];
+
+	memset(name, 'n', 128);
+	name[128] = '\0';
+	snprintf(text, sizeof(text), "%s:bytes[1]", name);
+	parse_fails(text, 127, "feature name longer than 127 bytes");
+	parse_fails("x:int32[1],x:int64[2]", 11, "duplicate feature 'x' (also feature 0)");
+	parse_fails("a:int32[1],b:int32[1],a:int32[1]", 22, "duplicate feature 'a'");
+}
+
+Test(spec, errors_too_many_features)
+{
+	char text[65 * 16 + 1];
+	size_t o = 0, at = 0;
+
+	for (unsigned i = 0; i <= PF_SPEC_MAX_FEATURES; i++) {
+		if (i == PF_SPEC_MAX_FEATURES)
+			at = o + 1;	/* after the ',' */
+		o += (size_t)snprintf(text + o, sizeof(text) - o, "%sf%u:int32[1]",
+				      i ? "," : "", i);
+	}
+	parse_fails(text, at, "more than 64 features");
+}
+
+Test(spec, errors_options)
+{
+	parse_fails("x:int32[1]:", 11, "empty option");
+	parse_fails("x:int32[1]::required", 11, "empty option");
+	parse_fails("x:int32[1]:foo=1", 11, "unknown option 'foo' (pad, scale, shift, clip, required)");
+	parse_fails("x:int32[1]:Pad=1", 11, "unknown option 'Pad'");
+	parse_fails("x:int32[1]:requiredx", 11, "unknown option 'requiredx'");
+	parse_fails("x:int32[1]:pad=1:pad=2", 17, "option 'pad' given twice");
+	parse_fails("x:int32[1]:required:required", 20, "option 'required' given twice");
+	parse_fails("x:float32[1]:clip=0:1:clip=0:1", 22, "option 'clip' given twice");
+	parse_fails("x:int32[1]:required=1", 19, "option 'required' takes no value");
+	parse_fails("x:int32[1]:pad", 14, "option 'pad' needs a value (pad=V)");
+	parse_fails("x:int32[1]:clip,y:int32[1]", 15, "needs a value (clip=LO:HI)");
+	parse_fails("x:int32[1]:pad=", 15, "missing value for pad");
+	parse_fails("x:int32[1]:pad=:required", 15, "missing value for pad");
+	parse_fails("x:int32[1]:scale=2", 11, "option 'scale' is for float32 only (feature 'x' is int32)");
+	parse_fails("x:int64[1]:shift=2", 11, "option 'shift' is for float32 only");
+	parse_fails("x:bytes[1]:scale=2", 11, "for float32 only");
+	parse_fails("x:bytes[1]:clip=0:1", 11, "option 'clip' does not apply to bytes");
+	parse_fails("x:int32[1]:clip=5", 17, "clip needs two bounds (clip=LO:HI)");
+	parse_fails("x:int32[1]:clip=5,y:int32[1]", 17, "clip needs two bounds");
+	parse_fails("x:int32[1]:clip=:5", 16, "missing value for clip");
+	parse_fails("x:int32[1]:clip=5:", 18, "missing value for clip");
+	parse_fails("x:int32[1]:clip=5:3", 16, "clip=5:3 has LO > HI");
+	parse_fails("x:float32[1]:clip=0.5:-0.5", 18, "clip=0.5:-0.5 has LO > HI");
+}
+
+Test(spec, errors_numbers)
+{
+	parse_fails("x:float32[1]:pad=abc", 17, "bad number 'abc' for pad");
+	parse_fails("x:float32[1]:pad=nan", 17, "bad number 'nan'");
+	parse_fails("x:float32[1]:pad=inf", 17, "bad number 'inf'");
+	parse_fails("x:float32[1]:pad=0x10", 17, "bad number '0x10'");
+	parse_fails("x:float32[1]:pad=1.0.0", 17, "bad number '1.0.0'");
+	parse_fails("x:float32[1]:pad=1e", 17, "bad number '1e'");
+	parse_fails("x:float32[1]:pad=--1", 17, "bad number");
+	parse_fails("x:float32[1]:pad=.", 17, "bad number");
+	parse_fails("x:float32[1]:scale=1e999", 19, "number '1e999' for scale is out of range");
+	parse_fails("x:float32[1]:pad=1e39", 17, "pad=1e39 is out of range for float32");
+	parse_fails("x:float32[1]:scale=1111111111111111111111111111111111111111111111111111111111111111111",
+		    19, "longer than 64 bytes");
+	parse_fails("x:int32[1]:pad=1e20", 15, "pad=1e20 is out of range for int32");
+	parse_fails("x:int32[1]:pad=2147483648", 15, "out of range for int32");
+	parse_fails("x:int32[1]:pad=-2147483649", 15, "out of range for int32");
+	parse_fails("x:int32[1]:pad=1.5", 15, "pad=1.5: int32 needs an integer");
+	parse_fails("x:int32[1]:clip=0.5:1", 16, "clip=0.5: int32 needs an integer");
+	parse_fails("x:int32[1]:clip=0:3000000000", 18, "clip=3000000000 is out of range for int32");
+	parse_fails("x:int64[1]:pad=9223372036854775808", 15, "out of range for int64");
+	parse_fails("x:int64[1]:pad=1e19", 15, "out of range for int64");
+	parse_fails("x:int64[1]:pad=9223372036854775807", 15, "cannot be held exactly");
+	parse_fails("x:int64[1]:pad=9007199254740993", 15, "cannot be held exactly");
+	parse_fails("x:bytes[4]:pad=256", 15, "pad=256: a bytes feature pads with a byte value 0..255");
+	parse_fails("x:bytes[4]:pad=-1", 15, "0..255");
+	parse_fails("x:bytes[4]:pad=0.5", 15, "0..255");
+}
+
+/* ------------------------------------------------------------------ */
+/* Row layout                                                           */
+/* ------------------------------------------------------------------ */
+
+Test(spec, layout_aligns_each_dtype_and_rounds_the_row)
+{
+	pf_spec *s = parse_ok("a:bytes[3],b:int32[2],c:bytes[1],d:int64[1],"
+			      "e:float32[1],f:bytes[2],g:int64[2]");
+
+	cr_assert_eq(pf_spec_offset(s, 0), 0);
+	cr_assert_eq(pf_spec_offset(s, 1), 4);	/* 3 -> 4 */
+	cr_assert_eq(pf_spec_offset(s, 2), 12);
+	cr_assert_eq(pf_spec_offset(s, 3), 16);	/* 13 -> 16 */
+	cr_assert_eq(pf_spec_offset(s, 4), 24);
+	cr_assert_eq(pf_spec_offset(s, 5), 28);
+	cr_assert_eq(pf_spec_offset(s, 6), 32);	/* 30 -> 32 */
+	cr_assert_eq(s->row_bytes, 48);
+	cr_assert_eq(pf_spec_offset(s, 7), s->row_bytes);
+	cr_assert_eq(pf_spec_offset(s, 1000), s->row_bytes);
+	free(s);
+
+	s = parse_ok("a:bytes[1]");
+	cr_assert_eq(s->row_bytes, 8);
+	free(s);
+	s = parse_ok("a:int32[3]");
+	cr_assert_eq(s->row_bytes, 16);
+	free(s);
+	s = parse_ok("a:int64[16777216]");
+	cr_assert_eq(s->row_bytes, (size_t)8 << 24);
+	free(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* Apply                                                                */
+/* ------------------------------------------------------------------ */
+
+static pf_feature feat_i64(const char *name, const int64_t *v, uint32_t n)
+{
+	return (pf_feature){ .name = name, .name_len = (uint32_t)strlen(name),
+			     .kind = PF_KIND_INT64, .count = n, .v.int64s = v };
+}
+
+static pf_feature feat_f(const char *name, const float *v, uint32_t n)
+{
+	return (pf_feature){ .name = name, .name_len = (uint32_t)strlen(name),
+			     .kind = PF_KIND_FLOAT, .count = n, .v.floats = v };
+}
+
+static pf_feature feat_b(const char *name, const pf_bytes *v, uint32_t n)
+{
+	return (pf_feature){ .name = name, .name_len = (uint32_t)strlen(name),
+			     .kind = PF_KIND_BYTES, .count = n, .v.bytes = v };
+}
+
+static pf_feature feat_none(const char *name)
+{
+	return (pf_feature){ .name = name, .name_len = (uint32_t)strlen(name),
+			     .kind = PF_KIND_NONE };
+}
+
+/* An 8-aligned row, pre-filled with 0xAA so untouched bytes show. */
+typedef union row {
+	uint8_t b[4096];
+	int32_t i32[1024];
+	int64_t i64[512];
+	float f32[1024];
+} row_t;
+
+static int apply(const char *text, pf_feature *f, uint32_t n, row_t *row,
+		 pf_error *err)
+{
+	pf_spec *s = parse_ok(text);
+	pf_example ex = { .features = f, .n_features = n };
+	int ret;
+
+	cr_assert_leq(s->row_bytes, sizeof(row->b));
+	memset(row->b, 0xaa, sizeof(row->b));
+	pf_error_clear(err);
+	ret = pf_spec_apply(s, &ex, row->b, err);
+	if (ret == 0) {
+		cr_assert_eq(err->code, 0);
+		/* nothing written past the row */
+		cr_assert_eq(row->b[s->row_bytes], 0xaa);
+	}
+	free(s);
+	return ret;
+}
+
+Test(apply, int64_to_int32_saturates_and_pads)
+{
+	const int64_t v[] = { 1, -1, INT64_MAX, INT64_MIN, 2147483648LL,
+			      -2147483649LL, INT32_MAX, INT32_MIN };
+	pf_feature f = feat_i64("t", v, 8);
+	const int32_t want[] = { 1, -1, INT32_MAX, INT32_MIN, INT32_MAX,
+				 INT32_MIN, INT32_MAX, INT32_MIN, -3, -3 };
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("t:int32[10]:pad=-3", &f, 1, &row, &err), 0);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(row.i32[i], want[i], "[%d] %d", i, row.i32[i]);
+	/* row is 40 bytes, exactly a multiple of 8: nothing else touched */
+	cr_assert_eq(row.b[40], 0xaa);
+}
+
+Test(apply, int64_as_is_and_truncated)
+{
+	const int64_t v[] = { INT64_MIN, 0, INT64_MAX, 5, 6 };
+	pf_feature f = feat_i64("t", v, 5);
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("t:int64[3]", &f, 1, &row, &err), 0);
+	cr_assert_eq(row.i64[0], INT64_MIN);
+	cr_assert_eq(row.i64[1], 0);
+	cr_assert_eq(row.i64[2], INT64_MAX);
+	cr_assert_eq(row.i64[3], (int64_t)0xaaaaaaaaaaaaaaaaULL);
+}
+
+Test(apply, int_clip_after_the_cast)
+{
+	const int64_t v[] = { -100, -10, 0, 10, 100, INT64_MAX, INT64_MIN };
+	pf_feature f = feat_i64("t", v, 7);
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("t:int32[8]:clip=-10:20:pad=99", &f, 1, &row, &err), 0);
+	const int32_t w32[] = { -10, -10, 0, 10, 20, 20, -10, 99 };
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(row.i32[i], w32[i], "[%d] %d", i, row.i32[i]);
+
+	/* the pad is not clipped */
+	cr_assert_eq(apply("t:int64[8]:clip=-5:5:pad=-1000", &f, 1, &row, &err), 0);
+	const int64_t w64[] = { -5, -5, 0, 5, 5, 5, -5, -1000 };
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(row.i64[i], w64[i], "[%d] %lld", i, (long long)row.i64[i]);
+}
+
+Test(apply, float_to_int_truncates_saturates_nan_is_zero)
+{
+	const float v[] = { 1.9f, -1.9f, 0.5f, -0.5f, 3e9f, -3e9f, NAN, INFINITY,
+			    -INFINITY, 2147483520.0f, -2147483648.0f, 1e19f,
+			    -1e19f, -9223372036854775808.0f };
+	pf_feature f = feat_f("x", v, 14);
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("x:int32[14]", &f, 1, &row, &err), 0);
+	const int32_t w32[] = { 1, -1, 0, 0, INT32_MAX, INT32_MIN, 0, INT32_MAX,
+				INT32_MIN, 2147483520, INT32_MIN, INT32_MAX,
+				INT32_MIN, INT32_MIN };
+	for (int i = 0; i < 14; i++)
+		cr_assert_eq(row.i32[i], w32[i], "[%d] %d", i, row.i32[i]);
+
+	cr_assert_eq(apply("x:int64[14]", &f, 1, &row, &err), 0);
+	const int64_t w64[] = { 1, -1, 0, 0, 3000000000LL, -3000000000LL, 0,
+				INT64_MAX, INT64_MIN, 2147483520LL, -2147483648LL,
+				INT64_MAX, INT64_MIN, INT64_MIN };
+	for (int i = 0; i < 14; i++)
+		cr_assert_eq(row.i64[i], w64[i], "[%d] %lld", i, (long long)row.i64[i]);
+
+	/* NaN becomes 0, then the clip applies */
+	cr_assert_eq(apply("x:int32[14]:clip=1:5", &f, 1, &row, &err), 0);
+	cr_assert_eq(row.i32[6], 1);
+	cr_assert_eq(row.i32[0], 1);
+	cr_assert_eq(row.i32[4], 5);
+}
+
+Test(apply, float32_scale_shift_clip_pad_not_scaled)
+{
+	const float v[] = { 2, 10, -10, NAN, 0.25f };
+	pf_feature f = feat_f("x", v, 5);
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("x:float32[7]:scale=0.5:shift=1:clip=-3:3:pad=7",
+			   &f, 1, &row, &err), 0);
+	cr_assert_eq(row.f32[0], 2.0f);		/* 2 * .5 + 1 */
+	cr_assert_eq(row.f32[1], 3.0f);		/* 6, clipped */
+	cr_assert_eq(row.f32[2], -3.0f);	/* -4, clipped */
+	cr_assert(isnan(row.f32[3]));		/* NaN stays NaN */
+	cr_assert_eq(row.f32[4], 1.125f);
+	cr_assert_eq(row.f32[5], 7.0f);		/* pad: not scaled, not clipped */
+	cr_assert_eq(row.f32[6], 7.0f);
+	cr_assert_eq(row.b[28], 0, "tail padding zeroed");
+	cr_assert_eq(row.b[31], 0);
+
+	/* scale only; shift only */
+	cr_assert_eq(apply("x:float32[2]:scale=-2", &f, 1, &row, &err), 0);
+	cr_assert_eq(row.f32[0], -4.0f);
+	cr_assert_eq(row.f32[1], -20.0f);
+	cr_assert_eq(apply("x:float32[2]:shift=-0.5", &f, 1, &row, &err), 0);
+	cr_assert_eq(row.f32[0], 1.5f);
+	cr_assert_eq(row.f32[1], 9.5f);
+}
+
+Test(apply, float32_copies_as_is)
+{
+	const float v[] = { -0.0f, FLT_MAX, -FLT_MIN, INFINITY, 1e-45f };
+	pf_feature f = feat_f("x", v, 5);
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("x:float32[5]", &f, 1, &row, &err), 0);
+	cr_assert(!memcmp(row.f32, v, sizeof(v)));
+	/* with a clip, -0 still keeps its sign (the zero shift adds -0) */
+	cr_assert_eq(apply("x:float32[5]:clip=-1e300:1e300", &f, 1, &row, &err), 0);
+	cr_assert(!memcmp(row.f32, v, sizeof(v)));
+	cr_assert_eq(apply("x:float32[1]:scale=2", &f, 1, &row, &err), 0);
+	cr_assert(signbit(row.f32[0]) && row.f32[0] == 0.0f);
+}
+
+Test(apply, int64_to_float32_rounds_to_nearest)
+{
+	const int64_t v[] = { 1, -3, 16777217, 16777219, INT64_MAX, INT64_MIN };
+	pf_feature f = feat_i64("x", v, 6);
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("x:float32[6]", &f, 1, &row, &err), 0);
+	cr_assert_eq(row.f32[0], 1.0f);
+	cr_assert_eq(row.f32[1], -3.0f);
+	cr_assert_eq(row.f32[2], 16777216.0f);	/* tie to even */
+	cr_assert_eq(row.f32[3], 16777220.0f);	/* nearest, not toward zero */
+	cr_assert_eq(row.f32[4], 9223372036854775808.0f);
+	cr_assert_eq(row.f32[5], -9223372036854775808.0f);
+
+	cr_assert_eq(apply("x:float32[3]:scale=0.25:shift=-1", &f, 1, &row, &err), 0);
+	cr_assert_eq(row.f32[0], -0.75f);
+	cr_assert_eq(row.f32[1], -1.75f);
+	cr_assert_eq(row.f32[2], 4194303.0f);	/* (float)16777217 / 4 - 1 */
+}
+
+Test(apply, absent_and_unset_are_padding_unless_required)
+{
+	pf_feature f[2] = { feat_none("unset"), feat_i64("other", NULL, 0) };
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("unset:int32[2]:pad=4,gone:float32[2]:pad=-1.5,"
+			   "b:bytes[3]:pad=9,other:int64[1]:pad=-2",
+			   f, 2, &row, &err), 0);
+	cr_assert_eq(row.i32[0], 4);
+	cr_assert_eq(row.i32[1], 4);
+	cr_assert_eq(row.f32[2], -1.5f);
+	cr_assert_eq(row.f32[3], -1.5f);
+	cr_assert_eq(row.b[16], 9);
+	cr_assert_eq(row.b[18], 9);
+	for (int i = 19; i < 24; i++)
+		cr_assert_eq(row.b[i], 0, "gap byte %d", i);
+	cr_assert_eq(row.i64[3], -2);	/* present but empty: padding */
+
+	cr_assert_eq(apply("gone:int32[1]:required", f, 2, &row, &err), -EBADMSG);
+	cr_assert_eq(err.code, -EBADMSG);
+	cr_assert_str_eq(err.msg, "feature 'gone' is missing");
+	cr_assert_eq(apply("unset:int32[1]:required", f, 2, &row, &err), -EBADMSG);
+	cr_assert(strstr(err.msg, "feature 'unset' is missing"), "%s", err.msg);
+	/* empty but set: present */
+	cr_assert_eq(apply("other:int64[1]:required", f, 2, &row, &err), 0);
+	/* an empty example */
+	cr_assert_eq(apply("x:int32[1]", NULL, 0, &row, &err), 0);
+	cr_assert_eq(row.i32[0], 0);
+	cr_assert_eq(row.i32[1], 0);
+}
+
+Test(apply, kind_mismatches_name_the_feature)
+{
+	const pf_bytes b[] = { { (const uint8_t *)"hi", 2 } };
+	const int64_t i[] = { 1 };
+	const float x[] = { 1 };
+	pf_feature f[3] = { feat_b("b", b, 1), feat_i64("i", i, 1),
+			    feat_f("f", x, 1) };
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("b:int32[1]", f, 3, &row, &err), -EBADMSG);
+	cr_assert_str_eq(err.msg, "feature 'b' holds bytes values, which cannot become int32");
+	cr_assert_eq(apply("b:int64[1]", f, 3, &row, &err), -EBADMSG);
+	cr_assert_eq(apply("b:float32[1]", f, 3, &row, &err), -EBADMSG);
+	cr_assert_str_eq(err.msg, "feature 'b' holds bytes values, which cannot become float32");
+	cr_assert_eq(apply("i:bytes[1]", f, 3, &row, &err), -EBADMSG);
+	cr_assert_str_eq(err.msg, "feature 'i' holds int64 values, which cannot become bytes");
+	cr_assert_eq(apply("f:bytes[1]", f, 3, &row, &err), -EBADMSG);
+	cr_assert_str_eq(err.msg, "feature 'f' holds float values, which cannot become bytes");
+	/* an empty list of the wrong kind is still the wrong kind */
+	f[0].count = 0;
+	cr_assert_eq(apply("b:int32[1]", f, 3, &row, &err), -EBADMSG);
+	/* the first bad feature stops the row */
+	cr_assert_eq(apply("i:int32[1],f:bytes[1],b:int32[1]", f, 3, &row, &err), -EBADMSG);
+	cr_assert(strstr(err.msg, "'f'"), "%s", err.msg);
+}
+
+Test(apply, bytes_first_value_padded_or_truncated)
+{
+	const pf_bytes b[] = { { (const uint8_t *)"hello", 5 },
+			       { (const uint8_t *)"world", 5 } };
+	const pf_bytes empty[] = { { NULL, 0 } };
+	pf_feature f[3] = { feat_b("b", b, 2), feat_b("e", empty, 1),
+			    feat_b("z", NULL, 0) };
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("b:bytes[8]:pad=42", f, 3, &row, &err), 0);
+	cr_assert(!memcmp(row.b, "hello\x2a\x2a\x2a", 8));
+	cr_assert_eq(apply("b:bytes[3]", f, 3, &row, &err), 0);
+	cr_assert(!memcmp(row.b, "hel\0\0\0\0\0", 8));
+	cr_assert_eq(apply("b:bytes[5]", f, 3, &row, &err), 0);
+	cr_assert(!memcmp(row.b, "hello\0\0\0", 8));
+	cr_assert_eq(apply("e:bytes[4]:pad=255,z:bytes[2]:pad=1", f, 3, &row, &err), 0);
+	cr_assert(!memcmp(row.b, "\xff\xff\xff\xff\x01\x01\0\0", 8));
+}
+
+Test(apply, spec_order_not_example_order_and_layout)
+{
+	const int64_t ids[] = { 7, 8, 9 };
+	const float x[] = { 0.5f };
+	const pf_bytes b[] = { { (const uint8_t *)"ab", 2 } };
+	pf_feature f[3] = { feat_f("x", x, 1), feat_b("tag", b, 1),
+			    feat_i64("ids", ids, 3) };
+	pf_spec *s = parse_ok("tag:bytes[3],ids:int64[2],x:float32[1],n:int32[1]:pad=-1");
+	pf_example ex = { .features = f, .n_features = 3 };
+	pf_error err;
+	row_t row;
+
+	memset(row.b, 0xaa, sizeof(row.b));
+	cr_assert_eq(pf_spec_apply(s, &ex, row.b, &err), 0);
+	cr_assert_eq(s->row_bytes, 32);
+	cr_assert(!memcmp(row.b, "ab\0\0\0\0\0\0", 8));	/* tag, gap to 8 */
+	cr_assert_eq(pf_spec_offset(s, 1), 8);
+	cr_assert_eq(row.i64[1], 7);
+	cr_assert_eq(row.i64[2], 8);
+	cr_assert_eq(pf_spec_offset(s, 2), 24);
+	cr_assert_eq(row.f32[6], 0.5f);
+	cr_assert_eq(pf_spec_offset(s, 3), 28);
+	cr_assert_eq(row.i32[7], -1);
+	cr_assert_eq(row.b[32], 0xaa);
+	free(s);
+}
+
+Test(apply, misaligned_row_is_refused)
+{
+	pf_spec *s = parse_ok("x:int32[1]");
+	pf_example ex = { 0 };
+	pf_error err;
+	row_t row;
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_spec_apply(s, &ex, row.b + 4, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "aligned"), "%s", err.msg);
+	free(s);
+}
+
+/* Through the real wire format: encode, decode with the fast decoder into
+ * an arena, apply. */
+Test(apply, encoded_and_decoded_example)
+{
+	int64_t tokens[300];
+	const float x[] = { 1.5f, -2.5f };
+	const pf_bytes b[] = { { (const uint8_t *)"jpeg", 4 } };
+	pf_feature in[3];
+	pf_spec *s = parse_ok("tokens:int32[256]:pad=0,x:float32[4]:scale=2:pad=-1,"
+			      "img:bytes[6]:required,label:int64[1]:pad=-1");
+	pf_example ex;
+	pf_arena arena;
+	pf_error err;
+	uint8_t wire[8192];
+	int64_t n;
+	row_t row;
+
+	for (int i = 0; i < 300; i++)
+		tokens[i] = i % 3 ? i * 1000003LL : -i * 99999999999LL;
+	in[0] = feat_i64("tokens", tokens, 300);
+	in[1] = feat_f("x", x, 2);
+	in[2] = feat_b("img", b, 1);
+	n = pf_example_encode(in, 3, wire, sizeof(wire));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR((size_t)n)), 0);
+	pf_error_clear(&err);
+	cr_assert_eq(pf_example_decode(wire, (size_t)n, &arena, &ex, &err), 0, "%s", err.msg);
+	memset(row.b, 0xaa, sizeof(row.b));
+	cr_assert_eq(pf_spec_apply(s, &ex, row.b, &err), 0, "%s", err.msg);
+	for (int i = 0; i < 256; i++) {
+		int64_t t = tokens[i];
+		int32_t want = t > INT32_MAX ? INT32_MAX : t < INT32_MIN ? INT32_MIN : (int32_t)t;
+
+		cr_assert_eq(row.i32[i], want, "[%d]", i);
+	}
+	cr_assert_eq(row.f32[256], 3.0f);
+	cr_assert_eq(row.f32[257], -5.0f);
+	cr_assert_eq(row.f32[258], -1.0f);
+	cr_assert_eq(row.f32[259], -1.0f);
+	cr_assert(!memcmp(row.b + 1040, "jpeg\0\0", 6));
+	cr_assert_eq(pf_spec_offset(s, 3), 1048);
+	cr_assert_eq(row.i64[131], -1);
+	cr_assert_eq(s->row_bytes, 1056);
+	pf_arena_release(&arena);
+	free(s);
+}
