@@ -279,20 +279,25 @@ static int parse_number(cursor *c, size_t start, size_t n, const char *what,
 		if (v != trunc(v))
 			return fail(c, start, "%s=%s: %s needs an integer",
 				    what, buf, pf_dtype_name(fs->dtype));
-		if (fs->dtype == PF_DTYPE_INT32 ? v < -TWO31 || v >= TWO31 :
-		    v < -TWO63 || v >= TWO63)
-			return fail(c, start, "%s=%s is out of range for %s",
-				    what, buf, pf_dtype_name(fs->dtype));
+		/* A decimal integer for int64 is read exactly too: it must
+		 * fit int64 and survive the trip through the double. */
 		if (int_syntax && fs->dtype == PF_DTYPE_INT64) {
 			long long ll;
 
 			errno = 0;
 			ll = strtoll(buf, &end, 10);
-			if (errno || (long long)v != ll)
+			if (errno)
+				return fail(c, start, "%s=%s is out of range for int64",
+					    what, buf);
+			if (v >= TWO63 || (long long)v != ll)
 				return fail(c, start,
 					    "%s=%s cannot be held exactly (values above 2^53 must be exact doubles)",
 					    what, buf);
 		}
+		if (fs->dtype == PF_DTYPE_INT32 ? v < -TWO31 || v >= TWO31 :
+		    v < -TWO63 || v >= TWO63)
+			return fail(c, start, "%s=%s is out of range for %s",
+				    what, buf, pf_dtype_name(fs->dtype));
 		v += 0.0;
 		break;
 	}

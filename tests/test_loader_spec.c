@@ -294,7 +294,8 @@ Test(spec, errors_empty_and_structure)
 	parse_fails("x\x01:int32[1]", 1, "unexpected byte 0x01");
 	parse_fails("\xc3\xa9:int32[1]", 0, "unexpected byte 0xc3");
 	parse_fails("x:int32[1]junk", 10, "unexpected 'j' after ']'");
-	parse_fails("x:int32[1]:required]", 19, "unexpected ']' after an option");
+	parse_fails("x:int32[1]:required]", 11, "unknown option 'required]'");
+	parse_fails("x:int32[1]:required ", 19, "white space after an option");
 }
 
 Test(spec, errors_white_space)

@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* loadbench end to end: counts, the report's fields, baselines, bad flags. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <sys/wait.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+#define DATASET_RECORDS 5000u
+
+/* An integer member of a JSON object, as unsigned (the counts here). */
+static uint64_t ju(json_t *obj, const char *key)
+{
+	return (uint64_t)json_integer_value(json_object_get(obj, key));
+}
+
+/* A number member (integer or real) as a double. */
+static double jd(json_t *obj, const char *key)
+{
+	return json_number_value(json_object_get(obj, key));
+}
+
+static const char *env_tool(const char *name)
+{
+	const char *t = getenv(name);
+
+	cr_assert_not_null(t, "%s is not set (run through meson test)", name);
+	return t;
+}
+
+/* 5000 token records in 4 plain shards, converted to 4 indexed shards in
+ * dir/z.  @return dir. */
+static const char *make_dataset(void)
+{
+	const char *d = tu_tmpdir();
+	const char *st = env_tool("SHARDTOOL");
+
+	cr_assert_eq(tu_system("%s synth --kind tokens --records %u --shards 4 --out %s/raw >/dev/null",
+			       st, DATASET_RECORDS, d), 0);
+	cr_assert_eq(tu_system("%s convert --shards 4 --out %s/z %s/raw >/dev/null", st, d, d), 0);
+	return d;
+}
+
+/* Run loadbench with args; @return its JSON report (caller decrefs). */
+static json_t *run_json(const char *args)
+{
+	char cmd[4096], *out;
+	size_t cap = 1 << 16, got;
+	json_error_t jerr;
+	FILE *p;
+	json_t *o;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s --json --quiet %s", env_tool("LOADBENCH"), args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	out = malloc(cap);
+	got = fread(out, 1, cap - 1, p);
+	out[got] = 0;
+	st = pclose(p);
+	cr_assert_eq(WEXITSTATUS(st), 0, "%s -> %d", cmd, WEXITSTATUS(st));
+	o = json_loads(out, 0, &jerr);
+	cr_assert_not_null(o, "%s: %s", jerr.text, out);
+	free(out);
+	return o;
+}
+
+static bool is_stage(const char *s)
+{
+	return s && (!strcmp(s, "io") || !strcmp(s, "decode") || !strcmp(s, "assemble"));
+}
+
+Test(loadbench, one_epoch_counts_and_report)
+{
+	const char *d = make_dataset();
+	char args[1024];
+	const uint64_t b = 32, cores = 2, global = b * cores;
+
+	snprintf(args, sizeof(args), "--per-core-batch %llu --cores %llu --threads 2 --epochs 1 %s/z",
+		 (unsigned long long)b, (unsigned long long)cores, d);
+	json_t *o = run_json(args);
+
+	cr_assert_eq(ju(o, "records"), ju(o, "steps") * b * cores);
+	cr_assert_eq(ju(o, "steps"), DATASET_RECORDS / global);
+	cr_assert_eq(ju(o, "records_per_epoch"), DATASET_RECORDS);
+	cr_assert_eq(ju(o, "remainder_dropped"), DATASET_RECORDS % global);
+	cr_assert(is_stage(json_string_value(json_object_get(o, "bottleneck"))));
+	cr_assert_gt(jd(o, "seconds"), 0);
+	cr_assert_gt(jd(o, "records_per_s"), 0);
+	cr_assert_gt(jd(o, "batches_per_s"), 0);
+	cr_assert_gt(ju(o, "bytes_read"), 0);
+	cr_assert_gt(ju(o, "bytes_decompressed"), ju(o, "bytes_read") / 2);
+	cr_assert_gt(jd(o, "mb_per_s_read"), 0);
+	json_t *stages = json_object_get(o, "stages");
+	cr_assert_not_null(stages);
+	const char *names[] = { "io", "decode", "assemble" };
+	for (int i = 0; i < 3; i++) {
+		json_t *v = json_object_get(stages, names[i]);
+		cr_assert(json_is_number(v), "stages.%s", names[i]);
+		cr_assert_geq(json_number_value(v), 0);
+		cr_assert_leq(json_number_value(v), 1.05, "stages.%s", names[i]);
+	}
+	json_t *lat = json_object_get(o, "next_latency_us");
+	cr_assert_leq(jd(lat, "p50"), jd(lat, "p90"));
+	cr_assert_leq(jd(lat, "p90"), jd(lat, "p99"));
+	cr_assert_gt(jd(lat, "p99"), 0);
+	cr_assert_gt(jd(o, "first_batch_ms"), 0);
+	cr_assert_gt(ju(o, "peak_rss_bytes"), 0);
+	cr_assert_eq(ju(o, "memory_budget_bytes"), 512ull << 20);
+	cr_assert_gt(ju(o, "memory_pool_bytes"), 0);
+	cr_assert_leq(ju(o, "memory_pool_bytes"), ju(o, "memory_budget_bytes"));
+	const char *be = json_string_value(json_object_get(o, "io_backend"));
+	cr_assert(be && (!strcmp(be, "io_uring") || !strcmp(be, "pread")), "%s", be);
+	cr_assert_eq(ju(o, "threads"), 2);
+	json_t *topo = json_object_get(o, "topology");
+	cr_assert_eq(ju(topo, "num_hosts"), 1);
+	cr_assert_eq(ju(topo, "host_index"), 0);
+	cr_assert_eq(ju(topo, "cores"), cores);
+	cr_assert_eq(ju(topo, "per_core_batch"), b);
+	cr_assert_eq(ju(topo, "global_batch"), global);
+	cr_assert_null(json_object_get(o, "baseline"));
+	json_decref(o);
+}
+
+Test(loadbench, topology_steps_and_epochs)
+{
+	const char *d = make_dataset();
+	char args[1024];
+
+	/* Two hosts: each yields the same floor(records / global) steps. */
+	for (int h = 0; h < 2; h++) {
+		snprintf(args, sizeof(args), "--per-core-batch 25 --cores 2 --num-hosts 2 "
+			 "--host-index %d --threads 1 --shuffle-window 0 %s/z", h, d);
+		json_t *o = run_json(args);
+		cr_assert_eq(ju(o, "steps"), DATASET_RECORDS / 100);
+		cr_assert_eq(ju(o, "records"), ju(o, "steps") * 50);
+		cr_assert_eq(ju(json_object_get(o, "topology"), "global_batch"), 100);
+		cr_assert_lt(ju(o, "bytes_read"), ju(o, "bytes_decompressed"));
+		json_decref(o);
+	}
+	/* --steps stops early; --steps alone runs past one epoch. */
+	snprintf(args, sizeof(args), "--per-core-batch 64 --steps 10 %s/z", d);
+	json_t *o = run_json(args);
+	cr_assert_eq(ju(o, "steps"), 10);
+	cr_assert_eq(ju(o, "records"), 640);
+	json_decref(o);
+	snprintf(args, sizeof(args), "--per-core-batch 64 --steps 100 --memory 64 %s/z", d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "steps"), 100);
+	cr_assert_eq(ju(o, "memory_budget_bytes"), 64ull << 20);
+	json_decref(o);
+	snprintf(args, sizeof(args), "--per-core-batch 64 --epochs 2 %s/z", d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "steps"), 2 * (DATASET_RECORDS / 64));
+	json_decref(o);
+	/* An explicit spec, and the wrap remainder. */
+	snprintf(args, sizeof(args), "--per-core-batch 64 --remainder wrap "
+		 "--features 'tokens:int32[128],label:int32[1]' %s/z", d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "steps"), (DATASET_RECORDS + 63) / 64);
+	cr_assert_str_eq(json_string_value(json_object_get(o, "features")),
+			 "tokens:int32[128],label:int32[1]");
+	json_decref(o);
+}
+
+Test(loadbench, baseline_fields)
+{
+	const char *d = make_dataset();
+	char args[1024];
+
+	snprintf(args, sizeof(args), "--per-core-batch 32 --threads 2 --baseline --repeat 3 %s/z", d);
+	json_t *o = run_json(args);
+	json_t *bl = json_object_get(o, "baseline");
+
+	cr_assert_not_null(bl);
+	cr_assert_gt(jd(bl, "read_seconds"), 0);
+	cr_assert_gt(jd(bl, "decompress_seconds"), 0);
+	cr_assert_gt(jd(bl, "read_mb_per_s"), 0);
+	cr_assert_gt(jd(bl, "decompress_mb_per_s"), 0);
+	cr_assert_eq(ju(bl, "files"), 4);
+	cr_assert_eq(ju(bl, "threads"), 2);
+	/* The baselines read every frame: all the loader's bytes and more. */
+	cr_assert_geq(ju(bl, "bytes"), ju(o, "bytes_read"));
+	cr_assert_gt(jd(o, "ratio_to_read"), 0);
+	cr_assert_gt(jd(o, "ratio_to_decompress"), 0);
+	cr_assert_eq(ju(o, "repeat"), 3);
+	json_decref(o);
+}
+
+Test(loadbench, text_report)
+{
+	const char *d = make_dataset();
+	char cmd[2048], out[8192];
+
+	snprintf(cmd, sizeof(cmd), "%s --quiet --per-core-batch 32 --baseline %s/z 2>&1",
+		 env_tool("LOADBENCH"), d);
+	FILE *p = popen(cmd, "r");
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = 0;
+	cr_assert_eq(WEXITSTATUS(pclose(p)), 0, "%s", out);
+	const char *lines[] = { "records/s", "batches/s", "MB/s", "bottleneck ",
+				"p50", "p99", "first batch", "peak RSS", "budget",
+				"dropped", "the decompress pass" };
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+		cr_assert(strstr(out, lines[i]), "no '%s' in:\n%s", lines[i], out);
+	/* No progress line when stderr is not a terminal. */
+	cr_assert_null(strchr(out, '\r'), "%s", out);
+}
+
+Test(loadbench, bad_flags_and_missing_files)
+{
+	const char *d = make_dataset();
+	char cmd[2048], out[8192];
+	struct { const char *args; int status; const char *says; } cases[] = {
+		{ "--per-core-batch abc Z", 2, "--per-core-batch: 'abc' is not a whole number" },
+		{ "--per-core-batch 0 Z", 2, "--per-core-batch: '0' is out of range" },
+		{ "--cores -1 Z", 2, "--cores: '-1'" },
+		{ "--threads 2x Z", 2, "--threads: '2x'" },
+		{ "--steps 99999999999999999999 Z", 2, "--steps: '99999999999999999999' is too large" },
+		{ "--io-depth 0 Z", 2, "--io-depth: '0' is out of range" },
+		{ "--memory lots Z", 2, "--memory: 'lots'" },
+		{ "--shuffle-window x Z", 2, "--shuffle-window: 'x'" },
+		{ "--repeat 0 Z", 2, "--repeat: '0'" },
+		{ "--remainder keep Z", 2, "--remainder: 'keep' is not drop or wrap" },
+		{ "--num-hosts 2 --host-index 2 Z", 2, "--host-index: 2 is not below --num-hosts 2" },
+		{ "--frobnicate Z", 2, "unknown option '--frobnicate'" },
+		{ "--per-core-batch", 2, "--per-core-batch: a value is required" },
+		{ "", 2, "no shards given" },
+		{ "--features 'tokens:int33[4]' Z", 2, "--features:" },
+		{ "/nonexistent/shard.tfrecord.zst", 1, "/nonexistent/shard.tfrecord.zst" },
+		{ "--features 'label:int64[1]' Z /nonexistent/b.tfrecord.zst", 1, "/nonexistent/b.tfrecord.zst" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char args[1024];
+		const char *z = strstr(cases[i].args, "Z");
+
+		/* Z stands for the dataset. */
+		if (z)
+			snprintf(args, sizeof(args), "%.*s%s/z%s", (int)(z - cases[i].args),
+				 cases[i].args, d, z + 1);
+		else
+			snprintf(args, sizeof(args), "%s", cases[i].args);
+		snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>&1", env_tool("LOADBENCH"), args);
+		FILE *p = popen(cmd, "r");
+		size_t got = fread(out, 1, sizeof(out) - 1, p);
+		out[got] = 0;
+		int st = pclose(p);
+		cr_assert_eq(WEXITSTATUS(st), cases[i].status, "%s -> %d: %s", args,
+			     WEXITSTATUS(st), out);
+		cr_assert(strstr(out, cases[i].says), "%s -> %s", args, out);
+	}
+	cr_assert_eq(tu_system("%s --help >/dev/null", env_tool("LOADBENCH")), 0);
+}

@@ -1,0 +1,1123 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* loadbench: run the loader over shards and report where the time goes,
+ * beside pure read and pure decompress passes over the same files. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define ALIGN 4096u
+#define DEFAULT_WINDOW 8192u
+#define DEFAULT_MEMORY_MIB 512u
+#define PROGRESS_NS 250000000ull	/* redraw at most 4 times a second */
+#define MAX_REPEAT 101u
+
+static const char usage[] =
+	"usage: loadbench [options] SHARD...\n"
+	"\n"
+	"Runs the podfeed loader over the shards (files, directories or globs)\n"
+	"and reports throughput, where the time goes (the bottleneck stage),\n"
+	"next() latency, time to first batch, and memory.\n"
+	"\n"
+	"topology and schedule:\n"
+	"  --per-core-batch N   records per core per step (default 32)\n"
+	"  --cores C            cores on this host (default 1)\n"
+	"  --num-hosts H        hosts in the pod (default 1)\n"
+	"  --host-index I       this host, 0..H-1 (default 0)\n"
+	"  --epochs E           passes over the data (default 1; with --steps\n"
+	"                       alone: as many as the steps need)\n"
+	"  --steps S            stop after S steps in all\n"
+	"  --seed S             shuffle seed (default 0)\n"
+	"  --shuffle-window W   records in the shuffle window (default 8192;\n"
+	"                       0 turns shuffling off)\n"
+	"  --remainder drop|wrap  the records past the last whole step of an\n"
+	"                       epoch (default drop)\n"
+	"  --features SPEC      feature spec, e.g. \"tokens:int32[256],label:int64[1]\"\n"
+	"                       (default: from the schema in the first file's\n"
+	"                       index: int64 -> int64[max_len], float -> float32\n"
+	"                       [max_len], bytes -> bytes[mean record size rounded\n"
+	"                       up to 64]; sequence lists are left out)\n"
+	"pipeline:\n"
+	"  --threads T          decode threads (default: number of CPUs)\n"
+	"  --io-depth N         reads in flight (default 32)\n"
+	"  --prefetch N         ready batches queued (default 2)\n"
+	"  --memory MiB         memory budget for all pools (default 512)\n"
+	"  --direct             O_DIRECT reads of aligned shards\n"
+	"report:\n"
+	"  --baseline           also time a pure read pass (T threads, one I/O\n"
+	"                       engine each, whole frames) and a pure decompress\n"
+	"                       pass (T threads: pread, frame CRC, zstd) over the\n"
+	"                       same indexed shards, after a warming read pass,\n"
+	"                       and quote the loader as a ratio to each\n"
+	"  --repeat N           run everything N times, interleaved, and report\n"
+	"                       medians (default 1)\n"
+	"  --json               one JSON object on stdout instead of the text\n"
+	"  --quiet              no progress line (it is drawn only on a terminal)\n"
+	"  --help               this text\n"
+	"\n"
+	"Exit status: 0 done, 1 the loader or a pass failed, 2 bad usage.\n";
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, unsigned n)
+{
+	double s[MAX_REPEAT];
+
+	memcpy(s, v, n * sizeof(*v));
+	qsort(s, n, sizeof(*s), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static size_t round_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* ------------------------------------------------------------------ */
+/* Peak RSS                                                             */
+
+/* Writing 5 to clear_refs resets VmHWM (Linux >= 4.0), so the peak we
+ * report is the loader's, not an earlier pass's. */
+static void peak_rss_reset(void)
+{
+	int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (write(fd, "5", 1) < 0) {
+			/* Not allowed here: the peak then covers the whole run. */
+		}
+		close(fd);
+	}
+}
+
+static uint64_t peak_rss_bytes(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned long long kb = 0;
+	struct rusage ru;
+
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+				break;
+		fclose(f);
+		if (kb)
+			return kb << 10;
+	}
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		return (uint64_t)ru.ru_maxrss << 10;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                              */
+
+typedef struct options {
+	pf_loader_config cfg;
+	uint64_t per_core_batch, cores, host_index, num_hosts, threads;
+	uint64_t epochs, steps, seed, window, memory_mib, io_depth, prefetch;
+	uint64_t repeat;
+	bool epochs_given, direct, json, baseline, quiet;
+	const char *features;
+	pf_remainder remainder;
+} options;
+
+/* @return -1 to go on, else the exit status. */
+static int parse_options(int argc, char **argv, options *o)
+{
+	enum {
+		OPT_BATCH = 256, OPT_CORES, OPT_HOSTIDX, OPT_HOSTS, OPT_THREADS, OPT_EPOCHS,
+		OPT_STEPS, OPT_SEED, OPT_WINDOW, OPT_MEMORY, OPT_FEATURES, OPT_REMAINDER,
+		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
+		OPT_QUIET, OPT_HELP,
+	};
+	static const struct option opts[] = {
+		{ "per-core-batch", required_argument, NULL, OPT_BATCH },
+		{ "cores", required_argument, NULL, OPT_CORES },
+		{ "host-index", required_argument, NULL, OPT_HOSTIDX },
+		{ "num-hosts", required_argument, NULL, OPT_HOSTS },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "epochs", required_argument, NULL, OPT_EPOCHS },
+		{ "steps", required_argument, NULL, OPT_STEPS },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "shuffle-window", required_argument, NULL, OPT_WINDOW },
+		{ "memory", required_argument, NULL, OPT_MEMORY },
+		{ "features", required_argument, NULL, OPT_FEATURES },
+		{ "remainder", required_argument, NULL, OPT_REMAINDER },
+		{ "io-depth", required_argument, NULL, OPT_DEPTH },
+		{ "prefetch", required_argument, NULL, OPT_PREFETCH },
+		{ "direct", no_argument, NULL, OPT_DIRECT },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "baseline", no_argument, NULL, OPT_BASELINE },
+		{ "repeat", required_argument, NULL, OPT_REPEAT },
+		{ "quiet", no_argument, NULL, OPT_QUIET },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ 0 },
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->per_core_batch = 32;
+	o->cores = 1;
+	o->num_hosts = 1;
+	o->epochs = 1;
+	o->window = DEFAULT_WINDOW;
+	o->memory_mib = DEFAULT_MEMORY_MIB;
+	o->io_depth = 32;
+	o->prefetch = 2;
+	o->repeat = 1;
+	o->remainder = PF_REMAINDER_DROP;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		int r = 0;
+
+		switch (c) {
+		case OPT_BATCH:
+			r = cli_parse_u64("--per-core-batch", optarg, 1, 1u << 24, true,
+					  &o->per_core_batch);
+			break;
+		case OPT_CORES:
+			r = cli_parse_u64("--cores", optarg, 1, 4096, false, &o->cores);
+			break;
+		case OPT_HOSTIDX:
+			r = cli_parse_u64("--host-index", optarg, 0, UINT32_MAX - 1, false,
+					  &o->host_index);
+			break;
+		case OPT_HOSTS:
+			r = cli_parse_u64("--num-hosts", optarg, 1, UINT32_MAX, false,
+					  &o->num_hosts);
+			break;
+		case OPT_THREADS:
+			r = cli_parse_u64("--threads", optarg, 1, 1024, false, &o->threads);
+			break;
+		case OPT_EPOCHS:
+			r = cli_parse_u64("--epochs", optarg, 1, UINT32_MAX, false, &o->epochs);
+			o->epochs_given = true;
+			break;
+		case OPT_STEPS:
+			r = cli_parse_u64("--steps", optarg, 1, UINT64_MAX, true, &o->steps);
+			break;
+		case OPT_SEED:
+			r = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, false, &o->seed);
+			break;
+		case OPT_WINDOW:
+			r = cli_parse_u64("--shuffle-window", optarg, 0, UINT32_MAX, true,
+					  &o->window);
+			break;
+		case OPT_MEMORY:
+			r = cli_parse_u64("--memory", optarg, 1, 1u << 20, false,
+					  &o->memory_mib);
+			break;
+		case OPT_FEATURES:
+			o->features = optarg;
+			break;
+		case OPT_REMAINDER:
+			if (!strcmp(optarg, "drop"))
+				o->remainder = PF_REMAINDER_DROP;
+			else if (!strcmp(optarg, "wrap"))
+				o->remainder = PF_REMAINDER_WRAP;
+			else {
+				cli_fail("--remainder: '%s' is not drop or wrap", optarg);
+				r = -EINVAL;
+			}
+			break;
+		case OPT_DEPTH:
+			r = cli_parse_u64("--io-depth", optarg, 1, 4096, false, &o->io_depth);
+			break;
+		case OPT_PREFETCH:
+			r = cli_parse_u64("--prefetch", optarg, 1, 1024, false, &o->prefetch);
+			break;
+		case OPT_REPEAT:
+			r = cli_parse_u64("--repeat", optarg, 1, MAX_REPEAT, false, &o->repeat);
+			break;
+		case OPT_DIRECT: o->direct = true; break;
+		case OPT_JSON: o->json = true; break;
+		case OPT_BASELINE: o->baseline = true; break;
+		case OPT_QUIET: o->quiet = true; break;
+		case OPT_HELP: fputs(usage, stdout); return 0;
+		case ':':
+			cli_fail("%s: a value is required", argv[optind - 1]);
+			fputs(usage, stderr);
+			return 2;
+		default:
+			cli_fail("unknown option '%s'", argv[optind - 1]);
+			fputs(usage, stderr);
+			return 2;
+		}
+		if (r < 0)
+			return 2;
+	}
+	if (o->host_index >= o->num_hosts) {
+		cli_fail("--host-index: %llu is not below --num-hosts %llu",
+			 (unsigned long long)o->host_index,
+			 (unsigned long long)o->num_hosts);
+		return 2;
+	}
+	if (optind == argc) {
+		cli_fail("no shards given");
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (!o->threads) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		o->threads = n > 0 ? (uint64_t)n : 1;
+	}
+	return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* The default feature spec, from the first file's index schema          */
+
+/* Names the spec grammar cannot carry are left out. */
+static bool spec_name_ok(const char *name)
+{
+	return *name && strlen(name) < PF_SPEC_MAX_NAME &&
+	       !strpbrk(name, ",:[]= \t\n");
+}
+
+/* @return 0 with a malloc'd spec in *out (caller frees), 1 when the file
+ * has no usable schema, -1 after printing a failure. */
+static int default_features(const char *path, char **out)
+{
+	pf_source *src = NULL;
+	const pf_shard_index *ix;
+	pf_error err;
+	size_t cap = 4096, len = 0, n;
+	char *spec;
+	uint64_t mean = 0;
+
+	*out = NULL;
+	pf_error_clear(&err);
+	if (pf_source_open(&src, path, NULL, &err) < 0) {
+		cli_print_error(&err);
+		return -1;
+	}
+	ix = pf_source_index(src);
+	n = ix ? pf_shard_index_schema_count(ix) : 0;
+	if (!n) {
+		pf_source_close(src);
+		return 1;
+	}
+	if (pf_shard_index_records(ix))
+		mean = pf_shard_index_uncompressed_bytes(ix) / pf_shard_index_records(ix);
+	spec = malloc(cap);
+	if (!spec) {
+		pf_source_close(src);
+		return -1;
+	}
+	spec[0] = '\0';
+	for (size_t i = 0; i < n && i < PF_SPEC_MAX_FEATURES; i++) {
+		const pf_feature_schema *fs = pf_shard_index_schema(ix, i);
+		const char *dtype;
+		uint64_t flen = fs->max_len;
+
+		if (fs->is_list || fs->mixed || !spec_name_ok(fs->name))
+			continue;
+		switch (fs->kind) {
+		case PF_KIND_INT64: dtype = "int64"; break;
+		case PF_KIND_FLOAT: dtype = "float32"; break;
+		case PF_KIND_BYTES:
+			dtype = "bytes";
+			flen = round_up(mean ? mean : 1, 64);
+			break;
+		default: continue;
+		}
+		if (!flen)
+			continue;
+		if (len + strlen(fs->name) + 48 >= cap) {
+			char *grown = realloc(spec, cap * 2);
+			if (!grown) {
+				free(spec);
+				pf_source_close(src);
+				return -1;
+			}
+			spec = grown;
+			cap *= 2;
+		}
+		len += (size_t)snprintf(spec + len, cap - len, "%s%s:%s[%llu]",
+					len ? "," : "", fs->name, dtype,
+					(unsigned long long)flen);
+	}
+	pf_source_close(src);
+	if (!len) {
+		free(spec);
+		return 1;
+	}
+	*out = spec;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* One run of the loader                                                */
+
+typedef struct loader_run {
+	double seconds;
+	double first_batch_ms;
+	uint64_t peak_rss;
+	uint64_t steps_per_epoch;
+	pf_loader_metrics m;
+} loader_run;
+
+typedef struct progress {
+	bool on;
+	uint64_t total_steps;	/* 0: unknown */
+	uint64_t start_ns, last_ns, last_steps, last_bytes, last_fill;
+	unsigned prefetch;
+} progress;
+
+static void progress_draw(progress *p, pf_loader *l, uint64_t t)
+{
+	pf_loader_metrics m;
+	double dt = (double)(t - p->last_ns) * 1e-9;
+	double elapsed = (double)(t - p->start_ns) * 1e-9;
+	uint64_t dsteps;
+	char eta[32] = "?";
+
+	pf_loader_get_metrics(l, &m);
+	dsteps = m.steps - p->last_steps;
+	if (p->total_steps && m.steps) {
+		double left = elapsed * (double)(p->total_steps - m.steps) / (double)m.steps;
+		snprintf(eta, sizeof(eta), "%.0fs", left);
+	}
+	fprintf(stderr, "\r%llu/%llu steps  %.0f records/s  %.1f MB/s read  queue %.1f/%u  ETA %s\033[K",
+		(unsigned long long)m.steps, (unsigned long long)p->total_steps,
+		(double)(dsteps * m.records / (m.steps ? m.steps : 1)) / dt,
+		(double)(m.bytes_read - p->last_bytes) / dt / 1e6,
+		dsteps ? (double)(m.queue_fill_sum - p->last_fill) / (double)dsteps : 0.0,
+		p->prefetch, eta);
+	p->last_ns = t;
+	p->last_steps = m.steps;
+	p->last_bytes = m.bytes_read;
+	p->last_fill = m.queue_fill_sum;
+}
+
+/* @return 0, or 1 after printing the loader's error. */
+static int run_loader(const options *o, const pf_loader_config *cfg,
+		      loader_run *out)
+{
+	pf_loader *l = NULL;
+	pf_batch *b;
+	pf_error err;
+	progress p = { .on = !o->quiet && isatty(STDERR_FILENO),
+		       .prefetch = (unsigned)o->prefetch };
+	uint64_t t0, t_first = 0;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	pf_error_clear(&err);
+	peak_rss_reset();
+	t0 = now_ns();
+	ret = pf_loader_create(&l, cfg, &err);
+	if (ret < 0) {
+		if (!err.code)
+			pf_error_set(&err, ret, PF_OFFSET_NONE, 0, "cannot create the loader: %s",
+				     pf_strerror(ret));
+		cli_print_error(&err);
+		return 1;
+	}
+	out->steps_per_epoch = pf_loader_steps_per_epoch(l);
+	if (!out->steps_per_epoch) {
+		pf_loader_metrics m;
+		pf_loader_get_metrics(l, &m);
+		cli_fail("the data holds %llu records: not one global batch of %llu",
+			 (unsigned long long)m.records_per_epoch,
+			 (unsigned long long)(o->per_core_batch * o->cores * o->num_hosts));
+		pf_loader_free(l);
+		return 1;
+	}
+	p.total_steps = cfg->max_steps;
+	if (cfg->epochs != UINT32_MAX) {
+		uint64_t all = out->steps_per_epoch * cfg->epochs;
+		if (!p.total_steps || all < p.total_steps)
+			p.total_steps = all;
+	}
+	p.start_ns = p.last_ns = t0;
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		if (!t_first)
+			t_first = now_ns();
+		pf_loader_release(l, b);
+		if (p.on) {
+			uint64_t t = now_ns();
+			if (t - p.last_ns >= PROGRESS_NS)
+				progress_draw(&p, l, t);
+		}
+	}
+	out->seconds = (double)(now_ns() - t0) * 1e-9;
+	if (p.on)
+		fputs("\r\033[K", stderr);
+	if (ret < 0) {
+		const pf_error *le = pf_loader_last_error(l);
+		if (le)
+			cli_print_error(le);
+		else
+			cli_fail("the loader failed: %s", pf_strerror(ret));
+		pf_loader_free(l);
+		return 1;
+	}
+	out->first_batch_ms = t_first ? (double)(t_first - t0) * 1e-6 : 0;
+	pf_loader_get_metrics(l, &out->m);
+	out->peak_rss = peak_rss_bytes();
+	pf_loader_free(l);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Baselines: every frame of the indexed shards, split among T threads   */
+
+typedef struct bl_frame {
+	uint32_t file;
+	pf_frame_info fi;
+} bl_frame;
+
+typedef struct bl_set {
+	char **paths;
+	size_t nfiles;
+	bool *aligned;		/* frames aligned for O_DIRECT */
+	bl_frame *frames;
+	size_t nframes;
+	size_t nindexed;
+	uint64_t cbytes, ubytes;
+	uint32_t max_c, max_u;
+} bl_set;
+
+static void bl_free(bl_set *s)
+{
+	free(s->aligned);
+	free(s->frames);
+	memset(s, 0, sizeof(*s));
+}
+
+/* @return 0, or -1 after printing why. */
+static int bl_load(bl_set *s, char **paths, size_t n)
+{
+	size_t cap = 0;
+
+	memset(s, 0, sizeof(*s));
+	s->paths = paths;
+	s->nfiles = n;
+	s->aligned = calloc(n ? n : 1, sizeof(*s->aligned));
+	if (!s->aligned)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		pf_source *src;
+		const pf_shard_index *ix;
+		pf_error err;
+
+		pf_error_clear(&err);
+		if (pf_source_open(&src, paths[i], NULL, &err) < 0) {
+			cli_print_error(&err);
+			return -1;
+		}
+		ix = pf_source_index(src);
+		if (!ix) {		/* a stream: not part of the baselines */
+			pf_source_close(src);
+			continue;
+		}
+		s->nindexed++;
+		s->aligned[i] = pf_shard_index_alignment(ix) >= ALIGN;
+		uint32_t nf = pf_shard_index_frames(ix);
+		if (s->nframes + nf > cap) {
+			size_t ncap = (s->nframes + nf) * 2;
+			bl_frame *g = realloc(s->frames, ncap * sizeof(*g));
+			if (!g) {
+				pf_source_close(src);
+				return -1;
+			}
+			s->frames = g;
+			cap = ncap;
+		}
+		for (uint32_t k = 0; k < nf; k++) {
+			const pf_frame_info *fi = pf_shard_index_frame(ix, k);
+			bl_frame *f = &s->frames[s->nframes++];
+
+			f->file = (uint32_t)i;
+			f->fi = *fi;
+			s->cbytes += fi->compressed_size;
+			s->ubytes += fi->uncompressed_size;
+			if (fi->compressed_size > s->max_c)
+				s->max_c = fi->compressed_size;
+			if (fi->uncompressed_size > s->max_u)
+				s->max_u = fi->uncompressed_size;
+		}
+		pf_source_close(src);
+	}
+	return 0;
+}
+
+typedef struct bl_thread {
+	const bl_set *set;
+	size_t lo, hi;		/* frames [lo, hi) */
+	unsigned depth;
+	bool direct;
+	pthread_t thread;
+	int ret;
+	pf_error err;
+	const char *backend;
+} bl_thread;
+
+/* Read whole frames through this thread's own I/O engine. */
+static void *bl_read_main(void *arg)
+{
+	bl_thread *t = arg;
+	const bl_set *s = t->set;
+	size_t bufsz = round_up((size_t)s->max_c + ALIGN, ALIGN);
+	pf_io_config icfg = { .queue_depth = t->depth, .max_files = 0,
+			      .buffer_size = bufsz, .nbuffers = t->depth };
+	pf_io_req *reqs = calloc(t->depth, sizeof(*reqs)), *done[64];
+	unsigned *free_req = calloc(t->depth, sizeof(*free_req)), nfree = t->depth;
+	int *slot = malloc(s->nfiles * sizeof(*slot));
+	uint8_t *bufs = aligned_alloc(ALIGN, bufsz * t->depth);
+	pf_io *io = NULL;
+	size_t next = t->lo;
+	int ret = -ENOMEM;
+
+	if (!reqs || !free_req || !slot || !bufs)
+		goto out;
+	for (size_t i = 0; i < s->nfiles; i++)
+		slot[i] = -1;
+	for (unsigned i = 0; i < t->depth; i++)
+		free_req[i] = i;
+	icfg.buffers = bufs;
+	icfg.max_files = (unsigned)(s->nfiles < 4096 ? 4096 : s->nfiles + 1);
+	ret = pf_io_create(&io, &icfg, &t->err);
+	if (ret < 0)
+		goto out;
+	t->backend = pf_io_backend_name(io);
+	while (next < t->hi || pf_io_inflight(io)) {
+		while (next < t->hi && nfree) {
+			const bl_frame *f = &s->frames[next];
+			unsigned r = free_req[--nfree];
+			pf_io_req *q = &reqs[r];
+
+			if (slot[f->file] < 0) {
+				unsigned fl = t->direct && s->aligned[f->file] ? PF_IO_DIRECT : 0;
+				ret = pf_io_add_file(io, s->paths[f->file], fl, &t->err);
+				if (ret < 0)
+					goto out;
+				slot[f->file] = ret;
+			}
+			size_t len = f->fi.compressed_size;
+			if (pf_io_file_direct(io, (uint32_t)slot[f->file]))
+				len = round_up(len, ALIGN);
+			*q = (pf_io_req){
+				.file = (uint32_t)slot[f->file],
+				.offset = f->fi.offset,
+				.len = (uint32_t)len,
+				.buf = bufs + (size_t)r * bufsz,
+				.buf_index = pf_io_buffers_registered(io) ? (int)r : -1,
+				.user = (void *)(uintptr_t)next,
+			};
+			ret = pf_io_submit(io, q);
+			if (ret < 0) {
+				pf_error_set(&t->err, ret, PF_OFFSET_NONE, 0,
+					     "read pass: cannot submit a read: %s", pf_strerror(ret));
+				goto out;
+			}
+			next++;
+		}
+		ret = pf_io_reap(io, done, 64, 1);
+		if (ret < 0) {
+			pf_error_set(&t->err, ret, PF_OFFSET_NONE, 0,
+				     "read pass: I/O engine failed: %s", pf_strerror(ret));
+			goto out;
+		}
+		for (int i = 0; i < ret; i++) {
+			const bl_frame *f = &s->frames[(uintptr_t)done[i]->user];
+
+			if (done[i]->result < (int64_t)f->fi.compressed_size) {
+				int code = done[i]->result < 0 ? (int)done[i]->result : -EIO;
+				pf_error_set(&t->err, code, PF_OFFSET_FILE, f->fi.offset,
+					     "read pass: %s", done[i]->result < 0 ?
+					     pf_strerror(code) : "short read");
+				pf_error_set_file(&t->err, s->paths[f->file]);
+				ret = code;
+				goto out;
+			}
+			free_req[nfree++] = (unsigned)(done[i] - reqs);
+		}
+		ret = 0;
+	}
+out:
+	/* No buffer may stay with the kernel when it is freed. */
+	while (io && pf_io_inflight(io) && pf_io_reap(io, done, 64, 1) >= 0)
+		;
+	if (ret < 0 && !t->err.code)
+		pf_error_set(&t->err, ret, PF_OFFSET_NONE, 0, "read pass: %s",
+			     pf_strerror(ret));
+	t->ret = ret < 0 ? ret : 0;
+	pf_io_free(io);
+	free(reqs);
+	free(free_req);
+	free(slot);
+	free(bufs);
+	return NULL;
+}
+
+/* pread each frame, check its CRC and decompress it: the work the loader
+ * must do before it can decode a record, and nothing else. */
+static void *bl_decompress_main(void *arg)
+{
+	bl_thread *t = arg;
+	const bl_set *s = t->set;
+	uint8_t *src = malloc(s->max_c ? s->max_c : 1);
+	uint8_t *dst = malloc(s->max_u ? s->max_u : 1);
+	pf_frame_decoder *dec = NULL;
+	int fd = -1, ret = -ENOMEM;
+	uint32_t cur = UINT32_MAX;
+
+	if (!src || !dst || pf_frame_decoder_create(&dec) < 0)
+		goto out;
+	ret = 0;
+	for (size_t i = t->lo; i < t->hi && ret == 0; i++) {
+		const bl_frame *f = &s->frames[i];
+		int64_t n;
+
+		/* Frames are in file order: one file open at a time. */
+		if (f->file != cur) {
+			if (fd >= 0)
+				close(fd);
+			cur = f->file;
+			fd = pf_file_open(s->paths[cur], &t->err);
+			if (fd < 0) {
+				ret = fd;
+				break;
+			}
+		}
+		n = pf_file_pread(fd, src, f->fi.compressed_size, f->fi.offset,
+				  s->paths[cur], &t->err);
+		if (n >= 0 && n < (int64_t)f->fi.compressed_size)
+			n = pf_error_set(&t->err, -EIO, PF_OFFSET_FILE, f->fi.offset,
+					 "decompress pass: short read");
+		if (n >= 0)
+			n = pf_frame_decode(dec, &f->fi, src, f->fi.compressed_size, dst,
+					    s->max_u, &t->err);
+		if (n < 0) {
+			pf_error_set_file(&t->err, s->paths[cur]);
+			ret = (int)n;
+		}
+	}
+out:
+	if (ret < 0 && !t->err.code)
+		pf_error_set(&t->err, ret, PF_OFFSET_NONE, 0, "decompress pass: %s",
+			     pf_strerror(ret));
+	t->ret = ret;
+	if (fd >= 0)
+		close(fd);
+	pf_frame_decoder_free(dec);
+	free(src);
+	free(dst);
+	return NULL;
+}
+
+/* Run T threads over contiguous frame ranges of equal compressed bytes.
+ * @return 0 with the wall seconds in *seconds, or 1 after printing. */
+static int bl_pass(const bl_set *s, unsigned nthreads, unsigned depth,
+		   bool direct, void *(*fn)(void *), double *seconds,
+		   const char **backend)
+{
+	bl_thread *t = calloc(nthreads, sizeof(*t));
+	uint64_t acc = 0, t0;
+	size_t k = 0;
+	unsigned started = 0;
+	int ret = 0;
+
+	if (!t) {
+		cli_fail("out of memory");
+		return 1;
+	}
+	for (unsigned i = 0; i < nthreads; i++) {
+		uint64_t goal = s->cbytes * (i + 1) / nthreads;
+
+		t[i].set = s;
+		t[i].depth = depth;
+		t[i].direct = direct;
+		t[i].lo = k;
+		while (k < s->nframes && (acc < goal || i + 1 == nthreads))
+			acc += s->frames[k++].fi.compressed_size;
+		t[i].hi = k;
+		pf_error_clear(&t[i].err);
+	}
+	t0 = now_ns();
+	for (unsigned i = 0; i < nthreads; i++) {
+		if (pthread_create(&t[i].thread, NULL, fn, &t[i])) {
+			cli_fail("cannot start a baseline thread");
+			ret = 1;
+			break;
+		}
+		started++;
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i].thread, NULL);
+	*seconds = (double)(now_ns() - t0) * 1e-9;
+	for (unsigned i = 0; i < started && !ret; i++) {
+		if (t[i].ret < 0) {
+			cli_print_error(&t[i].err);
+			ret = 1;
+		}
+		if (backend && t[i].backend)
+			*backend = t[i].backend;
+	}
+	free(t);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* The report                                                           */
+
+typedef struct report {
+	const options *o;
+	const char *features;
+	size_t nfiles;
+	loader_run run;		/* the median run */
+	double seconds;		/* median */
+	double p50, p90, p99;
+	double f_io, f_decode, f_assemble, f_wait;
+	const char *bottleneck;
+	bool baseline;
+	double read_s, dec_s;
+	const bl_set *bl;
+	const char *bl_backend;
+} report;
+
+static double mb(uint64_t bytes) { return (double)bytes / 1e6; }
+
+static void report_derive(report *r)
+{
+	const pf_loader_metrics *m = &r->run.m;
+	pf_io_stats hist;
+	double wall_ns = r->run.seconds * 1e9;
+	unsigned dt = m->decode_threads ? m->decode_threads : 1;
+
+	memset(&hist, 0, sizeof(hist));
+	memcpy(hist.hist, m->next_hist, sizeof(hist.hist));
+	r->p50 = pf_io_stats_quantile_us(&hist, 0.50);
+	r->p90 = pf_io_stats_quantile_us(&hist, 0.90);
+	r->p99 = pf_io_stats_quantile_us(&hist, 0.99);
+	/* Busy fraction per thread of the stage: the I/O stage and the
+	 * assembler are one thread each, decode is decode_threads. */
+	r->f_io = wall_ns > 0 ? (double)m->io.busy_ns / wall_ns : 0;
+	r->f_decode = wall_ns > 0 ? (double)m->decode.busy_ns / wall_ns / dt : 0;
+	r->f_assemble = wall_ns > 0 ? (double)m->assemble.busy_ns / wall_ns : 0;
+	r->f_wait = wall_ns > 0 ? (double)m->next_wait_ns / wall_ns : 0;
+	r->bottleneck = "io";
+	if (r->f_decode > r->f_io)
+		r->bottleneck = "decode";
+	if (r->f_assemble > (r->f_decode > r->f_io ? r->f_decode : r->f_io))
+		r->bottleneck = "assemble";
+}
+
+/* Loader decompressed MB/s over a pass's, on the same kind of bytes. */
+static double ratio(const report *r, double pass_seconds)
+{
+	double loader = (double)r->run.m.bytes_decompressed / r->seconds;
+	double pass = (double)r->bl->ubytes / pass_seconds;
+
+	return pass > 0 ? loader / pass : 0;
+}
+
+static void print_text(const report *r)
+{
+	const options *o = r->o;
+	const pf_loader_metrics *m = &r->run.m;
+	double s = r->seconds;
+	uint64_t global = o->per_core_batch * o->cores * o->num_hosts;
+
+	printf("files       %zu\n", r->nfiles);
+	printf("features    %s\n", r->features);
+	printf("topology    host %llu of %llu, %llu cores x %llu per-core batch"
+	       " (global batch %llu)\n",
+	       (unsigned long long)o->host_index, (unsigned long long)o->num_hosts,
+	       (unsigned long long)o->cores, (unsigned long long)o->per_core_batch,
+	       (unsigned long long)global);
+	printf("records     %llu in %llu steps (%llu steps an epoch, %llu records in the data)\n",
+	       (unsigned long long)m->records, (unsigned long long)m->steps,
+	       (unsigned long long)m->steps_per_epoch,
+	       (unsigned long long)m->records_per_epoch);
+	printf("time        %.3f s%s: %.0f records/s, %.1f batches/s\n", s,
+	       o->repeat > 1 ? " (median)" : "", (double)m->records / s,
+	       (double)m->steps / s);
+	printf("read        %.1f MB compressed (%.1f MB/s), %.1f MB produced (%.1f MB/s)\n",
+	       mb(m->bytes_read), mb(m->bytes_read) / s, mb(m->bytes_decompressed),
+	       mb(m->bytes_decompressed) / s);
+	printf("stages      busy per thread: io %.0f%% (1 thread), decode %.0f%% (%u threads),"
+	       " assemble %.0f%% (1 thread); consumer waited %.0f%%\n",
+	       r->f_io * 100, r->f_decode * 100, m->decode_threads,
+	       r->f_assemble * 100, r->f_wait * 100);
+	printf("bottleneck  %s\n", r->bottleneck);
+	printf("next()      p50 %.0f us, p90 %.0f us, p99 %.0f us; first batch %.1f ms\n",
+	       r->p50, r->p90, r->p99, r->run.first_batch_ms);
+	printf("memory      peak RSS %.1f MiB; budget %llu MiB, pools %.1f MiB\n",
+	       (double)r->run.peak_rss / 1048576.0, (unsigned long long)o->memory_mib,
+	       (double)m->memory_bytes / 1048576.0);
+	printf("remainder   %llu records dropped, %llu wrapped\n",
+	       (unsigned long long)m->remainder_dropped,
+	       (unsigned long long)m->remainder_wrapped);
+	printf("io          %s, depth %llu%s\n", m->io_backend ? m->io_backend : "none",
+	       (unsigned long long)o->io_depth, o->direct ? ", O_DIRECT" : "");
+	if (!r->baseline)
+		return;
+	printf("baseline    %zu indexed files, %zu frames, %.1f MB -> %.1f MB, %llu threads\n",
+	       r->bl->nindexed, r->bl->nframes, mb(r->bl->cbytes), mb(r->bl->ubytes),
+	       (unsigned long long)o->threads);
+	printf("  read        %.3f s: %.1f MB/s read (%.1f MB/s decompressed-equivalent), %s\n",
+	       r->read_s, mb(r->bl->cbytes) / r->read_s, mb(r->bl->ubytes) / r->read_s,
+	       r->bl_backend ? r->bl_backend : "none");
+	printf("  decompress  %.3f s: %.1f MB/s decompressed\n", r->dec_s,
+	       mb(r->bl->ubytes) / r->dec_s);
+	printf("  loader      %.1f MB/s decompressed: %.2fx the read pass, %.2fx the decompress pass\n",
+	       mb(m->bytes_decompressed) / s, ratio(r, r->read_s), ratio(r, r->dec_s));
+}
+
+static void json_kv_double(const char *key, double v, bool comma)
+{
+	printf("\"%s\":", key);
+	cli_json_double(stdout, v);
+	if (comma)
+		putchar(',');
+}
+
+static void json_kv_u64(const char *key, uint64_t v, bool comma)
+{
+	printf("\"%s\":%llu%s", key, (unsigned long long)v, comma ? "," : "");
+}
+
+static void json_kv_str(const char *key, const char *v, bool comma)
+{
+	printf("\"%s\":", key);
+	cli_json_string(stdout, v, strlen(v));
+	if (comma)
+		putchar(',');
+}
+
+static void print_json(const report *r)
+{
+	const options *o = r->o;
+	const pf_loader_metrics *m = &r->run.m;
+	double s = r->seconds;
+
+	putchar('{');
+	json_kv_u64("records", m->records, true);
+	json_kv_u64("steps", m->steps, true);
+	json_kv_double("seconds", s, true);
+	json_kv_double("records_per_s", (double)m->records / s, true);
+	json_kv_double("batches_per_s", (double)m->steps / s, true);
+	json_kv_u64("bytes_read", m->bytes_read, true);
+	json_kv_u64("bytes_decompressed", m->bytes_decompressed, true);
+	json_kv_double("mb_per_s_read", mb(m->bytes_read) / s, true);
+	json_kv_double("mb_per_s_decompressed", mb(m->bytes_decompressed) / s, true);
+	json_kv_str("bottleneck", r->bottleneck, true);
+	printf("\"stages\":{");
+	json_kv_double("io", r->f_io, true);
+	json_kv_double("decode", r->f_decode, true);
+	json_kv_double("assemble", r->f_assemble, true);
+	json_kv_double("consumer_wait", r->f_wait, false);
+	printf("},\"next_latency_us\":{");
+	json_kv_double("p50", r->p50, true);
+	json_kv_double("p90", r->p90, true);
+	json_kv_double("p99", r->p99, false);
+	printf("},");
+	json_kv_double("first_batch_ms", r->run.first_batch_ms, true);
+	json_kv_u64("peak_rss_bytes", r->run.peak_rss, true);
+	json_kv_u64("memory_budget_bytes", o->memory_mib << 20, true);
+	json_kv_u64("memory_pool_bytes", m->memory_bytes, true);
+	json_kv_u64("remainder_dropped", m->remainder_dropped, true);
+	json_kv_u64("remainder_wrapped", m->remainder_wrapped, true);
+	json_kv_str("io_backend", m->io_backend ? m->io_backend : "none", true);
+	json_kv_u64("io_depth", o->io_depth, true);
+	json_kv_u64("threads", m->decode_threads, true);
+	json_kv_u64("files", r->nfiles, true);
+	json_kv_str("features", r->features, true);
+	json_kv_u64("records_per_epoch", m->records_per_epoch, true);
+	json_kv_u64("steps_per_epoch", m->steps_per_epoch, true);
+	json_kv_u64("repeat", o->repeat, true);
+	printf("\"topology\":{");
+	json_kv_u64("num_hosts", o->num_hosts, true);
+	json_kv_u64("host_index", o->host_index, true);
+	json_kv_u64("cores", o->cores, true);
+	json_kv_u64("per_core_batch", o->per_core_batch, true);
+	json_kv_u64("global_batch", o->per_core_batch * o->cores * o->num_hosts, false);
+	printf("}");
+	if (r->baseline) {
+		printf(",\"baseline\":{");
+		json_kv_double("read_seconds", r->read_s, true);
+		json_kv_double("decompress_seconds", r->dec_s, true);
+		json_kv_double("read_mb_per_s", mb(r->bl->cbytes) / r->read_s, true);
+		json_kv_double("decompress_mb_per_s", mb(r->bl->ubytes) / r->dec_s, true);
+		json_kv_u64("bytes", r->bl->cbytes, true);
+		json_kv_u64("bytes_decompressed", r->bl->ubytes, true);
+		json_kv_u64("files", r->bl->nindexed, true);
+		json_kv_u64("frames", r->bl->nframes, true);
+		json_kv_u64("threads", o->threads, true);
+		json_kv_str("io_backend", r->bl_backend ? r->bl_backend : "none", false);
+		printf("},");
+		json_kv_double("ratio_to_read", ratio(r, r->read_s), true);
+		json_kv_double("ratio_to_decompress", ratio(r, r->dec_s), false);
+	}
+	printf("}\n");
+}
+
+/* ------------------------------------------------------------------ */
+
+/* A benchmark over many shards holds them all open; lift the soft limit
+ * on descriptors to the hard one. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	options o;
+	pf_loader_config cfg;
+	pf_spec spec;
+	pf_error err;
+	report r;
+	bl_set bl = { 0 };
+	loader_run runs[MAX_REPEAT];
+	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT];
+	char **files = NULL, *inferred = NULL;
+	int nfiles = 0, ret;
+
+	cli_prog = "loadbench";
+	ret = parse_options(argc, argv, &o);
+	if (ret >= 0)
+		return ret;
+	raise_fd_limit();
+	nfiles = cli_expand_inputs(argv + optind, argc - optind, &files);
+	if (nfiles < 0)
+		return 1;
+	if (nfiles == 0) {
+		cli_fail("the arguments name no files");
+		return 1;
+	}
+	ret = 1;
+	memset(&r, 0, sizeof(r));
+	if (!o.features) {
+		int d = default_features(files[0], &inferred);
+		if (d < 0)
+			goto out;
+		if (d > 0) {
+			cli_fail("--features is required: %s has no schema in an index", files[0]);
+			ret = 2;
+			goto out;
+		}
+		o.features = inferred;
+	}
+	pf_error_clear(&err);
+	if (pf_spec_parse(&spec, o.features, &err) < 0) {
+		char line[1024];
+		pf_error_format(&err, line, sizeof(line));
+		cli_fail("--features: %s", line);
+		ret = 2;
+		goto out;
+	}
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.paths = (const char *const *)files;
+	cfg.npaths = (size_t)nfiles;
+	cfg.features = o.features;
+	cfg.host_index = (uint32_t)o.host_index;
+	cfg.num_hosts = (uint32_t)o.num_hosts;
+	cfg.cores_per_host = (uint32_t)o.cores;
+	cfg.per_core_batch = (uint32_t)o.per_core_batch;
+	cfg.seed = o.seed;
+	/* --steps alone runs as many epochs as the steps need. */
+	cfg.epochs = o.steps && !o.epochs_given ? UINT32_MAX : (uint32_t)o.epochs;
+	cfg.max_steps = o.steps;
+	cfg.shuffle = o.window > 0;
+	cfg.shuffle_window = (uint32_t)o.window;
+	cfg.remainder = o.remainder;
+	cfg.threads = (unsigned)o.threads;
+	cfg.io_depth = (unsigned)o.io_depth;
+	cfg.memory_budget = (size_t)o.memory_mib << 20;
+	cfg.prefetch = (unsigned)o.prefetch;
+	cfg.direct_io = o.direct;
+
+	if (o.baseline) {
+		double warm;
+
+		if (bl_load(&bl, files, (size_t)nfiles) < 0)
+			goto out;
+		if (!bl.nframes) {
+			cli_fail("--baseline: no indexed shards among the files "
+				 "(convert them with `shardtool convert`)");
+			goto out;
+		}
+		/* Warm the page cache so every pass reads from the same place. */
+		if (bl_pass(&bl, (unsigned)o.threads, (unsigned)o.io_depth, o.direct,
+			    bl_read_main, &warm, NULL))
+			goto out;
+	}
+	/* Interleave loader, read, decompress so drift hits all alike. */
+	for (unsigned i = 0; i < o.repeat; i++) {
+		if (run_loader(&o, &cfg, &runs[i]))
+			goto out;
+		secs[i] = runs[i].seconds;
+		if (!o.baseline)
+			continue;
+		if (bl_pass(&bl, (unsigned)o.threads, (unsigned)o.io_depth, o.direct,
+			    bl_read_main, &read_s[i], &r.bl_backend) ||
+		    bl_pass(&bl, (unsigned)o.threads, 0, false, bl_decompress_main,
+			    &dec_s[i], NULL))
+			goto out;
+	}
+
+	r.o = &o;
+	r.features = o.features;
+	r.nfiles = (size_t)nfiles;
+	r.seconds = median(secs, (unsigned)o.repeat);
+	/* Metrics of the run nearest the median time. */
+	unsigned best = 0;
+	for (unsigned i = 1; i < o.repeat; i++)
+		if (fabs(secs[i] - r.seconds) < fabs(secs[best] - r.seconds))
+			best = i;
+	r.run = runs[best];
+	for (unsigned i = 0; i < o.repeat; i++)
+		if (runs[i].peak_rss > r.run.peak_rss)
+			r.run.peak_rss = runs[i].peak_rss;
+	if (o.baseline) {
+		r.baseline = true;
+		r.bl = &bl;
+		r.read_s = median(read_s, (unsigned)o.repeat);
+		r.dec_s = median(dec_s, (unsigned)o.repeat);
+	}
+	report_derive(&r);
+	if (o.json)
+		print_json(&r);
+	else
+		print_text(&r);
+	ret = 0;
+out:
+	bl_free(&bl);
+	free(inferred);
+	cli_free_inputs(files, nfiles);
+	return ret;
+}
