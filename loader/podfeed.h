@@ -79,8 +79,12 @@ PF_API void pf_paths_free(char **list, size_t n);
  *
  * e.g. "tokens:int32[256]:pad=0,label:int64[1]" or
  *      "x:float32[256]:scale=0.5:clip=-3:3,label:int32[1]".
- * Source values are cast to dtype: int64 to int32 saturates, int64 to
- * float32 and float to int32/int64 round toward zero (saturating).
+ * No white space anywhere.  Source values are cast to dtype: int64 to
+ * int32 saturates; int64 to float32 rounds to nearest; float to int32/int64
+ * rounds toward zero, saturating, NaN becoming 0 (float32 keeps NaN).  A
+ * bytes feature takes the first value of the list, cut or padded to len;
+ * bytes into a number, or a number into bytes, is an error.  The pad is
+ * neither scaled nor clipped.
  */
 typedef enum pf_dtype {
 	PF_DTYPE_INT32 = 0,
@@ -115,15 +119,18 @@ PF_API const char *pf_dtype_name(pf_dtype t);
 /*! pf_spec_parse(): parse text into *spec.  @return 0, or -EINVAL with err
  *  naming the byte offset in text and what was wrong. */
 PF_API int pf_spec_parse(pf_spec *spec, const char *text, pf_error *err);
-/*! pf_spec_format(): the canonical text of a spec.  @return its length. */
+/*! pf_spec_format(): the canonical text of a spec.  @return its length
+ *  (as snprintf: the whole length even when cap is short; dst is
+ *  terminated whenever cap > 0). */
 PF_API size_t pf_spec_format(const pf_spec *spec, char *dst, size_t cap);
 /*! Byte offset of feature i inside a row (features packed in order, each
- *  aligned to its dtype). */
+ *  aligned to its dtype); row_bytes for i >= n. */
 PF_API size_t pf_spec_offset(const pf_spec *spec, uint32_t i);
 /*! pf_spec_apply(): preprocess one decoded example into row (row_bytes
- *  bytes).  @return 0, or -EBADMSG when a required feature is missing or a
- *  feature has a kind that cannot become its dtype (bytes into int32, a
- *  number into bytes); err says which feature. */
+ *  bytes, 8-byte aligned, else -EINVAL).  @return 0, or -EBADMSG when a
+ *  required feature is missing or a feature has a kind that cannot become
+ *  its dtype (bytes into int32, a number into bytes); err says which
+ *  feature, and the row is left partly written.  Thread-safe. */
 PF_API int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
 			 pf_error *err);
 

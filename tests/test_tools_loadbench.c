@@ -147,10 +147,10 @@ Test(loadbench, topology_steps_and_epochs)
 	cr_assert_eq(ju(o, "steps"), 10);
 	cr_assert_eq(ju(o, "records"), 640);
 	json_decref(o);
-	snprintf(args, sizeof(args), "--per-core-batch 64 --steps 100 --memory 64 %s/z", d);
+	snprintf(args, sizeof(args), "--per-core-batch 64 --steps 100 --memory 128 %s/z", d);
 	o = run_json(args);
 	cr_assert_eq(ju(o, "steps"), 100);
-	cr_assert_eq(ju(o, "memory_budget_bytes"), 64ull << 20);
+	cr_assert_eq(ju(o, "memory_budget_bytes"), 128ull << 20);
 	json_decref(o);
 	snprintf(args, sizeof(args), "--per-core-batch 64 --epochs 2 %s/z", d);
 	o = run_json(args);
