@@ -121,8 +121,9 @@ struct pf_loader {
 	uint64_t epoch_emitted, epoch_quota, global_step, epoch_step;
 	pf_arena stream_arena;
 
-	/* metrics (updated under mu, or by their only writer) */
+	/* metrics, under mu; the I/O stage is busy when not waiting */
 	pf_loader_metrics m;
+	uint64_t io_start_ns, io_end_ns;
 };
 
 static uint64_t now_ns(void)
@@ -311,6 +312,13 @@ static void *worker_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* The I/O thread                                                       */
 
+static void io_wait_add(pf_loader *l, uint64_t ns)
+{
+	pthread_mutex_lock(&l->mu);
+	l->m.io.wait_ns += ns;
+	pthread_mutex_unlock(&l->mu);
+}
+
 /* Hand finished reads to the decoders; min: wait for at least that many. */
 static int reap(pf_loader *l, pf_io *io, unsigned min)
 {
@@ -320,10 +328,12 @@ static int reap(pf_loader *l, pf_io *io, unsigned min)
 
 	if (n < 0)
 		return n;
-	l->m.io.wait_ns += min ? now_ns() - t0 : 0;
-	if (n == 0)
-		return 0;
 	pthread_mutex_lock(&l->mu);
+	l->m.io.wait_ns += min ? now_ns() - t0 : 0;
+	if (n == 0) {
+		pthread_mutex_unlock(&l->mu);
+		return 0;
+	}
 	for (int i = 0; i < n; i++) {
 		chunk *c = done[i]->user;
 
@@ -380,9 +390,26 @@ static int io_run(pf_loader *l, pf_io *io, int *file_slot)
 			chunk *c;
 			uint64_t t0 = now_ns();
 
-			pthread_mutex_lock(&l->mu);
-			while (!halted(l) && !l->free_chunks)
-				pthread_cond_wait(&l->cv_chunk, &l->mu);
+			/* A free chunk.  While none is free, finish reads in
+			 * flight: the chunk the assembler waits for may be one
+			 * of them, and only this thread can complete it. */
+			for (;;) {
+				pthread_mutex_lock(&l->mu);
+				if (halted(l) || l->free_chunks)
+					break;
+				if (pf_io_inflight(io) == 0) {
+					pthread_cond_wait(&l->cv_chunk, &l->mu);
+					pthread_mutex_unlock(&l->mu);
+					continue;
+				}
+				pthread_mutex_unlock(&l->mu);
+				ret = reap(l, io, 1);
+				if (ret < 0)
+					break;
+				ret = 0;
+			}
+			if (ret < 0)
+				break;
 			if (halted(l)) {
 				pthread_mutex_unlock(&l->mu);
 				ret = -ECANCELED;
@@ -391,7 +418,7 @@ static int io_run(pf_loader *l, pf_io *io, int *file_slot)
 			c = l->free_chunks;
 			l->free_chunks = c->next;
 			pthread_mutex_unlock(&l->mu);
-			l->m.io.wait_ns += now_ns() - t0;
+			io_wait_add(l, now_ns() - t0);
 
 			c->seq = seq++;
 			c->epoch = e;
@@ -501,6 +528,7 @@ static void *io_main(void *arg)
 	pthread_mutex_lock(&l->mu);
 	l->io_init_ret = ret;
 	l->io_ready = true;
+	l->io_start_ns = now_ns();
 	if (ret < 0)
 		l->err = err;
 	else
@@ -509,9 +537,10 @@ static void *io_main(void *arg)
 	pthread_mutex_unlock(&l->mu);
 
 	if (ret == 0) {
-		uint64_t t0 = now_ns();
 		ret = io_run(l, io, file_slot);
-		l->m.io.busy_ns = now_ns() - t0 - l->m.io.wait_ns;
+		pthread_mutex_lock(&l->mu);
+		l->io_end_ns = now_ns();
+		pthread_mutex_unlock(&l->mu);
 		if (ret < 0) {
 			pf_error_clear(&err);
 			pf_error_set(&err, ret, PF_OFFSET_NONE, 0, "I/O engine failed: %s",
@@ -872,10 +901,12 @@ static int setup_pools(pf_loader *l, pf_error *err)
 		s->next = l->free_slots;
 		l->free_slots = s;
 	}
-	for (unsigned i = 0; i < l->nworkers && l->ds->max_csize; i++) {
+	for (unsigned i = 0; i < l->nworkers; i++) {
 		worker *w = &l->workers[i];
 
 		w->l = l;
+		if (!l->ds->max_csize)
+			continue;	/* only stream files: nothing to decode */
 		w->ubuf = malloc(l->ds->max_usize);
 		if (!w->ubuf || pf_frame_decoder_create(&w->fdec) < 0 ||
 		    pf_arena_init(&w->arena, PF_ARENA_BYTES_FOR(l->ds->max_usize)) < 0)
@@ -1069,6 +1100,11 @@ void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	*m = l->m;
+	if (l->io_start_ns) {
+		uint64_t end = l->io_end_ns ? l->io_end_ns : now_ns();
+		uint64_t span = end - l->io_start_ns;
+		m->io.busy_ns = span > m->io.wait_ns ? span - m->io.wait_ns : 0;
+	}
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
 }
 

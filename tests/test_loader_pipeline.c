@@ -242,6 +242,19 @@ Test(loader, fewer_shards_than_hosts_and_stream_files, .timeout = 120)
 	check_hosts(d, 755, 3, true, 1, 10);
 }
 
+Test(loader, only_stream_files, .timeout = 120)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/a.tfrecord", d);
+	write_stream(p, 0, 400, false);
+	snprintf(p, sizeof(p), "%s/b.tfrecord.gz", d);
+	write_stream(p, 400, 100, true);
+	check_hosts(d, 500, 1, false, 2, 8);
+	check_hosts(d, 500, 2, true, 1, 16);
+}
+
 Test(loader, wrap_fills_the_last_step)
 {
 	uint64_t nids;

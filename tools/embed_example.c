@@ -4,14 +4,12 @@
 
 #include "podfeed.h"
 
-static double first_value(const pf_tensor *t)
+static double first_value(const pf_tensor *t)	/* values[0][0] */
 {
-	switch (t->dtype) {
-	case PF_DTYPE_INT32: return ((const int32_t *)t->data)[0];
-	case PF_DTYPE_INT64: return (double)((const int64_t *)t->data)[0];
-	case PF_DTYPE_FLOAT32: return ((const float *)t->data)[0];
-	default: return ((const uint8_t *)t->data)[0];
-	}
+	return t->dtype == PF_DTYPE_INT32 ? ((const int32_t *)t->data)[0]
+	     : t->dtype == PF_DTYPE_INT64 ? (double)((const int64_t *)t->data)[0]
+	     : t->dtype == PF_DTYPE_FLOAT32 ? ((const float *)t->data)[0]
+	     : ((const uint8_t *)t->data)[0];
 }
 
 int main(int argc, char **argv)
@@ -28,14 +26,12 @@ int main(int argc, char **argv)
 	pf_loader *l;
 	pf_loader_metrics m;
 	pf_batch *b;
-	pf_error err;
+	pf_error err;	/* says what failed and where */
 	char why[1024];
 	int ret;
 
-	if (argc < 3) {
-		fputs("usage: embed_example FEATURES SHARD...\n", stderr);
-		return 2;
-	}
+	if (argc < 3)
+		return fputs("usage: embed_example FEATURES SHARD...\n", stderr), 2;
 	if (pf_loader_create(&l, &cfg, &err) < 0) {
 		pf_error_format(&err, why, sizeof(why));
 		fprintf(stderr, "embed_example: %s\n", why);
@@ -51,10 +47,8 @@ int main(int argc, char **argv)
 			}
 		pf_loader_release(l, b);	/* train on b here */
 	}
-	if (ret < 0 && pf_loader_last_error(l)) {
-		pf_error_format(pf_loader_last_error(l), why, sizeof(why));
-		fprintf(stderr, "embed_example: %s\n", why);
-	}
+	if (ret < 0 && pf_error_format(pf_loader_last_error(l), why, sizeof(why)))
+		fprintf(stderr, "embed_example: %s\n", why);	/* file, byte, what */
 	pf_loader_get_metrics(l, &m);
 	printf("steps %llu records %llu dropped %llu read %llu bytes\n",
 	       (unsigned long long)m.steps, (unsigned long long)m.records,

@@ -20,6 +20,7 @@
 #define DEFAULT_MEMORY_MIB 512u
 #define PROGRESS_NS 250000000ull	/* redraw at most 4 times a second */
 #define MAX_REPEAT 101u
+#define BL_READ_BYTES (256u << 20)	/* read-pass buffers per thread */
 
 static const char usage[] =
 	"usage: loadbench [options] SHARD...\n"
@@ -579,7 +580,19 @@ typedef struct bl_thread {
 	int ret;
 	pf_error err;
 	const char *backend;
+	pthread_barrier_t *start;	/* the clock starts when all are set up */
+	bool started;
 } bl_thread;
+
+/* Set-up (rings, buffers) is not part of a pass's time: wait here once,
+ * after it, or on the way out when it failed. */
+static void bl_start(bl_thread *t)
+{
+	if (!t->started) {
+		t->started = true;
+		pthread_barrier_wait(t->start);
+	}
+}
 
 /* Read whole frames through this thread's own I/O engine. */
 static void *bl_read_main(void *arg)
@@ -587,6 +600,9 @@ static void *bl_read_main(void *arg)
 	bl_thread *t = arg;
 	const bl_set *s = t->set;
 	size_t bufsz = round_up((size_t)s->max_c + ALIGN, ALIGN);
+	/* Whole-frame buffers: keep a deep queue of large frames in bounds. */
+	if (t->depth > BL_READ_BYTES / bufsz)
+		t->depth = BL_READ_BYTES / bufsz ? (unsigned)(BL_READ_BYTES / bufsz) : 1;
 	pf_io_config icfg = { .queue_depth = t->depth, .max_files = 0,
 			      .buffer_size = bufsz, .nbuffers = t->depth };
 	pf_io_req *reqs = calloc(t->depth, sizeof(*reqs)), *done[64];
@@ -609,6 +625,7 @@ static void *bl_read_main(void *arg)
 	if (ret < 0)
 		goto out;
 	t->backend = pf_io_backend_name(io);
+	bl_start(t);
 	while (next < t->hi || pf_io_inflight(io)) {
 		while (next < t->hi && nfree) {
 			const bl_frame *f = &s->frames[next];
@@ -664,6 +681,7 @@ static void *bl_read_main(void *arg)
 		ret = 0;
 	}
 out:
+	bl_start(t);
 	/* No buffer may stay with the kernel when it is freed. */
 	while (io && pf_io_inflight(io) && pf_io_reap(io, done, 64, 1) >= 0)
 		;
@@ -693,6 +711,7 @@ static void *bl_decompress_main(void *arg)
 
 	if (!src || !dst || pf_frame_decoder_create(&dec) < 0)
 		goto out;
+	bl_start(t);
 	ret = 0;
 	for (size_t i = t->lo; i < t->hi && ret == 0; i++) {
 		const bl_frame *f = &s->frames[i];
@@ -723,6 +742,7 @@ static void *bl_decompress_main(void *arg)
 		}
 	}
 out:
+	bl_start(t);
 	if (ret < 0 && !t->err.code)
 		pf_error_set(&t->err, ret, PF_OFFSET_NONE, 0, "decompress pass: %s",
 			     pf_strerror(ret));
@@ -742,13 +762,14 @@ static int bl_pass(const bl_set *s, unsigned nthreads, unsigned depth,
 		   const char **backend)
 {
 	bl_thread *t = calloc(nthreads, sizeof(*t));
+	pthread_barrier_t start;
 	uint64_t acc = 0, t0;
 	size_t k = 0;
-	unsigned started = 0;
 	int ret = 0;
 
-	if (!t) {
+	if (!t || pthread_barrier_init(&start, NULL, nthreads + 1)) {
 		cli_fail("out of memory");
+		free(t);
 		return 1;
 	}
 	for (unsigned i = 0; i < nthreads; i++) {
@@ -761,21 +782,23 @@ static int bl_pass(const bl_set *s, unsigned nthreads, unsigned depth,
 		while (k < s->nframes && (acc < goal || i + 1 == nthreads))
 			acc += s->frames[k++].fi.compressed_size;
 		t[i].hi = k;
+		t[i].start = &start;
 		pf_error_clear(&t[i].err);
 	}
-	t0 = now_ns();
 	for (unsigned i = 0; i < nthreads; i++) {
 		if (pthread_create(&t[i].thread, NULL, fn, &t[i])) {
+			/* The others wait at the barrier for it: nothing to undo. */
 			cli_fail("cannot start a baseline thread");
-			ret = 1;
-			break;
+			exit(1);
 		}
-		started++;
 	}
-	for (unsigned i = 0; i < started; i++)
+	pthread_barrier_wait(&start);
+	t0 = now_ns();
+	for (unsigned i = 0; i < nthreads; i++)
 		pthread_join(t[i].thread, NULL);
 	*seconds = (double)(now_ns() - t0) * 1e-9;
-	for (unsigned i = 0; i < started && !ret; i++) {
+	pthread_barrier_destroy(&start);
+	for (unsigned i = 0; i < nthreads && !ret; i++) {
 		if (t[i].ret < 0) {
 			cli_print_error(&t[i].err);
 			ret = 1;
