@@ -44,12 +44,26 @@ const char *tu_fixture(const char *name)
 	return path;
 }
 
+/* Directories made by this test process, removed when it exits. */
+static char made[16][64];
+static int nmade;
+
+static void remove_tmpdirs(void)
+{
+	for (int i = 0; i < nmade; i++)
+		tu_system("rm -rf '%s'", made[i]);
+}
+
 const char *tu_tmpdir(void)
 {
-	static char dir[64];
+	char *dir;
 
-	snprintf(dir, sizeof(dir), "/tmp/pftest.XXXXXX");
+	cr_assert_lt(nmade, 16, "too many temporary directories in one test");
+	dir = made[nmade];
+	snprintf(dir, sizeof(made[0]), "/tmp/pftest.XXXXXX");
 	cr_assert_not_null(mkdtemp(dir));
+	if (nmade++ == 0)
+		atexit(remove_tmpdirs);
 	return dir;
 }
 

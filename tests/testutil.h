@@ -13,7 +13,8 @@ uint8_t *tu_read_file(const char *path, size_t *len);
 void tu_write_file(const char *path, const void *data, size_t len);
 /* PF_FIXTURES_DIR "/" name, in a static buffer (one at a time). */
 const char *tu_fixture(const char *name);
-/* A fresh empty directory under /tmp for this test; caller may leave it. */
+/* A fresh empty directory under /tmp, removed when the test process
+ * exits (at most 16 per test). */
 const char *tu_tmpdir(void);
 /* Run a shell command, return its exit status (or -1). */
 int tu_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
