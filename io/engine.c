@@ -208,7 +208,7 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 	return io->be->queue(io, req);
 }
 
-static unsigned hist_bucket(uint64_t ns)
+unsigned pf_io_hist_bucket(uint64_t ns)
 {
 	uint64_t us = ns / 1000;
 	unsigned b = 0;
@@ -243,7 +243,7 @@ bool pf_io_account(pf_io *io, pf_io_req *req, int64_t res)
 	req->result = res < 0 ? res : (int64_t)req->done_bytes;
 	f->stats.ops++;
 	f->stats.busy_ns += lat;
-	f->stats.hist[hist_bucket(lat)]++;
+	f->stats.hist[pf_io_hist_bucket(lat)]++;
 	if (res < 0)
 		f->stats.errors++;
 	return true;

@@ -110,6 +110,8 @@ PF_API int pf_io_reap(pf_io *io, pf_io_req **done, unsigned max,
 PF_API unsigned pf_io_inflight(const pf_io *io);
 /*! Counters of one file (copied). */
 PF_API void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out);
+/*! The histogram bucket of a latency in nanoseconds. */
+PF_API unsigned pf_io_hist_bucket(uint64_t ns);
 /*! Latency at quantile q (0..1) of a histogram, in microseconds (the
  *  upper bound of its bucket). */
 PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);

@@ -312,13 +312,6 @@ static void *worker_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* The I/O thread                                                       */
 
-static void io_wait_add(pf_loader *l, uint64_t ns)
-{
-	pthread_mutex_lock(&l->mu);
-	l->m.io.wait_ns += ns;
-	pthread_mutex_unlock(&l->mu);
-}
-
 /* Hand finished reads to the decoders; min: wait for at least that many. */
 static int reap(pf_loader *l, pf_io *io, unsigned min)
 {
@@ -348,6 +341,48 @@ static int reap(pf_loader *l, pf_io *io, unsigned min)
 	pthread_cond_broadcast(&l->cv_decode);
 	pthread_mutex_unlock(&l->mu);
 	return n;
+}
+
+static bool chunk_free(const pf_loader *l)
+{
+	return l->free_chunks != NULL;
+}
+
+static bool cbuf_free(const pf_loader *l)
+{
+	return l->nfree_cbuf != 0;
+}
+
+/* Wait until ready(l) (a free chunk, a free read buffer) while
+ * completing reads in flight: what is awaited may come free only once
+ * one of those reads is decoded, and only this thread can complete them.
+ * @return with l->mu held: 0 when ready, -ECANCELED when the loader
+ * halts, or the engine's error. */
+static int io_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *),
+		   pthread_cond_t *cv)
+{
+	for (;;) {
+		int ret;
+
+		pthread_mutex_lock(&l->mu);
+		if (halted(l))
+			return -ECANCELED;
+		if (ready(l))
+			return 0;
+		if (pf_io_inflight(io) == 0) {
+			uint64_t t0 = now_ns();
+			pthread_cond_wait(cv, &l->mu);
+			l->m.io.wait_ns += now_ns() - t0;
+			pthread_mutex_unlock(&l->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&l->mu);
+		ret = reap(l, io, 1);	/* counts its own waiting */
+		if (ret < 0) {
+			pthread_mutex_lock(&l->mu);
+			return ret;
+		}
+	}
 }
 
 /* Give chunk c to the assembler without decoding (stream segments and
@@ -388,37 +423,15 @@ static int io_run(pf_loader *l, pf_io *io, int *file_slot)
 		size_t nseg = plan.nseg ? plan.nseg : 1;
 		for (size_t s = 0; s < nseg && ret == 0; s++) {
 			chunk *c;
-			uint64_t t0 = now_ns();
 
-			/* A free chunk.  While none is free, finish reads in
-			 * flight: the chunk the assembler waits for may be one
-			 * of them, and only this thread can complete it. */
-			for (;;) {
-				pthread_mutex_lock(&l->mu);
-				if (halted(l) || l->free_chunks)
-					break;
-				if (pf_io_inflight(io) == 0) {
-					pthread_cond_wait(&l->cv_chunk, &l->mu);
-					pthread_mutex_unlock(&l->mu);
-					continue;
-				}
+			ret = io_wait(l, io, chunk_free, &l->cv_chunk);
+			if (ret < 0) {
 				pthread_mutex_unlock(&l->mu);
-				ret = reap(l, io, 1);
-				if (ret < 0)
-					break;
-				ret = 0;
-			}
-			if (ret < 0)
-				break;
-			if (halted(l)) {
-				pthread_mutex_unlock(&l->mu);
-				ret = -ECANCELED;
 				break;
 			}
 			c = l->free_chunks;
 			l->free_chunks = c->next;
 			pthread_mutex_unlock(&l->mu);
-			io_wait_add(l, now_ns() - t0);
 
 			c->seq = seq++;
 			c->epoch = e;
@@ -432,32 +445,13 @@ static int io_run(pf_loader *l, pf_io *io, int *file_slot)
 				publish_direct(l, c);
 				continue;
 			}
-			/* A compressed buffer: reap reads while none is free. */
-			for (;;) {
-				pthread_mutex_lock(&l->mu);
-				if (halted(l) || l->nfree_cbuf) {
-					if (!halted(l))
-						c->cbuf = l->free_cbuf[--l->nfree_cbuf];
-					pthread_mutex_unlock(&l->mu);
-					break;
-				}
-				if (pf_io_inflight(io) == 0) {
-					t0 = now_ns();
-					pthread_cond_wait(&l->cv_cbuf, &l->mu);
-					l->m.io.wait_ns += now_ns() - t0;
-					pthread_mutex_unlock(&l->mu);
-					continue;
-				}
+			ret = io_wait(l, io, cbuf_free, &l->cv_cbuf);
+			if (ret < 0) {
 				pthread_mutex_unlock(&l->mu);
-				ret = reap(l, io, 1);
-				if (ret < 0)
-					break;
-				ret = 0;
-			}
-			if (ret < 0 || c->cbuf < 0) {
-				ret = ret < 0 ? ret : -ECANCELED;
 				break;
 			}
+			c->cbuf = l->free_cbuf[--l->nfree_cbuf];
+			pthread_mutex_unlock(&l->mu);
 			uint64_t off = u->offset, len = u->csize;
 			int slot = file_slot[u->file];
 			if (pf_io_file_direct(io, (uint32_t)slot)) {
@@ -1035,18 +1029,6 @@ fail:
 /* ------------------------------------------------------------------ */
 /* The consumer side                                                    */
 
-static unsigned hist_bucket(uint64_t ns)
-{
-	uint64_t us = ns / 1000;
-	unsigned b = 0;
-
-	while (us > 1 && b < PF_IO_HIST_BUCKETS - 1) {
-		us >>= 1;
-		b++;
-	}
-	return b;
-}
-
 int pf_loader_next(pf_loader *l, pf_batch **out)
 {
 	uint64_t t0 = now_ns(), dt;
@@ -1069,7 +1051,7 @@ int pf_loader_next(pf_loader *l, pf_batch **out)
 	l->nready--;
 	dt = now_ns() - t0;
 	l->m.next_wait_ns += dt;
-	l->m.next_hist[hist_bucket(dt)]++;
+	l->m.next_hist[pf_io_hist_bucket(dt)]++;
 	l->m.steps++;
 	l->m.records += l->host_batch;
 	pthread_mutex_unlock(&l->mu);
