@@ -139,6 +139,17 @@ static size_t round_up(size_t v, size_t a)
 	return (v + a - 1) / a * a;
 }
 
+/* Wake every thread waiting on the loader.  Call with mu held. */
+static void wake_all(pf_loader *l)
+{
+	pthread_cond_broadcast(&l->cv_chunk);
+	pthread_cond_broadcast(&l->cv_cbuf);
+	pthread_cond_broadcast(&l->cv_decode);
+	pthread_cond_broadcast(&l->cv_done);
+	pthread_cond_broadcast(&l->cv_batch);
+	pthread_cond_broadcast(&l->cv_ready);
+}
+
 /* Record the first failure and wake everyone.  Call with mu held. */
 static void fail_locked(pf_loader *l, const pf_error *err, int code)
 {
@@ -152,12 +163,7 @@ static void fail_locked(pf_loader *l, const pf_error *err, int code)
 		if (!l->err.code)
 			l->err.code = code;
 	}
-	pthread_cond_broadcast(&l->cv_chunk);
-	pthread_cond_broadcast(&l->cv_cbuf);
-	pthread_cond_broadcast(&l->cv_decode);
-	pthread_cond_broadcast(&l->cv_done);
-	pthread_cond_broadcast(&l->cv_batch);
-	pthread_cond_broadcast(&l->cv_ready);
+	wake_all(l);
 }
 
 static void fail(pf_loader *l, const pf_error *err, int code)
@@ -1107,12 +1113,7 @@ void pf_loader_free(pf_loader *l)
 	pthread_mutex_lock(&l->mu);
 	l->stop = true;
 	l->finished = true;
-	pthread_cond_broadcast(&l->cv_chunk);
-	pthread_cond_broadcast(&l->cv_cbuf);
-	pthread_cond_broadcast(&l->cv_decode);
-	pthread_cond_broadcast(&l->cv_done);
-	pthread_cond_broadcast(&l->cv_batch);
-	pthread_cond_broadcast(&l->cv_ready);
+	wake_all(l);
 	pthread_mutex_unlock(&l->mu);
 	if (l->asm_started)
 		pthread_join(l->asm_thread, NULL);
