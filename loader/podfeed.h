@@ -133,6 +133,10 @@ PF_API size_t pf_spec_offset(const pf_spec *spec, uint32_t i);
  *  feature, and the row is left partly written.  Thread-safe. */
 PF_API int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
 			 pf_error *err);
+/*! pf_spec_apply_to(): the same, feature i written to dst[i] (aligned to
+ *  its dtype's size), so each feature can go straight into its tensor. */
+PF_API int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
+			    uint8_t *const dst[], pf_error *err);
 
 /* ------------------------------------------------------------------ */
 /* The loader                                                           */

@@ -922,12 +922,32 @@ static int apply_one(const pf_feature_spec *fs, const pf_feature *f,
 			    fs->name, pf_kind_name(kind), pf_dtype_name(fs->dtype));
 }
 
+int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
+		     uint8_t *const dst[], pf_error *err)
+{
+	for (uint32_t i = 0; i < spec->n && i < PF_SPEC_MAX_FEATURES; i++) {
+		const pf_feature_spec *fs = &spec->f[i];
+		int ret;
+
+		/* Typed stores below need aligned destinations. */
+		if ((uintptr_t)dst[i] & (pf_dtype_size(fs->dtype) - 1))
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "feature spec: destination %p of '%s' is not %zu-byte aligned",
+					    (void *)dst[i], fs->name,
+					    pf_dtype_size(fs->dtype));
+		ret = apply_one(fs, pf_example_find(ex, fs->name), dst[i], err);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
 int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
 		  pf_error *err)
 {
 	uint8_t *base = row;
+	uint8_t *dst[PF_SPEC_MAX_FEATURES];
 	size_t off = 0;
-	int ret;
 
 	/* Typed stores below need an aligned row; rows of row_bytes (a
 	 * multiple of 8) laid end to end from an aligned block are. */
@@ -943,12 +963,10 @@ int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
 		/* Alignment gaps are zeroed: a row never carries stale bytes. */
 		if (at > off)
 			memset(base + off, 0, at - off);
-		ret = apply_one(fs, pf_example_find(ex, fs->name), base + at, err);
-		if (ret < 0)
-			return ret;
+		dst[i] = base + at;
 		off = at + (size_t)fs->len * size;
 	}
 	if (spec->row_bytes > off)
 		memset(base + off, 0, spec->row_bytes - off);
-	return 0;
+	return pf_spec_apply_to(spec, ex, dst, err);
 }
