@@ -1,22 +1,34 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The loader: an I/O thread, decode workers, one assembler, and a bounded
- * queue of ready host batches.
+/* The loader: an I/O thread and decode workers that write every record
+ * straight into its place in a host batch; no record is copied twice.
  *
- * Work flows in sequence numbers (one per plan segment, across epochs):
+ * Order.  One host's records of one epoch form a stream (the plan's
+ * segments in order, positions 0 .. stream_len-1).  The stream is cut
+ * into shuffle blocks of W records, the shuffle window rounded up to
+ * whole host batches (without shuffling, W is one host batch).  Block k
+ * comes out in a permutation of itself seeded by (seed, epoch, host, k):
+ * the record at position p = kW + r goes to output position kW + perm[r],
+ * which is row o % B of the epoch's step o / B (B: rows of a host batch).
+ * Outputs at or past the epoch's quota (steps x B) are the remainder and
+ * are dropped.  Where a record goes is known before it is read.
  *
- *   I/O thread     reserves a row chunk for segment `seq` (in seq order,
- *                  so reservation can never deadlock), reads the frame
- *                  into a compressed buffer through pf_io;
- *   decode workers take any completed read: frame CRC, zstd, TFRecord
- *                  framing, Example decode, preprocessing into rows;
- *   assembler      takes chunks strictly in seq order (a reorder list),
- *                  runs the window shuffle, and scatters rows into
- *                  per-core blocks of a host batch.
+ *   I/O thread     walks the segments in order.  Before the first segment
+ *                  that reaches a block it opens the block: its
+ *                  permutation, and one batch slot for each of its steps
+ *                  (slots are taken in step order, so this cannot
+ *                  deadlock).  It reads frames of indexed shards through
+ *                  pf_io; blocks wholly in the remainder are not read.
+ *   decode workers take completed reads: frame CRC, zstd, TFRecord
+ *                  framing, decode and preprocessing of each record into
+ *                  its row of its slot; a slot is ready when all its rows
+ *                  are written.  Stream files (no index) are cut into
+ *                  sub-segments that workers decode in order, one at a
+ *                  time per file.
+ *   consumer       pf_loader_next() hands out slots in step order.
  *
- * Stream files (no index) cannot be split or read in parallel: the
- * assembler reads them itself, in order, when their turn comes.
  * Every buffer comes from pools sized at creation from the memory
- * budget; after start-up the hot path does not allocate.
+ * budget; after start-up the hot path does not allocate (except that a
+ * stream file is opened, with its buffers, when its turn comes).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,27 +46,46 @@
 #define PF_IO_DEPTH_DEFAULT 32u
 #define PF_STREAM_CHUNK_ROWS 1024u
 
-typedef struct chunk {
-	struct chunk *next;
-	uint64_t seq;
-	uint32_t epoch;
-	bool epoch_last;	/* the last segment of its epoch */
-	bool stream;		/* decode inline in the assembler */
-	pf_segment seg;
-	uint32_t nrows;
-	uint8_t *rows;
-	/* the read */
-	pf_io_req req;
-	int cbuf;		/* compressed buffer index, or -1 */
-} chunk;
-
 typedef struct batch_slot {
 	struct batch_slot *next;
 	pf_batch batch;		/* handed to the consumer */
 	pf_core_batch *core;
 	pf_tensor *tensors;	/* cores x ntensors */
 	uint8_t *mem;
+	uint32_t filled;	/* rows written (atomic) */
 } batch_slot;
+
+/* A shuffle block, in a ring indexed by its global number (blocks are
+ * numbered across epochs). */
+typedef struct sblock {
+	bool open;
+	uint32_t n;		/* records (the last block may be short) */
+	uint32_t remaining;	/* records not yet decoded or skipped (atomic) */
+	uint32_t nslots;	/* steps with a slot (inside quota and max_steps) */
+	uint64_t first_pos;	/* epoch position of its first record */
+	uint32_t *perm;		/* [W] output offset of input offset; NULL: identity */
+	batch_slot **slot;	/* [W / B] */
+} sblock;
+
+/* The reading state of one stream segment, shared by its sub-segments. */
+typedef struct stream_state {
+	struct stream_state *next;	/* free list */
+	pf_source *src;			/* opened by the first sub-segment */
+	uint64_t next_first;		/* record the next sub-segment starts at */
+	bool busy;			/* a worker is decoding from it */
+} stream_state;
+
+typedef struct chunk {
+	struct chunk *next;
+	uint32_t epoch;
+	pf_segment seg;
+	uint64_t pos;		/* epoch position of record seg.first */
+	uint64_t g0;		/* global number of the block holding pos */
+	stream_state *ss;	/* a stream sub-segment, else NULL */
+	bool ss_last;		/* its last sub-segment */
+	pf_io_req req;
+	int cbuf;		/* compressed buffer index, or -1 */
+} chunk;
 
 typedef struct worker {
 	pf_loader *l;
@@ -62,6 +93,7 @@ typedef struct worker {
 	pf_frame_decoder *fdec;
 	uint8_t *ubuf;
 	pf_arena arena;
+	uint8_t *dst[PF_SPEC_MAX_FEATURES];
 	bool started;
 } worker;
 
@@ -72,54 +104,49 @@ struct pf_loader {
 	pf_dataset *ds;
 	uint64_t steps_per_epoch;
 	uint32_t epochs;
-	size_t host_batch;	/* rows per host batch */
+	uint32_t host_batch;	/* rows per host batch (B) */
+	uint32_t wblock;	/* records per shuffle block (W, a multiple of B) */
+	bool shuffle_rows;	/* permute inside blocks */
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv_chunk;	/* a chunk became free */
+	pthread_cond_t cv_chunk;	/* a chunk or stream state became free */
 	pthread_cond_t cv_cbuf;		/* a compressed buffer became free */
 	pthread_cond_t cv_decode;	/* work for decoders */
-	pthread_cond_t cv_done;		/* a chunk is ready for the assembler */
+	pthread_cond_t cv_block;	/* a ring entry became free */
 	pthread_cond_t cv_batch;	/* a batch slot became free */
-	pthread_cond_t cv_ready;	/* a batch is ready for the consumer */
+	pthread_cond_t cv_ready;	/* a slot filled, or the end */
 	pthread_cond_t cv_init;		/* the I/O thread finished starting */
-	bool stop, failed, finished, io_ready;
+	bool stop, failed, io_done, io_ready;
 	int io_init_ret;
 	pf_error err;
 
 	/* pools */
-	uint8_t *mem_chunks, *mem_cbufs, *mem_batches, *window;
+	uint8_t *mem_cbufs, *mem_batches;
+	uint32_t *mem_perm;
+	batch_slot **mem_slotptr;
 	chunk *chunks;
 	unsigned nchunks, ncbufs;
 	chunk *free_chunks;
+	stream_state *streams, *free_streams;
 	int *free_cbuf;
 	unsigned nfree_cbuf;
-	size_t chunk_rows, cbuf_bytes;
-	chunk *decode_q, *decode_tail;	/* reads done, waiting for a worker */
-	chunk *done_list;		/* decoded, waiting for the assembler */
+	size_t cbuf_bytes;
+	chunk *decode_q, *decode_tail;	/* waiting for a worker */
+	sblock *ring;
+	uint32_t nring;
 	batch_slot *slots, *free_slots;
-	batch_slot *ready_head, *ready_tail;
-	unsigned nready, nslots;
+	batch_slot *open_head, *open_tail;	/* taken, in step order */
+	unsigned nslots, held;
 	size_t block_bytes;
 	size_t *toff;			/* tensor offsets inside a core block */
-	size_t *roff;			/* feature offsets inside a row */
 	size_t *fbytes;			/* bytes per record of each feature */
 	uint64_t memory_bytes;
 
 	/* threads */
 	pthread_t io_thread;
-	bool io_started, asm_started;
-	pthread_t asm_thread;
+	bool io_started;
 	worker *workers;
 	unsigned nworkers;
-
-	/* assembler state */
-	uint64_t head_seq;
-	pf_rng wrng;
-	uint32_t wcount, wcap;
-	batch_slot *cur;
-	uint32_t cur_fill;
-	uint64_t epoch_emitted, epoch_quota, global_step, epoch_step;
-	pf_arena stream_arena;
 
 	/* metrics, under mu; the I/O stage is busy when not waiting */
 	pf_loader_metrics m;
@@ -145,7 +172,7 @@ static void wake_all(pf_loader *l)
 	pthread_cond_broadcast(&l->cv_chunk);
 	pthread_cond_broadcast(&l->cv_cbuf);
 	pthread_cond_broadcast(&l->cv_decode);
-	pthread_cond_broadcast(&l->cv_done);
+	pthread_cond_broadcast(&l->cv_block);
 	pthread_cond_broadcast(&l->cv_batch);
 	pthread_cond_broadcast(&l->cv_ready);
 }
@@ -178,34 +205,120 @@ static bool halted(const pf_loader *l)
 	return l->stop || l->failed;
 }
 
-/* ------------------------------------------------------------------ */
-/* Decoding one record into a row                                       */
+static sblock *ring_at(const pf_loader *l, uint64_t g)
+{
+	return &l->ring[g % l->nring];
+}
 
-static int record_to_row(pf_loader *l, pf_arena *arena, const pf_record *rec,
-			 uint8_t *row, pf_error *err)
+/* ------------------------------------------------------------------ */
+/* Placing records                                                      */
+
+/* Account n records of block g as done (decoded or skipped); the ring
+ * entry comes free with the block's last record. */
+static void block_done(pf_loader *l, uint64_t g, uint32_t n)
+{
+	sblock *b = ring_at(l, g);
+
+	if (__atomic_sub_fetch(&b->remaining, n, __ATOMIC_ACQ_REL) == 0) {
+		pthread_mutex_lock(&l->mu);
+		b->open = false;
+		pthread_cond_signal(&l->cv_block);
+		pthread_mutex_unlock(&l->mu);
+	}
+}
+
+/* The same for the records [pos, pos + count) of an epoch whose block
+ * holding pos is g0. */
+static void range_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count)
+{
+	uint64_t w = l->wblock, end = pos + count;
+
+	for (uint64_t g = g0, p = pos; p < end; g++) {
+		uint64_t stop = (p / w + 1) * w;
+
+		stop = stop < end ? stop : end;
+		block_done(l, g, (uint32_t)(stop - p));
+		p = stop;
+	}
+}
+
+/* One record into w->dst.  (The arena holds the decoded Example only
+ * until the next record.) */
+static int decode_into(pf_loader *l, worker *w, const pf_record *rec,
+		       pf_error *err)
 {
 	pf_example ex;
 	int ret;
 
-	pf_arena_reset(arena);
-	ret = pf_example_decode(rec->data, rec->len, arena, &ex, err);
+	pf_arena_reset(&w->arena);
+	ret = pf_example_decode(rec->data, rec->len, &w->arena, &ex, err);
 	if (ret == 0)
-		ret = pf_spec_apply(&l->spec, &ex, row, err);
-	if (ret < 0)
-		err->record = (int64_t)rec->index;
+		ret = pf_spec_apply_to(&l->spec, &ex, w->dst, err);
 	return ret;
+}
+
+/* Decode record rec, at epoch position p of chunk c, into its row.
+ * Records whose output falls past the quota or max_steps are skipped. */
+static int place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
+			const pf_record *rec, pf_error *err)
+{
+	uint64_t w_ = l->wblock;
+	const sblock *b = ring_at(l, c->g0 + (p / w_ - c->pos / w_));
+	uint32_t r = (uint32_t)(p - b->first_pos);
+	uint32_t o = b->perm ? b->perm[r] : r;
+	uint32_t step = o / l->host_batch, row = o % l->host_batch;
+	uint32_t core, idx;
+	batch_slot *s;
+	int ret;
+
+	if (step >= b->nslots)
+		return 0;
+	s = b->slot[step];
+	core = row / l->topo.per_core_batch;
+	idx = row % l->topo.per_core_batch;
+	for (uint32_t f = 0; f < l->spec.n; f++)
+		w->dst[f] = (uint8_t *)s->core[core].block + l->toff[f] +
+			    (size_t)idx * l->fbytes[f];
+	ret = decode_into(l, w, rec, err);
+	if (ret < 0) {
+		err->record = (int64_t)rec->index;
+		return ret;
+	}
+	if (__atomic_add_fetch(&s->filled, 1, __ATOMIC_ACQ_REL) == l->host_batch) {
+		pthread_mutex_lock(&l->mu);
+		pthread_cond_broadcast(&l->cv_ready);
+		pthread_mutex_unlock(&l->mu);
+	}
+	return 0;
+}
+
+/* Frame errors name the frame; offsets inside it count decompressed
+ * bytes, so the error says which frame and gives the frame's file
+ * offset. */
+static void locate_in_frame(pf_error *err, const pf_unit *u)
+{
+	err->frame = u->frame;
+	if (err->offset_kind == PF_OFFSET_STREAM || err->offset_kind == PF_OFFSET_NONE) {
+		char msg[sizeof(err->msg) + 64];
+
+		snprintf(msg, sizeof(msg), "%s (at byte %llu of frame %u)", err->msg,
+			 (unsigned long long)err->offset, u->frame);
+		snprintf(err->msg, sizeof(err->msg), "%.*s", (int)sizeof(err->msg) - 1, msg);
+		err->offset_kind = PF_OFFSET_FILE;
+		err->offset = u->offset;
+	}
 }
 
 /* ------------------------------------------------------------------ */
 /* Decode workers                                                       */
 
-static int decode_chunk(pf_loader *l, worker *w, chunk *c, pf_error *err)
+static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
 	const pf_shard_index *ix = l->ds->index[u->file];
 	const pf_frame_info *fi = pf_shard_index_frame(ix, u->frame);
 	size_t pos = 0, len;
-	uint64_t i = 0, end = c->seg.first + c->seg.count;
+	uint64_t end = c->seg.first + c->seg.count;
 	int64_t n;
 	int ret = 0;
 
@@ -219,12 +332,14 @@ static int decode_chunk(pf_loader *l, worker *w, chunk *c, pf_error *err)
 				    u->frame);
 	n = pf_frame_decode(w->fdec, fi, c->req.buf, u->csize, w->ubuf,
 			    l->ds->max_usize, err);
-	if (n < 0)
+	if (n < 0) {
+		locate_in_frame(err, u);
 		return (int)n;
+	}
 	len = (size_t)n;
 	/* Records before the segment are framed (CRC checked) and skipped;
 	 * a frame is whole records only, so parsing stops at the end. */
-	for (i = 0; i < end; i++) {
+	for (uint64_t i = 0; i < end; i++) {
 		pf_record rec;
 
 		n = pf_tfr_parse(w->ubuf + pos, len - pos, pos, l->cfg.max_record_size,
@@ -245,27 +360,87 @@ static int decode_chunk(pf_loader *l, worker *w, chunk *c, pf_error *err)
 		rec.index = fi->first_record + i;
 		if (i < c->seg.first)
 			continue;
-		ret = record_to_row(l, &w->arena, &rec,
-				    c->rows + (size_t)c->nrows * l->spec.row_bytes, err);
+		ret = place_record(l, w, c, c->pos + (i - c->seg.first), &rec, err);
 		if (ret < 0)
 			break;
-		c->nrows++;
 	}
-	if (ret < 0) {
-		err->frame = u->frame;
-		/* Offsets inside a frame count decompressed bytes of the frame;
-		 * say which frame, and the file offset is the frame's. */
-		if (err->offset_kind == PF_OFFSET_STREAM || err->offset_kind == PF_OFFSET_NONE) {
-			char msg[sizeof(err->msg) + 64];
-			snprintf(msg, sizeof(msg), "%s (at byte %llu of frame %u)", err->msg,
-				 (unsigned long long)err->offset, u->frame);
-			snprintf(err->msg, sizeof(err->msg), "%.*s",
-				 (int)sizeof(err->msg) - 1, msg);
-			err->offset_kind = PF_OFFSET_FILE;
-			err->offset = u->offset;
+	if (ret < 0)
+		locate_in_frame(err, u);
+	return ret;
+}
+
+/* A stream sub-segment: continue reading the file where the previous
+ * sub-segment stopped (the first one opens it and skips to seg.first). */
+static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
+{
+	const pf_unit *u = &l->ds->units[c->seg.unit];
+	stream_state *ss = c->ss;
+	uint64_t end = c->seg.first + c->seg.count;
+	pf_record rec;
+	int ret = 0;
+
+	if (!ss->src) {
+		pf_source_config scfg = { .max_record_size = l->cfg.max_record_size,
+					  .ignore_index = true };
+
+		ret = pf_source_open(&ss->src, l->ds->paths[u->file], &scfg, err);
+		if (ret < 0)
+			return ret;
+	}
+	while (ret == 0) {
+		ret = pf_source_next(ss->src, &rec, err);
+		if (ret == 0)
+			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					   "file ends before record %llu; it held %llu "
+					   "records when it was opened",
+					   (unsigned long long)(end - 1),
+					   (unsigned long long)u->records);
+		if (ret < 0)
+			break;
+		ret = 0;
+		if (rec.index < c->seg.first)
+			continue;
+		if (PF_ARENA_BYTES_FOR(rec.len) > w->arena.cap) {
+			ret = pf_error_set(err, -EFBIG, PF_OFFSET_STREAM, rec.offset,
+					   "record of %llu bytes is larger than when the "
+					   "file was opened", (unsigned long long)rec.len);
+			break;
 		}
+		ret = place_record(l, w, c, c->pos + (rec.index - c->seg.first), &rec, err);
+		if (rec.index + 1 == end)
+			break;
+	}
+	if (ret == 0 && c->ss_last) {
+		pthread_mutex_lock(&l->mu);
+		l->m.bytes_read += pf_source_file_size(ss->src);
+		l->m.bytes_decompressed += pf_source_bytes_out(ss->src);
+		pthread_mutex_unlock(&l->mu);
+		pf_source_close(ss->src);
+		ss->src = NULL;
 	}
 	return ret;
+}
+
+/* The first chunk of the queue a worker may take: any read, or the
+ * next sub-segment of a stream no other worker is reading. */
+static chunk *take_work(pf_loader *l)
+{
+	chunk *prev = NULL;
+
+	for (chunk *c = l->decode_q; c; prev = c, c = c->next) {
+		if (c->ss && (c->ss->busy || c->ss->next_first != c->seg.first))
+			continue;
+		if (prev)
+			prev->next = c->next;
+		else
+			l->decode_q = c->next;
+		if (l->decode_tail == c)
+			l->decode_tail = prev;
+		if (c->ss)
+			c->ss->busy = true;
+		return c;
+	}
+	return NULL;
 }
 
 static void *worker_main(void *arg)
@@ -277,39 +452,48 @@ static void *worker_main(void *arg)
 	for (;;) {
 		uint64_t t0 = now_ns(), t1;
 		pf_error err;
-		chunk *c;
+		chunk *c = NULL;
 		int ret;
 
-		while (!halted(l) && !l->decode_q && !l->finished)
+		while (!halted(l) && !(c = take_work(l)) && !(l->io_done && !l->decode_q))
 			pthread_cond_wait(&l->cv_decode, &l->mu);
-		if (halted(l) || (!l->decode_q && l->finished))
+		if (!c)
 			break;
-		c = l->decode_q;
-		l->decode_q = c->next;
-		if (!l->decode_q)
-			l->decode_tail = NULL;
 		t1 = now_ns();
 		l->m.decode.wait_ns += t1 - t0;
 		pthread_mutex_unlock(&l->mu);
 
 		pf_error_clear(&err);
-		ret = decode_chunk(l, w, c, &err);
+		ret = c->ss ? decode_stream(l, w, c, &err) : decode_frame(l, w, c, &err);
 		if (ret < 0)
 			pf_error_set_file(&err, l->ds->paths[l->ds->units[c->seg.unit].file]);
+		else
+			range_done(l, c->g0, c->pos, c->seg.count);
 
 		pthread_mutex_lock(&l->mu);
 		l->m.decode.busy_ns += now_ns() - t1;
-		l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;
-		l->free_cbuf[l->nfree_cbuf++] = c->cbuf;
-		c->cbuf = -1;
-		pthread_cond_signal(&l->cv_cbuf);
+		if (c->cbuf >= 0) {
+			l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;
+			l->free_cbuf[l->nfree_cbuf++] = c->cbuf;
+			c->cbuf = -1;
+			pthread_cond_signal(&l->cv_cbuf);
+		}
+		if (c->ss) {
+			c->ss->busy = false;
+			c->ss->next_first += c->seg.count;
+			if (c->ss_last && ret == 0) {
+				c->ss->next = l->free_streams;
+				l->free_streams = c->ss;
+			}
+			pthread_cond_broadcast(&l->cv_decode);
+		}
+		c->next = l->free_chunks;
+		l->free_chunks = c;
+		pthread_cond_signal(&l->cv_chunk);
 		if (ret < 0) {
 			fail_locked(l, &err, ret);
 			break;
 		}
-		c->next = l->done_list;
-		l->done_list = c;
-		pthread_cond_broadcast(&l->cv_done);
 	}
 	pthread_mutex_unlock(&l->mu);
 	return NULL;
@@ -349,23 +533,42 @@ static int reap(pf_loader *l, pf_io *io, unsigned min)
 	return n;
 }
 
-static bool chunk_free(const pf_loader *l)
+static bool chunk_free(const pf_loader *l, uint64_t arg)
 {
+	(void)arg;
 	return l->free_chunks != NULL;
 }
 
-static bool cbuf_free(const pf_loader *l)
+static bool cbuf_free(const pf_loader *l, uint64_t arg)
 {
+	(void)arg;
 	return l->nfree_cbuf != 0;
 }
 
-/* Wait until ready(l) (a free chunk, a free read buffer) while
- * completing reads in flight: what is awaited may come free only once
- * one of those reads is decoded, and only this thread can complete them.
- * @return with l->mu held: 0 when ready, -ECANCELED when the loader
- * halts, or the engine's error. */
-static int io_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *),
-		   pthread_cond_t *cv)
+static bool stream_free(const pf_loader *l, uint64_t arg)
+{
+	(void)arg;
+	return l->free_streams != NULL;
+}
+
+static bool slot_free(const pf_loader *l, uint64_t arg)
+{
+	(void)arg;
+	return l->free_slots != NULL;
+}
+
+static bool ring_free(const pf_loader *l, uint64_t g)
+{
+	return !ring_at(l, g)->open;
+}
+
+/* Wait until ready(l, arg) (a free chunk, read buffer, stream state,
+ * batch slot or ring entry) while completing reads in flight: what is
+ * awaited may come free only once one of those reads is decoded, and only
+ * this thread can complete them.  @return with l->mu held: 0 when ready,
+ * -ECANCELED when the loader halts, or the engine's error. */
+static int io_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint64_t),
+		   uint64_t arg, pthread_cond_t *cv)
 {
 	for (;;) {
 		int ret;
@@ -373,7 +576,7 @@ static int io_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *),
 		pthread_mutex_lock(&l->mu);
 		if (halted(l))
 			return -ECANCELED;
-		if (ready(l))
+		if (ready(l, arg))
 			return 0;
 		if (pf_io_inflight(io) == 0) {
 			uint64_t t0 = now_ns();
@@ -391,24 +594,272 @@ static int io_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *),
 	}
 }
 
-/* Give chunk c to the assembler without decoding (stream segments and
- * empty epoch markers). */
-static void publish_direct(pf_loader *l, chunk *c)
+/* Where the walk over one epoch's stream is. */
+typedef struct walk {
+	uint32_t epoch;
+	uint64_t gbase;		/* global number of the epoch's block 0 */
+	uint64_t step_base;	/* global step of the epoch's step 0 */
+	uint64_t quota, stream_len;
+	uint64_t next_block;	/* the epoch's next block to open */
+} walk;
+
+/* Fisher-Yates over [0, n), seeded by (seed, epoch, host, block). */
+static void block_perm(const pf_loader *l, uint32_t epoch, uint64_t k,
+		       uint32_t *perm, uint32_t n)
+{
+	pf_rng r = pf_rng_seed(l->cfg.seed, epoch,
+			       pf_mix64(k) ^ (0x626c6b00ull + l->topo.host_index));
+
+	for (uint32_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (uint32_t i = n; i > 1; i--) {
+		uint32_t j = (uint32_t)pf_rng_below(&r, i);
+		uint32_t t = perm[i - 1];
+		perm[i - 1] = perm[j];
+		perm[j] = t;
+	}
+}
+
+/* Open the epoch's block k: its ring entry, permutation and a slot for
+ * each of its steps inside the quota and max_steps.  @return 0, 1 when
+ * the block starts at or past max_steps (it is opened, with no slots: the
+ * walk ends after the current segment), or <0 with l->mu not held. */
+static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
+{
+	uint64_t g = wk->gbase + k, first = k * l->wblock;
+	uint64_t left = wk->stream_len - first;
+	uint32_t n = left < l->wblock ? (uint32_t)left : l->wblock;
+	uint64_t first_step = first / l->host_batch;
+	uint64_t quota_steps = wk->quota / l->host_batch;
+	uint64_t nslots = quota_steps > first_step ? quota_steps - first_step : 0;
+	uint64_t per_block = l->wblock / l->host_batch;
+	uint64_t gstep = wk->step_base + first_step;
+	uint64_t dropped = first + n > wk->quota
+			   ? first + n - (wk->quota > first ? wk->quota : first) : 0;
+	int over = 0, ret;
+	sblock *b;
+
+	nslots = nslots < per_block ? nslots : per_block;
+	if (l->cfg.max_steps) {
+		uint64_t left_steps = l->cfg.max_steps > gstep ? l->cfg.max_steps - gstep : 0;
+
+		over = left_steps == 0;
+		nslots = nslots < left_steps ? nslots : left_steps;
+	}
+	ret = io_wait(l, io, ring_free, g, &l->cv_block);
+	if (ret < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return ret;
+	}
+	b = ring_at(l, g);
+	b->open = true;
+	if (!over)
+		l->m.remainder_dropped += dropped;
+	pthread_mutex_unlock(&l->mu);
+
+	b->n = n;
+	b->remaining = n;
+	b->first_pos = first;
+	b->nslots = 0;
+	b->perm = NULL;
+	if (l->shuffle_rows && nslots) {
+		b->perm = l->mem_perm + (g % l->nring) * l->wblock;
+		block_perm(l, wk->epoch, k, b->perm, n);
+	}
+	b->slot = l->mem_slotptr + (g % l->nring) * per_block;
+	for (uint64_t s = 0; s < nslots; s++) {
+		uint64_t step = first_step + s;
+		batch_slot *bs;
+
+		ret = io_wait(l, io, slot_free, 0, &l->cv_batch);
+		if (ret < 0) {
+			pthread_mutex_unlock(&l->mu);
+			return ret;
+		}
+		bs = l->free_slots;
+		l->free_slots = bs->next;
+		bs->next = NULL;
+		bs->filled = 0;
+		bs->batch.epoch = wk->epoch;
+		bs->batch.step = step;
+		bs->batch.global_step = wk->step_base + step;
+		bs->batch.epoch_start = step == 0;
+		bs->batch.epoch_end = step + 1 == l->steps_per_epoch;
+		if (l->open_tail)
+			l->open_tail->next = bs;
+		else
+			l->open_head = bs;
+		l->open_tail = bs;
+		pthread_mutex_unlock(&l->mu);
+		b->slot[s] = bs;
+		b->nslots++;
+	}
+	return over;
+}
+
+/* Give chunk c to the decoders. */
+static void enqueue(pf_loader *l, chunk *c)
 {
 	pthread_mutex_lock(&l->mu);
-	c->next = l->done_list;
-	l->done_list = c;
-	pthread_cond_broadcast(&l->cv_done);
+	c->next = NULL;
+	if (l->decode_tail)
+		l->decode_tail->next = c;
+	else
+		l->decode_q = c;
+	l->decode_tail = c;
+	pthread_cond_broadcast(&l->cv_decode);
 	pthread_mutex_unlock(&l->mu);
 }
 
-static int io_run(pf_loader *l, pf_io *io, int *file_slot)
+static int take_chunk(pf_loader *l, pf_io *io, chunk **out)
+{
+	int ret = io_wait(l, io, chunk_free, 0, &l->cv_chunk);
+
+	if (ret == 0) {
+		*out = l->free_chunks;
+		l->free_chunks = (*out)->next;
+		(*out)->cbuf = -1;
+		(*out)->ss = NULL;
+		(*out)->ss_last = false;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return ret;
+}
+
+/* A stream segment: sub-segments of at most PF_STREAM_CHUNK_ROWS
+ * records, decoded in order through one shared stream state. */
+static int dispatch_stream(pf_loader *l, pf_io *io, const walk *wk,
+			   pf_segment seg, uint64_t pos)
+{
+	stream_state *ss;
+	int ret = io_wait(l, io, stream_free, 0, &l->cv_chunk);
+
+	if (ret < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return ret;
+	}
+	ss = l->free_streams;
+	l->free_streams = ss->next;
+	pthread_mutex_unlock(&l->mu);
+	ss->src = NULL;
+	ss->busy = false;
+	ss->next_first = seg.first;
+	for (uint64_t done = 0; done < seg.count;) {
+		uint64_t n = seg.count - done;
+		chunk *c = NULL;
+
+		n = n < PF_STREAM_CHUNK_ROWS ? n : PF_STREAM_CHUNK_ROWS;
+		ret = take_chunk(l, io, &c);
+		if (ret < 0)
+			return ret;
+		c->epoch = wk->epoch;
+		c->seg = (pf_segment){ seg.unit, seg.first + done, n };
+		c->pos = pos + done;
+		c->g0 = wk->gbase + c->pos / l->wblock;
+		c->ss = ss;
+		done += n;
+		c->ss_last = done == seg.count;
+		enqueue(l, c);
+	}
+	return 0;
+}
+
+/* A frame segment: one read of the frame. */
+static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
+			  pf_segment seg, uint64_t pos, const int *file_slot)
+{
+	const pf_unit *u = &l->ds->units[seg.unit];
+	int slot = file_slot[u->file];
+	uint64_t len = u->csize;
+	chunk *c = NULL;
+	int ret = take_chunk(l, io, &c);
+
+	if (ret < 0)
+		return ret;
+	c->epoch = wk->epoch;
+	c->seg = seg;
+	c->pos = pos;
+	c->g0 = wk->gbase + pos / l->wblock;
+	ret = io_wait(l, io, cbuf_free, 0, &l->cv_cbuf);
+	if (ret < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return ret;
+	}
+	c->cbuf = l->free_cbuf[--l->nfree_cbuf];
+	pthread_mutex_unlock(&l->mu);
+	/* O_DIRECT: an aligned start (frames are aligned) and a length
+	 * rounded up; the tail may be padding. */
+	if (pf_io_file_direct(io, (uint32_t)slot))
+		len = round_up(len, PF_ALIGN);
+	c->req = (pf_io_req){
+		.file = (uint32_t)slot,
+		.offset = u->offset,
+		.len = (uint32_t)len,
+		.buf = l->mem_cbufs + (size_t)c->cbuf * l->cbuf_bytes,
+		.buf_index = pf_io_buffers_registered(io) ? c->cbuf : -1,
+		.user = c,
+	};
+	ret = pf_io_submit(io, &c->req);
+	while (ret == -EBUSY) {
+		ret = reap(l, io, 1);
+		if (ret >= 0)
+			ret = pf_io_submit(io, &c->req);
+	}
+	if (ret == 0)
+		ret = reap(l, io, 0) < 0 ? -EIO : 0;
+	return ret;
+}
+
+/* Walk one epoch's segments.  @return 0, 1 when max_steps is reached,
+ * or <0. */
+static int walk_epoch(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan,
+		      const int *file_slot)
+{
+	uint64_t pos = 0, w = l->wblock;
+	int over = 0, ret = 0;
+
+	for (size_t s = 0; s < plan->nseg && !over; s++) {
+		pf_segment seg = plan->seg[s];
+		uint64_t k0 = pos / w, k1 = (pos + seg.count - 1) / w;
+		bool live = false;
+
+		if (seg.count == 0)
+			continue;
+		/* Blocks past max_steps are opened too (with no slots), so that
+		 * every block a dispatched segment touches is in the ring. */
+		for (; wk->next_block <= k1; wk->next_block++) {
+			ret = open_block(l, io, wk, wk->next_block);
+			if (ret < 0)
+				return ret;
+			over |= ret;
+		}
+		for (uint64_t k = k0; k <= k1; k++)
+			live |= ring_at(l, wk->gbase + k)->nslots != 0;
+		if (!live) {
+			/* Wholly remainder, or past max_steps: not read. */
+			range_done(l, wk->gbase + k0, pos, seg.count);
+		} else if (l->ds->units[seg.unit].stream) {
+			ret = dispatch_stream(l, io, wk, seg, pos);
+		} else {
+			ret = dispatch_frame(l, io, wk, seg, pos, file_slot);
+		}
+		if (ret < 0)
+			return ret;
+		pos += seg.count;
+	}
+	return over;
+}
+
+static int io_run(pf_loader *l, pf_io *io, const int *file_slot)
 {
 	pf_epoch_plan plan = { 0 };
-	uint64_t seq = 0;
+	uint64_t gnext = 0;
 	int ret = 0;
 
 	for (uint32_t e = 0; e < l->epochs && ret == 0; e++) {
+		walk wk = { .epoch = e, .gbase = gnext,
+			    .step_base = (uint64_t)e * l->steps_per_epoch };
+
 		ret = pf_plan_epoch(&plan, l->ds, &l->topo, l->cfg.seed, e,
 				    l->cfg.shuffle, l->cfg.remainder);
 		if (ret < 0) {
@@ -421,73 +872,20 @@ static int io_run(pf_loader *l, pf_io *io, int *file_slot)
 			fail(l, &err, ret);
 			break;
 		}
+		wk.quota = plan.quota;
+		wk.stream_len = plan.stream_len;
 		pthread_mutex_lock(&l->mu);
-		l->m.remainder_wrapped += plan.stream_len - plan.share < plan.stream_len
+		l->m.remainder_wrapped += plan.stream_len > plan.share
 					  ? plan.stream_len - plan.share : 0;
 		pthread_mutex_unlock(&l->mu);
-		/* An epoch with no segments still needs its end marker. */
-		size_t nseg = plan.nseg ? plan.nseg : 1;
-		for (size_t s = 0; s < nseg && ret == 0; s++) {
-			chunk *c;
-
-			ret = io_wait(l, io, chunk_free, &l->cv_chunk);
-			if (ret < 0) {
-				pthread_mutex_unlock(&l->mu);
-				break;
-			}
-			c = l->free_chunks;
-			l->free_chunks = c->next;
-			pthread_mutex_unlock(&l->mu);
-
-			c->seq = seq++;
-			c->epoch = e;
-			c->epoch_last = s == nseg - 1;
-			c->nrows = 0;
-			c->cbuf = -1;
-			c->seg = plan.nseg ? plan.seg[s] : (pf_segment){ 0, 0, 0 };
-			const pf_unit *u = plan.nseg ? &l->ds->units[c->seg.unit] : NULL;
-			c->stream = u && u->stream;
-			if (!u || u->stream) {
-				publish_direct(l, c);
-				continue;
-			}
-			ret = io_wait(l, io, cbuf_free, &l->cv_cbuf);
-			if (ret < 0) {
-				pthread_mutex_unlock(&l->mu);
-				break;
-			}
-			c->cbuf = l->free_cbuf[--l->nfree_cbuf];
-			pthread_mutex_unlock(&l->mu);
-			uint64_t off = u->offset, len = u->csize;
-			int slot = file_slot[u->file];
-			if (pf_io_file_direct(io, (uint32_t)slot)) {
-				/* O_DIRECT: aligned start (frames are aligned) and a
-				 * length rounded up; the tail may be padding. */
-				len = round_up(len, PF_ALIGN);
-			}
-			c->req = (pf_io_req){
-				.file = (uint32_t)slot,
-				.offset = off,
-				.len = (uint32_t)len,
-				.buf = l->mem_cbufs + (size_t)c->cbuf * l->cbuf_bytes,
-				.buf_index = pf_io_buffers_registered(io) ? c->cbuf : -1,
-				.user = c,
-			};
-			ret = pf_io_submit(io, &c->req);
-			while (ret == -EBUSY) {
-				ret = reap(l, io, 1);
-				if (ret >= 0)
-					ret = pf_io_submit(io, &c->req);
-			}
-			if (ret == 0)
-				ret = reap(l, io, 0) < 0 ? -EIO : 0;
-		}
+		ret = walk_epoch(l, io, &wk, &plan, file_slot);
+		gnext += (plan.stream_len + l->wblock - 1) / l->wblock;
 	}
 	/* Finish what is in flight so no buffer is left with the kernel. */
 	while (pf_io_inflight(io) && reap(l, io, 1) >= 0)
 		;
 	pf_plan_release(&plan);
-	return ret == -ECANCELED ? 0 : ret;
+	return ret == -ECANCELED || ret == 1 ? 0 : ret;
 }
 
 static void *io_main(void *arg)
@@ -514,7 +912,7 @@ static void *io_main(void *arg)
 		ret = -ENOMEM;
 	for (size_t i = 0; ret == 0 && i < l->ds->nfiles; i++) {
 		if (!l->ds->index[i]) {
-			file_slot[i] = -1;	/* streams are read by the assembler */
+			file_slot[i] = -1;	/* streams are read by the workers */
 			continue;
 		}
 		bool direct = l->cfg.direct_io &&
@@ -538,9 +936,6 @@ static void *io_main(void *arg)
 
 	if (ret == 0) {
 		ret = io_run(l, io, file_slot);
-		pthread_mutex_lock(&l->mu);
-		l->io_end_ns = now_ns();
-		pthread_mutex_unlock(&l->mu);
 		if (ret < 0) {
 			pf_error_clear(&err);
 			pf_error_set(&err, ret, PF_OFFSET_NONE, 0, "I/O engine failed: %s",
@@ -548,229 +943,14 @@ static void *io_main(void *arg)
 			fail(l, &err, ret);
 		}
 	}
+	pthread_mutex_lock(&l->mu);
+	l->io_end_ns = now_ns();
+	l->io_done = true;
+	pthread_cond_broadcast(&l->cv_decode);
+	pthread_cond_broadcast(&l->cv_ready);
+	pthread_mutex_unlock(&l->mu);
 	pf_io_free(io);
 	free(file_slot);
-	return NULL;
-}
-
-/* ------------------------------------------------------------------ */
-/* The assembler                                                        */
-
-static void put_batch(pf_loader *l)
-{
-	batch_slot *b = l->cur;
-
-	b->batch.epoch = (uint32_t)(l->global_step / (l->steps_per_epoch ? l->steps_per_epoch : 1));
-	b->batch.step = l->epoch_step;
-	b->batch.global_step = l->global_step;
-	b->batch.epoch_start = l->epoch_step == 0;
-	b->batch.epoch_end = l->epoch_step + 1 == l->steps_per_epoch;
-	l->epoch_step++;
-	l->global_step++;
-	l->cur = NULL;
-	l->cur_fill = 0;
-	pthread_mutex_lock(&l->mu);
-	b->next = NULL;
-	if (l->ready_tail)
-		l->ready_tail->next = b;
-	else
-		l->ready_head = b;
-	l->ready_tail = b;
-	l->nready++;
-	pthread_cond_signal(&l->cv_ready);
-	pthread_mutex_unlock(&l->mu);
-}
-
-/* Place one row at the next position of the current batch. */
-static int emit(pf_loader *l, const uint8_t *row)
-{
-	if (l->epoch_emitted >= l->epoch_quota) {
-		l->m.remainder_dropped++;
-		return 0;
-	}
-	if (l->cfg.max_steps && l->global_step >= l->cfg.max_steps)
-		return 0;
-	if (!l->cur) {
-		uint64_t t0 = now_ns();
-
-		pthread_mutex_lock(&l->mu);
-		while (!halted(l) && !l->free_slots)
-			pthread_cond_wait(&l->cv_batch, &l->mu);
-		if (halted(l)) {
-			pthread_mutex_unlock(&l->mu);
-			return -ECANCELED;
-		}
-		l->cur = l->free_slots;
-		l->free_slots = l->cur->next;
-		pthread_mutex_unlock(&l->mu);
-		l->m.assemble.wait_ns += now_ns() - t0;
-	}
-	uint32_t core = l->cur_fill / l->topo.per_core_batch;
-	uint32_t idx = l->cur_fill % l->topo.per_core_batch;
-	uint8_t *block = (uint8_t *)l->cur->core[core].block;
-
-	for (uint32_t f = 0; f < l->spec.n; f++)
-		memcpy(block + l->toff[f] + (size_t)idx * l->fbytes[f],
-		       row + l->roff[f], l->fbytes[f]);
-	l->epoch_emitted++;
-	if (++l->cur_fill == l->host_batch)
-		put_batch(l);
-	return 0;
-}
-
-/* The window shuffle: hold up to wcap rows; each new row swaps out a
- * random held one (seeded per epoch and host). */
-static int feed(pf_loader *l, const uint8_t *row)
-{
-	size_t rb = l->spec.row_bytes;
-
-	if (!l->wcap)
-		return emit(l, row);
-	if (l->wcount < l->wcap) {
-		memcpy(l->window + (size_t)l->wcount++ * rb, row, rb);
-		return 0;
-	}
-	uint64_t j = pf_rng_below(&l->wrng, l->wcap);
-	int ret = emit(l, l->window + j * rb);
-	memcpy(l->window + j * rb, row, rb);
-	return ret;
-}
-
-static int end_epoch(pf_loader *l)
-{
-	size_t rb = l->spec.row_bytes;
-	int ret = 0;
-
-	while (l->wcount && ret == 0) {
-		uint64_t j = pf_rng_below(&l->wrng, l->wcount);
-		ret = emit(l, l->window + j * rb);
-		memcpy(l->window + j * rb, l->window + (size_t)(l->wcount - 1) * rb, rb);
-		l->wcount--;
-	}
-	return ret;
-}
-
-static void start_epoch(pf_loader *l, uint32_t epoch)
-{
-	l->epoch_emitted = 0;
-	l->epoch_step = 0;
-	l->wcount = 0;
-	l->wrng = pf_rng_seed(l->cfg.seed, epoch, 0x77696e00ull + l->topo.host_index);
-}
-
-/* Read a stream segment in order and feed its rows. */
-static int assemble_stream(pf_loader *l, chunk *c, pf_error *err)
-{
-	const pf_unit *u = &l->ds->units[c->seg.unit];
-	pf_source_config scfg = { .max_record_size = l->cfg.max_record_size,
-				  .ignore_index = true };
-	uint8_t *row = c->rows;	/* the chunk's rows serve as scratch */
-	pf_source *src;
-	pf_record rec;
-	uint64_t end = c->seg.first + c->seg.count;
-	int ret;
-
-	ret = pf_source_open(&src, l->ds->paths[u->file], &scfg, err);
-	if (ret < 0)
-		return ret;
-	while ((ret = pf_source_next(src, &rec, err)) == 1 && rec.index < end) {
-		if (rec.index < c->seg.first)
-			continue;
-		if (PF_ARENA_BYTES_FOR(rec.len) > l->stream_arena.cap) {
-			ret = pf_error_set(err, -EFBIG, PF_OFFSET_STREAM, rec.offset,
-					   "record of %llu bytes is larger than when the "
-					   "file was opened", (unsigned long long)rec.len);
-			break;
-		}
-		ret = record_to_row(l, &l->stream_arena, &rec, row, err);
-		if (ret == 0)
-			ret = feed(l, row);
-		if (ret < 0)
-			break;
-	}
-	pthread_mutex_lock(&l->mu);
-	l->m.bytes_read += pf_source_file_size(src);
-	l->m.bytes_decompressed += pf_source_bytes_out(src);
-	pthread_mutex_unlock(&l->mu);
-	pf_source_close(src);
-	if (ret < 0)
-		pf_error_set_file(err, l->ds->paths[u->file]);
-	return ret < 0 ? ret : 0;
-}
-
-static void *asm_main(void *arg)
-{
-	pf_loader *l = arg;
-	uint32_t epoch = UINT32_MAX;
-	pf_error err;
-	int ret = 0;
-
-	pf_error_clear(&err);
-	for (;;) {
-		chunk *c = NULL, **pp;
-		uint64_t t0 = now_ns(), t1;
-
-		if (l->cfg.max_steps && l->global_step >= l->cfg.max_steps)
-			break;
-		pthread_mutex_lock(&l->mu);
-		for (;;) {
-			for (pp = &l->done_list; *pp; pp = &(*pp)->next)
-				if ((*pp)->seq == l->head_seq)
-					break;
-			if (*pp || halted(l))
-				break;
-			pthread_cond_wait(&l->cv_done, &l->mu);
-		}
-		if (halted(l)) {
-			pthread_mutex_unlock(&l->mu);
-			break;
-		}
-		c = *pp;
-		*pp = c->next;
-		pthread_mutex_unlock(&l->mu);
-		t1 = now_ns();
-		l->m.assemble.wait_ns += t1 - t0;
-
-		if (c->epoch != epoch) {
-			epoch = c->epoch;
-			start_epoch(l, epoch);
-			pthread_mutex_lock(&l->mu);
-			l->epoch_quota = l->steps_per_epoch * l->host_batch;
-			pthread_mutex_unlock(&l->mu);
-		}
-		if (c->stream) {
-			ret = assemble_stream(l, c, &err);
-		} else {
-			for (uint32_t r = 0; r < c->nrows && ret == 0; r++)
-				ret = feed(l, c->rows + (size_t)r * l->spec.row_bytes);
-		}
-		if (ret == 0 && c->epoch_last)
-			ret = end_epoch(l);
-		l->m.assemble.busy_ns += now_ns() - t1;
-
-		/* Read what is needed of c before it goes back to the pool:
-		 * the I/O thread may take it the moment the lock drops. */
-		bool last = c->epoch_last && c->epoch + 1 == l->epochs;
-		pthread_mutex_lock(&l->mu);
-		c->next = l->free_chunks;
-		l->free_chunks = c;
-		l->head_seq++;
-		pthread_cond_signal(&l->cv_chunk);
-		pthread_mutex_unlock(&l->mu);
-		if (ret < 0 || last)
-			break;
-	}
-	pthread_mutex_lock(&l->mu);
-	if (ret < 0 && ret != -ECANCELED)
-		fail_locked(l, &err, ret);
-	l->finished = true;
-	pthread_cond_broadcast(&l->cv_ready);
-	pthread_cond_broadcast(&l->cv_decode);
-	/* Stop the I/O thread if it is ahead (max_steps reached). */
-	l->stop = true;
-	pthread_cond_broadcast(&l->cv_chunk);
-	pthread_cond_broadcast(&l->cv_cbuf);
-	pthread_mutex_unlock(&l->mu);
 	return NULL;
 }
 
@@ -778,98 +958,137 @@ static void *asm_main(void *arg)
 /* Creation: the memory plan                                            */
 
 typedef struct mem_plan {
-	size_t chunks, cbufs, decode, window, batches, stream;
+	size_t cbufs, decode, batches, perm;
 } mem_plan;
 
 static size_t plan_total(const mem_plan *p)
 {
-	return p->chunks + p->cbufs + p->decode + p->window + p->batches + p->stream;
+	return p->cbufs + p->decode + p->batches + p->perm;
+}
+
+/* The largest segment a chunk can carry decides how many blocks one read
+ * can touch; the ring and the slots must hold that many at once, plus
+ * one block of slack and what the consumer may hold. */
+static void plan_sizes(pf_loader *l)
+{
+	const pf_dataset *ds = l->ds;
+	uint64_t maxseg = ds->max_unit_records;
+	uint64_t span;
+
+	if (ds->any_stream && maxseg < PF_STREAM_CHUNK_ROWS)
+		maxseg = PF_STREAM_CHUNK_ROWS;
+	span = (maxseg + l->wblock - 1) / l->wblock + 1;
+	l->nring = (uint32_t)span + 2;
+	l->nslots = (unsigned)((span + 1) * (l->wblock / l->host_batch)) +
+		    l->cfg.prefetch + 1;
 }
 
 static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 {
 	const pf_dataset *ds = l->ds;
-	size_t rb = l->spec.row_bytes;
 	size_t budget = l->cfg.memory_budget;
 	unsigned depth = l->cfg.io_depth;
+	uint64_t arena_rec = ds->max_usize > ds->max_stream_record ? ds->max_usize
+								   : ds->max_stream_record;
 
-	l->chunk_rows = ds->max_unit_records > PF_STREAM_CHUNK_ROWS
-				? ds->max_unit_records : PF_STREAM_CHUNK_ROWS;
+	plan_sizes(l);
 	l->cbuf_bytes = round_up(ds->max_csize ? ds->max_csize : 1, PF_ALIGN);
+	p->decode = (size_t)l->nworkers * (ds->max_usize + PF_ARENA_BYTES_FOR(arena_rec));
+	p->batches = (size_t)l->nslots * l->topo.cores * l->block_bytes;
+	p->perm = l->shuffle_rows ? (size_t)l->nring * l->wblock * sizeof(uint32_t) : 0;
 	for (;;) {
-		l->nchunks = depth + l->nworkers + 2;
-		l->ncbufs = depth + l->nworkers;
-		p->chunks = (size_t)l->nchunks * l->chunk_rows * rb;
-		p->cbufs = ds->max_csize ? (size_t)l->ncbufs * l->cbuf_bytes : 0;
-		p->decode = ds->max_csize ? (size_t)l->nworkers *
-			(ds->max_usize + PF_ARENA_BYTES_FOR(ds->max_usize)) : 0;
-		p->window = (size_t)l->wcap * rb;
-		p->batches = (size_t)l->nslots * l->topo.cores * l->block_bytes;
+		l->ncbufs = ds->max_csize ? depth + l->nworkers : 0;
+		p->cbufs = (size_t)l->ncbufs * l->cbuf_bytes;
 		if (plan_total(p) <= budget || depth == 1)
 			break;
 		depth = depth > 4 ? depth / 2 : 1;	/* fewer reads in flight */
 	}
 	l->cfg.io_depth = depth;
+	l->nchunks = depth + 2 * l->nworkers + 2;
 	if (plan_total(p) > budget)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 			"memory budget of %zu MiB is too small: it needs %zu MiB "
-			"(row chunks %zu, read buffers %zu, decode %zu, shuffle window %zu, "
-			"batches %zu, stream %zu MiB)", budget >> 20,
-			(plan_total(p) + (1u << 20) - 1) >> 20, p->chunks >> 20,
-			p->cbufs >> 20, p->decode >> 20, p->window >> 20,
-			p->batches >> 20, p->stream >> 20);
+			"(read buffers %zu, decode %zu, batch slots %zu (%u of %zu KiB), "
+			"shuffle %zu MiB)", budget >> 20,
+			(plan_total(p) + (1u << 20) - 1) >> 20, p->cbufs >> 20,
+			p->decode >> 20, p->batches >> 20, l->nslots,
+			((size_t)l->topo.cores * l->block_bytes) >> 10, p->perm >> 20);
+	return 0;
+}
+
+static int setup_slot(pf_loader *l, batch_slot *s)
+{
+	s->core = calloc(l->topo.cores, sizeof(*s->core));
+	s->tensors = calloc((size_t)l->topo.cores * l->spec.n, sizeof(*s->tensors));
+	if (!s->core || !s->tensors)
+		return -ENOMEM;
+	for (uint32_t c = 0; c < l->topo.cores; c++) {
+		pf_core_batch *cb = &s->core[c];
+
+		cb->block = s->mem + (size_t)c * l->block_bytes;
+		cb->block_bytes = l->block_bytes;
+		cb->tensors = &s->tensors[(size_t)c * l->spec.n];
+		cb->ntensors = l->spec.n;
+		for (uint32_t f = 0; f < l->spec.n; f++) {
+			cb->tensors[f].name = l->spec.f[f].name;
+			cb->tensors[f].dtype = l->spec.f[f].dtype;
+			cb->tensors[f].len = l->spec.f[f].len;
+			cb->tensors[f].data = (uint8_t *)cb->block + l->toff[f];
+		}
+	}
+	s->batch.core = s->core;
+	s->batch.cores = l->topo.cores;
+	s->batch.per_core_batch = l->topo.per_core_batch;
 	return 0;
 }
 
 static int setup_pools(pf_loader *l, pf_error *err)
 {
+	const pf_dataset *ds = l->ds;
+	uint64_t arena_rec = ds->max_usize > ds->max_stream_record ? ds->max_usize
+								   : ds->max_stream_record;
 	mem_plan p = { 0 };
-	size_t rb = l->spec.row_bytes;
 	int ret;
 
 	/* Tensor layout: each core's block holds its features one after the
 	 * other, [per_core_batch][len] each, 64-byte aligned. */
 	l->toff = calloc(l->spec.n, sizeof(*l->toff));
-	l->roff = calloc(l->spec.n, sizeof(*l->roff));
 	l->fbytes = calloc(l->spec.n, sizeof(*l->fbytes));
-	if (!l->toff || !l->roff || !l->fbytes)
+	if (!l->toff || !l->fbytes)
 		return -ENOMEM;
 	l->block_bytes = 0;
 	for (uint32_t f = 0; f < l->spec.n; f++) {
 		l->fbytes[f] = l->spec.f[f].len * pf_dtype_size(l->spec.f[f].dtype);
-		l->roff[f] = pf_spec_offset(&l->spec, f);
 		l->toff[f] = l->block_bytes;
 		l->block_bytes = round_up(l->block_bytes +
 					  l->fbytes[f] * l->topo.per_core_batch, 64);
-	}
-	if (l->ds->any_stream) {
-		/* Stream records are decoded by the assembler; its arena fits
-		 * the largest record seen when the files were counted. */
-		p.stream = PF_ARENA_BYTES_FOR(l->ds->max_stream_record);
 	}
 	ret = plan_memory(l, &p, err);
 	if (ret < 0)
 		return ret;
 
 	l->chunks = calloc(l->nchunks, sizeof(*l->chunks));
-	l->mem_chunks = malloc(p.chunks);
-	l->free_cbuf = calloc(l->ncbufs, sizeof(*l->free_cbuf));
+	l->streams = calloc(l->nchunks, sizeof(*l->streams));
+	l->free_cbuf = calloc(l->ncbufs ? l->ncbufs : 1, sizeof(*l->free_cbuf));
+	l->ring = calloc(l->nring, sizeof(*l->ring));
+	l->mem_slotptr = calloc((size_t)l->nring * (l->wblock / l->host_batch),
+				sizeof(*l->mem_slotptr));
 	if (p.cbufs && posix_memalign((void **)&l->mem_cbufs, PF_ALIGN, p.cbufs))
 		l->mem_cbufs = NULL;
 	l->slots = calloc(l->nslots, sizeof(*l->slots));
 	if (p.batches && posix_memalign((void **)&l->mem_batches, 64, p.batches))
 		l->mem_batches = NULL;
-	l->window = p.window ? malloc(p.window) : NULL;
-	if (!l->chunks || !l->mem_chunks || !l->free_cbuf || (p.cbufs && !l->mem_cbufs) ||
-	    !l->slots || (p.batches && !l->mem_batches) || (p.window && !l->window))
+	l->mem_perm = p.perm ? malloc(p.perm) : NULL;
+	if (!l->chunks || !l->streams || !l->free_cbuf || !l->ring || !l->mem_slotptr ||
+	    (p.cbufs && !l->mem_cbufs) || !l->slots || (p.batches && !l->mem_batches) ||
+	    (p.perm && !l->mem_perm))
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "cannot allocate %zu MiB of pools", plan_total(&p) >> 20);
-	if (p.stream && (ret = pf_arena_init(&l->stream_arena, p.stream)) < 0)
-		return ret;
 	for (unsigned i = 0; i < l->nchunks; i++) {
-		l->chunks[i].rows = l->mem_chunks + (size_t)i * l->chunk_rows * rb;
 		l->chunks[i].next = l->free_chunks;
 		l->free_chunks = &l->chunks[i];
+		l->streams[i].next = l->free_streams;
+		l->free_streams = &l->streams[i];
 	}
 	for (unsigned i = 0; i < l->ncbufs; i++)
 		l->free_cbuf[l->nfree_cbuf++] = (int)i;
@@ -877,27 +1096,8 @@ static int setup_pools(pf_loader *l, pf_error *err)
 		batch_slot *s = &l->slots[i];
 
 		s->mem = l->mem_batches + (size_t)i * l->topo.cores * l->block_bytes;
-		s->core = calloc(l->topo.cores, sizeof(*s->core));
-		s->tensors = calloc((size_t)l->topo.cores * l->spec.n, sizeof(*s->tensors));
-		if (!s->core || !s->tensors)
+		if (setup_slot(l, s) < 0)
 			return -ENOMEM;
-		for (uint32_t c = 0; c < l->topo.cores; c++) {
-			pf_core_batch *cb = &s->core[c];
-
-			cb->block = s->mem + (size_t)c * l->block_bytes;
-			cb->block_bytes = l->block_bytes;
-			cb->tensors = &s->tensors[(size_t)c * l->spec.n];
-			cb->ntensors = l->spec.n;
-			for (uint32_t f = 0; f < l->spec.n; f++) {
-				cb->tensors[f].name = l->spec.f[f].name;
-				cb->tensors[f].dtype = l->spec.f[f].dtype;
-				cb->tensors[f].len = l->spec.f[f].len;
-				cb->tensors[f].data = (uint8_t *)cb->block + l->toff[f];
-			}
-		}
-		s->batch.core = s->core;
-		s->batch.cores = l->topo.cores;
-		s->batch.per_core_batch = l->topo.per_core_batch;
 		s->next = l->free_slots;
 		l->free_slots = s;
 	}
@@ -905,11 +1105,12 @@ static int setup_pools(pf_loader *l, pf_error *err)
 		worker *w = &l->workers[i];
 
 		w->l = l;
-		if (!l->ds->max_csize)
-			continue;	/* only stream files: nothing to decode */
-		w->ubuf = malloc(l->ds->max_usize);
-		if (!w->ubuf || pf_frame_decoder_create(&w->fdec) < 0 ||
-		    pf_arena_init(&w->arena, PF_ARENA_BYTES_FOR(l->ds->max_usize)) < 0)
+		if (pf_arena_init(&w->arena, PF_ARENA_BYTES_FOR(arena_rec)) < 0)
+			return -ENOMEM;
+		if (!ds->max_csize)
+			continue;	/* only stream files: no frames */
+		w->ubuf = malloc(ds->max_usize);
+		if (!w->ubuf || pf_frame_decoder_create(&w->fdec) < 0)
 			return -ENOMEM;
 	}
 	l->memory_bytes = plan_total(&p);
@@ -927,6 +1128,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 {
 	pf_error local;
 	pf_loader *l;
+	uint32_t window;
 	int ret;
 
 	if (!err) {
@@ -945,7 +1147,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	pthread_cond_init(&l->cv_chunk, NULL);
 	pthread_cond_init(&l->cv_cbuf, NULL);
 	pthread_cond_init(&l->cv_decode, NULL);
-	pthread_cond_init(&l->cv_done, NULL);
+	pthread_cond_init(&l->cv_block, NULL);
 	pthread_cond_init(&l->cv_batch, NULL);
 	pthread_cond_init(&l->cv_ready, NULL);
 	pthread_cond_init(&l->cv_init, NULL);
@@ -960,19 +1162,26 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 				   l->topo.host_index, l->topo.num_hosts);
 		goto fail;
 	}
+	if ((uint64_t)l->topo.cores * l->topo.per_core_batch > UINT32_MAX / 2) {
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "host batch of %u cores x %u records is too large",
+				   l->topo.cores, l->topo.per_core_batch);
+		goto fail;
+	}
 	l->epochs = cfg->epochs ? cfg->epochs : 1;
 	l->cfg.memory_budget = cfg->memory_budget ? cfg->memory_budget : PF_BUDGET_DEFAULT;
 	l->cfg.io_depth = cfg->io_depth ? cfg->io_depth : PF_IO_DEPTH_DEFAULT;
 	l->cfg.max_record_size = cfg->max_record_size ? cfg->max_record_size
 						      : PF_MAX_RECORD_DEFAULT;
-	l->nslots = (cfg->prefetch ? cfg->prefetch : 2) + 2;
-	l->wcap = cfg->shuffle ? (cfg->shuffle_window ? cfg->shuffle_window
-						      : PF_WINDOW_DEFAULT) : 0;
-	/* shuffle_window 1 is no shuffle within the window. */
-	if (l->wcap == 1)
-		l->wcap = 0;
+	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
 	l->nworkers = cfg->threads ? cfg->threads : ncpus();
-	l->host_batch = (size_t)l->topo.cores * l->topo.per_core_batch;
+	l->host_batch = l->topo.cores * l->topo.per_core_batch;
+	/* The shuffle block: the window in whole host batches; shuffle_window
+	 * 1 is no shuffle within the window. */
+	window = cfg->shuffle ? (cfg->shuffle_window ? cfg->shuffle_window
+						     : PF_WINDOW_DEFAULT) : 1;
+	l->shuffle_rows = window > 1;
+	l->wblock = (uint32_t)round_up(window, l->host_batch);
 
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
 	if (ret < 0)
@@ -1016,11 +1225,6 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		}
 		l->workers[i].started = true;
 	}
-	if (pthread_create(&l->asm_thread, NULL, asm_main, l)) {
-		ret = -EAGAIN;
-		goto fail;
-	}
-	l->asm_started = true;
 	*out = l;
 	return 0;
 fail:
@@ -1035,26 +1239,49 @@ fail:
 /* ------------------------------------------------------------------ */
 /* The consumer side                                                    */
 
+static bool slot_full(const pf_loader *l, const batch_slot *b)
+{
+	return __atomic_load_n(&b->filled, __ATOMIC_ACQUIRE) == l->host_batch;
+}
+
 int pf_loader_next(pf_loader *l, pf_batch **out)
 {
 	uint64_t t0 = now_ns(), dt;
+	unsigned fill = 0;
 	batch_slot *b;
 
 	pthread_mutex_lock(&l->mu);
-	while (!l->ready_head && !l->failed && !l->finished)
-		pthread_cond_wait(&l->cv_ready, &l->mu);
-	/* Batches made before a failure are still good: hand them out. */
-	if (!l->ready_head) {
-		int ret = l->failed ? (l->err.code ? l->err.code : -EIO) : 0;
+	if (l->held > l->cfg.prefetch) {
+		pf_error e;
+
+		pf_error_clear(&e);
+		pf_error_set(&e, -EBUSY, PF_OFFSET_NONE, 0,
+			     "the consumer holds %u batches; release one before the next "
+			     "(at most prefetch + 1 = %u at once)", l->held,
+			     l->cfg.prefetch + 1);
+		fail_locked(l, &e, -EBUSY);
 		pthread_mutex_unlock(&l->mu);
-		return ret;
+		return -EBUSY;
 	}
-	b = l->ready_head;
-	l->ready_head = b->next;
-	if (!l->ready_head)
-		l->ready_tail = NULL;
-	l->m.queue_fill_sum += l->nready;
-	l->nready--;
+	for (;;) {
+		b = l->open_head;
+		if (b && slot_full(l, b))
+			break;
+		/* Batches made before a failure are still good: hand them out. */
+		if (l->failed || (!b && l->io_done) || l->stop) {
+			int ret = l->failed ? (l->err.code ? l->err.code : -EIO) : 0;
+			pthread_mutex_unlock(&l->mu);
+			return ret;
+		}
+		pthread_cond_wait(&l->cv_ready, &l->mu);
+	}
+	l->open_head = b->next;
+	if (!l->open_head)
+		l->open_tail = NULL;
+	for (batch_slot *s = b; s && slot_full(l, s); s = s->next)
+		fill++;
+	l->held++;
+	l->m.queue_fill_sum += fill;
 	dt = now_ns() - t0;
 	l->m.next_wait_ns += dt;
 	l->m.next_hist[pf_io_hist_bucket(dt)]++;
@@ -1073,6 +1300,7 @@ void pf_loader_release(pf_loader *l, pf_batch *batch)
 		return;
 	b = (batch_slot *)((char *)batch - offsetof(batch_slot, batch));
 	pthread_mutex_lock(&l->mu);
+	l->held--;
 	b->next = l->free_slots;
 	l->free_slots = b;
 	pthread_cond_signal(&l->cv_batch);
@@ -1112,11 +1340,8 @@ void pf_loader_free(pf_loader *l)
 		return;
 	pthread_mutex_lock(&l->mu);
 	l->stop = true;
-	l->finished = true;
 	wake_all(l);
 	pthread_mutex_unlock(&l->mu);
-	if (l->asm_started)
-		pthread_join(l->asm_thread, NULL);
 	for (unsigned i = 0; l->workers && i < l->nworkers; i++) {
 		if (l->workers[i].started)
 			pthread_join(l->workers[i].thread, NULL);
@@ -1130,24 +1355,26 @@ void pf_loader_free(pf_loader *l)
 		free(l->slots[i].core);
 		free(l->slots[i].tensors);
 	}
-	pf_arena_release(&l->stream_arena);
+	for (unsigned i = 0; l->streams && i < l->nchunks; i++)
+		pf_source_close(l->streams[i].src);
 	free(l->workers);
 	free(l->slots);
 	free(l->chunks);
-	free(l->mem_chunks);
+	free(l->streams);
+	free(l->ring);
+	free(l->mem_slotptr);
+	free(l->mem_perm);
 	free(l->mem_cbufs);
 	free(l->mem_batches);
 	free(l->free_cbuf);
-	free(l->window);
 	free(l->toff);
-	free(l->roff);
 	free(l->fbytes);
 	pf_dataset_free(l->ds);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv_chunk);
 	pthread_cond_destroy(&l->cv_cbuf);
 	pthread_cond_destroy(&l->cv_decode);
-	pthread_cond_destroy(&l->cv_done);
+	pthread_cond_destroy(&l->cv_block);
 	pthread_cond_destroy(&l->cv_batch);
 	pthread_cond_destroy(&l->cv_ready);
 	pthread_cond_destroy(&l->cv_init);

@@ -171,13 +171,15 @@ typedef struct pf_loader_config {
 	uint32_t epochs;		/* 0: 1 */
 	uint64_t max_steps;		/* stop after this many steps in all; 0: no limit */
 	bool shuffle;			/* frame permutation + window shuffle */
-	uint32_t shuffle_window;	/* records; 0: 8192 when shuffling */
+	uint32_t shuffle_window;	/* records, rounded up to whole host batches:
+					   each block of that many records of the
+					   host's stream comes out permuted; 0: 8192 */
 	pf_remainder remainder;
 
 	unsigned threads;		/* decode workers; 0: number of CPUs */
 	unsigned io_depth;		/* reads in flight; 0: 32 */
 	size_t memory_budget;		/* bytes for all pools; 0: 512 MiB */
-	unsigned prefetch;		/* ready host batches queued; 0: 2 */
+	unsigned prefetch;		/* the consumer may hold prefetch + 1 batches; 0: 2 */
 	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
 	bool direct_io;			/* O_DIRECT for aligned indexed shards */
 	const char *io_backend;		/* NULL: $PODFEED_IO or io_uring */
@@ -223,7 +225,7 @@ typedef struct pf_loader_metrics {
 	uint64_t remainder_wrapped;	/* records repeated to fill the last step */
 	uint64_t records_per_epoch;	/* of the whole dataset */
 	uint64_t steps_per_epoch;
-	pf_stage_metrics io, decode, assemble;
+	pf_stage_metrics io, decode;
 	unsigned decode_threads;
 	uint64_t next_wait_ns;		/* consumer time blocked in next() */
 	uint64_t queue_fill_sum;	/* summed queue fill at each next() */
@@ -241,7 +243,8 @@ PF_API int pf_loader_create(pf_loader **out, const pf_loader_config *cfg,
 /*! pf_loader_next(): block until the next host batch is ready.
  *  @return 1 with *batch (valid until pf_loader_release()), 0 when all
  *  epochs are done, <0 on error (pf_loader_last_error() says what and
- *  where).  At most cfg->prefetch + 1 batches may be held at once. */
+ *  where).  At most cfg->prefetch + 1 batches may be held at once: one
+ *  more is -EBUSY, and the loader stops. */
 PF_API int pf_loader_next(pf_loader *l, pf_batch **batch);
 /*! Give a batch back to the loader. */
 PF_API void pf_loader_release(pf_loader *l, pf_batch *batch);

@@ -102,6 +102,8 @@ static void run(const char *dir, pf_loader_config *cfg, uint64_t nids, run_resul
 		return;
 	while ((r->ret = pf_loader_next(l, &b)) == 1) {
 		cr_assert_eq(b->cores, cfg->cores_per_host ? cfg->cores_per_host : 1);
+		cr_assert_eq(b->global_step, r->steps);
+		cr_assert_eq(b->epoch_start, b->step == 0);
 		for (uint32_t c = 0; c < b->cores; c++) {
 			const pf_core_batch *cb = &b->core[c];
 			const int64_t *ids = cb->tensors[0].data;
@@ -359,4 +361,113 @@ Test(loader, bad_config_is_refused)
 	pf_error_clear(&err);
 	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -ENOMEM);
 	cr_assert(strstr(err.msg, "memory budget"), "%s", err.msg);
+}
+
+/* Every window (shuffle block) size, whole or not a multiple of the host
+ * batch, smaller or larger than a frame or the whole epoch: each epoch
+ * still delivers every record at most once, and the rest is the reported
+ * remainder. */
+Test(loader, every_window_delivers_each_record_once, .timeout = 240)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	const uint32_t windows[] = { 1, 2, 7, 63, 500, 4096, 100000 };
+	const uint32_t shapes[][2] = { { 3, 5 }, { 1, 64 } };	/* cores, per-core */
+
+	for (size_t s = 0; s < 2; s++) {
+		for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); i++) {
+			pf_loader_config cfg = { .cores_per_host = shapes[s][0],
+						 .per_core_batch = shapes[s][1],
+						 .shuffle = true, .shuffle_window = windows[i],
+						 .seed = 9, .threads = 2 };
+			uint64_t hb = (uint64_t)shapes[s][0] * shapes[s][1];
+			run_result r;
+
+			run(d, &cfg, nids, &r);
+			cr_assert_eq(r.ret, 0, "window %u: %s", windows[i], r.err.msg);
+			cr_assert_eq(r.steps, nids / hb, "window %u", windows[i]);
+			for (uint64_t k = 0; k < nids; k++)
+				cr_assert_leq(r.seen[k], 1, "window %u: record %llu twice",
+					      windows[i], (unsigned long long)k);
+			cr_assert_eq(r.records + r.dropped, nids, "window %u", windows[i]);
+			free(r.seen);
+		}
+	}
+}
+
+/* The window shuffle moves records: the same frame order with and
+ * without it gives different batches, and two epochs differ. */
+Test(loader, the_window_shuffles_records)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	pf_loader_config cfg = { .per_core_batch = 64, .shuffle = true,
+				 .shuffle_window = 1, .seed = 5, .threads = 2 };
+	run_result a, b;
+
+	run(d, &cfg, nids, &a);
+	cfg.shuffle_window = 256;
+	run(d, &cfg, nids, &b);
+	cr_assert_eq(a.ret, 0, "%s", a.err.msg);
+	cr_assert_eq(b.ret, 0, "%s", b.err.msg);
+	cr_assert_neq(a.digest, b.digest);
+	free(a.seen);
+	free(b.seen);
+}
+
+/* max_steps reads only what the steps need (up to one shuffle block
+ * ahead), not the whole epoch. */
+Test(loader, max_steps_reads_little)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	const char *paths[1] = { d };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 16,
+				 .features = "id:int64[1]", .max_steps = 2, .threads = 2,
+				 .shuffle = true, .shuffle_window = 32 };
+	pf_loader_metrics full, few;
+	pf_loader *l;
+	pf_batch *b;
+	pf_error err;
+	int ret;
+
+	for (int pass = 0; pass < 2; pass++) {
+		cfg.max_steps = pass ? 2 : 0;
+		pf_error_clear(&err);
+		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+		while ((ret = pf_loader_next(l, &b)) == 1)
+			pf_loader_release(l, b);
+		cr_assert_eq(ret, 0);
+		pf_loader_get_metrics(l, pass ? &few : &full);
+		pf_loader_free(l);
+	}
+	cr_assert_eq(few.steps, 2);
+	cr_assert_lt(few.bytes_read * 4, full.bytes_read,
+		     "2 steps read %llu bytes, the epoch %llu",
+		     (unsigned long long)few.bytes_read, (unsigned long long)full.bytes_read);
+}
+
+/* A consumer may hold prefetch + 1 batches; asking for more is an error
+ * that says so, not a hang. */
+Test(loader, holding_too_many_batches_is_an_error)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	const char *paths[1] = { d };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 16,
+				 .features = "id:int64[1]", .prefetch = 1, .threads = 2 };
+	pf_loader *l;
+	pf_batch *b[3];
+	pf_error err;
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_loader_next(l, &b[0]), 1);
+	cr_assert_eq(pf_loader_next(l, &b[1]), 1);
+	cr_assert_eq(pf_loader_next(l, &b[2]), -EBUSY);
+	cr_assert(strstr(pf_loader_last_error(l)->msg, "release one"), "%s",
+		  pf_loader_last_error(l)->msg);
+	pf_loader_release(l, b[0]);
+	pf_loader_release(l, b[1]);
+	pf_loader_free(l);
 }

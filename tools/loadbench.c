@@ -820,7 +820,7 @@ typedef struct report {
 	loader_run run;		/* the median run */
 	double seconds;		/* median */
 	double p50, p90, p99;
-	double f_io, f_decode, f_assemble, f_wait;
+	double f_io, f_decode, f_wait;
 	const char *bottleneck;
 	bool baseline;
 	double read_s, dec_s;
@@ -842,17 +842,14 @@ static void report_derive(report *r)
 	r->p50 = pf_io_stats_quantile_us(&hist, 0.50);
 	r->p90 = pf_io_stats_quantile_us(&hist, 0.90);
 	r->p99 = pf_io_stats_quantile_us(&hist, 0.99);
-	/* Busy fraction per thread of the stage: the I/O stage and the
-	 * assembler are one thread each, decode is decode_threads. */
+	/* Busy fraction per thread of the stage: the I/O stage is one
+	 * thread, decode is decode_threads. */
 	r->f_io = wall_ns > 0 ? (double)m->io.busy_ns / wall_ns : 0;
 	r->f_decode = wall_ns > 0 ? (double)m->decode.busy_ns / wall_ns / dt : 0;
-	r->f_assemble = wall_ns > 0 ? (double)m->assemble.busy_ns / wall_ns : 0;
 	r->f_wait = wall_ns > 0 ? (double)m->next_wait_ns / wall_ns : 0;
 	r->bottleneck = "io";
 	if (r->f_decode > r->f_io)
 		r->bottleneck = "decode";
-	if (r->f_assemble > (r->f_decode > r->f_io ? r->f_decode : r->f_io))
-		r->bottleneck = "assemble";
 }
 
 /* Loader decompressed MB/s over a pass's, on the same kind of bytes. */
@@ -899,10 +896,9 @@ static void print_text(const report *r)
 	printf("read        %.1f MB compressed (%.1f MB/s), %.1f MB produced (%.1f MB/s)\n",
 	       mb(m->bytes_read), mb(m->bytes_read) / s, mb(m->bytes_decompressed),
 	       mb(m->bytes_decompressed) / s);
-	printf("stages      busy per thread: io %.0f%% (1 thread), decode %.0f%% (%u threads),"
-	       " assemble %.0f%% (1 thread); consumer waited %.0f%%\n",
-	       r->f_io * 100, r->f_decode * 100, m->decode_threads,
-	       r->f_assemble * 100, r->f_wait * 100);
+	printf("stages      busy per thread: io %.0f%% (1 thread), decode %.0f%% (%u threads);"
+	       " consumer waited %.0f%%\n",
+	       r->f_io * 100, r->f_decode * 100, m->decode_threads, r->f_wait * 100);
 	printf("bottleneck  %s\n", r->bottleneck);
 	printf("next()      p50 %.0f us, p90 %.0f us, p99 %.0f us; first batch %.1f ms\n",
 	       r->p50, r->p90, r->p99, r->run.first_batch_ms);
@@ -970,7 +966,6 @@ static void print_json(const report *r)
 	printf("\"stages\":{");
 	json_kv_double("io", r->f_io, true);
 	json_kv_double("decode", r->f_decode, true);
-	json_kv_double("assemble", r->f_assemble, true);
 	json_kv_double("consumer_wait", r->f_wait, false);
 	printf("},\"next_latency_us\":{");
 	json_kv_double("p50", r->p50, true);
