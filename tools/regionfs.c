@@ -1,0 +1,875 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* regionfs: a read-only FUSE passthrough of a directory that behaves like a
+ * bucket in another region: every round trip costs --rtt-ms (plus seeded
+ * jitter), reads share a --mbps token bucket, and a seeded fraction of
+ * reads can fail with EIO.  Tests, the quickstart and users measure with it
+ * what a remote region would cost before paying for one.
+ *
+ * The high-level libfuse3 API is enough: the loader only opens, stats,
+ * lists and reads, and path-based operations keep the passthrough small.
+ * Reads hand libfuse the backing file descriptor (FUSE_BUF_FD_SEEK) so the
+ * bytes are spliced from the backing file to /dev/fuse without a copy
+ * through user space where the kernel allows it. */
+#define FUSE_USE_VERSION 312
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define NS_PER_MS 1000000.0
+#define BYTES_PER_MB 1e6		/* MB/s as networks and clouds quote it */
+#define DEFAULT_BURST (1ull << 20)
+#define DEFAULT_THREADS 16u
+#define DEFAULT_READ_AHEAD_KB 1024u	/* FUSE's largest request: 256 pages */
+#define MAX_DELAY_MS 600000.0	/* ten minutes: anything more is a typo */
+
+static const char usage[] =
+	"usage: regionfs [options] BACKING_DIR MOUNTPOINT\n"
+	"\n"
+	"Mounts BACKING_DIR read-only at MOUNTPOINT through FUSE and makes it\n"
+	"behave like a bucket in another region: each request waits a round\n"
+	"trip, reads share a bandwidth cap, and reads can be made to fail.\n"
+	"Only reading is supported (the loader only reads): writes fail with\n"
+	"EROFS.  The backing files must not change while mounted.\n"
+	"\n"
+	"  --rtt-ms MS      round-trip time added once per read request and per\n"
+	"                   lookup/getattr, open and opendir (default 0; decimals\n"
+	"                   allowed)\n"
+	"  --jitter-ms MS   add a uniform random delay in [0, MS] to every round\n"
+	"                   trip (default 0)\n"
+	"  --mbps MB/S      cap the bytes of all reads together at MB/S\n"
+	"                   (1 MB = 10^6 bytes; default: no cap).  A token\n"
+	"                   bucket shared by all threads; it starts full\n"
+	"  --burst BYTES    the token bucket's size: bytes that may pass at once\n"
+	"                   after an idle spell (default 1M; K, M, G suffixes)\n"
+	"  --eio-rate P     fail this fraction of read requests with EIO, 0..1\n"
+	"                   (default 0)\n"
+	"  --seed N         seed of the jitter and error draws (default 0): the\n"
+	"                   k-th round trip and the k-th read always draw the\n"
+	"                   same, so a single-threaded reader sees the same run\n"
+	"  --threads N      requests served at once (default 16); more wait in\n"
+	"                   the kernel's queue, like a client's connection pool\n"
+	"  --read-ahead-kb KB  the mount's kernel readahead (default 1024, so a\n"
+	"                   sequential read arrives in 1 MiB requests, as with\n"
+	"                   gcsfuse's recommended setting; 0 keeps the kernel's\n"
+	"                   128).  Needs root; otherwise a warning\n"
+	"  --direct-io      bypass the page cache: every read(2) reaches regionfs\n"
+	"                   (by default, pages read stay cached until the file is\n"
+	"                   opened again, as with gcsfuse)\n"
+	"  --allow-other    let other users read the mount\n"
+	"  --stats FILE     at exit, write the counters as JSON to FILE (- for\n"
+	"                   stderr): requests of each kind, bytes read, injected\n"
+	"                   errors, time spent waiting\n"
+	"  -f, --foreground stay in the foreground (default: detach once mounted)\n"
+	"  -h, --help       this text\n"
+	"\n"
+	"A read of n bytes completes no sooner than one round trip after it\n"
+	"arrived, and no sooner than its n bytes fit the token bucket: over a\n"
+	"long read the rate is MB/S, after an idle spell BYTES pass at once.\n"
+	"SIGINT, SIGTERM or `fusermount3 -u MOUNTPOINT` unmount and exit 0.\n";
+
+typedef struct options {
+	double rtt_ms;
+	double jitter_ms;
+	double mbps;		/* 0: no cap */
+	double eio_rate;
+	uint64_t burst;
+	uint64_t seed;
+	uint64_t threads;
+	uint64_t read_ahead_kb;
+	bool direct_io;
+	bool allow_other;
+	bool foreground;
+	const char *stats_path;
+	const char *backing;
+	const char *mountpoint;
+} options;
+
+/* The bandwidth cap as a virtual-time token bucket (GCRA): tat is when the
+ * bucket would be full again if no more bytes came.  A request of n bytes
+ * moves tat forward by n / rate and may complete once tat is at most one
+ * burst ahead of the clock.  One lock, held for a few instructions; the
+ * waiting happens outside it, so concurrent readers queue by arrival. */
+typedef struct token_bucket {
+	pthread_mutex_t lock;
+	double ns_per_byte;
+	int64_t burst_ns;
+	int64_t tat;
+} token_bucket;
+
+typedef struct counters {
+	_Atomic uint64_t getattr;	/* includes the kernel's lookups */
+	_Atomic uint64_t open;
+	_Atomic uint64_t opendir;
+	_Atomic uint64_t readdir;
+	_Atomic uint64_t reads;
+	_Atomic uint64_t read_bytes;
+	_Atomic uint64_t read_max;	/* the largest read request, bytes */
+	_Atomic uint64_t eio_injected;
+	_Atomic uint64_t trips;		/* round trips, the jitter draw's index */
+	_Atomic uint64_t rtt_wait_ns;	/* summed over requests */
+	_Atomic uint64_t bw_wait_ns;
+} counters;
+
+typedef struct regionfs {
+	options opt;
+	int backing_fd;
+	int64_t rtt_ns;
+	int64_t jitter_ns;
+	token_bucket bucket;
+	counters n;
+	int64_t start_ns;
+	atomic_bool read_ahead_done;
+	char mountpoint[PATH_MAX];	/* resolved */
+} regionfs;
+
+/* One open file: the backing descriptor and its size at open (the backing
+ * files are immutable while mounted, so reads clamp against it). */
+typedef struct open_file {
+	int fd;
+	uint64_t size;
+} open_file;
+
+/* ------------------------------------------------------------------ */
+/* Time and seeded draws                                                */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Absolute deadlines, so a slow wake-up does not add to the next wait. */
+static void sleep_until(int64_t deadline)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline / 1000000000),
+		.tv_nsec = (long)(deadline % 1000000000),
+	};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* The k-th draw of a stream, uniform in [0, 1): a pure function of the
+ * seed, so runs repeat whatever thread serves the request. */
+static double draw(uint64_t seed, uint64_t stream, uint64_t k)
+{
+	uint64_t h = mix64(mix64(seed ^ (stream * 0xd1b54a32d192ed03ull)) ^ k);
+
+	return (double)(h >> 11) * 0x1.0p-53;
+}
+
+enum { DRAW_JITTER = 1, DRAW_EIO = 2 };
+
+/* ------------------------------------------------------------------ */
+/* The emulated network                                                 */
+
+static regionfs *fs_of_context(void)
+{
+	return fuse_get_context()->private_data;
+}
+
+static void counter_max(_Atomic uint64_t *c, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(c, memory_order_relaxed);
+
+	while (cur < v && !atomic_compare_exchange_weak_explicit(
+			c, &cur, v, memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+/* Wait out one round trip that began at start. */
+static void round_trip(regionfs *fs, int64_t start)
+{
+	int64_t delay = fs->rtt_ns;
+	uint64_t k;
+
+	if (!fs->rtt_ns && !fs->jitter_ns)
+		return;
+	k = atomic_fetch_add_explicit(&fs->n.trips, 1, memory_order_relaxed);
+	if (fs->jitter_ns)
+		delay += (int64_t)(draw(fs->opt.seed, DRAW_JITTER, k) *
+				   (double)(fs->jitter_ns + 1));
+	sleep_until(start + delay);
+	atomic_fetch_add_explicit(&fs->n.rtt_wait_ns, (uint64_t)delay,
+				  memory_order_relaxed);
+}
+
+/* Take n bytes from the bucket and wait until they may pass. */
+static void bucket_take(regionfs *fs, uint64_t n)
+{
+	token_bucket *b = &fs->bucket;
+	int64_t now, deadline;
+
+	if (!b->ns_per_byte || !n)
+		return;
+	now = now_ns();
+	pthread_mutex_lock(&b->lock);
+	if (b->tat < now)
+		b->tat = now;
+	b->tat += (int64_t)((double)n * b->ns_per_byte + 0.5);
+	deadline = b->tat - b->burst_ns;
+	pthread_mutex_unlock(&b->lock);
+	if (deadline > now) {
+		sleep_until(deadline);
+		atomic_fetch_add_explicit(&fs->n.bw_wait_ns, (uint64_t)(deadline - now),
+					  memory_order_relaxed);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The passthrough                                                      */
+
+/* mountinfo escapes space, tab, newline and backslash as \ooo. */
+static void unescape_octal(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* The device ("0:39") of the newest mount at mnt.  @return 0 or -errno. */
+static int mount_device(const char *mnt, char *dev, size_t cap)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, majmin[32], path[PATH_MAX * 4];
+	size_t len = 0;
+	int ret = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &len, f) > 0) {
+		if (sscanf(line, "%*u %*u %31s %*s %16383s", majmin, path) != 2)
+			continue;
+		unescape_octal(path);
+		if (!strcmp(path, mnt) && strlen(majmin) < cap) {
+			strcpy(dev, majmin);
+			ret = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+/* Raise the mount's readahead so sequential reads arrive as large
+ * requests.  Done on the first request, not at mount: the kernel sets the
+ * readahead from libfuse's INIT reply, after which a write to sysfs is
+ * what lasts; and the device number must come from mountinfo, since a
+ * stat() of the mount point would wait on this very file system. */
+static void set_read_ahead(regionfs *fs)
+{
+	char dev[32], path[96], value[32];
+	int fd, ret, len;
+
+	if (!fs->opt.read_ahead_kb ||
+	    atomic_exchange_explicit(&fs->read_ahead_done, true, memory_order_relaxed))
+		return;
+	ret = mount_device(fs->mountpoint, dev, sizeof(dev));
+	if (ret < 0) {
+		cli_fail("warning: --read-ahead-kb: %s is not in /proc/self/mountinfo (%s)",
+			 fs->mountpoint, strerror(-ret));
+		return;
+	}
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	len = snprintf(value, sizeof(value), "%llu\n",
+		       (unsigned long long)fs->opt.read_ahead_kb);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, value, (size_t)len) != len)
+		cli_fail("warning: --read-ahead-kb: cannot write %s (%s); the kernel's "
+			 "readahead stays", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Paths from libfuse start with '/'; the backing side is relative to its
+ * directory descriptor, so the mount never resolves through itself. */
+static const char *rel(const char *path)
+{
+	return path[1] ? path + 1 : ".";
+}
+
+static int rfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	regionfs *fs = fs_of_context();
+	int64_t start = now_ns();
+	int ret;
+
+	atomic_fetch_add_explicit(&fs->n.getattr, 1, memory_order_relaxed);
+	set_read_ahead(fs);
+	if (fi)
+		ret = fstat(((open_file *)(uintptr_t)fi->fh)->fd, st);
+	else
+		ret = fstatat(fs->backing_fd, rel(path), st, AT_SYMLINK_NOFOLLOW);
+	ret = ret < 0 ? -errno : 0;
+	round_trip(fs, start);
+	return ret;
+}
+
+static int rfs_readlink(const char *path, char *buf, size_t size)
+{
+	regionfs *fs = fs_of_context();
+	ssize_t n;
+
+	if (!size)
+		return -EINVAL;
+	n = readlinkat(fs->backing_fd, rel(path), buf, size - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+static int rfs_open(const char *path, struct fuse_file_info *fi)
+{
+	regionfs *fs = fs_of_context();
+	int64_t start = now_ns();
+	open_file *f;
+	struct stat st;
+	int fd, ret = 0;
+
+	atomic_fetch_add_explicit(&fs->n.open, 1, memory_order_relaxed);
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		ret = -EROFS;
+		goto out;
+	}
+	/* O_DIRECT stays on this side of the mount: the kernel already sends
+	 * every such read here, and the backing filesystem may refuse it. */
+	fd = openat(fs->backing_fd, rel(path), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	f = malloc(sizeof(*f));
+	if (!f || fstat(fd, &st) < 0) {
+		ret = f ? -errno : -ENOMEM;
+		free(f);
+		close(fd);
+		goto out;
+	}
+	f->fd = fd;
+	f->size = (uint64_t)st.st_size;
+	fi->fh = (uint64_t)(uintptr_t)f;
+	/* Reads go through the page cache unless --direct-io; keep_cache stays
+	 * off, so each open starts cold, as a remote object would. */
+	fi->direct_io = fs->opt.direct_io;
+	fi->keep_cache = 0;
+out:
+	round_trip(fs, start);
+	return ret;
+}
+
+static int rfs_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size,
+			off_t off, struct fuse_file_info *fi)
+{
+	regionfs *fs = fs_of_context();
+	open_file *f = (open_file *)(uintptr_t)fi->fh;
+	int64_t start = now_ns();
+	struct fuse_bufvec *bv;
+	uint64_t k, n = 0;
+
+	(void)path;
+	k = atomic_fetch_add_explicit(&fs->n.reads, 1, memory_order_relaxed);
+	counter_max(&fs->n.read_max, size);
+	if (fs->opt.eio_rate > 0 && draw(fs->opt.seed, DRAW_EIO, k) < fs->opt.eio_rate) {
+		/* A failed request still costs its round trip. */
+		atomic_fetch_add_explicit(&fs->n.eio_injected, 1, memory_order_relaxed);
+		round_trip(fs, start);
+		return -EIO;
+	}
+	if (off >= 0 && (uint64_t)off < f->size)
+		n = f->size - (uint64_t)off < size ? f->size - (uint64_t)off : size;
+	bv = malloc(sizeof(*bv));
+	if (!bv)
+		return -ENOMEM;
+	*bv = FUSE_BUFVEC_INIT(n);
+	bv->buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+	bv->buf[0].fd = f->fd;
+	bv->buf[0].pos = off;
+	/* First byte after one round trip, the rest at the bucket's pace. */
+	round_trip(fs, start);
+	bucket_take(fs, n);
+	atomic_fetch_add_explicit(&fs->n.read_bytes, n, memory_order_relaxed);
+	*bufp = bv;
+	return 0;
+}
+
+static int rfs_release(const char *path, struct fuse_file_info *fi)
+{
+	open_file *f = (open_file *)(uintptr_t)fi->fh;
+
+	(void)path;
+	close(f->fd);
+	free(f);
+	return 0;
+}
+
+static int rfs_opendir(const char *path, struct fuse_file_info *fi)
+{
+	regionfs *fs = fs_of_context();
+	int64_t start = now_ns();
+	DIR *d = NULL;
+	int fd, ret = 0;
+
+	atomic_fetch_add_explicit(&fs->n.opendir, 1, memory_order_relaxed);
+	fd = openat(fs->backing_fd, rel(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		ret = -errno;
+		if (fd >= 0)
+			close(fd);
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	round_trip(fs, start);
+	return ret;
+}
+
+/* The whole directory in one call (offset 0 to the filler): libfuse
+ * buffers it and serves the kernel's getdents from that. */
+static int rfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
+		       off_t off, struct fuse_file_info *fi,
+		       enum fuse_readdir_flags flags)
+{
+	regionfs *fs = fs_of_context();
+	DIR *d = (DIR *)(uintptr_t)fi->fh;
+	struct dirent *e;
+
+	(void)path;
+	(void)off;
+	(void)flags;
+	atomic_fetch_add_explicit(&fs->n.readdir, 1, memory_order_relaxed);
+	rewinddir(d);
+	errno = 0;
+	while ((e = readdir(d))) {
+		struct stat st;
+
+		memset(&st, 0, sizeof(st));
+		st.st_ino = e->d_ino;
+		st.st_mode = (mode_t)DTTOIF(e->d_type);
+		if (filler(buf, e->d_name, &st, 0, 0))
+			break;
+	}
+	return errno ? -errno : 0;
+}
+
+static int rfs_releasedir(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	closedir((DIR *)(uintptr_t)fi->fh);
+	return 0;
+}
+
+static int rfs_statfs(const char *path, struct statvfs *sv)
+{
+	(void)path;
+	return fstatvfs(fs_of_context()->backing_fd, sv) < 0 ? -errno : 0;
+}
+
+static void *rfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+	regionfs *fs = fs_of_context();
+
+	cfg->use_ino = 1;
+	cfg->nullpath_ok = 1;
+	cfg->kernel_cache = 0;
+	cfg->direct_io = fs->opt.direct_io;
+	/* Splice the reply from the backing file when the kernel can. */
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/* Readahead and io_uring's async reads are background requests; let
+	 * as many be in flight as there are threads to serve them. */
+	conn->max_background = (unsigned)fs->opt.threads;
+	conn->congestion_threshold = (unsigned)(fs->opt.threads * 3 / 4 + 1);
+	return fs;
+}
+
+static const struct fuse_operations rfs_ops = {
+	.getattr = rfs_getattr,
+	.readlink = rfs_readlink,
+	.open = rfs_open,
+	.read_buf = rfs_read_buf,
+	.release = rfs_release,
+	.opendir = rfs_opendir,
+	.readdir = rfs_readdir,
+	.releasedir = rfs_releasedir,
+	.statfs = rfs_statfs,
+	.init = rfs_init,
+};
+
+/* ------------------------------------------------------------------ */
+/* Options                                                              */
+
+/* A plain decimal number ("30", "2.5", ".5") in [min, max]: no signs,
+ * exponents, hex, inf or nan, so a typo cannot pass as a value. */
+static int parse_decimal(const char *flag, const char *text, double min,
+			 double max, double *out)
+{
+	const char *p = text;
+	int digits = 0, dots = 0;
+	double v;
+
+	if (!text || !*text) {
+		cli_fail("%s: a value is required", flag);
+		return -EINVAL;
+	}
+	if (*text == '-') {
+		cli_fail("%s: '%s' must not be negative", flag, text);
+		return -EINVAL;
+	}
+	for (; *p; p++) {
+		if (*p >= '0' && *p <= '9')
+			digits++;
+		else if (*p == '.')
+			dots++;
+		else
+			break;
+	}
+	if (*p || !digits || dots > 1) {
+		cli_fail("%s: '%s' is not a number (like 30 or 2.5)", flag, text);
+		return -EINVAL;
+	}
+	v = strtod(text, NULL);
+	if (v < min || v > max) {
+		cli_fail("%s: '%s' is out of range [%g, %g]", flag, text, min, max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+enum {
+	OPT_RTT = 256, OPT_JITTER, OPT_MBPS, OPT_BURST, OPT_EIO, OPT_SEED,
+	OPT_THREADS, OPT_READ_AHEAD, OPT_DIRECT, OPT_ALLOW_OTHER, OPT_STATS,
+};
+
+/* @return -1 to go on, else the exit status (0 for --help, 2 for misuse). */
+static int parse_options(int argc, char **argv, options *o)
+{
+	static const struct option longopts[] = {
+		{ "rtt-ms", required_argument, NULL, OPT_RTT },
+		{ "jitter-ms", required_argument, NULL, OPT_JITTER },
+		{ "mbps", required_argument, NULL, OPT_MBPS },
+		{ "burst", required_argument, NULL, OPT_BURST },
+		{ "eio-rate", required_argument, NULL, OPT_EIO },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "read-ahead-kb", required_argument, NULL, OPT_READ_AHEAD },
+		{ "direct-io", no_argument, NULL, OPT_DIRECT },
+		{ "allow-other", no_argument, NULL, OPT_ALLOW_OTHER },
+		{ "stats", required_argument, NULL, OPT_STATS },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->burst = DEFAULT_BURST;
+	o->threads = DEFAULT_THREADS;
+	o->read_ahead_kb = DEFAULT_READ_AHEAD_KB;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":fh", longopts, NULL)) != -1) {
+		int r = 0;
+
+		switch (c) {
+		case OPT_RTT:
+			r = parse_decimal("--rtt-ms", optarg, 0, MAX_DELAY_MS, &o->rtt_ms);
+			break;
+		case OPT_JITTER:
+			r = parse_decimal("--jitter-ms", optarg, 0, MAX_DELAY_MS, &o->jitter_ms);
+			break;
+		case OPT_MBPS:
+			r = parse_decimal("--mbps", optarg, 0, 1e6, &o->mbps);
+			if (!r && o->mbps <= 0) {
+				cli_fail("--mbps: '%s' must be above 0 (leave the flag out for no cap)",
+					 optarg);
+				r = -EINVAL;
+			}
+			break;
+		case OPT_BURST:
+			r = cli_parse_u64("--burst", optarg, 4096, 1ull << 40, true, &o->burst);
+			break;
+		case OPT_EIO:
+			r = parse_decimal("--eio-rate", optarg, 0, 1, &o->eio_rate);
+			break;
+		case OPT_SEED:
+			r = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, false, &o->seed);
+			break;
+		case OPT_THREADS:
+			r = cli_parse_u64("--threads", optarg, 1, 1024, false, &o->threads);
+			break;
+		case OPT_READ_AHEAD:
+			r = cli_parse_u64("--read-ahead-kb", optarg, 0, 1u << 20, false,
+					  &o->read_ahead_kb);
+			break;
+		case OPT_DIRECT: o->direct_io = true; break;
+		case OPT_ALLOW_OTHER: o->allow_other = true; break;
+		case OPT_STATS: o->stats_path = optarg; break;
+		case 'f': o->foreground = true; break;
+		case 'h': fputs(usage, stdout); return 0;
+		case ':':
+			cli_fail("%s: a value is required", argv[optind - 1]);
+			fputs(usage, stderr);
+			return 2;
+		default:
+			cli_fail("unknown option '%s'", argv[optind - 1]);
+			fputs(usage, stderr);
+			return 2;
+		}
+		if (r < 0)
+			return 2;
+	}
+	if (argc - optind != 2) {
+		cli_fail(argc - optind < 2 ? "BACKING_DIR and MOUNTPOINT are required"
+					   : "too many arguments: expected BACKING_DIR MOUNTPOINT");
+		fputs(usage, stderr);
+		return 2;
+	}
+	o->backing = argv[optind];
+	o->mountpoint = argv[optind + 1];
+	return -1;
+}
+
+static bool is_dir(const char *what, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		cli_fail("%s %s: %s", what, path, strerror(errno));
+		return false;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cli_fail("%s %s: not a directory", what, path);
+		return false;
+	}
+	return true;
+}
+
+/* Both directories exist, and the mount point is not the backing
+ * directory or inside it (lookups there would loop through the mount).
+ * @return the backing directory's descriptor, or -1 after saying why. */
+static int check_dirs(const options *o, char *backing_real, char *mnt_real)
+{
+	size_t bl;
+	int fd;
+
+	if (!is_dir("BACKING_DIR", o->backing) || !is_dir("MOUNTPOINT", o->mountpoint))
+		return -1;
+	if (!realpath(o->backing, backing_real) || !realpath(o->mountpoint, mnt_real)) {
+		cli_fail("cannot resolve %s or %s: %s", o->backing, o->mountpoint,
+			 strerror(errno));
+		return -1;
+	}
+	bl = strlen(backing_real);
+	if (!strncmp(backing_real, mnt_real, bl) &&
+	    (mnt_real[bl] == '/' || mnt_real[bl] == '\0' || bl == 1)) {
+		cli_fail("MOUNTPOINT %s is inside BACKING_DIR %s", o->mountpoint, o->backing);
+		return -1;
+	}
+	fd = open(o->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		cli_fail("BACKING_DIR %s: %s", o->backing, strerror(errno));
+	return fd;
+}
+
+/* The libfuse arguments: a read-only mount named after the backing
+ * directory (escaped: it may hold commas). */
+static int fuse_arguments(const options *o, const char *backing_real,
+			  struct fuse_args *args)
+{
+	char *opts = NULL, *name = NULL;
+	int ret = -ENOMEM;
+
+	if (asprintf(&name, "fsname=regionfs:%s", backing_real) < 0) {
+		name = NULL;
+		goto out;
+	}
+	if (fuse_opt_add_arg(args, cli_prog) || fuse_opt_add_arg(args, "-o") ||
+	    fuse_opt_add_opt(&opts, "ro,default_permissions,subtype=regionfs") ||
+	    fuse_opt_add_opt_escaped(&opts, name) ||
+	    (o->allow_other && fuse_opt_add_opt(&opts, "allow_other")) ||
+	    fuse_opt_add_arg(args, opts))
+		goto out;
+	ret = 0;
+out:
+	free(opts);
+	free(name);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Counters at exit                                                     */
+
+static uint64_t ld(_Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static void write_stats(FILE *f, regionfs *fs)
+{
+	counters *n = &fs->n;
+
+	fprintf(f, "{\"getattr\":%llu,\"open\":%llu,\"opendir\":%llu,\"readdir\":%llu,"
+		"\"reads\":%llu,\"read_bytes\":%llu,\"read_max\":%llu,\"eio_injected\":%llu,"
+		"\"round_trips\":%llu,\"rtt_wait_s\":",
+		(unsigned long long)ld(&n->getattr), (unsigned long long)ld(&n->open),
+		(unsigned long long)ld(&n->opendir), (unsigned long long)ld(&n->readdir),
+		(unsigned long long)ld(&n->reads), (unsigned long long)ld(&n->read_bytes),
+		(unsigned long long)ld(&n->read_max), (unsigned long long)ld(&n->eio_injected),
+		(unsigned long long)ld(&n->trips));
+	cli_json_double(f, (double)ld(&n->rtt_wait_ns) / 1e9);
+	fputs(",\"bw_wait_s\":", f);
+	cli_json_double(f, (double)ld(&n->bw_wait_ns) / 1e9);
+	fputs(",\"mounted_s\":", f);
+	cli_json_double(f, (double)(now_ns() - fs->start_ns) / 1e9);
+	fputs(",\"rtt_ms\":", f);
+	cli_json_double(f, fs->opt.rtt_ms);
+	fputs(",\"jitter_ms\":", f);
+	cli_json_double(f, fs->opt.jitter_ms);
+	fputs(",\"mbps\":", f);
+	cli_json_double(f, fs->opt.mbps);
+	fprintf(f, ",\"burst\":%llu,\"eio_rate\":", (unsigned long long)fs->opt.burst);
+	cli_json_double(f, fs->opt.eio_rate);
+	fprintf(f, ",\"seed\":%llu}\n", (unsigned long long)fs->opt.seed);
+}
+
+/* ------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *loop = NULL;
+	struct fuse_session *se;
+	struct fuse *fuse = NULL;
+	char backing_real[PATH_MAX];
+	FILE *stats = NULL;
+	regionfs fs;
+	int ret, status = 1;
+	bool mounted = false, signals = false;
+
+	cli_prog = "regionfs";
+	memset(&fs, 0, sizeof(fs));
+	fs.backing_fd = -1;
+	ret = parse_options(argc, argv, &fs.opt);
+	if (ret >= 0)
+		return ret;
+	fs.backing_fd = check_dirs(&fs.opt, backing_real, fs.mountpoint);
+	if (fs.backing_fd < 0)
+		return 2;
+	/* Opened now, so a bad path fails before mounting and a relative one
+	 * still works after the daemon leaves the working directory. */
+	if (fs.opt.stats_path && strcmp(fs.opt.stats_path, "-")) {
+		stats = fopen(fs.opt.stats_path, "w");
+		if (!stats) {
+			cli_fail("--stats %s: %s", fs.opt.stats_path, strerror(errno));
+			close(fs.backing_fd);
+			return 2;
+		}
+	}
+	fs.rtt_ns = (int64_t)(fs.opt.rtt_ms * NS_PER_MS + 0.5);
+	fs.jitter_ns = (int64_t)(fs.opt.jitter_ms * NS_PER_MS + 0.5);
+	pthread_mutex_init(&fs.bucket.lock, NULL);
+	if (fs.opt.mbps > 0) {
+		fs.bucket.ns_per_byte = 1e9 / (fs.opt.mbps * BYTES_PER_MB);
+		fs.bucket.burst_ns = (int64_t)((double)fs.opt.burst * fs.bucket.ns_per_byte);
+	}
+
+	if (fuse_arguments(&fs.opt, backing_real, &args) < 0) {
+		cli_fail("out of memory");
+		goto out;
+	}
+	fuse = fuse_new(&args, &rfs_ops, sizeof(rfs_ops), &fs);
+	if (!fuse) {
+		cli_fail("libfuse refused the options");
+		goto out;
+	}
+	if (fuse_mount(fuse, fs.mountpoint) != 0) {
+		cli_fail("cannot mount %s (is /dev/fuse usable, and fusermount3 installed?)",
+			 fs.opt.mountpoint);
+		goto out;
+	}
+	mounted = true;
+	se = fuse_get_session(fuse);
+	if (fuse_set_signal_handlers(se) != 0) {
+		cli_fail("cannot install the signal handlers");
+		goto out;
+	}
+	signals = true;
+	if (fuse_daemonize(fs.opt.foreground) != 0) {
+		cli_fail("cannot detach from the terminal");
+		goto out;
+	}
+	loop = fuse_loop_cfg_create();
+	if (!loop) {
+		cli_fail("out of memory");
+		goto out;
+	}
+	fuse_loop_cfg_set_max_threads(loop, (unsigned)fs.opt.threads);
+	fuse_loop_cfg_set_idle_threads(loop, (unsigned)fs.opt.threads);
+	fs.start_ns = now_ns();
+	/* 0 after an outside unmount, the signal's number after SIGINT,
+	 * SIGTERM or SIGHUP: both are a clean stop; < 0 is a failure. */
+	ret = fuse_loop_mt(fuse, loop);
+	if (ret < 0)
+		cli_fail("serving %s failed: %s", fs.opt.mountpoint, strerror(-ret));
+	else
+		status = 0;
+out:
+	if (signals)
+		fuse_remove_signal_handlers(fuse_get_session(fuse));
+	if (mounted)
+		fuse_unmount(fuse);
+	if (fuse)
+		fuse_destroy(fuse);
+	if (loop)
+		fuse_loop_cfg_destroy(loop);
+	fuse_opt_free_args(&args);
+	if (fs.opt.stats_path && mounted) {
+		FILE *f = stats ? stats : stderr;
+
+		write_stats(f, &fs);
+		if (stats && fclose(stats) != 0) {
+			cli_fail("--stats %s: %s", fs.opt.stats_path, strerror(errno));
+			status = 1;
+		}
+		stats = NULL;
+	}
+	if (stats)
+		fclose(stats);
+	pthread_mutex_destroy(&fs.bucket.lock);
+	close(fs.backing_fd);
+	return status;
+}
