@@ -127,6 +127,7 @@ struct pf_loader {
 	chunk *chunks;
 	unsigned nchunks, ncbufs;
 	chunk *free_chunks;
+	unsigned chunks_out;		/* taken from the pool, not yet back */
 	stream_state *streams, *free_streams;
 	int *free_cbuf;
 	unsigned nfree_cbuf;
@@ -490,6 +491,9 @@ static void *worker_main(void *arg)
 		c->next = l->free_chunks;
 		l->free_chunks = c;
 		pthread_cond_signal(&l->cv_chunk);
+		/* The end is when the last decode is accounted, not earlier. */
+		if (--l->chunks_out == 0 && l->io_done)
+			pthread_cond_broadcast(&l->cv_ready);
 		if (ret < 0) {
 			fail_locked(l, &err, ret);
 			break;
@@ -718,6 +722,7 @@ static int take_chunk(pf_loader *l, pf_io *io, chunk **out)
 	if (ret == 0) {
 		*out = l->free_chunks;
 		l->free_chunks = (*out)->next;
+		l->chunks_out++;
 		(*out)->cbuf = -1;
 		(*out)->ss = NULL;
 		(*out)->ss_last = false;
@@ -899,6 +904,7 @@ static void *io_main(void *arg)
 		.backend = l->cfg.io_backend,
 	};
 	int *file_slot = NULL;
+	uint32_t ndirect = 0;
 	pf_io *io = NULL;
 	pf_error err;
 	int ret;
@@ -920,6 +926,7 @@ static void *io_main(void *arg)
 		ret = pf_io_add_file(io, l->ds->paths[i], direct ? PF_IO_DIRECT : 0, &err);
 		if (ret >= 0) {
 			file_slot[i] = ret;
+			ndirect += pf_io_file_direct(io, (uint32_t)ret);
 			ret = 0;
 		}
 	}
@@ -931,6 +938,7 @@ static void *io_main(void *arg)
 		l->err = err;
 	else
 		l->m.io_backend = pf_io_backend_name(io);
+	l->m.files_direct = ndirect;
 	pthread_cond_broadcast(&l->cv_init);
 	pthread_mutex_unlock(&l->mu);
 
@@ -967,8 +975,9 @@ static size_t plan_total(const mem_plan *p)
 }
 
 /* The largest segment a chunk can carry decides how many blocks one read
- * can touch; the ring and the slots must hold that many at once, plus
- * one block of slack and what the consumer may hold. */
+ * can touch (span); the slots must cover that many blocks at once, plus
+ * what the consumer may hold, or the I/O thread could wait for a slot
+ * that only its next read would free.  The ring (cheap) has slack. */
 static void plan_sizes(pf_loader *l)
 {
 	const pf_dataset *ds = l->ds;
@@ -979,8 +988,7 @@ static void plan_sizes(pf_loader *l)
 		maxseg = PF_STREAM_CHUNK_ROWS;
 	span = (maxseg + l->wblock - 1) / l->wblock + 1;
 	l->nring = (uint32_t)span + 2;
-	l->nslots = (unsigned)((span + 1) * (l->wblock / l->host_batch)) +
-		    l->cfg.prefetch + 1;
+	l->nslots = (unsigned)(span * (l->wblock / l->host_batch)) + l->cfg.prefetch + 1;
 }
 
 static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
@@ -1009,7 +1017,8 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 			"memory budget of %zu MiB is too small: it needs %zu MiB "
 			"(read buffers %zu, decode %zu, batch slots %zu (%u of %zu KiB), "
-			"shuffle %zu MiB)", budget >> 20,
+			"shuffle %zu MiB); a smaller shuffle window or batch needs fewer "
+			"slots", budget >> 20,
 			(plan_total(p) + (1u << 20) - 1) >> 20, p->cbufs >> 20,
 			p->decode >> 20, p->batches >> 20, l->nslots,
 			((size_t)l->topo.cores * l->block_bytes) >> 10, p->perm >> 20);
@@ -1268,7 +1277,7 @@ int pf_loader_next(pf_loader *l, pf_batch **out)
 		if (b && slot_full(l, b))
 			break;
 		/* Batches made before a failure are still good: hand them out. */
-		if (l->failed || (!b && l->io_done) || l->stop) {
+		if (l->failed || (!b && l->io_done && !l->chunks_out) || l->stop) {
 			int ret = l->failed ? (l->err.code ? l->err.code : -EIO) : 0;
 			pthread_mutex_unlock(&l->mu);
 			return ret;

@@ -232,6 +232,7 @@ typedef struct pf_loader_metrics {
 	uint64_t next_hist[PF_IO_HIST_BUCKETS];	/* next() latency, log2 us */
 	uint64_t memory_bytes;		/* pools allocated from the budget */
 	const char *io_backend;
+	uint32_t files_direct;		/* files read with O_DIRECT */
 } pf_loader_metrics;
 
 /*! pf_loader_create(): open the dataset (indexed shards through their

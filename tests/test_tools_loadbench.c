@@ -125,6 +125,31 @@ Test(loadbench, one_epoch_counts_and_report)
 	json_decref(o);
 }
 
+/* Peak RSS stays within the memory budget plus a small fixed overhead
+ * (code, libraries, zstd contexts, the dataset's index), over several
+ * epochs so that every pool has been touched.  The budget is tight: the
+ * pools take most of it. */
+#define RSS_OVERHEAD (24ull << 20)
+Test(loadbench, peak_rss_stays_within_the_budget)
+{
+	const char *d = make_dataset();
+	char args[1024];
+
+	snprintf(args, sizeof(args), "--per-core-batch 64 --threads 2 --epochs 3 --shuffle-window 2048 "
+		 "--memory 64 --features tokens:int64[512],label:int64[1] %s/z", d);
+	json_t *o = run_json(args);
+	uint64_t budget = ju(o, "memory_budget_bytes");
+
+	cr_assert_eq(budget, 64ull << 20);
+	cr_assert_gt(ju(o, "memory_pool_bytes"), budget / 2, "pools %llu",
+		     (unsigned long long)ju(o, "memory_pool_bytes"));
+	cr_assert_leq(ju(o, "peak_rss_bytes"), budget + RSS_OVERHEAD,
+		      "peak RSS %llu MiB, budget %llu MiB",
+		      (unsigned long long)ju(o, "peak_rss_bytes") >> 20,
+		      (unsigned long long)budget >> 20);
+	json_decref(o);
+}
+
 Test(loadbench, topology_steps_and_epochs)
 {
 	const char *d = make_dataset();

@@ -908,8 +908,12 @@ static void print_text(const report *r)
 	printf("remainder   %llu records dropped, %llu wrapped\n",
 	       (unsigned long long)m->remainder_dropped,
 	       (unsigned long long)m->remainder_wrapped);
-	printf("io          %s, depth %llu%s\n", m->io_backend ? m->io_backend : "none",
-	       (unsigned long long)o->io_depth, o->direct ? ", O_DIRECT" : "");
+	printf("io          %s, depth %llu", m->io_backend ? m->io_backend : "none",
+	       (unsigned long long)o->io_depth);
+	if (o->direct)
+		printf(", O_DIRECT on %u of %zu files (aligned indexed shards only)",
+		       m->files_direct, r->nfiles);
+	printf("\n");
 	if (!r->baseline)
 		return;
 	printf("baseline    %zu indexed files, %zu frames, %.1f MB -> %.1f MB, %llu threads\n",
@@ -979,6 +983,7 @@ static void print_json(const report *r)
 	json_kv_u64("remainder_dropped", m->remainder_dropped, true);
 	json_kv_u64("remainder_wrapped", m->remainder_wrapped, true);
 	json_kv_str("io_backend", m->io_backend ? m->io_backend : "none", true);
+	json_kv_u64("files_direct", m->files_direct, true);
 	json_kv_u64("io_depth", o->io_depth, true);
 	json_kv_u64("threads", m->decode_threads, true);
 	json_kv_u64("files", r->nfiles, true);
