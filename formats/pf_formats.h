@@ -129,6 +129,15 @@ typedef struct pf_record {
 PF_API int64_t pf_tfr_parse(const void *buf, size_t len, uint64_t base_offset,
 			    uint64_t max_record, pf_record *rec, pf_error *err);
 
+/*! pf_tfr_parse_verified(): the same for bytes whose integrity is already
+ *  proven as a whole (a zstd frame of an indexed shard, checked by its
+ *  CRC32C and zstd's content checksum before it was decompressed): the
+ *  length CRC and the bounds are checked, the data CRC is not (it could
+ *  only fail where the writer itself was wrong). */
+PF_API int64_t pf_tfr_parse_verified(const void *buf, size_t len,
+				     uint64_t base_offset, uint64_t max_record,
+				     pf_record *rec, pf_error *err);
+
 /*! pf_tfr_truncation(): describe why the len (< one whole record) bytes at
  *  the end of a stream are not a record: "truncated header" or "truncated
  *  body" at the right offset.  @return -EBADMSG (or 0 when len == 0). */

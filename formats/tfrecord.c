@@ -68,6 +68,27 @@ int64_t pf_tfr_parse(const void *buf, size_t len, uint64_t base_offset,
 	return (int64_t)(dlen + PF_TFR_OVERHEAD);
 }
 
+int64_t pf_tfr_parse_verified(const void *buf, size_t len, uint64_t base_offset,
+			      uint64_t max_record, pf_record *rec, pf_error *err)
+{
+	const uint8_t *p = buf;
+	uint64_t dlen;
+	int ret;
+
+	if (len < PF_TFR_HEADER_SIZE)
+		return 0;
+	ret = check_header(p, base_offset, max_record, &dlen, err);
+	if (ret < 0)
+		return ret;
+	if (len - PF_TFR_HEADER_SIZE < dlen ||
+	    len - PF_TFR_HEADER_SIZE - dlen < PF_TFR_FOOTER_SIZE)
+		return 0;
+	rec->data = p + PF_TFR_HEADER_SIZE;
+	rec->len = dlen;
+	rec->offset = base_offset;
+	return (int64_t)(dlen + PF_TFR_OVERHEAD);
+}
+
 int pf_tfr_truncation(const void *buf, size_t len, uint64_t base_offset,
 		      uint64_t max_record, pf_error *err)
 {

@@ -338,13 +338,19 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 		return (int)n;
 	}
 	len = (size_t)n;
-	/* Records before the segment are framed (CRC checked) and skipped;
-	 * a frame is whole records only, so parsing stops at the end. */
+	/* The frame passed its CRC32C and zstd's content checksum, so each
+	 * record's data CRC is checked only on request (the length CRC, which
+	 * guards the framing, always).  Records before the segment are framed
+	 * and skipped; a frame is whole records only, so parsing stops at
+	 * the end. */
 	for (uint64_t i = 0; i < end; i++) {
 		pf_record rec;
 
-		n = pf_tfr_parse(w->ubuf + pos, len - pos, pos, l->cfg.max_record_size,
-				 &rec, err);
+		n = l->cfg.verify_records
+			? pf_tfr_parse(w->ubuf + pos, len - pos, pos,
+				       l->cfg.max_record_size, &rec, err)
+			: pf_tfr_parse_verified(w->ubuf + pos, len - pos, pos,
+						l->cfg.max_record_size, &rec, err);
 		if (n == 0)
 			n = pf_tfr_truncation(w->ubuf + pos, len - pos, pos,
 					      l->cfg.max_record_size, err);

@@ -182,6 +182,9 @@ typedef struct pf_loader_config {
 	unsigned prefetch;		/* the consumer may hold prefetch + 1 batches; 0: 2 */
 	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
 	bool direct_io;			/* O_DIRECT for aligned indexed shards */
+	bool verify_records;		/* also check each record's data CRC inside
+					   frames already verified by their CRC32C
+					   and zstd checksum (streams: always) */
 	const char *io_backend;		/* NULL: $PODFEED_IO or io_uring */
 } pf_loader_config;
 

@@ -244,3 +244,34 @@ Test(tfrecord, error_format_names_file_offset_and_record)
 	cr_assert_str_eq(err.file, "data/a.tfrecord.gz");
 	cr_assert_str_eq(pf_strerror(-EFBIG), "larger than the configured limit");
 }
+
+/* Inside an already verified frame: the length CRC and bounds are still
+ * checked, the data CRC is not. */
+Test(tfrecord, parse_verified_skips_only_the_data_crc)
+{
+	const char payload[] = "a record of some bytes";
+	uint8_t buf[64];
+	size_t n = pf_tfr_encode(buf, sizeof(buf), payload, sizeof(payload));
+	pf_record rec;
+	pf_error err;
+
+	cr_assert_eq(n, sizeof(payload) + PF_TFR_OVERHEAD);
+	buf[n - 1] ^= 0x01;	/* the data CRC */
+	pf_error_clear(&err);
+	cr_assert_eq(pf_tfr_parse(buf, n, 0, 1024, &rec, &err), -EBADMSG);
+	pf_error_clear(&err);
+	cr_assert_eq(pf_tfr_parse_verified(buf, n, 0, 1024, &rec, &err), (int64_t)n);
+	cr_assert_eq(rec.len, sizeof(payload));
+	cr_assert_eq(memcmp(rec.data, payload, sizeof(payload)), 0);
+	/* Short input: need more bytes, as pf_tfr_parse. */
+	cr_assert_eq(pf_tfr_parse_verified(buf, n - 1, 0, 1024, &rec, &err), 0);
+	cr_assert_eq(pf_tfr_parse_verified(buf, 5, 0, 1024, &rec, &err), 0);
+	/* The length CRC and the size limit still hold. */
+	buf[n - 1] ^= 0x01;
+	buf[8] ^= 0x10;
+	pf_error_clear(&err);
+	cr_assert_eq(pf_tfr_parse_verified(buf, n, 0, 1024, &rec, &err), -EBADMSG);
+	buf[8] ^= 0x10;
+	pf_error_clear(&err);
+	cr_assert_eq(pf_tfr_parse_verified(buf, n, 0, 8, &rec, &err), -EFBIG);
+}

@@ -177,6 +177,16 @@ Test(loader, same_batches_at_every_thread_count_and_every_run, .timeout = 120)
 	/* 13789 records, global batch 64: 215 steps an epoch, 29 dropped. */
 	cr_assert_eq(ref.steps, 2 * (nids / 64));
 	cr_assert_eq(ref.dropped, 2 * (nids % 64));
+	/* Checking every record's data CRC changes nothing on good data. */
+	{
+		pf_loader_config vc = { .per_core_batch = 32, .cores_per_host = 2,
+					.shuffle = true, .shuffle_window = 500, .seed = 42,
+					.epochs = 2, .threads = 2, .verify_records = true };
+		run(d, &vc, nids, &r);
+		cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+		cr_assert_eq(r.digest, ref.digest);
+		free(r.seen);
+	}
 	/* Shuffled: a different seed gives a different order. */
 	pf_loader_config cfg = { .per_core_batch = 32, .cores_per_host = 2, .shuffle = true,
 				 .shuffle_window = 500, .seed = 43, .epochs = 2, .threads = 2 };

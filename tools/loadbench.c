@@ -53,6 +53,8 @@ static const char usage[] =
 	"  --prefetch N         ready batches queued (default 2)\n"
 	"  --memory MiB         memory budget for all pools (default 512)\n"
 	"  --direct             O_DIRECT reads of aligned shards\n"
+	"  --verify-records     also check each record's data CRC inside frames\n"
+	"                       already verified by CRC32C and zstd's checksum\n"
 	"report:\n"
 	"  --baseline           also time a pure read pass (T threads, one I/O\n"
 	"                       engine each, whole frames) and a pure decompress\n"
@@ -143,7 +145,7 @@ typedef struct options {
 	uint64_t per_core_batch, cores, host_index, num_hosts, threads;
 	uint64_t epochs, steps, seed, window, memory_mib, io_depth, prefetch;
 	uint64_t repeat;
-	bool epochs_given, direct, json, baseline, quiet;
+	bool epochs_given, direct, verify, json, baseline, quiet;
 	const char *features;
 	pf_remainder remainder;
 } options;
@@ -154,7 +156,7 @@ static int parse_options(int argc, char **argv, options *o)
 	enum {
 		OPT_BATCH = 256, OPT_CORES, OPT_HOSTIDX, OPT_HOSTS, OPT_THREADS, OPT_EPOCHS,
 		OPT_STEPS, OPT_SEED, OPT_WINDOW, OPT_MEMORY, OPT_FEATURES, OPT_REMAINDER,
-		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
+		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_VERIFY, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
 		OPT_QUIET, OPT_HELP,
 	};
 	static const struct option opts[] = {
@@ -173,6 +175,7 @@ static int parse_options(int argc, char **argv, options *o)
 		{ "io-depth", required_argument, NULL, OPT_DEPTH },
 		{ "prefetch", required_argument, NULL, OPT_PREFETCH },
 		{ "direct", no_argument, NULL, OPT_DIRECT },
+		{ "verify-records", no_argument, NULL, OPT_VERIFY },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "baseline", no_argument, NULL, OPT_BASELINE },
 		{ "repeat", required_argument, NULL, OPT_REPEAT },
@@ -257,6 +260,7 @@ static int parse_options(int argc, char **argv, options *o)
 			r = cli_parse_u64("--repeat", optarg, 1, MAX_REPEAT, false, &o->repeat);
 			break;
 		case OPT_DIRECT: o->direct = true; break;
+		case OPT_VERIFY: o->verify = true; break;
 		case OPT_JSON: o->json = true; break;
 		case OPT_BASELINE: o->baseline = true; break;
 		case OPT_QUIET: o->quiet = true; break;
@@ -1098,6 +1102,7 @@ int main(int argc, char **argv)
 	cfg.memory_budget = (size_t)o.memory_mib << 20;
 	cfg.prefetch = (unsigned)o.prefetch;
 	cfg.direct_io = o.direct;
+	cfg.verify_records = o.verify;
 
 	if (o.baseline) {
 		double warm;
