@@ -125,6 +125,17 @@ typedef struct counters {
 	_Atomic uint64_t bw_wait_ns;
 } counters;
 
+/* An open file or directory: the backing descriptor, and for a file its
+ * size at open (the backing files are immutable while mounted, so reads
+ * clamp against it).  Handles are listed so that those the kernel never
+ * released (it may unmount first) are closed at exit. */
+typedef struct handle {
+	struct handle *prev, *next;
+	int fd;
+	uint64_t size;
+	DIR *dir;		/* owns fd when set */
+} handle;
+
 typedef struct regionfs {
 	options opt;
 	int backing_fd;
@@ -135,14 +146,9 @@ typedef struct regionfs {
 	int64_t start_ns;
 	atomic_bool read_ahead_done;
 	char mountpoint[PATH_MAX];	/* resolved */
+	pthread_mutex_t handles_lock;
+	handle handles;			/* list head */
 } regionfs;
-
-/* One open file: the backing descriptor and its size at open (the backing
- * files are immutable while mounted, so reads clamp against it). */
-typedef struct open_file {
-	int fd;
-	uint64_t size;
-} open_file;
 
 /* ------------------------------------------------------------------ */
 /* Time and seeded draws                                                */
@@ -316,6 +322,76 @@ static void set_read_ahead(regionfs *fs)
 		close(fd);
 }
 
+static handle *handle_of(const struct fuse_file_info *fi)
+{
+	return (handle *)(uintptr_t)fi->fh;
+}
+
+/* Take ownership of fd (and dir) in a listed handle.  @return 0 with
+ * fi->fh set, or -ENOMEM with both closed. */
+static int handle_add(regionfs *fs, struct fuse_file_info *fi, int fd,
+		      uint64_t size, DIR *dir)
+{
+	handle *h = malloc(sizeof(*h));
+
+	if (!h) {
+		if (dir)
+			closedir(dir);
+		else
+			close(fd);
+		return -ENOMEM;
+	}
+	h->fd = fd;
+	h->size = size;
+	h->dir = dir;
+	pthread_mutex_lock(&fs->handles_lock);
+	h->next = fs->handles.next;
+	h->prev = &fs->handles;
+	h->next->prev = h;
+	fs->handles.next = h;
+	pthread_mutex_unlock(&fs->handles_lock);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	return 0;
+}
+
+static void handle_close(handle *h)
+{
+	if (h->dir)
+		closedir(h->dir);
+	else
+		close(h->fd);
+	free(h);
+}
+
+/* Files and directories alike. */
+static int rfs_release(const char *path, struct fuse_file_info *fi)
+{
+	regionfs *fs = fs_of_context();
+	handle *h = handle_of(fi);
+
+	(void)path;
+	pthread_mutex_lock(&fs->handles_lock);
+	h->prev->next = h->next;
+	h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
+	handle_close(h);
+	return 0;
+}
+
+/* After the loop: whatever the kernel did not release before unmounting. */
+static void rfs_destroy(void *private_data)
+{
+	regionfs *fs = private_data;
+
+	while (fs->handles.next != &fs->handles) {
+		handle *h = fs->handles.next;
+
+		fs->handles.next = h->next;
+		handle_close(h);
+	}
+	fs->handles.prev = &fs->handles;
+}
+
 /* Paths from libfuse start with '/'; the backing side is relative to its
  * directory descriptor, so the mount never resolves through itself. */
 static const char *rel(const char *path)
@@ -332,7 +408,7 @@ static int rfs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 	atomic_fetch_add_explicit(&fs->n.getattr, 1, memory_order_relaxed);
 	set_read_ahead(fs);
 	if (fi)
-		ret = fstat(((open_file *)(uintptr_t)fi->fh)->fd, st);
+		ret = fstat(handle_of(fi)->fd, st);
 	else
 		ret = fstatat(fs->backing_fd, rel(path), st, AT_SYMLINK_NOFOLLOW);
 	ret = ret < 0 ? -errno : 0;
@@ -358,7 +434,6 @@ static int rfs_open(const char *path, struct fuse_file_info *fi)
 {
 	regionfs *fs = fs_of_context();
 	int64_t start = now_ns();
-	open_file *f;
 	struct stat st;
 	int fd, ret = 0;
 
@@ -374,16 +449,14 @@ static int rfs_open(const char *path, struct fuse_file_info *fi)
 		ret = -errno;
 		goto out;
 	}
-	f = malloc(sizeof(*f));
-	if (!f || fstat(fd, &st) < 0) {
-		ret = f ? -errno : -ENOMEM;
-		free(f);
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
 		close(fd);
 		goto out;
 	}
-	f->fd = fd;
-	f->size = (uint64_t)st.st_size;
-	fi->fh = (uint64_t)(uintptr_t)f;
+	ret = handle_add(fs, fi, fd, (uint64_t)st.st_size, NULL);
+	if (ret < 0)
+		goto out;
 	/* Reads go through the page cache unless --direct-io; keep_cache stays
 	 * off, so each open starts cold, as a remote object would. */
 	fi->direct_io = fs->opt.direct_io;
@@ -397,7 +470,7 @@ static int rfs_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size
 			off_t off, struct fuse_file_info *fi)
 {
 	regionfs *fs = fs_of_context();
-	open_file *f = (open_file *)(uintptr_t)fi->fh;
+	handle *f = handle_of(fi);
 	int64_t start = now_ns();
 	struct fuse_bufvec *bv;
 	uint64_t k, n = 0;
@@ -428,16 +501,6 @@ static int rfs_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size
 	return 0;
 }
 
-static int rfs_release(const char *path, struct fuse_file_info *fi)
-{
-	open_file *f = (open_file *)(uintptr_t)fi->fh;
-
-	(void)path;
-	close(f->fd);
-	free(f);
-	return 0;
-}
-
 static int rfs_opendir(const char *path, struct fuse_file_info *fi)
 {
 	regionfs *fs = fs_of_context();
@@ -451,8 +514,9 @@ static int rfs_opendir(const char *path, struct fuse_file_info *fi)
 		ret = -errno;
 		if (fd >= 0)
 			close(fd);
+	} else {
+		ret = handle_add(fs, fi, fd, 0, d);
 	}
-	fi->fh = (uint64_t)(uintptr_t)d;
 	round_trip(fs, start);
 	return ret;
 }
@@ -464,7 +528,7 @@ static int rfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		       enum fuse_readdir_flags flags)
 {
 	regionfs *fs = fs_of_context();
-	DIR *d = (DIR *)(uintptr_t)fi->fh;
+	DIR *d = handle_of(fi)->dir;
 	struct dirent *e;
 
 	(void)path;
@@ -483,13 +547,6 @@ static int rfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 			break;
 	}
 	return errno ? -errno : 0;
-}
-
-static int rfs_releasedir(const char *path, struct fuse_file_info *fi)
-{
-	(void)path;
-	closedir((DIR *)(uintptr_t)fi->fh);
-	return 0;
 }
 
 static int rfs_statfs(const char *path, struct statvfs *sv)
@@ -524,9 +581,10 @@ static const struct fuse_operations rfs_ops = {
 	.release = rfs_release,
 	.opendir = rfs_opendir,
 	.readdir = rfs_readdir,
-	.releasedir = rfs_releasedir,
+	.releasedir = rfs_release,
 	.statfs = rfs_statfs,
 	.init = rfs_init,
+	.destroy = rfs_destroy,
 };
 
 /* ------------------------------------------------------------------ */
@@ -802,6 +860,8 @@ int main(int argc, char **argv)
 	fs.rtt_ns = (int64_t)(fs.opt.rtt_ms * NS_PER_MS + 0.5);
 	fs.jitter_ns = (int64_t)(fs.opt.jitter_ms * NS_PER_MS + 0.5);
 	pthread_mutex_init(&fs.bucket.lock, NULL);
+	pthread_mutex_init(&fs.handles_lock, NULL);
+	fs.handles.next = fs.handles.prev = &fs.handles;
 	if (fs.opt.mbps > 0) {
 		fs.bucket.ns_per_byte = 1e9 / (fs.opt.mbps * BYTES_PER_MB);
 		fs.bucket.burst_ns = (int64_t)((double)fs.opt.burst * fs.bucket.ns_per_byte);
@@ -870,6 +930,7 @@ out:
 	if (stats)
 		fclose(stats);
 	pthread_mutex_destroy(&fs.bucket.lock);
+	pthread_mutex_destroy(&fs.handles_lock);
 	close(fs.backing_fd);
 	return status;
 }
