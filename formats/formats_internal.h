@@ -24,6 +24,20 @@ static inline uint64_t pf_load_le64(const void *p)
  * they do not fit.  Shared by the fast and the reference Example decoders. */
 void *pf_arena_alloc(pf_arena *a, size_t size);
 
+/* One implementation of the packed varint decoder (varint.c).  The
+ * table pf_varint_paths lists them best first, ending with a NULL name;
+ * tests run each one the CPU supports. */
+typedef struct pf_varint_ops {
+	const char *name;		/* "avx512", "avx2", "scalar" */
+	bool (*supported)(void);	/* does this CPU have it */
+	int64_t (*i64)(const uint8_t *src, size_t len, int64_t *dst, size_t max,
+		       int64_t lo, int64_t hi, size_t *bad);
+	int64_t (*i32)(const uint8_t *src, size_t len, int32_t *dst, size_t max,
+		       int32_t lo, int32_t hi, size_t *bad);
+} pf_varint_ops;
+
+extern const pf_varint_ops pf_varint_paths[];
+
 static inline void pf_store_le32(void *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void pf_store_le64(void *p, uint64_t v) { memcpy(p, &v, 8); }
 

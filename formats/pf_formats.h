@@ -356,6 +356,41 @@ PF_API const pf_feature_list *pf_example_find_list(const pf_example *ex,
 PF_API int64_t pf_example_encode(const pf_feature *features, uint32_t n,
 				 void *dst, size_t cap);
 
+/* ------------------------------------------------------------------ */
+/* Packed varints                                                       */
+/* ------------------------------------------------------------------ */
+
+/*! pf_varint_decode_i64(): decode the packed run of protobuf varints in
+ *  src[0..len) (the content of a packed repeated int64 field, e.g. an
+ *  Int64List's values) and store the first min(count, max) of them in
+ *  dst, each the low 64 bits of its varint as an int64 clamped to
+ *  [lo, hi] (lo <= hi; INT64_MIN, INT64_MAX for no clamp).  Values past
+ *  max are counted and checked, not stored.  Overlong encodings are
+ *  accepted, and bits past 64 dropped, as protobuf-c and
+ *  pf_example_decode() do.
+ *  @return the number of varints in src (all of them; at most len), or
+ *  -EBADMSG when a varint has no terminating byte within 10 bytes or
+ *  before len, with *bad (when not NULL) the offset of its first byte
+ *  and dst[0..max) partly written.  src may be NULL when len is 0, dst
+ *  when max is 0.  Uses AVX-512 (VBMI2), AVX2 or plain C, chosen once at
+ *  run time (PODFEED_SIMD=avx512|avx2|scalar picks one the CPU has); all
+ *  give the same results.  Thread-safe, no allocation. */
+PF_API int64_t pf_varint_decode_i64(const uint8_t *src, size_t len,
+				    int64_t *dst, size_t max, int64_t lo,
+				    int64_t hi, size_t *bad);
+/*! The same into int32: each value is clamped to [lo, hi] (lo <= hi)
+ *  as an int64 first, so an int64 outside int32 saturates; INT32_MIN,
+ *  INT32_MAX for plain saturation. */
+PF_API int64_t pf_varint_decode_i32(const uint8_t *src, size_t len,
+				    int32_t *dst, size_t max, int32_t lo,
+				    int32_t hi, size_t *bad);
+/*! Name of the path pf_varint_decode_*() use: "avx512", "avx2", "scalar". */
+PF_API const char *pf_varint_impl(void);
+/*! Use the named path from now on, for tests and benchmarks (not while
+ *  other threads decode).  @return 0, -ENOTSUP when the CPU lacks it,
+ *  -EINVAL for an unknown name. */
+PF_API int pf_varint_set_impl(const char *name);
+
 typedef enum pf_message_kind {
 	PF_MSG_RAW = 0,			/* not a tf.train message */
 	PF_MSG_EXAMPLE,
