@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pf_host.h"
 
 #define ALIGN 4096u
 #define DEFAULT_WINDOW 8192u
@@ -24,6 +25,7 @@
 
 static const char usage[] =
 	"usage: loadbench [options] SHARD...\n"
+	"       loadbench plan [options]   (the scaling plan: loadbench plan --help)\n"
 	"\n"
 	"Runs the podfeed loader over the shards (files, directories or globs)\n"
 	"and reports throughput, where the time goes (the bottleneck stage),\n"
@@ -148,6 +150,7 @@ typedef struct options {
 	bool epochs_given, direct, verify, json, baseline, quiet;
 	const char *features;
 	pf_remainder remainder;
+	bool host_index_given, num_hosts_given;	/* else from the environment */
 } options;
 
 /* @return -1 to go on, else the exit status. */
@@ -211,10 +214,12 @@ static int parse_options(int argc, char **argv, options *o)
 		case OPT_HOSTIDX:
 			r = cli_parse_u64("--host-index", optarg, 0, UINT32_MAX - 1, false,
 					  &o->host_index);
+			o->host_index_given = true;
 			break;
 		case OPT_HOSTS:
 			r = cli_parse_u64("--num-hosts", optarg, 1, UINT32_MAX, false,
 					  &o->num_hosts);
+			o->num_hosts_given = true;
 			break;
 		case OPT_THREADS:
 			r = cli_parse_u64("--threads", optarg, 1, 1024, false, &o->threads);
@@ -277,7 +282,9 @@ static int parse_options(int argc, char **argv, options *o)
 		if (r < 0)
 			return 2;
 	}
-	if (o->host_index >= o->num_hosts) {
+	/* One of the two alone is checked with the environment's. */
+	if (o->host_index_given && o->num_hosts_given &&
+	    o->host_index >= o->num_hosts) {
 		cli_fail("--host-index: %llu is not below --num-hosts %llu",
 			 (unsigned long long)o->host_index,
 			 (unsigned long long)o->num_hosts);
@@ -1035,6 +1042,473 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* Who this host is                                                     */
+
+/*
+ * The main run's topology hook: this host's index and the host count from
+ * the flags that were given (index_given, hosts_given) and the launcher's
+ * environment (MPI, TPU VM, torchrun: precedence and rules in pf_host.h),
+ * stored back into *host_index and *num_hosts, and printed on stderr with
+ * its source ("loadbench: host 2 of 4 (from mpi)").  @return 0, or 2
+ * (bad usage) after printing what contradicts what.
+ */
+static int resolve_topology(bool index_given, uint64_t *host_index,
+			    bool hosts_given, uint64_t *num_hosts)
+{
+	pf_topology_flags flags = {
+		.has_host_index = index_given,
+		.has_num_hosts = hosts_given,
+		/* parse_options() bounds both to 32 bits. */
+		.host_index = (uint32_t)*host_index,
+		.num_hosts = (uint32_t)*num_hosts,
+	};
+	pf_host_topology t;
+	pf_error err;
+	char line[160];
+
+	pf_error_clear(&err);
+	if (pf_topology_detect(&t, &flags, NULL, NULL, &err) < 0) {
+		cli_fail("topology: %s", err.msg);
+		return 2;
+	}
+	pf_topology_format(&t, line, sizeof(line));
+	fprintf(stderr, "%s: %s\n", cli_prog, line);
+	*host_index = t.host_index;
+	*num_hosts = t.num_hosts;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* loadbench plan: the scaling plan                                     */
+
+static const char plan_usage[] =
+	"usage: loadbench plan --per-core-batch b [options]\n"
+	"\n"
+	"The scaling plan of a pod of H hosts with C cores each: the global\n"
+	"batch B = b x C x H, the train steps that keep the examples of a\n"
+	"reference run (or the steps of an epoch schedule, as the loader cuts\n"
+	"them), the learning rate and warm-up, what does not divide evenly and\n"
+	"what is dropped, and the input bandwidth a host and the pod need.\n"
+	"\n"
+	"the pod:\n"
+	"  --per-core-batch b   records per core per step (required)\n"
+	"  --cores C            cores per host (default 1)\n"
+	"  --hosts H            hosts (default 1)\n"
+	"a reference run:\n"
+	"  --ref-global-batch B0  its global batch\n"
+	"  --ref-steps S0       its train steps: the plan keeps S0 x B0 examples,\n"
+	"                       S0 x B0 / B steps, rounded up when not whole\n"
+	"  --ref-lr L0          its learning rate\n"
+	"  --rule none|linear|sqrt  the plan's rate: L0, L0 x B/B0 or\n"
+	"                       L0 x sqrt(B/B0) (default none)\n"
+	"  --warmup-steps W0    its warm-up, kept as examples: W0 x B0 / B steps,\n"
+	"                       rounded up (taken as is without B0); the rate\n"
+	"                       ramps linearly to its value over them\n"
+	"or an epoch schedule:\n"
+	"  --records N          records in the dataset\n"
+	"  --epochs E           passes over them (default 1)\n"
+	"  --remainder drop|wrap  the N mod B records past the last whole step:\n"
+	"                       dropped, or the last step filled by repeating\n"
+	"                       records, as the loader does (default drop)\n"
+	"input bandwidth:\n"
+	"  --step-time-ms T     one train step's time\n"
+	"  --record-bytes R     bytes read per record (compressed, as stored)\n"
+	"  --measured-mbps M    MB/s one host read in a loadbench run (its\n"
+	"                       \"MB/s read\"), printed beside the need\n"
+	"  --json               one JSON object on stdout instead of the table\n"
+	"  --help               this text\n"
+	"\n"
+	"Exit status: 0 done, 2 bad usage or an impossible plan.\n";
+
+/* A finite number above 0 (strtod's syntax, no leading space). */
+static int plan_parse_positive(const char *flag, const char *text, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(text, &end);
+	if (!*text || *end || end == text || text[0] == ' ' || text[0] == '\t') {
+		cli_fail("%s: '%s' is not a number", flag, text);
+		return -EINVAL;
+	}
+	if (errno == ERANGE || !isfinite(v) || !(v > 0)) {
+		cli_fail("%s: '%s' is not a finite number above 0", flag, text);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+/* v with thousands separators ("4,096"), in buf. */
+static const char *plan_grouped(uint64_t v, char buf[32])
+{
+	char digits[24];
+	int n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
+	int o = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* One row of the table: label, the reference's value (NULL: no column,
+ * "": empty), the plan's value, a note. */
+static void plan_row(bool ref_column, const char *label, const char *ref,
+		     const char *plan, const char *note)
+{
+	if (ref_column)
+		printf("%-20s %14s %14s", label, ref ? ref : "", plan);
+	else
+		printf("%-20s %14s", label, plan);
+	if (note && *note)
+		printf("   %s", note);
+	putchar('\n');
+}
+
+static void plan_print_text(const pf_scaling_input *in, const pf_scaling_plan *p)
+{
+	bool ref = in->ref_global_batch > 0;
+	char a[32], b[32], c[32], d[32], note[256];
+
+	if (ref)
+		printf("%-20s %14s %14s\n", "", "reference", "plan");
+	else
+		printf("%-20s %14s\n", "", "plan");
+	snprintf(note, sizeof(note), "%llu host%s x %s core%s",
+		 (unsigned long long)in->hosts, in->hosts == 1 ? "" : "s",
+		 plan_grouped(in->cores, c), in->cores == 1 ? "" : "s");
+	plan_row(ref, "cores in all", p->ref_cores ? plan_grouped(p->ref_cores, a) : "",
+		 plan_grouped(p->total_cores, b), note);
+	plan_row(ref, "per-core batch", p->ref_cores ? plan_grouped(in->per_core_batch, a) : "",
+		 plan_grouped(in->per_core_batch, b), NULL);
+	note[0] = '\0';
+	if (ref)
+		snprintf(note, sizeof(note), "x%.6g", p->batch_ratio);
+	plan_row(ref, "global batch", ref ? plan_grouped(in->ref_global_batch, a) : NULL,
+		 plan_grouped(p->global_batch, b), note);
+
+	if (p->mode == PF_SCALING_STEPS) {
+		plan_row(ref, "train steps", plan_grouped(in->ref_steps, a),
+			 plan_grouped(p->steps, b), p->steps_rounded ? "rounded up" : NULL);
+		if (p->extra_examples)
+			snprintf(note, sizeof(note), "%s more", plan_grouped(p->extra_examples, c));
+		else
+			snprintf(note, sizeof(note), "the same");
+		plan_row(ref, "examples", plan_grouped(p->ref_examples, a),
+			 plan_grouped(p->examples, b), note);
+	} else if (p->mode == PF_SCALING_EPOCHS) {
+		uint64_t E = in->epochs ? in->epochs : 1;
+
+		plan_row(ref, "records", ref ? "" : NULL, plan_grouped(in->records, a), NULL);
+		snprintf(note, sizeof(note), "%s(%s / %s)",
+			 in->remainder_wrap ? "ceil" : "floor", plan_grouped(in->records, c),
+			 plan_grouped(p->global_batch, d));
+		plan_row(ref, "steps per epoch", ref ? "" : NULL,
+			 plan_grouped(p->steps_per_epoch, a), note);
+		if (in->remainder_wrap)
+			plan_row(ref, "repeated per epoch", ref ? "" : NULL,
+				 plan_grouped(p->repeated_per_epoch, a),
+				 "the last step is filled from the start of each host's share");
+		else
+			plan_row(ref, "dropped per epoch", ref ? "" : NULL,
+				 plan_grouped(p->dropped_per_epoch, a),
+				 "the records past the last whole step");
+		plan_row(ref, "epochs", ref ? "" : NULL, plan_grouped(E, a), NULL);
+		plan_row(ref, "train steps", ref ? "" : NULL, plan_grouped(p->steps, a), NULL);
+		plan_row(ref, "examples", ref ? "" : NULL, plan_grouped(p->examples, a), NULL);
+		if (in->remainder_wrap)
+			plan_row(ref, "repeated", ref ? "" : NULL, plan_grouped(p->repeated, a), NULL);
+		else
+			plan_row(ref, "dropped", ref ? "" : NULL, plan_grouped(p->dropped, a), NULL);
+	}
+
+	if (p->has_lr) {
+		snprintf(a, sizeof(a), "%.6g", in->ref_lr);
+		snprintf(b, sizeof(b), "%.6g", p->lr);
+		if (ref)
+			snprintf(note, sizeof(note), "%s (none %.6g, linear %.6g, sqrt %.6g)",
+				 pf_lr_rule_name(p->rule), p->lr_by_rule[PF_LR_NONE],
+				 p->lr_by_rule[PF_LR_LINEAR], p->lr_by_rule[PF_LR_SQRT]);
+		else
+			snprintf(note, sizeof(note), "%s", pf_lr_rule_name(p->rule));
+		plan_row(ref, "learning rate", ref ? a : NULL, b, note);
+	}
+	if (in->ref_warmup_steps) {
+		note[0] = '\0';
+		if (p->warmup_rounded)
+			snprintf(note, sizeof(note), "rounded up");
+		plan_row(ref, "warm-up steps", ref ? plan_grouped(in->ref_warmup_steps, a) : NULL,
+			 plan_grouped(p->warmup_steps, b), note);
+	}
+
+	if (p->mode == PF_SCALING_STEPS && p->steps_rounded) {
+		char e[32], f[32];
+
+		printf("\nsteps: %s x %s / %s = %.2f, not whole: rounded up to %s\n",
+		       plan_grouped(in->ref_steps, a), plan_grouped(in->ref_global_batch, b),
+		       plan_grouped(p->global_batch, c), p->steps_exact,
+		       plan_grouped(p->steps, d));
+		printf("       %s examples (%.2f%%) more than the reference; %s steps "
+		       "would train %s fewer\n",
+		       plan_grouped(p->extra_examples, a),
+		       100.0 * (double)p->extra_examples / (double)p->ref_examples,
+		       plan_grouped(p->steps - 1, e),
+		       plan_grouped(p->ref_examples - (p->steps - 1) * p->global_batch, f));
+	}
+
+	if (p->has_bandwidth) {
+		printf("\n%-20s %14s %14s\n", "input", "records/s", "MB/s");
+		printf("%-20s %14.0f %14.2f", "per host", p->host_records_per_s,
+		       p->host_bytes_per_s / 1e6);
+		if (p->measured_ratio > 0)
+			printf("   measured %.2f MB/s: %.2fx the need%s",
+			       in->measured_host_bytes_per_s / 1e6, p->measured_ratio,
+			       p->measured_ratio < 1 ? " (input-bound)" : "");
+		putchar('\n');
+		printf("%-20s %14.0f %14.2f\n", "pod", p->pod_records_per_s,
+		       p->pod_bytes_per_s / 1e6);
+	}
+}
+
+static void plan_json_u64(const char *key, uint64_t v, bool comma)
+{
+	printf("\"%s\":%llu%s", key, (unsigned long long)v, comma ? "," : "");
+}
+
+static void plan_json_double(const char *key, double v, bool comma)
+{
+	printf("\"%s\":", key);
+	cli_json_double(stdout, v);
+	if (comma)
+		putchar(',');
+}
+
+static void plan_print_json(const pf_scaling_input *in, const pf_scaling_plan *p)
+{
+	static const char *const modes[] = { "batch", "steps", "epochs" };
+
+	putchar('{');
+	plan_json_u64("per_core_batch", in->per_core_batch, true);
+	plan_json_u64("cores", in->cores, true);
+	plan_json_u64("hosts", in->hosts, true);
+	plan_json_u64("cores_total", p->total_cores, true);
+	plan_json_u64("host_batch", p->host_batch, true);
+	plan_json_u64("global_batch", p->global_batch, true);
+	printf("\"mode\":\"%s\",", modes[p->mode]);
+	if (in->ref_global_batch) {
+		printf("\"reference\":{");
+		plan_json_u64("global_batch", in->ref_global_batch, true);
+		if (p->ref_cores)
+			plan_json_u64("cores_total", p->ref_cores, true);
+		if (in->ref_steps) {
+			plan_json_u64("steps", in->ref_steps, true);
+			plan_json_u64("examples", p->ref_examples, true);
+		}
+		if (in->ref_lr > 0)
+			plan_json_double("lr", in->ref_lr, true);
+		plan_json_u64("warmup_steps", in->ref_warmup_steps, false);
+		printf("},");
+		plan_json_double("batch_ratio", p->batch_ratio, true);
+	}
+	if (p->mode != PF_SCALING_BATCH_ONLY) {
+		plan_json_u64("steps", p->steps, true);
+		plan_json_u64("examples", p->examples, true);
+	}
+	if (p->mode == PF_SCALING_STEPS) {
+		plan_json_double("steps_exact", p->steps_exact, true);
+		printf("\"steps_rounding\":\"%s\",", p->steps_rounded ? "up" : "none");
+		plan_json_u64("extra_examples", p->extra_examples, true);
+	}
+	if (p->mode == PF_SCALING_EPOCHS) {
+		printf("\"epochs\":{");
+		plan_json_u64("records", in->records, true);
+		plan_json_u64("epochs", in->epochs ? in->epochs : 1, true);
+		printf("\"remainder\":\"%s\",", in->remainder_wrap ? "wrap" : "drop");
+		plan_json_u64("steps_per_epoch", p->steps_per_epoch, true);
+		plan_json_u64("dropped_per_epoch", p->dropped_per_epoch, true);
+		plan_json_u64("repeated_per_epoch", p->repeated_per_epoch, true);
+		plan_json_u64("dropped", p->dropped, true);
+		plan_json_u64("repeated", p->repeated, false);
+		printf("},");
+	}
+	if (p->has_lr) {
+		printf("\"lr\":{\"rule\":\"%s\",", pf_lr_rule_name(p->rule));
+		plan_json_double("value", p->lr, true);
+		printf("\"by_rule\":{");
+		for (unsigned r = 0; r < PF_LR_RULES; r++) {
+			printf("\"%s\":", pf_lr_rule_name((pf_lr_rule)r));
+			/* linear and sqrt need B0; null when it was not given */
+			if (r == PF_LR_NONE || in->ref_global_batch)
+				cli_json_double(stdout, p->lr_by_rule[r]);
+			else
+				fputs("null", stdout);
+			if (r + 1 < PF_LR_RULES)
+				putchar(',');
+		}
+		printf("}},");
+	}
+	if (p->has_bandwidth) {
+		printf("\"bandwidth\":{");
+		plan_json_double("step_time_ms", in->step_time_ms, true);
+		plan_json_double("record_bytes", in->record_bytes, true);
+		plan_json_double("host_records_per_s", p->host_records_per_s, true);
+		plan_json_double("pod_records_per_s", p->pod_records_per_s, true);
+		plan_json_double("host_mb_per_s", p->host_bytes_per_s / 1e6, true);
+		plan_json_double("pod_mb_per_s", p->pod_bytes_per_s / 1e6,
+				 p->measured_ratio > 0);
+		if (p->measured_ratio > 0) {
+			plan_json_double("measured_mb_per_s",
+					 in->measured_host_bytes_per_s / 1e6, true);
+			plan_json_double("measured_ratio", p->measured_ratio, false);
+		}
+		printf("},");
+	}
+	plan_json_u64("warmup_steps", p->warmup_steps, true);
+	printf("\"warmup_rounded\":%s}\n", p->warmup_rounded ? "true" : "false");
+}
+
+/* `loadbench plan ...` (argv[0] is "plan").  @return the exit status. */
+static int plan_main(int argc, char **argv)
+{
+	enum {
+		P_BATCH = 256, P_CORES, P_HOSTS, P_REF_BATCH, P_REF_STEPS, P_REF_LR,
+		P_RULE, P_WARMUP, P_RECORDS, P_EPOCHS, P_REMAINDER, P_STEP_MS,
+		P_RECORD_BYTES, P_MEASURED, P_JSON, P_HELP,
+	};
+	static const struct option opts[] = {
+		{ "per-core-batch", required_argument, NULL, P_BATCH },
+		{ "cores", required_argument, NULL, P_CORES },
+		{ "hosts", required_argument, NULL, P_HOSTS },
+		{ "ref-global-batch", required_argument, NULL, P_REF_BATCH },
+		{ "ref-steps", required_argument, NULL, P_REF_STEPS },
+		{ "ref-lr", required_argument, NULL, P_REF_LR },
+		{ "rule", required_argument, NULL, P_RULE },
+		{ "warmup-steps", required_argument, NULL, P_WARMUP },
+		{ "records", required_argument, NULL, P_RECORDS },
+		{ "epochs", required_argument, NULL, P_EPOCHS },
+		{ "remainder", required_argument, NULL, P_REMAINDER },
+		{ "step-time-ms", required_argument, NULL, P_STEP_MS },
+		{ "record-bytes", required_argument, NULL, P_RECORD_BYTES },
+		{ "measured-mbps", required_argument, NULL, P_MEASURED },
+		{ "json", no_argument, NULL, P_JSON },
+		{ "help", no_argument, NULL, P_HELP },
+		{ 0 },
+	};
+	pf_scaling_input in = { .cores = 1, .hosts = 1 };
+	pf_scaling_plan p;
+	pf_error err;
+	bool json = false, batch_given = false;
+	double mbps = 0;
+	int c;
+
+	cli_prog = "loadbench plan";
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		int r = 0;
+
+		switch (c) {
+		/* b, C and H may be 0 here: the plan says why that cannot be. */
+		case P_BATCH:
+			r = cli_parse_u64("--per-core-batch", optarg, 0, UINT64_MAX, true,
+					  &in.per_core_batch);
+			batch_given = true;
+			break;
+		case P_CORES:
+			r = cli_parse_u64("--cores", optarg, 0, UINT64_MAX, false, &in.cores);
+			break;
+		case P_HOSTS:
+			r = cli_parse_u64("--hosts", optarg, 0, UINT64_MAX, false, &in.hosts);
+			break;
+		/* In the plan 0 means "not given": refuse it as a value. */
+		case P_REF_BATCH:
+			r = cli_parse_u64("--ref-global-batch", optarg, 1, UINT64_MAX, true,
+					  &in.ref_global_batch);
+			break;
+		case P_REF_STEPS:
+			r = cli_parse_u64("--ref-steps", optarg, 1, UINT64_MAX, true,
+					  &in.ref_steps);
+			break;
+		case P_REF_LR:
+			r = plan_parse_positive("--ref-lr", optarg, &in.ref_lr);
+			break;
+		case P_RULE:
+			if (pf_lr_rule_parse(optarg, &in.rule) < 0) {
+				cli_fail("--rule: '%s' is not none, linear or sqrt", optarg);
+				r = -EINVAL;
+			}
+			break;
+		case P_WARMUP:
+			r = cli_parse_u64("--warmup-steps", optarg, 0, UINT64_MAX, true,
+					  &in.ref_warmup_steps);
+			break;
+		case P_RECORDS:
+			r = cli_parse_u64("--records", optarg, 1, UINT64_MAX, true, &in.records);
+			break;
+		case P_EPOCHS:
+			r = cli_parse_u64("--epochs", optarg, 1, UINT64_MAX, false, &in.epochs);
+			break;
+		case P_REMAINDER:
+			if (!strcmp(optarg, "drop"))
+				in.remainder_wrap = false;
+			else if (!strcmp(optarg, "wrap"))
+				in.remainder_wrap = true;
+			else {
+				cli_fail("--remainder: '%s' is not drop or wrap", optarg);
+				r = -EINVAL;
+			}
+			break;
+		case P_STEP_MS:
+			r = plan_parse_positive("--step-time-ms", optarg, &in.step_time_ms);
+			break;
+		case P_RECORD_BYTES:
+			r = plan_parse_positive("--record-bytes", optarg, &in.record_bytes);
+			break;
+		case P_MEASURED:
+			r = plan_parse_positive("--measured-mbps", optarg, &mbps);
+			in.measured_host_bytes_per_s = mbps * 1e6;
+			break;
+		case P_JSON: json = true; break;
+		case P_HELP: fputs(plan_usage, stdout); return 0;
+		case ':':
+			cli_fail("%s: a value is required", argv[optind - 1]);
+			fputs(plan_usage, stderr);
+			return 2;
+		default:
+			cli_fail("unknown option '%s'", argv[optind - 1]);
+			fputs(plan_usage, stderr);
+			return 2;
+		}
+		if (r < 0)
+			return 2;
+	}
+	if (optind < argc) {
+		cli_fail("unexpected argument '%s'", argv[optind]);
+		return 2;
+	}
+	if (!batch_given) {
+		cli_fail("--per-core-batch is required");
+		fputs(plan_usage, stderr);
+		return 2;
+	}
+	pf_error_clear(&err);
+	if (pf_scaling_plan_compute(&p, &in, &err) < 0) {
+		cli_fail("%s", err.msg);
+		return 2;
+	}
+	if (json)
+		plan_print_json(&in, &p);
+	else
+		plan_print_text(&in, &p);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	options o;
@@ -1048,10 +1522,15 @@ int main(int argc, char **argv)
 	char **files = NULL, *inferred = NULL;
 	int nfiles = 0, ret;
 
+	if (argc > 1 && !strcmp(argv[1], "plan"))
+		return plan_main(argc - 1, argv + 1);
 	cli_prog = "loadbench";
 	ret = parse_options(argc, argv, &o);
 	if (ret >= 0)
 		return ret;
+	if (resolve_topology(o.host_index_given, &o.host_index, o.num_hosts_given,
+			     &o.num_hosts))
+		return 2;
 	raise_fd_limit();
 	nfiles = cli_expand_inputs(argv + optind, argc - optind, &files);
 	if (nfiles < 0)
