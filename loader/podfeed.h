@@ -137,6 +137,23 @@ PF_API int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
  *  its dtype's size), so each feature can go straight into its tensor. */
 PF_API int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
 			    uint8_t *const dst[], pf_error *err);
+/*! pf_spec_decode(): pf_example_decode() of the record rec[0..len) and
+ *  pf_spec_apply_to() in one pass over its wire bytes, feature i written
+ *  to dst[i] (aligned to its dtype's size).  The output bytes, the return
+ *  value and the error are those of the two calls, on every input; the
+ *  common shapes (packed lists, each key once) are decoded straight into
+ *  dst (int64 lists through pf_varint_decode_*()), anything else by the
+ *  two calls themselves.  arena is scratch, the caller's (one per
+ *  thread): give it PF_ARENA_BYTES_FOR(len) free bytes, as for
+ *  pf_example_decode() (less may make this fail with -ENOBUFS where the
+ *  fast path alone would not); it is left as it was on entry.
+ *  @return 0, -EBADMSG (corrupt record: err->offset is the byte in rec;
+ *  or a required feature missing, a kind that cannot become its dtype),
+ *  -EFBIG, -ENOBUFS, -EINVAL (misaligned dst); on error dst is partly
+ *  written.  Thread-safe with distinct arenas and destinations; no
+ *  allocation. */
+PF_API int pf_spec_decode(const pf_spec *spec, const void *rec, size_t len,
+			  pf_arena *arena, uint8_t *const dst[], pf_error *err);
 
 /* ------------------------------------------------------------------ */
 /* The loader                                                           */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "podfeed.h"
+#include "spec_internal.h"
 
 /*
  * Grammar (no white space anywhere; a space is an error, not a separator):
@@ -713,7 +714,7 @@ static inline int64_t float_to_i64(float x)
 	return x > 0 ? INT64_MAX : INT64_MIN;
 }
 
-static void int_bounds(const pf_feature_spec *fs, int64_t *lo, int64_t *hi)
+void pf_spec_int_bounds(const pf_feature_spec *fs, int64_t *lo, int64_t *hi)
 {
 	if (fs->dtype == PF_DTYPE_INT32) {
 		*lo = INT32_MIN;
@@ -746,21 +747,22 @@ static void fill_f32(float *dst, uint32_t n, float v)
 		dst[k] = v;
 }
 
-/* All padding; the pad is written as given (not scaled, not clipped). */
-static void fill_pad(const pf_feature_spec *fs, uint8_t *out)
+/* Values [n, len) padding; the pad is written as given (not scaled, not
+ * clipped). */
+void pf_spec_pad_from(const pf_feature_spec *fs, uint8_t *out, uint32_t n)
 {
 	switch (fs->dtype) {
 	case PF_DTYPE_INT32:
-		fill_i32((int32_t *)(void *)out, fs->len, (int32_t)fs->pad);
+		fill_i32((int32_t *)(void *)out + n, fs->len - n, (int32_t)fs->pad);
 		break;
 	case PF_DTYPE_INT64:
-		fill_i64((int64_t *)(void *)out, fs->len, (int64_t)fs->pad);
+		fill_i64((int64_t *)(void *)out + n, fs->len - n, (int64_t)fs->pad);
 		break;
 	case PF_DTYPE_FLOAT32:
-		fill_f32((float *)(void *)out, fs->len, (float)fs->pad);
+		fill_f32((float *)(void *)out + n, fs->len - n, (float)fs->pad);
 		break;
 	case PF_DTYPE_BYTES:
-		memset(out, (int)fs->pad, fs->len);
+		memset(out + n, (int)fs->pad, fs->len - n);
 		break;
 	}
 }
@@ -770,7 +772,7 @@ static void int64_to_int(const pf_feature_spec *fs, const int64_t *src,
 {
 	int64_t lo, hi;
 
-	int_bounds(fs, &lo, &hi);
+	pf_spec_int_bounds(fs, &lo, &hi);
 	if (fs->dtype == PF_DTYPE_INT32) {
 		int32_t *dst = (int32_t *)(void *)out;
 
@@ -795,7 +797,7 @@ static void float_to_int(const pf_feature_spec *fs, const float *src,
 {
 	int64_t lo, hi;
 
-	int_bounds(fs, &lo, &hi);
+	pf_spec_int_bounds(fs, &lo, &hi);
 	if (fs->dtype == PF_DTYPE_INT32) {
 		int32_t *dst = (int32_t *)(void *)out;
 
@@ -877,8 +879,8 @@ static void to_bytes(const pf_feature_spec *fs, const pf_feature *f,
 	memset(out + n, (int)fs->pad, fs->len - n);
 }
 
-static int apply_one(const pf_feature_spec *fs, const pf_feature *f,
-		     uint8_t *out, pf_error *err)
+int pf_spec_apply_one(const pf_feature_spec *fs, const pf_feature *f,
+		      uint8_t *out, pf_error *err)
 {
 	pf_kind kind = f ? f->kind : PF_KIND_NONE;
 	uint32_t n;
@@ -888,7 +890,7 @@ static int apply_one(const pf_feature_spec *fs, const pf_feature *f,
 			return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 					    "feature '%s' is missing%s", fs->name,
 					    f ? " (present, but no value list set)" : "");
-		fill_pad(fs, out);
+		pf_spec_pad_from(fs, out, 0);
 		return 0;
 	}
 	n = f->count < fs->len ? f->count : fs->len;
@@ -935,7 +937,7 @@ int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
 					    "feature spec: destination %p of '%s' is not %zu-byte aligned",
 					    (void *)dst[i], fs->name,
 					    pf_dtype_size(fs->dtype));
-		ret = apply_one(fs, pf_example_find(ex, fs->name), dst[i], err);
+		ret = pf_spec_apply_one(fs, pf_example_find(ex, fs->name), dst[i], err);
 		if (ret < 0)
 			return ret;
 	}

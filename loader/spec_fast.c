@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pf_spec_decode(): one record's tf.train.Example wire bytes straight into the spec's tensors. */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "podfeed.h"
+#include "spec_internal.h"
+
+/*
+ * The authority is pf_example_decode() followed by pf_spec_apply_to()
+ * (the slow path below): same output bytes, same acceptance, on every
+ * input.  The fast path walks the record once and writes as it goes, but
+ * only for the shapes TensorFlow writes, each checked as strictly as
+ * example.c checks it:
+ *
+ *   Example   only field 1 (Features), tag 0x0a; given twice its entries
+ *             simply follow each other, as protobuf-c merges them
+ *   Features  only field 1 (map entries), tag 0x0a
+ *   entry     at most one key (0x0a) and one value (0x12), in any order
+ *   Feature   at most one of bytes_list (0x0a), float_list (0x12),
+ *             int64_list (0x1a)
+ *   lists     Int64List and FloatList: nothing, or one packed field 1
+ *             (0x0a); BytesList: any number of values (0x0a)
+ *
+ * with one-byte tags and lengths of at most 5 bytes, at most INT_MAX and
+ * inside their message.  A spec feature whose key comes again is written
+ * again: the last entry wins, as in example.c's map.  Anything else (an
+ * unknown or unpacked field, a second key or value or list, a key cut
+ * short by a NUL, a wrong kind, a required feature missing, malformed
+ * bytes, a misaligned destination) returns to pf_spec_decode(), which
+ * runs the slow path: it gives the authoritative result and error.
+ *
+ * Features not in the spec are checked but not stored: a packed int64
+ * list by the varint decoder with no room (counting and checking only),
+ * a float list by its length, a bytes list by its framing.
+ *
+ * int64 lists into int32/int64 tensors, the common case, go through
+ * pf_varint_decode_*(), which clamps as pf_spec_int_bounds() says, and
+ * then the padding.  Everything else (floats, bytes, int64 into float32)
+ * is gathered into a pf_feature (typed arrays copied into the arena where
+ * the wire bytes are not aligned) and handed to pf_spec_apply_one(), the
+ * slow path's own code.
+ */
+
+#define FAST_NO 1	/* not decided here: run the slow path */
+
+struct walk {
+	const pf_spec *spec;
+	uint8_t *const *dst;
+	pf_arena *arena;
+	size_t mark;		/* arena->used on entry */
+	uint32_t n;		/* features in the spec */
+	uint64_t seen;		/* bit i: feature i had an entry */
+	uint8_t name_len[PF_SPEC_MAX_FEATURES];
+};
+
+/* A length prefix at *p as example.c reads one: at most 5 bytes, at most
+ * INT_MAX, fitting before end.  Moves *p past it. */
+static inline bool get_len(const uint8_t **p, const uint8_t *end, size_t *len)
+{
+	const uint8_t *q = *p;
+	size_t max = (size_t)(end - q) < 5 ? (size_t)(end - q) : 5;
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < max; i++) {
+		v |= (uint64_t)(q[i] & 0x7fu) << (7 * i);
+		if (q[i] & 0x80)
+			continue;
+		q += i + 1;
+		if (v > INT_MAX || v > (uint64_t)(end - q))
+			return false;
+		*p = q;
+		*len = (size_t)v;
+		return true;
+	}
+	return false;
+}
+
+/* The list message of a Feature: its kind (NONE when no list is set) and
+ * content. */
+struct list {
+	pf_kind kind;
+	const uint8_t *p;
+	size_t len;
+};
+
+static int parse_feature(const uint8_t *p, const uint8_t *end, struct list *l)
+{
+	l->kind = PF_KIND_NONE;
+	l->p = NULL;
+	l->len = 0;
+	while (p < end) {
+		uint8_t tag = *p++;
+
+		if (l->kind != PF_KIND_NONE ||
+		    (tag != 0x0a && tag != 0x12 && tag != 0x1a) ||
+		    !get_len(&p, end, &l->len))
+			return FAST_NO;
+		l->kind = tag == 0x0a ? PF_KIND_BYTES :
+			  tag == 0x12 ? PF_KIND_FLOAT : PF_KIND_INT64;
+		l->p = p;
+		p += l->len;
+	}
+	return 0;
+}
+
+/* An Int64List or FloatList: empty, or one packed field 1 filling it.
+ * Sets the packed bytes. */
+static int packed(const struct list *l, const uint8_t **data, size_t *len)
+{
+	const uint8_t *p = l->p, *end = l->p + l->len;
+
+	*data = p;
+	*len = 0;
+	if (p == end)
+		return 0;
+	if (*p++ != 0x0a || !get_len(&p, end, len) || p + *len != end)
+		return FAST_NO;
+	*data = p;
+	if (l->kind == PF_KIND_FLOAT && *len % 4)
+		return FAST_NO;		/* an error: the slow path says so */
+	return 0;
+}
+
+/* A BytesList: values (field 1) only.  The first value and the count. */
+static int bytes_values(const struct list *l, pf_bytes *first, uint32_t *count)
+{
+	const uint8_t *p = l->p, *end = l->p + l->len;
+	uint32_t n = 0;
+
+	first->data = NULL;
+	first->len = 0;
+	while (p < end) {
+		size_t len;
+
+		if (*p++ != 0x0a || !get_len(&p, end, &len))
+			return FAST_NO;
+		if (!n) {
+			first->data = p;
+			first->len = (uint32_t)len;
+		}
+		n++;
+		p += len;
+	}
+	*count = n;
+	return 0;
+}
+
+/* A Feature whose key is not in the spec: checked, not stored. */
+static int check_list(const struct list *l)
+{
+	const uint8_t *data;
+	size_t len;
+	pf_bytes first;
+	uint32_t count;
+
+	switch (l->kind) {
+	case PF_KIND_NONE:
+		return 0;
+	case PF_KIND_BYTES:
+		return bytes_values(l, &first, &count);
+	case PF_KIND_FLOAT:
+		return packed(l, &data, &len);
+	case PF_KIND_INT64:
+		if (packed(l, &data, &len))
+			return FAST_NO;
+		return pf_varint_decode_i64(data, len, NULL, 0, INT64_MIN,
+					    INT64_MAX, NULL) < 0 ? FAST_NO : 0;
+	}
+	return FAST_NO;
+}
+
+/* n bytes of scratch from the arena, 8-byte aligned; given back by
+ * pf_spec_decode() (the arena is as it was on entry when it returns). */
+static void *scratch(struct walk *w, size_t n)
+{
+	pf_arena *a = w->arena;
+	size_t off = (a->used + 7u) & ~(size_t)7u;
+
+	if (off < a->used || off > a->cap || n > a->cap - off)
+		return NULL;
+	a->used = off + n;
+	return a->base + off;
+}
+
+/* Spec feature i from its entry's list. */
+static int store(struct walk *w, uint32_t i, const struct list *l)
+{
+	const pf_feature_spec *fs = &w->spec->f[i];
+	uint8_t *out = w->dst[i];
+	pf_feature f = { .kind = l->kind };
+	const uint8_t *data;
+	size_t len, take;
+	int64_t lo, hi, n;
+	pf_error scratch_err;
+	int ret;
+
+	switch (l->kind) {
+	case PF_KIND_NONE:
+		break;
+	case PF_KIND_INT64:
+		if (packed(l, &data, &len))
+			return FAST_NO;
+		if (fs->dtype == PF_DTYPE_INT32 || fs->dtype == PF_DTYPE_INT64) {
+			pf_spec_int_bounds(fs, &lo, &hi);
+			if (fs->dtype == PF_DTYPE_INT32)
+				n = pf_varint_decode_i32(data, len, (int32_t *)(void *)out,
+							 fs->len, (int32_t)lo,
+							 (int32_t)hi, NULL);
+			else
+				n = pf_varint_decode_i64(data, len, (int64_t *)(void *)out,
+							 fs->len, lo, hi, NULL);
+			if (n < 0)
+				return FAST_NO;
+			if ((uint64_t)n < fs->len)
+				pf_spec_pad_from(fs, out, (uint32_t)n);
+			return 0;
+		}
+		/* int64 into float32 (or bytes: refused below) */
+		take = len < fs->len ? len : fs->len;
+		f.v.int64s = scratch(w, take * sizeof(int64_t));
+		if (take && !f.v.int64s)
+			return FAST_NO;
+		n = pf_varint_decode_i64(data, len, (int64_t *)f.v.int64s, take,
+					 INT64_MIN, INT64_MAX, NULL);
+		if (n < 0)
+			return FAST_NO;
+		f.count = (uint32_t)n;
+		break;
+	case PF_KIND_FLOAT:
+		if (packed(l, &data, &len))
+			return FAST_NO;
+		f.count = (uint32_t)(len / 4);
+		take = f.count < fs->len ? f.count : fs->len;
+		if (take) {
+			/* The wire's floats are not aligned. */
+			float *v = scratch(w, take * sizeof(float));
+
+			if (!v)
+				return FAST_NO;
+			memcpy(v, data, take * sizeof(float));
+			f.v.floats = v;
+		}
+		break;
+	case PF_KIND_BYTES: {
+		pf_bytes *first = scratch(w, sizeof(*first));
+
+		if (!first || bytes_values(l, first, &f.count))
+			return FAST_NO;
+		f.v.bytes = first;
+		break;
+	}
+	}
+	ret = pf_spec_apply_one(fs, &f, out, &scratch_err);
+	w->arena->used = w->mark;
+	return ret < 0 ? FAST_NO : 0;
+}
+
+/* The spec feature named key (cut at a NUL, as protobuf-c does), -1 for
+ * none; FAST_NO when the NUL cut is what makes it match. */
+static int64_t match(const struct walk *w, const uint8_t *key, size_t len)
+{
+	for (uint32_t i = 0; i < w->n; i++) {
+		size_t nl = w->name_len[i];
+
+		if (len < nl || memcmp(key, w->spec->f[i].name, nl))
+			continue;
+		if (len == nl)
+			return i;
+		if (!key[nl])
+			return -(int64_t)FAST_NO - 1;
+	}
+	return -1;
+}
+
+/* One map entry {key = 1, value = 2}. */
+static int entry(struct walk *w, const uint8_t *p, const uint8_t *end)
+{
+	const uint8_t *key = NULL, *value = NULL;
+	size_t key_len = 0, value_len = 0;
+	struct list l = { .kind = PF_KIND_NONE };
+	int64_t i;
+
+	while (p < end) {
+		uint8_t tag = *p++;
+		size_t len;
+
+		if (!get_len(&p, end, &len))
+			return FAST_NO;
+		if (tag == 0x0a && !key) {
+			key = p;
+			key_len = len;
+		} else if (tag == 0x12 && !value) {
+			value = p;
+			value_len = len;
+		} else {
+			return FAST_NO;
+		}
+		p += len;
+	}
+	if (value && parse_feature(value, value + value_len, &l))
+		return FAST_NO;
+	i = key ? match(w, key, key_len) : -1;
+	if (i < -1)
+		return FAST_NO;
+	if (i < 0)
+		return check_list(&l);
+	w->seen |= 1ull << i;
+	return store(w, (uint32_t)i, &l);
+}
+
+static int walk_example(struct walk *w, const uint8_t *p, const uint8_t *end)
+{
+	while (p < end) {
+		const uint8_t *q, *qend;
+		size_t len;
+
+		/* Example.features */
+		if (*p++ != 0x0a || !get_len(&p, end, &len))
+			return FAST_NO;
+		for (q = p, qend = p + len; q < qend; q += len) {
+			/* Features.feature: one map entry */
+			if (*q++ != 0x0a || !get_len(&q, qend, &len) ||
+			    entry(w, q, q + len))
+				return FAST_NO;
+		}
+		p = qend;
+	}
+	return 0;
+}
+
+static int fast(struct walk *w, const void *rec, size_t len)
+{
+	const pf_spec *spec = w->spec;
+	pf_error scratch_err;
+
+	if (len > INT_MAX)
+		return FAST_NO;
+	for (uint32_t i = 0; i < w->n; i++) {
+		size_t nl = strnlen(spec->f[i].name, PF_SPEC_MAX_NAME);
+
+		if ((uintptr_t)w->dst[i] & (pf_dtype_size(spec->f[i].dtype) - 1) ||
+		    nl >= PF_SPEC_MAX_NAME)
+			return FAST_NO;
+		w->name_len[i] = (uint8_t)nl;
+	}
+	if (len && walk_example(w, rec, (const uint8_t *)rec + len))
+		return FAST_NO;
+	for (uint32_t i = 0; i < w->n; i++)
+		if (!(w->seen & (1ull << i)) &&
+		    pf_spec_apply_one(&spec->f[i], NULL, w->dst[i], &scratch_err) < 0)
+			return FAST_NO;
+	return 0;
+}
+
+int pf_spec_decode(const pf_spec *spec, const void *rec, size_t len,
+		   pf_arena *arena, uint8_t *const dst[], pf_error *err)
+{
+	struct walk w = {
+		.spec = spec, .dst = dst, .arena = arena, .mark = arena->used,
+		.n = spec->n < PF_SPEC_MAX_FEATURES ? spec->n : PF_SPEC_MAX_FEATURES,
+	};
+	pf_example ex;
+	int ret;
+
+	ret = fast(&w, rec, len);
+	arena->used = w.mark;
+	if (!ret)
+		return 0;
+	/* The slow path: the authority on what the record holds and on
+	 * what is wrong with it. */
+	ret = pf_example_decode(rec, len, arena, &ex, err);
+	if (!ret)
+		ret = pf_spec_apply_to(spec, &ex, dst, err);
+	arena->used = w.mark;
+	return ret;
+}

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to loader/: the pieces of spec.c that spec_fast.c reuses, so
+ * both paths preprocess with the very same code. */
+#ifndef PF_SPEC_INTERNAL_H
+#define PF_SPEC_INTERNAL_H
+
+#include "podfeed.h"
+
+/* The range integer values of fs are clamped to: the dtype's, or the
+ * clip's (int32/int64 dtypes). */
+void pf_spec_int_bounds(const pf_feature_spec *fs, int64_t *lo, int64_t *hi);
+/* Values [n, fs->len) of out set to the pad. */
+void pf_spec_pad_from(const pf_feature_spec *fs, uint8_t *out, uint32_t n);
+/* One feature (f NULL: absent) into out, as pf_spec_apply_to() does it.
+ * @return 0, or -EBADMSG with err (missing and required, wrong kind). */
+int pf_spec_apply_one(const pf_feature_spec *fs, const pf_feature *f,
+		      uint8_t *out, pf_error *err);
+
+#endif
