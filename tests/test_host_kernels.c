@@ -998,12 +998,13 @@ static double trainer_step(trainer *t, const pf_model_batch *b, float lr,
 	return sum / CORES;
 }
 
-Test(host_training, softmax_loss_falls_on_teacher_data)
+BOTH_PATHS(softmax_loss_falls_on_teacher_data)
 {
 	const uint32_t rows = 32, held = 512, steps = 300;
 	pf_model_config cfg = { .kind = PF_MODEL_SOFTMAX,
 				.classes = SYNTH_DENSE_CLASSES,
-				.dim = SYNTH_DENSE_DIM, .max_rows = held, .seed = 1 };
+				.dim = SYNTH_DENSE_DIM, .max_rows = held, .seed = 1,
+				.kernels = k->name };
 	float *teacher = xmalloc(SYNTH_DENSE_CLASSES * SYNTH_DENSE_DIM * sizeof(float));
 	float *x = xmalloc((size_t)held * SYNTH_DENSE_DIM * sizeof(float));
 	float *hx = xmalloc((size_t)held * SYNTH_DENSE_DIM * sizeof(float));
@@ -1037,7 +1038,7 @@ Test(host_training, softmax_loss_falls_on_teacher_data)
 	double base = label_entropy(hy, held, SYNTH_DENSE_CLASSES);
 	cr_log_info("softmax (%s): held-out loss %.3f -> %.3f (constant predictor "
 		    "%.3f), accuracy %.3f; training loss %.3f -> %.3f",
-		    pf_kernels_impl(), before, after, base, (double)right / held,
+		    k->name, before, after, base, (double)right / held,
 		    first, last);
 	cr_assert(after < 0.5 * before, "held-out loss %.3f -> %.3f", before, after);
 	cr_assert(after < 0.5 * base, "held-out loss %.3f, constant predictor %.3f",
@@ -1057,8 +1058,8 @@ typedef struct embag_run {
 	uint32_t right;
 } embag_run;
 
-static embag_run train_embag(const int32_t *htok, const int32_t *hy,
-			     uint32_t held, bool freeze_table)
+static embag_run train_embag(const char *kernels, const int32_t *htok,
+			     const int32_t *hy, uint32_t held, bool freeze_table)
 {
 	const uint32_t rows = 32, steps = 300;
 	pf_model_config cfg = { .kind = PF_MODEL_EMBAG,
@@ -1066,7 +1067,7 @@ static embag_run train_embag(const int32_t *htok, const int32_t *hy,
 				.vocab = SYNTH_VOCAB, .embed_dim = 16,
 				.seq_len = TOKENS_LEN, .pad_id = -1,
 				.embed_lr_scale = 100.0f,
-				.max_rows = held, .seed = 1 };
+				.max_rows = held, .seed = 1, .kernels = kernels };
 	int32_t *tok = xmalloc((size_t)CORES * rows * TOKENS_LEN * sizeof(int32_t));
 	int32_t y[CORES * 32];
 	pf_model_batch hb = { .rows = held, .tokens = htok, .labels = hy };
@@ -1100,7 +1101,7 @@ static embag_run train_embag(const int32_t *htok, const int32_t *hy,
 	return run;
 }
 
-Test(host_training, embag_loss_falls_on_teacher_data)
+BOTH_PATHS(embag_loss_falls_on_teacher_data)
 {
 	const uint32_t held = 512;
 	int32_t *htok = xmalloc((size_t)held * TOKENS_LEN * sizeof(int32_t));
@@ -1108,14 +1109,14 @@ Test(host_training, embag_loss_falls_on_teacher_data)
 	trng data = { 201 };
 
 	synth_tokens(&data, 1, held, htok, hy);
-	embag_run r = train_embag(htok, hy, held, false);
-	embag_run frozen = train_embag(htok, hy, held, true);
+	embag_run r = train_embag(k->name, htok, hy, held, false);
+	embag_run frozen = train_embag(k->name, htok, hy, held, true);
 	/* The frequent tokens' votes skew the labels, so the constant
 	 * predictor is well below log(8); beating it needs the tokens. */
 	double base = label_entropy(hy, held, SYNTH_TOKEN_CLASSES);
 	cr_log_info("embag (%s): held-out loss %.3f -> %.3f (constant predictor "
 		    "%.3f, table frozen %.3f), accuracy %.3f; training loss %.3f "
-		    "-> %.3f", pf_kernels_impl(), r.before, r.after, base,
+		    "-> %.3f", k->name, r.before, r.after, base,
 		    frozen.after, (double)r.right / held, r.first, r.last);
 	cr_assert(r.after < 0.85 * r.before, "held-out loss %.3f -> %.3f",
 		  r.before, r.after);
@@ -1127,4 +1128,447 @@ Test(host_training, embag_loss_falls_on_teacher_data)
 	cr_assert(r.after < frozen.after - 0.05, "held-out loss %.3f, with the "
 		  "table frozen %.3f", r.after, frozen.after);
 	free(htok);
+}
+
+/* ------------------------------------------------------------------ */
+/* Averaging in a fixed order; the MPI layout                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct embag_setup {
+	pf_model *m;
+	pf_workspace *ws;
+	pf_grad *g[3];
+	int32_t *tok[3];
+	int32_t y[3][16];
+} embag_setup;
+
+#define AVG_VOCAB 300u
+#define AVG_LEN 9u
+
+/* Three per-core batches over overlapping but different rows. */
+static void embag_setup_init(embag_setup *e, const char *kernels)
+{
+	pf_model_config cfg = { .kind = PF_MODEL_EMBAG, .classes = 5,
+				.vocab = AVG_VOCAB, .embed_dim = 13,
+				.seq_len = AVG_LEN, .pad_id = -1, .max_rows = 16,
+				.seed = 4, .kernels = kernels };
+	trng r = { 77 };
+
+	e->m = make_model(&cfg);
+	randomize_params(e->m, &r);
+	cr_assert_eq(pf_workspace_create(e->m, &e->ws), 0);
+	for (int c = 0; c < 3; c++) {
+		cr_assert_eq(pf_grad_create(e->m, 1, &e->g[c]), 0);
+		e->tok[c] = random_ids(&r, 16, AVG_LEN, AVG_VOCAB, -1);
+		for (int i = 0; i < 16; i++)
+			e->y[c][i] = (int32_t)(tr_next(&r) % 5);
+	}
+}
+
+static void embag_setup_grads(embag_setup *e, const int order[3])
+{
+	for (int k = 0; k < 3; k++) {
+		int c = order[k];
+		pf_model_batch b = { .rows = 16, .tokens = e->tok[c], .labels = e->y[c] };
+		cr_assert_eq(pf_model_grad(e->m, e->ws, &b, e->g[c], NULL, NULL), 0);
+	}
+}
+
+static void embag_setup_free(embag_setup *e)
+{
+	for (int c = 0; c < 3; c++) {
+		pf_grad_free(e->g[c]);
+		free(e->tok[c]);
+	}
+	pf_workspace_free(e->ws);
+	pf_model_free(e->m);
+}
+
+/* The average's dense and sparse parts, densified into [vocab][dim]. */
+static void densify(pf_grad *g, float *dense_out, size_t nd, float *table_out,
+		    uint32_t dim)
+{
+	size_t n;
+	const uint32_t *ids;
+	float *rows;
+	uint32_t d;
+
+	memcpy(dense_out, pf_grad_dense(g, &n), nd * sizeof(float));
+	memset(table_out, 0, (size_t)AVG_VOCAB * dim * sizeof(float));
+	uint32_t count = pf_grad_rows(g, &ids, &rows, &d);
+	for (uint32_t i = 0; i < count; i++)
+		memcpy(table_out + (size_t)ids[i] * dim, rows + (size_t)i * dim,
+		       dim * sizeof(float));
+}
+
+BOTH_PATHS(grad_average_is_fixed_order_and_exact)
+{
+	embag_setup e;
+	pf_grad *avg, *again;
+	const pf_grad *in[3];
+	size_t nd;
+	const uint32_t dim = 13;
+
+	embag_setup_init(&e, k->name);
+	cr_assert_eq(pf_grad_create(e.m, 3, &avg), 0);
+	cr_assert_eq(pf_grad_create(e.m, 3, &again), 0);
+	/* The cores finish in one order... */
+	embag_setup_grads(&e, (const int[]){ 0, 1, 2 });
+	for (int c = 0; c < 3; c++)
+		in[c] = e.g[c];
+	cr_assert_eq(pf_grad_average(avg, in, 3), 0);
+
+	pf_grad_dense(avg, &nd);
+	float *d1 = xmalloc(nd * sizeof(float)), *d2 = xmalloc(nd * sizeof(float));
+	float *t1 = xmalloc((size_t)AVG_VOCAB * dim * sizeof(float));
+	float *t2 = xmalloc((size_t)AVG_VOCAB * dim * sizeof(float));
+	double *rd = xmalloc(nd * sizeof(double));
+	double *rt = xmalloc((size_t)AVG_VOCAB * dim * sizeof(double));
+	densify(avg, d1, nd, t1, dim);
+
+	/* ... against a double-precision mean of the three. */
+	memset(rd, 0, nd * sizeof(double));
+	memset(rt, 0, (size_t)AVG_VOCAB * dim * sizeof(double));
+	for (int c = 0; c < 3; c++) {
+		densify(e.g[c], d2, nd, t2, dim);
+		for (size_t i = 0; i < nd; i++)
+			rd[i] += d2[i] / 3.0;
+		for (size_t i = 0; i < (size_t)AVG_VOCAB * dim; i++)
+			rt[i] += t2[i] / 3.0;
+	}
+	cr_assert(rel_err(d1, rd, nd) < REL_TOL);
+	cr_assert(rel_err(t1, rt, (size_t)AVG_VOCAB * dim) < REL_TOL);
+	/* The union of rows, exactly. */
+	const uint32_t *ids;
+	float *rows;
+	uint32_t d, n = pf_grad_rows(avg, &ids, &rows, &d);
+	for (uint32_t v = 0, i = 0; v < AVG_VOCAB; v++) {
+		bool any = false;
+		for (int c = 0; c < 3; c++)
+			for (size_t t = 0; t < 16 * AVG_LEN; t++)
+				any |= e.tok[c][t] == (int32_t)v;
+		if (any) {
+			cr_assert_lt(i, n);
+			cr_assert_eq(ids[i], v);
+			i++;
+		}
+		if (v == AVG_VOCAB - 1)
+			cr_assert_eq(i, n);
+	}
+
+	/* The cores finish in another order: the same bits. */
+	embag_setup_grads(&e, (const int[]){ 2, 0, 1 });
+	cr_assert_eq(pf_grad_average(again, in, 3), 0);
+	densify(again, d2, nd, t2, dim);
+	cr_assert(!memcmp(d1, d2, nd * sizeof(float)));
+	cr_assert(!memcmp(t1, t2, (size_t)AVG_VOCAB * dim * sizeof(float)));
+	cr_assert_eq(pf_grad_rows(again, &ids, &rows, &d), n);
+
+	/* Averaging one gradient gives it back. */
+	cr_assert_eq(pf_grad_average(again, in, 1), 0);
+	densify(again, d2, nd, t2, dim);
+	densify(e.g[0], d1, nd, t1, dim);
+	cr_assert(!memcmp(d1, d2, nd * sizeof(float)));
+	cr_assert(!memcmp(t1, t2, (size_t)AVG_VOCAB * dim * sizeof(float)));
+
+	free(d1);
+	free(d2);
+	free(t1);
+	free(t2);
+	free(rd);
+	free(rt);
+	pf_grad_free(avg);
+	pf_grad_free(again);
+	embag_setup_free(&e);
+}
+
+/*
+ * Two "hosts" reduce their gradients the way pf_host.h tells MPI users
+ * to: OR the touched-row masks, spread each gradient over the union, sum
+ * element-wise (what MPI_Allreduce(MPI_SUM) does), scale by 1/hosts.
+ * The result must be pf_grad_average() of the two, bit for bit.
+ */
+BOTH_PATHS(spread_rows_reduce_like_allreduce)
+{
+	embag_setup e;
+	pf_grad *h[2], *avg;
+	const pf_grad *in[2];
+	uint64_t *mask;
+	size_t words, nd;
+
+	embag_setup_init(&e, k->name);
+	embag_setup_grads(&e, (const int[]){ 0, 1, 2 });
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(pf_grad_create(e.m, 3, &h[i]), 0);
+		in[0] = e.g[i];
+		cr_assert_eq(pf_grad_average(h[i], in, 1), 0);
+	}
+	in[0] = e.g[0];
+	in[1] = e.g[1];
+	cr_assert_eq(pf_grad_create(e.m, 2, &avg), 0);
+	cr_assert_eq(pf_grad_average(avg, in, 2), 0);
+
+	words = pf_grad_mask_words(h[0]);
+	cr_assert_eq(words, (AVG_VOCAB + 63) / 64);
+	mask = calloc(words, sizeof(uint64_t));
+	pf_grad_mark_rows(h[0], mask);
+	pf_grad_mark_rows(h[1], mask);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pf_grad_spread_rows(h[i], mask), 0);
+
+	const uint32_t *ids0, *ids1, *ida;
+	float *r0, *r1, *ra;
+	uint32_t dim;
+	uint32_t n0 = pf_grad_rows(h[0], &ids0, &r0, &dim);
+	uint32_t n1 = pf_grad_rows(h[1], &ids1, &r1, &dim);
+	uint32_t na = pf_grad_rows(avg, &ida, &ra, &dim);
+	cr_assert_eq(n0, n1);
+	cr_assert_eq(n0, na);
+	cr_assert(!memcmp(ids0, ids1, n0 * sizeof(uint32_t)));
+	cr_assert(!memcmp(ids0, ida, n0 * sizeof(uint32_t)));
+	float *d0 = pf_grad_dense(h[0], &nd), *d1 = pf_grad_dense(h[1], &nd);
+	for (size_t i = 0; i < nd; i++)
+		d0[i] += d1[i];
+	for (size_t i = 0; i < (size_t)n0 * dim; i++)
+		r0[i] += r1[i];
+	pf_grad_scale(h[0], 0.5f);
+	cr_assert(!memcmp(d0, pf_grad_dense(avg, &nd), nd * sizeof(float)));
+	cr_assert(!memcmp(r0, ra, (size_t)n0 * dim * sizeof(float)));
+
+	/* A mask without one of g's rows, or with bits past the table. */
+	memset(mask, 0, words * sizeof(uint64_t));
+	mask[0] = 1;
+	cr_assert_eq(pf_grad_spread_rows(h[1], mask), -EINVAL);
+	memset(mask, 0xff, words * sizeof(uint64_t));
+	cr_assert_eq(pf_grad_spread_rows(h[1], mask), -EINVAL);
+	/* Every row of the table fits in neither a per-core gradient... */
+	mask[words - 1] = (1ull << (AVG_VOCAB % 64)) - 1;
+	pf_grad *small;
+	cr_assert_eq(pf_grad_create(e.m, 1, &small), 0);
+	in[0] = e.g[0];
+	cr_assert_eq(pf_grad_average(small, in, 1), 0);
+	cr_assert_eq(pf_grad_spread_rows(small, mask), -ENOSPC);
+	/* ... but does in one made for the union of three: min(300,
+	 * 3 * 16 rows * 9 tokens) rows. */
+	cr_assert_eq(pf_grad_spread_rows(h[1], mask), 0);
+	cr_assert_eq(pf_grad_rows(h[1], &ids1, &r1, &dim), AVG_VOCAB);
+
+	free(mask);
+	pf_grad_free(small);
+	pf_grad_free(h[0]);
+	pf_grad_free(h[1]);
+	pf_grad_free(avg);
+	embag_setup_free(&e);
+}
+
+/* ------------------------------------------------------------------ */
+/* Bad input                                                            */
+/* ------------------------------------------------------------------ */
+
+Test(host_errors, bad_configurations_fail_before_allocating)
+{
+	pf_model *m = (pf_model *)1;
+	pf_error err;
+	pf_model_config ok = { .kind = PF_MODEL_EMBAG, .classes = 4, .vocab = 100,
+			       .embed_dim = 8, .seq_len = 4, .pad_id = -1,
+			       .max_rows = 8 };
+	pf_model_config c;
+
+#define EXPECT(field_change, code, text)                                      \
+	do {                                                                  \
+		c = ok;                                                       \
+		field_change;                                                 \
+		pf_error_clear(&err);                                         \
+		cr_assert_eq(pf_model_create(&m, &c, &err), code, "%s", err.msg); \
+		cr_assert_null(m);                                            \
+		cr_assert(strstr(err.msg, text), "message: %s", err.msg);     \
+	} while (0)
+	EXPECT(c.classes = 1, -EINVAL, "classes 1");
+	EXPECT(c.classes = PF_MODEL_MAX_CLASSES + 1, -EINVAL, "classes");
+	EXPECT(c.max_rows = 0, -EINVAL, "max_rows 0");
+	EXPECT(c.vocab = 0, -EINVAL, "vocab 0");
+	EXPECT(c.embed_dim = 0, -EINVAL, "embed_dim 0");
+	EXPECT(c.seq_len = PF_MODEL_MAX_SEQ_LEN + 1, -EINVAL, "seq_len");
+	EXPECT(c.kind = (pf_model_kind)7, -EINVAL, "unknown kind");
+	EXPECT(c.kind = PF_MODEL_SOFTMAX, -EINVAL, "dim 0");
+	EXPECT(c.embed_lr_scale = -1.0f, -EINVAL, "embed_lr_scale");
+	EXPECT(c.embed_lr_scale = NAN, -EINVAL, "embed_lr_scale");
+	/* 2^26 rows of 2^20 floats: refused by the byte limit, not by a
+	 * failed (or worse, overcommitted) allocation. */
+	EXPECT((c.vocab = PF_MODEL_MAX_VOCAB, c.embed_dim = PF_MODEL_MAX_DIM),
+	       -EINVAL, "exceed");
+	EXPECT(c.kernels = "avx3", -EINVAL, "avx3");
+#undef EXPECT
+	pf_model_free(NULL);
+	pf_workspace_free(NULL);
+	pf_grad_free(NULL);
+}
+
+Test(host_errors, bad_batches_name_the_row)
+{
+	pf_model_config cfg = { .kind = PF_MODEL_EMBAG, .classes = 4, .vocab = 100,
+				.embed_dim = 8, .seq_len = 3, .pad_id = -1,
+				.max_rows = 4 };
+	pf_model_config scfg = { .kind = PF_MODEL_SOFTMAX, .classes = 4, .dim = 3,
+				 .max_rows = 4 };
+	pf_model *m = make_model(&cfg), *sm = make_model(&scfg);
+	pf_workspace *ws, *sws;
+	pf_grad *g, *sg;
+	int32_t tok[12] = { 1, 2, -1, 3, 4, 5, 6, 7, 8, 9, -1, -1 };
+	int32_t y[4] = { 0, 1, 2, 3 };
+	float x[12] = { 0 };
+	pf_error err;
+	double loss;
+
+	cr_assert_eq(pf_workspace_create(m, &ws), 0);
+	cr_assert_eq(pf_workspace_create(sm, &sws), 0);
+	cr_assert_eq(pf_grad_create(m, 1, &g), 0);
+	cr_assert_eq(pf_grad_create(sm, 1, &sg), 0);
+	pf_model_batch b = { .rows = 4, .tokens = tok, .labels = y };
+	cr_assert_eq(pf_model_grad(m, ws, &b, g, &loss, &err), 0);
+
+	y[2] = 4;
+	cr_assert_eq(pf_model_grad(m, ws, &b, g, &loss, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "row 2: label 4"), "%s", err.msg);
+	y[2] = -1;
+	cr_assert_eq(pf_model_evaluate(m, ws, &b, &loss, NULL, &err), -EINVAL);
+	y[2] = 2;
+	tok[7] = 100;
+	cr_assert_eq(pf_model_grad(m, ws, &b, g, &loss, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "row 2, token 1: id 100"), "%s", err.msg);
+	tok[7] = -2;
+	cr_assert_eq(pf_model_evaluate(m, ws, &b, &loss, NULL, &err), -EINVAL);
+	tok[7] = 7;
+	b.rows = 5;
+	cr_assert_eq(pf_model_grad(m, ws, &b, g, &loss, &err), -EINVAL);
+	b.rows = 0;
+	cr_assert_eq(pf_model_grad(m, ws, &b, g, &loss, &err), -EINVAL);
+	b.rows = 4;
+	b.tokens = NULL;
+	cr_assert_eq(pf_model_grad(m, ws, &b, g, &loss, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "tokens"), "%s", err.msg);
+	b.tokens = tok;
+
+	/* Another model's workspace or gradient. */
+	pf_model_batch sb = { .rows = 4, .x = x, .labels = y };
+	cr_assert_eq(pf_model_grad(sm, sws, &sb, sg, &loss, &err), 0);
+	cr_assert_eq(pf_model_grad(m, sws, &b, g, &loss, &err), -EINVAL);
+	cr_assert_eq(pf_model_grad(m, ws, &b, sg, &loss, &err), -EINVAL);
+	cr_assert_eq(pf_model_apply(m, sg, 0.1f), -EINVAL);
+	const pf_grad *mixed[2] = { g, sg };
+	pf_grad *out;
+	cr_assert_eq(pf_grad_create(m, 2, &out), 0);
+	cr_assert_eq(pf_grad_average(out, mixed, 2), -EINVAL);
+	cr_assert_eq(pf_grad_average(out, mixed, 0), -EINVAL);
+	mixed[1] = out;
+	cr_assert_eq(pf_grad_average(out, mixed, 2), -EINVAL);
+	cr_assert_eq(pf_grad_create(m, 0, &out), -EINVAL);
+
+	pf_grad_free(g);
+	pf_grad_free(sg);
+	pf_grad_free(out);
+	pf_workspace_free(ws);
+	pf_workspace_free(sws);
+	pf_model_free(m);
+	pf_model_free(sm);
+}
+
+/* An average needing more rows than the output can hold is refused, and
+ * the output is usable afterwards. */
+Test(host_errors, average_out_of_room)
+{
+	pf_model_config cfg = { .kind = PF_MODEL_EMBAG, .classes = 3, .vocab = 100,
+				.embed_dim = 4, .seq_len = 2, .pad_id = -1,
+				.max_rows = 2 };
+	pf_model *m = make_model(&cfg);
+	pf_workspace *ws;
+	pf_grad *g[2], *out;
+	int32_t t0[4] = { 1, 2, 3, 4 }, t1[4] = { 5, 6, 7, 8 }, y[2] = { 0, 1 };
+
+	cr_assert_eq(pf_workspace_create(m, &ws), 0);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pf_grad_create(m, 1, &g[i]), 0);
+	cr_assert_eq(pf_grad_create(m, 1, &out), 0);	/* room for 4 rows */
+	pf_model_batch b0 = { .rows = 2, .tokens = t0, .labels = y };
+	pf_model_batch b1 = { .rows = 2, .tokens = t1, .labels = y };
+	cr_assert_eq(pf_model_grad(m, ws, &b0, g[0], NULL, NULL), 0);
+	cr_assert_eq(pf_model_grad(m, ws, &b1, g[1], NULL, NULL), 0);
+	cr_assert_eq(pf_grad_average(out, (const pf_grad *const *)g, 2), -ENOSPC);
+	cr_assert_eq(pf_grad_average(out, (const pf_grad *const *)&g[1], 1), 0);
+	const uint32_t *ids;
+	float *rows;
+	uint32_t dim;
+	cr_assert_eq(pf_grad_rows(out, &ids, &rows, &dim), 4);
+	cr_assert_eq(ids[0], 5);
+	cr_assert_eq(ids[3], 8);
+	pf_grad_free(g[0]);
+	pf_grad_free(g[1]);
+	pf_grad_free(out);
+	pf_workspace_free(ws);
+	pf_model_free(m);
+}
+
+/* ------------------------------------------------------------------ */
+/* Dispatch and initialisation                                          */
+/* ------------------------------------------------------------------ */
+
+/* Criterion runs each test in a fresh process, so the environment is read
+ * here for the first time. */
+Test(host_dispatch, environment_forces_the_portable_path)
+{
+	setenv("PODFEED_KERNELS", "portable", 1);
+	cr_assert_str_eq(pf_kernels_impl(), "portable");
+	pf_model_config cfg = { .kind = PF_MODEL_SOFTMAX, .classes = 2, .dim = 3,
+				.max_rows = 1 };
+	pf_model *m = make_model(&cfg);
+	cr_assert_str_eq(pf_model_get_config(m)->kernels, "portable");
+	pf_model_free(m);
+	/* A model may still name its own. */
+	if (pf_kernels_supported("avx2")) {
+		cfg.kernels = "avx2";
+		m = make_model(&cfg);
+		cr_assert_str_eq(pf_model_get_config(m)->kernels, "avx2");
+		pf_model_free(m);
+	}
+}
+
+Test(host_dispatch, unknown_environment_value_keeps_the_best)
+{
+	setenv("PODFEED_KERNELS", "fastest", 1);
+	cr_assert_str_eq(pf_kernels_impl(),
+			 pf_kernels_supported("avx2") ? "avx2" : "portable");
+	cr_assert_null(pf_kernels_find("fastest"));
+	cr_assert(pf_kernels_supported("portable"));
+}
+
+Test(host_dispatch, same_seed_same_parameters_on_both_paths)
+{
+	pf_model_config cfg = { .kind = PF_MODEL_EMBAG, .classes = 3, .vocab = 50,
+				.embed_dim = 5, .seq_len = 2, .pad_id = -1,
+				.max_rows = 1, .seed = 42, .kernels = "portable" };
+	pf_model *a = make_model(&cfg), *b, *c;
+	size_t na, nb;
+	uint32_t va, vb, da, db;
+
+	if (pf_kernels_supported("avx2"))
+		cfg.kernels = "avx2";
+	b = make_model(&cfg);
+	cfg.seed = 43;
+	c = make_model(&cfg);
+	float *pa = pf_model_dense(a, &na), *pb = pf_model_dense(b, &nb);
+	cr_assert_eq(na, nb);
+	cr_assert(!memcmp(pa, pb, na * sizeof(float)));
+	float *ea = pf_model_embedding(a, &va, &da), *eb = pf_model_embedding(b, &vb, &db);
+	cr_assert(!memcmp(ea, eb, (size_t)va * da * sizeof(float)));
+	cr_assert(memcmp(ea, pf_model_embedding(c, &vb, &db), (size_t)va * da * sizeof(float)));
+	pf_model_kind kind;
+	cr_assert_eq(pf_model_kind_parse("embag", &kind), 0);
+	cr_assert_eq(kind, PF_MODEL_EMBAG);
+	cr_assert_eq(pf_model_kind_parse("softmax", &kind), 0);
+	cr_assert_eq(kind, PF_MODEL_SOFTMAX);
+	cr_assert_eq(pf_model_kind_parse("mlp", &kind), -EINVAL);
+	cr_assert_str_eq(pf_model_kind_name(PF_MODEL_EMBAG), "embag");
+	pf_model_free(a);
+	pf_model_free(b);
+	pf_model_free(c);
 }
