@@ -882,6 +882,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	mounted = true;
+	fs.start_ns = now_ns();
 	se = fuse_get_session(fuse);
 	if (fuse_set_signal_handlers(se) != 0) {
 		cli_fail("cannot install the signal handlers");
@@ -899,7 +900,6 @@ int main(int argc, char **argv)
 	}
 	fuse_loop_cfg_set_max_threads(loop, (unsigned)fs.opt.threads);
 	fuse_loop_cfg_set_idle_threads(loop, (unsigned)fs.opt.threads);
-	fs.start_ns = now_ns();
 	/* 0 after an outside unmount, the signal's number after SIGINT,
 	 * SIGTERM or SIGHUP: both are a clean stop; < 0 is a failure. */
 	ret = fuse_loop_mt(fuse, loop);
