@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <zstd.h>
 
 #include "cli.h"
 #include "example.pb-c.h"
@@ -20,6 +21,8 @@ static const char usage[] =
 	"usage: pfbench crc [--mib N] [--runs R]\n"
 	"       pfbench decompress [--runs R] FILE...\n"
 	"       pfbench decode [--runs R] FILE...\n"
+	"       pfbench specdecode [--runs R] [--spec SPEC]... FILE...\n"
+	"       pfbench varint [--runs R] FILE...\n"
 	"\n"
 	"crc         CRC32C (dispatched and portable) GB/s against memcpy\n"
 	"decompress  reading indexed shards through podfeed (one thread: read,\n"
@@ -27,6 +30,13 @@ static const char usage[] =
 	"            `zstd -qdc FILE > /dev/null` on the same files\n"
 	"decode      tf.train.Example decoding, podfeed's fast path against\n"
 	"            protobuf-c unpack + free, records in memory\n"
+	"specdecode  pf_spec_decode (one pass, wire bytes to tensors) against\n"
+	"            pf_example_decode + pf_spec_apply_to, per varint path, with\n"
+	"            zstd decompression of the same records (1 MiB frames,\n"
+	"            level 3) as the yardstick; default specs\n"
+	"            tokens:int32[512],label:int32[1] and the same as int64\n"
+	"varint      pf_varint_decode_i32/_i64 alone on every int64 list of the\n"
+	"            records (packed as on the wire), per path\n"
 	"Runs are interleaved (ours, reference, ours, ...) and medians reported;\n"
 	"one JSON object per line on stdout.\n";
 
@@ -286,18 +296,403 @@ static int bench_decode(char **files, int n, int runs)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+
+static const char *const default_specs[] = {
+	"tokens:int32[512],label:int32[1]",
+	"tokens:int64[512],label:int64[1]",
+};
+
+/* The varint paths this CPU has, best first. */
+static int simd_paths(const char *names[4])
+{
+	static const char *const all[] = { "avx512", "avx2", "scalar" };
+	int n = 0;
+
+	for (int i = 0; i < 3; i++)
+		if (pf_varint_set_impl(all[i]) == 0)
+			names[n++] = all[i];
+	return n;
+}
+
+/* The records packed into zstd frames of about 1 MiB (as an indexed
+ * shard holds them), for the decompression yardstick. */
+typedef struct zframes {
+	uint8_t *data;
+	size_t *off, *csize, *dsize;
+	size_t n, max_dsize;
+} zframes;
+
+static int zstd_frames(const recset *rs, zframes *z)
+{
+	size_t cap = ZSTD_compressBound(rs->len) + rs->len / 4096 + 64;
+	size_t at = 0, nmax = rs->len / (1u << 20) + 2;
+
+	memset(z, 0, sizeof(*z));
+	z->data = malloc(cap);
+	z->off = calloc(nmax, sizeof(size_t));
+	z->csize = calloc(nmax, sizeof(size_t));
+	z->dsize = calloc(nmax, sizeof(size_t));
+	if (!z->data || !z->off || !z->csize || !z->dsize)
+		return -ENOMEM;
+	for (size_t from = 0; from < rs->len; ) {
+		size_t len = rs->len - from < (1u << 20) ? rs->len - from : (1u << 20);
+		size_t c = ZSTD_compress(z->data + at, cap - at, rs->data + from, len, 3);
+
+		if (ZSTD_isError(c) || z->n == nmax)
+			return -EIO;
+		z->off[z->n] = at;
+		z->csize[z->n] = c;
+		z->dsize[z->n] = len;
+		if (len > z->max_dsize)
+			z->max_dsize = len;
+		z->n++;
+		at += c;
+		from += len;
+	}
+	return 0;
+}
+
+static double time_zstd(const zframes *z, ZSTD_DCtx *dctx, uint8_t *out)
+{
+	double t0 = now();
+
+	for (size_t i = 0; i < z->n; i++)
+		if (ZSTD_decompressDCtx(dctx, out, z->max_dsize, z->data + z->off[i],
+					z->csize[i]) != z->dsize[i])
+			return -1;
+	return now() - t0;
+}
+
+/* Destinations: a batch of `rows` rows per feature, as the loader's
+ * tensors; record i goes to row i % rows. */
+#define BENCH_ROWS 256u
+
+static double time_fast(const pf_spec *spec, const recset *rs, pf_arena *arena,
+			uint8_t **tensor, int *bad)
+{
+	uint8_t *dst[PF_SPEC_MAX_FEATURES];
+	double t0 = now();
+
+	for (size_t i = 0; i < rs->n; i++) {
+		pf_error err;
+
+		for (uint32_t k = 0; k < spec->n; k++)
+			dst[k] = tensor[k] + (i % BENCH_ROWS) * spec->f[k].len *
+					     pf_dtype_size(spec->f[k].dtype);
+		if (pf_spec_decode(spec, rs->data + rs->off[i], rs->rlen[i], arena,
+				   dst, &err) < 0)
+			(*bad)++;
+	}
+	return now() - t0;
+}
+
+static double time_slow(const pf_spec *spec, const recset *rs, pf_arena *arena,
+			uint8_t **tensor, int *bad)
+{
+	uint8_t *dst[PF_SPEC_MAX_FEATURES];
+	double t0 = now();
+
+	for (size_t i = 0; i < rs->n; i++) {
+		pf_example ex;
+		pf_error err;
+
+		for (uint32_t k = 0; k < spec->n; k++)
+			dst[k] = tensor[k] + (i % BENCH_ROWS) * spec->f[k].len *
+					     pf_dtype_size(spec->f[k].dtype);
+		pf_arena_reset(arena);
+		if (pf_example_decode(rs->data + rs->off[i], rs->rlen[i], arena,
+				      &ex, &err) < 0 ||
+		    pf_spec_apply_to(spec, &ex, dst, &err) < 0)
+			(*bad)++;
+	}
+	return now() - t0;
+}
+
+/* Both ways must agree before anything is timed. */
+static int check_same(const pf_spec *spec, const recset *rs, pf_arena *arena,
+		      uint8_t **a, uint8_t **b)
+{
+	for (size_t i = 0; i < rs->n; i++) {
+		uint8_t *da[PF_SPEC_MAX_FEATURES], *db[PF_SPEC_MAX_FEATURES];
+		pf_example ex;
+		pf_error err;
+		int ra, rb;
+
+		for (uint32_t k = 0; k < spec->n; k++) {
+			da[k] = a[k];
+			db[k] = b[k];
+		}
+		ra = pf_spec_decode(spec, rs->data + rs->off[i], rs->rlen[i], arena,
+				    da, &err);
+		pf_arena_reset(arena);
+		rb = pf_example_decode(rs->data + rs->off[i], rs->rlen[i], arena,
+				       &ex, &err);
+		if (!rb)
+			rb = pf_spec_apply_to(spec, &ex, db, &err);
+		if (ra != rb)
+			return -1;
+		for (uint32_t k = 0; !ra && k < spec->n; k++)
+			if (memcmp(a[k], b[k], spec->f[k].len *
+				   pf_dtype_size(spec->f[k].dtype)))
+				return -1;
+	}
+	return 0;
+}
+
+static int bench_specdecode(char **files, int n, int runs,
+			    const char *const *spec_texts, int nspecs)
+{
+	const char *paths[4];
+	int npaths = simd_paths(paths);
+	uint8_t *tensor[PF_SPEC_MAX_FEATURES] = { 0 }, *other[PF_SPEC_MAX_FEATURES] = { 0 };
+	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	uint64_t values = 0;
+	uint8_t *zout;
+	pf_arena arena;
+	zframes z;
+	recset rs;
+	pf_spec *spec = malloc(sizeof(*spec));
+
+	if (!spec || !dctx || load_records(files, n, &rs) < 0 ||
+	    pf_arena_init(&arena, PF_ARENA_BYTES_FOR(rs.max_len)) < 0 ||
+	    zstd_frames(&rs, &z) < 0 || !(zout = malloc(z.max_dsize + 1)))
+		return 1;
+	/* Values in the records' lists (the tokens of a tokens dataset). */
+	for (size_t i = 0; i < rs.n; i++) {
+		pf_example ex;
+		pf_error err;
+
+		pf_arena_reset(&arena);
+		if (pf_example_decode(rs.data + rs.off[i], rs.rlen[i], &arena, &ex,
+				      &err) == 0)
+			for (uint32_t k = 0; k < ex.n_features; k++)
+				values += ex.features[k].count;
+	}
+	for (int s = 0; s < nspecs; s++) {
+		pf_error err;
+
+		if (pf_spec_parse(spec, spec_texts[s], &err) < 0) {
+			cli_fail("specdecode: %s", err.msg);
+			return 2;
+		}
+		for (uint32_t k = 0; k < spec->n; k++) {
+			size_t size = (size_t)BENCH_ROWS * spec->f[k].len *
+				      pf_dtype_size(spec->f[k].dtype);
+
+			tensor[k] = aligned_alloc(64, (size + 63) & ~(size_t)63);
+			other[k] = aligned_alloc(64, (size + 63) & ~(size_t)63);
+			if (!tensor[k] || !other[k])
+				return 1;
+			memset(tensor[k], 0, size);
+		}
+		for (int p = 0; p < npaths; p++) {
+			double t_fast[64], t_slow[64], t_zstd[64];
+			int bad_fast = 0, bad_slow = 0;
+
+			pf_varint_set_impl(paths[p]);
+			if (check_same(spec, &rs, &arena, tensor, other) < 0) {
+				cli_fail("specdecode: pf_spec_decode and the slow path disagree (%s)",
+					 paths[p]);
+				return 1;
+			}
+			time_fast(spec, &rs, &arena, tensor, &bad_fast);	/* warm */
+			for (int r = 0; r < runs; r++) {
+				t_fast[r] = time_fast(spec, &rs, &arena, tensor, &bad_fast);
+				t_slow[r] = time_slow(spec, &rs, &arena, tensor, &bad_slow);
+				t_zstd[r] = time_zstd(&z, dctx, zout);
+				if (t_zstd[r] < 0) {
+					cli_fail("specdecode: zstd failed");
+					return 1;
+				}
+			}
+			double fast = median(t_fast, runs), slow = median(t_slow, runs),
+			       zs = median(t_zstd, runs);
+			double per = 1e9 / (double)rs.n;
+			printf("{\"bench\":\"specdecode\",\"spec\":\"%s\",\"simd\":\"%s\","
+			       "\"records\":%zu,\"bytes\":%zu,\"values\":%llu,\"runs\":%d,"
+			       "\"rejected\":%d,"
+			       "\"fast_records_per_s\":%.0f,\"fast_ns_per_record\":%.1f,"
+			       "\"fast_ns_per_value\":%.3f,"
+			       "\"slow_records_per_s\":%.0f,\"slow_ns_per_record\":%.1f,"
+			       "\"slow_ns_per_value\":%.3f,\"speedup\":%.2f,"
+			       "\"zstd_ns_per_record\":%.1f,\"fast_to_zstd\":%.3f}\n",
+			       spec_texts[s], paths[p], rs.n, rs.len,
+			       (unsigned long long)values, runs, bad_fast / (runs + 1),
+			       (double)rs.n / fast, fast * per, fast * 1e9 / (double)values,
+			       (double)rs.n / slow, slow * per, slow * 1e9 / (double)values,
+			       slow / fast, zs * per, fast / zs);
+			fflush(stdout);
+		}
+		for (uint32_t k = 0; k < spec->n; k++) {
+			free(tensor[k]);
+			free(other[k]);
+		}
+	}
+	ZSTD_freeDCtx(dctx);
+	free(zout);
+	free(z.data);
+	free(z.off);
+	free(z.csize);
+	free(z.dsize);
+	free(spec);
+	pf_arena_release(&arena);
+	free(rs.data);
+	free(rs.off);
+	free(rs.rlen);
+	return 0;
+}
+
+/* Every int64 list of the records, packed again (as TensorFlow packs
+ * them: minimal varints), one after the other. */
+typedef struct lists {
+	uint8_t *data;
+	size_t len, n, values, max_count;
+	size_t *off, *blen, *count;
+} lists;
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+static int int64_lists(const recset *rs, pf_arena *arena, lists *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->data = malloc(rs->len + 1);
+	l->off = malloc((rs->len / 2 + 1) * sizeof(size_t));
+	l->blen = malloc((rs->len / 2 + 1) * sizeof(size_t));
+	l->count = malloc((rs->len / 2 + 1) * sizeof(size_t));
+	if (!l->data || !l->off || !l->blen || !l->count)
+		return -ENOMEM;
+	for (size_t i = 0; i < rs->n; i++) {
+		pf_example ex;
+		pf_error err;
+
+		pf_arena_reset(arena);
+		if (pf_example_decode(rs->data + rs->off[i], rs->rlen[i], arena, &ex,
+				      &err) < 0)
+			continue;
+		for (uint32_t k = 0; k < ex.n_features; k++) {
+			const pf_feature *f = &ex.features[k];
+
+			if (f->kind != PF_KIND_INT64 || !f->count)
+				continue;
+			l->off[l->n] = l->len;
+			for (uint32_t v = 0; v < f->count; v++)
+				l->len += put_varint(l->data + l->len,
+						     (uint64_t)f->v.int64s[v]);
+			l->blen[l->n] = l->len - l->off[l->n];
+			l->count[l->n] = f->count;
+			if (f->count > l->max_count)
+				l->max_count = f->count;
+			l->values += f->count;
+			l->n++;
+		}
+	}
+	return 0;
+}
+
+static double time_varint(const lists *l, void *dst, int wide, int *bad)
+{
+	double t0 = now();
+
+	for (size_t i = 0; i < l->n; i++) {
+		int64_t got = wide ?
+			pf_varint_decode_i64(l->data + l->off[i], l->blen[i], dst,
+					     l->count[i], INT64_MIN, INT64_MAX, NULL) :
+			pf_varint_decode_i32(l->data + l->off[i], l->blen[i], dst,
+					     l->count[i], INT32_MIN, INT32_MAX, NULL);
+
+		*bad += got != (int64_t)l->count[i];
+	}
+	return now() - t0;
+}
+
+static int bench_varint(char **files, int n, int runs)
+{
+	const char *paths[4];
+	int npaths = simd_paths(paths), bad = 0;
+	double t32[4][64], t64[4][64];
+	pf_arena arena;
+	recset rs;
+	lists l;
+	void *dst;
+
+	if (load_records(files, n, &rs) < 0 ||
+	    pf_arena_init(&arena, PF_ARENA_BYTES_FOR(rs.max_len)) < 0 ||
+	    int64_lists(&rs, &arena, &l) < 0 ||
+	    !(dst = malloc((l.max_count + 1) * sizeof(int64_t))))
+		return 1;
+	if (!l.values) {
+		cli_fail("varint: no int64 values in the records");
+		return 1;
+	}
+	/* Interleaved: every path once per run. */
+	for (int r = -1; r < runs; r++)
+		for (int p = 0; p < npaths; p++) {
+			double a, b;
+
+			pf_varint_set_impl(paths[p]);
+			a = time_varint(&l, dst, 0, &bad);
+			b = time_varint(&l, dst, 1, &bad);
+			if (r >= 0) {
+				t32[p][r] = a;
+				t64[p][r] = b;
+			}
+		}
+	if (bad) {
+		cli_fail("varint: %d lists decoded to the wrong count", bad);
+		return 1;
+	}
+	double scalar32 = median(t32[npaths - 1], runs), scalar64 = median(t64[npaths - 1], runs);
+
+	for (int p = 0; p < npaths; p++) {
+		double a = median(t32[p], runs), b = median(t64[p], runs);
+
+		printf("{\"bench\":\"varint\",\"simd\":\"%s\",\"lists\":%zu,\"values\":%zu,"
+		       "\"bytes\":%zu,\"runs\":%d,\"i32_mvalues_per_s\":%.1f,"
+		       "\"i32_ns_per_value\":%.3f,\"i64_mvalues_per_s\":%.1f,"
+		       "\"i64_ns_per_value\":%.3f,\"i32_speedup_over_scalar\":%.2f,"
+		       "\"i64_speedup_over_scalar\":%.2f}\n",
+		       paths[p], l.n, l.values, l.len, runs,
+		       (double)l.values / a / 1e6, a * 1e9 / (double)l.values,
+		       (double)l.values / b / 1e6, b * 1e9 / (double)l.values,
+		       scalar32 / a, scalar64 / b);
+	}
+	free(dst);
+	free(l.data);
+	free(l.off);
+	free(l.blen);
+	free(l.count);
+	pf_arena_release(&arena);
+	free(rs.data);
+	free(rs.off);
+	free(rs.rlen);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "runs", required_argument, NULL, 'r' },
 		{ "mib", required_argument, NULL, 'm' },
+		{ "spec", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	uint64_t runs = 7, mib = 64;
 	const char *cmd;
 	char **files = NULL;
-	int c, nfiles = 0, ret;
+	const char *specs[16];
+	int c, nfiles = 0, nspecs = 0, ret;
 
 	cli_prog = "pfbench";
 	if (argc < 2 || !strcmp(argv[1], "--help")) {
@@ -317,6 +712,13 @@ int main(int argc, char **argv)
 			if (cli_parse_u64("--mib", optarg, 1, 4096, false, &mib))
 				return 2;
 			break;
+		case 's':
+			if (nspecs == 16) {
+				cli_fail("at most 16 --spec");
+				return 2;
+			}
+			specs[nspecs++] = optarg;
+			break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: fputs(usage, stderr); return 2;
 		}
@@ -332,6 +734,11 @@ int main(int argc, char **argv)
 		ret = bench_decompress(files, nfiles, (int)runs);
 	else if (!strcmp(cmd, "decode"))
 		ret = bench_decode(files, nfiles, (int)runs);
+	else if (!strcmp(cmd, "specdecode"))
+		ret = nspecs ? bench_specdecode(files, nfiles, (int)runs, specs, nspecs) :
+			       bench_specdecode(files, nfiles, (int)runs, default_specs, 2);
+	else if (!strcmp(cmd, "varint"))
+		ret = bench_varint(files, nfiles, (int)runs);
 	else {
 		cli_fail("unknown benchmark '%s'", cmd);
 		ret = 2;
