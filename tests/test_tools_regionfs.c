@@ -407,12 +407,14 @@ Test(regionfs, io_uring_reads_are_byte_identical, .fini = teardown, .timeout = 1
 	free(data);
 }
 
-/* The token bucket sets the pace: 40 MB at 50 MB/s take 0.8 s, far more
- * than the mount needs without a cap, so the measured rate is the cap
- * (plus the 1 MiB burst: +2.7%). */
+/* The token bucket sets the pace: 60 MB at 50 MB/s take 1.2 s, far more
+ * than the mount needs without a cap, so the measured rate is the cap.
+ * A 4 MiB burst adds at most 7.5% and lets a reader that the scheduler
+ * wakes up to 80 ms late (a loaded machine, the sanitizers) still keep
+ * the pace. */
 Test(regionfs, mbps_caps_throughput, .fini = teardown, .timeout = 120)
 {
-	const size_t len = 40 * 1000 * 1000;
+	const size_t len = 60 * 1000 * 1000;
 	const double cap = 50;
 	uint8_t *data, *got;
 	int64_t t0;
@@ -421,18 +423,21 @@ Test(regionfs, mbps_caps_throughput, .fini = teardown, .timeout = 120)
 	need_fuse();
 	make_dirs();
 	data = make_file("big.bin", len, 12);
-	start("--mbps 50");
+	start("--mbps 50 --burst 4M");
 	t0 = now_ns();
 	got = read_all(in_mnt("big.bin"), len);
 	secs = (double)(now_ns() - t0) / 1e9;
 	rate = (double)len / 1e6 / secs;
 	cr_assert(!memcmp(got, data, len));
+	cr_log_info("%.1f MB/s through a %.0f MB/s cap (%.3f s)", rate, cap, secs);
 	cr_assert(rate >= cap * 0.8 && rate <= cap * 1.2,
 		  "read %.1f MB/s through a %.0f MB/s cap (%.3f s)", rate, cap, secs);
 	stop(SIGINT);
 	json_t *s = stats();
 	cr_assert_eq(ju(s, "read_bytes"), len);
-	cr_assert_gt(jd(s, "bw_wait_s"), 0.5);
+	/* The bucket, not the reader, set the pace (how long it waited
+	 * depends on how fast the reader is, so only that it did). */
+	cr_assert_gt(jd(s, "bw_wait_s"), 0);
 	json_decref(s);
 	free(data);
 	free(got);
