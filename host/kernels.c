@@ -29,7 +29,7 @@ static size_t min_size(size_t a, size_t b)
 static void pack_a(bool trans, const float *a, size_t lda, size_t i0,
 		   size_t mc, size_t p0, size_t kc, float *dst)
 {
-	for (size_t ir = 0; ir < mc; ir += MR) {
+	for (size_t ir = 0; ir < mc; ir += MR, dst += MR * kc) {
 		size_t mr = min_size(MR, mc - ir);
 
 		if (trans) {
@@ -39,20 +39,21 @@ static void pack_a(bool trans, const float *a, size_t lda, size_t i0,
 				size_t r = 0;
 
 				for (; r < mr; r++)
-					dst[r] = src[r];
+					dst[p * MR + r] = src[r];
 				for (; r < MR; r++)
-					dst[r] = 0.0f;
-				dst += MR;
+					dst[p * MR + r] = 0.0f;
 			}
 		} else {
-			const float *row[MR];
+			/* A is [m][k]: read each row once, contiguously. */
+			for (size_t r = 0; r < MR; r++) {
+				const float *src = a + (i0 + ir + r) * lda + p0;
 
-			for (size_t r = 0; r < MR; r++)
-				row[r] = r < mr ? a + (i0 + ir + r) * lda + p0 : NULL;
-			for (size_t p = 0; p < kc; p++) {
-				for (size_t r = 0; r < MR; r++)
-					dst[r] = row[r] ? row[r][p] : 0.0f;
-				dst += MR;
+				if (r < mr)
+					for (size_t p = 0; p < kc; p++)
+						dst[p * MR + r] = src[p];
+				else
+					for (size_t p = 0; p < kc; p++)
+						dst[p * MR + r] = 0.0f;
 			}
 		}
 	}
@@ -92,6 +93,25 @@ static void pack_b(bool trans, const float *b, size_t ldb, size_t p0,
 	}
 }
 
+/* Run the micro-kernel on one MR x NR tile of C; an edge tile (mr < MR
+ * or nr < NR) is computed aside and only its part inside C added. */
+static void tile(const pf_kernel_ops *k, size_t kc, const float *a, size_t rs,
+		 size_t cs, const float *bp, float *c, size_t ldc, size_t mr,
+		 size_t nr, float alpha)
+{
+	float edge[MR * NR];
+
+	if (mr == MR && nr == NR) {
+		k->gemm_micro(kc, a, rs, cs, bp, c, ldc, alpha);
+		return;
+	}
+	memset(edge, 0, sizeof(edge));
+	k->gemm_micro(kc, a, rs, cs, bp, edge, NR, alpha);
+	for (size_t r = 0; r < mr; r++)
+		for (size_t j = 0; j < nr; j++)
+			c[r * ldc + j] += edge[r * NR + j];
+}
+
 void pf_sgemm(const pf_kernel_ops *k, bool trans_a, bool trans_b, size_t m,
 	      size_t n, size_t kk, float alpha, const float *a, size_t lda,
 	      const float *b, size_t ldb, float beta, float *c, size_t ldc,
@@ -116,6 +136,7 @@ void pf_sgemm(const pf_kernel_ops *k, bool trans_a, bool trans_b, size_t m,
 
 	for (size_t jc = 0; jc < n; jc += PF_GEMM_NC) {
 		size_t nc = min_size(PF_GEMM_NC, n - jc);
+		bool pack = nc > PF_GEMM_PACK_A_PANELS * NR;
 
 		for (size_t pc = 0; pc < kk; pc += PF_GEMM_KC) {
 			size_t kc = min_size(PF_GEMM_KC, kk - pc);
@@ -124,29 +145,37 @@ void pf_sgemm(const pf_kernel_ops *k, bool trans_a, bool trans_b, size_t m,
 			for (size_t ic = 0; ic < m; ic += PF_GEMM_MC) {
 				size_t mc = min_size(PF_GEMM_MC, m - ic);
 
-				pack_a(trans_a, a, lda, ic, mc, pc, kc, apack);
-				for (size_t jr = 0; jr < nc; jr += NR) {
-					size_t nr = min_size(NR, nc - jr);
-					const float *bp = bpack + jr * kc;
+				if (pack)
+					pack_a(trans_a, a, lda, ic, mc, pc, kc, apack);
+				for (size_t ir = 0; ir < mc; ir += MR) {
+					size_t mr = min_size(MR, mc - ir);
+					const float *ap;
+					size_t rs, cs;
 
-					for (size_t ir = 0; ir < mc; ir += MR) {
-						size_t mr = min_size(MR, mc - ir);
-						const float *ap = apack + ir * kc;
-						float *cc = c + (ic + ir) * ldc + jc + jr;
-						float tile[MR * NR];
-
-						if (mr == MR && nr == NR) {
-							k->gemm_micro(kc, ap, bp, cc, ldc, alpha);
-							continue;
-						}
-						/* An edge tile: compute all of it
-						 * aside, add the part inside C. */
-						memset(tile, 0, sizeof(tile));
-						k->gemm_micro(kc, ap, bp, tile, NR, alpha);
-						for (size_t r = 0; r < mr; r++)
-							for (size_t j = 0; j < nr; j++)
-								cc[r * ldc + j] += tile[r * NR + j];
+					if (pack) {
+						ap = apack + ir * kc;
+						rs = 1;
+						cs = MR;
+					} else if (mr < MR) {
+						/* Rows past m do not exist
+						 * in place: pack this panel. */
+						pack_a(trans_a, a, lda, ic + ir, mr, pc, kc, apack);
+						ap = apack;
+						rs = 1;
+						cs = MR;
+					} else if (trans_a) {
+						ap = a + pc * lda + ic + ir;
+						rs = 1;
+						cs = lda;
+					} else {
+						ap = a + (ic + ir) * lda + pc;
+						rs = lda;
+						cs = 1;
 					}
+					for (size_t jr = 0; jr < nc; jr += NR)
+						tile(k, kc, ap, rs, cs, bpack + jr * kc,
+						     c + (ic + ir) * ldc + jc + jr, ldc,
+						     mr, min_size(NR, nc - jr), alpha);
 				}
 			}
 		}
@@ -165,19 +194,16 @@ void pf_col_sum(const pf_kernel_ops *k, size_t rows, size_t cols,
 /* Portable implementation                                              */
 /* ------------------------------------------------------------------ */
 
-static void micro_portable(size_t kc, const float *ap, const float *bp,
-			   float *c, size_t ldc, float alpha)
+static void micro_portable(size_t kc, const float *a, size_t rs, size_t cs,
+			   const float *bp, float *c, size_t ldc, float alpha)
 {
 	float acc[MR][NR];
 
 	memset(acc, 0, sizeof(acc));
-	for (size_t p = 0; p < kc; p++) {
+	for (size_t p = 0; p < kc; p++, a += cs, bp += NR)
 		for (size_t r = 0; r < MR; r++)
 			for (size_t j = 0; j < NR; j++)
-				acc[r][j] += ap[r] * bp[j];
-		ap += MR;
-		bp += NR;
-	}
+				acc[r][j] += a[r * rs] * bp[j];
 	for (size_t r = 0; r < MR; r++)
 		for (size_t j = 0; j < NR; j++)
 			c[r * ldc + j] += alpha * acc[r][j];
@@ -378,9 +404,11 @@ AVX2 static inline __m256 exp_avx2(__m256 x)
 }
 
 /* 6 x 16 register tile: 12 accumulators give each of the two FMA pipes
- * six independent chains, enough to cover a 4-cycle FMA latency. */
-AVX2 static void micro_avx2(size_t kc, const float *ap, const float *bp,
-			    float *c, size_t ldc, float alpha)
+ * six independent chains, enough to cover a 4-cycle FMA latency.  A is
+ * read through six row pointers, so packed and in-place A cost the same
+ * here. */
+AVX2 static void micro_avx2(size_t kc, const float *a, size_t rs, size_t cs,
+			    const float *bp, float *c, size_t ldc, float alpha)
 {
 	__m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
 	__m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -389,30 +417,31 @@ AVX2 static void micro_avx2(size_t kc, const float *ap, const float *bp,
 	__m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
 	__m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
 	__m256 va = _mm256_set1_ps(alpha);
+	const float *a0 = a, *a1 = a + rs, *a2 = a + 2 * rs;
+	const float *a3 = a + 3 * rs, *a4 = a + 4 * rs, *a5 = a + 5 * rs;
 
-	for (size_t p = 0; p < kc; p++) {
+	for (size_t p = 0, o = 0; p < kc; p++, o += cs) {
 		__m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-		__m256 a;
+		__m256 x;
 
-		a = _mm256_broadcast_ss(ap + 0);
-		c00 = _mm256_fmadd_ps(a, b0, c00);
-		c01 = _mm256_fmadd_ps(a, b1, c01);
-		a = _mm256_broadcast_ss(ap + 1);
-		c10 = _mm256_fmadd_ps(a, b0, c10);
-		c11 = _mm256_fmadd_ps(a, b1, c11);
-		a = _mm256_broadcast_ss(ap + 2);
-		c20 = _mm256_fmadd_ps(a, b0, c20);
-		c21 = _mm256_fmadd_ps(a, b1, c21);
-		a = _mm256_broadcast_ss(ap + 3);
-		c30 = _mm256_fmadd_ps(a, b0, c30);
-		c31 = _mm256_fmadd_ps(a, b1, c31);
-		a = _mm256_broadcast_ss(ap + 4);
-		c40 = _mm256_fmadd_ps(a, b0, c40);
-		c41 = _mm256_fmadd_ps(a, b1, c41);
-		a = _mm256_broadcast_ss(ap + 5);
-		c50 = _mm256_fmadd_ps(a, b0, c50);
-		c51 = _mm256_fmadd_ps(a, b1, c51);
-		ap += MR;
+		x = _mm256_broadcast_ss(a0 + o);
+		c00 = _mm256_fmadd_ps(x, b0, c00);
+		c01 = _mm256_fmadd_ps(x, b1, c01);
+		x = _mm256_broadcast_ss(a1 + o);
+		c10 = _mm256_fmadd_ps(x, b0, c10);
+		c11 = _mm256_fmadd_ps(x, b1, c11);
+		x = _mm256_broadcast_ss(a2 + o);
+		c20 = _mm256_fmadd_ps(x, b0, c20);
+		c21 = _mm256_fmadd_ps(x, b1, c21);
+		x = _mm256_broadcast_ss(a3 + o);
+		c30 = _mm256_fmadd_ps(x, b0, c30);
+		c31 = _mm256_fmadd_ps(x, b1, c31);
+		x = _mm256_broadcast_ss(a4 + o);
+		c40 = _mm256_fmadd_ps(x, b0, c40);
+		c41 = _mm256_fmadd_ps(x, b1, c41);
+		x = _mm256_broadcast_ss(a5 + o);
+		c50 = _mm256_fmadd_ps(x, b0, c50);
+		c51 = _mm256_fmadd_ps(x, b1, c51);
 		bp += NR;
 	}
 #define STORE_ROW(r, lo, hi)                                                   \

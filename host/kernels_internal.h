@@ -18,13 +18,17 @@
  * MR x NR tile of C in registers: 6 x 16 floats are 12 ymm accumulators,
  * plus 2 for a row of B and 1 broadcast of A, within AVX2's 16.  A KC x NR
  * panel of packed B (16 KiB) stays in L1 while the MR-row panels of the
- * packed MC x KC block of A (120 KiB) stream from L2.
+ * MC x KC block of A (120 KiB) stream from L2.  A is packed only when the
+ * B block has more than PF_GEMM_PACK_A_PANELS panels to reuse it: for the
+ * models' narrow products (n = classes) packing A cost more than the
+ * product (measured: 11 GFLOP/s packed, see tools/kernelbench).
  */
 #define PF_GEMM_MR 6
 #define PF_GEMM_NR 16
 #define PF_GEMM_MC 120
 #define PF_GEMM_KC 256
 #define PF_GEMM_NC 1024
+#define PF_GEMM_PACK_A_PANELS 2
 /* Floats of scratch pf_sgemm() needs (packed A block + packed B block). */
 #define PF_GEMM_SCRATCH_FLOATS \
 	((size_t)PF_GEMM_MC * PF_GEMM_KC + (size_t)PF_GEMM_KC * PF_GEMM_NC)
@@ -32,10 +36,12 @@
 typedef struct pf_kernel_ops {
 	const char *name;	/* "avx2", "portable" */
 
-	/* c[MR][NR] (row stride ldc) += alpha * ap^T bp over kc steps, ap
-	 * packed as kc groups of MR floats, bp as kc groups of NR. */
-	void (*gemm_micro)(size_t kc, const float *ap, const float *bp,
-			   float *c, size_t ldc, float alpha);
+	/* c[MR][NR] (row stride ldc) += alpha * A B over kc steps, where
+	 * A's element (r, p) is a[r * rs + p * cs] (packed: rs 1, cs MR;
+	 * or read in place from the caller's matrix) and bp is packed as kc
+	 * groups of NR. */
+	void (*gemm_micro)(size_t kc, const float *a, size_t rs, size_t cs,
+			   const float *bp, float *c, size_t ldc, float alpha);
 
 	/* For each row i of z[rows][classes]: loss_i = logsumexp(z_i) -
 	 * z_i[labels[i]], computed with the row maximum subtracted.  With

@@ -1,0 +1,542 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kernelbench: GFLOP/s of the compute stage's dense product (AVX2 and
+ * portable) against a BLAS's cblas_sgemm on the same shapes in the same run,
+ * against the FMA peak of this core measured by an FMA-throughput loop, and
+ * of one model step.  Single-threaded throughout: the compute stage runs one
+ * such thread per core. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels_internal.h"
+#include "pf_host.h"
+
+#ifdef PF_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+static const char usage[] =
+	"usage: kernelbench [--runs N] [--min-ms MS] [--quick] [--json]\n"
+	"  Prints GFLOP/s (the median of N runs, default 5, each repeating a\n"
+	"  call for at least MS milliseconds, default 40) of:\n"
+	"    the FMA peak of one core (independent FMA chains; AVX2 and,\n"
+	"      where the CPU has it, AVX-512),\n"
+	"    pf_sgemm with the avx2 and portable kernels and the BLAS's\n"
+	"      cblas_sgemm (one thread) on the models' shapes and squares,\n"
+	"    one pf_model_grad() step of each model on each path.\n"
+	"  Runs of the candidates are interleaved so that load from other\n"
+	"  processes falls on all of them alike.  --quick: fewer, smaller\n"
+	"  shapes.  --json: one JSON object instead of the table.\n";
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void *xalloc(size_t bytes)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, bytes ? bytes : 64)) {
+		fprintf(stderr, "kernelbench: out of memory (%zu bytes)\n", bytes);
+		exit(1);
+	}
+	return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* FMA peak                                                             */
+/* ------------------------------------------------------------------ */
+/*
+ * Twelve independent accumulator chains: with two FMA pipes of 4-cycle
+ * latency eight would do, twelve leave margin for a wider core.  The
+ * results go to a volatile sink so the loop cannot be dropped; without
+ * -ffast-math the compiler may not merge the chains.
+ */
+static volatile float fma_sink;
+
+#define FMA_CHAINS 12
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* Named variables, not an array: an array kept in memory turns each
+ * chain into a store-load round trip and measures that instead. */
+#define FMA_STEP(op, v) \
+	v##0 = op(v##0, b, c); v##1 = op(v##1, b, c); v##2 = op(v##2, b, c); \
+	v##3 = op(v##3, b, c); v##4 = op(v##4, b, c); v##5 = op(v##5, b, c); \
+	v##6 = op(v##6, b, c); v##7 = op(v##7, b, c); v##8 = op(v##8, b, c); \
+	v##9 = op(v##9, b, c); v##a = op(v##a, b, c); v##b = op(v##b, b, c)
+#define FMA_SUM(add, v) \
+	add(add(add(add(v##0, v##1), add(v##2, v##3)), add(add(v##4, v##5), \
+	add(v##6, v##7))), add(add(v##8, v##9), add(v##a, v##b)))
+
+__attribute__((target("avx2,fma")))
+static double fma_ymm(uint64_t iters)
+{
+	const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+	__m256 y0 = _mm256_set1_ps(0.0f), y1 = _mm256_set1_ps(1.0f);
+	__m256 y2 = _mm256_set1_ps(2.0f), y3 = _mm256_set1_ps(3.0f);
+	__m256 y4 = _mm256_set1_ps(4.0f), y5 = _mm256_set1_ps(5.0f);
+	__m256 y6 = _mm256_set1_ps(6.0f), y7 = _mm256_set1_ps(7.0f);
+	__m256 y8 = _mm256_set1_ps(8.0f), y9 = _mm256_set1_ps(9.0f);
+	__m256 ya = _mm256_set1_ps(10.0f), yb = _mm256_set1_ps(11.0f);
+
+	for (uint64_t it = 0; it < iters; it++) {
+		FMA_STEP(_mm256_fmadd_ps, y);
+	}
+	fma_sink = _mm256_cvtss_f32(FMA_SUM(_mm256_add_ps, y));
+	return (double)iters * FMA_CHAINS * 8 * 2;
+}
+
+__attribute__((target("avx512f")))
+static double fma_zmm(uint64_t iters)
+{
+	const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+	__m512 z0 = _mm512_set1_ps(0.0f), z1 = _mm512_set1_ps(1.0f);
+	__m512 z2 = _mm512_set1_ps(2.0f), z3 = _mm512_set1_ps(3.0f);
+	__m512 z4 = _mm512_set1_ps(4.0f), z5 = _mm512_set1_ps(5.0f);
+	__m512 z6 = _mm512_set1_ps(6.0f), z7 = _mm512_set1_ps(7.0f);
+	__m512 z8 = _mm512_set1_ps(8.0f), z9 = _mm512_set1_ps(9.0f);
+	__m512 za = _mm512_set1_ps(10.0f), zb = _mm512_set1_ps(11.0f);
+
+	for (uint64_t it = 0; it < iters; it++) {
+		FMA_STEP(_mm512_fmadd_ps, z);
+	}
+	fma_sink = _mm512_reduce_add_ps(FMA_SUM(_mm512_add_ps, z));
+	return (double)iters * FMA_CHAINS * 16 * 2;
+}
+#endif
+
+typedef struct bench_opts {
+	int runs;
+	double min_s;
+	bool quick, json;
+} bench_opts;
+
+/* GFLOP/s of fn: calls grow until one batch lasts min_s; median of runs. */
+static double peak_gflops(double (*fn)(uint64_t), const bench_opts *o)
+{
+	double v[64];
+	uint64_t iters = 1 << 16;
+
+	for (;;) {
+		double t = now_s();
+		fn(iters);
+		if (now_s() - t >= o->min_s)
+			break;
+		iters *= 2;
+	}
+	for (int r = 0; r < o->runs; r++) {
+		double t = now_s(), flops = fn(iters);
+		v[r] = flops / (now_s() - t) * 1e-9;
+	}
+	return median(v, o->runs);
+}
+
+/* ------------------------------------------------------------------ */
+/* Dense products                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef struct shape {
+	const char *name;
+	bool ta, tb;
+	size_t m, n, k;
+} shape;
+
+enum { C_AVX2, C_PORTABLE, C_BLAS, NCAND };
+
+typedef struct gemm_case {
+	const shape *s;
+	float *a, *b, *c, *scratch;
+	size_t lda, ldb;
+} gemm_case;
+
+static void run_gemm(const gemm_case *g, int cand)
+{
+	const shape *s = g->s;
+
+	switch (cand) {
+	case C_AVX2:
+	case C_PORTABLE:
+		pf_sgemm(pf_kernels_find(cand == C_AVX2 ? "avx2" : "portable"),
+			 s->ta, s->tb, s->m, s->n, s->k, 1.0f, g->a, g->lda, g->b,
+			 g->ldb, 0.0f, g->c, s->n, g->scratch);
+		break;
+#ifdef PF_HAVE_CBLAS
+	case C_BLAS:
+		cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+			    s->tb ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n,
+			    (int)s->k, 1.0f, g->a, (int)g->lda, g->b, (int)g->ldb,
+			    0.0f, g->c, (int)s->n);
+		break;
+#endif
+	}
+}
+
+static bool cand_available(int cand)
+{
+	if (cand == C_AVX2)
+		return pf_kernels_supported("avx2");
+#ifndef PF_HAVE_CBLAS
+	if (cand == C_BLAS)
+		return false;
+#endif
+	return true;
+}
+
+/* Calls per timed batch so that one batch lasts about min_s. */
+static long calibrate(const gemm_case *g, int cand, double min_s)
+{
+	long reps = 1;
+
+	for (;;) {
+		double t = now_s();
+		for (long i = 0; i < reps; i++)
+			run_gemm(g, cand);
+		double dt = now_s() - t;
+		if (dt >= min_s || reps > (1L << 30))
+			return reps;
+		reps = dt > 0 ? (long)(reps * 1.2 * min_s / dt) + 1 : reps * 16;
+	}
+}
+
+/* max |x - ref| / max |ref| */
+static double rel_diff(const float *x, const float *ref, size_t n)
+{
+	double num = 0.0, den = 0.0;
+
+	for (size_t i = 0; i < n; i++) {
+		num = fmax(num, fabs((double)x[i] - ref[i]));
+		den = fmax(den, fabs((double)ref[i]));
+	}
+	return den > 0 ? num / den : num;
+}
+
+typedef struct gemm_result {
+	double gflops[NCAND];
+	double diff[NCAND];	/* against the portable result */
+} gemm_result;
+
+static gemm_result bench_gemm(const shape *s, const bench_opts *o)
+{
+	gemm_case g = { .s = s };
+	gemm_result res;
+	double v[NCAND][64];
+	long reps[NCAND];
+	size_t arows = s->ta ? s->k : s->m, brows = s->tb ? s->n : s->k;
+	float *ref;
+	unsigned seed = 1;
+
+	g.lda = s->ta ? s->m : s->k;
+	g.ldb = s->tb ? s->k : s->n;
+	g.a = xalloc(arows * g.lda * sizeof(float));
+	g.b = xalloc(brows * g.ldb * sizeof(float));
+	g.c = xalloc(s->m * s->n * sizeof(float));
+	ref = xalloc(s->m * s->n * sizeof(float));
+	g.scratch = xalloc(PF_GEMM_SCRATCH_FLOATS * sizeof(float));
+	for (size_t i = 0; i < arows * g.lda; i++)
+		g.a[i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
+	for (size_t i = 0; i < brows * g.ldb; i++)
+		g.b[i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
+
+	run_gemm(&g, C_PORTABLE);
+	memcpy(ref, g.c, s->m * s->n * sizeof(float));
+	for (int c = 0; c < NCAND; c++) {
+		res.gflops[c] = res.diff[c] = NAN;
+		if (!cand_available(c))
+			continue;
+		run_gemm(&g, c);
+		res.diff[c] = rel_diff(g.c, ref, s->m * s->n);
+		reps[c] = calibrate(&g, c, o->min_s);
+	}
+	for (int r = 0; r < o->runs; r++)
+		for (int c = 0; c < NCAND; c++) {
+			if (!cand_available(c))
+				continue;
+			double t = now_s();
+			for (long i = 0; i < reps[c]; i++)
+				run_gemm(&g, c);
+			double dt = now_s() - t;
+			v[c][r] = 2.0 * s->m * s->n * s->k * reps[c] / dt * 1e-9;
+		}
+	for (int c = 0; c < NCAND; c++)
+		if (cand_available(c))
+			res.gflops[c] = median(v[c], o->runs);
+	free(g.a);
+	free(g.b);
+	free(g.c);
+	free(ref);
+	free(g.scratch);
+	return res;
+}
+
+/* ------------------------------------------------------------------ */
+/* Model steps                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct step_result {
+	double gflops, ms;
+} step_result;
+
+static step_result bench_model(pf_model_kind kind, const char *kernels,
+			       const bench_opts *o)
+{
+	const uint32_t rows = 256, seq = 256;
+	pf_model_config cfg = { .kind = kind, .classes = kind == PF_MODEL_EMBAG ? 8 : 10,
+				.dim = 256, .vocab = 32000, .embed_dim = 64,
+				.seq_len = seq, .pad_id = -1, .max_rows = rows,
+				.seed = 1, .kernels = kernels };
+	step_result res = { NAN, NAN };
+	pf_model *m;
+	pf_workspace *ws;
+	pf_grad *g;
+	pf_error err;
+	double v[64];
+	unsigned seed = 2;
+	float *x = xalloc((size_t)rows * cfg.dim * sizeof(float));
+	int32_t *tok = xalloc((size_t)rows * seq * sizeof(int32_t));
+	int32_t *y = xalloc(rows * sizeof(int32_t));
+
+	if (pf_model_create(&m, &cfg, &err) < 0) {
+		fprintf(stderr, "kernelbench: %s\n", err.msg);
+		exit(1);
+	}
+	if (pf_workspace_create(m, &ws) < 0 || pf_grad_create(m, 1, &g) < 0) {
+		fprintf(stderr, "kernelbench: out of memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < (size_t)rows * cfg.dim; i++)
+		x[i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
+	/* Zipf-like ids (rank ~ exp(uniform * log vocab)), the records'
+	 * lengths 128..256 and the rest padding, like shardtool synth. */
+	for (uint32_t i = 0; i < rows; i++) {
+		uint32_t n = 128 + (uint32_t)rand_r(&seed) % 129;
+		for (uint32_t t = 0; t < seq; t++) {
+			double u = (double)rand_r(&seed) / ((double)RAND_MAX + 1);
+			tok[i * seq + t] = t < n ? (int32_t)(exp(u * log(32001.0)) - 1) : -1;
+		}
+		y[i] = (int32_t)((uint32_t)rand_r(&seed) % cfg.classes);
+	}
+	pf_model_batch b = { .rows = rows, .x = x, .tokens = tok, .labels = y };
+	long reps = 1;
+	for (;;) {
+		double t = now_s();
+		for (long i = 0; i < reps; i++)
+			pf_model_grad(m, ws, &b, g, NULL, NULL);
+		double dt = now_s() - t;
+		if (dt >= o->min_s)
+			break;
+		reps *= 2;
+	}
+	for (int r = 0; r < o->runs; r++) {
+		double t = now_s();
+		for (long i = 0; i < reps; i++)
+			pf_model_grad(m, ws, &b, g, NULL, NULL);
+		v[r] = (now_s() - t) / reps;
+	}
+	res.ms = median(v, o->runs) * 1e3;
+	res.gflops = pf_model_step_flops(m, rows) / (res.ms * 1e-3) * 1e-9;
+	pf_grad_free(g);
+	pf_workspace_free(ws);
+	pf_model_free(m);
+	free(x);
+	free(tok);
+	free(y);
+	return res;
+}
+
+/* ------------------------------------------------------------------ */
+
+static const char *blas_name(void)
+{
+#if defined(PF_HAVE_OPENBLAS)
+	static char name[160];
+	snprintf(name, sizeof(name), "%s (core %s, 1 thread)",
+		 openblas_get_config(), openblas_get_corename());
+	return name;
+#elif defined(PF_HAVE_CBLAS)
+	return "cblas_sgemm (reference BLAS)";
+#else
+	return NULL;
+#endif
+}
+
+static void json_num(const char *key, double v, bool comma)
+{
+	if (isnan(v))
+		printf("\"%s\":null%s", key, comma ? "," : "");
+	else
+		printf("\"%s\":%.4g%s", key, v, comma ? "," : "");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "runs", required_argument, NULL, 'r' },
+		{ "min-ms", required_argument, NULL, 'm' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	/* The models' shapes at a per-core batch of 256 (softmax: 256
+	 * features, 10 classes; embag: 64-wide embeddings, 8 classes), then
+	 * squares where a BLAS is at its best. */
+	static const shape shapes[] = {
+		{ "softmax fwd  x W", false, false, 256, 10, 256 },
+		{ "softmax dW   x^T dz", true, false, 256, 10, 256 },
+		{ "embag fwd    h W", false, false, 256, 8, 64 },
+		{ "embag dh     dz W^T", false, true, 256, 64, 8 },
+		{ "square", false, false, 128, 128, 128 },
+		{ "square", false, false, 512, 512, 512 },
+		{ "square", false, false, 1024, 1024, 1024 },
+		{ "square A^T B^T", true, true, 512, 512, 512 },
+	};
+	bench_opts o = { .runs = 5, .min_s = 0.04 };
+	size_t nshapes = sizeof(shapes) / sizeof(shapes[0]);
+	double peak_ymm = NAN, peak_zmm = NAN;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'r':
+			o.runs = atoi(optarg);
+			if (o.runs < 1 || o.runs > 64) {
+				fprintf(stderr, "kernelbench: --runs: '%s' is not in [1, 64]\n", optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			o.min_s = atof(optarg) * 1e-3;
+			if (!(o.min_s > 0 && o.min_s <= 10)) {
+				fprintf(stderr, "kernelbench: --min-ms: '%s' is not in (0, 10000]\n", optarg);
+				return 2;
+			}
+			break;
+		case 'q':
+			o.quick = true;
+			break;
+		case 'j':
+			o.json = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kernelbench: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (o.quick)
+		nshapes = 5;
+#ifdef PF_HAVE_OPENBLAS
+	/* The compute stage runs one thread per core; so does the BLAS. */
+	openblas_set_num_threads(1);
+#endif
+
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		peak_ymm = peak_gflops(fma_ymm, &o);
+	if (__builtin_cpu_supports("avx512f"))
+		peak_zmm = peak_gflops(fma_zmm, &o);
+#endif
+
+	if (o.json) {
+		printf("{\"kernels\":\"%s\",\"blas\":", pf_kernels_impl());
+		if (blas_name())
+			printf("\"%s\",", blas_name());
+		else
+			printf("null,");
+		printf("\"runs\":%d,", o.runs);
+		json_num("fma_peak_avx2_gflops", peak_ymm, true);
+		json_num("fma_peak_avx512_gflops", peak_zmm, true);
+		printf("\"gemm\":[");
+	} else {
+		printf("kernelbench: one thread; median of %d runs; GFLOP/s\n", o.runs);
+		printf("BLAS: %s\n", blas_name() ? blas_name() : "none found at build time");
+		printf("FMA peak, AVX2 (8-wide, %d chains):      %7.1f\n", FMA_CHAINS, peak_ymm);
+		if (!isnan(peak_zmm))
+			printf("FMA peak, AVX-512 (16-wide, %d chains):  %7.1f  (the kernels use AVX2)\n",
+			       FMA_CHAINS, peak_zmm);
+		printf("\n%-22s %5s %5s %5s %8s %8s %8s %9s %9s %9s\n", "sgemm shape", "m", "n",
+		       "k", "avx2", "portable", "blas", "avx2/blas", "avx2/peak",
+		       "diff");
+	}
+	for (size_t i = 0; i < nshapes; i++) {
+		const shape *s = &shapes[i];
+		gemm_result r = bench_gemm(s, &o);
+		double worst = fmax(r.diff[C_AVX2], r.diff[C_BLAS]);
+
+		if (o.json) {
+			printf("%s{\"shape\":\"%s\",\"ta\":%d,\"tb\":%d,\"m\":%zu,\"n\":%zu,\"k\":%zu,",
+			       i ? "," : "", s->name, s->ta, s->tb, s->m, s->n, s->k);
+			json_num("avx2", r.gflops[C_AVX2], true);
+			json_num("portable", r.gflops[C_PORTABLE], true);
+			json_num("blas", r.gflops[C_BLAS], true);
+			json_num("max_rel_diff", worst, false);
+			printf("}");
+		} else {
+			printf("%-22s %5zu %5zu %5zu %8.1f %8.1f %8.1f %9.2f %8.0f%% %9.1e\n",
+			       s->name, s->m, s->n, s->k, r.gflops[C_AVX2],
+			       r.gflops[C_PORTABLE], r.gflops[C_BLAS],
+			       r.gflops[C_AVX2] / r.gflops[C_BLAS],
+			       100.0 * r.gflops[C_AVX2] / peak_ymm, worst);
+		}
+	}
+	if (o.json)
+		printf("],\"model_step\":[");
+	else
+		printf("\n%-40s %8s %8s\n", "pf_model_grad, 256 rows (embag: 256 ids)",
+		       "ms", "GFLOP/s");
+	for (int kind = 0, first = 1; kind < 2; kind++)
+		for (int c = 0; c < 2; c++) {
+			const char *kn = c == 0 ? "avx2" : "portable";
+			if (!pf_kernels_supported(kn))
+				continue;
+			step_result r = bench_model((pf_model_kind)kind, kn, &o);
+			if (o.json) {
+				printf("%s{\"model\":\"%s\",\"kernels\":\"%s\",", first ? "" : ",",
+				       pf_model_kind_name((pf_model_kind)kind), kn);
+				json_num("ms", r.ms, true);
+				json_num("gflops", r.gflops, false);
+				printf("}");
+			} else {
+				printf("%-40s %8.3f %8.1f\n", kind == PF_MODEL_EMBAG ?
+				       (c == 0 ? "embag (dim 64, 8 classes), avx2" :
+						 "embag (dim 64, 8 classes), portable") :
+				       (c == 0 ? "softmax (256 x 10), avx2" :
+						 "softmax (256 x 10), portable"),
+				       r.ms, r.gflops);
+			}
+			first = 0;
+		}
+	if (o.json)
+		printf("]}\n");
+	return 0;
+}
