@@ -509,3 +509,32 @@ Test(topology, loadbench_prints_and_uses_the_topology, .timeout = 120)
 	cr_assert_eq(run_loadbench("", args, out, sizeof(out)), 2, "%s", out);
 	cr_assert(strstr(out, "--host-index: 2 is not below --num-hosts 2"), "%s", out);
 }
+
+/* Under a real Open MPI launcher every rank finds its own place. */
+Test(topology, loadbench_under_mpirun, .timeout = 120)
+{
+	const char *d = tu_tmpdir();
+	char cmd[4096], out[8192];
+	FILE *p;
+	size_t got;
+
+	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
+		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
+	cr_assert_eq(tu_system("%s synth --kind tokens --records 600 --shards 2 --out %s/raw "
+			       ">/dev/null && %s convert --shards 2 --out %s/z %s/raw >/dev/null",
+			       env_tool("SHARDTOOL"), d, env_tool("SHARDTOOL"), d, d), 0);
+	/* As root Open MPI refuses to start without these two. */
+	snprintf(cmd, sizeof(cmd),
+		 "env -u RANK -u WORLD_SIZE -u TPU_WORKER_ID -u TPU_WORKER_HOSTNAMES "
+		 "-u CLOUD_TPU_TASK_ID OMPI_ALLOW_RUN_AS_ROOT=1 "
+		 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
+		 "%s --quiet --json --per-core-batch 10 --threads 1 %s/z 2>&1 >/dev/null",
+		 env_tool("LOADBENCH"), d);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	cr_assert_eq(WEXITSTATUS(pclose(p)), 0, "%s", out);
+	cr_assert(strstr(out, "loadbench: host 0 of 2 (from mpi)"), "%s", out);
+	cr_assert(strstr(out, "loadbench: host 1 of 2 (from mpi)"), "%s", out);
+}
