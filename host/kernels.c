@@ -291,21 +291,18 @@ static void gather_mean_portable(size_t rows, size_t len, const int32_t *ids,
 	}
 }
 
-static void scatter_add_portable(size_t rows, size_t len, const int32_t *ids,
-				 int32_t pad_id, const int32_t *slot,
-				 float *dst, size_t dim, const float *dh,
-				 const float *inv_count)
+static void segment_sum_portable(size_t n, const uint32_t *start,
+				 const uint32_t *row, const float *dh,
+				 const float *inv_count, size_t dim, float *dst)
 {
-	for (size_t i = 0; i < rows; i++, ids += len, dh += dim) {
-		float s = inv_count[i];
+	for (size_t s = 0; s < n; s++, dst += dim) {
+		memset(dst, 0, dim * sizeof(*dst));
+		for (uint32_t j = start[s]; j < start[s + 1]; j++) {
+			const float *src = dh + (size_t)row[j] * dim;
+			float w = inv_count[row[j]];
 
-		for (size_t t = 0; t < len; t++) {
-			if (ids[t] == pad_id)
-				continue;
-			size_t r = slot ? (size_t)slot[ids[t]] : (size_t)ids[t];
-			float *row = dst + r * dim;
 			for (size_t d = 0; d < dim; d++)
-				row[d] += s * dh[d];
+				dst[d] += w * src[d];
 		}
 	}
 }
@@ -327,7 +324,7 @@ const pf_kernel_ops pf_kernels_portable = {
 	.gemm_micro = micro_portable,
 	.softmax_xent = softmax_xent_portable,
 	.gather_mean = gather_mean_portable,
-	.scatter_add = scatter_add_portable,
+	.segment_sum = segment_sum_portable,
 	.axpy = axpy_portable,
 	.scale = scale_portable,
 };
@@ -619,19 +616,54 @@ AVX2 static inline void axpy_body(size_t n, __m256 va, const float *x,
 	}
 }
 
-AVX2 static void scatter_add_avx2(size_t rows, size_t len, const int32_t *ids,
-				  int32_t pad_id, const int32_t *slot,
-				  float *dst, size_t dim, const float *dh,
-				  const float *inv_count)
+/* As gather_mean_avx2: 32 floats of the output row in 4 accumulators
+ * across all of its occurrences, then the last < 32 masked. */
+AVX2 static void segment_sum_avx2(size_t n, const uint32_t *start,
+				  const uint32_t *row, const float *dh,
+				  const float *inv_count, size_t dim, float *dst)
 {
-	for (size_t i = 0; i < rows; i++, ids += len, dh += dim) {
-		__m256 s = _mm256_set1_ps(inv_count[i]);
+	for (size_t s = 0; s < n; s++, dst += dim) {
+		const uint32_t j0 = start[s], j1 = start[s + 1];
+		size_t d = 0;
 
-		for (size_t t = 0; t < len; t++) {
-			if (ids[t] == pad_id)
-				continue;
-			size_t r = slot ? (size_t)slot[ids[t]] : (size_t)ids[t];
-			axpy_body(dim, s, dh, dst + r * dim);
+		for (; d + 32 <= dim; d += 32) {
+			__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+			__m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+
+			for (uint32_t j = j0; j < j1; j++) {
+				const float *src = dh + (size_t)row[j] * dim + d;
+				__m256 w = _mm256_set1_ps(inv_count[row[j]]);
+				a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(src), a0);
+				a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(src + 8), a1);
+				a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(src + 16), a2);
+				a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(src + 24), a3);
+			}
+			_mm256_storeu_ps(dst + d, a0);
+			_mm256_storeu_ps(dst + d + 8, a1);
+			_mm256_storeu_ps(dst + d + 16, a2);
+			_mm256_storeu_ps(dst + d + 24, a3);
+		}
+		if (d < dim) {
+			size_t rest = dim - d;
+			__m256i m0 = lanes(min_size(rest, 8));
+			__m256i m1 = lanes(rest > 8 ? min_size(rest - 8, 8) : 0);
+			__m256i m2 = lanes(rest > 16 ? min_size(rest - 16, 8) : 0);
+			__m256i m3 = lanes(rest > 24 ? rest - 24 : 0);
+			__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+			__m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+
+			for (uint32_t j = j0; j < j1; j++) {
+				const float *src = dh + (size_t)row[j] * dim + d;
+				__m256 w = _mm256_set1_ps(inv_count[row[j]]);
+				a0 = _mm256_fmadd_ps(w, _mm256_maskload_ps(src, m0), a0);
+				a1 = _mm256_fmadd_ps(w, _mm256_maskload_ps(src + 8, m1), a1);
+				a2 = _mm256_fmadd_ps(w, _mm256_maskload_ps(src + 16, m2), a2);
+				a3 = _mm256_fmadd_ps(w, _mm256_maskload_ps(src + 24, m3), a3);
+			}
+			_mm256_maskstore_ps(dst + d, m0, a0);
+			_mm256_maskstore_ps(dst + d + 8, m1, a1);
+			_mm256_maskstore_ps(dst + d + 16, m2, a2);
+			_mm256_maskstore_ps(dst + d + 24, m3, a3);
 		}
 	}
 }
@@ -660,7 +692,7 @@ const pf_kernel_ops pf_kernels_avx2 = {
 	.gemm_micro = micro_avx2,
 	.softmax_xent = softmax_xent_avx2,
 	.gather_mean = gather_mean_avx2,
-	.scatter_add = scatter_add_avx2,
+	.segment_sum = segment_sum_avx2,
 	.axpy = axpy_avx2,
 	.scale = scale_avx2,
 };

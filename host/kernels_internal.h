@@ -60,12 +60,13 @@ typedef struct pf_kernel_ops {
 			    int32_t pad_id, const float *table, size_t dim,
 			    float *h, float *inv_count);
 
-	/* For each id of row i that is not pad_id: dst[r] += inv_count[i] *
-	 * dh[i], where r = slot ? slot[id] : id (rows of dim floats). */
-	void (*scatter_add)(size_t rows, size_t len, const int32_t *ids,
-			    int32_t pad_id, const int32_t *slot, float *dst,
-			    size_t dim, const float *dh,
-			    const float *inv_count);
+	/* The embedding table's gradient: for each s < n, dst[s] = the sum
+	 * over j in [start[s], start[s+1]) of inv_count[row[j]] * dh[row[j]]
+	 * (rows of dim floats), added in j order to 0; an empty segment
+	 * gives 0.  Each dst row is written once, from registers. */
+	void (*segment_sum)(size_t n, const uint32_t *start,
+			    const uint32_t *row, const float *dh,
+			    const float *inv_count, size_t dim, float *dst);
 
 	/* y += a * x */
 	void (*axpy)(size_t n, float a, const float *x, float *y);

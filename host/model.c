@@ -26,6 +26,8 @@ struct pf_workspace {
 	float *dhidden;		/* embag: [max_rows][embed_dim] */
 	float *inv_count;	/* embag: [max_rows] */
 	int32_t *slot;		/* embag: [vocab]; valid for touched rows only */
+	uint32_t *occ_start;	/* embag: [core_rows + 1], see group_tokens() */
+	uint32_t *occ_row;	/* embag: [max_rows * seq_len] */
 	uint64_t *touched;	/* embag: one bit per row; all 0 between calls */
 	float *gemm;		/* PF_GEMM_SCRATCH_FLOATS */
 };
@@ -113,7 +115,8 @@ static uint64_t workspace_floats(const pf_model_config *c)
 
 	if (c->kind == PF_MODEL_EMBAG)
 		n += 2ull * c->max_rows * c->embed_dim + c->max_rows +
-		     c->vocab + (c->vocab + 63) / 64 * 2;
+		     c->vocab + (c->vocab + 63) / 64 * 2 + c->vocab + 1 +
+		     (uint64_t)c->max_rows * c->seq_len;
 	return n;
 }
 
@@ -305,8 +308,12 @@ int pf_workspace_create(const pf_model *m, pf_workspace **out)
 		ws->inv_count = alloc_aligned(c->max_rows * sizeof(float));
 		ws->slot = alloc_aligned((size_t)c->vocab * sizeof(int32_t));
 		ws->touched = calloc((c->vocab + 63) / 64, sizeof(uint64_t));
+		ws->occ_start = alloc_aligned(((size_t)m->core_rows + 1) *
+					      sizeof(uint32_t));
+		ws->occ_row = alloc_aligned((size_t)c->max_rows * c->seq_len *
+					    sizeof(uint32_t));
 		if (!ws->hidden || !ws->dhidden || !ws->inv_count || !ws->slot ||
-		    !ws->touched)
+		    !ws->touched || !ws->occ_start || !ws->occ_row)
 			goto nomem;
 	}
 	*out = ws;
@@ -326,6 +333,8 @@ void pf_workspace_free(pf_workspace *ws)
 	free(ws->inv_count);
 	free(ws->slot);
 	free(ws->touched);
+	free(ws->occ_start);
+	free(ws->occ_row);
 	free(ws->gemm);
 	free(ws);
 }
@@ -499,6 +508,41 @@ static void collect_rows(const pf_model *m, pf_workspace *ws,
 	g->nrows = count;
 }
 
+/*
+ * Group the batch's real tokens by gradient row (a counting sort on
+ * slot): the occurrences of row s are the batch rows occ_row[occ_start[s]
+ * .. occ_start[s+1]), in token order, so each gradient row is summed in
+ * registers and written once instead of read and written at every token,
+ * and in the same order of additions.
+ */
+static void group_tokens(const pf_model *m, pf_workspace *ws,
+			 const pf_model_batch *b, uint32_t nrows)
+{
+	const pf_model_config *c = &m->cfg;
+	uint32_t *start = ws->occ_start, total = 0;
+	const int32_t *t = b->tokens;
+
+	memset(start, 0, ((size_t)nrows + 1) * sizeof(*start));
+	for (size_t j = 0; j < (size_t)b->rows * c->seq_len; j++)
+		if (t[j] != c->pad_id)
+			start[ws->slot[t[j]]]++;
+	for (uint32_t s = 0; s < nrows; s++) {
+		uint32_t n = start[s];
+		start[s] = total;
+		total += n;
+	}
+	start[nrows] = total;
+	/* Filling advances start[s] to the end of segment s, which is the
+	 * start of s + 1: shift back by one afterwards. */
+	for (uint32_t i = 0; i < b->rows; i++, t += c->seq_len)
+		for (uint32_t j = 0; j < c->seq_len; j++)
+			if (t[j] != c->pad_id)
+				ws->occ_row[start[ws->slot[t[j]]]++] = i;
+	for (uint32_t s = nrows; s > 0; s--)
+		start[s] = start[s - 1];
+	start[0] = 0;
+}
+
 int pf_model_grad(const pf_model *m, pf_workspace *ws,
 		  const pf_model_batch *b, pf_grad *g, double *loss,
 		  pf_error *err)
@@ -534,9 +578,9 @@ int pf_model_grad(const pf_model *m, pf_workspace *ws,
 		 ws->logits, c->classes, m->dense, c->classes, 0.0f,
 		 ws->dhidden, c->embed_dim, ws->gemm);
 	collect_rows(m, ws, b, g);
-	memset(g->rows, 0, (size_t)g->nrows * g->dim * sizeof(float));
-	m->ops->scatter_add(b->rows, c->seq_len, b->tokens, c->pad_id, ws->slot,
-			    g->rows, c->embed_dim, ws->dhidden, ws->inv_count);
+	group_tokens(m, ws, b, g->nrows);
+	m->ops->segment_sum(g->nrows, ws->occ_start, ws->occ_row, ws->dhidden,
+			    ws->inv_count, c->embed_dim, g->rows);
 	return 0;
 }
 

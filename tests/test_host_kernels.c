@@ -377,52 +377,53 @@ BOTH_PATHS(gather_mean_against_reference)
 				}
 }
 
-BOTH_PATHS(scatter_add_against_reference)
+BOTH_PATHS(segment_sum_against_reference)
 {
-	static const size_t dims[] = { 1, 7, 8, 33, 129 };
-	const uint32_t vocab = 53;
+	static const size_t dims[] = { 1, 7, 8, 31, 32, 33, 40, 129 };
+	const size_t nseg = 37, rows = 33;
 	trng r = { 5 };
 
-	for (size_t di = 0; di < sizeof(dims) / sizeof(dims[0]); di++)
-		for (size_t ri = 0; ri < 3; ri++)
-			for (int use_slot = 0; use_slot < 2; use_slot++) {
-				size_t dim = dims[di], rows = awkward[ri], len = 7;
-				int32_t *ids = random_ids(&r, rows, len, vocab, -1);
-				float *dh = xmalloc(rows * dim * sizeof(float));
-				float *inv = xmalloc(rows * sizeof(float));
-				float *dst = xmalloc(vocab * dim * sizeof(float));
-				double *ref = xmalloc(vocab * dim * sizeof(double));
-				int32_t slot[53];
+	for (size_t di = 0; di < sizeof(dims) / sizeof(dims[0]); di++) {
+		size_t dim = dims[di];
+		uint32_t start[38], *row = xmalloc(400 * sizeof(uint32_t));
+		float *dh = xmalloc(rows * dim * sizeof(float));
+		float *inv = xmalloc(rows * sizeof(float));
+		float *dst = xmalloc((nseg * dim + 1) * sizeof(float));
+		double *ref = xmalloc(nseg * dim * sizeof(double));
 
-				/* slot: a permutation of the table's rows. */
-				for (uint32_t v = 0; v < vocab; v++)
-					slot[v] = (int32_t)((v * 17 + 3) % vocab);
-				fill_uniform(&r, dh, rows * dim, -1, 1);
-				fill_uniform(&r, dst, vocab * dim, -1, 1);
-				for (size_t i = 0; i < rows; i++)
-					inv[i] = tr_uniform(&r, 0.01f, 1.0f);
-				for (size_t i = 0; i < vocab * dim; i++)
-					ref[i] = dst[i];
-				for (size_t i = 0; i < rows; i++)
-					for (size_t t = 0; t < len; t++) {
-						int32_t id = ids[i * len + t];
-						if (id == -1)
-							continue;
-						size_t row = use_slot ? (size_t)slot[id] : (size_t)id;
-						for (size_t d = 0; d < dim; d++)
-							ref[row * dim + d] += (double)inv[i] * dh[i * dim + d];
-					}
-				k->scatter_add(rows, len, ids, -1, use_slot ? slot : NULL,
-					       dst, dim, dh, inv);
-				double e = rel_err(dst, ref, vocab * dim);
-				cr_assert(e < REL_TOL, "%s: dim %zu rows %zu slot %d: "
-					  "relative error %g", k->name, dim, rows, use_slot, e);
-				free(ids);
-				free(dh);
-				free(inv);
-				free(dst);
-				free(ref);
+		/* Segments of 0 to 10 occurrences (3, 10, 17, ... always
+		 * empty), rows repeating within a segment. */
+		start[0] = 0;
+		for (size_t sg = 0; sg < nseg; sg++) {
+			uint32_t n = sg % 7 == 3 ? 0 : (uint32_t)(tr_next(&r) % 11);
+			for (uint32_t j = 0; j < n; j++)
+				row[start[sg] + j] = (uint32_t)(tr_next(&r) % rows);
+			start[sg + 1] = start[sg] + n;
+		}
+		fill_uniform(&r, dh, rows * dim, -1, 1);
+		for (size_t i = 0; i < rows; i++)
+			inv[i] = tr_uniform(&r, 0.01f, 1.0f);
+		fill_uniform(&r, dst, nseg * dim + 1, -1, 1);	/* overwritten */
+		dst[nseg * dim] = 99.0f;
+		for (size_t sg = 0; sg < nseg; sg++)
+			for (size_t d = 0; d < dim; d++) {
+				double a = 0.0;
+				for (uint32_t j = start[sg]; j < start[sg + 1]; j++)
+					a += (double)inv[row[j]] * dh[row[j] * dim + d];
+				ref[sg * dim + d] = a;
 			}
+		k->segment_sum(nseg, start, row, dh, inv, dim, dst);
+		double e = rel_err(dst, ref, nseg * dim);
+		cr_assert(e < REL_TOL, "%s: dim %zu: relative error %g", k->name, dim, e);
+		for (size_t d = 0; d < dim; d++)
+			cr_assert_eq(dst[3 * dim + d], 0.0f, "empty segment not zeroed");
+		cr_assert_eq(dst[nseg * dim], 99.0f, "wrote past the last segment");
+		free(row);
+		free(dh);
+		free(inv);
+		free(dst);
+		free(ref);
+	}
 }
 
 BOTH_PATHS(axpy_scale_col_sum_against_reference)
