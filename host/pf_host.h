@@ -236,8 +236,8 @@ PF_API int pf_grad_spread_rows(pf_grad *g, const uint64_t *mask);
  * with WORLD_SIZE=4 is host 3 of 4).  It is an error, never a guess, when
  *   - two sources (or two variables of one source) give different values
  *     for the index or for the count (the message names both, with the
- *     variable and the value, e.g. "host index: mpi OMPI_COMM_WORLD_RANK=2
- *     but torch RANK=1");
+ *     variable and the value, e.g. "contradicting host index: mpi
+ *     OMPI_COMM_WORLD_RANK=2 but torch RANK=1");
  *   - a value is not a plain decimal number (digits only: "3x", "-1",
  *     "+1", " 1", "" are refused), is above UINT32_MAX, or a count is 0;
  *     TPU_WORKER_HOSTNAMES has an empty entry;
