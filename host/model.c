@@ -557,6 +557,12 @@ int pf_model_grad(const pf_model *m, pf_workspace *ws,
 	if (!grad_fits(m, g))
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "model: the gradient has another model's shape");
+	/* A gradient of the same shape from a model with smaller batches
+	 * may lack room for this model's touched rows. */
+	if (g->cap < m->core_rows)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "model: the gradient holds %u table rows, a "
+				    "batch may touch %u", g->cap, m->core_rows);
 	input = forward(m, ws, b);
 	/* dlogits of the batch mean: (softmax - onehot) / rows. */
 	sum = m->ops->softmax_xent(b->rows, c->classes, ws->logits, b->labels,

@@ -1465,6 +1465,18 @@ Test(host_errors, bad_batches_name_the_row)
 	cr_assert_eq(pf_grad_average(out, mixed, 2), -EINVAL);
 	cr_assert_eq(pf_grad_create(m, 0, &out), -EINVAL);
 
+	/* Same shape, made for smaller batches: too few rows of room. */
+	pf_model_config small_cfg = cfg;
+	small_cfg.max_rows = 1;
+	pf_model *small = make_model(&small_cfg);
+	pf_grad *small_g;
+	cr_assert_eq(pf_grad_create(small, 1, &small_g), 0);
+	cr_assert_eq(pf_model_grad(m, ws, &b, small_g, &loss, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "holds 3 table rows"), "%s", err.msg);
+	cr_assert_eq(pf_model_apply(m, small_g, 0.1f), 0);
+	pf_grad_free(small_g);
+	pf_model_free(small);
+
 	pf_grad_free(g);
 	pf_grad_free(sg);
 	pf_grad_free(out);
