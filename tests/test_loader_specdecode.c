@@ -166,7 +166,8 @@ static void put_varint(buf *b, uint64_t v)
 static void put_bytes(buf *b, const void *p, size_t n)
 {
 	cr_assert_leq(b->n + n, sizeof(b->b));
-	memcpy(b->b + b->n, p, n);
+	if (n)
+		memcpy(b->b + b->n, p, n);
 	b->n += n;
 }
 
