@@ -243,19 +243,14 @@ static void range_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count)
 	}
 }
 
-/* One record into w->dst.  (The arena holds the decoded Example only
- * until the next record.) */
+/* One record into w->dst: straight from the wire bytes (the worker's
+ * arena is scratch for the rare shapes the fast path hands back). */
 static int decode_into(pf_loader *l, worker *w, const pf_record *rec,
 		       pf_error *err)
 {
-	pf_example ex;
-	int ret;
-
 	pf_arena_reset(&w->arena);
-	ret = pf_example_decode(rec->data, rec->len, &w->arena, &ex, err);
-	if (ret == 0)
-		ret = pf_spec_apply_to(&l->spec, &ex, w->dst, err);
-	return ret;
+	return pf_spec_decode(&l->spec, rec->data, (size_t)rec->len, &w->arena,
+			      w->dst, err);
 }
 
 /* Decode record rec, at epoch position p of chunk c, into its row.
