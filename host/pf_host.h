@@ -441,6 +441,38 @@ PF_API int pf_scaling_plan_compute(pf_scaling_plan *out,
  *  after.  0 when the plan has no rate. */
 PF_API double pf_scaling_lr_at(const pf_scaling_plan *p, uint64_t step);
 
+/* ------------------------------------------------------------------ */
+/* The pod                                                              */
+/* ------------------------------------------------------------------ */
+/*
+ * This process's place among the hosts and the collectives the compute
+ * stage needs.  Started by an MPI launcher (mpirun) in a build with MPI,
+ * ranks are hosts and the collectives are MPI's; otherwise the pod is
+ * this host alone and each collective leaves its buffer as it is.  Only
+ * the thread that opened the pod may call the collectives.
+ */
+typedef struct pf_pod pf_pod;
+
+/*! Whether an MPI launcher started this process (its environment says). */
+PF_API bool pf_pod_launched(void);
+/*! pf_pod_open(): join the pod.  @return 0, -ENOTSUP when launched by MPI
+ *  but built without it, -EIO when MPI fails to start; err says which. */
+PF_API int pf_pod_open(pf_pod **out, pf_error *err);
+PF_API void pf_pod_close(pf_pod *p);
+PF_API uint32_t pf_pod_rank(const pf_pod *p);
+PF_API uint32_t pf_pod_size(const pf_pod *p);
+/*! "mpi" or "single". */
+PF_API const char *pf_pod_transport(const pf_pod *p);
+/*! In place, over every host: the sum (or bitwise or) of buf[0..n). */
+PF_API int pf_pod_sum_f32(pf_pod *p, float *buf, size_t n, pf_error *err);
+PF_API int pf_pod_sum_f64(pf_pod *p, double *buf, size_t n, pf_error *err);
+PF_API int pf_pod_or_u64(pf_pod *p, uint64_t *buf, size_t n, pf_error *err);
+/*! len bytes from every host into all (size x len bytes, rank order) on
+ *  rank 0; all is ignored elsewhere. */
+PF_API int pf_pod_gather(pf_pod *p, const void *mine, size_t len, void *all,
+			 pf_error *err);
+PF_API int pf_pod_barrier(pf_pod *p, pf_error *err);
+
 #ifdef __cplusplus
 }
 #endif
