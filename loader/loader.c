@@ -94,6 +94,12 @@ typedef struct worker {
 	uint8_t *ubuf;
 	pf_arena arena;
 	uint8_t *dst[PF_SPEC_MAX_FEATURES];
+	/* Rows written per slot during the current chunk, added to the
+	 * slots' shared counts once at its end: one atomic per slot and
+	 * chunk, not per record (two workers fill the same slots). */
+	uint32_t *tally;	/* [nring x per_block], by ring entry and step */
+	uint32_t *touched;	/* tally indexes in use */
+	uint32_t ntouched;
 	bool started;
 } worker;
 
@@ -106,6 +112,7 @@ struct pf_loader {
 	uint32_t epochs;
 	uint32_t host_batch;	/* rows per host batch (B) */
 	uint32_t wblock;	/* records per shuffle block (W, a multiple of B) */
+	uint32_t per_block;	/* steps per shuffle block (W / B) */
 	bool shuffle_rows;	/* permute inside blocks */
 
 	pthread_mutex_t mu;
@@ -280,12 +287,33 @@ static int place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 		err->record = (int64_t)rec->index;
 		return ret;
 	}
-	if (__atomic_add_fetch(&s->filled, 1, __ATOMIC_ACQ_REL) == l->host_batch) {
+	size_t ti = (size_t)(b - l->ring) * l->per_block + step;
+	if (w->tally[ti]++ == 0)
+		w->touched[w->ntouched++] = (uint32_t)ti;
+	return 0;
+}
+
+/* Add the chunk's rows to the slots' counts; wake the consumer when a
+ * slot is full.  Before range_done(): the ring entries must still be the
+ * chunk's. */
+static void flush_tally(pf_loader *l, worker *w)
+{
+	bool full = false;
+
+	for (uint32_t i = 0; i < w->ntouched; i++) {
+		uint32_t ti = w->touched[i];
+		batch_slot *s = l->ring[ti / l->per_block].slot[ti % l->per_block];
+
+		full |= __atomic_add_fetch(&s->filled, w->tally[ti], __ATOMIC_ACQ_REL) ==
+			l->host_batch;
+		w->tally[ti] = 0;
+	}
+	w->ntouched = 0;
+	if (full) {
 		pthread_mutex_lock(&l->mu);
-		pthread_cond_broadcast(&l->cv_ready);
+		pthread_cond_signal(&l->cv_ready);
 		pthread_mutex_unlock(&l->mu);
 	}
-	return 0;
 }
 
 /* Frame errors name the frame; offsets inside it count decompressed
@@ -467,10 +495,12 @@ static void *worker_main(void *arg)
 
 		pf_error_clear(&err);
 		ret = c->ss ? decode_stream(l, w, c, &err) : decode_frame(l, w, c, &err);
-		if (ret < 0)
+		if (ret < 0) {
 			pf_error_set_file(&err, l->ds->paths[l->ds->units[c->seg.unit].file]);
-		else
+		} else {
+			flush_tally(l, w);
 			range_done(l, c->g0, c->pos, c->seg.count);
+		}
 
 		pthread_mutex_lock(&l->mu);
 		l->m.decode.busy_ns += now_ns() - t1;
@@ -494,7 +524,7 @@ static void *worker_main(void *arg)
 		pthread_cond_signal(&l->cv_chunk);
 		/* The end is when the last decode is accounted, not earlier. */
 		if (--l->chunks_out == 0 && l->io_done)
-			pthread_cond_broadcast(&l->cv_ready);
+			pthread_cond_signal(&l->cv_ready);
 		if (ret < 0) {
 			fail_locked(l, &err, ret);
 			break;
@@ -532,8 +562,8 @@ static int reap(pf_loader *l, pf_io *io, unsigned min)
 		else
 			l->decode_q = c;
 		l->decode_tail = c;
+		pthread_cond_signal(&l->cv_decode);	/* one worker per read */
 	}
-	pthread_cond_broadcast(&l->cv_decode);
 	pthread_mutex_unlock(&l->mu);
 	return n;
 }
@@ -1115,7 +1145,10 @@ static int setup_pools(pf_loader *l, pf_error *err)
 		worker *w = &l->workers[i];
 
 		w->l = l;
-		if (pf_arena_init(&w->arena, PF_ARENA_BYTES_FOR(arena_rec)) < 0)
+		w->tally = calloc((size_t)l->nring * l->per_block, sizeof(*w->tally));
+		w->touched = calloc((size_t)l->nring * l->per_block, sizeof(*w->touched));
+		if (!w->tally || !w->touched ||
+		    pf_arena_init(&w->arena, PF_ARENA_BYTES_FOR(arena_rec)) < 0)
 			return -ENOMEM;
 		if (!ds->max_csize)
 			continue;	/* only stream files: no frames */
@@ -1192,6 +1225,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 						     : PF_WINDOW_DEFAULT) : 1;
 	l->shuffle_rows = window > 1;
 	l->wblock = (uint32_t)round_up(window, l->host_batch);
+	l->per_block = l->wblock / l->host_batch;
 
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
 	if (ret < 0)
@@ -1356,6 +1390,8 @@ void pf_loader_free(pf_loader *l)
 		if (l->workers[i].started)
 			pthread_join(l->workers[i].thread, NULL);
 		free(l->workers[i].ubuf);
+		free(l->workers[i].tally);
+		free(l->workers[i].touched);
 		pf_frame_decoder_free(l->workers[i].fdec);
 		pf_arena_release(&l->workers[i].arena);
 	}
