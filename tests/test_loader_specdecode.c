@@ -1052,3 +1052,49 @@ Test(specdecode, sixty_four_features)
 	free(b);
 	free(s);
 }
+
+/* The padding itself, checked against explicit values (both paths share
+ * it, so comparing them cannot catch a wrong pad): 0 and -1 go through
+ * memset, other pads through the loop; -0.0 is not +0.0. */
+Test(specdecode, padding_values_exact)
+{
+	static const int64_t one[] = { 3 };
+	pf_feature f = FEAT("v", PF_KIND_INT64, 1, int64s, one);
+	buf *b = encode(&f, 1);
+	static const char *const texts[] = {
+		"v:int32[5]:pad=0,w:int64[3]:pad=0,x:float32[3]",
+		"v:int32[5]:pad=-1,w:int64[3]:pad=-1,x:float32[3]:pad=-0",
+		"v:int32[5]:pad=7,w:int64[3]:pad=-2,x:float32[3]:pad=1.5",
+	};
+	static const int32_t want_v[3] = { 0, -1, 7 };
+	static const int64_t want_w[3] = { 0, -1, -2 };
+	static const float want_x[3] = { 0.0f, -0.0f, 1.5f };
+
+	for (int t = 0; t < 3; t++) {
+		pf_spec *s = spec_of(texts[t]);
+		int32_t v[5];
+		int64_t w[3];
+		float x[3];
+		uint8_t *dst[3] = { (uint8_t *)v, (uint8_t *)w, (uint8_t *)x };
+		pf_arena a;
+		pf_error err;
+
+		memset(v, 0x11, sizeof(v));
+		memset(w, 0x11, sizeof(w));
+		memset(x, 0x11, sizeof(x));
+		cr_assert_eq(pf_arena_init(&a, PF_ARENA_BYTES_FOR(b->n)), 0);
+		cr_assert_eq(pf_spec_decode(s, b->b, b->n, &a, dst, &err), 0, "%s", err.msg);
+		cr_assert_eq(v[0], 3);
+		for (int i = 1; i < 5; i++)
+			cr_assert_eq(v[i], want_v[t], "%s: v[%d] = %d", texts[t], i, v[i]);
+		for (int i = 0; i < 3; i++) {
+			cr_assert_eq(w[i], want_w[t], "%s: w[%d]", texts[t], i);
+			cr_assert(!memcmp(&x[i], &want_x[t], sizeof(float)), "%s: x[%d]",
+				  texts[t], i);
+		}
+		compare(s, b->b, b->n, texts[t]);
+		pf_arena_release(&a);
+		free(s);
+	}
+	free(b);
+}
