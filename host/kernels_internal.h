@@ -42,6 +42,11 @@ typedef struct pf_kernel_ops {
 	 * groups of NR. */
 	void (*gemm_micro)(size_t kc, const float *a, size_t rs, size_t cs,
 			   const float *bp, float *c, size_t ldc, float alpha);
+	/* The same for the first NR/2 columns only (a panel of at most 8:
+	 * the full tile would spend half its multiply-adds on padding). */
+	void (*gemm_micro_half)(size_t kc, const float *a, size_t rs,
+				size_t cs, const float *bp, float *c,
+				size_t ldc, float alpha);
 
 	/* For each row i of z[rows][classes]: loss_i = logsumexp(z_i) -
 	 * z_i[labels[i]], computed with the row maximum subtracted.  With

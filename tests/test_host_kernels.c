@@ -173,7 +173,8 @@ BOTH_PATHS(sgemm_awkward_sizes_and_transposes)
 	free(scratch);
 }
 
-/* Past every blocking boundary: m > MC, k > KC, n > NC, odd alpha/beta. */
+/* Past every blocking boundary: m > MC, k > KC, n > NC, odd alpha/beta;
+ * and the half-width tile. */
 BOTH_PATHS(sgemm_across_blocks)
 {
 	float *scratch = xmalloc(PF_GEMM_SCRATCH_FLOATS * sizeof(float));
@@ -181,6 +182,9 @@ BOTH_PATHS(sgemm_across_blocks)
 	static const size_t shapes[][3] = {
 		{ 300, 17, 520 }, { 5, 1030, 9 }, { 121, 3, 257 },
 		{ 127, 33, 1 }, { 6, 16, 256 }, { 12, 32, 512 },
+		/* Panels of exactly 8 columns (the half-width tile), alone
+		 * and after a full one, with and without an edge row. */
+		{ 12, 8, 64 }, { 13, 24, 33 }, { 256, 8, 64 },
 	};
 
 	for (int t = 0; t < 4; t++)
