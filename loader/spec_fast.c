@@ -257,21 +257,30 @@ static int store(struct walk *w, uint32_t i, const struct list *l)
 	return ret < 0 ? FAST_NO : 0;
 }
 
-/* The spec feature named key (cut at a NUL, as protobuf-c does), -1 for
- * none; FAST_NO when the NUL cut is what makes it match. */
-static int64_t match(const struct walk *w, const uint8_t *key, size_t len)
+/* Store the entry's list into every spec feature named key (one, unless
+ * a hand-made spec names a feature twice).  A key is cut at a NUL by
+ * protobuf-c: when the cut is what makes it match, FAST_NO. */
+static int match_store(struct walk *w, const uint8_t *key, size_t len,
+		       const struct list *l)
 {
+	bool stored = false;
+
 	for (uint32_t i = 0; i < w->n; i++) {
 		size_t nl = w->name_len[i];
 
 		if (len < nl || memcmp(key, w->spec->f[i].name, nl))
 			continue;
-		if (len == nl)
-			return i;
-		if (!key[nl])
-			return -(int64_t)FAST_NO - 1;
+		if (len != nl) {
+			if (!key[nl])
+				return FAST_NO;
+			continue;
+		}
+		if (store(w, i, l))
+			return FAST_NO;
+		w->seen |= 1ull << i;
+		stored = true;
 	}
-	return -1;
+	return stored ? 0 : check_list(l);
 }
 
 /* One map entry {key = 1, value = 2}. */
@@ -280,7 +289,6 @@ static int entry(struct walk *w, const uint8_t *p, const uint8_t *end)
 	const uint8_t *key = NULL, *value = NULL;
 	size_t key_len = 0, value_len = 0;
 	struct list l = { .kind = PF_KIND_NONE };
-	int64_t i;
 
 	while (p < end) {
 		uint8_t tag = *p++;
@@ -301,13 +309,9 @@ static int entry(struct walk *w, const uint8_t *p, const uint8_t *end)
 	}
 	if (value && parse_feature(value, value + value_len, &l))
 		return FAST_NO;
-	i = key ? match(w, key, key_len) : -1;
-	if (i < -1)
-		return FAST_NO;
-	if (i < 0)
+	if (!key)	/* the empty name, which no spec feature has */
 		return check_list(&l);
-	w->seen |= 1ull << i;
-	return store(w, (uint32_t)i, &l);
+	return match_store(w, key, key_len, &l);
 }
 
 static int walk_example(struct walk *w, const uint8_t *p, const uint8_t *end)

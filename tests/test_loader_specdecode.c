@@ -1098,3 +1098,17 @@ Test(specdecode, padding_values_exact)
 	}
 	free(b);
 }
+
+/* pf_spec_parse() refuses a name given twice, but a spec made by hand
+ * may have one: both features get the value, as pf_spec_apply_to() does. */
+Test(specdecode, hand_made_spec_with_a_name_twice)
+{
+	buf *b = encode(base_features, NBASE);
+	pf_spec *s = spec_of("tokens:int32[4],tokenz:int64[30]:clip=0:99,x:float32[2],xx:int32[3]");
+
+	strcpy(s->f[1].name, "tokens");
+	strcpy(s->f[3].name, "x");
+	cr_assert_eq(compare(s, b->b, b->n, "name twice"), 0);
+	free(b);
+	free(s);
+}
