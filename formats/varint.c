@@ -508,7 +508,7 @@ void avx2_store(void *dst, size_t o, size_t max, __m256i v, int wide)
  */
 AVX2_TARGET static inline __attribute__((always_inline))
 int64_t avx2_run(const uint8_t *src, size_t len, void *dst, size_t max,
-		 int64_t lo, int64_t hi, size_t *bad, int wide)
+		 int64_t lo, int64_t hi, size_t *bad, int wide, int clamp)
 {
 	const __m256i spread = _mm256_setr_epi8(
 		0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
@@ -576,7 +576,8 @@ int64_t avx2_run(const uint8_t *src, size_t len, void *dst, size_t max,
 			keep = _mm256_xor_si256(tb, _mm256_sub_epi32(tb, one));
 			v = _mm256_and_si256(_mm256_and_si256(d, keep), low7);
 			v = _mm256_madd_epi16(_mm256_maddubs_epi16(mul7, v), mul14);
-			v = _mm256_min_epi32(_mm256_max_epi32(v, l), h);
+			if (clamp)
+				v = _mm256_min_epi32(_mm256_max_epi32(v, l), h);
 			avx2_store(dst, o, max, v, wide);
 			o += (unsigned)__builtin_popcount(term);
 		}
@@ -591,14 +592,18 @@ AVX2_TARGET
 static int64_t avx2_i64(const uint8_t *src, size_t len, int64_t *dst,
 			size_t max, int64_t lo, int64_t hi, size_t *bad)
 {
-	return avx2_run(src, len, dst, max, lo, hi, bad, 1);
+	if (lo <= 0 && hi >= (1 << 28) - 1)	/* no lane value is clamped */
+		return avx2_run(src, len, dst, max, lo, hi, bad, 1, 0);
+	return avx2_run(src, len, dst, max, lo, hi, bad, 1, 1);
 }
 
 AVX2_TARGET
 static int64_t avx2_i32(const uint8_t *src, size_t len, int32_t *dst,
 			size_t max, int32_t lo, int32_t hi, size_t *bad)
 {
-	return avx2_run(src, len, dst, max, lo, hi, bad, 0);
+	if (lo <= 0 && hi >= (1 << 28) - 1)
+		return avx2_run(src, len, dst, max, lo, hi, bad, 0, 0);
+	return avx2_run(src, len, dst, max, lo, hi, bad, 0, 1);
 }
 
 static bool have_avx512(void)
