@@ -49,6 +49,7 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	io->queue_depth = cfg->queue_depth ? cfg->queue_depth : PF_IO_DEPTH_DEFAULT;
 	io->max_files = cfg->max_files ? cfg->max_files : PF_IO_FILES_DEFAULT;
 	io->max_retries = cfg->max_retries ? cfg->max_retries : PF_IO_RETRIES_DEFAULT;
+	io->regions = cfg->regions;
 	io->done = calloc(io->queue_depth, sizeof(*io->done));
 	io->pending = calloc(io->queue_depth, sizeof(*io->pending));
 	io->files = calloc(io->max_files, sizeof(*io->files));
@@ -148,6 +149,8 @@ int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
 	ret = pf_file_size(fd, &f->size);
 	if (ret < 0)
 		goto fail;
+	if (io->regions)
+		f->mount = pf_region_table_lookup(io->regions, path);
 	/* O_DIRECT is refused by some filesystems (tmpfs, many FUSE
 	 * mounts): then the file is read through the page cache. */
 	if (flags & PF_IO_DIRECT)
@@ -198,6 +201,10 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 		pf_io_complete(io, req);
 		return 0;
 	}
+	/* Every path from here completes through pf_io_complete(), which
+	 * ends what this begins. */
+	if (io->regions)
+		pf_region_read_begin(io->regions, io->files[req->file].mount);
 	if (io->files[req->file].direct_fd >= 0 &&
 	    ((req->offset | req->len | (uintptr_t)req->buf) & (PF_DIRECT_ALIGN - 1))) {
 		req->result = -EINVAL;	/* O_DIRECT needs aligned requests */
@@ -252,6 +259,10 @@ bool pf_io_account(pf_io *io, pf_io_req *req, int64_t res)
 void pf_io_complete(pf_io *io, pf_io_req *req)
 {
 	unsigned tail = (io->done_head + io->done_count) % io->queue_depth;
+
+	if (io->regions && req->file < io->nfiles)
+		pf_region_read_end(io->regions, io->files[req->file].mount, req->result,
+				   pf_io_now_ns() - req->start_ns);
 
 	io->done[tail] = req;
 	io->done_count++;

@@ -13,6 +13,7 @@ typedef struct pf_io_file {
 	int direct_fd;		/* O_DIRECT descriptor, or -1 */
 	uint64_t size;
 	pf_io_stats stats;
+	size_t mount;		/* in io->regions, when there is one */
 } pf_io_file;
 
 /* A storage back-end: chosen from pf_io_backends[] by name, no
@@ -33,6 +34,7 @@ typedef struct pf_io_backend {
 
 struct pf_io {
 	const pf_io_backend *be;
+	pf_region_table *regions;	/* reads are counted there too, or NULL */
 	unsigned queue_depth, max_files, max_retries;
 	pf_io_file *files;
 	uint32_t nfiles;

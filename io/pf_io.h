@@ -75,6 +75,9 @@ typedef struct pf_io_config {
 	unsigned nbuffers;
 	const char *backend;	/* "uring", "pread", or NULL: $PODFEED_IO, else uring */
 	unsigned max_retries;	/* per request for EINTR/EAGAIN; 0: 16 */
+	struct pf_region_table *regions;	/* when set, every read is also
+					   counted to its file's mount and
+					   region (see below); NULL: not */
 } pf_io_config;
 
 #define PF_IO_DIRECT 1u		/* pf_io_add_file(): open with O_DIRECT too */
@@ -115,6 +118,228 @@ PF_API unsigned pf_io_hist_bucket(uint64_t ns);
 /*! Latency at quantile q (0..1) of a histogram, in microseconds (the
  *  upper bound of its bucket). */
 PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);
+
+/* ------------------------------------------------------------------ */
+/* Storage regions: which mount and region every read comes from        */
+/* ------------------------------------------------------------------ */
+/*
+ * A region table maps path prefixes (mounts) to the region that stores
+ * them, knows the host's own region, and counts every read attributed to
+ * it, per mount and per region.  Mounts come from three places:
+ *
+ *   - flags, "PATH=REGION" (pf_region_table_add_flag());
+ *   - a mount table file, one "PATH REGION" a line, '#' comments, blank
+ *     lines (pf_region_table_load(); the grammar is at
+ *     pf_region_table_parse());
+ *   - /proc/self/mountinfo: every FUSE mount (fuse.gcsfuse, regionfs,
+ *     any "fuse" or "fuse.*" file system) is a mount of its own, named in
+ *     reports even when no region is declared for it; a detected mount
+ *     without a region takes the region declared for the nearest
+ *     enclosing path, if any.
+ *
+ * A file belongs to the mount whose path is the longest prefix of the
+ * file's canonical path on whole components (/data2/x is not under
+ * /data); files under no mount belong to mount 0, "local", which is in
+ * the host's region.  Paths are canonicalised with realpath(3), so
+ * symlinks and relative paths match (a path that does not exist is
+ * normalised lexically instead).
+ *
+ * Region names are 1..63 characters of [a-z0-9._-] (upper case is taken
+ * as lower case): "us-central1", "europe-west4".
+ *
+ * Set a table up (create, add, load, scan) from one thread; the first
+ * lookup or read freezes it (later additions fail with -EBUSY), and from
+ * then on every function is thread-safe.
+ */
+typedef struct pf_region_table pf_region_table;
+
+#define PF_REGION_NAME_MAX 63u		/* characters of a region name */
+#define PF_REGION_MAX_MOUNTS 1024u	/* mounts in one table, all origins */
+#define PF_REGION_MAX_LINE 4096u	/* bytes of a mount table line */
+#define PF_REGION_MAX_FILE (1u << 20)	/* bytes of a mount table file */
+#define PF_MOUNTINFO_MAX (16u << 20)	/* bytes of /proc/self/mountinfo read */
+
+#define PF_REGION_LEXICAL 1u	/* create flag: never touch the file system,
+				   normalise paths lexically (tests, fuzzing,
+				   tables written for another machine) */
+
+typedef enum pf_mount_origin {
+	PF_MOUNT_LOCAL = 0,	/* mount 0: files under no other mount */
+	PF_MOUNT_FLAG,		/* pf_region_table_add_flag() / _add() */
+	PF_MOUNT_FILE,		/* a line of a mount table file */
+	PF_MOUNT_DETECTED,	/* a FUSE mount in /proc/self/mountinfo */
+} pf_mount_origin;
+
+typedef struct pf_mount_info {
+	const char *path;	/* canonical prefix; "/" for mount 0 */
+	const char *region;	/* declared region, or NULL */
+	uint32_t region_index;	/* pf_region_table_region() of its files */
+	const char *fstype;	/* file system type from mountinfo ("ext4",
+				   "fuse.gcsfuse"), or NULL when unknown */
+	const char *source;	/* mountinfo's source ("regionfs:/data"), or NULL */
+	bool fuse;		/* fstype is "fuse" or "fuse.*" */
+	pf_mount_origin origin;
+	const char *origin_file;	/* PF_MOUNT_FILE: the file; else NULL */
+	unsigned origin_line;		/* PF_MOUNT_FILE: its line */
+} pf_mount_info;
+
+typedef enum pf_region_kind {
+	PF_REGION_IN = 0,	/* the host's region (mount 0 is always here) */
+	PF_REGION_CROSS,	/* a declared region other than the host's */
+	PF_REGION_UNKNOWN,	/* undeclared, or the host's region is not set */
+} pf_region_kind;
+
+typedef struct pf_region_info {
+	const char *name;	/* region name; NULL: the host's region when it
+				   is not set, or the mounts with no region */
+	const char *label;	/* never NULL: name, else "local" (region 0)
+				   or "undeclared" */
+	pf_region_kind kind;
+	bool undeclared;	/* the region of FUSE mounts with none declared */
+} pf_region_info;
+
+typedef struct pf_region_stats {
+	pf_io_stats io;		/* bytes, requests, errors, summed latency
+				   (busy_ns) and its histogram */
+	uint64_t active_ns;	/* wall time with at least one read in flight */
+} pf_region_stats;
+
+/*! pf_region_host(): the host's region: flag when it is set and not
+ *  empty, else $PODFEED_REGION when set and not empty, else NULL.
+ *  *source (may be NULL) is set to "--region", "PODFEED_REGION" or NULL.
+ *  Not validated: pf_region_table_create() does that. */
+PF_API const char *pf_region_host(const char *flag, const char **source);
+
+/*! pf_region_name_check(): whether name is a valid region name (see
+ *  above).  @return 0, or -EINVAL with err saying why. */
+PF_API int pf_region_name_check(const char *name, pf_error *err);
+
+/*! pf_region_table_create(): an empty table for a host in host_region
+ *  (NULL: not known; then no region can be called cross-region).  flags:
+ *  0 or PF_REGION_LEXICAL.  @return 0 with *out (free with
+ *  pf_region_table_free()), -EINVAL for a bad region name, -ENOMEM. */
+PF_API int pf_region_table_create(pf_region_table **out, const char *host_region,
+				  unsigned flags, pf_error *err);
+/*! NULL is a no-op. */
+PF_API void pf_region_table_free(pf_region_table *t);
+
+/*! pf_region_table_add(): declare that path (relative: to the working
+ *  directory) is stored in region.  Declaring a path twice with the same
+ *  region is allowed; with another region it is an error naming both.
+ *  @return the mount's index, or -EINVAL (bad path or region, a
+ *  conflict), -E2BIG (PF_REGION_MAX_MOUNTS), -EBUSY (frozen), -ENOMEM. */
+PF_API int pf_region_table_add(pf_region_table *t, const char *path,
+			       const char *region, pf_error *err);
+/*! pf_region_table_add_flag(): the same from "PATH=REGION" (split at the
+ *  last '=', so a path may hold one). */
+PF_API int pf_region_table_add_flag(pf_region_table *t, const char *spec,
+				    pf_error *err);
+
+/*! pf_region_table_parse(): add the mounts of a mount table file's text
+ *  (len bytes; name is what errors call it).  The grammar, per line:
+ *
+ *      # a comment                      ignored, as are blank lines
+ *      /mnt/gcs/bucket   us-central1    PATH REGION, any blanks between
+ *      /data/eu          europe-west4   # a comment may follow
+ *
+ *  PATH is absolute; a space, tab or backslash in it is written as \040,
+ *  \011, \134 (fstab's octal escapes; any \ooo works).  A '#' where a
+ *  field would begin starts a comment.  A malformed line stops the
+ *  parse with -EINVAL and err->file "name:LINE" (e.g. "mounts.conf:3"),
+ *  the message saying what is wrong; a line longer than
+ *  PF_REGION_MAX_LINE and a NUL byte are malformed too, and text longer
+ *  than PF_REGION_MAX_FILE is -EFBIG (all checked before anything is
+ *  allocated).  @return the lines that declared a mount (>= 0) or -errno;
+ *  mounts of the lines before a malformed one stay added. */
+PF_API int pf_region_table_parse(pf_region_table *t, const char *text,
+				 size_t len, const char *name, pf_error *err);
+/*! pf_region_table_load(): pf_region_table_parse() of a file (its size is
+ *  checked against PF_REGION_MAX_FILE before it is read). */
+PF_API int pf_region_table_load(pf_region_table *t, const char *file,
+				pf_error *err);
+
+/* One line of /proc/PID/mountinfo (proc(5)):
+ *   36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
+ *   ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS */
+typedef struct pf_mountinfo_entry {
+	uint32_t mount_id, parent_id;
+	uint32_t major, minor;
+	const char *root, *mount_point;	/* unescaped (\040 is a space) */
+	const char *options;
+	unsigned optional_fields;	/* how many between OPTIONS and "-" */
+	const char *fstype, *source;	/* unescaped */
+	const char *super_options;	/* "" when the line has none */
+} pf_mountinfo_entry;
+
+/*! pf_mountinfo_parse_line(): one line (len bytes, no newline) into *e;
+ *  the strings are copied, unescaped, into buf (cap bytes; len + 8 is
+ *  always enough).  Octal escapes \ooo (the kernel writes space, tab,
+ *  newline and backslash so) are decoded; a backslash not followed by
+ *  three octal digits is kept as it is; \000 and values above \377 are
+ *  malformed.  @return 0,
+ *  -EBADMSG with err naming the field that is wrong, or -ENOBUFS. */
+PF_API int pf_mountinfo_parse_line(const char *line, size_t len,
+				   pf_mountinfo_entry *e, char *buf, size_t cap,
+				   pf_error *err);
+
+/*! pf_region_table_scan_mountinfo(): take the mounts of mountinfo text
+ *  (len bytes, lines of pf_mountinfo_parse_line()): the FUSE mounts
+ *  become mounts of the table (merged with a declared mount of the same
+ *  path), and every mount's file system type is kept so that a declared
+ *  path is shown with the file system it lies on.  Malformed lines are
+ *  skipped and counted in *skipped (may be NULL).  @return the FUSE
+ *  mounts found, or -E2BIG, -EBUSY, -ENOMEM. */
+PF_API int pf_region_table_scan_mountinfo(pf_region_table *t, const char *text,
+					  size_t len, unsigned *skipped,
+					  pf_error *err);
+/*! pf_region_table_scan_mounts(): the same over /proc/self/mountinfo.
+ *  @return as above, or -errno when it cannot be read. */
+PF_API int pf_region_table_scan_mounts(pf_region_table *t, unsigned *skipped,
+				       pf_error *err);
+
+/*! The host's region given at creation (lower case), or NULL. */
+PF_API const char *pf_region_table_host(const pf_region_table *t);
+/*! Mounts in the table (>= 1: mount 0 is "local"). */
+PF_API size_t pf_region_table_mounts(const pf_region_table *t);
+/*! Mount i (0 <= i < mounts); the strings live as long as the table.
+ *  Freezes the table.  @return 0, or -ERANGE. */
+PF_API int pf_region_table_mount(pf_region_table *t, size_t i, pf_mount_info *out);
+/*! Regions (>= 1: region 0 is the host's).  Freezes the table. */
+PF_API size_t pf_region_table_regions(pf_region_table *t);
+/*! Region r.  @return 0, or -ERANGE. */
+PF_API int pf_region_table_region(pf_region_table *t, size_t r, pf_region_info *out);
+
+/*! pf_region_table_match(): the mount of an already canonical absolute
+ *  path (longest prefix on whole components; no file system access).
+ *  Freezes the table.  @return the mount index (0: under no mount). */
+PF_API size_t pf_region_table_match(pf_region_table *t, const char *canonical);
+/*! pf_region_table_lookup(): the mount of any path: canonicalised
+ *  (realpath(3), else lexically against the working directory), then
+ *  matched.  Freezes the table.  @return the mount index (never fails: a path that
+ *  cannot be resolved is matched as written). */
+PF_API size_t pf_region_table_lookup(pf_region_table *t, const char *path);
+
+/*! pf_region_read_begin()/_end(): account one read of a file of mount m:
+ *  begin when it is issued, end when it completes with result (bytes or
+ *  -errno) after latency_ns.  The I/O engine and pf_source call these;
+ *  anyone reading by other means may too.  Thread-safe. */
+PF_API void pf_region_read_begin(pf_region_table *t, size_t m);
+PF_API void pf_region_read_end(pf_region_table *t, size_t m, int64_t result,
+			       uint64_t latency_ns);
+/*! pf_region_pread(): pf_file_pread() accounted to mount m of t (t may be
+ *  NULL: then it is pf_file_pread()). */
+PF_API int64_t pf_region_pread(pf_region_table *t, size_t m, int fd, void *buf,
+			       size_t len, uint64_t offset, const char *path,
+			       pf_error *err);
+
+/*! Counters of mount m / region r so far (a read in flight counts its
+ *  active time up to now).  Unknown indexes give zeros. */
+PF_API void pf_region_table_mount_stats(pf_region_table *t, size_t m,
+					pf_region_stats *out);
+PF_API void pf_region_table_region_stats(pf_region_table *t, size_t r,
+					 pf_region_stats *out);
+/*! Zero every counter; reads in flight keep counting from now. */
+PF_API void pf_region_table_reset_stats(pf_region_table *t);
 
 #ifdef __cplusplus
 }

@@ -411,7 +411,7 @@ static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
 
 	if (!ss->src) {
 		pf_source_config scfg = { .max_record_size = l->cfg.max_record_size,
-					  .ignore_index = true };
+					  .ignore_index = true, .regions = l->cfg.regions };
 
 		ret = pf_source_open(&ss->src, l->ds->paths[u->file], &scfg, err);
 		if (ret < 0)
@@ -933,6 +933,7 @@ static void *io_main(void *arg)
 		.buffer_size = l->cbuf_bytes,
 		.nbuffers = l->ncbufs,
 		.backend = l->cfg.io_backend,
+		.regions = l->cfg.regions,
 	};
 	int *file_slot = NULL;
 	uint32_t ndirect = 0;
@@ -1230,7 +1231,8 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
 	if (ret < 0)
 		goto fail;
-	ret = pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, l->cfg.max_record_size, err);
+	ret = pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, l->cfg.max_record_size,
+			      cfg->regions, err);
 	if (ret < 0)
 		goto fail;
 	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);

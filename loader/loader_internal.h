@@ -67,9 +67,10 @@ typedef struct pf_dataset {
 } pf_dataset;
 
 /*! Open every file: indexed shards from their tails; stream files are
- *  read once to count records. */
+ *  read once to count records.  Reads are counted in regions (may be
+ *  NULL). */
 int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
-		    uint64_t max_record, pf_error *err);
+		    uint64_t max_record, pf_region_table *regions, pf_error *err);
 void pf_dataset_free(pf_dataset *ds);
 
 /* A contiguous run of records of one unit. */

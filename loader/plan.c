@@ -34,9 +34,11 @@ void pf_dataset_free(pf_dataset *ds)
 /* Read the tail of an open file and parse its index.  @return 0 with
  * *ix, -ENODATA for a file without one, or another -errno. */
 static int read_index(int fd, const char *path, uint64_t size, uint8_t **tail,
-		      size_t *tail_cap, pf_shard_index **ix, pf_error *err)
+		      size_t *tail_cap, pf_shard_index **ix, pf_region_table *regions,
+		      pf_error *err)
 {
 	size_t want = PF_SHARD_TAIL_HINT;
+	size_t mount = regions ? pf_region_table_lookup(regions, path) : 0;
 
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int64_t got, ret;
@@ -50,7 +52,8 @@ static int read_index(int fd, const char *path, uint64_t size, uint8_t **tail,
 			*tail = t;
 			*tail_cap = want;
 		}
-		got = pf_file_pread(fd, *tail, want, size - want, path, err);
+		got = pf_region_pread(regions, mount, fd, *tail, want, size - want,
+				      path, err);
 		if (got < 0)
 			return (int)got;
 		ret = pf_shard_index_parse(ix, *tail, (size_t)got, size, err);
@@ -63,9 +66,10 @@ static int read_index(int fd, const char *path, uint64_t size, uint8_t **tail,
 }
 
 static int count_stream(const char *path, uint64_t max_record, uint64_t *records,
-			uint64_t *largest, pf_error *err)
+			uint64_t *largest, pf_region_table *regions, pf_error *err)
 {
-	pf_source_config cfg = { .max_record_size = max_record, .ignore_index = true };
+	pf_source_config cfg = { .max_record_size = max_record, .ignore_index = true,
+				 .regions = regions };
 	pf_source *src;
 	pf_record rec;
 	int ret;
@@ -84,7 +88,7 @@ static int count_stream(const char *path, uint64_t max_record, uint64_t *records
 }
 
 int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
-		    uint64_t max_record, pf_error *err)
+		    uint64_t max_record, pf_region_table *regions, pf_error *err)
 {
 	pf_dataset *ds = calloc(1, sizeof(*ds));
 	uint8_t *tail = NULL;
@@ -122,12 +126,12 @@ int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 		ret = pf_file_size(fd, &ds->file_size[i]);
 		if (ret == 0)
 			ret = read_index(fd, path, ds->file_size[i], &tail, &tail_cap,
-					 &ds->index[i], err);
+					 &ds->index[i], regions, err);
 		close(fd);
 		if (ret == -ENODATA) {
 			pf_error_clear(err);
 			ret = count_stream(path, max_record, &stream_records[i],
-					   &ds->max_stream_record, err);
+					   &ds->max_stream_record, regions, err);
 			ds->any_stream = true;
 		}
 		if (ret < 0) {

@@ -25,6 +25,8 @@ typedef struct pf_source_config {
 	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
 	size_t read_size;		/* bytes per read for streams; 0: 1 MiB */
 	bool ignore_index;		/* read an indexed shard as a zstd stream */
+	pf_region_table *regions;	/* count every read to the file's mount and
+					   region (io/pf_io.h); NULL: not */
 } pf_source_config;
 
 /*! Open path.  cfg may be NULL.  @return 0 with *out (close with
@@ -203,6 +205,9 @@ typedef struct pf_loader_config {
 					   frames already verified by their CRC32C
 					   and zstd checksum (streams: always) */
 	const char *io_backend;		/* NULL: $PODFEED_IO or io_uring */
+	pf_region_table *regions;	/* count every read (index tails, frames,
+					   stream files) to its mount and region
+					   (io/pf_io.h); NULL: not */
 } pf_loader_config;
 
 /* One feature of one core's batch: values[per_core_batch][len]. */

@@ -12,6 +12,8 @@
 struct pf_source {
 	char *path;
 	int fd;
+	pf_region_table *regions;	/* reads are counted to mount there */
+	size_t mount;
 	uint64_t file_size;
 	uint64_t max_record;
 
@@ -51,8 +53,8 @@ static int open_index(pf_source *s, pf_error *err)
 		tail = malloc(want ? want : 1);
 		if (!tail)
 			return -ENOMEM;
-		got = pf_file_pread(s->fd, tail, want, s->file_size - want,
-				    s->path, err);
+		got = pf_region_pread(s->regions, s->mount, s->fd, tail, want,
+				      s->file_size - want, s->path, err);
 		if (got < 0) {
 			free(tail);
 			return (int)got;
@@ -85,6 +87,9 @@ int pf_source_open(pf_source **out, const char *path,
 	}
 	s->max_record = cfg && cfg->max_record_size ? cfg->max_record_size
 						    : PF_MAX_RECORD_DEFAULT;
+	s->regions = cfg ? cfg->regions : NULL;
+	if (s->regions)
+		s->mount = pf_region_table_lookup(s->regions, path);
 	ret = s->fd = pf_file_open(path, err);
 	if (ret < 0)
 		goto fail;
@@ -171,8 +176,8 @@ static int load_frame(pf_source *s, pf_error *err)
 		return pf_error_set(err, ret, PF_OFFSET_FILE, fi->offset,
 				    "no memory for a frame of %u bytes",
 				    fi->uncompressed_size);
-	got = pf_file_pread(s->fd, s->cbuf, fi->compressed_size, fi->offset,
-			    s->path, err);
+	got = pf_region_pread(s->regions, s->mount, s->fd, s->cbuf,
+			      fi->compressed_size, fi->offset, s->path, err);
 	if (got < 0)
 		return (int)got;
 	if ((uint64_t)got < fi->compressed_size)
@@ -257,8 +262,8 @@ static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 			}
 			return 0;
 		}
-		int64_t got = pf_file_pread(s->fd, s->rbuf, s->rbuf_cap,
-					    s->read_off, s->path, err);
+		int64_t got = pf_region_pread(s->regions, s->mount, s->fd, s->rbuf,
+					      s->rbuf_cap, s->read_off, s->path, err);
 		if (got < 0)
 			return (int)got;
 		s->read_off += (uint64_t)got;

@@ -1,0 +1,1235 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Storage regions: the mount table (flags, a mount table file, the FUSE
+ * mounts of /proc/self/mountinfo), the attribution of files to mounts and
+ * regions by longest prefix, and read counters per mount and per region.
+ *
+ * Why a region's active time is counted here and not derived later: the
+ * loader keeps many reads in flight, over many files of one region at
+ * once, so neither summed latency nor per-file times say how long a region
+ * was being read.  Each mount and each region keeps its own count of reads
+ * in flight; its active time is the union of the spells when that count
+ * is above zero, and its MB/s is bytes over that time.
+ *
+ * Why the table freezes: the region of a mount depends on every other
+ * mount (a detected FUSE mount takes the region of the nearest declared
+ * enclosing path), and counters are kept per region index.  Resolving
+ * once, at the first lookup, keeps indexes stable while reads are
+ * counted, and makes every later call safe from any thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pf_io.h"
+
+#define MOUNTINFO_LINE_MAX (64u << 10)	/* longer mountinfo lines are skipped */
+#define MOUNTINFO_ENTRIES_MAX 65536u	/* file system entries kept */
+
+typedef struct tally {
+	pf_io_stats io;
+	uint64_t active_ns;
+	uint64_t since_ns;	/* start of the current active spell */
+	uint32_t inflight;
+} tally;
+
+typedef struct mount_entry {
+	char *path;		/* canonical, no trailing '/' (but "/") */
+	size_t len;
+	char *region;		/* declared, lower case, or NULL */
+	const char *fstype;	/* borrowed from a file system entry */
+	const char *source;
+	bool fuse;
+	pf_mount_origin origin;
+	char *origin_file;
+	unsigned origin_line;
+	uint32_t region_index;
+	tally a;
+} mount_entry;
+
+/* A mount of mountinfo, kept for the file system type of paths. */
+typedef struct fs_entry {
+	char *path;
+	size_t len;
+	char *fstype, *source;
+} fs_entry;
+
+typedef struct region_entry {
+	const char *name;	/* borrowed: the host's or a mount's region */
+	pf_region_kind kind;
+	bool undeclared;
+	tally a;
+} region_entry;
+
+struct pf_region_table {
+	pthread_mutex_t mu;
+	unsigned flags;
+	char *host;
+	bool frozen;
+	mount_entry *m;
+	size_t nm, cap;
+	region_entry *r;	/* room for cap + 2 entries (never grows when frozen) */
+	size_t nr;
+	fs_entry *fs;
+	size_t nfs, fs_cap;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ */
+/* Names and paths                                                      */
+
+const char *pf_region_host(const char *flag, const char **source)
+{
+	const char *env = getenv("PODFEED_REGION");
+
+	if (source)
+		*source = NULL;
+	if (flag && *flag) {
+		if (source)
+			*source = "--region";
+		return flag;
+	}
+	if (env && *env) {
+		if (source)
+			*source = "PODFEED_REGION";
+		return env;
+	}
+	return NULL;
+}
+
+static bool region_char_ok(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+}
+
+int pf_region_name_check(const char *name, pf_error *err)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (!n)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the region name is empty");
+	if (n > PF_REGION_NAME_MAX)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "region '%.32s...' is %zu characters long (at most %u)",
+				    name, n, PF_REGION_NAME_MAX);
+	for (size_t i = 0; i < n; i++)
+		if (!region_char_ok(name[i]))
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "region '%.64s' has the byte 0x%02x at %zu "
+					    "(a region name is letters, digits, '-', '_' or '.')",
+					    name, (unsigned char)name[i], i);
+	return 0;
+}
+
+/* A lower-case copy of a valid region name (caller frees), or NULL. */
+static char *region_dup(const char *name)
+{
+	char *s = strdup(name);
+
+	for (char *p = s; p && *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	return s;
+}
+
+/* Lexical normalisation: make path absolute (against the working
+ * directory), drop empty and "." components, let ".." remove the one
+ * before.  @return the length written to out, or -ENAMETOOLONG,
+ * -EINVAL (empty path), -errno of getcwd. */
+static int normalize(const char *path, char *out, size_t cap)
+{
+	char cwd[PATH_MAX];
+	const char *parts[2] = { NULL, path };
+	size_t n = 0;
+
+	if (!path || !*path)
+		return -EINVAL;
+	if (path[0] != '/') {
+		if (!getcwd(cwd, sizeof(cwd)))
+			return -errno;
+		parts[0] = cwd;
+	}
+	for (int k = 0; k < 2; k++) {
+		const char *p = parts[k];
+
+		while (p && *p) {
+			const char *c;
+			size_t clen;
+
+			while (*p == '/')
+				p++;
+			c = p;
+			while (*p && *p != '/')
+				p++;
+			clen = (size_t)(p - c);
+			if (clen == 0 || (clen == 1 && c[0] == '.'))
+				continue;
+			if (clen == 2 && c[0] == '.' && c[1] == '.') {
+				while (n > 0 && out[n - 1] != '/')
+					n--;
+				if (n > 0)
+					n--;	/* the '/' before it */
+				continue;
+			}
+			if (n + 1 + clen + 1 > cap)
+				return -ENAMETOOLONG;
+			out[n++] = '/';
+			memcpy(out + n, c, clen);
+			n += clen;
+		}
+	}
+	if (n == 0)
+		out[n++] = '/';
+	out[n] = '\0';
+	return (int)n;
+}
+
+/* The canonical form of path: realpath(3) where it resolves (unless the
+ * table is lexical), else lexical.  @return its length, or -errno. */
+static int canonical(const pf_region_table *t, const char *path, char out[PATH_MAX])
+{
+	if (!(t->flags & PF_REGION_LEXICAL) && path && *path && realpath(path, out))
+		return (int)strlen(out);
+	return normalize(path, out, PATH_MAX);
+}
+
+/* Whether the mount prefix e covers the canonical path p (whole
+ * components: /data covers /data and /data/x, not /data2). */
+static bool covers(const char *prefix, size_t plen, const char *p, size_t len)
+{
+	if (plen == 1 && prefix[0] == '/')
+		return true;
+	return plen <= len && !memcmp(p, prefix, plen) && (len == plen || p[plen] == '/');
+}
+
+/* ------------------------------------------------------------------ */
+/* The table                                                            */
+
+int pf_region_table_create(pf_region_table **out, const char *host_region,
+			   unsigned flags, pf_error *err)
+{
+	pf_region_table *t;
+	int ret;
+
+	if (host_region) {
+		ret = pf_region_name_check(host_region, err);
+		if (ret < 0)
+			return ret;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->flags = flags;
+	pthread_mutex_init(&t->mu, NULL);
+	t->cap = 8;
+	t->m = calloc(t->cap, sizeof(*t->m));
+	t->r = calloc(t->cap + 2, sizeof(*t->r));
+	t->host = host_region ? region_dup(host_region) : NULL;
+	if (!t->m || !t->r || (host_region && !t->host)) {
+		pf_region_table_free(t);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for a region table");
+	}
+	/* Mount 0: whatever is under no other mount, in the host's region. */
+	t->m[0].path = strdup("/");
+	if (!t->m[0].path) {
+		pf_region_table_free(t);
+		return -ENOMEM;
+	}
+	t->m[0].len = 1;
+	t->m[0].origin = PF_MOUNT_LOCAL;
+	t->nm = 1;
+	*out = t;
+	return 0;
+}
+
+void pf_region_table_free(pf_region_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nm; i++) {
+		free(t->m[i].path);
+		free(t->m[i].region);
+		free(t->m[i].origin_file);
+	}
+	for (size_t i = 0; i < t->nfs; i++) {
+		free(t->fs[i].path);
+		free(t->fs[i].fstype);
+		free(t->fs[i].source);
+	}
+	free(t->m);
+	free(t->r);
+	free(t->fs);
+	free(t->host);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+const char *pf_region_table_host(const pf_region_table *t)
+{
+	return t->host;
+}
+
+static mount_entry *find_path(pf_region_table *t, const char *path, size_t len)
+{
+	for (size_t i = 1; i < t->nm; i++)
+		if (t->m[i].len == len && !memcmp(t->m[i].path, path, len))
+			return &t->m[i];
+	return NULL;
+}
+
+/* Room for one more mount (and the region it may bring).  The limit is
+ * checked before anything grows. */
+static int grow_mounts(pf_region_table *t, pf_error *err)
+{
+	mount_entry *m;
+	region_entry *r;
+	size_t cap;
+
+	if (t->nm - 1 >= PF_REGION_MAX_MOUNTS)
+		return pf_error_set(err, -E2BIG, PF_OFFSET_NONE, 0,
+				    "more than %u mounts in the region table",
+				    PF_REGION_MAX_MOUNTS);
+	if (t->nm < t->cap)
+		return 0;
+	cap = t->cap * 2;
+	m = realloc(t->m, cap * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	t->m = m;
+	r = realloc(t->r, (cap + 2) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	t->r = r;
+	t->cap = cap;
+	return 0;
+}
+
+/* Add a mount of canonical path (len bytes).  @return its index or -errno. */
+static int add_mount(pf_region_table *t, const char *path, size_t len,
+		     const char *region, pf_mount_origin origin, const char *file,
+		     unsigned line, pf_error *err)
+{
+	mount_entry *e;
+	int ret;
+
+	if (t->frozen)
+		return pf_error_set(err, -EBUSY, PF_OFFSET_NONE, 0,
+				    "the region table is in use: mounts can no longer be added");
+	e = find_path(t, path, len);
+	if (e && region && e->region && strcmp(e->region, region)) {
+		char where[64] = "a --mount flag";
+
+		if (e->origin == PF_MOUNT_FILE)
+			snprintf(where, sizeof(where), "%.40s:%u", e->origin_file,
+				 e->origin_line);
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "%.200s is declared in region %s here and in %s at %s",
+				    path, region, e->region, where);
+	}
+	if (e && (!region || e->region))
+		return (int)(e - t->m);		/* already there, as it is */
+	/* Everything is allocated before the table changes. */
+	char *copy = e ? NULL : malloc(len + 1);
+	char *rcopy = region ? region_dup(region) : NULL;
+	char *fcopy = region && file ? strdup(file) : NULL;
+
+	if ((!e && !copy) || (region && !rcopy) || (region && file && !fcopy)) {
+		free(copy);
+		free(rcopy);
+		free(fcopy);
+		return -ENOMEM;
+	}
+	if (!e) {
+		ret = grow_mounts(t, err);
+		if (ret < 0) {
+			free(copy);
+			free(rcopy);
+			free(fcopy);
+			return ret;
+		}
+		e = &t->m[t->nm++];
+		memset(e, 0, sizeof(*e));
+		memcpy(copy, path, len);
+		copy[len] = '\0';
+		e->path = copy;
+		e->len = len;
+		e->origin = origin;
+	}
+	if (region) {
+		/* A new mount, or a detected one now declared. */
+		e->region = rcopy;
+		e->origin = origin;
+		e->origin_file = fcopy;
+		e->origin_line = fcopy ? line : 0;
+	}
+	return (int)(e - t->m);
+}
+
+static int add_declared(pf_region_table *t, const char *path, const char *region,
+			pf_mount_origin origin, const char *file, unsigned line,
+			pf_error *err)
+{
+	char canon[PATH_MAX];
+	int ret = pf_region_name_check(region, err);
+	int len;
+
+	if (ret < 0)
+		return ret;
+	len = canonical(t, path, canon);
+	if (len < 0)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "mount path '%.200s': %s", path ? path : "",
+				    len == -ENAMETOOLONG ? "too long" : pf_strerror(len));
+	return add_mount(t, canon, (size_t)len, region, origin, file, line, err);
+}
+
+int pf_region_table_add(pf_region_table *t, const char *path, const char *region,
+			pf_error *err)
+{
+	return add_declared(t, path, region, PF_MOUNT_FLAG, NULL, 0, err);
+}
+
+int pf_region_table_add_flag(pf_region_table *t, const char *spec, pf_error *err)
+{
+	const char *eq = spec ? strrchr(spec, '=') : NULL;
+	char path[PATH_MAX];
+	size_t plen;
+
+	if (!eq)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "'%.200s' is not PATH=REGION", spec ? spec : "");
+	plen = (size_t)(eq - spec);
+	if (plen == 0)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "'%.200s' has no path before '='", spec);
+	if (plen >= sizeof(path))
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the path of '%.64s...' is too long", spec);
+	memcpy(path, spec, plen);
+	path[plen] = '\0';
+	if (!eq[1])
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "'%.200s' has no region after '='", spec);
+	return add_declared(t, path, eq + 1, PF_MOUNT_FLAG, NULL, 0, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* The mount table file                                                 */
+
+static bool blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static int octal3(const char *p, size_t left)
+{
+	if (left < 3)
+		return -1;
+	for (int i = 0; i < 3; i++)
+		if (p[i] < '0' || p[i] > '7')
+			return -1;
+	return (p[0] - '0') * 64 + (p[1] - '0') * 8 + (p[2] - '0');
+}
+
+/* A line error: err->file is "name:line". */
+static int line_error(pf_error *err, const char *name, unsigned line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int line_error(pf_error *err, const char *name, unsigned line, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return -EINVAL;
+	pf_error_clear(err);
+	err->code = -EINVAL;
+	snprintf(err->file, sizeof(err->file), "%.480s:%u", name, line);
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* One line (no newline).  @return 1 when it declared a mount, 0 for a
+ * blank or comment line, or -errno. */
+static int parse_table_line(pf_region_table *t, const char *s, size_t len,
+			    const char *name, unsigned line, pf_error *err)
+{
+	char path[PF_REGION_MAX_LINE + 1], region[PF_REGION_MAX_LINE + 1];
+	const char *f[3];
+	size_t flen[3], nf = 0, i = 0, n = 0;
+	pf_error sub;
+	int ret;
+
+	if (len && s[len - 1] == '\r')
+		len--;		/* a file written on Windows */
+	if (memchr(s, '\0', len))
+		return line_error(err, name, line, "a NUL byte in the line");
+	while (nf < 3) {
+		while (i < len && blank(s[i]))
+			i++;
+		if (i == len || s[i] == '#')
+			break;
+		f[nf] = s + i;
+		while (i < len && !blank(s[i]))
+			i++;
+		flen[nf] = (size_t)(s + i - f[nf]);
+		nf++;
+	}
+	if (nf == 0)
+		return 0;
+	if (nf == 1)
+		return line_error(err, name, line,
+				  "'%.*s' has no region after it (expected PATH REGION)",
+				  (int)(flen[0] < 128 ? flen[0] : 128), f[0]);
+	if (nf == 3)
+		return line_error(err, name, line,
+				  "a third field '%.*s' (expected PATH REGION; write a blank "
+				  "in a path as \\040)",
+				  (int)(flen[2] < 64 ? flen[2] : 64), f[2]);
+	/* fstab's escapes: \ooo octal.  Anything else after a backslash is
+	 * a mistake worth naming. */
+	for (size_t k = 0; k < flen[0]; k++) {
+		int v;
+
+		if (f[0][k] != '\\') {
+			path[n++] = f[0][k];
+			continue;
+		}
+		v = octal3(f[0] + k + 1, flen[0] - k - 1);
+		if (v <= 0 || v > 255)
+			return line_error(err, name, line,
+					  "bad escape at column %zu of the path (write \\040 for "
+					  "a space, \\011 tab, \\134 backslash)",
+					  (size_t)(f[0] - s) + k + 1);
+		path[n++] = (char)v;
+		k += 3;
+	}
+	path[n] = '\0';
+	if (path[0] != '/')
+		return line_error(err, name, line, "path '%.128s' is not absolute", path);
+	memcpy(region, f[1], flen[1]);
+	region[flen[1]] = '\0';
+	pf_error_clear(&sub);
+	if (pf_region_name_check(region, &sub) < 0)
+		return line_error(err, name, line, "%s", sub.msg);
+	pf_error_clear(&sub);
+	ret = add_declared(t, path, region, PF_MOUNT_FILE, name, line, &sub);
+	if (ret == -EINVAL)
+		return line_error(err, name, line, "%s", sub.msg);
+	if (ret < 0) {
+		line_error(err, name, line, "%s", sub.msg[0] ? sub.msg : pf_strerror(ret));
+		if (err)
+			err->code = ret;
+		return ret;
+	}
+	return 1;
+}
+
+int pf_region_table_parse(pf_region_table *t, const char *text, size_t len,
+			  const char *name, pf_error *err)
+{
+	unsigned line = 1;
+	size_t pos = 0;
+	int added = 0;
+
+	if (!name)
+		name = "mount table";
+	if (len > PF_REGION_MAX_FILE) {
+		pf_error_set_file(err, name);
+		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
+				    "%zu bytes: a mount table is at most %u", len,
+				    PF_REGION_MAX_FILE);
+	}
+	while (pos < len) {
+		const char *eol = memchr(text + pos, '\n', len - pos);
+		size_t llen = eol ? (size_t)(eol - (text + pos)) : len - pos;
+		int ret;
+
+		if (llen > PF_REGION_MAX_LINE)
+			return line_error(err, name, line,
+					  "the line is %zu bytes long (at most %u)", llen,
+					  PF_REGION_MAX_LINE);
+		ret = parse_table_line(t, text + pos, llen, name, line, err);
+		if (ret < 0)
+			return ret;
+		added += ret;
+		pos += llen + 1;
+		line++;
+	}
+	return added;
+}
+
+/* Read a whole file of at most max bytes (checked on its size before the
+ * buffer is made; a file that grows meanwhile is cut there and refused).
+ * @return its length with *out (free), or -errno with err naming it. */
+static int64_t read_small_file(const char *path, size_t max, char **out,
+			       const char *what, pf_error *err)
+{
+	int fd = pf_file_open(path, err);
+	uint64_t size = 0;
+	size_t cap, n = 0;
+	char *buf;
+	int ret;
+
+	if (fd < 0)
+		return fd;
+	ret = pf_file_size(fd, &size);
+	if (ret == 0 && size > max) {
+		close(fd);
+		pf_error_set_file(err, path);
+		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
+				    "%llu bytes: a %s is at most %zu",
+				    (unsigned long long)size, what, max);
+	}
+	/* /proc files say size 0: read in growing steps up to max. */
+	cap = size ? (size_t)size + 1 : 64u << 10;
+	buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		int64_t got;
+
+		if (n == cap) {
+			char *g;
+
+			if (cap > max) {
+				free(buf);
+				close(fd);
+				pf_error_set_file(err, path);
+				return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
+						    "more than %zu bytes: a %s is at most that",
+						    max, what);
+			}
+			g = realloc(buf, cap * 2 > max + 1 ? max + 1 : cap * 2);
+			if (!g) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = g;
+			cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+		}
+		got = pf_file_pread(fd, buf + n, cap - n, n, path, err);
+		if (got < 0) {
+			free(buf);
+			close(fd);
+			return got;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	close(fd);
+	if (n > max) {
+		free(buf);
+		pf_error_set_file(err, path);
+		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
+				    "more than %zu bytes: a %s is at most that", max, what);
+	}
+	*out = buf;
+	return (int64_t)n;
+}
+
+int pf_region_table_load(pf_region_table *t, const char *file, pf_error *err)
+{
+	char *text = NULL;
+	int64_t len = read_small_file(file, PF_REGION_MAX_FILE, &text, "mount table", err);
+	int ret;
+
+	if (len < 0)
+		return (int)len;
+	ret = pf_region_table_parse(t, text, (size_t)len, file, err);
+	free(text);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* /proc/self/mountinfo                                                 */
+
+static bool parse_u32(const char *s, size_t n, uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (n == 0 || n > 10)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* Copy field (n bytes) into buf at *used, decoding \ooo.  @return the
+ * copy, or NULL when \000 appears (*bad set) or buf is full. */
+static const char *unescape(const char *s, size_t n, char *buf, size_t cap,
+			    size_t *used, bool *bad)
+{
+	char *out = buf + *used;
+	size_t k = 0;
+
+	if (*used + n + 1 > cap)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		int v = s[i] == '\\' ? octal3(s + i + 1, n - i - 1) : -1;
+
+		if (v == 0 || v > 255) {
+			*bad = true;
+			return NULL;
+		}
+		if (v > 0) {
+			out[k++] = (char)v;
+			i += 3;
+		} else {
+			out[k++] = s[i];
+		}
+	}
+	out[k] = '\0';
+	*used += k + 1;
+	return out;
+}
+
+int pf_mountinfo_parse_line(const char *line, size_t len, pf_mountinfo_entry *e,
+			    char *buf, size_t cap, pf_error *err)
+{
+	static const char *const names[] = {
+		"mount ID", "parent ID", "major:minor", "root", "mount point",
+		"mount options",
+	};
+	const char *tok;
+	size_t tlen, i = 0, used = 0, field = 0;
+	bool after_sep = false, bad = false;
+	unsigned nafter = 0;
+
+	memset(e, 0, sizeof(*e));
+	e->super_options = "";
+	if (memchr(line, '\0', len))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0, "a NUL byte in the line");
+	for (;;) {
+		const char *v = NULL;
+
+		while (i < len && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		if (i == len)
+			break;
+		tok = line + i;
+		while (i < len && line[i] != ' ' && line[i] != '\t')
+			i++;
+		tlen = (size_t)(line + i - tok);
+		if (after_sep) {
+			if (nafter < 3) {
+				v = unescape(tok, tlen, buf, cap, &used, &bad);
+				if (!v)
+					goto fail;
+				if (nafter == 0)
+					e->fstype = v;
+				else if (nafter == 1)
+					e->source = v;
+				else
+					e->super_options = v;
+			}
+			nafter++;	/* later fields, if a kernel adds any, are ignored */
+			continue;
+		}
+		switch (field) {
+		case 0:
+			if (!parse_u32(tok, tlen, &e->mount_id))
+				goto bad_field;
+			break;
+		case 1:
+			if (!parse_u32(tok, tlen, &e->parent_id))
+				goto bad_field;
+			break;
+		case 2: {
+			const char *colon = memchr(tok, ':', tlen);
+
+			if (!colon || !parse_u32(tok, (size_t)(colon - tok), &e->major) ||
+			    !parse_u32(colon + 1, tlen - (size_t)(colon - tok) - 1, &e->minor))
+				goto bad_field;
+			break;
+		}
+		case 3:
+		case 4:
+		case 5:
+			v = unescape(tok, tlen, buf, cap, &used, &bad);
+			if (!v)
+				goto fail;
+			if (field == 3)
+				e->root = v;
+			else if (field == 4)
+				e->mount_point = v;
+			else
+				e->options = v;
+			break;
+		default:
+			/* Optional fields ("shared:1", "master:2", ...) up to "-". */
+			if (tlen == 1 && tok[0] == '-')
+				after_sep = true;
+			else
+				e->optional_fields++;
+			break;
+		}
+		field++;
+	}
+	if (field == 0)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0, "an empty line");
+	if (field < 6)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "only %zu fields: no %s", field, names[field]);
+	if (!after_sep)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "no \" - \" separator after the optional fields");
+	if (nafter < 2)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "no %s after the \" - \" separator",
+				    nafter ? "mount source" : "file system type");
+	return 0;
+bad_field:
+	return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0, "bad %s '%.*s'",
+			    names[field], (int)(tlen < 64 ? tlen : 64), tok);
+fail:
+	if (bad)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "\\000 in field %zu", field + nafter + 1);
+	return pf_error_set(err, -ENOBUFS, PF_OFFSET_NONE, 0,
+			    "a %zu-byte buffer is too small for the line", cap);
+}
+
+static bool fstype_fuse(const char *fstype)
+{
+	return fstype && (!strcmp(fstype, "fuse") || !strncmp(fstype, "fuse.", 5));
+}
+
+/* Keep a mount of mountinfo (a later entry of the same path is mounted
+ * over an earlier one: it replaces it). */
+static int add_fs(pf_region_table *t, const char *path, size_t len,
+		  const pf_mountinfo_entry *e)
+{
+	fs_entry *f = NULL;
+	char *fstype, *source;
+
+	for (size_t i = 0; i < t->nfs && !f; i++)
+		if (t->fs[i].len == len && !memcmp(t->fs[i].path, path, len))
+			f = &t->fs[i];
+	if (!f) {
+		if (t->nfs >= MOUNTINFO_ENTRIES_MAX)
+			return -E2BIG;
+		if (t->nfs == t->fs_cap) {
+			size_t cap = t->fs_cap ? t->fs_cap * 2 : 64;
+			fs_entry *g = realloc(t->fs, cap * sizeof(*g));
+
+			if (!g)
+				return -ENOMEM;
+			t->fs = g;
+			t->fs_cap = cap;
+		}
+		f = &t->fs[t->nfs];
+		memset(f, 0, sizeof(*f));
+		f->path = malloc(len + 1);
+		if (!f->path)
+			return -ENOMEM;
+		memcpy(f->path, path, len);
+		f->path[len] = '\0';
+		f->len = len;
+		t->nfs++;
+	}
+	fstype = strdup(e->fstype);
+	source = strdup(e->source);
+	if (!fstype || !source) {
+		free(fstype);
+		free(source);
+		return -ENOMEM;
+	}
+	free(f->fstype);
+	free(f->source);
+	f->fstype = fstype;
+	f->source = source;
+	return 0;
+}
+
+int pf_region_table_scan_mountinfo(pf_region_table *t, const char *text, size_t len,
+				   unsigned *skipped, pf_error *err)
+{
+	char *buf;
+	size_t pos = 0;
+	unsigned bad = 0;
+	int fuse = 0, ret = 0;
+
+	if (skipped)
+		*skipped = 0;
+	if (t->frozen)
+		return pf_error_set(err, -EBUSY, PF_OFFSET_NONE, 0,
+				    "the region table is in use: mounts can no longer be added");
+	if (len > PF_MOUNTINFO_MAX)
+		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
+				    "mountinfo of %zu bytes (at most %u)", len, PF_MOUNTINFO_MAX);
+	buf = malloc(MOUNTINFO_LINE_MAX + 8);
+	if (!buf)
+		return -ENOMEM;
+	while (pos < len && ret == 0) {
+		const char *eol = memchr(text + pos, '\n', len - pos);
+		size_t llen = eol ? (size_t)(eol - (text + pos)) : len - pos;
+		char canon[PATH_MAX];
+		pf_mountinfo_entry e;
+		int clen;
+
+		if (llen == 0) {
+			pos++;
+			continue;
+		}
+		if (llen > MOUNTINFO_LINE_MAX ||
+		    pf_mountinfo_parse_line(text + pos, llen, &e, buf,
+					    MOUNTINFO_LINE_MAX + 8, NULL) < 0 ||
+		    e.mount_point[0] != '/' ||
+		    (clen = normalize(e.mount_point, canon, sizeof(canon))) < 0) {
+			bad++;
+			pos += llen + 1;
+			continue;
+		}
+		pos += llen + 1;
+		ret = add_fs(t, canon, (size_t)clen, &e);
+		if (ret == 0 && fstype_fuse(e.fstype)) {
+			ret = add_mount(t, canon, (size_t)clen, NULL, PF_MOUNT_DETECTED,
+					NULL, 0, err);
+			if (ret >= 0) {
+				fuse++;
+				ret = 0;
+			}
+		}
+	}
+	free(buf);
+	if (skipped)
+		*skipped = bad;
+	if (ret == -E2BIG && err && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+			     "more than %u mounts in mountinfo", MOUNTINFO_ENTRIES_MAX);
+	return ret < 0 ? ret : fuse;
+}
+
+int pf_region_table_scan_mounts(pf_region_table *t, unsigned *skipped, pf_error *err)
+{
+	char *text = NULL;
+	int64_t len = read_small_file("/proc/self/mountinfo", PF_MOUNTINFO_MAX, &text,
+				      "mountinfo", err);
+	int ret;
+
+	if (skipped)
+		*skipped = 0;
+	if (len < 0)
+		return (int)len;
+	ret = pf_region_table_scan_mountinfo(t, text, (size_t)len, skipped, err);
+	free(text);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Resolving: file systems, regions                                     */
+
+/* The mountinfo mount a canonical path lies on, or NULL. */
+static const fs_entry *fs_of(const pf_region_table *t, const char *p, size_t len)
+{
+	const fs_entry *best = NULL;
+
+	for (size_t i = 0; i < t->nfs; i++)
+		if (covers(t->fs[i].path, t->fs[i].len, p, len) &&
+		    (!best || t->fs[i].len > best->len))
+			best = &t->fs[i];
+	return best;
+}
+
+static uint32_t region_of_name(pf_region_table *t, const char *name)
+{
+	if (t->host && !strcmp(t->host, name))
+		return 0;
+	for (size_t r = 1; r < t->nr; r++)
+		if (t->r[r].name && !strcmp(t->r[r].name, name))
+			return (uint32_t)r;
+	/* The array has room for every mount's region plus two. */
+	memset(&t->r[t->nr], 0, sizeof(t->r[0]));
+	t->r[t->nr].name = name;
+	t->r[t->nr].kind = t->host ? PF_REGION_CROSS : PF_REGION_UNKNOWN;
+	return (uint32_t)t->nr++;
+}
+
+/* Call with mu held. */
+static void freeze_locked(pf_region_table *t)
+{
+	uint32_t undeclared = UINT32_MAX;
+
+	if (t->frozen)
+		return;
+	t->frozen = true;
+	memset(&t->r[0], 0, sizeof(t->r[0]));
+	t->r[0].name = t->host;
+	t->r[0].kind = PF_REGION_IN;
+	t->nr = 1;
+	for (size_t i = 0; i < t->nm; i++) {
+		mount_entry *e = &t->m[i];
+		const fs_entry *fs = fs_of(t, e->path, e->len);
+		const mount_entry *decl = NULL;
+
+		e->fstype = fs ? fs->fstype : NULL;
+		e->source = fs && fs->len == e->len ? fs->source : NULL;
+		e->fuse = fstype_fuse(e->fstype);
+		if (i == 0) {
+			e->region_index = 0;
+			continue;
+		}
+		if (e->region) {
+			e->region_index = region_of_name(t, e->region);
+			continue;
+		}
+		/* A detected mount: the region of the nearest declared path
+		 * that encloses it. */
+		for (size_t k = 1; k < t->nm; k++)
+			if (k != i && t->m[k].region && t->m[k].len < e->len &&
+			    covers(t->m[k].path, t->m[k].len, e->path, e->len) &&
+			    (!decl || t->m[k].len > decl->len))
+				decl = &t->m[k];
+		if (decl) {
+			e->region_index = region_of_name(t, decl->region);
+			continue;
+		}
+		if (undeclared == UINT32_MAX) {
+			undeclared = (uint32_t)t->nr++;
+			memset(&t->r[undeclared], 0, sizeof(t->r[0]));
+			t->r[undeclared].kind = PF_REGION_UNKNOWN;
+			t->r[undeclared].undeclared = true;
+		}
+		e->region_index = undeclared;
+	}
+}
+
+size_t pf_region_table_mounts(const pf_region_table *t)
+{
+	return t->nm;
+}
+
+int pf_region_table_mount(pf_region_table *t, size_t i, pf_mount_info *out)
+{
+	const mount_entry *e;
+
+	if (i >= t->nm)
+		return -ERANGE;
+	pthread_mutex_lock(&t->mu);
+	freeze_locked(t);
+	pthread_mutex_unlock(&t->mu);
+	e = &t->m[i];
+	memset(out, 0, sizeof(*out));
+	out->path = e->path;
+	out->region = e->region;
+	out->region_index = e->region_index;
+	out->fstype = e->fstype;
+	out->source = e->source;
+	out->fuse = e->fuse;
+	out->origin = e->origin;
+	out->origin_file = e->origin_file;
+	out->origin_line = e->origin_line;
+	return 0;
+}
+
+size_t pf_region_table_regions(pf_region_table *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->mu);
+	freeze_locked(t);
+	n = t->nr;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+int pf_region_table_region(pf_region_table *t, size_t r, pf_region_info *out)
+{
+	const region_entry *e;
+
+	if (r >= pf_region_table_regions(t))
+		return -ERANGE;
+	e = &t->r[r];
+	out->name = e->name;
+	out->label = e->name ? e->name : e->undeclared ? "undeclared" : "local";
+	out->kind = e->kind;
+	out->undeclared = e->undeclared;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Lookups                                                              */
+
+static size_t match_locked(pf_region_table *t, const char *p, size_t len)
+{
+	size_t best = 0, best_len = 0;
+
+	freeze_locked(t);
+	for (size_t i = 1; i < t->nm; i++)
+		if (t->m[i].len > best_len && covers(t->m[i].path, t->m[i].len, p, len)) {
+			best = i;
+			best_len = t->m[i].len;
+		}
+	return best;
+}
+
+size_t pf_region_table_match(pf_region_table *t, const char *canonical_path)
+{
+	size_t m;
+
+	pthread_mutex_lock(&t->mu);
+	m = match_locked(t, canonical_path, strlen(canonical_path));
+	pthread_mutex_unlock(&t->mu);
+	return m;
+}
+
+size_t pf_region_table_lookup(pf_region_table *t, const char *path)
+{
+	char canon[PATH_MAX];
+	int len = canonical(t, path, canon);
+	size_t m;
+
+	pthread_mutex_lock(&t->mu);
+	if (len < 0) {
+		/* Not even lexically (too long): match it as written. */
+		m = path ? match_locked(t, path, strlen(path)) : 0;
+	} else {
+		m = match_locked(t, canon, (size_t)len);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return m;
+}
+
+/* ------------------------------------------------------------------ */
+/* Counting reads                                                       */
+
+static void tally_begin(tally *a, uint64_t now)
+{
+	if (a->inflight++ == 0)
+		a->since_ns = now;
+}
+
+static void tally_end(tally *a, uint64_t now, int64_t result, uint64_t latency_ns)
+{
+	if (a->inflight && --a->inflight == 0)
+		a->active_ns += now - a->since_ns;
+	a->io.ops++;
+	if (result < 0)
+		a->io.errors++;
+	else
+		a->io.bytes += (uint64_t)result;
+	a->io.busy_ns += latency_ns;
+	a->io.hist[pf_io_hist_bucket(latency_ns)]++;
+}
+
+void pf_region_read_begin(pf_region_table *t, size_t m)
+{
+	uint64_t now = now_ns();
+
+	if (!t || m >= t->nm)
+		return;
+	pthread_mutex_lock(&t->mu);
+	freeze_locked(t);
+	tally_begin(&t->m[m].a, now);
+	tally_begin(&t->r[t->m[m].region_index].a, now);
+	pthread_mutex_unlock(&t->mu);
+}
+
+void pf_region_read_end(pf_region_table *t, size_t m, int64_t result,
+			uint64_t latency_ns)
+{
+	uint64_t now = now_ns();
+
+	if (!t || m >= t->nm)
+		return;
+	pthread_mutex_lock(&t->mu);
+	freeze_locked(t);
+	tally_end(&t->m[m].a, now, result, latency_ns);
+	tally_end(&t->r[t->m[m].region_index].a, now, result, latency_ns);
+	pthread_mutex_unlock(&t->mu);
+}
+
+int64_t pf_region_pread(pf_region_table *t, size_t m, int fd, void *buf, size_t len,
+			uint64_t offset, const char *path, pf_error *err)
+{
+	uint64_t t0;
+	int64_t got;
+
+	if (!t)
+		return pf_file_pread(fd, buf, len, offset, path, err);
+	pf_region_read_begin(t, m);
+	t0 = now_ns();
+	got = pf_file_pread(fd, buf, len, offset, path, err);
+	pf_region_read_end(t, m, got, now_ns() - t0);
+	return got;
+}
+
+static void tally_copy(const tally *a, uint64_t now, pf_region_stats *out)
+{
+	out->io = a->io;
+	out->active_ns = a->active_ns + (a->inflight ? now - a->since_ns : 0);
+}
+
+void pf_region_table_mount_stats(pf_region_table *t, size_t m, pf_region_stats *out)
+{
+	uint64_t now = now_ns();
+
+	memset(out, 0, sizeof(*out));
+	if (m >= t->nm)
+		return;
+	pthread_mutex_lock(&t->mu);
+	freeze_locked(t);
+	tally_copy(&t->m[m].a, now, out);
+	pthread_mutex_unlock(&t->mu);
+}
+
+void pf_region_table_region_stats(pf_region_table *t, size_t r, pf_region_stats *out)
+{
+	uint64_t now = now_ns();
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&t->mu);
+	freeze_locked(t);
+	if (r < t->nr)
+		tally_copy(&t->r[r].a, now, out);
+	pthread_mutex_unlock(&t->mu);
+}
+
+static void tally_reset(tally *a, uint64_t now)
+{
+	memset(&a->io, 0, sizeof(a->io));
+	a->active_ns = 0;
+	a->since_ns = now;
+}
+
+void pf_region_table_reset_stats(pf_region_table *t)
+{
+	uint64_t now = now_ns();
+
+	pthread_mutex_lock(&t->mu);
+	freeze_locked(t);
+	for (size_t i = 0; i < t->nm; i++)
+		tally_reset(&t->m[i].a, now);
+	for (size_t r = 0; r < t->nr; r++)
+		tally_reset(&t->r[r].a, now);
+	pthread_mutex_unlock(&t->mu);
+}
