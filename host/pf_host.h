@@ -473,6 +473,110 @@ PF_API int pf_pod_gather(pf_pod *p, const void *mine, size_t len, void *all,
 			 pf_error *err);
 PF_API int pf_pod_barrier(pf_pod *p, pf_error *err);
 
+/* ------------------------------------------------------------------ */
+/* The trainer (host/train.c)                                           */
+/* ------------------------------------------------------------------ */
+/*
+ * Data-parallel training of one model on the loader's batches: one
+ * worker thread per core (core 0 runs on the caller's thread), each
+ * running pf_model_grad() on its core's block of the batch; then, on the
+ * caller's thread, the cores' gradients averaged in core order
+ * (pf_grad_average), summed over the pod's hosts (embag: the mask OR,
+ * spread and sums described under Models above) and scaled by 1/hosts,
+ * and one SGD step at the given rate.  No result depends on which thread
+ * finishes first: the same data, seed and topology give the same bits.
+ *
+ * The spec's features map onto the model (as the loader lays them out,
+ * struct pf_spec and struct pf_batch of loader/podfeed.h):
+ *   softmax  input float32[dim]; label int32[1]
+ *   embag    input int32[seq_len] token ids, the feature's pad value
+ *            being the pad id; label int32[1]
+ * The input feature is the one named, or else the only feature of the
+ * input's dtype besides the label; the label is the one named, or else
+ * the feature called "label".
+ *
+ * Every host of a pod must call pf_trainer_step() the same number of
+ * times with the same lr: each call is a collective.  A host whose
+ * gradient fails (a label out of range) makes every host's call fail at
+ * the same step, rather than leave the others waiting in an all-reduce.
+ */
+struct pf_spec;
+struct pf_batch;
+
+typedef struct pf_trainer pf_trainer;
+
+typedef struct pf_trainer_config {
+	/* kind, classes, seed, kernels; embag: vocab, embed_dim,
+	 * embed_lr_scale.  dim, seq_len, pad_id and max_rows are taken
+	 * from the spec and per_core_batch. */
+	pf_model_config model;
+	const struct pf_spec *spec;	/* the loader's (pf_loader_spec()) */
+	const char *input;		/* input feature; NULL: the one fitting */
+	const char *label;		/* label feature; NULL: "label" */
+	uint32_t cores;			/* worker threads, >= 1 */
+	uint32_t per_core_batch;	/* rows of every core's block */
+	pf_pod *pod;			/* NULL: this host alone */
+} pf_trainer_config;
+
+/* What one step did. */
+typedef struct pf_train_step {
+	double loss;		/* the step's mean training loss over the pod */
+	uint64_t compute_ns;	/* batch in hand to model updated: gradients,
+				 * host average, pod all-reduce, update */
+	uint64_t reduce_ns;	/* of which the pod's collectives */
+} pf_train_step;
+
+/* Held-out sums; add batches with pf_trainer_evaluate(), then
+ * pf_trainer_eval_reduce() for the pod's. */
+typedef struct pf_eval_sums {
+	double loss_sum;	/* cross-entropy summed over rows */
+	uint64_t correct;	/* rows whose arg-max is the label */
+	uint64_t rows;
+} pf_eval_sums;
+
+/*! pf_trainer_create(): the model (parameters from cfg->model.seed, the
+ *  same on every host) and the workers.  @return 0 with *out (free with
+ *  pf_trainer_free()), -EINVAL when the spec does not fit the model (err
+ *  says which feature and why, e.g. "softmax: input feature 'x' is
+ *  int64[256]; it must be float32"), or when the model configuration is
+ *  bad; -ENOMEM, -EAGAIN (no thread). */
+PF_API int pf_trainer_create(pf_trainer **out, const pf_trainer_config *cfg,
+			     pf_error *err);
+/*! Stop the workers and free everything.  NULL is a no-op. */
+PF_API void pf_trainer_free(pf_trainer *t);
+/*! The model being trained (owned by the trainer). */
+PF_API pf_model *pf_trainer_model(pf_trainer *t);
+/*! The spec features used: indices into the spec. */
+PF_API void pf_trainer_features(const pf_trainer *t, uint32_t *input,
+				uint32_t *label);
+
+/*! pf_trainer_step(): one training step on batch b (cores blocks of
+ *  per_core_batch rows laid out by the spec) at rate lr.  A collective
+ *  over the pod.  @return 0 with *out (may be NULL), -EINVAL (a batch of
+ *  another shape, a bad label or token id: err names the core and row;
+ *  or another host's data was bad), -EPROTO (the hosts are at different
+ *  steps), -EIO (the pod's transport failed).  The model is not changed
+ *  by a failed step. */
+PF_API int pf_trainer_step(pf_trainer *t, const struct pf_batch *b, float lr,
+			   pf_train_step *out, pf_error *err);
+
+/*! pf_trainer_evaluate(): forward only over batch b, on the workers;
+ *  adds the host's loss sum, correct rows and rows to *sums (summed in
+ *  core order).  Not a collective.  @return 0 or -EINVAL as above. */
+PF_API int pf_trainer_evaluate(pf_trainer *t, const struct pf_batch *b,
+			       pf_eval_sums *sums, pf_error *err);
+/*! pf_trainer_eval_reduce(): *sums summed over the pod (a collective).
+ *  @return 0 or -EIO. */
+PF_API int pf_trainer_eval_reduce(pf_trainer *t, pf_eval_sums *sums,
+				  pf_error *err);
+
+/*! pf_trainer_steps(): steps taken so far. */
+PF_API uint64_t pf_trainer_steps(const pf_trainer *t);
+
+/*! pf_model_hash(): FNV-1a over the bits of every parameter (dense, then
+ *  the table), to compare models across hosts and runs. */
+PF_API uint64_t pf_model_hash(pf_model *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "pf_host.h"
+#include "train.h"
 
 #define ALIGN 4096u
 #define DEFAULT_WINDOW 8192u
@@ -26,6 +27,7 @@
 static const char usage[] =
 	"usage: loadbench [options] SHARD...\n"
 	"       loadbench plan [options]   (the scaling plan: loadbench plan --help)\n"
+	"       loadbench ladder --hosts 1,2,4 [options] SHARD...  (loadbench ladder --help)\n"
 	"\n"
 	"Runs the podfeed loader over the shards (files, directories or globs)\n"
 	"and reports throughput, where the time goes (the bottleneck stage),\n"
@@ -153,6 +155,8 @@ typedef struct options {
 	const char *features;
 	pf_remainder remainder;
 	bool host_index_given, num_hosts_given;	/* else from the environment */
+	train_options train;	/* --model and the rest: tools/train.c */
+	train_ctx *tc;
 } options;
 
 /* @return -1 to go on, else the exit status. */
@@ -185,6 +189,7 @@ static int parse_options(int argc, char **argv, options *o)
 		{ "baseline", no_argument, NULL, OPT_BASELINE },
 		{ "repeat", required_argument, NULL, OPT_REPEAT },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
+		TRAIN_LONG_OPTIONS,
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ 0 },
 	};
@@ -271,12 +276,16 @@ static int parse_options(int argc, char **argv, options *o)
 		case OPT_JSON: o->json = true; break;
 		case OPT_BASELINE: o->baseline = true; break;
 		case OPT_QUIET: o->quiet = true; break;
-		case OPT_HELP: fputs(usage, stdout); return 0;
+		case OPT_HELP: fputs(usage, stdout); fputs("\n" TRAIN_USAGE, stdout); return 0;
 		case ':':
 			cli_fail("%s: a value is required", argv[optind - 1]);
 			fputs(usage, stderr);
 			return 2;
 		default:
+			if (c >= TRAIN_OPT_FIRST && c < TRAIN_OPT_LAST) {
+				r = train_parse_option(&o->train, c, optarg);
+				break;
+			}
 			cli_fail("unknown option '%s'", argv[optind - 1]);
 			fputs(usage, stderr);
 			return 2;
@@ -470,11 +479,16 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 			p.total_steps = all;
 	}
 	p.start_ns = p.last_ns = t0;
-	while ((ret = pf_loader_next(l, &b)) == 1) {
+	while ((ret = train_next(o->tc, l, &b)) == 1) {
 		if (!t_first)
 			t_first = now_ns();
 		else
 			out->steady_records += (uint64_t)b->per_core_batch * b->cores;
+		if (train_batch(o->tc, b) < 0) {	/* printed why */
+			pf_loader_release(l, b);
+			pf_loader_free(l);
+			return 1;
+		}
 		pf_loader_release(l, b);
 		if (p.on) {
 			uint64_t t = now_ns();
@@ -1027,6 +1041,7 @@ static void print_json(const report *r)
 		json_kv_double("ratio_to_read", ratio(r, r->read_s), true);
 		json_kv_double("ratio_to_decompress", ratio(r, r->dec_s), false);
 	}
+	train_print_json(r->o->tc);
 	printf("}\n");
 }
 
@@ -1526,6 +1541,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "plan"))
 		return plan_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "ladder"))
+		return ladder_main(argc - 1, argv + 1);
 	cli_prog = "loadbench";
 	ret = parse_options(argc, argv, &o);
 	if (ret >= 0)
@@ -1552,6 +1569,8 @@ int main(int argc, char **argv)
 			ret = 2;
 			goto out;
 		}
+		if (train_fit_features(&o.train, &inferred) < 0)
+			goto out;
 		o.features = inferred;
 	}
 	pf_error_clear(&err);
@@ -1584,6 +1603,10 @@ int main(int argc, char **argv)
 	cfg.prefetch = (unsigned)o.prefetch;
 	cfg.direct_io = o.direct;
 	cfg.verify_records = o.verify;
+	ret = train_start(&o.tc, &o.train, &cfg, &spec, o.repeat);
+	if (ret)
+		goto out;
+	ret = 1;
 
 	if (o.baseline) {
 		double warm;
@@ -1634,14 +1657,20 @@ int main(int argc, char **argv)
 		r.dec_s = median(dec_s, (unsigned)o.repeat);
 	}
 	report_derive(&r);
-	if (o.json)
+	if (train_finish(o.tc, &r.run.m, r.seconds))
+		goto out;
+	if (!train_reports(o.tc)) {
+		/* another host of the pod: rank 0 prints the pod's report */
+	} else if (o.json) {
 		print_json(&r);
-	else
+	} else {
 		print_text(&r);
+		train_print_text(o.tc);
+	}
 	ret = 0;
 out:
 	bl_free(&bl);
 	free(inferred);
 	cli_free_inputs(files, nfiles);
-	return ret;
+	return train_end(o.tc, ret);
 }

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `loadbench ladder`: the guidance's "start small, scale up gradually,
+ * validating each step".  Runs loadbench under `mpirun -np H` for each
+ * rung H, reads the pod report of each, and prints the per-host
+ * throughput and the scaling efficiency per rung, flagging the first
+ * rung under 90%. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "train.h"
+
+#define MAX_RUNGS 16
+#define EFFICIENCY_FLOOR 0.90
+#define OUTPUT_MAX (64u << 20)
+
+static const char ladder_usage[] =
+	"usage: loadbench ladder --hosts H1,H2,... [loadbench options] SHARD...\n"
+	"\n"
+	"Runs `mpirun --oversubscribe -np H loadbench --json --quiet OPTIONS\n"
+	"SHARD...` for each rung H in turn (each rank one host of a pod of H),\n"
+	"and prints each rung's pod throughput, throughput per host, and scaling\n"
+	"efficiency: throughput(H) / (H x throughput(1)), the first rung standing\n"
+	"in for 1 host when 1 is not a rung.  The first rung under 90% is\n"
+	"flagged: scale no further before finding why.  All other options go to\n"
+	"loadbench as they are (--model, --steps, --cores, ...).\n"
+	"\n"
+	"  --hosts LIST         rungs, ascending (e.g. 1,2,4)\n"
+	"  --mpirun PATH        the launcher (default: mpirun on PATH)\n"
+	"  --json               the ladder as one JSON object on stdout\n"
+	"  --help               this text\n"
+	"\n"
+	"As root, OMPI_ALLOW_RUN_AS_ROOT and its confirmation are set for the\n"
+	"rungs.  Exit status: 0 done (flagged or not), 1 a rung failed or mpirun\n"
+	"is missing, 2 bad usage.\n";
+
+typedef struct rung {
+	uint64_t hosts;
+	double pod_rps, per_host_rps, efficiency;
+	bool steps_equal;
+} rung;
+
+/* "1,2,4" ascending, each in [1, 4096]. */
+static int parse_hosts(const char *text, rung *r, unsigned *n)
+{
+	const char *s = text;
+
+	*n = 0;
+	while (*s) {
+		char item[32];
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+
+		if (*n == MAX_RUNGS || len == 0 || len >= sizeof(item)) {
+			cli_fail("--hosts: '%s' is not a list of up to %u host counts",
+				 text, MAX_RUNGS);
+			return -EINVAL;
+		}
+		memcpy(item, s, len);
+		item[len] = '\0';
+		if (cli_parse_u64("--hosts", item, 1, 4096, false, &r[*n].hosts) < 0)
+			return -EINVAL;
+		if (*n && r[*n].hosts <= r[*n - 1].hosts) {
+			cli_fail("--hosts: '%s' does not ascend", text);
+			return -EINVAL;
+		}
+		(*n)++;
+		s += len + (end ? 1 : 0);
+	}
+	if (!*n) {
+		cli_fail("--hosts: empty list");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* An executable named name on PATH (or name itself when it has a '/'). */
+static bool on_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+
+	if (strchr(name, '/'))
+		return access(name, X_OK) == 0;
+	while (path && *path) {
+		const char *end = strchr(path, ':');
+		size_t len = end ? (size_t)(end - path) : strlen(path);
+
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, len ? path : ".", name);
+		if (access(buf, X_OK) == 0)
+			return true;
+		path += len + (end ? 1 : 0);
+	}
+	return false;
+}
+
+/* Run argv, its stdout into a malloc'd string.  @return the exit status,
+ * or -1 when it could not run or was killed. */
+static int run_capture(char *const *argv, char **out)
+{
+	int fd[2], status;
+	pid_t pid;
+	size_t len = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+
+	*out = NULL;
+	if (!buf || pipe(fd) < 0) {
+		free(buf);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		free(buf);
+		return -1;
+	}
+	if (pid == 0) {
+		dup2(fd[1], STDOUT_FILENO);
+		close(fd[0]);
+		close(fd[1]);
+		execvp(argv[0], argv);
+		fprintf(stderr, "%s: cannot run %s: %s\n", cli_prog, argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(fd[1]);
+	for (;;) {
+		ssize_t n;
+
+		if (len + 1 == cap) {
+			char *g = cap < OUTPUT_MAX ? realloc(buf, cap * 2) : NULL;
+			if (!g)
+				break;
+			buf = g;
+			cap *= 2;
+		}
+		n = read(fd[0], buf + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	close(fd[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			free(buf);
+			return -1;
+		}
+	*out = buf;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The number after "key": at or after from, or NAN. */
+static double json_number_after(const char *from, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = from ? strstr(from, pat) : NULL;
+	return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+static int run_rung(const char *mpirun, const char *self, rung *r, int nargs,
+		    char **args)
+{
+	char np[32], *out = NULL;
+	char **argv = calloc((size_t)nargs + 10, sizeof(*argv));
+	const char *pod;
+	int k = 0, status;
+
+	if (!argv) {
+		cli_fail("out of memory");
+		return 1;
+	}
+	snprintf(np, sizeof(np), "%llu", (unsigned long long)r->hosts);
+	argv[k++] = (char *)mpirun;
+	argv[k++] = "--oversubscribe";
+	argv[k++] = "-np";
+	argv[k++] = np;
+	argv[k++] = (char *)self;
+	argv[k++] = "--json";
+	argv[k++] = "--quiet";
+	for (int i = 0; i < nargs; i++)
+		argv[k++] = args[i];
+	argv[k] = NULL;
+	fprintf(stderr, "%s: rung of %llu host%s: %s --oversubscribe -np %s %s ...\n",
+		cli_prog, (unsigned long long)r->hosts, r->hosts == 1 ? "" : "s", mpirun,
+		np, self);
+	status = run_capture(argv, &out);
+	free(argv);
+	if (status != 0) {
+		cli_fail("the rung of %llu hosts failed (exit status %d)",
+			 (unsigned long long)r->hosts, status);
+		free(out);
+		return 1;
+	}
+	pod = strstr(out, "\"pod\":{");
+	r->pod_rps = json_number_after(pod, "records_per_s");
+	r->per_host_rps = json_number_after(pod, "per_host_records_per_s");
+	r->steps_equal = pod && strstr(pod, "\"steps_equal\":true");
+	free(out);
+	if (!pod || !(r->pod_rps >= 0) || !(r->per_host_rps >= 0)) {
+		cli_fail("the rung of %llu hosts printed no pod report",
+			 (unsigned long long)r->hosts);
+		return 1;
+	}
+	return 0;
+}
+
+int ladder_main(int argc, char **argv)
+{
+	rung r[MAX_RUNGS];
+	unsigned n = 0;
+	const char *mpirun = "mpirun";
+	char self[4096];
+	char **rest;
+	int nrest = 0, flagged = -1;
+	bool json = false, hosts_given = false;
+	ssize_t len;
+
+	cli_prog = "loadbench ladder";
+	rest = calloc((size_t)argc + 1, sizeof(*rest));
+	if (!rest) {
+		cli_fail("out of memory");
+		return 1;
+	}
+	/* Our own options are taken out; the rest is loadbench's. */
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--help")) {
+			fputs(ladder_usage, stdout);
+			free(rest);
+			return 0;
+		} else if (!strcmp(a, "--json")) {
+			json = true;
+		} else if (!strcmp(a, "--hosts") || !strcmp(a, "--mpirun")) {
+			if (i + 1 == argc) {
+				cli_fail("%s: a value is required", a);
+				free(rest);
+				return 2;
+			}
+			if (!strcmp(a, "--mpirun")) {
+				mpirun = argv[++i];
+			} else {
+				if (parse_hosts(argv[++i], r, &n) < 0) {
+					free(rest);
+					return 2;
+				}
+				hosts_given = true;
+			}
+		} else if (!strncmp(a, "--hosts=", 8)) {
+			if (parse_hosts(a + 8, r, &n) < 0) {
+				free(rest);
+				return 2;
+			}
+			hosts_given = true;
+		} else if (!strcmp(a, "--quiet")) {
+			/* the rungs are always quiet */
+		} else {
+			rest[nrest++] = argv[i];
+		}
+	}
+	if (!hosts_given) {
+		cli_fail("--hosts is required (e.g. --hosts 1,2,4)");
+		fputs(ladder_usage, stderr);
+		free(rest);
+		return 2;
+	}
+	if (!nrest) {
+		cli_fail("no shards given");
+		free(rest);
+		return 2;
+	}
+	if (!on_path(mpirun)) {
+		cli_fail("%s not found: the ladder runs each rung under Open MPI's mpirun "
+			 "(Debian package openmpi-bin; tools/install-deps installs it)",
+			 mpirun);
+		free(rest);
+		return 1;
+	}
+	/* mpirun starts the ranks by this path: /proc/self/exe would name
+	 * mpirun itself in its children. */
+	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (len <= 0) {
+		cli_fail("cannot find this program's path: %s", strerror(errno));
+		free(rest);
+		return 1;
+	}
+	self[len] = '\0';
+	if (geteuid() == 0) {
+		/* Open MPI refuses root without both. */
+		setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+		setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (run_rung(mpirun, self, &r[i], nrest, rest)) {
+			free(rest);
+			return 1;
+		}
+		/* Per-host throughput against the first rung's. */
+		r[i].efficiency = r[0].per_host_rps > 0 ?
+				  r[i].per_host_rps / r[0].per_host_rps : 0;
+		if (flagged < 0 && r[i].efficiency < EFFICIENCY_FLOOR)
+			flagged = (int)i;
+	}
+	free(rest);
+	if (json) {
+		printf("{\"rungs\":[");
+		for (unsigned i = 0; i < n; i++) {
+			printf("%s{\"hosts\":%llu,\"records_per_s\":", i ? "," : "",
+			       (unsigned long long)r[i].hosts);
+			cli_json_double(stdout, r[i].pod_rps);
+			printf(",\"per_host_records_per_s\":");
+			cli_json_double(stdout, r[i].per_host_rps);
+			printf(",\"efficiency\":");
+			cli_json_double(stdout, r[i].efficiency);
+			printf(",\"steps_equal\":%s}", r[i].steps_equal ? "true" : "false");
+		}
+		printf("],\"first_under_90\":");
+		if (flagged >= 0)
+			printf("%llu}\n", (unsigned long long)r[flagged].hosts);
+		else
+			printf("null}\n");
+		return 0;
+	}
+	printf("%-6s %16s %16s %11s  %s\n", "hosts", "records/s (pod)", "per host",
+	       "efficiency", "steps");
+	for (unsigned i = 0; i < n; i++)
+		printf("%-6llu %16.0f %16.0f %10.1f%%  %s%s\n",
+		       (unsigned long long)r[i].hosts, r[i].pod_rps, r[i].per_host_rps,
+		       r[i].efficiency * 100, r[i].steps_equal ? "equal" : "NOT EQUAL",
+		       (int)i == flagged ? "   <- first rung under 90%" : "");
+	if (flagged >= 0)
+		printf("scaling: efficiency falls under 90%% at %llu hosts (%.1f%%): "
+		       "find why before scaling further\n",
+		       (unsigned long long)r[flagged].hosts, r[flagged].efficiency * 100);
+	else
+		printf("scaling: every rung at or above 90%% efficiency\n");
+	return 0;
+}
