@@ -52,7 +52,6 @@ struct walk {
 	size_t mark;		/* arena->used on entry */
 	uint32_t n;		/* features in the spec */
 	uint64_t seen;		/* bit i: feature i had an entry */
-	uint8_t name_len[PF_SPEC_MAX_FEATURES];
 };
 
 /* A length prefix at *p as example.c reads one: at most 5 bytes, at most
@@ -63,18 +62,31 @@ static inline bool get_len(const uint8_t **p, const uint8_t *end, size_t *len)
 	size_t max = (size_t)(end - q) < 5 ? (size_t)(end - q) : 5;
 	uint64_t v = 0;
 
+	/* One or two bytes: every length under 16 KiB. */
+	if (max >= 1 && q[0] < 0x80) {
+		v = q[0];
+		q += 1;
+		goto check;
+	}
+	if (max >= 2 && q[1] < 0x80) {
+		v = (q[0] & 0x7fu) | (uint64_t)q[1] << 7;
+		q += 2;
+		goto check;
+	}
 	for (size_t i = 0; i < max; i++) {
 		v |= (uint64_t)(q[i] & 0x7fu) << (7 * i);
 		if (q[i] & 0x80)
 			continue;
 		q += i + 1;
-		if (v > INT_MAX || v > (uint64_t)(end - q))
-			return false;
-		*p = q;
-		*len = (size_t)v;
-		return true;
+		goto check;
 	}
 	return false;
+check:
+	if (v > INT_MAX || v > (uint64_t)(end - q))
+		return false;
+	*p = q;
+	*len = (size_t)v;
+	return true;
 }
 
 /* The list message of a Feature: its kind (NONE when no list is set) and
@@ -266,14 +278,19 @@ static int match_store(struct walk *w, const uint8_t *key, size_t len,
 	bool stored = false;
 
 	for (uint32_t i = 0; i < w->n; i++) {
-		size_t nl = w->name_len[i];
+		const char *name = w->spec->f[i].name;
+		size_t k = 0;
 
-		if (len < nl || memcmp(key, w->spec->f[i].name, nl))
-			continue;
-		if (len != nl) {
-			if (!key[nl])
-				return FAST_NO;
-			continue;
+		/* Byte by byte: most names differ at the first. */
+		while (k < len && k < PF_SPEC_MAX_NAME && key[k] &&
+		       key[k] == (uint8_t)name[k])
+			k++;
+		if (k == PF_SPEC_MAX_NAME || name[k])
+			continue;	/* not this name */
+		if (k < len) {
+			if (!key[k])
+				return FAST_NO;	/* the name, then a NUL */
+			continue;	/* the name, then more */
 		}
 		if (store(w, i, l))
 			return FAST_NO;
@@ -341,14 +358,9 @@ static int fast(struct walk *w, const void *rec, size_t len)
 
 	if (len > INT_MAX)
 		return FAST_NO;
-	for (uint32_t i = 0; i < w->n; i++) {
-		size_t nl = strnlen(spec->f[i].name, PF_SPEC_MAX_NAME);
-
-		if ((uintptr_t)w->dst[i] & (pf_dtype_size(spec->f[i].dtype) - 1) ||
-		    nl >= PF_SPEC_MAX_NAME)
+	for (uint32_t i = 0; i < w->n; i++)
+		if ((uintptr_t)w->dst[i] & (pf_dtype_size(spec->f[i].dtype) - 1))
 			return FAST_NO;
-		w->name_len[i] = (uint8_t)nl;
-	}
 	if (len && walk_example(w, rec, (const uint8_t *)rec + len))
 		return FAST_NO;
 	for (uint32_t i = 0; i < w->n; i++)
