@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -333,7 +334,7 @@ static int add_mount(pf_region_table *t, const char *path, size_t len,
 		return pf_error_set(err, -EBUSY, PF_OFFSET_NONE, 0,
 				    "the region table is in use: mounts can no longer be added");
 	e = find_path(t, path, len);
-	if (e && region && e->region && strcmp(e->region, region)) {
+	if (e && region && e->region && strcasecmp(e->region, region)) {
 		char where[64] = "a --mount flag";
 
 		if (e->origin == PF_MOUNT_FILE)

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "pf_host.h"
 #include "train.h"
+#include "regions.h"
 
 #define ALIGN 4096u
 #define DEFAULT_WINDOW 8192u
@@ -61,6 +62,7 @@ static const char usage[] =
 	"  --direct             O_DIRECT reads of aligned shards\n"
 	"  --verify-records     also check each record's data CRC inside frames\n"
 	"                       already verified by CRC32C and zstd's checksum\n"
+	REGIONS_USAGE
 	"report:\n"
 	"  --baseline           also time a pure read pass (T threads, one I/O\n"
 	"                       engine each, whole frames) and a pure decompress\n"
@@ -75,7 +77,8 @@ static const char usage[] =
 	"                       batches ready at next(), ETA)\n"
 	"  --help               this text\n"
 	"\n"
-	"Exit status: 0 done, 1 the loader or a pass failed, 2 bad usage.\n";
+	"Exit status: 0 done, 1 the loader or a pass failed, 2 bad usage,\n"
+	"3 refused to read across regions (--cross-region=refuse).\n";
 
 static uint64_t now_ns(void)
 {
@@ -853,6 +856,7 @@ typedef struct report {
 	double read_s, dec_s;
 	const bl_set *bl;
 	const char *bl_backend;
+	const regions_opts *regions;	/* storage regions (regions.c) */
 } report;
 
 static double mb(uint64_t bytes) { return (double)bytes / 1e6; }
@@ -1042,6 +1046,7 @@ static void print_json(const report *r)
 		json_kv_double("ratio_to_decompress", ratio(r, r->dec_s), false);
 	}
 	train_print_json(r->o->tc);
+	regions_print_json(r->regions);
 	printf("}\n");
 }
 
@@ -1538,12 +1543,18 @@ int main(int argc, char **argv)
 	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT];
 	char **files = NULL, *inferred = NULL;
 	int nfiles = 0, ret;
+	regions_opts ro;
 
 	if (argc > 1 && !strcmp(argv[1], "plan"))
 		return plan_main(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "ladder"))
 		return ladder_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "regions"))
+		return regions_main(argc - 1, argv + 1);
 	cli_prog = "loadbench";
+	ret = regions_take_options(&argc, argv, &ro);
+	if (ret >= 0)
+		return ret;
 	ret = parse_options(argc, argv, &o);
 	if (ret >= 0)
 		return ret;
@@ -1560,6 +1571,10 @@ int main(int argc, char **argv)
 	}
 	ret = 1;
 	memset(&r, 0, sizeof(r));
+	/* Before anything is read: a refusal must read nothing. */
+	if ((ret = regions_check(&ro, files, nfiles)) != 0)
+		goto out;
+	ret = 1;
 	if (!o.features) {
 		int d = default_features(files[0], &inferred);
 		if (d < 0)
@@ -1603,6 +1618,7 @@ int main(int argc, char **argv)
 	cfg.prefetch = (unsigned)o.prefetch;
 	cfg.direct_io = o.direct;
 	cfg.verify_records = o.verify;
+	cfg.regions = ro.table;
 	ret = train_start(&o.tc, &o.train, &cfg, &spec, o.repeat);
 	if (ret)
 		goto out;
@@ -1627,6 +1643,7 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < o.repeat; i++) {
 		if (run_loader(&o, &cfg, &runs[i]))
 			goto out;
+		regions_run_done(&ro, runs[i].seconds);
 		secs[i] = runs[i].seconds;
 		if (!o.baseline)
 			continue;
@@ -1647,6 +1664,8 @@ int main(int argc, char **argv)
 		if (fabs(secs[i] - r.seconds) < fabs(secs[best] - r.seconds))
 			best = i;
 	r.run = runs[best];
+	ro.report_run = best;
+	r.regions = &ro;
 	for (unsigned i = 0; i < o.repeat; i++)
 		if (runs[i].peak_rss > r.run.peak_rss)
 			r.run.peak_rss = runs[i].peak_rss;
@@ -1665,6 +1684,7 @@ int main(int argc, char **argv)
 		print_json(&r);
 	} else {
 		print_text(&r);
+		regions_print_text(&ro);
 		train_print_text(o.tc);
 	}
 	ret = 0;
@@ -1672,5 +1692,6 @@ out:
 	bl_free(&bl);
 	free(inferred);
 	cli_free_inputs(files, nfiles);
+	regions_free(&ro);
 	return train_end(o.tc, ret);
 }
