@@ -251,9 +251,19 @@ int train_fit_features(const train_options *t, char **spec)
 static int open_pod(train_ctx *tc, const pf_loader_config *cfg)
 {
 	pf_error err;
+	int ret;
 
 	pf_error_clear(&err);
-	if (pf_pod_open(&tc->pod, &err) < 0) {
+	ret = pf_pod_open(&tc->pod, &err);
+	if (ret == -ENOTSUP && !tc->o.on) {
+		/* Only consuming, each process can still read its share
+		 * alone, as the topology says; training cannot. */
+		cli_fail("pod: %s; each process runs its share alone, with no pod "
+			 "report", err.msg);
+		tc->pod = NULL;
+		return 0;
+	}
+	if (ret < 0) {
 		cli_fail("pod: %s", err.msg);
 		return 1;
 	}
