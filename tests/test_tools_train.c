@@ -173,7 +173,7 @@ Test(train_tool, softmax_report_and_the_same_bits_at_any_thread_count,
 		cr_assert_gt(num(t, "compute_ms_p50"), 0);
 		double f = num(t, "input_bound_fraction"), w = num(t, "input_wait_fraction");
 		cr_assert(f >= 0 && f <= 1 && w >= 0 && w <= 1, "%g %g", f, w);
-		cr_assert_eq(num(t, "input_bound_steps"), f * 59);
+		cr_assert_float_eq(num(t, "input_bound_steps"), f * 59, 1e-6);
 		const char *v = json_string_value(get(t, "verdict"));
 		cr_assert_str_eq(v, f > 0.5 ? "input-bound" : "compute-bound");
 		/* 512 held-out records, global batch 32: all 16 steps */
@@ -437,11 +437,12 @@ Test(pod_tool, ladder_of_one_and_two_hosts, .timeout = 180)
 		cr_assert_float_eq(num(r, "per_host_records_per_s") * (i + 1),
 				   num(r, "records_per_s"), 1e-6 * num(r, "records_per_s"));
 		cr_assert(json_is_true(get(r, "steps_equal")));
-		cr_assert(e > 0 && e < 4, "efficiency %g", e);
+		/* no bound above: the rungs' times are whatever the machine gives */
+		cr_assert_gt(e, 0, "efficiency %g", e);
 		/* throughput(H) / (H x throughput(1)) */
 		cr_assert_float_eq(e, num(r, "per_host_records_per_s") /
 				   num(json_array_get(rungs, 0), "per_host_records_per_s"),
-				   1e-9);
+				   1e-6 * e);
 	}
 	cr_assert_eq(num(json_array_get(rungs, 0), "efficiency"), 1.0);
 	json_t *first = get(o, "first_under_90");
