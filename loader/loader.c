@@ -790,13 +790,63 @@ static int take_chunk(pf_loader *l, pf_io *io, chunk **out)
 	return ret;
 }
 
+/* Open the epoch's blocks up to k; blocks past max_steps too (with no
+ * slots), so that every block a dispatched read touches is in the ring.
+ * @return 0, 1 when a block past max_steps was opened, or <0. */
+static int open_through(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
+{
+	int over = 0;
+
+	for (; wk->next_block <= k; wk->next_block++) {
+		int ret = open_block(l, io, wk, wk->next_block);
+
+		if (ret < 0)
+			return ret;
+		over |= ret;
+	}
+	return over;
+}
+
+/* Whether the epoch's block k gets a slot: it starts inside the quota
+ * and before max_steps.  Later blocks of the epoch never do when k does
+ * not. */
+static bool block_live(const pf_loader *l, const walk *wk, uint64_t k)
+{
+	uint64_t first_step = k * l->wblock / l->host_batch;
+
+	return first_step < wk->quota / l->host_batch &&
+	       (!l->cfg.max_steps || wk->step_base + first_step < l->cfg.max_steps);
+}
+
+/* Records [pos, pos + count) that nobody needs (the remainder): not
+ * read, only accounted, one block at a time so that a long segment never
+ * needs more ring entries than one. */
+static int skip_range(pf_loader *l, pf_io *io, walk *wk, uint64_t pos, uint64_t count)
+{
+	uint64_t w = l->wblock, end = pos + count;
+
+	while (pos < end) {
+		uint64_t k = pos / w, stop = (k + 1) * w < end ? (k + 1) * w : end;
+		int ret = open_through(l, io, wk, k);
+
+		if (ret < 0)
+			return ret;
+		range_done(l, wk->gbase + k, pos, stop - pos);
+		pos = stop;
+	}
+	return 0;
+}
+
 /* A stream segment: sub-segments of at most PF_STREAM_CHUNK_ROWS
- * records, decoded in order through one shared stream state. */
-static int dispatch_stream(pf_loader *l, pf_io *io, const walk *wk,
-			   pf_segment seg, uint64_t pos)
+ * records, decoded in order through one shared stream state; each opens
+ * only the blocks it reaches, so a long file never needs the whole
+ * segment's blocks at once.  @return 0, 1 when max_steps was reached, or
+ * <0. */
+static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
+			   uint64_t pos)
 {
 	stream_state *ss;
-	int ret = io_wait(l, io, stream_free, 0, &l->cv_chunk);
+	int over = 0, ret = io_wait(l, io, stream_free, 0, &l->cv_chunk);
 
 	if (ret < 0) {
 		pthread_mutex_unlock(&l->mu);
@@ -808,11 +858,14 @@ static int dispatch_stream(pf_loader *l, pf_io *io, const walk *wk,
 	ss->src = NULL;
 	ss->busy = false;
 	ss->next_first = seg.first;
-	for (uint64_t done = 0; done < seg.count;) {
+	for (uint64_t done = 0; done < seg.count && !over;) {
 		uint64_t n = seg.count - done;
 		chunk *c = NULL;
 
 		n = n < PF_STREAM_CHUNK_ROWS ? n : PF_STREAM_CHUNK_ROWS;
+		over = open_through(l, io, wk, (pos + done + n - 1) / l->wblock);
+		if (over < 0)
+			return over;
 		ret = take_chunk(l, io, &c);
 		if (ret < 0)
 			return ret;
@@ -825,7 +878,7 @@ static int dispatch_stream(pf_loader *l, pf_io *io, const walk *wk,
 		c->ss_last = done == seg.count;
 		enqueue(l, c);
 	}
-	return 0;
+	return over;
 }
 
 /* A frame segment: one read of the frame. */
@@ -882,36 +935,30 @@ static int walk_epoch(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *pl
 	uint64_t pos = 0, w = l->wblock;
 	int over = 0, ret = 0;
 
-	for (size_t s = 0; s < plan->nseg && !over; s++) {
+	for (size_t s = 0; s < plan->nseg && !over && ret >= 0; s++) {
 		pf_segment seg = plan->seg[s];
 		uint64_t k0 = pos / w, k1 = (pos + seg.count - 1) / w;
-		bool live = false;
 
 		if (seg.count == 0)
 			continue;
-		/* Blocks past max_steps are opened too (with no slots), so that
-		 * every block a dispatched segment touches is in the ring. */
-		for (; wk->next_block <= k1; wk->next_block++) {
-			ret = open_block(l, io, wk, wk->next_block);
-			if (ret < 0)
-				return ret;
-			over |= ret;
-		}
-		for (uint64_t k = k0; k <= k1; k++)
-			live |= ring_at(l, wk->gbase + k)->nslots != 0;
-		if (!live) {
-			/* Wholly remainder, or past max_steps: not read. */
-			range_done(l, wk->gbase + k0, pos, seg.count);
+		if (!block_live(l, wk, k0)) {
+			/* Past max_steps: the walk is over.  Else the remainder:
+			 * not read. */
+			if (l->cfg.max_steps &&
+			    wk->step_base + k0 * w / l->host_batch >= l->cfg.max_steps)
+				return 1;
+			ret = skip_range(l, io, wk, pos, seg.count);
 		} else if (l->ds->units[seg.unit].stream) {
-			ret = dispatch_stream(l, io, wk, seg, pos);
+			ret = over = dispatch_stream(l, io, wk, seg, pos);
 		} else {
-			ret = dispatch_frame(l, io, wk, seg, pos, file_slot);
+			/* A frame spans at most the blocks the ring holds. */
+			ret = over = open_through(l, io, wk, k1);
+			if (ret >= 0)
+				ret = dispatch_frame(l, io, wk, seg, pos, file_slot);
 		}
-		if (ret < 0)
-			return ret;
 		pos += seg.count;
 	}
-	return over;
+	return ret < 0 ? ret : over;
 }
 
 static int io_run(pf_loader *l, pf_io *io, const int *file_slot)

@@ -526,3 +526,30 @@ Test(loader, direct_io_reads_aligned_shards, .timeout = 120)
 	free(a.seen);
 	free(b.seen);
 }
+
+/* A long stream file read without shuffling: its blocks (one host batch
+ * each) far outnumber the ring; each sub-segment opens only the blocks
+ * it reaches.  (This hung when the whole segment's blocks were opened
+ * before its first read.) */
+Test(loader, long_stream_file_without_shuffle, .timeout = 60)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+	run_result r;
+
+	snprintf(p, sizeof(p), "%s/long.tfrecord", d);
+	write_stream(p, 0, 4000, false);
+	for (int pass = 0; pass < 3; pass++) {
+		pf_loader_config cfg = { .per_core_batch = 100, .threads = 2,
+					 .shuffle = pass == 2, .shuffle_window = 150,
+					 .max_steps = pass == 1 ? 7 : 0 };
+		run(d, &cfg, 4000, &r);
+		cr_assert_eq(r.ret, 0, "pass %d: %s", pass, r.err.msg);
+		cr_assert_eq(r.steps, pass == 1 ? 7 : 40, "pass %d", pass);
+		if (pass != 1)
+			for (uint64_t i = 0; i < 4000; i++)
+				cr_assert_eq(r.seen[i], 1, "pass %d: record %llu", pass,
+					     (unsigned long long)i);
+		free(r.seen);
+	}
+}
