@@ -1300,6 +1300,12 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	window = cfg->shuffle ? (cfg->shuffle_window ? cfg->shuffle_window
 						     : PF_WINDOW_DEFAULT) : 1;
 	l->shuffle_rows = window > 1;
+	if (round_up(window, l->host_batch) > (1u << 30)) {
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "shuffle window of %u records (in whole host batches of %u) "
+				   "is over 2^30 records", window, l->host_batch);
+		goto fail;
+	}
 	l->wblock = (uint32_t)round_up(window, l->host_batch);
 	l->per_block = l->wblock / l->host_batch;
 

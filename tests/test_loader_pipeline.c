@@ -375,6 +375,12 @@ Test(loader, bad_config_is_refused)
 	pf_error_clear(&err);
 	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -EINVAL);
 	cfg.features = "id:int64[1]";
+	cfg.shuffle = true;
+	cfg.shuffle_window = 0xfffffff0u;
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "shuffle window"), "%s", err.msg);
+	cfg.shuffle = false;
 	cfg.memory_budget = 4096;
 	pf_error_clear(&err);
 	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -ENOMEM);
