@@ -43,10 +43,12 @@ static int check_data(const uint8_t *data, uint64_t len, const uint8_t *footer,
 	return 0;
 }
 
-int64_t pf_tfr_parse(const void *buf, size_t len, uint64_t base_offset,
-		     uint64_t max_record, pf_record *rec, pf_error *err)
+/* One record at the start of buf; the data CRC is checked when
+ * check_data_crc (pf_tfr_parse_verified() trusts a verified frame). */
+static int64_t parse(const uint8_t *p, size_t len, uint64_t base_offset,
+		     uint64_t max_record, bool check_data_crc, pf_record *rec,
+		     pf_error *err)
 {
-	const uint8_t *p = buf;
 	uint64_t dlen;
 	int ret;
 
@@ -58,35 +60,28 @@ int64_t pf_tfr_parse(const void *buf, size_t len, uint64_t base_offset,
 	if (len - PF_TFR_HEADER_SIZE < dlen ||
 	    len - PF_TFR_HEADER_SIZE - dlen < PF_TFR_FOOTER_SIZE)
 		return 0;
-	ret = check_data(p + PF_TFR_HEADER_SIZE, dlen,
-			 p + PF_TFR_HEADER_SIZE + dlen, base_offset, err);
-	if (ret < 0)
-		return ret;
+	if (check_data_crc) {
+		ret = check_data(p + PF_TFR_HEADER_SIZE, dlen,
+				 p + PF_TFR_HEADER_SIZE + dlen, base_offset, err);
+		if (ret < 0)
+			return ret;
+	}
 	rec->data = p + PF_TFR_HEADER_SIZE;
 	rec->len = dlen;
 	rec->offset = base_offset;
 	return (int64_t)(dlen + PF_TFR_OVERHEAD);
 }
 
+int64_t pf_tfr_parse(const void *buf, size_t len, uint64_t base_offset,
+		     uint64_t max_record, pf_record *rec, pf_error *err)
+{
+	return parse(buf, len, base_offset, max_record, true, rec, err);
+}
+
 int64_t pf_tfr_parse_verified(const void *buf, size_t len, uint64_t base_offset,
 			      uint64_t max_record, pf_record *rec, pf_error *err)
 {
-	const uint8_t *p = buf;
-	uint64_t dlen;
-	int ret;
-
-	if (len < PF_TFR_HEADER_SIZE)
-		return 0;
-	ret = check_header(p, base_offset, max_record, &dlen, err);
-	if (ret < 0)
-		return ret;
-	if (len - PF_TFR_HEADER_SIZE < dlen ||
-	    len - PF_TFR_HEADER_SIZE - dlen < PF_TFR_FOOTER_SIZE)
-		return 0;
-	rec->data = p + PF_TFR_HEADER_SIZE;
-	rec->len = dlen;
-	rec->offset = base_offset;
-	return (int64_t)(dlen + PF_TFR_OVERHEAD);
+	return parse(buf, len, base_offset, max_record, false, rec, err);
 }
 
 int pf_tfr_truncation(const void *buf, size_t len, uint64_t base_offset,
