@@ -428,14 +428,6 @@ Test(plan, overflow)
 /* ------------------------------------------------------------------ */
 /* loadbench plan, end to end                                           */
 
-static const char *env_tool(const char *name)
-{
-	const char *t = getenv(name);
-
-	cr_assert_not_null(t, "%s is not set (run through meson test)", name);
-	return t;
-}
-
 /* Run `loadbench ARGS` with stdout (and stderr when both) into out.
  * @return the exit status. */
 static int run(const char *args, bool both, char *out, size_t cap)
@@ -444,7 +436,7 @@ static int run(const char *args, bool both, char *out, size_t cap)
 	FILE *p;
 	size_t got;
 
-	snprintf(cmd, sizeof(cmd), "%s %s%s", env_tool("LOADBENCH"), args,
+	snprintf(cmd, sizeof(cmd), "%s %s%s", tu_env_tool("LOADBENCH"), args,
 		 both ? " 2>&1" : " 2>/dev/null");
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
@@ -580,7 +572,7 @@ Test(loadbench_plan, rounding_epochs_and_bandwidth)
  * 1,000 records at a global batch of 42 on each of 3 hosts. */
 Test(loadbench_plan, epochs_match_a_loader_run, .timeout = 120)
 {
-	const char *d = tu_tmpdir(), *st = env_tool("SHARDTOOL");
+	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
 	char args[1024], out[1 << 16];
 	uint64_t dropped = 0;
 

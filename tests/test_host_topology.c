@@ -421,14 +421,6 @@ Test(topology, format_into_short_buffers)
 /* ------------------------------------------------------------------ */
 /* loadbench prints who it is at start, from the real environment      */
 
-static const char *env_tool(const char *name)
-{
-	const char *t = getenv(name);
-
-	cr_assert_not_null(t, "%s is not set (run through meson test)", name);
-	return t;
-}
-
 /* Run `env ENV loadbench ARGS` with stderr into out; @return the status. */
 static int run_loadbench(const char *env, const char *args, char *out, size_t cap)
 {
@@ -441,7 +433,7 @@ static int run_loadbench(const char *env, const char *args, char *out, size_t ca
 		 "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK "
 		 "-u PMI_RANK -u PMI_SIZE -u TPU_WORKER_ID -u TPU_WORKER_HOSTNAMES "
 		 "-u CLOUD_TPU_TASK_ID -u RANK -u WORLD_SIZE %s %s --quiet --json %s 2>&1 >/dev/null",
-		 env, env_tool("LOADBENCH"), args);
+		 env, tu_env_tool("LOADBENCH"), args);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	got = fread(out, 1, cap - 1, p);
@@ -456,7 +448,7 @@ Test(topology, loadbench_prints_and_uses_the_topology, .timeout = 120)
 
 	cr_assert_eq(tu_system("%s synth --kind tokens --records 600 --shards 2 --out %s/raw "
 			       ">/dev/null && %s convert --shards 2 --out %s/z %s/raw >/dev/null",
-			       env_tool("SHARDTOOL"), d, env_tool("SHARDTOOL"), d, d), 0);
+			       tu_env_tool("SHARDTOOL"), d, tu_env_tool("SHARDTOOL"), d, d), 0);
 	snprintf(args, sizeof(args), "--per-core-batch 10 --threads 1 %s/z", d);
 	cr_assert_eq(run_loadbench("", args, out, sizeof(out)), 0, "%s", out);
 	cr_assert(strstr(out, "loadbench: host 0 of 1 (from single)"), "%s", out);
@@ -478,7 +470,7 @@ Test(topology, loadbench_prints_and_uses_the_topology, .timeout = 120)
 		snprintf(cmd, sizeof(cmd),
 			 "env TPU_WORKER_ID=1 TPU_WORKER_HOSTNAMES=a,b %s --quiet --json "
 			 "--per-core-batch 10 --threads 1 %s/z 2>/dev/null",
-			 env_tool("LOADBENCH"), d);
+			 tu_env_tool("LOADBENCH"), d);
 		p = popen(cmd, "r");
 		got = fread(json, 1, sizeof(json) - 1, p);
 		json[got] = '\0';
@@ -522,14 +514,14 @@ Test(topology, loadbench_under_mpirun, .timeout = 120)
 		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
 	cr_assert_eq(tu_system("%s synth --kind tokens --records 600 --shards 2 --out %s/raw "
 			       ">/dev/null && %s convert --shards 2 --out %s/z %s/raw >/dev/null",
-			       env_tool("SHARDTOOL"), d, env_tool("SHARDTOOL"), d, d), 0);
+			       tu_env_tool("SHARDTOOL"), d, tu_env_tool("SHARDTOOL"), d, d), 0);
 	/* As root Open MPI refuses to start without these two. */
 	snprintf(cmd, sizeof(cmd),
 		 "env -u RANK -u WORLD_SIZE -u TPU_WORKER_ID -u TPU_WORKER_HOSTNAMES "
 		 "-u CLOUD_TPU_TASK_ID OMPI_ALLOW_RUN_AS_ROOT=1 "
 		 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
 		 "%s --quiet --json --per-core-batch 10 --threads 1 %s/z 2>&1 >/dev/null",
-		 env_tool("LOADBENCH"), d);
+		 tu_env_tool("LOADBENCH"), d);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	got = fread(out, 1, sizeof(out) - 1, p);

@@ -23,20 +23,12 @@ static double jd(json_t *obj, const char *key)
 	return json_number_value(json_object_get(obj, key));
 }
 
-static const char *env_tool(const char *name)
-{
-	const char *t = getenv(name);
-
-	cr_assert_not_null(t, "%s is not set (run through meson test)", name);
-	return t;
-}
-
 /* 5000 token records in 4 plain shards, converted to 4 indexed shards in
  * dir/z.  @return dir. */
 static const char *make_dataset(void)
 {
 	const char *d = tu_tmpdir();
-	const char *st = env_tool("SHARDTOOL");
+	const char *st = tu_env_tool("SHARDTOOL");
 
 	cr_assert_eq(tu_system("%s synth --kind tokens --records %u --shards 4 --out %s/raw >/dev/null",
 			       st, DATASET_RECORDS, d), 0);
@@ -54,7 +46,7 @@ static json_t *run_json(const char *args)
 	json_t *o;
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s --json --quiet %s", env_tool("LOADBENCH"), args);
+	snprintf(cmd, sizeof(cmd), "%s --json --quiet %s", tu_env_tool("LOADBENCH"), args);
 	p = popen(cmd, "r");
 	cr_assert_not_null(p);
 	out = malloc(cap);
@@ -221,7 +213,7 @@ Test(loadbench, text_report)
 	char cmd[2048], out[8192];
 
 	snprintf(cmd, sizeof(cmd), "%s --quiet --per-core-batch 32 --baseline %s/z 2>&1",
-		 env_tool("LOADBENCH"), d);
+		 tu_env_tool("LOADBENCH"), d);
 	FILE *p = popen(cmd, "r");
 	size_t got = fread(out, 1, sizeof(out) - 1, p);
 	out[got] = 0;
@@ -269,7 +261,7 @@ Test(loadbench, bad_flags_and_missing_files)
 				 cases[i].args, d, z + 1);
 		else
 			snprintf(args, sizeof(args), "%s", cases[i].args);
-		snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>&1", env_tool("LOADBENCH"), args);
+		snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>&1", tu_env_tool("LOADBENCH"), args);
 		FILE *p = popen(cmd, "r");
 		size_t got = fread(out, 1, sizeof(out) - 1, p);
 		out[got] = 0;
@@ -278,5 +270,5 @@ Test(loadbench, bad_flags_and_missing_files)
 			     WEXITSTATUS(st), out);
 		cr_assert(strstr(out, cases[i].says), "%s -> %s", args, out);
 	}
-	cr_assert_eq(tu_system("%s --help >/dev/null", env_tool("LOADBENCH")), 0);
+	cr_assert_eq(tu_system("%s --help >/dev/null", tu_env_tool("LOADBENCH")), 0);
 }

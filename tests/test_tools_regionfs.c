@@ -33,45 +33,6 @@ static char backing[128];
 static char mnt[128];
 static char stats_path[128];
 
-static const char *regionfs_path(void)
-{
-	const char *t = getenv("REGIONFS");
-
-	cr_assert_not_null(t, "REGIONFS is not set (run through meson test)");
-	return t;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-/* Whether path is a mount point in /proc/self/mountinfo (its fifth field;
- * the temporary paths here have nothing to escape). */
-static bool is_mounted(const char *path)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[8192], mp[4096];
-	bool found = false;
-
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%*u %*u %*s %*s %4095s", mp) == 1 && !strcmp(mp, path))
-			found = true;
-	fclose(f);
-	return found;
-}
-
 /* Always run, also after a failed assertion: no mount and no process
  * outlives the test. */
 static void teardown(void)
@@ -81,7 +42,7 @@ static void teardown(void)
 		waitpid(rfs_pid, NULL, 0);
 		rfs_pid = -1;
 	}
-	if (mnt[0] && is_mounted(mnt) && umount2(mnt, MNT_DETACH) < 0)
+	if (mnt[0] && tu_is_mounted(mnt) && umount2(mnt, MNT_DETACH) < 0)
 		tu_system("fusermount3 -uz '%s' 2>/dev/null", mnt);
 }
 
@@ -139,11 +100,11 @@ static uint8_t *make_file(const char *name, size_t len, uint64_t seed)
 static void start(const char *args)
 {
 	char cmd[1024];
-	int64_t deadline = now_ns() + (int64_t)START_TIMEOUT_MS * 1000000;
+	int64_t deadline = tu_now_ns() + (int64_t)START_TIMEOUT_MS * 1000000;
 	int status;
 
 	snprintf(cmd, sizeof(cmd), "exec %s -f %s --stats %s %s %s",
-		 regionfs_path(), args, stats_path, backing, mnt);
+		 tu_env_tool("REGIONFS"), args, stats_path, backing, mnt);
 	rfs_pid = fork();
 	cr_assert_geq(rfs_pid, 0);
 	if (rfs_pid == 0) {
@@ -151,7 +112,7 @@ static void start(const char *args)
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
-	while (!is_mounted(mnt)) {
+	while (!tu_is_mounted(mnt)) {
 		pid_t w = waitpid(rfs_pid, &status, WNOHANG);
 
 		if (w == rfs_pid) {
@@ -159,30 +120,30 @@ static void start(const char *args)
 			cr_assert_fail("%s exited (status %d) before mounting", cmd,
 				       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 		}
-		cr_assert_lt(now_ns(), deadline, "%s did not mount in time", cmd);
-		sleep_ms(10);
+		cr_assert_lt(tu_now_ns(), deadline, "%s did not mount in time", cmd);
+		tu_sleep_ms(10);
 	}
 }
 
 /* Send sig and check that regionfs exits 0 and leaves no mount. */
 static void stop(int sig)
 {
-	int64_t deadline = now_ns() + (int64_t)STOP_TIMEOUT_MS * 1000000;
+	int64_t deadline = tu_now_ns() + (int64_t)STOP_TIMEOUT_MS * 1000000;
 	int status = 0;
 	pid_t w;
 
 	cr_assert_gt(rfs_pid, 0);
 	cr_assert_eq(kill(rfs_pid, sig), 0);
 	while ((w = waitpid(rfs_pid, &status, WNOHANG)) == 0) {
-		cr_assert_lt(now_ns(), deadline, "regionfs did not exit after signal %d", sig);
-		sleep_ms(10);
+		cr_assert_lt(tu_now_ns(), deadline, "regionfs did not exit after signal %d", sig);
+		tu_sleep_ms(10);
 	}
 	cr_assert_eq(w, rfs_pid);
 	rfs_pid = -1;
 	cr_assert(WIFEXITED(status), "regionfs died of signal %d",
 		  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 	cr_assert_eq(WEXITSTATUS(status), 0);
-	cr_assert_not(is_mounted(mnt), "%s is still mounted", mnt);
+	cr_assert_not(tu_is_mounted(mnt), "%s is still mounted", mnt);
 }
 
 /* The counters regionfs wrote at exit (decref the result). */
@@ -424,9 +385,9 @@ Test(regionfs, mbps_caps_throughput, .fini = teardown, .timeout = 120)
 	make_dirs();
 	data = make_file("big.bin", len, 12);
 	start("--mbps 50 --burst 4M");
-	t0 = now_ns();
+	t0 = tu_now_ns();
 	got = read_all(in_mnt("big.bin"), len);
-	secs = (double)(now_ns() - t0) / 1e9;
+	secs = (double)(tu_now_ns() - t0) / 1e9;
 	rate = (double)len / 1e6 / secs;
 	cr_assert(!memcmp(got, data, len));
 	cr_log_info("%.1f MB/s through a %.0f MB/s cap (%.3f s)", rate, cap, secs);
@@ -463,18 +424,18 @@ Test(regionfs, rtt_adds_latency_per_request, .fini = teardown, .timeout = 120)
 	cr_assert_eq(ftruncate(fd, 64 * MIB), 0);
 	close(fd);
 	start("--rtt-ms 40");
-	t0 = now_ns();
+	t0 = tu_now_ns();
 	fd = open(in_mnt("sparse"), O_RDONLY);
-	dt = now_ns() - t0;
+	dt = tu_now_ns() - t0;
 	cr_assert_geq(fd, 0);
 	cr_assert_geq(dt, 2 * rtt_ns, "lookup + open took %.1f ms", (double)dt / 1e6);
 	/* 8 MiB apart: far outside any readahead window, so each read is a
 	 * request of its own. */
 	for (int i = 0; i < 5; i++) {
-		t0 = now_ns();
+		t0 = tu_now_ns();
 		cr_assert_eq(pread(fd, buf, sizeof(buf), (off_t)i * 8 * MIB + 4 * MIB),
 			     (ssize_t)sizeof(buf));
-		dt = now_ns() - t0;
+		dt = tu_now_ns() - t0;
 		cr_assert_geq(dt, rtt_ns, "read %d took %.1f ms", i, (double)dt / 1e6);
 	}
 	close(fd);
@@ -654,19 +615,19 @@ Test(regionfs, background_mount_stops_on_unmount, .fini = teardown, .timeout = 1
 	need_fuse();
 	make_dirs();
 	data = make_file("f", 70000, 2);
-	cr_assert_eq(tu_system("%s --stats %s %s %s", regionfs_path(), stats_path, backing, mnt), 0);
-	cr_assert(is_mounted(mnt), "regionfs returned without a mount");
+	cr_assert_eq(tu_system("%s --stats %s %s %s", tu_env_tool("REGIONFS"), stats_path, backing, mnt), 0);
+	cr_assert(tu_is_mounted(mnt), "regionfs returned without a mount");
 	got = read_all(in_mnt("f"), 70000);
 	cr_assert(!memcmp(got, data, 70000));
 	cr_assert_eq(tu_system("fusermount3 -u %s", mnt), 0);
-	cr_assert_not(is_mounted(mnt));
+	cr_assert_not(tu_is_mounted(mnt));
 	/* The stats file is written when the daemon exits. */
-	deadline = now_ns() + (int64_t)STOP_TIMEOUT_MS * 1000000;
+	deadline = tu_now_ns() + (int64_t)STOP_TIMEOUT_MS * 1000000;
 	while (stat(stats_path, &st) < 0 || st.st_size == 0) {
-		cr_assert_lt(now_ns(), deadline, "the detached regionfs did not exit");
-		sleep_ms(10);
+		cr_assert_lt(tu_now_ns(), deadline, "the detached regionfs did not exit");
+		tu_sleep_ms(10);
 	}
-	sleep_ms(50);	/* the rest of the line */
+	tu_sleep_ms(50);	/* the rest of the line */
 	json_t *s = stats();
 	cr_assert_geq(ju(s, "read_bytes"), 70000);
 	json_decref(s);
@@ -683,7 +644,7 @@ static int run_bad(const char *args, char *err, size_t cap)
 	int st;
 
 	snprintf(path, sizeof(path), "%s/stderr", dir);
-	st = tu_system("%s %s >/dev/null 2>%s", regionfs_path(), args, path);
+	st = tu_system("%s %s >/dev/null 2>%s", tu_env_tool("REGIONFS"), args, path);
 	f = fopen(path, "r");
 	cr_assert_not_null(f);
 	n = fread(err, 1, cap - 1, f);
@@ -738,7 +699,7 @@ Test(regionfs, bad_flags_fail_clearly, .fini = teardown)
 		cr_assert_not_null(strstr(err, cases[i].says),
 				   "regionfs %s said:\n%s\nnot: %s", args, err, cases[i].says);
 		cr_assert_not_null(strstr(err, "regionfs: "), "no program name in: %s", err);
-		cr_assert_not(is_mounted(mnt));
+		cr_assert_not(tu_is_mounted(mnt));
 	}
-	cr_assert_eq(tu_system("%s --help | grep -q 'read-only\\|Only reading'", regionfs_path()), 0);
+	cr_assert_eq(tu_system("%s --help | grep -q 'read-only\\|Only reading'", tu_env_tool("REGIONFS")), 0);
 }

@@ -32,45 +32,6 @@
 static pid_t rfs_pid = -1;
 static char dir[128], near_dir[192], backing[192], mnt[192], stats_path[192];
 
-static const char *env_tool(const char *name)
-{
-	const char *t = getenv(name);
-
-	cr_assert_not_null(t, "%s is not set (run through meson test)", name);
-	return t;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-/* Whether path is a mount point (mountinfo's fifth field; the temporary
- * paths here have nothing to escape). */
-static bool is_mounted(const char *path)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[8192], mp[4096];
-	bool found = false;
-
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%*u %*u %*s %*s %4095s", mp) == 1 && !strcmp(mp, path))
-			found = true;
-	fclose(f);
-	return found;
-}
-
 /* Always run, also after a failed assertion: no mount and no process
  * outlives the test. */
 static void teardown(void)
@@ -80,7 +41,7 @@ static void teardown(void)
 		waitpid(rfs_pid, NULL, 0);
 		rfs_pid = -1;
 	}
-	if (mnt[0] && is_mounted(mnt) && umount2(mnt, MNT_DETACH) < 0)
+	if (mnt[0] && tu_is_mounted(mnt) && umount2(mnt, MNT_DETACH) < 0)
 		tu_system("fusermount3 -uz '%s' 2>/dev/null", mnt);
 }
 
@@ -100,10 +61,10 @@ static void need_fuse(void)
 static void start(const char *args, const char *from)
 {
 	char cmd[1024];
-	int64_t deadline = now_ns() + (int64_t)START_TIMEOUT_MS * 1000000;
+	int64_t deadline = tu_now_ns() + (int64_t)START_TIMEOUT_MS * 1000000;
 	int status;
 
-	snprintf(cmd, sizeof(cmd), "exec %s -f %s --stats %s %s %s", env_tool("REGIONFS"),
+	snprintf(cmd, sizeof(cmd), "exec %s -f %s --stats %s %s %s", tu_env_tool("REGIONFS"),
 		 args, stats_path, from, mnt);
 	rfs_pid = fork();
 	cr_assert_geq(rfs_pid, 0);
@@ -112,7 +73,7 @@ static void start(const char *args, const char *from)
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
-	while (!is_mounted(mnt)) {
+	while (!tu_is_mounted(mnt)) {
 		pid_t w = waitpid(rfs_pid, &status, WNOHANG);
 
 		if (w == rfs_pid) {
@@ -120,8 +81,8 @@ static void start(const char *args, const char *from)
 			cr_assert_fail("%s exited (status %d) before mounting", cmd,
 				       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 		}
-		cr_assert_lt(now_ns(), deadline, "%s did not mount in time", cmd);
-		sleep_ms(10);
+		cr_assert_lt(tu_now_ns(), deadline, "%s did not mount in time", cmd);
+		tu_sleep_ms(10);
 	}
 }
 
@@ -129,7 +90,7 @@ static void start(const char *args, const char *from)
  * (decref). */
 static json_t *stop(void)
 {
-	int64_t deadline = now_ns() + (int64_t)STOP_TIMEOUT_MS * 1000000;
+	int64_t deadline = tu_now_ns() + (int64_t)STOP_TIMEOUT_MS * 1000000;
 	json_error_t jerr;
 	int status = 0;
 	json_t *o;
@@ -138,12 +99,12 @@ static json_t *stop(void)
 	cr_assert_gt(rfs_pid, 0);
 	cr_assert_eq(kill(rfs_pid, SIGTERM), 0);
 	while ((w = waitpid(rfs_pid, &status, WNOHANG)) == 0) {
-		cr_assert_lt(now_ns(), deadline, "regionfs did not exit");
-		sleep_ms(10);
+		cr_assert_lt(tu_now_ns(), deadline, "regionfs did not exit");
+		tu_sleep_ms(10);
 	}
 	rfs_pid = -1;
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "regionfs status %d", status);
-	cr_assert_not(is_mounted(mnt));
+	cr_assert_not(tu_is_mounted(mnt));
 	o = json_load_file(stats_path, 0, &jerr);
 	cr_assert_not_null(o, "%s: %s", stats_path, jerr.text);
 	return o;
@@ -197,7 +158,7 @@ static uint64_t dir_bytes(const char *d)
  * Enough bytes that the mount's cap, not start-up, sets the pace. */
 static void make_dataset(void)
 {
-	const char *st = env_tool("SHARDTOOL");
+	const char *st = tu_env_tool("SHARDTOOL");
 
 	snprintf(dir, sizeof(dir), "%s", tu_tmpdir());
 	snprintf(near_dir, sizeof(near_dir), "%s/near", dir);
@@ -236,7 +197,7 @@ static result run(const char *fmt, ...)
 	va_end(ap);
 	snprintf(opath, sizeof(opath), "%s/out.txt", dir);
 	snprintf(epath, sizeof(epath), "%s/err.txt", dir);
-	r.status = tu_system("%s %s >%s 2>%s", env_tool("LOADBENCH"), args, opath, epath);
+	r.status = tu_system("%s %s >%s 2>%s", tu_env_tool("LOADBENCH"), args, opath, epath);
 	r.out = (char *)tu_read_file(opath, &len);
 	r.out = realloc(r.out, len + 1);
 	r.out[len] = '\0';
@@ -525,7 +486,7 @@ Test(regions, local_only_run)
 	snprintf(dir, sizeof(dir), "%s", tu_tmpdir());
 	cr_assert_eq(tu_system("%s synth --kind tokens --records 2000 --shards 2 --out %s/raw "
 			       ">/dev/null && %s convert --shards 2 --out %s/z %s/raw >/dev/null",
-			       env_tool("SHARDTOOL"), dir, env_tool("SHARDTOOL"), dir, dir), 0);
+			       tu_env_tool("SHARDTOOL"), dir, tu_env_tool("SHARDTOOL"), dir, dir), 0);
 	unsetenv("PODFEED_REGION");
 	r = run("--quiet --json --per-core-batch 50 %s/z", dir);
 	cr_assert_eq(r.status, 0, "%s", r.err);

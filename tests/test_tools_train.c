@@ -14,14 +14,6 @@
 
 #include "testutil.h"
 
-static const char *env_tool(const char *name)
-{
-	const char *t = getenv(name);
-
-	cr_assert_not_null(t, "%s is not set (run through meson test)", name);
-	return t;
-}
-
 /* The launcher variables of the test runner itself must not leak in;
  * as root Open MPI needs both ALLOW variables. */
 #define CLEAN_ENV                                                            \
@@ -112,7 +104,7 @@ static double num(json_t *o, const char *path)
  * and 512 more of the same teacher held out; tokens: 1,200 records. */
 static void make_data(const char *d, bool tokens)
 {
-	const char *st = env_tool("SHARDTOOL");
+	const char *st = tu_env_tool("SHARDTOOL");
 
 	if (tokens) {
 		cr_assert_eq(tu_system("%s synth --kind tokens --records 1200 --shards 2 "
@@ -156,7 +148,7 @@ Test(train_tool, softmax_report_and_the_same_bits_at_any_thread_count,
 		cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s --json --quiet "
 				 SOFTMAX " --per-core-batch 16 --cores 2 --steps 60 "
 				 "--threads %d --lr 0.2 --eval %s/eval --eval-every 30 "
-				 "--log-every 20 %s/train", env_tool("LOADBENCH"), threads,
+				 "--log-every 20 %s/train", tu_env_tool("LOADBENCH"), threads,
 				 d, d), 0, "%s", err);
 		o = parse(out);
 		t = get(o, "train");
@@ -207,7 +199,7 @@ Test(train_tool, text_report, .timeout = 60)
 	make_data(d, false);
 	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s --quiet " SOFTMAX
 			 " --per-core-batch 32 --steps 20 --threads 1 --eval %s/eval "
-			 "%s/train", env_tool("LOADBENCH"), d, d), 0, "%s", err);
+			 "%s/train", tu_env_tool("LOADBENCH"), d, d), 0, "%s", err);
 	cr_assert(strstr(out, "\ntrain       softmax ("), "%s", out);
 	cr_assert(strstr(out, "\nheld-out    loss "), "%s", out);
 	cr_assert(strstr(out, "\nstep time   p50 "), "%s", out);
@@ -218,7 +210,7 @@ Test(train_tool, text_report, .timeout = 60)
 	free(out);
 	/* --model none: the report as before */
 	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s --quiet --model none "
-			 "--per-core-batch 32 --threads 1 %s/train", env_tool("LOADBENCH"),
+			 "--per-core-batch 32 --threads 1 %s/train", tu_env_tool("LOADBENCH"),
 			 d), 0, "%s", err);
 	cr_assert(strstr(out, "bottleneck  "), "%s", out);
 	cr_assert_null(strstr(out, "\ntrain "), "%s", out);
@@ -235,7 +227,7 @@ Test(train_tool, embag_reads_the_index_schema_as_int32_with_pad, .timeout = 60)
 	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s --json --quiet --model "
 			 "embag --classes 8 --vocab 32000 --embed-dim 8 --cores 2 "
 			 "--per-core-batch 8 --steps 20 --threads 1 %s/tok",
-			 env_tool("LOADBENCH"), d), 0, "%s", err);
+			 tu_env_tool("LOADBENCH"), d), 0, "%s", err);
 	o = parse(out);
 	const char *f = json_string_value(get(o, "features"));
 	cr_assert(strstr(f, "tokens:int32[") && strstr(f, "]:pad=-1") &&
@@ -274,7 +266,7 @@ Test(train_tool, bad_specs_and_options, .timeout = 60)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *out, err[4096];
 		int st = run(&out, err, sizeof(err), CLEAN_ENV "%s --quiet --threads 1 %s "
-			     "%s/train", env_tool("LOADBENCH"), cases[i].args, d);
+			     "%s/train", tu_env_tool("LOADBENCH"), cases[i].args, d);
 
 		cr_assert_eq(st, cases[i].status, "%s: status %d: %s", cases[i].args, st, err);
 		cr_assert(strstr(err, cases[i].says), "%s: '%s' does not say '%s'",
@@ -347,7 +339,7 @@ Test(pod_tool, two_and_four_ranks_softmax, .timeout = 180)
 				 "-np %u %s --json --quiet " SOFTMAX " --per-core-batch 16 "
 				 "--threads 1 --memory 64 --lr 0.1 --lr-rule linear "
 				 "--ref-global-batch 16 --warmup-steps 8 --eval %s/eval %s/train",
-				 np, env_tool("LOADBENCH"), d, d), 0, "%s", err);
+				 np, tu_env_tool("LOADBENCH"), d, d), 0, "%s", err);
 		o = parse(out);	/* one object: only rank 0 prints */
 		check_pod(o, np, steps, true);
 		cr_assert_float_eq(num(o, "train.lr"), 0.1 * np, 1e-12);
@@ -377,7 +369,7 @@ Test(pod_tool, two_ranks_embag_and_the_text_report, .timeout = 180)
 	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "mpirun --oversubscribe -np 2 "
 			 "%s --json --quiet --model embag --classes 8 --vocab 32000 "
 			 "--embed-dim 8 --embed-lr-scale 50 --cores 2 --per-core-batch 10 "
-			 "--threads 1 --memory 128 %s/tok", env_tool("LOADBENCH"), d), 0,
+			 "--threads 1 --memory 128 %s/tok", tu_env_tool("LOADBENCH"), d), 0,
 		     "%s", err);
 	o = parse(out);
 	/* 1,200 records, global batch 40 */
@@ -387,7 +379,7 @@ Test(pod_tool, two_ranks_embag_and_the_text_report, .timeout = 180)
 
 	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "mpirun --oversubscribe -np 2 "
 			 "%s --quiet --model none --per-core-batch 10 --threads 1 "
-			 "--memory 128 %s/tok", env_tool("LOADBENCH"), d), 0, "%s", err);
+			 "--memory 128 %s/tok", tu_env_tool("LOADBENCH"), d), 0, "%s", err);
 	cr_assert(strstr(out, "\npod         2 hosts (mpi): "), "%s", out);
 	cr_assert(strstr(out, "\n  host      steps     records"), "%s", out);
 	cr_assert(strstr(out, "\nstraggler   host "), "%s", out);
@@ -409,7 +401,7 @@ Test(pod_tool, a_failing_step_stops_every_rank, .timeout = 120)
 	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "mpirun --oversubscribe -np 2 "
 			 "%s --json --quiet --model softmax --classes 5 --features "
 			 "x:float32[256],label:int32[1] --per-core-batch 16 --threads 1 "
-			 "--memory 64 %s/train", env_tool("LOADBENCH"), d), 1, "%s", err);
+			 "--memory 64 %s/train", tu_env_tool("LOADBENCH"), d), 1, "%s", err);
 	cr_assert(strstr(err, "step 0: core 0: batch row "), "%s", err);
 	free(out);
 }
@@ -424,7 +416,7 @@ Test(pod_tool, ladder_of_one_and_two_hosts, .timeout = 180)
 	make_data(d, false);
 	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s ladder --hosts 1,2 --json "
 			 SOFTMAX " --per-core-batch 16 --threads 1 --memory 64 %s/train",
-			 env_tool("LOADBENCH"), d), 0, "%s", err);
+			 tu_env_tool("LOADBENCH"), d), 0, "%s", err);
 	o = parse(out);
 	rungs = get(o, "rungs");
 	cr_assert_eq(json_array_size(rungs), 2);
@@ -455,7 +447,7 @@ Test(pod_tool, ladder_of_one_and_two_hosts, .timeout = 180)
 
 	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s ladder --hosts 1,2 "
 			 "--per-core-batch 16 --threads 1 --memory 64 %s/train",
-			 env_tool("LOADBENCH"), d), 0, "%s", err);
+			 tu_env_tool("LOADBENCH"), d), 0, "%s", err);
 	cr_assert(strstr(out, "hosts   records/s (pod)"), "%s", out);
 	cr_assert(strstr(out, "\n1 ") && strstr(out, "\n2 "), "%s", out);
 	cr_assert(strstr(out, "100.0%  equal"), "%s", out);
@@ -469,21 +461,21 @@ Test(pod_tool, ladder_usage_and_a_missing_mpirun, .timeout = 60)
 	char *out, err[4096];
 
 	cr_assert_eq(run(&out, err, sizeof(err), "%s ladder --hosts 1,2 --mpirun "
-			 "/nonexistent/mpirun /nonexistent", env_tool("LOADBENCH")), 1);
+			 "/nonexistent/mpirun /nonexistent", tu_env_tool("LOADBENCH")), 1);
 	cr_assert(strstr(err, "/nonexistent/mpirun not found: the ladder runs each rung "
 			 "under Open MPI's mpirun"), "%s", err);
 	free(out);
 	cr_assert_eq(run(&out, err, sizeof(err), "%s ladder --hosts 2,1 x",
-			 env_tool("LOADBENCH")), 2);
+			 tu_env_tool("LOADBENCH")), 2);
 	cr_assert(strstr(err, "--hosts: '2,1' does not ascend"), "%s", err);
 	free(out);
-	cr_assert_eq(run(&out, err, sizeof(err), "%s ladder x", env_tool("LOADBENCH")), 2);
+	cr_assert_eq(run(&out, err, sizeof(err), "%s ladder x", tu_env_tool("LOADBENCH")), 2);
 	cr_assert(strstr(err, "--hosts is required"), "%s", err);
 	free(out);
 	cr_assert_eq(run(&out, err, sizeof(err), "%s ladder --hosts 1,,2 x",
-			 env_tool("LOADBENCH")), 2);
+			 tu_env_tool("LOADBENCH")), 2);
 	free(out);
-	cr_assert_eq(run(&out, err, sizeof(err), "%s ladder --help", env_tool("LOADBENCH")), 0);
+	cr_assert_eq(run(&out, err, sizeof(err), "%s ladder --help", tu_env_tool("LOADBENCH")), 0);
 	cr_assert(strstr(out, "throughput(H) / (H x throughput(1))"), "%s", out);
 	free(out);
 }

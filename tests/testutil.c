@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -80,4 +82,41 @@ int tu_system(const char *fmt, ...)
 	if (st < 0 || !WIFEXITED(st))
 		return -1;
 	return WEXITSTATUS(st);
+}
+
+const char *tu_env_tool(const char *name)
+{
+	const char *t = getenv(name);
+
+	cr_assert_not_null(t, "%s is not set (run through meson test)", name);
+	return t;
+}
+
+int64_t tu_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void tu_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+bool tu_is_mounted(const char *path)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[8192], mp[4096];
+	bool found = false;
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*u %*u %*s %*s %4095s", mp) == 1 && !strcmp(mp, path))
+			found = true;
+	fclose(f);
+	return found;
 }

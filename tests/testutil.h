@@ -3,6 +3,7 @@
 #ifndef PF_TESTUTIL_H
 #define PF_TESTUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,5 +19,14 @@ const char *tu_fixture(const char *name);
 const char *tu_tmpdir(void);
 /* Run a shell command, return its exit status (or -1). */
 int tu_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The value of environment variable name (a tool's path that meson test
+ * sets); fails the test when unset. */
+const char *tu_env_tool(const char *name);
+/* CLOCK_MONOTONIC in nanoseconds, and a sleep in milliseconds. */
+int64_t tu_now_ns(void);
+void tu_sleep_ms(int ms);
+/* Whether path is a mount point (mountinfo's fifth field; for temporary
+ * paths with nothing to escape). */
+bool tu_is_mounted(const char *path);
 
 #endif
