@@ -60,7 +60,6 @@ typedef struct batch_slot {
  * numbered across epochs). */
 typedef struct sblock {
 	bool open;
-	uint32_t n;		/* records (the last block may be short) */
 	uint32_t remaining;	/* records not yet decoded or skipped (atomic) */
 	uint32_t nslots;	/* steps with a slot (inside quota and max_steps) */
 	uint64_t first_pos;	/* epoch position of its first record */
@@ -78,7 +77,6 @@ typedef struct stream_state {
 
 typedef struct chunk {
 	struct chunk *next;
-	uint32_t epoch;
 	pf_segment seg;
 	uint64_t pos;		/* epoch position of record seg.first */
 	uint64_t g0;		/* global number of the block holding pos */
@@ -720,7 +718,6 @@ static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
 		l->m.remainder_dropped += dropped;
 	pthread_mutex_unlock(&l->mu);
 
-	b->n = n;
 	b->remaining = n;
 	b->first_pos = first;
 	b->nslots = 0;
@@ -869,7 +866,6 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 		ret = take_chunk(l, io, &c);
 		if (ret < 0)
 			return ret;
-		c->epoch = wk->epoch;
 		c->seg = (pf_segment){ seg.unit, seg.first + done, n };
 		c->pos = pos + done;
 		c->g0 = wk->gbase + c->pos / l->wblock;
@@ -893,7 +889,6 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 
 	if (ret < 0)
 		return ret;
-	c->epoch = wk->epoch;
 	c->seg = seg;
 	c->pos = pos;
 	c->g0 = wk->gbase + pos / l->wblock;
