@@ -20,6 +20,19 @@ static inline uint64_t pf_load_le64(const void *p)
 	return v;
 }
 
+/* The allocator callbacks handed to zstd (ZSTD_customMem), protobuf-c
+ * (ProtobufCAllocator) and zlib (z_stream zalloc/zfree), so that their
+ * allocations go through pf_malloc() and its test hook (alloc.c).  The
+ * opaque argument is unused. */
+void *pf_alloc_cb(void *opaque, size_t size);
+void pf_free_cb(void *opaque, void *p);
+void *pf_zalloc_cb(void *opaque, unsigned items, unsigned size);
+/* For ZSTD_create*_advanced(): define ZSTD_STATIC_LINKING_ONLY before
+ * including zstd.h.  Those functions are zstd's experimental API, but
+ * ZSTD_customMem has not changed since zstd 1.0, and libzstd.so exports
+ * them (Debian 12's 1.5.4 does). */
+#define PF_ZSTD_MEM ((ZSTD_customMem){ pf_alloc_cb, pf_free_cb, NULL })
+
 /* Bump-allocate size bytes, 8-byte aligned, from a (example.c); NULL when
  * they do not fit.  Shared by the fast and the reference Example decoders. */
 void *pf_arena_alloc(pf_arena *a, size_t size);
