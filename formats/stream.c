@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#define ZSTD_STATIC_LINKING_ONLY	/* ZSTD_createDStream_advanced */
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "formats_internal.h"
 
@@ -64,17 +66,20 @@ int pf_inflate_create(pf_inflate **out, pf_compression comp)
 
 	if (comp != PF_COMP_GZIP && comp != PF_COMP_ZLIB && comp != PF_COMP_ZSTD)
 		return -EINVAL;
-	d = calloc(1, sizeof(*d));
+	d = pf_calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->comp = comp;
 	if (comp == PF_COMP_ZSTD) {
-		d->zd = ZSTD_createDStream();
+		d->zd = ZSTD_createDStream_advanced(PF_ZSTD_MEM);
 		if (!d->zd)
 			goto nomem;
 	} else {
 		/* 16+: gzip wrapper (any header fields); 15: zlib wrapper. */
 		int wbits = comp == PF_COMP_GZIP ? 16 + MAX_WBITS : MAX_WBITS;
+
+		d->z.zalloc = pf_zalloc_cb;
+		d->z.zfree = pf_free_cb;
 		if (inflateInit2(&d->z, wbits) != Z_OK)
 			goto nomem;
 		d->z_ready = true;
@@ -83,7 +88,7 @@ int pf_inflate_create(pf_inflate **out, pf_compression comp)
 	*out = d;
 	return 0;
 nomem:
-	free(d);
+	pf_free(d);
 	return -ENOMEM;
 }
 
@@ -94,7 +99,7 @@ void pf_inflate_free(pf_inflate *d)
 	if (d->z_ready)
 		inflateEnd(&d->z);
 	ZSTD_freeDStream(d->zd);
-	free(d);
+	pf_free(d);
 }
 
 void pf_inflate_reset(pf_inflate *d)
@@ -170,6 +175,9 @@ static int zstd_step(pf_inflate *d, const uint8_t *in, size_t in_len,
 	size_t r = ZSTD_decompressStream(d->zd, &ob, &ib);
 
 	d->total_in += ib.pos - *in_pos;
+	if (ZSTD_isError(r) && ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, d->total_in,
+				    "zstd: out of memory");
 	if (ZSTD_isError(r))
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, d->total_in,
 				    "corrupt zstd data: %s", ZSTD_getErrorName(r));
@@ -245,7 +253,7 @@ struct pf_recstream {
 int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg)
 {
 	pf_tfr_config tcfg = { 0 };
-	pf_recstream *s = calloc(1, sizeof(*s));
+	pf_recstream *s = pf_calloc(1, sizeof(*s));
 	int ret;
 
 	if (!s)
@@ -257,7 +265,7 @@ int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg)
 	tcfg.max_record_size = s->max_record;
 	ret = pf_tfr_reader_create(&s->reader, &tcfg);
 	if (ret < 0) {
-		free(s);
+		pf_free(s);
 		return ret;
 	}
 	*out = s;
@@ -270,8 +278,8 @@ void pf_recstream_free(pf_recstream *s)
 		return;
 	pf_inflate_free(s->inflate);
 	pf_tfr_reader_free(s->reader);
-	free(s->window);
-	free(s);
+	pf_free(s->window);
+	pf_free(s);
 }
 
 void pf_recstream_feed(pf_recstream *s, const void *buf, size_t len)
@@ -320,18 +328,21 @@ static int detect(pf_recstream *s, pf_error *err)
 	 * byte 0"). */
 	if (c < 0)
 		c = PF_COMP_NONE;
-	s->comp = c;
+	/* The format counts as decided only once its decoder exists: after
+	 * -ENOMEM a later call decides again and makes what is missing. */
 	if (c != PF_COMP_NONE) {
-		int ret = pf_inflate_create(&s->inflate, (pf_compression)c);
+		int ret = s->inflate ? 0 : pf_inflate_create(&s->inflate, (pf_compression)c);
 		if (ret < 0)
 			return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
 					    "cannot create a %s decoder",
 					    pf_compression_name((pf_compression)c));
-		s->window = malloc(s->window_cap);
+		if (!s->window)
+			s->window = pf_malloc(s->window_cap);
 		if (!s->window)
 			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 					    "no memory for the decompression window");
 	}
+	s->comp = c;
 	/* Process the stash first, then whatever is left of the feed. */
 	s->src[1] = s->src[0];
 	s->src_len[1] = s->src_len[0];

@@ -146,7 +146,7 @@ struct pf_tfr_reader {
 
 int pf_tfr_reader_create(pf_tfr_reader **out, const pf_tfr_config *cfg)
 {
-	pf_tfr_reader *r = calloc(1, sizeof(*r));
+	pf_tfr_reader *r = pf_calloc(1, sizeof(*r));
 
 	if (!r)
 		return -ENOMEM;
@@ -161,8 +161,8 @@ void pf_tfr_reader_free(pf_tfr_reader *r)
 {
 	if (!r)
 		return;
-	free(r->scratch);
-	free(r);
+	pf_free(r->scratch);
+	pf_free(r);
 }
 
 void pf_tfr_reader_reset(pf_tfr_reader *r, uint64_t stream_offset,
@@ -222,7 +222,7 @@ static int continue_partial(pf_tfr_reader *r, pf_record *rec, pf_error *err)
 		/* Limit checked above, so this allocation is bounded. */
 		if (r->scratch_cap < r->body_len + PF_TFR_FOOTER_SIZE) {
 			size_t want = r->body_len + PF_TFR_FOOTER_SIZE;
-			uint8_t *s = realloc(r->scratch, want);
+			uint8_t *s = pf_realloc(r->scratch, want);
 			if (!s)
 				return poison(r, pf_error_set(err, -ENOMEM,
 					PF_OFFSET_STREAM, r->partial_off,

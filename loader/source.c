@@ -50,18 +50,18 @@ static int open_index(pf_source *s, pf_error *err)
 
 		if (want > s->file_size)
 			want = s->file_size;
-		tail = malloc(want ? want : 1);
+		tail = pf_malloc(want);
 		if (!tail)
 			return -ENOMEM;
 		got = pf_region_pread(s->regions, s->mount, s->fd, tail, want,
 				      s->file_size - want, s->path, err);
 		if (got < 0) {
-			free(tail);
+			pf_free(tail);
 			return (int)got;
 		}
 		ret = pf_shard_index_parse(&s->index, tail, (size_t)got,
 					   s->file_size, err);
-		free(tail);
+		pf_free(tail);
 		if (ret <= 0)
 			return (int)ret;
 		want = (size_t)ret;	/* the index is larger than the hint */
@@ -74,13 +74,15 @@ int pf_source_open(pf_source **out, const char *path,
 		   const pf_source_config *cfg, pf_error *err)
 {
 	pf_recstream_config rcfg = { 0 };
-	pf_source *s = calloc(1, sizeof(*s));
+	pf_source *s = pf_calloc(1, sizeof(*s));
 	int ret;
 
-	if (!s)
-		return -ENOMEM;
+	if (!s) {
+		pf_error_set_file(err, path);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	}
 	s->fd = -1;
-	s->path = strdup(path);
+	s->path = pf_strdup(path);
 	if (!s->path) {
 		ret = -ENOMEM;
 		goto fail;
@@ -112,7 +114,7 @@ int pf_source_open(pf_source **out, const char *path,
 	}
 
 	s->rbuf_cap = cfg && cfg->read_size ? cfg->read_size : PF_READ_DEFAULT;
-	s->rbuf = malloc(s->rbuf_cap);
+	s->rbuf = pf_malloc(s->rbuf_cap);
 	rcfg.max_record_size = s->max_record;
 	if (!s->rbuf) {
 		ret = -ENOMEM;
@@ -140,11 +142,11 @@ void pf_source_close(pf_source *s)
 	pf_shard_index_free(s->index);
 	pf_frame_decoder_free(s->fdec);
 	pf_recstream_free(s->rs);
-	free(s->cbuf);
-	free(s->ubuf);
-	free(s->rbuf);
-	free(s->path);
-	free(s);
+	pf_free(s->cbuf);
+	pf_free(s->ubuf);
+	pf_free(s->rbuf);
+	pf_free(s->path);
+	pf_free(s);
 }
 
 static int grow(uint8_t **buf, size_t *cap, size_t want)
@@ -153,7 +155,7 @@ static int grow(uint8_t **buf, size_t *cap, size_t want)
 
 	if (*cap >= want)
 		return 0;
-	p = realloc(*buf, want);
+	p = pf_realloc(*buf, want);
 	if (!p)
 		return -ENOMEM;
 	*buf = p;
