@@ -56,15 +56,20 @@ typedef struct batch_slot {
 	uint32_t filled;	/* rows written (atomic) */
 } batch_slot;
 
-/* A shuffle block, in a ring indexed by its global number (blocks are
- * numbered across epochs). */
+/* A shuffle block of an origin stream, in a ring indexed by its global
+ * number (the blocks this run opens, numbered across pieces and epochs).
+ * Its records come out at block outputs perm[r]; those in [olo, ohi) are
+ * the piece's, and output olo is the run's epoch output ebase. */
 typedef struct sblock {
 	bool open;
 	uint32_t remaining;	/* records not yet decoded or skipped (atomic) */
-	uint32_t nslots;	/* steps with a slot (inside quota and max_steps) */
-	uint64_t first_pos;	/* epoch position of its first record */
+	uint32_t nslots;	/* steps with a slot (inside the piece and max_steps) */
+	uint32_t olo, ohi;	/* block outputs the piece delivers */
+	uint64_t ebase;		/* epoch output index of output olo */
+	uint64_t j0;		/* epoch batch of slot[0] */
+	uint64_t first_pos;	/* stream position of its first record */
 	uint32_t *perm;		/* [W] output offset of input offset; NULL: identity */
-	batch_slot **slot;	/* [W / B] */
+	batch_slot **slot;	/* [spb] */
 } sblock;
 
 /* The reading state of one stream segment, shared by its sub-segments. */
@@ -78,8 +83,9 @@ typedef struct stream_state {
 typedef struct chunk {
 	struct chunk *next;
 	pf_segment seg;
-	uint64_t pos;		/* epoch position of record seg.first */
+	uint64_t pos;		/* stream position of record seg.first */
 	uint64_t g0;		/* global number of the block holding pos */
+	uint32_t w;		/* records per block of that stream */
 	stream_state *ss;	/* a stream sub-segment, else NULL */
 	bool ss_last;		/* its last sub-segment */
 	pf_io_req req;
@@ -96,11 +102,27 @@ typedef struct worker {
 	/* Rows written per slot during the current chunk, added to the
 	 * slots' shared counts once at its end: one atomic per slot and
 	 * chunk, not per record (two workers fill the same slots). */
-	uint32_t *tally;	/* [nring x per_block], by ring entry and step */
+	uint32_t *tally;	/* [nring x spb], by ring entry and step */
 	uint32_t *touched;	/* tally indexes in use */
 	uint32_t ntouched;
 	bool started;
 } worker;
+
+/* One epoch of this run: the pieces of origin streams this host
+ * delivers, in order.  A fresh epoch is one piece, the host's own stream
+ * up to its quota; a resumed one is what a saved state left. */
+typedef struct epoch_run {
+	uint32_t epoch;
+	pf_topology origin;	/* the topology whose host streams these are */
+	uint32_t w;		/* records per shuffle block of those streams */
+	bool permute;		/* blocks permuted */
+	pf_piece *pieces;
+	size_t npieces;
+	uint64_t steps;		/* batches this run takes from the epoch */
+	uint64_t step0;		/* batch.step of the first */
+	uint64_t dropped;	/* this host's remainder in the epoch */
+	uint64_t wrapped;	/* records repeated to fill the last step */
+} epoch_run;
 
 struct pf_loader {
 	pf_loader_config cfg;
@@ -111,8 +133,25 @@ struct pf_loader {
 	uint32_t epochs;
 	uint32_t host_batch;	/* rows per host batch (B) */
 	uint32_t wblock;	/* records per shuffle block (W, a multiple of B) */
-	uint32_t per_block;	/* steps per shuffle block (W / B) */
+	uint32_t wmax;		/* the largest W of the run (a resumed epoch's may differ) */
+	uint32_t spb;		/* slots one block can touch */
 	bool shuffle_rows;	/* permute inside blocks */
+
+	/* Where the run starts: a fresh epoch, or a resumed one. */
+	uint32_t start_epoch;
+	uint64_t gstep0;	/* global step of the run's first batch */
+	bool resumed;		/* start_epoch is `resume` */
+	epoch_run resume;
+
+	/* The I/O thread's last slot: the next block may share its step. */
+	uint64_t last_rstep;
+	batch_slot *last_slot;
+
+	/* What the consumer has been handed (for pf_loader_save_state()). */
+	bool c_any;
+	uint32_t c_epoch;
+	uint64_t c_delivered;	/* records of c_epoch handed out by this run */
+	pf_batch c_last;	/* the last batch handed out */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv_chunk;	/* a chunk or stream state became free */
@@ -261,11 +300,12 @@ static void block_done(pf_loader *l, uint64_t g, uint32_t n)
 	}
 }
 
-/* The same for the records [pos, pos + count) of an epoch whose block
- * holding pos is g0. */
-static void range_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count)
+/* The same for the records [pos, pos + count) of a stream of blocks of
+ * w records, whose block holding pos is g0. */
+static void range_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count,
+		       uint64_t w)
 {
-	uint64_t w = l->wblock, end = pos + count;
+	uint64_t end = pos + count;
 
 	for (uint64_t g = g0, p = pos; p < end; g++) {
 		uint64_t stop = (p / w + 1) * w;
@@ -286,20 +326,25 @@ static int decode_into(pf_loader *l, worker *w, const pf_record *rec,
 			      w->dst, err);
 }
 
-/* Decode record rec, at epoch position p of chunk c, into its row.
- * Records whose output falls past the quota or max_steps are skipped. */
+/* Decode record rec, at stream position p of chunk c, into its row.
+ * Records whose output falls outside the piece or past max_steps are
+ * skipped. */
 static int place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 			const pf_record *rec, pf_error *err)
 {
-	uint64_t w_ = l->wblock;
-	const sblock *b = ring_at(l, c->g0 + (p / w_ - c->pos / w_));
+	const sblock *b = ring_at(l, c->g0 + (p / c->w - c->pos / c->w));
 	uint32_t r = (uint32_t)(p - b->first_pos);
 	uint32_t o = b->perm ? b->perm[r] : r;
-	uint32_t step = o / l->host_batch, row = o % l->host_batch;
-	uint32_t core, idx;
+	uint64_t e, step;
+	uint32_t row, core, idx;
 	batch_slot *s;
 	int ret;
 
+	if (o < b->olo || o >= b->ohi)
+		return 0;
+	e = b->ebase + (o - b->olo);
+	step = e / l->host_batch - b->j0;
+	row = (uint32_t)(e % l->host_batch);
 	if (step >= b->nslots)
 		return 0;
 	s = b->slot[step];
@@ -313,7 +358,7 @@ static int place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 		err->record = (int64_t)rec->index;
 		return ret;
 	}
-	size_t ti = (size_t)(b - l->ring) * l->per_block + step;
+	size_t ti = (size_t)(b - l->ring) * l->spb + step;
 	if (w->tally[ti]++ == 0)
 		w->touched[w->ntouched++] = (uint32_t)ti;
 	return 0;
@@ -328,7 +373,7 @@ static void flush_tally(pf_loader *l, worker *w)
 
 	for (uint32_t i = 0; i < w->ntouched; i++) {
 		uint32_t ti = w->touched[i];
-		batch_slot *s = l->ring[ti / l->per_block].slot[ti % l->per_block];
+		batch_slot *s = l->ring[ti / l->spb].slot[ti % l->spb];
 
 		full |= __atomic_add_fetch(&s->filled, w->tally[ti], __ATOMIC_ACQ_REL) ==
 			l->host_batch;
@@ -525,7 +570,7 @@ static void *worker_main(void *arg)
 			pf_error_set_file(&err, l->ds->paths[l->ds->units[c->seg.unit].file]);
 		} else {
 			flush_tally(l, w);
-			range_done(l, c->g0, c->pos, c->seg.count);
+			range_done(l, c->g0, c->pos, c->seg.count, c->w);
 		}
 
 		pthread_mutex_lock(&l->mu);
@@ -655,21 +700,25 @@ static int io_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uin
 	}
 }
 
-/* Where the walk over one epoch's stream is. */
+/* Where the walk over one piece is. */
 typedef struct walk {
-	uint32_t epoch;
-	uint64_t gbase;		/* global number of the epoch's block 0 */
-	uint64_t step_base;	/* global step of the epoch's step 0 */
-	uint64_t quota, stream_len;
-	uint64_t next_block;	/* the epoch's next block to open */
+	const epoch_run *er;
+	uint32_t host;		/* origin host: its stream and block seeds */
+	uint32_t w;		/* records per block */
+	uint64_t begin, end;	/* outputs of that stream the piece delivers */
+	uint64_t out_base;	/* epoch output index of output begin */
+	uint64_t rstep0;	/* run step of the epoch's first batch */
+	uint64_t stream_len;
+	uint64_t kfirst;	/* the piece's first block */
+	uint64_t gbase;		/* global number of block kfirst */
+	uint64_t next_block;	/* the next block to open */
 } walk;
 
-/* Fisher-Yates over [0, n), seeded by (seed, epoch, host, block). */
-static void block_perm(const pf_loader *l, uint32_t epoch, uint64_t k,
+/* Fisher-Yates over [0, n), seeded by (seed, epoch, origin host, block). */
+static void block_perm(const pf_loader *l, uint32_t epoch, uint32_t host, uint64_t k,
 		       uint32_t *perm, uint32_t n)
 {
-	pf_rng r = pf_rng_seed(l->cfg.seed, epoch,
-			       pf_mix64(k) ^ (0x626c6b00ull + l->topo.host_index));
+	pf_rng r = pf_rng_seed(l->cfg.seed, epoch, pf_mix64(k) ^ (0x626c6b00ull + host));
 
 	for (uint32_t i = 0; i < n; i++)
 		perm[i] = i;
@@ -681,31 +730,72 @@ static void block_perm(const pf_loader *l, uint32_t epoch, uint64_t k,
 	}
 }
 
-/* Open the epoch's block k: its ring entry, permutation and a slot for
- * each of its steps inside the quota and max_steps.  @return 0, 1 when
- * the block starts at or past max_steps (it is opened, with no slots: the
+/* The epoch output index of block k's first output inside the piece. */
+static uint64_t block_out(const walk *wk, uint64_t k)
+{
+	uint64_t first = k * wk->w;
+
+	return wk->out_base + (first > wk->begin ? first - wk->begin : 0);
+}
+
+/* A batch slot for run step r: the last one taken when the previous
+ * block ended inside that step, else a new one at the tail of the open
+ * list.  @return NULL when the loader halts (l->mu not held). */
+static batch_slot *step_slot(pf_loader *l, pf_io *io, const walk *wk, uint64_t j)
+{
+	const epoch_run *er = wk->er;
+	uint64_t r = wk->rstep0 + j;
+	batch_slot *bs;
+
+	if (l->last_slot && l->last_rstep == r)
+		return l->last_slot;
+	if (io_wait(l, io, slot_free, 0, &l->cv_batch) < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return NULL;
+	}
+	bs = l->free_slots;
+	l->free_slots = bs->next;
+	bs->next = NULL;
+	bs->filled = 0;
+	bs->batch.epoch = er->epoch;
+	bs->batch.step = er->step0 + j;
+	bs->batch.global_step = l->gstep0 + r;
+	bs->batch.epoch_start = er->step0 + j == 0;
+	bs->batch.epoch_end = j + 1 == er->steps;
+	if (l->open_tail)
+		l->open_tail->next = bs;
+	else
+		l->open_head = bs;
+	l->open_tail = bs;
+	pthread_mutex_unlock(&l->mu);
+	l->last_slot = bs;
+	l->last_rstep = r;
+	return bs;
+}
+
+/* Open the piece's block k: its ring entry, permutation and a slot for
+ * each step its outputs reach inside max_steps.  @return 0, 1 when the
+ * block starts at or past max_steps (it is opened, with no slots: the
  * walk ends after the current segment), or <0 with l->mu not held. */
 static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
 {
-	uint64_t g = wk->gbase + k, first = k * l->wblock;
+	uint64_t g = wk->gbase + (k - wk->kfirst), first = k * wk->w;
 	uint64_t left = wk->stream_len - first;
-	uint32_t n = left < l->wblock ? (uint32_t)left : l->wblock;
-	uint64_t first_step = first / l->host_batch;
-	uint64_t quota_steps = wk->quota / l->host_batch;
-	uint64_t nslots = quota_steps > first_step ? quota_steps - first_step : 0;
-	uint64_t per_block = l->wblock / l->host_batch;
-	uint64_t gstep = wk->step_base + first_step;
-	uint64_t dropped = first + n > wk->quota
-			   ? first + n - (wk->quota > first ? wk->quota : first) : 0;
+	uint32_t n = left < wk->w ? (uint32_t)left : wk->w;
+	uint64_t lo = first > wk->begin ? first : wk->begin;
+	uint64_t hi = first + n < wk->end ? first + n : wk->end;
+	uint64_t e_lo = block_out(wk, k);
+	uint64_t j0 = e_lo / l->host_batch;
+	uint64_t j1 = (e_lo + (hi - lo) - 1) / l->host_batch + 1;
 	int over = 0, ret;
 	sblock *b;
 
-	nslots = nslots < per_block ? nslots : per_block;
 	if (l->cfg.max_steps) {
-		uint64_t left_steps = l->cfg.max_steps > gstep ? l->cfg.max_steps - gstep : 0;
+		uint64_t cap = l->cfg.max_steps > wk->rstep0 ? l->cfg.max_steps - wk->rstep0 : 0;
 
-		over = left_steps == 0;
-		nslots = nslots < left_steps ? nslots : left_steps;
+		over = j0 >= cap;
+		j1 = j1 < cap ? j1 : cap;
+		j1 = j1 > j0 ? j1 : j0;
 	}
 	ret = io_wait(l, io, ring_free, g, &l->cv_block);
 	if (ret < 0) {
@@ -714,44 +804,27 @@ static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
 	}
 	b = ring_at(l, g);
 	b->open = true;
-	if (!over)
-		l->m.remainder_dropped += dropped;
 	pthread_mutex_unlock(&l->mu);
 
 	b->remaining = n;
 	b->first_pos = first;
+	b->olo = (uint32_t)(lo - first);
+	b->ohi = (uint32_t)(hi - first);
+	b->ebase = e_lo;
+	b->j0 = j0;
 	b->nslots = 0;
 	b->perm = NULL;
-	if (l->shuffle_rows && nslots) {
-		b->perm = l->mem_perm + (g % l->nring) * l->wblock;
-		block_perm(l, wk->epoch, k, b->perm, n);
+	if (wk->er->permute && j1 > j0) {
+		b->perm = l->mem_perm + (size_t)(g % l->nring) * l->wmax;
+		block_perm(l, wk->er->epoch, wk->host, k, b->perm, n);
 	}
-	b->slot = l->mem_slotptr + (g % l->nring) * per_block;
-	for (uint64_t s = 0; s < nslots; s++) {
-		uint64_t step = first_step + s;
-		batch_slot *bs;
+	b->slot = l->mem_slotptr + (size_t)(g % l->nring) * l->spb;
+	for (uint64_t j = j0; j < j1; j++) {
+		batch_slot *bs = step_slot(l, io, wk, j);
 
-		ret = io_wait(l, io, slot_free, 0, &l->cv_batch);
-		if (ret < 0) {
-			pthread_mutex_unlock(&l->mu);
-			return ret;
-		}
-		bs = l->free_slots;
-		l->free_slots = bs->next;
-		bs->next = NULL;
-		bs->filled = 0;
-		bs->batch.epoch = wk->epoch;
-		bs->batch.step = step;
-		bs->batch.global_step = wk->step_base + step;
-		bs->batch.epoch_start = step == 0;
-		bs->batch.epoch_end = step + 1 == l->steps_per_epoch;
-		if (l->open_tail)
-			l->open_tail->next = bs;
-		else
-			l->open_head = bs;
-		l->open_tail = bs;
-		pthread_mutex_unlock(&l->mu);
-		b->slot[s] = bs;
+		if (!bs)
+			return -ECANCELED;
+		b->slot[j - j0] = bs;
 		b->nslots++;
 	}
 	return over;
@@ -771,23 +844,28 @@ static void enqueue(pf_loader *l, chunk *c)
 	pthread_mutex_unlock(&l->mu);
 }
 
-static int take_chunk(pf_loader *l, pf_io *io, chunk **out)
+static int take_chunk(pf_loader *l, pf_io *io, const walk *wk, uint64_t pos, chunk **out)
 {
 	int ret = io_wait(l, io, chunk_free, 0, &l->cv_chunk);
 
 	if (ret == 0) {
-		*out = l->free_chunks;
-		l->free_chunks = (*out)->next;
+		chunk *c = l->free_chunks;
+
+		l->free_chunks = c->next;
 		l->chunks_out++;
-		(*out)->cbuf = -1;
-		(*out)->ss = NULL;
-		(*out)->ss_last = false;
+		c->cbuf = -1;
+		c->ss = NULL;
+		c->ss_last = false;
+		c->pos = pos;
+		c->w = wk->w;
+		c->g0 = wk->gbase + (pos / wk->w - wk->kfirst);
+		*out = c;
 	}
 	pthread_mutex_unlock(&l->mu);
 	return ret;
 }
 
-/* Open the epoch's blocks up to k; blocks past max_steps too (with no
+/* Open the piece's blocks up to k; blocks past max_steps too (with no
  * slots), so that every block a dispatched read touches is in the ring.
  * @return 0, 1 when a block past max_steps was opened, or <0. */
 static int open_through(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
@@ -802,36 +880,6 @@ static int open_through(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
 		over |= ret;
 	}
 	return over;
-}
-
-/* Whether the epoch's block k gets a slot: it starts inside the quota
- * and before max_steps.  Later blocks of the epoch never do when k does
- * not. */
-static bool block_live(const pf_loader *l, const walk *wk, uint64_t k)
-{
-	uint64_t first_step = k * l->wblock / l->host_batch;
-
-	return first_step < wk->quota / l->host_batch &&
-	       (!l->cfg.max_steps || wk->step_base + first_step < l->cfg.max_steps);
-}
-
-/* Records [pos, pos + count) that nobody needs (the remainder): not
- * read, only accounted, one block at a time so that a long segment never
- * needs more ring entries than one. */
-static int skip_range(pf_loader *l, pf_io *io, walk *wk, uint64_t pos, uint64_t count)
-{
-	uint64_t w = l->wblock, end = pos + count;
-
-	while (pos < end) {
-		uint64_t k = pos / w, stop = (k + 1) * w < end ? (k + 1) * w : end;
-		int ret = open_through(l, io, wk, k);
-
-		if (ret < 0)
-			return ret;
-		range_done(l, wk->gbase + k, pos, stop - pos);
-		pos = stop;
-	}
-	return 0;
 }
 
 /* A stream segment: sub-segments of at most PF_STREAM_CHUNK_ROWS
@@ -860,15 +908,13 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 		chunk *c = NULL;
 
 		n = n < PF_STREAM_CHUNK_ROWS ? n : PF_STREAM_CHUNK_ROWS;
-		over = open_through(l, io, wk, (pos + done + n - 1) / l->wblock);
+		over = open_through(l, io, wk, (pos + done + n - 1) / wk->w);
 		if (over < 0)
 			return over;
-		ret = take_chunk(l, io, &c);
+		ret = take_chunk(l, io, wk, pos + done, &c);
 		if (ret < 0)
 			return ret;
 		c->seg = (pf_segment){ seg.unit, seg.first + done, n };
-		c->pos = pos + done;
-		c->g0 = wk->gbase + c->pos / l->wblock;
 		c->ss = ss;
 		done += n;
 		c->ss_last = done == seg.count;
@@ -885,13 +931,11 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 	int slot = file_slot[u->file];
 	uint64_t len = u->csize;
 	chunk *c = NULL;
-	int ret = take_chunk(l, io, &c);
+	int ret = take_chunk(l, io, wk, pos, &c);
 
 	if (ret < 0)
 		return ret;
 	c->seg = seg;
-	c->pos = pos;
-	c->g0 = wk->gbase + pos / l->wblock;
 	ret = io_wait(l, io, cbuf_free, 0, &l->cv_cbuf);
 	if (ret < 0) {
 		pthread_mutex_unlock(&l->mu);
@@ -922,70 +966,140 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 	return ret;
 }
 
-/* Walk one epoch's segments.  @return 0, 1 when max_steps is reached,
- * or <0. */
-static int walk_epoch(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan,
+/* Walk one piece: the segments of its stream that hold its blocks, each
+ * cut to them; the blocks before the piece and after it are not read.
+ * @return 0, 1 when max_steps is reached, or <0. */
+static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan,
 		      const int *file_slot)
 {
-	uint64_t pos = 0, w = l->wblock;
+	uint64_t w = wk->w, pos = 0;
+	uint64_t live_lo = wk->kfirst * w, live_hi = ((wk->end - 1) / w + 1) * w;
 	int over = 0, ret = 0;
 
-	for (size_t s = 0; s < plan->nseg && !over && ret >= 0; s++) {
+	live_hi = live_hi < wk->stream_len ? live_hi : wk->stream_len;
+	for (size_t s = 0; s < plan->nseg && !over && ret >= 0 && pos < live_hi; s++) {
 		pf_segment seg = plan->seg[s];
-		uint64_t k0 = pos / w, k1 = (pos + seg.count - 1) / w;
+		uint64_t lo = pos, hi = pos + seg.count;
 
-		if (seg.count == 0)
+		pos = hi;
+		if (hi <= live_lo)
 			continue;
-		if (!block_live(l, wk, k0)) {
-			/* Past max_steps: the walk is over.  Else the remainder:
-			 * not read. */
-			if (l->cfg.max_steps &&
-			    wk->step_base + k0 * w / l->host_batch >= l->cfg.max_steps)
-				return 1;
-			ret = skip_range(l, io, wk, pos, seg.count);
-		} else if (l->ds->units[seg.unit].stream) {
-			ret = over = dispatch_stream(l, io, wk, seg, pos);
+		if (lo < live_lo) {
+			seg.first += live_lo - lo;
+			lo = live_lo;
+		}
+		hi = hi < live_hi ? hi : live_hi;
+		seg.count = hi - lo;
+		if (l->cfg.max_steps &&
+		    wk->rstep0 + block_out(wk, lo / w) / l->host_batch >= l->cfg.max_steps)
+			return 1;
+		if (l->ds->units[seg.unit].stream) {
+			ret = over = dispatch_stream(l, io, wk, seg, lo);
 		} else {
 			/* A frame spans at most the blocks the ring holds. */
-			ret = over = open_through(l, io, wk, k1);
+			ret = over = open_through(l, io, wk, (hi - 1) / w);
 			if (ret >= 0)
-				ret = dispatch_frame(l, io, wk, seg, pos, file_slot);
+				ret = dispatch_frame(l, io, wk, seg, lo, file_slot);
 		}
-		pos += seg.count;
 	}
 	return ret < 0 ? ret : over;
+}
+
+/* A fresh epoch: this host's own stream up to its quota. */
+static int fresh_epoch(pf_loader *l, uint32_t e, pf_epoch_plan *plan, epoch_run *er,
+		       pf_piece *own)
+{
+	int ret = pf_plan_epoch(plan, l->ds, &l->topo, l->cfg.seed, e, l->cfg.shuffle,
+				l->cfg.remainder);
+
+	if (ret < 0)
+		return ret;
+	*own = (pf_piece){ l->topo.host_index, 0, plan->quota };
+	*er = (epoch_run){
+		.epoch = e, .origin = l->topo, .w = l->wblock, .permute = l->shuffle_rows,
+		.pieces = own, .npieces = plan->quota ? 1 : 0,
+		.steps = plan->quota / l->host_batch,
+		.dropped = plan->share > plan->quota ? plan->share - plan->quota : 0,
+		.wrapped = plan->stream_len > plan->share ? plan->stream_len - plan->share : 0,
+	};
+	return 0;
+}
+
+static void plan_failed(pf_loader *l, int ret, uint32_t host)
+{
+	pf_error err;
+
+	pf_error_clear(&err);
+	pf_error_set(&err, ret, PF_OFFSET_NONE, 0,
+		     ret == -ERANGE ? "host %u has no records to wrap around: "
+		     "fewer records than hosts" : "cannot plan epoch (host %u)", host);
+	fail(l, &err, ret);
+}
+
+/* Walk an epoch's pieces, each through the plan of its origin host. */
+static int walk_epoch(pf_loader *l, pf_io *io, const epoch_run *er, bool own_plan,
+		      pf_epoch_plan *plan, uint64_t rstep0, uint64_t *gnext,
+		      const int *file_slot)
+{
+	uint64_t out_base = 0;
+	int64_t planned = own_plan ? (int64_t)l->topo.host_index : -1;
+	int ret = 0;
+
+	for (size_t i = 0; i < er->npieces && ret == 0; i++) {
+		const pf_piece *pc = &er->pieces[i];
+		walk wk = { .er = er, .host = pc->host, .w = er->w, .begin = pc->begin,
+			    .end = pc->end, .out_base = out_base, .rstep0 = rstep0 };
+
+		if (planned != (int64_t)pc->host) {
+			pf_topology t = er->origin;
+
+			t.host_index = pc->host;
+			ret = pf_plan_epoch(plan, l->ds, &t, l->cfg.seed, er->epoch,
+					    l->cfg.shuffle, l->cfg.remainder);
+			if (ret < 0) {
+				plan_failed(l, ret, pc->host);
+				return ret;
+			}
+			planned = pc->host;
+		}
+		wk.stream_len = plan->stream_len;
+		wk.kfirst = wk.next_block = pc->begin / wk.w;
+		wk.gbase = *gnext;
+		ret = walk_piece(l, io, &wk, plan, file_slot);
+		*gnext += wk.next_block - wk.kfirst;
+		out_base += pc->end - pc->begin;
+	}
+	return ret;
 }
 
 static int io_run(pf_loader *l, pf_io *io, const int *file_slot)
 {
 	pf_epoch_plan plan = { 0 };
-	uint64_t gnext = 0;
+	uint64_t gnext = 0, rstep = 0;
 	int ret = 0;
 
-	for (uint32_t e = 0; e < l->epochs && ret == 0; e++) {
-		walk wk = { .epoch = e, .gbase = gnext,
-			    .step_base = (uint64_t)e * l->steps_per_epoch };
+	for (uint32_t e = l->start_epoch; e < l->epochs && ret == 0; e++) {
+		bool resumed = e == l->start_epoch && l->resumed;
+		epoch_run fresh;
+		pf_piece own;
+		const epoch_run *er = resumed ? &l->resume : &fresh;
 
-		ret = pf_plan_epoch(&plan, l->ds, &l->topo, l->cfg.seed, e,
-				    l->cfg.shuffle, l->cfg.remainder);
-		if (ret < 0) {
-			pf_error err;
-			pf_error_clear(&err);
-			pf_error_set(&err, ret, PF_OFFSET_NONE, 0,
-				     ret == -ERANGE ? "host %u has no records to wrap around: "
-				     "fewer records than hosts" : "cannot plan epoch (host %u)",
-				     l->topo.host_index);
-			fail(l, &err, ret);
-			break;
+		if (!resumed) {
+			ret = fresh_epoch(l, e, &plan, &fresh, &own);
+			if (ret < 0) {
+				plan_failed(l, ret, l->topo.host_index);
+				break;
+			}
 		}
-		wk.quota = plan.quota;
-		wk.stream_len = plan.stream_len;
 		pthread_mutex_lock(&l->mu);
-		l->m.remainder_wrapped += plan.stream_len > plan.share
-					  ? plan.stream_len - plan.share : 0;
+		if (!l->cfg.max_steps || rstep + er->steps <= l->cfg.max_steps)
+			l->m.remainder_dropped += er->dropped;
+		l->m.remainder_wrapped += er->wrapped;
 		pthread_mutex_unlock(&l->mu);
-		ret = walk_epoch(l, io, &wk, &plan, file_slot);
-		gnext += (plan.stream_len + l->wblock - 1) / l->wblock;
+		ret = walk_epoch(l, io, er, !resumed, &plan, rstep, &gnext, file_slot);
+		rstep += er->steps;
+		if (l->cfg.max_steps && rstep >= l->cfg.max_steps)
+			break;
 	}
 	/* Finish what is in flight so no buffer is left with the kernel. */
 	while (pf_io_inflight(io) && reap(l, io, 1) >= 0)
@@ -1065,6 +1179,258 @@ static void *io_main(void *arg)
 }
 
 /* ------------------------------------------------------------------ */
+/* Resuming from saved states                                           */
+
+/* A state must be of this dataset and this order. */
+static int state_matches(const pf_loader *l, const pf_state *s, size_t i, pf_error *err)
+{
+	if (s->fingerprint != l->ds->fingerprint || s->records != l->ds->records)
+		return pf_error_set(err, -ESTALE, PF_OFFSET_NONE, 0,
+				    "state %zu is of another dataset (%llu records, "
+				    "fingerprint %016llx; these files: %llu records, %016llx)",
+				    i, (unsigned long long)s->records,
+				    (unsigned long long)s->fingerprint,
+				    (unsigned long long)l->ds->records,
+				    (unsigned long long)l->ds->fingerprint);
+	if (s->seed != l->cfg.seed || s->shuffle != l->cfg.shuffle ||
+	    s->remainder != (uint32_t)l->cfg.remainder)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "state %zu was saved with seed %llu, shuffle %s, remainder "
+				    "%s; the loader is configured with seed %llu, shuffle %s, "
+				    "remainder %s", i, (unsigned long long)s->seed,
+				    s->shuffle ? "on" : "off", s->remainder ? "wrap" : "drop",
+				    (unsigned long long)l->cfg.seed,
+				    l->cfg.shuffle ? "on" : "off",
+				    l->cfg.remainder ? "wrap" : "drop");
+	if (!s->fresh) {
+		uint64_t quota = pf_plan_steps(l->ds->records, &s->origin, l->cfg.remainder) *
+				 s->origin.cores * s->origin.per_core_batch;
+
+		for (size_t k = 0; k < s->npieces; k++)
+			if (s->pieces[k].end > quota)
+				return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+						    "state %zu: piece %zu ends at output %llu of "
+						    "host %u's stream, which has %llu", i, k,
+						    (unsigned long long)s->pieces[k].end,
+						    s->pieces[k].host, (unsigned long long)quota);
+	}
+	return 0;
+}
+
+static bool same_topology(const pf_topology *a, const pf_topology *b)
+{
+	return a->num_hosts == b->num_hosts && a->cores == b->cores &&
+	       a->per_core_batch == b->per_core_batch;
+}
+
+/* Cut [from, to) of the concatenation of src's pieces into dst. */
+static size_t cut_pieces(const pf_piece *src, size_t n, uint64_t from, uint64_t to,
+			 pf_piece *dst)
+{
+	size_t k = 0;
+	uint64_t at = 0;
+
+	for (size_t i = 0; i < n && at < to; i++) {
+		uint64_t len = src[i].end - src[i].begin;
+		uint64_t lo = from > at ? from - at : 0, hi = to - at < len ? to - at : len;
+
+		if (lo < hi)
+			dst[k++] = (pf_piece){ src[i].host, src[i].begin + lo, src[i].begin + hi };
+		at += len;
+	}
+	return k;
+}
+
+/* The remaining records of the epoch, over all the old hosts' states in
+ * host order, are cut among the new hosts as a fresh epoch's records
+ * are: host h takes [M h / H, M (h + 1) / H) and delivers whole global
+ * batches of it (the rest dropped, or wrapped from its start). */
+static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
+{
+	const pf_state *s0 = &st[0];
+	uint32_t hosts = s0->saver.num_hosts;
+	pf_piece *all = NULL;
+	size_t nall = 0, k;
+	uint64_t m = 0, lo, hi, len, quota, global;
+	uint64_t h = l->topo.host_index, nh = l->topo.num_hosts;
+
+	for (uint32_t want = 0; want < hosts; want++) {
+		const pf_state *s = NULL;
+
+		for (size_t i = 0; i < n; i++) {
+			if (st[i].saver.host_index != want)
+				continue;
+			if (s)
+				return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+						    "two states of host %u of %u", want, hosts);
+			s = &st[i];
+		}
+		if (!s)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "resuming %u hosts as %llu needs the state of "
+					    "every old host; host %u's is missing", hosts,
+					    (unsigned long long)nh, want);
+		if (!same_topology(&s->saver, &s0->saver) || s->epoch != s0->epoch ||
+		    s->fresh != s0->fresh ||
+		    (!s->fresh && (!same_topology(&s->origin, &s0->origin) ||
+				   s->origin_block != s0->origin_block ||
+				   s->origin_permute != s0->origin_permute)))
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "the states are not of one job at one epoch: host "
+					    "%u is at epoch %u of %u hosts, host %u at epoch %u "
+					    "of %u hosts", s0->saver.host_index, s0->epoch,
+					    s0->saver.num_hosts, s->saver.host_index, s->epoch,
+					    s->saver.num_hosts);
+		nall += s->npieces;
+		m += pf_state_remaining(s);
+		if (s->global_step > l->gstep0)
+			l->gstep0 = s->global_step;
+		if (s->step_in_epoch > l->resume.step0)
+			l->resume.step0 = s->step_in_epoch;
+	}
+	l->start_epoch = s0->epoch;
+	if (s0->fresh) {
+		l->resume.step0 = 0;
+		return 0;
+	}
+	all = calloc(nall ? nall : 1, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	k = 0;
+	for (uint32_t want = 0; want < hosts; want++)
+		for (size_t i = 0; i < n; i++)
+			if (st[i].saver.host_index == want) {
+				memcpy(all + k, st[i].pieces, st[i].npieces * sizeof(*all));
+				k += st[i].npieces;
+			}
+	lo = (uint64_t)((pf_u128)m * h / nh);
+	hi = (uint64_t)((pf_u128)m * (h + 1) / nh);
+	len = hi - lo;
+	global = (uint64_t)l->host_batch * nh;
+	quota = (l->cfg.remainder == PF_REMAINDER_WRAP ? (m + global - 1) / global
+						       : m / global) * l->host_batch;
+	if (quota > len && len == 0) {
+		free(all);
+		return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
+				    "host %llu has no records to wrap around: %llu records "
+				    "left for %llu hosts", (unsigned long long)h,
+				    (unsigned long long)m, (unsigned long long)nh);
+	}
+	/* At most nall pieces per pass over the share, and one more pass per
+	 * len records the quota exceeds it by. */
+	k = quota > len ? (size_t)((quota + len - 1) / len) : 1;
+	l->resume.pieces = calloc(nall * k + 1, sizeof(*l->resume.pieces));
+	if (!l->resume.pieces) {
+		free(all);
+		return -ENOMEM;
+	}
+	for (uint64_t got = 0; got < quota;) {
+		uint64_t take = quota - got < len ? quota - got : len;
+
+		l->resume.npieces += cut_pieces(all, nall, lo, lo + take,
+						l->resume.pieces + l->resume.npieces);
+		got += take;
+	}
+	free(all);
+	l->resume.origin = s0->origin;
+	l->resume.w = s0->origin_block;
+	l->resume.permute = s0->origin_permute;
+	l->resume.steps = quota / l->host_batch;
+	l->resume.dropped = len > quota ? len - quota : 0;
+	l->resume.wrapped = quota > len ? quota - len : 0;
+	l->resumed = true;
+	return 0;
+}
+
+/* Restore from cfg->resume: this host's own state when the topology is
+ * the one it was saved with (the batches are then those of a run never
+ * stopped), else the states of every old host, merged. */
+static int restore(pf_loader *l, pf_error *err)
+{
+	size_t n = l->cfg.nresume;
+	pf_state *st = calloc(n, sizeof(*st));
+	const pf_state *own = NULL;
+	bool this_topology = false;
+	int ret = 0;
+
+	if (!st)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		ret = pf_state_decode(&st[i], l->cfg.resume[i].data, l->cfg.resume[i].len, err);
+		if (ret < 0) {
+			char msg[sizeof(err->msg)];
+
+			snprintf(msg, sizeof(msg), "state %zu: %.*s", i,
+				 (int)sizeof(msg) - 32, err->msg);
+			memcpy(err->msg, msg, sizeof(msg));
+			break;
+		}
+		ret = state_matches(l, &st[i], i, err);
+	}
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		this_topology |= same_topology(&st[i].saver, &l->topo);
+		if (same_topology(&st[i].saver, &l->topo) &&
+		    st[i].saver.host_index == l->topo.host_index)
+			own = &st[i];
+	}
+	if (ret == 0 && this_topology && !own)
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "the states are of this topology (%u hosts, %u x %u), "
+				   "but none is host %u's", l->topo.num_hosts, l->topo.cores,
+				   l->topo.per_core_batch, l->topo.host_index);
+	if (ret == 0 && own) {
+		l->start_epoch = own->epoch;
+		l->gstep0 = own->global_step;
+		if (!own->fresh) {
+			uint64_t left = pf_state_remaining(own);
+
+			l->resume = (epoch_run){
+				.epoch = own->epoch, .origin = own->origin,
+				.w = own->origin_block, .permute = own->origin_permute,
+				.npieces = own->npieces, .steps = left / l->host_batch,
+				.step0 = own->step_in_epoch,
+			};
+			l->resume.pieces = calloc(own->npieces + 1, sizeof(*own->pieces));
+			if (!l->resume.pieces)
+				ret = -ENOMEM;
+			else
+				memcpy(l->resume.pieces, own->pieces,
+				       own->npieces * sizeof(*own->pieces));
+			if (left % l->host_batch)
+				ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+						   "state of host %u leaves %llu records, not "
+						   "whole batches of %u", own->saver.host_index,
+						   (unsigned long long)left, l->host_batch);
+			l->resumed = true;
+		}
+	} else if (ret == 0) {
+		ret = resume_elastic(l, st, n, err);
+	}
+	if (ret == 0 && l->resumed)
+		l->resume.epoch = l->start_epoch;
+	for (size_t i = 0; i < n; i++)
+		pf_state_release(&st[i]);
+	free(st);
+	return ret;
+}
+
+/* Slots one block of the resumed epoch can touch: W / B when its pieces
+ * start on whole batches, else up to two more (a step shared with the
+ * block before and one with the block after). */
+static uint32_t resume_spb(const pf_loader *l)
+{
+	const epoch_run *er = &l->resume;
+	bool aligned = er->w % l->host_batch == 0;
+	uint64_t out = 0;
+
+	for (size_t i = 0; i < er->npieces && aligned; i++) {
+		aligned = er->pieces[i].begin % l->host_batch == 0 && out % l->host_batch == 0;
+		out += er->pieces[i].end - er->pieces[i].begin;
+	}
+	return er->w / l->host_batch + (aligned ? 0 : 2);
+}
+
+/* ------------------------------------------------------------------ */
 /* Creation: the memory plan                                            */
 
 typedef struct mem_plan {
@@ -1084,13 +1450,23 @@ static void plan_sizes(pf_loader *l)
 {
 	const pf_dataset *ds = l->ds;
 	uint64_t maxseg = ds->max_unit_records;
+	uint32_t wmin = l->wblock;
 	uint64_t span;
 
+	l->wmax = l->wblock;
+	l->spb = l->wblock / l->host_batch;
+	if (l->resumed) {
+		uint32_t spb = resume_spb(l);
+
+		wmin = l->resume.w < wmin ? l->resume.w : wmin;
+		l->wmax = l->resume.w > l->wmax ? l->resume.w : l->wmax;
+		l->spb = spb > l->spb ? spb : l->spb;
+	}
 	if (ds->any_stream && maxseg < PF_STREAM_CHUNK_ROWS)
 		maxseg = PF_STREAM_CHUNK_ROWS;
-	span = (maxseg + l->wblock - 1) / l->wblock + 1;
+	span = (maxseg + wmin - 1) / wmin + 1;
 	l->nring = (uint32_t)span + 2;
-	l->nslots = (unsigned)(span * (l->wblock / l->host_batch)) + l->cfg.prefetch + 1;
+	l->nslots = (unsigned)(span * l->spb) + l->cfg.prefetch + 1;
 }
 
 static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
@@ -1105,7 +1481,8 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 	l->cbuf_bytes = round_up(ds->max_csize ? ds->max_csize : 1, PF_ALIGN);
 	p->decode = (size_t)l->nworkers * (ds->max_usize + PF_ARENA_BYTES_FOR(arena_rec));
 	p->batches = (size_t)l->nslots * l->topo.cores * l->block_bytes;
-	p->perm = l->shuffle_rows ? (size_t)l->nring * l->wblock * sizeof(uint32_t) : 0;
+	p->perm = l->shuffle_rows || (l->resumed && l->resume.permute)
+		  ? (size_t)l->nring * l->wmax * sizeof(uint32_t) : 0;
 	for (;;) {
 		l->ncbufs = ds->max_csize ? depth + l->nworkers : 0;
 		p->cbufs = (size_t)l->ncbufs * l->cbuf_bytes;
@@ -1182,8 +1559,7 @@ static int setup_pools(pf_loader *l, pf_error *err)
 	l->streams = calloc(l->nchunks, sizeof(*l->streams));
 	l->free_cbuf = calloc(l->ncbufs ? l->ncbufs : 1, sizeof(*l->free_cbuf));
 	l->ring = calloc(l->nring, sizeof(*l->ring));
-	l->mem_slotptr = calloc((size_t)l->nring * (l->wblock / l->host_batch),
-				sizeof(*l->mem_slotptr));
+	l->mem_slotptr = calloc((size_t)l->nring * l->spb, sizeof(*l->mem_slotptr));
 	l->mem_cbufs = pool_alloc(p.cbufs);
 	l->cbufs_size = p.cbufs;
 	l->slots = calloc(l->nslots, sizeof(*l->slots));
@@ -1216,8 +1592,8 @@ static int setup_pools(pf_loader *l, pf_error *err)
 		worker *w = &l->workers[i];
 
 		w->l = l;
-		w->tally = calloc((size_t)l->nring * l->per_block, sizeof(*w->tally));
-		w->touched = calloc((size_t)l->nring * l->per_block, sizeof(*w->touched));
+		w->tally = calloc((size_t)l->nring * l->spb, sizeof(*w->tally));
+		w->touched = calloc((size_t)l->nring * l->spb, sizeof(*w->touched));
 		if (!w->tally || !w->touched ||
 		    pf_arena_init(&w->arena, PF_ARENA_BYTES_FOR(arena_rec)) < 0)
 			return -ENOMEM;
@@ -1302,7 +1678,6 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		goto fail;
 	}
 	l->wblock = (uint32_t)round_up(window, l->host_batch);
-	l->per_block = l->wblock / l->host_batch;
 
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
 	if (ret < 0)
@@ -1314,6 +1689,16 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);
 	l->m.records_per_epoch = l->ds->records;
 	l->m.steps_per_epoch = l->steps_per_epoch;
+	if (cfg->nresume) {
+		if (!cfg->resume) {
+			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					   "nresume is %zu but resume is NULL", cfg->nresume);
+			goto fail;
+		}
+		ret = restore(l, err);
+		if (ret < 0)
+			goto fail;
+	}
 	l->workers = calloc(l->nworkers, sizeof(*l->workers));
 	if (!l->workers) {
 		ret = -ENOMEM;
@@ -1409,6 +1794,13 @@ int pf_loader_next(pf_loader *l, pf_batch **out)
 	l->m.next_hist[pf_io_hist_bucket(dt)]++;
 	l->m.steps++;
 	l->m.records += l->host_batch;
+	if (!l->c_any || b->batch.epoch != l->c_epoch) {
+		l->c_epoch = b->batch.epoch;
+		l->c_delivered = 0;
+	}
+	l->c_any = true;
+	l->c_delivered += l->host_batch;
+	l->c_last = b->batch;
 	pthread_mutex_unlock(&l->mu);
 	*out = &b->batch;
 	return 1;
@@ -1427,6 +1819,81 @@ void pf_loader_release(pf_loader *l, pf_batch *batch)
 	l->free_slots = b;
 	pthread_cond_signal(&l->cv_batch);
 	pthread_mutex_unlock(&l->mu);
+}
+
+/* The state of the consumer's position, under l->mu.  pieces: room for
+ * the pieces of the epoch in progress (one for a fresh epoch). */
+static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
+{
+	const epoch_run *er = l->resumed ? &l->resume : NULL;
+	pf_piece own = { 0 };
+	uint64_t skip;
+
+	*s = (pf_state){
+		.fingerprint = l->ds->fingerprint, .records = l->ds->records,
+		.seed = l->cfg.seed, .shuffle = l->cfg.shuffle,
+		.remainder = (uint32_t)l->cfg.remainder, .saver = l->topo,
+		.block = l->wblock, .epoch = l->start_epoch, .fresh = true,
+		.global_step = l->gstep0,
+	};
+	if (!l->c_any) {
+		/* Nothing handed out: where the run started. */
+		if (!er)
+			return;
+		skip = 0;
+		s->step_in_epoch = er->step0;
+	} else if (l->c_last.epoch_end) {
+		s->epoch = l->c_epoch + 1;
+		s->global_step = l->c_last.global_step + 1;
+		return;
+	} else {
+		if (!er || l->c_epoch != er->epoch)
+			er = NULL;
+		skip = l->c_delivered;
+		s->epoch = l->c_epoch;
+		s->step_in_epoch = l->c_last.step + 1;
+		s->global_step = l->c_last.global_step + 1;
+	}
+	if (!er) {
+		own = (pf_piece){ l->topo.host_index, 0, l->steps_per_epoch * l->host_batch };
+		s->origin = l->topo;
+		s->origin_block = l->wblock;
+		s->origin_permute = l->shuffle_rows;
+	} else {
+		s->origin = er->origin;
+		s->origin_block = er->w;
+		s->origin_permute = er->permute;
+	}
+	s->fresh = false;
+	s->pieces = pieces;
+	for (size_t i = 0, n = er ? er->npieces : 1; i < n; i++) {
+		pf_piece p = er ? er->pieces[i] : own;
+		uint64_t len = p.end - p.begin;
+
+		if (skip >= len) {
+			skip -= len;
+			continue;
+		}
+		p.begin += skip;
+		skip = 0;
+		s->pieces[s->npieces++] = p;
+	}
+}
+
+int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
+{
+	pf_piece *pieces = calloc(l->resume.npieces + 1, sizeof(*pieces));
+	pf_state s;
+	int64_t n;
+
+	if (!pieces)
+		return -ENOMEM;
+	pthread_mutex_lock(&l->mu);
+	consumer_state(l, &s, pieces);
+	pthread_mutex_unlock(&l->mu);
+	n = pf_state_encode(&s, buf, cap);
+	free(pieces);
+	return n;
 }
 
 const pf_error *pf_loader_last_error(const pf_loader *l)
@@ -1493,6 +1960,7 @@ void pf_loader_free(pf_loader *l)
 	free(l->free_cbuf);
 	free(l->toff);
 	free(l->fbytes);
+	free(l->resume.pieces);
 	pf_dataset_free(l->ds);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv_chunk);

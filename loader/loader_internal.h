@@ -100,4 +100,48 @@ int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 		  uint64_t seed, uint32_t epoch, bool shuffle, pf_remainder rem);
 void pf_plan_release(pf_epoch_plan *p);
 
+/* ------------------------------------------------------------------ */
+/* Checkpoints (state.c)                                                */
+
+/* Outputs [begin, end) of origin host `host`'s stream: what host `host`
+ * of the epoch's origin topology delivers, in its order. */
+typedef struct pf_piece {
+	uint32_t host;
+	uint64_t begin, end;
+} pf_piece;
+
+#define PF_STATE_VERSION 1u
+#define PF_STATE_HEADER 16u		/* magic, version, length, CRC32C */
+#define PF_STATE_MAX (16u << 20)	/* payload bytes */
+#define PF_STATE_MAX_PIECES (1u << 20)
+
+/* A decoded state (formats/proto/pf_state.proto says what each field is). */
+typedef struct pf_state {
+	uint64_t fingerprint, records, seed;
+	bool shuffle;
+	uint32_t remainder;
+	pf_topology saver;
+	uint32_t block;
+	uint32_t epoch;
+	bool fresh;
+	uint64_t step_in_epoch, global_step;
+	pf_topology origin;		/* host_index unused */
+	uint32_t origin_block;
+	bool origin_permute;
+	pf_piece *pieces;
+	size_t npieces;
+} pf_state;
+
+/*! Encode s into buf (cap bytes).  @return the blob's length (nothing is
+ *  written when it is over cap), or -ENOMEM. */
+int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap);
+/*! Decode and check a blob: envelope, CRC, protobuf, and the fields'
+ *  consistency (not against a dataset).  @return 0 with *s (free with
+ *  pf_state_release()), or -EBADMSG / -EPROTONOSUPPORT / -ENOMEM with err
+ *  naming the byte offset in the blob and what was wrong. */
+int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err);
+void pf_state_release(pf_state *s);
+/*! Records in the pieces. */
+uint64_t pf_state_remaining(const pf_state *s);
+
 #endif

@@ -176,6 +176,12 @@ typedef enum pf_remainder {
 	PF_REMAINDER_WRAP,
 } pf_remainder;
 
+/* A saved loader state (pf_loader_save_state()), as bytes. */
+typedef struct pf_state_blob {
+	const void *data;
+	size_t len;
+} pf_state_blob;
+
 typedef struct pf_loader_config {
 	const char *const *paths;	/* files, directories or globs */
 	size_t npaths;
@@ -187,8 +193,10 @@ typedef struct pf_loader_config {
 	uint32_t per_core_batch;	/* required */
 
 	uint64_t seed;
-	uint32_t epochs;		/* 0: 1 */
-	uint64_t max_steps;		/* stop after this many steps in all; 0: no limit */
+	uint32_t epochs;		/* epochs in all (a resumed run goes on to
+					   the same count); 0: 1 */
+	uint64_t max_steps;		/* stop after this many steps of this run;
+					   0: no limit */
 	bool shuffle;			/* frame permutation + window shuffle */
 	uint32_t shuffle_window;	/* records, rounded up to whole host batches:
 					   each block of that many records of the
@@ -208,6 +216,17 @@ typedef struct pf_loader_config {
 	pf_region_table *regions;	/* count every read (index tails, frames,
 					   stream files) to its mount and region
 					   (io/pf_io.h); NULL: not */
+
+	/* Continue from saved states (see pf_loader_save_state()).  With the
+	 * topology they were saved with, this host's own state is used and
+	 * the batches are those of a run never stopped; with another host
+	 * count or host batch, the states of every old host are needed: the
+	 * records of the epoch they had not delivered are cut among the new
+	 * hosts (whole global batches; the rest is this epoch's remainder),
+	 * and later epochs follow the new topology.  Dataset, seed, shuffle
+	 * and remainder must be those of the saved run. */
+	const pf_state_blob *resume;
+	size_t nresume;
 } pf_loader_config;
 
 /* One feature of one core's batch: values[per_core_batch][len]. */
@@ -274,6 +293,31 @@ PF_API int pf_loader_create(pf_loader **out, const pf_loader_config *cfg,
 PF_API int pf_loader_next(pf_loader *l, pf_batch **batch);
 /*! Give a batch back to the loader. */
 PF_API void pf_loader_release(pf_loader *l, pf_batch *batch);
+/*! pf_loader_save_state(): where this host is, as a small versioned
+ *  blob: every batch pf_loader_next() has returned counts as delivered
+ *  (whether released or not), nothing in flight does.  Call it from the
+ *  consumer's thread, between pf_loader_next() calls.  @return the blob's
+ *  length; the blob is written to buf only when that is at most cap (so a
+ *  call with cap 0 asks the size), or -ENOMEM. */
+PF_API int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap);
+
+/* What a state says, for reports and tools. */
+typedef struct pf_state_info {
+	uint32_t host_index, num_hosts, cores_per_host, per_core_batch;
+	uint32_t epoch;			/* in progress, or next when fresh */
+	bool fresh;			/* that epoch has not started */
+	uint64_t step_in_epoch;		/* batches of it delivered */
+	uint64_t global_step;		/* batches delivered in all */
+	uint64_t records_left;		/* of the epoch, on this host */
+	uint64_t dataset_records;
+} pf_state_info;
+
+/*! pf_state_inspect(): check a blob (envelope, CRC, format version,
+ *  fields) and say what it holds.  @return 0, or -EBADMSG (truncated,
+ *  corrupt), -EPROTONOSUPPORT (a newer format) with err naming the byte
+ *  offset in the blob and what was wrong. */
+PF_API int pf_state_inspect(const void *blob, size_t len, pf_state_info *info,
+			    pf_error *err);
 /*! The error that ended the loader, or NULL. */
 PF_API const pf_error *pf_loader_last_error(const pf_loader *l);
 PF_API void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m);

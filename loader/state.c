@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Loader checkpoints: the podfeed.LoaderState protobuf in an envelope.
+ *
+ *   "PFST"  u32 version  u32 payload length  u32 CRC32C(payload)  payload
+ *
+ * (integers little-endian).  The envelope is what makes a truncated or
+ * damaged blob an error rather than a different state: protobuf alone
+ * parses many truncations as valid messages with fields missing.  The
+ * version is outside the payload so that a future format is refused by
+ * name before anything is parsed. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader_internal.h"
+#include "pf_state.pb-c.h"
+
+static const uint8_t state_magic[4] = { 'P', 'F', 'S', 'T' };
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+uint64_t pf_state_remaining(const pf_state *s)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < s->npieces; i++)
+		n += s->pieces[i].end - s->pieces[i].begin;
+	return n;
+}
+
+int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
+{
+	Podfeed__LoaderState m = PODFEED__LOADER_STATE__INIT;
+	Podfeed__StatePiece *pieces = NULL, **ptrs = NULL;
+	size_t len;
+
+	if (s->npieces) {
+		pieces = calloc(s->npieces, sizeof(*pieces));
+		ptrs = calloc(s->npieces, sizeof(*ptrs));
+		if (!pieces || !ptrs) {
+			free(pieces);
+			free(ptrs);
+			return -ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < s->npieces; i++) {
+		podfeed__state_piece__init(&pieces[i]);
+		pieces[i].host = s->pieces[i].host;
+		pieces[i].begin = s->pieces[i].begin;
+		pieces[i].end = s->pieces[i].end;
+		ptrs[i] = &pieces[i];
+	}
+	m.dataset_fingerprint = s->fingerprint;
+	m.dataset_records = s->records;
+	m.seed = s->seed;
+	m.shuffle = s->shuffle;
+	m.remainder = s->remainder;
+	m.host_index = s->saver.host_index;
+	m.num_hosts = s->saver.num_hosts;
+	m.cores_per_host = s->saver.cores;
+	m.per_core_batch = s->saver.per_core_batch;
+	m.shuffle_block = s->block;
+	m.epoch = s->epoch;
+	m.fresh = s->fresh;
+	m.step_in_epoch = s->step_in_epoch;
+	m.global_step = s->global_step;
+	m.origin_hosts = s->origin.num_hosts;
+	m.origin_cores = s->origin.cores;
+	m.origin_per_core_batch = s->origin.per_core_batch;
+	m.origin_block = s->origin_block;
+	m.origin_permute = s->origin_permute;
+	m.n_remaining = s->npieces;
+	m.remaining = ptrs;
+	len = podfeed__loader_state__get_packed_size(&m);
+	if (PF_STATE_HEADER + len <= cap) {
+		uint8_t *p = buf;
+
+		podfeed__loader_state__pack(&m, p + PF_STATE_HEADER);
+		memcpy(p, state_magic, 4);
+		put_le32(p + 4, PF_STATE_VERSION);
+		put_le32(p + 8, (uint32_t)len);
+		put_le32(p + 12, pf_crc32c(0, p + PF_STATE_HEADER, len));
+	}
+	free(pieces);
+	free(ptrs);
+	return (int64_t)(PF_STATE_HEADER + len);
+}
+
+static bool topology_ok(uint32_t hosts, uint32_t cores, uint32_t pcb)
+{
+	return hosts && cores && pcb && (uint64_t)cores * pcb <= UINT32_MAX / 2;
+}
+
+/* The fields must make sense on their own; against a dataset they are
+ * checked by the loader. */
+static int check_fields(const pf_state *s, pf_error *err)
+{
+	if (!topology_ok(s->saver.num_hosts, s->saver.cores, s->saver.per_core_batch) ||
+	    s->saver.host_index >= s->saver.num_hosts)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state names an impossible topology: host %u of %u, "
+				    "%u cores x %u records",
+				    s->saver.host_index, s->saver.num_hosts, s->saver.cores,
+				    s->saver.per_core_batch);
+	if (s->remainder > PF_REMAINDER_WRAP)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state names remainder policy %u, which does not exist",
+				    s->remainder);
+	if (s->fresh) {
+		if (s->npieces)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					    "state says epoch %u has not started, yet "
+					    "lists %zu pieces of it", s->epoch, s->npieces);
+		return 0;
+	}
+	if (!topology_ok(s->origin.num_hosts, s->origin.cores, s->origin.per_core_batch) ||
+	    !s->origin_block || s->origin_block > (1u << 30))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state names an impossible origin: %u hosts, %u cores x "
+				    "%u records, blocks of %u records", s->origin.num_hosts,
+				    s->origin.cores, s->origin.per_core_batch, s->origin_block);
+	for (size_t i = 0; i < s->npieces; i++) {
+		const pf_piece *p = &s->pieces[i];
+
+		if (p->host >= s->origin.num_hosts || p->begin >= p->end)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					    "state piece %zu (host %u, records %llu..%llu) "
+					    "is not a piece of a %u-host epoch", i, p->host,
+					    (unsigned long long)p->begin,
+					    (unsigned long long)p->end, s->origin.num_hosts);
+	}
+	return 0;
+}
+
+int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
+{
+	const uint8_t *p = blob;
+	Podfeed__LoaderState *m;
+	uint32_t version, plen, crc;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	if (len < PF_STATE_HEADER)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, len,
+				    "state is %zu bytes, shorter than its %u-byte header "
+				    "(truncated?)", len, PF_STATE_HEADER);
+	if (memcmp(p, state_magic, 4))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
+				    "not a podfeed loader state (no PFST magic)");
+	version = get_le32(p + 4);
+	plen = get_le32(p + 8);
+	crc = get_le32(p + 12);
+	if (version == 0)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 4,
+				    "state format version 0 does not exist");
+	if (version > PF_STATE_VERSION)
+		return pf_error_set(err, -EPROTONOSUPPORT, PF_OFFSET_FILE, 4,
+				    "state format version %u is newer than this podfeed "
+				    "reads (%u)", version, PF_STATE_VERSION);
+	if (plen > PF_STATE_MAX)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 8,
+				    "state payload of %u bytes is over the %u-byte limit",
+				    plen, PF_STATE_MAX);
+	if (plen != len - PF_STATE_HEADER)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, len,
+				    "state holds %zu payload bytes, its header says %u (%s)",
+				    len - PF_STATE_HEADER, plen,
+				    plen > len - PF_STATE_HEADER ? "truncated" : "trailing bytes");
+	if (pf_crc32c(0, p + PF_STATE_HEADER, plen) != crc)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
+				    "state payload fails its CRC32C: corrupt");
+	m = podfeed__loader_state__unpack(NULL, plen, p + PF_STATE_HEADER);
+	if (!m)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
+				    "state payload does not parse as podfeed.LoaderState");
+	if (m->n_remaining > PF_STATE_MAX_PIECES) {
+		ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
+				   "state lists %zu pieces, over the limit of %u",
+				   m->n_remaining, PF_STATE_MAX_PIECES);
+		goto out;
+	}
+	s->fingerprint = m->dataset_fingerprint;
+	s->records = m->dataset_records;
+	s->seed = m->seed;
+	s->shuffle = m->shuffle;
+	s->remainder = m->remainder;
+	s->saver = (pf_topology){ m->host_index, m->num_hosts, m->cores_per_host,
+				  m->per_core_batch };
+	s->block = m->shuffle_block;
+	s->epoch = m->epoch;
+	s->fresh = m->fresh;
+	s->step_in_epoch = m->step_in_epoch;
+	s->global_step = m->global_step;
+	s->origin = (pf_topology){ 0, m->origin_hosts, m->origin_cores,
+				   m->origin_per_core_batch };
+	s->origin_block = m->origin_block;
+	s->origin_permute = m->origin_permute;
+	if (m->n_remaining) {
+		s->pieces = calloc(m->n_remaining, sizeof(*s->pieces));
+		if (!s->pieces) {
+			ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+					   "no memory for %zu state pieces", m->n_remaining);
+			goto out;
+		}
+	}
+	s->npieces = m->n_remaining;
+	for (size_t i = 0; i < m->n_remaining; i++)
+		s->pieces[i] = (pf_piece){ m->remaining[i]->host, m->remaining[i]->begin,
+					   m->remaining[i]->end };
+	ret = check_fields(s, err);
+out:
+	podfeed__loader_state__free_unpacked(m, NULL);
+	if (ret < 0)
+		pf_state_release(s);
+	return ret;
+}
+
+void pf_state_release(pf_state *s)
+{
+	free(s->pieces);
+	memset(s, 0, sizeof(*s));
+}
+
+int pf_state_inspect(const void *blob, size_t len, pf_state_info *info, pf_error *err)
+{
+	pf_state s;
+	int ret = pf_state_decode(&s, blob, len, err);
+
+	if (ret < 0)
+		return ret;
+	*info = (pf_state_info){
+		.host_index = s.saver.host_index, .num_hosts = s.saver.num_hosts,
+		.cores_per_host = s.saver.cores, .per_core_batch = s.saver.per_core_batch,
+		.epoch = s.epoch, .fresh = s.fresh, .step_in_epoch = s.step_in_epoch,
+		.global_step = s.global_step, .records_left = pf_state_remaining(&s),
+		.dataset_records = s.records,
+	};
+	pf_state_release(&s);
+	return 0;
+}
