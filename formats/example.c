@@ -87,7 +87,7 @@ void *pf_arena_alloc(pf_arena *a, size_t size)
 
 int pf_arena_init(pf_arena *a, size_t cap)
 {
-	a->base = malloc(cap ? cap : 1);
+	a->base = pf_malloc(cap);
 	a->cap = a->base ? cap : 0;
 	a->used = 0;
 	return a->base ? 0 : -ENOMEM;
@@ -97,7 +97,7 @@ void pf_arena_release(pf_arena *a)
 {
 	if (!a)
 		return;
-	free(a->base);
+	pf_free(a->base);
 	a->base = NULL;
 	a->cap = 0;
 	a->used = 0;

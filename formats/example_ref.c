@@ -19,7 +19,7 @@
  * the name's first appearance, holding its last value.
  */
 
-/* malloc that remembers a failure: a NULL from unpack is then -ENOMEM,
+/* pf_malloc that remembers a failure: a NULL from unpack is then -ENOMEM,
  * not corrupt input. */
 struct ref_alloc {
 	ProtobufCAllocator pc;
@@ -29,7 +29,7 @@ struct ref_alloc {
 static void *ref_malloc(void *data, size_t size)
 {
 	struct ref_alloc *ra = data;
-	void *p = malloc(size ? size : 1);
+	void *p = pf_malloc(size);
 
 	if (!p)
 		ra->failed = true;
@@ -39,7 +39,7 @@ static void *ref_malloc(void *data, size_t size)
 static void ref_free(void *data, void *p)
 {
 	(void)data;
-	free(p);
+	pf_free(p);
 }
 
 static void ref_alloc_init(struct ref_alloc *ra)

@@ -20,7 +20,7 @@ struct pf_schema {
 
 int pf_schema_create(pf_schema **out)
 {
-	*out = calloc(1, sizeof(**out));
+	*out = pf_calloc(1, sizeof(**out));
 	return *out ? 0 : -ENOMEM;
 }
 
@@ -29,9 +29,9 @@ void pf_schema_free(pf_schema *s)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->n; i++)
-		free((char *)s->f[i].name);
-	free(s->f);
-	free(s);
+		pf_free((char *)s->f[i].name);
+	pf_free(s->f);
+	pf_free(s);
 }
 
 /* Bytewise order, a prefix first; then context features before lists. */
@@ -70,14 +70,14 @@ static pf_feature_schema *lookup(pf_schema *s, const char *name,
 	}
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 16;
-		pf_feature_schema *nf = realloc(s->f, cap * sizeof(*nf));
+		pf_feature_schema *nf = pf_realloc(s->f, cap * sizeof(*nf));
 
 		if (!nf)
 			return NULL;
 		s->f = nf;
 		s->cap = cap;
 	}
-	if (!(copy = malloc(name_len + 1u)))
+	if (!(copy = pf_malloc(name_len + 1u)))
 		return NULL;
 	memcpy(copy, name, name_len);
 	copy[name_len] = '\0';

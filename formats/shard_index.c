@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ZSTD_STATIC_LINKING_ONLY	/* ZSTD_createDCtx_advanced */
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "formats_internal.h"
 #include "pf_index.pb-c.h"
@@ -39,7 +41,7 @@ struct pf_shard_index {
 	uint64_t uncompressed;
 	uint32_t alignment;
 	uint64_t data_end;
-	pf_feature_schema *schema;	/* names owned (malloc'd) */
+	pf_feature_schema *schema;	/* names owned (pf_malloc'd) */
 	size_t n_schema;
 	uint64_t schema_records;
 };
@@ -53,10 +55,10 @@ void pf_shard_index_free(pf_shard_index *ix)
 	if (!ix)
 		return;
 	for (size_t i = 0; i < ix->n_schema; i++)
-		free((char *)ix->schema[i].name);
-	free(ix->schema);
-	free(ix->frames);
-	free(ix);
+		pf_free((char *)ix->schema[i].name);
+	pf_free(ix->schema);
+	pf_free(ix->frames);
+	pf_free(ix);
 }
 
 uint32_t pf_shard_index_frames(const pf_shard_index *ix)
@@ -128,7 +130,7 @@ struct pb_alloc_state {
 static void *pb_alloc(void *data, size_t size)
 {
 	struct pb_alloc_state *st = data;
-	void *p = malloc(size ? size : 1);
+	void *p = pf_malloc(size);
 
 	if (!p)
 		st->failed = true;
@@ -138,7 +140,7 @@ static void *pb_alloc(void *data, size_t size)
 static void pb_free(void *data, void *p)
 {
 	(void)data;
-	free(p);
+	pf_free(p);
 }
 
 /* The seek table frame: its location and what it says. */
@@ -267,7 +269,7 @@ static int64_t copy_schema(pf_shard_index *ix, const Podfeed__ShardIndex *pb,
 {
 	if (!pb->n_schema)
 		return 0;
-	ix->schema = calloc(pb->n_schema, sizeof(*ix->schema));
+	ix->schema = pf_calloc(pb->n_schema, sizeof(*ix->schema));
 	if (!ix->schema)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, ix_start,
 				    "no memory for the index schema");
@@ -281,7 +283,7 @@ static int64_t copy_schema(pf_shard_index *ix, const Podfeed__ShardIndex *pb,
 					    i, f->kind,
 					    (unsigned long long)f->records_unset,
 					    (unsigned long long)f->records_present);
-		s->name = strdup(f->name ? f->name : "");
+		s->name = pf_strdup(f->name ? f->name : "");
 		if (!s->name)
 			return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, ix_start,
 					    "no memory for the index schema");
@@ -449,8 +451,8 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 		goto out;
 	}
 
-	ix = calloc(1, sizeof(*ix));
-	if (!ix || (st.n && !(ix->frames = calloc(st.n, sizeof(*ix->frames))))) {
+	ix = pf_calloc(1, sizeof(*ix));
+	if (!ix || (st.n && !(ix->frames = pf_calloc(st.n, sizeof(*ix->frames))))) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, ix_start,
 				   "no memory for an index of %u frames", st.n);
 		goto out;
@@ -480,12 +482,12 @@ int pf_frame_decoder_create(pf_frame_decoder **out)
 	pf_frame_decoder *d;
 
 	*out = NULL;
-	d = calloc(1, sizeof(*d));
+	d = pf_calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	d->dctx = ZSTD_createDCtx();
+	d->dctx = ZSTD_createDCtx_advanced(PF_ZSTD_MEM);
 	if (!d->dctx) {
-		free(d);
+		pf_free(d);
 		return -ENOMEM;
 	}
 	/* Content size and dst_cap are checked before decompressing, and a
@@ -501,7 +503,7 @@ void pf_frame_decoder_free(pf_frame_decoder *d)
 	if (!d)
 		return;
 	ZSTD_freeDCtx(d->dctx);
-	free(d);
+	pf_free(d);
 }
 
 int64_t pf_frame_decode(pf_frame_decoder *d, const pf_frame_info *fi,
@@ -549,6 +551,9 @@ int64_t pf_frame_decode(pf_frame_decoder *d, const pf_frame_info *fi,
 				    "%zu bytes after the zstd frame",
 				    src_len - frame_len);
 	n = ZSTD_decompressDCtx(d->dctx, dst, fi->uncompressed_size, src, src_len);
+	if (ZSTD_isError(n) && ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, fi->offset,
+				    "zstd: out of memory");
 	if (ZSTD_isError(n))
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset,
 				    "zstd: %s", ZSTD_getErrorName(n));

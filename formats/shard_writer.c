@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ZSTD_STATIC_LINKING_ONLY	/* ZSTD_createCCtx_advanced */
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "formats_internal.h"
 #include "pf_index.pb-c.h"
@@ -55,7 +57,7 @@ struct pf_shard_writer {
 	size_t frames_cap;
 	uint32_t n_frames;
 
-	pf_feature_schema *schema;	/* names owned (strdup) */
+	pf_feature_schema *schema;	/* names owned (pf_strdup) */
 	size_t n_schema;
 	uint64_t schema_records;
 
@@ -85,8 +87,8 @@ static int sink(pf_shard_writer *w, const void *buf, size_t len, pf_error *err)
 static void schema_clear(pf_shard_writer *w)
 {
 	for (size_t i = 0; i < w->n_schema; i++)
-		free((char *)w->schema[i].name);
-	free(w->schema);
+		pf_free((char *)w->schema[i].name);
+	pf_free(w->schema);
 	w->schema = NULL;
 	w->n_schema = 0;
 	w->schema_records = 0;
@@ -117,7 +119,7 @@ int pf_shard_writer_create(pf_shard_writer **out,
 			(c.align & (c.align - 1))))
 		return -EINVAL;
 
-	w = calloc(1, sizeof(*w));
+	w = pf_calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->write = write;
@@ -126,7 +128,7 @@ int pf_shard_writer_create(pf_shard_writer **out,
 	w->align = c.align;
 	w->max_record_size = c.max_record_size;
 	ret = -ENOMEM;
-	w->cctx = ZSTD_createCCtx();
+	w->cctx = ZSTD_createCCtx_advanced(PF_ZSTD_MEM);
 	if (!w->cctx)
 		goto out;
 	/* Content size in every frame header lets a reader size its buffer
@@ -152,11 +154,11 @@ void pf_shard_writer_free(pf_shard_writer *w)
 	if (!w)
 		return;
 	ZSTD_freeCCtx(w->cctx);
-	free(w->frame);
-	free(w->compressed);
-	free(w->frames);
+	pf_free(w->frame);
+	pf_free(w->compressed);
+	pf_free(w->frames);
 	schema_clear(w);
-	free(w);
+	pf_free(w);
 }
 
 uint64_t pf_shard_writer_records(const pf_shard_writer *w)
@@ -180,7 +182,7 @@ static void *grow(void *buf, size_t *cap, size_t need, size_t elem)
 		return buf;
 	while (n < need)
 		n *= 2;
-	p = realloc(buf, n * elem);
+	p = pf_realloc(buf, n * elem);
 	if (p)
 		*cap = n;
 	return p;
@@ -250,6 +252,10 @@ static int flush_frame(pf_shard_writer *w, pf_error *err)
 
 	csize = ZSTD_compress2(w->cctx, w->compressed, w->compressed_cap,
 			       w->frame, w->frame_len);
+	if (ZSTD_isError(csize) &&
+	    ZSTD_getErrorCode(csize) == ZSTD_error_memory_allocation)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
+				    "zstd: no memory to compress a frame");
 	if (ZSTD_isError(csize))
 		return pf_error_set(err, -EIO, PF_OFFSET_FILE, w->pos,
 				    "zstd compression failed: %s",
@@ -338,14 +344,14 @@ int pf_shard_writer_set_schema(pf_shard_writer *w, const pf_schema *s)
 	size_t i = 0;
 
 	if (n) {
-		copy = calloc(n, sizeof(*copy));
+		copy = pf_calloc(n, sizeof(*copy));
 		if (!copy)
 			return -ENOMEM;
 		for (i = 0; i < n; i++) {
 			const pf_feature_schema *f = pf_schema_get(s, i);
 
 			copy[i] = *f;
-			copy[i].name = strdup(f->name ? f->name : "");
+			copy[i].name = pf_strdup(f->name ? f->name : "");
 			if (!copy[i].name)
 				goto out;
 		}
@@ -357,13 +363,14 @@ int pf_shard_writer_set_schema(pf_shard_writer *w, const pf_schema *s)
 	return 0;
 out:
 	while (i--)
-		free((char *)copy[i].name);
-	free(copy);
+		pf_free((char *)copy[i].name);
+	pf_free(copy);
 	return -ENOMEM;
 }
 
 /* Pack the index into a skippable frame: header, protobuf, u32 length,
- * u32 trailer magic.  *out is malloc'd; the caller frees it. */
+ * u32 trailer magic.  *out is pf_malloc'd; the caller frees it
+ * with pf_free(). */
 static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 		       size_t *out_len, pf_error *err)
 {
@@ -377,17 +384,17 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 	uint8_t *buf = NULL;
 	int ret = -ENOMEM;
 
-	offset = malloc(alloc_n * sizeof(*offset));
-	first = malloc(alloc_n * sizeof(*first));
-	csize = malloc(alloc_n * sizeof(*csize));
-	usize = malloc(alloc_n * sizeof(*usize));
-	recs = malloc(alloc_n * sizeof(*recs));
-	crc = malloc(alloc_n * sizeof(*crc));
+	offset = pf_calloc(alloc_n, sizeof(*offset));
+	first = pf_calloc(alloc_n, sizeof(*first));
+	csize = pf_calloc(alloc_n, sizeof(*csize));
+	usize = pf_calloc(alloc_n, sizeof(*usize));
+	recs = pf_calloc(alloc_n, sizeof(*recs));
+	crc = pf_calloc(alloc_n, sizeof(*crc));
 	if (!offset || !first || !csize || !usize || !recs || !crc)
 		goto out;
 	if (w->n_schema) {
-		fs = calloc(w->n_schema, sizeof(*fs));
-		fsp = calloc(w->n_schema, sizeof(*fsp));
+		fs = pf_calloc(w->n_schema, sizeof(*fs));
+		fsp = pf_calloc(w->n_schema, sizeof(*fsp));
 		if (!fs || !fsp)
 			goto out;
 	}
@@ -445,7 +452,7 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 				   total, PF_SHARD_MAX_INDEX);
 		goto out;
 	}
-	buf = malloc(total);
+	buf = pf_malloc(total);
 	if (!buf)
 		goto out;
 	pf_store_le32(buf, PF_SKIP_INDEX);
@@ -460,18 +467,19 @@ out:
 	if (ret == -ENOMEM)
 		pf_error_set(err, ret, PF_OFFSET_FILE, data_end,
 			     "no memory for the shard index");
-	free(offset);
-	free(first);
-	free(csize);
-	free(usize);
-	free(recs);
-	free(crc);
-	free(fs);
-	free(fsp);
+	pf_free(offset);
+	pf_free(first);
+	pf_free(csize);
+	pf_free(usize);
+	pf_free(recs);
+	pf_free(crc);
+	pf_free(fs);
+	pf_free(fsp);
 	return ret;
 }
 
-/* The zstd seekable format's seek table; *out is malloc'd, caller frees. */
+/* The zstd seekable format's seek table; *out is pf_malloc'd, the caller
+ * frees it with pf_free(). */
 static int build_seek_table(pf_shard_writer *w, uint8_t **out, size_t *out_len,
 			    pf_error *err)
 {
@@ -483,7 +491,7 @@ static int build_seek_table(pf_shard_writer *w, uint8_t **out, size_t *out_len,
 		return pf_error_set(err, -EFBIG, PF_OFFSET_FILE, w->pos,
 				    "seek table of %zu bytes is larger than the limit of %u",
 				    total, PF_SHARD_MAX_INDEX);
-	buf = malloc(total);
+	buf = pf_malloc(total);
 	if (!buf)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
 				    "no memory for the seek table");
@@ -533,7 +541,7 @@ int pf_shard_writer_close(pf_shard_writer *w, pf_error *err)
 out:
 	if (ret)
 		w->failed = ret;
-	free(index);
-	free(seek);
+	pf_free(index);
+	pf_free(seek);
 	return ret;
 }

@@ -141,7 +141,7 @@ int pf_region_name_check(const char *name, pf_error *err)
 /* A lower-case copy of a valid region name (caller frees), or NULL. */
 static char *region_dup(const char *name)
 {
-	char *s = strdup(name);
+	char *s = pf_strdup(name);
 
 	for (char *p = s; p && *p; p++)
 		if (*p >= 'A' && *p <= 'Z')
@@ -233,14 +233,15 @@ int pf_region_table_create(pf_region_table **out, const char *host_region,
 		if (ret < 0)
 			return ret;
 	}
-	t = calloc(1, sizeof(*t));
+	t = pf_calloc(1, sizeof(*t));
 	if (!t)
-		return -ENOMEM;
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for a region table");
 	t->flags = flags;
 	pthread_mutex_init(&t->mu, NULL);
 	t->cap = 8;
-	t->m = calloc(t->cap, sizeof(*t->m));
-	t->r = calloc(t->cap + 2, sizeof(*t->r));
+	t->m = pf_calloc(t->cap, sizeof(*t->m));
+	t->r = pf_calloc(t->cap + 2, sizeof(*t->r));
 	t->host = host_region ? region_dup(host_region) : NULL;
 	if (!t->m || !t->r || (host_region && !t->host)) {
 		pf_region_table_free(t);
@@ -248,10 +249,11 @@ int pf_region_table_create(pf_region_table **out, const char *host_region,
 				    "no memory for a region table");
 	}
 	/* Mount 0: whatever is under no other mount, in the host's region. */
-	t->m[0].path = strdup("/");
+	t->m[0].path = pf_strdup("/");
 	if (!t->m[0].path) {
 		pf_region_table_free(t);
-		return -ENOMEM;
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for a region table");
 	}
 	t->m[0].len = 1;
 	t->m[0].origin = PF_MOUNT_LOCAL;
@@ -265,21 +267,21 @@ void pf_region_table_free(pf_region_table *t)
 	if (!t)
 		return;
 	for (size_t i = 0; i < t->nm; i++) {
-		free(t->m[i].path);
-		free(t->m[i].region);
-		free(t->m[i].origin_file);
+		pf_free(t->m[i].path);
+		pf_free(t->m[i].region);
+		pf_free(t->m[i].origin_file);
 	}
 	for (size_t i = 0; i < t->nfs; i++) {
-		free(t->fs[i].path);
-		free(t->fs[i].fstype);
-		free(t->fs[i].source);
+		pf_free(t->fs[i].path);
+		pf_free(t->fs[i].fstype);
+		pf_free(t->fs[i].source);
 	}
-	free(t->m);
-	free(t->r);
-	free(t->fs);
-	free(t->host);
+	pf_free(t->m);
+	pf_free(t->r);
+	pf_free(t->fs);
+	pf_free(t->host);
 	pthread_mutex_destroy(&t->mu);
-	free(t);
+	pf_free(t);
 }
 
 const char *pf_region_table_host(const pf_region_table *t)
@@ -310,11 +312,11 @@ static int grow_mounts(pf_region_table *t, pf_error *err)
 	if (t->nm < t->cap)
 		return 0;
 	cap = t->cap * 2;
-	m = realloc(t->m, cap * sizeof(*m));
+	m = pf_realloc(t->m, cap * sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	t->m = m;
-	r = realloc(t->r, (cap + 2) * sizeof(*r));
+	r = pf_realloc(t->r, (cap + 2) * sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	t->r = r;
@@ -347,22 +349,26 @@ static int add_mount(pf_region_table *t, const char *path, size_t len,
 	if (e && (!region || e->region))
 		return (int)(e - t->m);		/* already there, as it is */
 	/* Everything is allocated before the table changes. */
-	char *copy = e ? NULL : malloc(len + 1);
+	char *copy = e ? NULL : pf_malloc(len + 1);
 	char *rcopy = region ? region_dup(region) : NULL;
-	char *fcopy = region && file ? strdup(file) : NULL;
+	char *fcopy = region && file ? pf_strdup(file) : NULL;
 
 	if ((!e && !copy) || (region && !rcopy) || (region && file && !fcopy)) {
-		free(copy);
-		free(rcopy);
-		free(fcopy);
-		return -ENOMEM;
+		pf_free(copy);
+		pf_free(rcopy);
+		pf_free(fcopy);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for the mount %.200s", path);
 	}
 	if (!e) {
 		ret = grow_mounts(t, err);
 		if (ret < 0) {
-			free(copy);
-			free(rcopy);
-			free(fcopy);
+			pf_free(copy);
+			pf_free(rcopy);
+			pf_free(fcopy);
+			if (ret == -ENOMEM)
+				pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+					     "no memory for the mount %.200s", path);
 			return ret;
 		}
 		e = &t->m[t->nm++];
@@ -580,7 +586,7 @@ int pf_region_table_parse(pf_region_table *t, const char *text, size_t len,
 
 /* Read a whole file of at most max bytes (checked on its size before the
  * buffer is made; a file that grows meanwhile is cut there and refused).
- * @return its length with *out (free), or -errno with err naming it. */
+ * @return its length with *out (pf_free), or -errno with err naming it. */
 static int64_t read_small_file(const char *path, size_t max, char **out,
 			       const char *what, pf_error *err)
 {
@@ -602,10 +608,12 @@ static int64_t read_small_file(const char *path, size_t max, char **out,
 	}
 	/* /proc files say size 0: read in growing steps up to max. */
 	cap = size ? (size_t)size + 1 : 64u << 10;
-	buf = malloc(cap);
+	buf = pf_malloc(cap);
 	if (!buf) {
 		close(fd);
-		return -ENOMEM;
+		pf_error_set_file(err, path);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory to read the %s", what);
 	}
 	for (;;) {
 		int64_t got;
@@ -614,25 +622,27 @@ static int64_t read_small_file(const char *path, size_t max, char **out,
 			char *g;
 
 			if (cap > max) {
-				free(buf);
+				pf_free(buf);
 				close(fd);
 				pf_error_set_file(err, path);
 				return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
 						    "more than %zu bytes: a %s is at most that",
 						    max, what);
 			}
-			g = realloc(buf, cap * 2 > max + 1 ? max + 1 : cap * 2);
+			g = pf_realloc(buf, cap * 2 > max + 1 ? max + 1 : cap * 2);
 			if (!g) {
-				free(buf);
+				pf_free(buf);
 				close(fd);
-				return -ENOMEM;
+				pf_error_set_file(err, path);
+				return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+						    "no memory to read the %s", what);
 			}
 			buf = g;
 			cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
 		}
 		got = pf_file_pread(fd, buf + n, cap - n, n, path, err);
 		if (got < 0) {
-			free(buf);
+			pf_free(buf);
 			close(fd);
 			return got;
 		}
@@ -642,7 +652,7 @@ static int64_t read_small_file(const char *path, size_t max, char **out,
 	}
 	close(fd);
 	if (n > max) {
-		free(buf);
+		pf_free(buf);
 		pf_error_set_file(err, path);
 		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
 				    "more than %zu bytes: a %s is at most that", max, what);
@@ -660,7 +670,7 @@ int pf_region_table_load(pf_region_table *t, const char *file, pf_error *err)
 	if (len < 0)
 		return (int)len;
 	ret = pf_region_table_parse(t, text, (size_t)len, file, err);
-	free(text);
+	pf_free(text);
 	return ret;
 }
 
@@ -840,7 +850,7 @@ static int add_fs(pf_region_table *t, const char *path, size_t len,
 			return -E2BIG;
 		if (t->nfs == t->fs_cap) {
 			size_t cap = t->fs_cap ? t->fs_cap * 2 : 64;
-			fs_entry *g = realloc(t->fs, cap * sizeof(*g));
+			fs_entry *g = pf_realloc(t->fs, cap * sizeof(*g));
 
 			if (!g)
 				return -ENOMEM;
@@ -849,7 +859,7 @@ static int add_fs(pf_region_table *t, const char *path, size_t len,
 		}
 		f = &t->fs[t->nfs];
 		memset(f, 0, sizeof(*f));
-		f->path = malloc(len + 1);
+		f->path = pf_malloc(len + 1);
 		if (!f->path)
 			return -ENOMEM;
 		memcpy(f->path, path, len);
@@ -857,15 +867,15 @@ static int add_fs(pf_region_table *t, const char *path, size_t len,
 		f->len = len;
 		t->nfs++;
 	}
-	fstype = strdup(e->fstype);
-	source = strdup(e->source);
+	fstype = pf_strdup(e->fstype);
+	source = pf_strdup(e->source);
 	if (!fstype || !source) {
-		free(fstype);
-		free(source);
+		pf_free(fstype);
+		pf_free(source);
 		return -ENOMEM;
 	}
-	free(f->fstype);
-	free(f->source);
+	pf_free(f->fstype);
+	pf_free(f->source);
 	f->fstype = fstype;
 	f->source = source;
 	return 0;
@@ -887,9 +897,10 @@ int pf_region_table_scan_mountinfo(pf_region_table *t, const char *text, size_t 
 	if (len > PF_MOUNTINFO_MAX)
 		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
 				    "mountinfo of %zu bytes (at most %u)", len, PF_MOUNTINFO_MAX);
-	buf = malloc(MOUNTINFO_LINE_MAX + 8);
+	buf = pf_malloc(MOUNTINFO_LINE_MAX + 8);
 	if (!buf)
-		return -ENOMEM;
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory to parse mountinfo");
 	while (pos < len && ret == 0) {
 		const char *eol = memchr(text + pos, '\n', len - pos);
 		size_t llen = eol ? (size_t)(eol - (text + pos)) : len - pos;
@@ -921,12 +932,15 @@ int pf_region_table_scan_mountinfo(pf_region_table *t, const char *text, size_t 
 			}
 		}
 	}
-	free(buf);
+	pf_free(buf);
 	if (skipped)
 		*skipped = bad;
 	if (ret == -E2BIG && err && !err->code)
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0,
 			     "more than %u mounts in mountinfo", MOUNTINFO_ENTRIES_MAX);
+	if (ret == -ENOMEM && err && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+			     "no memory for the mounts of mountinfo");
 	return ret < 0 ? ret : fuse;
 }
 
@@ -942,7 +956,7 @@ int pf_region_table_scan_mounts(pf_region_table *t, unsigned *skipped, pf_error 
 	if (len < 0)
 		return (int)len;
 	ret = pf_region_table_scan_mountinfo(t, text, (size_t)len, skipped, err);
-	free(text);
+	pf_free(text);
 	return ret;
 }
 

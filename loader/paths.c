@@ -19,13 +19,13 @@ static int push(char ***list, size_t *n, size_t *cap, const char *s)
 {
 	if (*n == *cap) {
 		size_t nc = *cap ? *cap * 2 : 16;
-		char **l = realloc(*list, nc * sizeof(*l));
+		char **l = pf_realloc(*list, nc * sizeof(*l));
 		if (!l)
 			return -ENOMEM;
 		*list = l;
 		*cap = nc;
 	}
-	(*list)[*n] = strdup(s);
+	(*list)[*n] = pf_strdup(s);
 	if (!(*list)[*n])
 		return -ENOMEM;
 	(*n)++;
@@ -87,8 +87,11 @@ int pf_paths_expand(const char *const *args, size_t nargs, char ***out,
 				break;
 			}
 			if (gr != 0) {
+				/* glob's memory is libc's (globfree), not ours:
+				 * the hook cannot fail it, but it can run out. */
 				pf_error_set_file(err, a);
-				ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				ret = pf_error_set(err, gr == GLOB_NOSPACE ? -ENOMEM : -EINVAL,
+						   PF_OFFSET_NONE, 0,
 						   "cannot expand the pattern");
 				break;
 			}
@@ -112,6 +115,6 @@ int pf_paths_expand(const char *const *args, size_t nargs, char ***out,
 void pf_paths_free(char **list, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
+		pf_free(list[i]);
+	pf_free(list);
 }

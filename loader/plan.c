@@ -25,10 +25,10 @@ void pf_dataset_free(pf_dataset *ds)
 		if (ds->index)
 			pf_shard_index_free(ds->index[i]);
 	pf_paths_free(ds->paths, ds->nfiles);
-	free(ds->index);
-	free(ds->file_size);
-	free(ds->units);
-	free(ds);
+	pf_free(ds->index);
+	pf_free(ds->file_size);
+	pf_free(ds->units);
+	pf_free(ds);
 }
 
 /* Read the tail of an open file and parse its index.  @return 0 with
@@ -46,7 +46,7 @@ static int read_index(int fd, const char *path, uint64_t size, uint8_t **tail,
 		if (want > size)
 			want = (size_t)size;
 		if (*tail_cap < want) {
-			uint8_t *t = realloc(*tail, want);
+			uint8_t *t = pf_realloc(*tail, want);
 			if (!t)
 				return -ENOMEM;
 			*tail = t;
@@ -90,14 +90,15 @@ static int count_stream(const char *path, uint64_t max_record, uint64_t *records
 int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 		    uint64_t max_record, pf_region_table *regions, pf_error *err)
 {
-	pf_dataset *ds = calloc(1, sizeof(*ds));
+	pf_dataset *ds = pf_calloc(1, sizeof(*ds));
 	uint8_t *tail = NULL;
 	size_t tail_cap = 0, ucap = 0;
 	uint64_t *stream_records = NULL;
 	int ret;
 
 	if (!ds)
-		return -ENOMEM;
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory opening the dataset");
 	ret = pf_paths_expand(paths, n, &ds->paths, err);
 	if (ret < 0)
 		goto fail;
@@ -107,9 +108,9 @@ int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 				   "the dataset names no files");
 		goto fail;
 	}
-	ds->index = calloc(ds->nfiles, sizeof(*ds->index));
-	ds->file_size = calloc(ds->nfiles, sizeof(*ds->file_size));
-	stream_records = calloc(ds->nfiles, sizeof(*stream_records));
+	ds->index = pf_calloc(ds->nfiles, sizeof(*ds->index));
+	ds->file_size = pf_calloc(ds->nfiles, sizeof(*ds->file_size));
+	stream_records = pf_calloc(ds->nfiles, sizeof(*stream_records));
 	if (!ds->index || !ds->file_size || !stream_records) {
 		ret = -ENOMEM;
 		goto fail;
@@ -141,7 +142,7 @@ int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 		ucap += ds->index[i] ? pf_shard_index_frames(ds->index[i]) : 1;
 	}
 
-	ds->units = calloc(ucap ? ucap : 1, sizeof(*ds->units));
+	ds->units = pf_calloc(ucap ? ucap : 1, sizeof(*ds->units));
 	if (!ds->units) {
 		ret = -ENOMEM;
 		goto fail;
@@ -180,15 +181,15 @@ int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 		ds->fingerprint = pf_mix64(ds->fingerprint ^ ds->file_size[i]);
 		ds->fingerprint = pf_mix64(ds->fingerprint ^ file_records);
 	}
-	free(tail);
-	free(stream_records);
+	pf_free(tail);
+	pf_free(stream_records);
 	*out = ds;
 	return 0;
 fail:
 	if (ret == -ENOMEM && err && !err->code)
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory opening the dataset");
-	free(tail);
-	free(stream_records);
+	pf_free(tail);
+	pf_free(stream_records);
 	pf_dataset_free(ds);
 	return ret;
 }
@@ -208,7 +209,7 @@ static int add_segment(pf_epoch_plan *p, uint64_t unit, uint64_t first,
 {
 	if (p->nseg == p->cap) {
 		size_t nc = p->cap ? p->cap * 2 : 64;
-		pf_segment *s = realloc(p->seg, nc * sizeof(*s));
+		pf_segment *s = pf_realloc(p->seg, nc * sizeof(*s));
 		if (!s)
 			return -ENOMEM;
 		p->seg = s;
@@ -233,7 +234,7 @@ int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 	p->share = hi - lo;
 	p->quota = pf_plan_steps(n, t, rem) * t->per_core_batch * t->cores;
 
-	order = malloc((ds->nunits ? ds->nunits : 1) * sizeof(*order));
+	order = pf_malloc((ds->nunits ? ds->nunits : 1) * sizeof(*order));
 	if (!order)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < ds->nunits; i++)
@@ -259,7 +260,7 @@ int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 		e = e > hi ? hi : e;
 		ret = add_segment(p, order[i], b - (pos - u->records), e - b);
 	}
-	free(order);
+	pf_free(order);
 	if (ret < 0)
 		return ret;
 	/* Wrap: fill the last step from the start of this host's share. */
@@ -279,6 +280,6 @@ int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 
 void pf_plan_release(pf_epoch_plan *p)
 {
-	free(p->seg);
+	pf_free(p->seg);
 	memset(p, 0, sizeof(*p));
 }
