@@ -59,7 +59,10 @@ static int add_dir(const char *dir, char ***list, size_t *n, size_t *cap,
 			ret = push(list, n, cap, path);
 	}
 	closedir(d);
-	qsort(*list + first, *n - first, sizeof(**list), cmp_str);
+	/* *list is still NULL when nothing was added (an empty directory,
+	 * or the first push out of memory), and qsort wants a pointer. */
+	if (*n > first)
+		qsort(*list + first, *n - first, sizeof(**list), cmp_str);
 	return ret;
 }
 

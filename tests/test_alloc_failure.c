@@ -1,0 +1,687 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Allocation failure: every allocation of a create/read/close cycle made to
+ * fail in turn (pf_alloc_fail_at), each giving a clean -ENOMEM and leaking
+ * nothing, in the manner of protobuf-c's failing-allocator test. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "loader_internal.h"
+#include "podfeed.h"
+#include "testutil.h"
+
+/*
+ * The sweep: a clean run of a cycle counts its allocations (K); then for
+ * N = 1, 2, ... the Nth allocation of the cycle fails.  Each N must end in
+ * either
+ *   - -ENOMEM with a pf_error saying so (code -ENOMEM, a message, and the
+ *     file where the cycle reads one), the failure having been drawn; or
+ *   - success with no failure drawn (N past the cycle's last allocation),
+ *     which ends the sweep;
+ * and pf_alloc_live() must be back where it was before the cycle.  A cycle
+ * that succeeds although its failure was drawn swallowed an out-of-memory
+ * error: that fails the test.  The sweep must reach N > K, so a cycle that
+ * stops allocating (or a hook that counts nothing) cannot pass unnoticed.
+ *
+ * The counters are the library's own, so this checks pf_malloc and the
+ * callbacks zstd, zlib and protobuf-c get; memory libc allocates for us
+ * (opendir, glob) is not in it, and LeakSanitizer covers that in the
+ * ASan build.
+ */
+
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		if (!(cond))                                                 \
+			cr_assert_fail(__VA_ARGS__);                         \
+	} while (0)
+
+typedef int (*cycle_fn)(void *ctx, pf_error *err);
+
+/* @return the allocations of one clean run. */
+static uint64_t sweep(const char *name, cycle_fn fn, void *ctx, const char *file)
+{
+	uint64_t live0 = pf_alloc_live(), c0 = pf_alloc_count(), clean, n;
+	pf_error err;
+	int ret;
+
+	pf_error_clear(&err);
+	ret = fn(ctx, &err);
+	cr_assert_eq(ret, 0, "%s: clean run failed: %d %s", name, ret, err.msg);
+	clean = pf_alloc_count() - c0;
+	cr_assert_gt(clean, 0, "%s: the cycle made no allocation", name);
+	cr_assert_eq(pf_alloc_live(), live0, "%s: clean run leaked %lld", name,
+		     (long long)(pf_alloc_live() - live0));
+
+	for (n = 1;; n++) {
+		uint64_t before, drawn;
+
+		CHECK(n <= 4 * clean + 64, "%s: N=%llu and still failing (%llu allocations clean)",
+		      name, (unsigned long long)n, (unsigned long long)clean);
+		live0 = pf_alloc_live();
+		before = pf_alloc_count();
+		pf_error_clear(&err);
+		pf_alloc_fail_at(n);
+		ret = fn(ctx, &err);
+		pf_alloc_fail_at(0);
+		drawn = pf_alloc_count() - before;
+		CHECK(pf_alloc_live() == live0, "%s: N=%llu leaked %lld allocations (ret %d: %s)",
+		      name, (unsigned long long)n, (long long)(pf_alloc_live() - live0),
+		      ret, err.msg);
+		if (ret == 0) {
+			CHECK(drawn < n, "%s: allocation %llu failed but the cycle succeeded",
+			      name, (unsigned long long)n);
+			break;
+		}
+		CHECK(drawn >= n, "%s: N=%llu: error %d (%s) before the failing allocation",
+		      name, (unsigned long long)n, ret, err.msg);
+		CHECK(ret == -ENOMEM, "%s: N=%llu: %d (%s), not -ENOMEM", name,
+		      (unsigned long long)n, ret, err.msg);
+		CHECK(err.code == -ENOMEM && err.msg[0], "%s: N=%llu: -ENOMEM without a pf_error "
+		      "(code %d, msg '%s')", name, (unsigned long long)n, err.code, err.msg);
+		CHECK(!file || !strcmp(err.file, file),
+		      "%s: N=%llu: the error names '%s', not the file", name,
+		      (unsigned long long)n, err.file);
+	}
+	cr_assert_gt(n, clean, "%s: succeeded at N=%llu with %llu allocations in a clean run",
+		     name, (unsigned long long)n, (unsigned long long)clean);
+	cr_log_info("%s: %llu allocations, each failed in turn", name,
+		    (unsigned long long)clean);
+	return clean;
+}
+
+/* ------------------------------------------------------------------ */
+/* Test data                                                            */
+
+#define NRECORDS 300
+
+struct dataset {
+	char dir[512];
+	uint8_t *rec[NRECORDS];		/* tf.train.Example payloads */
+	size_t len[NRECORDS];
+	uint8_t *stream;		/* the plain TFRecord stream */
+	size_t stream_len;
+	uint32_t crc;			/* chained over the payloads */
+	uint8_t *shard;			/* the indexed shard's bytes */
+	size_t shard_len;
+	char plain[600], gzip[600], zlib[600], zstd[600], indexed[600];
+};
+
+static struct dataset ds;
+
+/* Examples of an id, 4 floats and a byte string of 10 bytes to 20 KiB,
+ * so that records straddle 4 KiB reads. */
+static void make_records(void)
+{
+	static uint8_t bytes[20480];
+
+	for (size_t i = 0; i < sizeof(bytes); i++)
+		bytes[i] = (uint8_t)(i * 131 + 7);
+	for (int i = 0; i < NRECORDS; i++) {
+		int64_t id = i;
+		float v[4] = { (float)i, 1.5f, -2.0f, 0.25f };
+		pf_bytes b = { bytes, (uint32_t)(10 + (i * 7919) % 20000) };
+		pf_feature f[3] = {
+			{ .name = "id", .name_len = 2, .kind = PF_KIND_INT64,
+			  .count = 1, .v.int64s = &id },
+			{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT,
+			  .count = 4, .v.floats = v },
+			{ .name = "blob", .name_len = 4, .kind = PF_KIND_BYTES,
+			  .count = 1, .v.bytes = &b },
+		};
+		static uint8_t wire[32768];
+		int64_t n = pf_example_encode(f, 3, wire, sizeof(wire));
+
+		cr_assert_gt(n, 0);
+		ds.rec[i] = malloc((size_t)n);
+		memcpy(ds.rec[i], wire, (size_t)n);
+		ds.len[i] = (size_t)n;
+		ds.crc = pf_crc32c(ds.crc, ds.rec[i], ds.len[i]);
+	}
+}
+
+static void make_stream(void)
+{
+	size_t pos = 0;
+
+	for (int i = 0; i < NRECORDS; i++)
+		ds.stream_len += ds.len[i] + PF_TFR_OVERHEAD;
+	ds.stream = malloc(ds.stream_len);
+	for (int i = 0; i < NRECORDS; i++)
+		pos += pf_tfr_encode(ds.stream + pos, ds.stream_len - pos, ds.rec[i],
+				     ds.len[i]);
+	cr_assert_eq(pos, ds.stream_len);
+}
+
+/* Deflate in[0..len) (wbits 15: zlib, 31: gzip) onto out at *pos. */
+static void deflate_into(uint8_t *out, size_t cap, size_t *pos, const uint8_t *in,
+			 size_t len, int wbits)
+{
+	z_stream z = { 0 };
+
+	cr_assert_eq(deflateInit2(&z, 6, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)len;
+	z.next_out = out + *pos;
+	z.avail_out = (uInt)(cap - *pos);
+	cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+	*pos = cap - z.avail_out;
+	deflateEnd(&z);
+}
+
+struct membuf {
+	uint8_t *data;
+	size_t len, cap;
+};
+
+/* The writer's sink: test memory, not the library's. */
+static int mem_write(void *ctx, const void *buf, size_t len)
+{
+	struct membuf *m = ctx;
+
+	if (m->len + len > m->cap) {
+		size_t cap = m->cap ? m->cap : 4096;
+
+		while (cap < m->len + len)
+			cap *= 2;
+		m->data = realloc(m->data, cap);
+		cr_assert_not_null(m->data);
+		m->cap = cap;
+	}
+	memcpy(m->data + m->len, buf, len);
+	m->len += len;
+	return 0;
+}
+
+static const pf_shard_writer_config writer_cfg = { .frame_size = 64 << 10, .level = 1 };
+
+/* The files every cycle reads: the same records as plain TFRecord, gzip
+ * (two members), zlib, a zstd stream of two frames, and an indexed shard
+ * of several frames with its schema. */
+static void make_dataset(void)
+{
+	size_t half, cap, pos;
+	uint8_t *buf;
+
+	memset(&ds, 0, sizeof(ds));
+	snprintf(ds.dir, sizeof(ds.dir), "%s", tu_tmpdir());
+	make_records();
+	make_stream();
+	half = (ds.stream_len / 2);
+	cap = compressBound((uLong)ds.stream_len) + ZSTD_compressBound(ds.stream_len) + 1024;
+	buf = malloc(cap);
+
+	snprintf(ds.plain, sizeof(ds.plain), "%s/a.tfrecord", ds.dir);
+	tu_write_file(ds.plain, ds.stream, ds.stream_len);
+
+	pos = 0;
+	deflate_into(buf, cap, &pos, ds.stream, half, 31);
+	deflate_into(buf, cap, &pos, ds.stream + half, ds.stream_len - half, 31);
+	snprintf(ds.gzip, sizeof(ds.gzip), "%s/b.tfrecord.gz", ds.dir);
+	tu_write_file(ds.gzip, buf, pos);
+
+	pos = 0;
+	deflate_into(buf, cap, &pos, ds.stream, ds.stream_len, 15);
+	snprintf(ds.zlib, sizeof(ds.zlib), "%s/c.tfrecord.zz", ds.dir);
+	tu_write_file(ds.zlib, buf, pos);
+
+	pos = ZSTD_compress(buf, cap, ds.stream, half, 3);
+	cr_assert(!ZSTD_isError(pos));
+	pos += ZSTD_compress(buf + pos, cap - pos, ds.stream + half,
+			     ds.stream_len - half, 3);
+	cr_assert(!ZSTD_isError(pos));
+	snprintf(ds.zstd, sizeof(ds.zstd), "%s/d.tfrecord.zst", ds.dir);
+	tu_write_file(ds.zstd, buf, pos);
+	free(buf);
+
+	{
+		pf_shard_writer *w;
+		pf_schema *schema;
+		pf_arena a;
+		pf_example ex;
+		pf_error err;
+		struct membuf m = { 0 };
+
+		pf_error_clear(&err);
+		cr_assert_eq(pf_schema_create(&schema), 0);
+		cr_assert_eq(pf_arena_init(&a, PF_ARENA_BYTES_FOR(32768)), 0);
+		for (int i = 0; i < NRECORDS; i++) {
+			pf_arena_reset(&a);
+			cr_assert_eq(pf_example_decode(ds.rec[i], ds.len[i], &a, &ex, &err), 0);
+			cr_assert_eq(pf_schema_add(schema, &ex), 0);
+		}
+		pf_arena_release(&a);
+		cr_assert_eq(pf_shard_writer_create(&w, &writer_cfg, mem_write, &m), 0);
+		cr_assert_eq(pf_shard_writer_set_schema(w, schema), 0);
+		for (int i = 0; i < NRECORDS; i++)
+			cr_assert_eq(pf_shard_writer_add(w, ds.rec[i], ds.len[i], &err), 0);
+		cr_assert_eq(pf_shard_writer_close(w, &err), 0, "%s", err.msg);
+		pf_shard_writer_free(w);
+		pf_schema_free(schema);
+		ds.shard = m.data;
+		ds.shard_len = m.len;
+	}
+	snprintf(ds.indexed, sizeof(ds.indexed), "%s/e.tfrecord.zst", ds.dir);
+	tu_write_file(ds.indexed, ds.shard, ds.shard_len);
+}
+
+static void free_dataset(void)
+{
+	for (int i = 0; i < NRECORDS; i++)
+		free(ds.rec[i]);
+	free(ds.stream);
+	free(ds.shard);
+}
+
+#ifndef PF_ALLOC_FAILURE_LOADER
+/* The loader's cycle is built alone into alloc_failure_loader (see the end
+ * of the file); everything else is this executable's. */
+
+/* For the calls that take no pf_error: say which one failed, so the
+ * sweep's error check holds for every cycle alike. */
+static int no_err_api(pf_error *err, int ret, const char *call)
+{
+	return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "%s: %s", call,
+			    pf_strerror(ret));
+}
+
+/* ------------------------------------------------------------------ */
+/* pf_source: open, every record, close                                 */
+
+struct source_ctx {
+	const char *path;
+	pf_source_config cfg;
+};
+
+static int source_cycle(void *arg, pf_error *err)
+{
+	struct source_ctx *c = arg;
+	pf_source *s;
+	pf_record rec;
+	uint64_t n = 0;
+	uint32_t crc = 0;
+	int ret;
+
+	ret = pf_source_open(&s, c->path, &c->cfg, err);
+	if (ret < 0)
+		return ret;
+	while ((ret = pf_source_next(s, &rec, err)) == 1) {
+		CHECK(rec.index == n, "record %llu numbered %llu",
+		      (unsigned long long)n, (unsigned long long)rec.index);
+		crc = pf_crc32c(crc, rec.data, rec.len);
+		n++;
+	}
+	pf_source_close(s);
+	if (ret == 0) {
+		CHECK(n == NRECORDS, "%s: %llu records", c->path, (unsigned long long)n);
+		CHECK(crc == ds.crc, "%s: other records", c->path);
+	}
+	return ret;
+}
+
+static void sweep_source(const char *path, bool ignore_index)
+{
+	/* 4 KiB reads: records straddle reads, so the TFRecord reader's
+	 * scratch buffer grows too. */
+	struct source_ctx c = {
+		.path = path,
+		.cfg = { .read_size = 4096, .ignore_index = ignore_index },
+	};
+	char name[700];
+
+	snprintf(name, sizeof(name), "pf_source %s%s", strrchr(path, '/') + 1,
+		 ignore_index ? " (as a stream)" : "");
+	sweep(name, source_cycle, &c, path);
+}
+
+Test(alloc_failure, source_indexed_shard, .init = make_dataset, .fini = free_dataset)
+{
+	sweep_source(ds.indexed, false);
+}
+
+Test(alloc_failure, source_gzip, .init = make_dataset, .fini = free_dataset)
+{
+	sweep_source(ds.gzip, false);
+}
+
+Test(alloc_failure, source_zstd_stream, .init = make_dataset, .fini = free_dataset)
+{
+	sweep_source(ds.zstd, false);
+}
+
+Test(alloc_failure, source_zlib_plain_and_shard_as_stream, .init = make_dataset,
+     .fini = free_dataset)
+{
+	sweep_source(ds.zlib, false);
+	sweep_source(ds.plain, false);
+	sweep_source(ds.indexed, true);
+}
+
+/* ------------------------------------------------------------------ */
+/* The indexed shard: index parse and frame decoding; the writer         */
+
+static int index_cycle(void *arg, pf_error *err)
+{
+	pf_shard_index *ix;
+	pf_frame_decoder *d;
+	uint8_t *frame = NULL;
+	int64_t r;
+	int ret;
+
+	(void)arg;
+	r = pf_shard_index_parse(&ix, ds.shard, ds.shard_len, ds.shard_len, err);
+	if (r < 0)
+		return (int)r;
+	CHECK(r == 0, "the whole file is enough tail, asked %lld", (long long)r);
+	CHECK(pf_shard_index_records(ix) == NRECORDS, "index records");
+	CHECK(pf_shard_index_frames(ix) > 2, "several frames");
+	CHECK(pf_shard_index_schema_count(ix) == 3, "the schema's 3 features");
+	ret = pf_frame_decoder_create(&d);
+	if (ret < 0) {
+		pf_shard_index_free(ix);
+		return no_err_api(err, ret, "pf_frame_decoder_create");
+	}
+	for (uint32_t i = 0; i < pf_shard_index_frames(ix) && ret == 0; i++) {
+		const pf_frame_info *fi = pf_shard_index_frame(ix, i);
+
+		free(frame);
+		frame = malloc(fi->uncompressed_size);
+		r = pf_frame_decode(d, fi, ds.shard + fi->offset, fi->compressed_size,
+				    frame, fi->uncompressed_size, err);
+		if (r < 0)
+			ret = (int)r;
+	}
+	free(frame);
+	pf_frame_decoder_free(d);
+	pf_shard_index_free(ix);
+	return ret;
+}
+
+Test(alloc_failure, shard_index_and_frames, .init = make_dataset, .fini = free_dataset)
+{
+	sweep("pf_shard_index_parse + pf_frame_decode", index_cycle, NULL, NULL);
+}
+
+/* Schema inference over decoded examples, then the writer: create, set
+ * the schema, add every record, close, free.  Success must give the very
+ * bytes of the shard made without failures. */
+static int writer_cycle(void *arg, pf_error *err)
+{
+	struct membuf m = { 0 };
+	pf_shard_writer *w = NULL;
+	pf_schema *schema = NULL;
+	pf_arena a = { 0 };
+	pf_example ex;
+	int ret;
+
+	(void)arg;
+	ret = pf_schema_create(&schema);
+	if (ret < 0)
+		return no_err_api(err, ret, "pf_schema_create");
+	ret = pf_arena_init(&a, PF_ARENA_BYTES_FOR(32768));
+	if (ret < 0) {
+		no_err_api(err, ret, "pf_arena_init");
+		goto out;
+	}
+	for (int i = 0; i < NRECORDS && ret == 0; i++) {
+		pf_arena_reset(&a);
+		ret = pf_example_decode(ds.rec[i], ds.len[i], &a, &ex, err);
+		CHECK(ret == 0, "decode %d: %s", i, err->msg);
+		ret = pf_schema_add(schema, &ex);
+		if (ret < 0)
+			no_err_api(err, ret, "pf_schema_add");
+	}
+	if (ret < 0)
+		goto out;
+	ret = pf_shard_writer_create(&w, &writer_cfg, mem_write, &m);
+	if (ret < 0) {
+		no_err_api(err, ret, "pf_shard_writer_create");
+		goto out;
+	}
+	ret = pf_shard_writer_set_schema(w, schema);
+	if (ret < 0) {
+		no_err_api(err, ret, "pf_shard_writer_set_schema");
+		goto out;
+	}
+	for (int i = 0; i < NRECORDS && ret == 0; i++)
+		ret = pf_shard_writer_add(w, ds.rec[i], ds.len[i], err);
+	if (ret == 0)
+		ret = pf_shard_writer_close(w, err);
+	if (ret == 0)
+		CHECK(m.len == ds.shard_len && !memcmp(m.data, ds.shard, m.len),
+		      "the shard differs from the one written without failures");
+out:
+	pf_shard_writer_free(w);
+	pf_arena_release(&a);
+	pf_schema_free(schema);
+	free(m.data);
+	return ret;
+}
+
+Test(alloc_failure, schema_and_shard_writer, .init = make_dataset, .fini = free_dataset)
+{
+	sweep("pf_schema + pf_shard_writer", writer_cycle, NULL, NULL);
+}
+
+/* The reference decoder: protobuf-c unpacks through the hook. */
+static int example_ref_cycle(void *arg, pf_error *err)
+{
+	pf_arena a;
+	pf_example ex;
+	int ret;
+
+	(void)arg;
+	ret = pf_arena_init(&a, PF_ARENA_BYTES_FOR(32768) * 2);
+	if (ret < 0)
+		return no_err_api(err, ret, "pf_arena_init");
+	for (int i = 0; i < 20 && ret == 0; i++) {
+		pf_arena_reset(&a);
+		ret = pf_example_decode_ref(ds.rec[i], ds.len[i], &a, &ex, err);
+		if (ret == 0)
+			CHECK(ex.n_features == 3 && pf_example_find(&ex, "id")->v.int64s[0] == i,
+			      "record %d decoded wrong", i);
+	}
+	pf_arena_release(&a);
+	return ret;
+}
+
+Test(alloc_failure, example_decode_ref, .init = make_dataset, .fini = free_dataset)
+{
+	sweep("pf_example_decode_ref (protobuf-c)", example_ref_cycle, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Spec, region table, paths, dataset and plan                          */
+
+Test(alloc_failure, spec_parse_does_not_allocate)
+{
+	pf_spec spec;
+	pf_error err;
+	uint64_t c0 = pf_alloc_count();
+
+	/* Nothing to sweep: the spec is a fixed array in the caller's
+	 * struct.  Say so here, so that a spec that starts to allocate
+	 * gets its sweep. */
+	pf_error_clear(&err);
+	cr_assert_eq(pf_spec_parse(&spec, "tokens:int32[256]:pad=0,x:float32[4]:scale=0.5:"
+				   "clip=-3:3,label:int64[1]:required,b:bytes[16]", &err), 0,
+		     "%s", err.msg);
+	cr_assert_eq(pf_alloc_count(), c0, "pf_spec_parse allocates now: sweep it");
+}
+
+struct region_ctx {
+	char table_file[600];
+};
+
+/* A region table as loadbench builds one: host region, --mount flags
+ * (more than the initial room for 8), a mount table file, mountinfo text
+ * with FUSE mounts; then lookups (which freeze it), and free. */
+static int region_cycle(void *arg, pf_error *err)
+{
+	static const char mountinfo[] =
+		"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		"40 22 0:35 / /mnt/far rw,nosuid - fuse.regionfs regionfs rw\n"
+		"41 22 0:36 / /mnt/other\\040dir rw - fuse sshfs#host: rw\n"
+		"42 22 0:37 / /proc rw - proc proc rw\n";
+	struct region_ctx *c = arg;
+	pf_region_table *t;
+	char flag[64];
+	int ret;
+
+	ret = pf_region_table_create(&t, "europe-west4", PF_REGION_LEXICAL, err);
+	if (ret < 0)
+		return ret;
+	for (int i = 0; i < 12 && ret >= 0; i++) {
+		snprintf(flag, sizeof(flag), "/data/m%d=US-Central1", i);
+		ret = pf_region_table_add_flag(t, flag, err);
+	}
+	if (ret >= 0)
+		ret = pf_region_table_load(t, c->table_file, err);
+	if (ret >= 0)
+		ret = pf_region_table_scan_mountinfo(t, mountinfo, sizeof(mountinfo) - 1,
+						     NULL, err);
+	if (ret >= 0) {
+		CHECK(ret == 2, "2 FUSE mounts, said %d", ret);
+		CHECK(pf_region_table_lookup(t, "/data/m11/x.tfrecord") != 0, "lookup");
+		CHECK(pf_region_table_regions(t) >= 3, "regions");
+		ret = 0;
+	}
+	pf_region_table_free(t);
+	return ret;
+}
+
+Test(alloc_failure, region_table)
+{
+	struct region_ctx c;
+	const char *text = "# mounts\n/mnt/far asia-east1\n/mnt/near europe-west4\n"
+			   "/srv/a\\040b us-east1\n";
+
+	snprintf(c.table_file, sizeof(c.table_file), "%s/mounts", tu_tmpdir());
+	tu_write_file(c.table_file, text, strlen(text));
+	sweep("pf_region_table", region_cycle, &c, NULL);
+}
+
+struct paths_ctx {
+	const char *args[3];
+	size_t nargs;
+	int expect;
+};
+
+static int paths_cycle(void *arg, pf_error *err)
+{
+	struct paths_ctx *c = arg;
+	char **list;
+	int n = pf_paths_expand(c->args, c->nargs, &list, err);
+
+	if (n < 0)
+		return n;
+	CHECK(n == c->expect, "%d paths, expected %d", n, c->expect);
+	pf_paths_free(list, (size_t)n);
+	return 0;
+}
+
+Test(alloc_failure, paths_expand, .init = make_dataset, .fini = free_dataset)
+{
+	char pattern[600];
+	/* The directory's 5 data files and 20 more, 2 zstd files by the
+	 * pattern, one file by name. */
+	struct paths_ctx c = { .args = { ds.dir, pattern, ds.plain }, .nargs = 3,
+			       .expect = 5 + 20 + 2 + 1 };
+
+	/* More than 16 names, so the list grows. */
+	for (int i = 0; i < 20; i++) {
+		char p[700];
+
+		snprintf(p, sizeof(p), "%s/extra-%02d.tfrecord", ds.dir, i);
+		tu_write_file(p, "", 0);
+	}
+	snprintf(pattern, sizeof(pattern), "%s/*.zst", ds.dir);
+	sweep("pf_paths_expand", paths_cycle, &c, NULL);
+}
+
+/* pf_dataset_open over every kind of file (indexed shards by their
+ * index, streams counted through pf_source), an epoch plan for two hosts,
+ * free. */
+static int dataset_cycle(void *arg, pf_error *err)
+{
+	const char *const paths[] = { ds.indexed, ds.gzip, ds.zstd, ds.plain, ds.zlib };
+	pf_topology topo = { .host_index = 1, .num_hosts = 2, .cores = 2, .per_core_batch = 8 };
+	pf_epoch_plan plan = { 0 };
+	pf_dataset *d;
+	int ret;
+
+	(void)arg;
+	ret = pf_dataset_open(&d, paths, 5, 0, NULL, err);
+	if (ret < 0)
+		return ret;
+	CHECK(d->records == 5 * NRECORDS, "dataset records");
+	ret = pf_plan_epoch(&plan, d, &topo, 7, 0, true, PF_REMAINDER_WRAP);
+	if (ret < 0)
+		no_err_api(err, ret, "pf_plan_epoch");
+	else
+		CHECK(plan.stream_len == plan.quota, "the plan fills the quota");
+	pf_plan_release(&plan);
+	pf_dataset_free(d);
+	return ret;
+}
+
+Test(alloc_failure, dataset_and_plan, .init = make_dataset, .fini = free_dataset)
+{
+	sweep("pf_dataset_open + pf_plan_epoch", dataset_cycle, NULL, NULL);
+}
+
+#else /* PF_ALLOC_FAILURE_LOADER */
+
+/* ------------------------------------------------------------------ */
+/* The loader: create, a few batches, free                              */
+/*
+ * In its own executable, alloc_failure_loader, outside the default
+ * suites ('pending'): loader/loader.c still allocates with libc, so a
+ * failure it meets can only come from the modules below it (dataset,
+ * sources, index, zstd), and its threads may not yet turn every one into
+ * a clean -ENOMEM.  When loader.c allocates through pf_malloc, this sweep
+ * covers it too and joins the unit suite.
+ */
+static int loader_cycle(void *arg, pf_error *err)
+{
+	const char *const paths[] = { ds.indexed, ds.gzip, ds.zstd, ds.plain, ds.zlib };
+	pf_loader_config cfg = {
+		.paths = paths, .npaths = 5,
+		.features = "id:int64[1],v:float32[4]:pad=-1",
+		.cores_per_host = 2, .per_core_batch = 16,
+		.seed = 3, .epochs = 1, .max_steps = 4, .shuffle = true,
+		.shuffle_window = 64, .threads = 2,
+		.memory_budget = 64u << 20,
+	};
+	pf_loader *l;
+	pf_batch *b;
+	int ret, steps = 0;
+
+	(void)arg;
+	ret = pf_loader_create(&l, &cfg, err);
+	if (ret < 0)
+		return ret;
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		const int64_t *ids = b->core[0].tensors[0].data;
+
+		CHECK(ids[0] >= 0 && ids[0] < NRECORDS, "id %lld", (long long)ids[0]);
+		steps++;
+		pf_loader_release(l, b);
+	}
+	if (ret < 0)
+		*err = *pf_loader_last_error(l);
+	else
+		CHECK(steps == 4, "%d steps, max_steps 4", steps);
+	pf_loader_free(l);
+	return ret;
+}
+
+Test(alloc_failure_loader, create_next_free, .init = make_dataset, .fini = free_dataset)
+{
+	sweep("pf_loader", loader_cycle, NULL, NULL);
+}
+
+#endif /* PF_ALLOC_FAILURE_LOADER */
