@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The I/O engine: files, request bookkeeping, retries, counters, and the
- * choice of back-end. */
+ * choice of back-end.  Every read a request issues is planned (faults,
+ * backoff) and judged (continue, retry, complete) here with fault.c's
+ * policy, so both back-ends behave alike. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,8 +16,6 @@
 
 #define PF_IO_DEPTH_DEFAULT 64u
 #define PF_IO_FILES_DEFAULT 4096u
-#define PF_IO_RETRIES_DEFAULT 16u
-#define PF_DIRECT_ALIGN 4096u
 
 uint64_t pf_io_now_ns(void)
 {
@@ -48,12 +48,15 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 		return -ENOMEM;
 	io->queue_depth = cfg->queue_depth ? cfg->queue_depth : PF_IO_DEPTH_DEFAULT;
 	io->max_files = cfg->max_files ? cfg->max_files : PF_IO_FILES_DEFAULT;
-	io->max_retries = cfg->max_retries ? cfg->max_retries : PF_IO_RETRIES_DEFAULT;
 	io->regions = cfg->regions;
+	ret = pf_io_policy_init(&io->policy, cfg, err);
+	if (ret < 0)
+		goto fail;
 	io->done = calloc(io->queue_depth, sizeof(*io->done));
 	io->pending = calloc(io->queue_depth, sizeof(*io->pending));
+	io->injected = calloc(io->queue_depth, sizeof(*io->injected));
 	io->files = calloc(io->max_files, sizeof(*io->files));
-	if (!io->done || !io->pending || !io->files) {
+	if (!io->done || !io->pending || !io->injected || !io->files) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "no memory for an I/O engine of depth %u",
 				   io->queue_depth);
@@ -110,6 +113,7 @@ void pf_io_free(pf_io *io)
 	free(io->files);
 	free(io->done);
 	free(io->pending);
+	free(io->injected);
 	free(io);
 }
 
@@ -195,6 +199,8 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 	req->retries = 0;
 	req->result = 0;
 	req->start_ns = pf_io_now_ns();
+	memset(&req->priv, 0, sizeof(req->priv));
+	req->priv.seq = ++io->requests;
 	io->inflight++;
 	if (req->file >= io->nfiles) {
 		req->result = -EBADF;
@@ -206,12 +212,14 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 	if (io->regions)
 		pf_region_read_begin(io->regions, io->files[req->file].mount);
 	if (io->files[req->file].direct_fd >= 0 &&
-	    ((req->offset | req->len | (uintptr_t)req->buf) & (PF_DIRECT_ALIGN - 1))) {
+	    ((req->offset | req->len | (uintptr_t)req->buf) & (PF_IO_DIRECT_ALIGN - 1))) {
 		req->result = -EINVAL;	/* O_DIRECT needs aligned requests */
 		io->files[req->file].stats.errors++;
 		pf_io_complete(io, req);
 		return 0;
 	}
+	pf_io_attempt_plan(&io->policy, req, io->files[req->file].direct_fd >= 0,
+			   &io->files[req->file].stats);
 	return io->be->queue(io, req);
 }
 
@@ -230,29 +238,16 @@ unsigned pf_io_hist_bucket(uint64_t ns)
 bool pf_io_account(pf_io *io, pf_io_req *req, int64_t res)
 {
 	pf_io_file *f = &io->files[req->file];
+	uint64_t lat;
 
-	if (res == -EINTR || res == -EAGAIN) {
-		if (++req->retries <= io->max_retries) {
-			f->stats.retries++;
-			return false;
-		}
-	} else if (res > 0) {
-		req->done_bytes += (uint32_t)res;
-		f->stats.bytes += (uint64_t)res;
-		if (req->done_bytes < req->len) {
-			/* Short read: ask again for the rest (a read of 0
-			 * then says end of file). */
-			f->stats.retries++;
-			return false;
-		}
+	if (!pf_io_attempt_judge(&io->policy, req, res, &f->stats)) {
+		pf_io_attempt_plan(&io->policy, req, f->direct_fd >= 0, &f->stats);
+		return false;
 	}
-	uint64_t lat = pf_io_now_ns() - req->start_ns;
-	req->result = res < 0 ? res : (int64_t)req->done_bytes;
+	lat = pf_io_now_ns() - req->start_ns;
 	f->stats.ops++;
 	f->stats.busy_ns += lat;
 	f->stats.hist[pf_io_hist_bucket(lat)]++;
-	if (res < 0)
-		f->stats.errors++;
 	return true;
 }
 
@@ -292,6 +287,12 @@ int pf_io_reap(pf_io *io, pf_io_req **done, unsigned max, unsigned min_done)
 unsigned pf_io_inflight(const pf_io *io)
 {
 	return io->inflight;
+}
+
+int pf_io_req_error(const pf_io *io, const pf_io_req *req, pf_error *err)
+{
+	return pf_io_failure(&io->policy, req,
+			     req->file < io->nfiles ? io->files[req->file].path : NULL, err);
 }
 
 void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out)

@@ -1,11 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Plain file access: open, size, and a pread that finishes what it starts. */
+/* Plain file access: open, size, and a pread that finishes what it starts
+ * under the process's read policy (faults, retries, timeout); and the
+ * timer signal that bounds a blocking read, used by the engine's pread
+ * back-end too. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "pf_io.h"
+#include "io_internal.h"
 
 int pf_file_open(const char *path, pf_error *err)
 {
@@ -37,25 +46,254 @@ int pf_file_size(int fd, uint64_t *size)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Reads bounded by a timeout                                           */
+/*
+ * A blocked read(2) returns EINTR when a signal whose handler has no
+ * SA_RESTART arrives.  Each reading thread has a POSIX timer aimed at
+ * itself (SIGEV_THREAD_ID) that sends the timer signal at the deadline
+ * and then every TIMER_REPEAT_NS: a signal that lands just before the
+ * thread enters the read is followed by another that finds it inside.
+ */
+#define TIMER_REPEAT_NS 5000000ull
+
+static pthread_once_t timer_once = PTHREAD_ONCE_INIT;
+static int timer_signo;			/* 0: no timeouts on this path */
+static pthread_key_t timer_key;		/* deletes a thread's timer at its exit */
+static __thread volatile sig_atomic_t tl_fired
+	__attribute__((tls_model("initial-exec")));
+static __thread int tl_timer_state;	/* 0 not made, 1 ready, -1 cannot */
+static __thread timer_t tl_timer;
+
+static void on_timer(int sig)
+{
+	(void)sig;
+	tl_fired = 1;
+}
+
+static void timer_free(void *v)
+{
+	timer_delete((timer_t)((uintptr_t)v - 1));
+}
+
+static void timer_setup(void)
+{
+	int sig = SIGRTMIN + PF_IO_TIMER_SIGNAL_OFFSET;
+	struct sigaction sa, old;
+
+	if (sig > SIGRTMAX || sigaction(sig, NULL, &old) < 0)
+		return;
+	if ((old.sa_flags & SA_SIGINFO) ||
+	    (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) {
+		fprintf(stderr, "podfeed: signal %d has a handler of the program's: pread "
+			"reads have no timeout\n", sig);
+		return;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_timer;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0;	/* no SA_RESTART: the blocked read must return */
+	if (sigaction(sig, &sa, NULL) < 0 || pthread_key_create(&timer_key, timer_free))
+		return;
+	timer_signo = sig;
+}
+
+/* This thread's timer, made on first use.  @return whether there is one. */
+static bool thread_timer(void)
+{
+	struct sigevent sev;
+	sigset_t set;
+
+	if (tl_timer_state)
+		return tl_timer_state > 0;
+	tl_timer_state = -1;
+	pthread_once(&timer_once, timer_setup);
+	if (!timer_signo)
+		return false;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = timer_signo;
+	sev._sigev_un._tid = gettid();	/* sigev_notify_thread_id */
+	if (timer_create(CLOCK_MONOTONIC, &sev, &tl_timer) < 0)
+		return false;
+	if (pthread_setspecific(timer_key, (void *)((uintptr_t)tl_timer + 1))) {
+		timer_delete(tl_timer);
+		return false;
+	}
+	/* A thread made with every signal blocked would never see it. */
+	sigemptyset(&set);
+	sigaddset(&set, timer_signo);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	tl_timer_state = 1;
+	return true;
+}
+
+static struct timespec ns_to_ts(uint64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000),
+				  .tv_nsec = (long)(ns % 1000000000) };
+}
+
+int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off, uint64_t timeout_ns)
+{
+	static const struct itimerspec disarm;
+	bool timed = timeout_ns && thread_timer();
+	ssize_t n;
+	int e;
+
+	if (timed) {
+		struct itimerspec arm = { .it_value = ns_to_ts(timeout_ns),
+					  .it_interval = ns_to_ts(TIMER_REPEAT_NS) };
+
+		tl_fired = 0;
+		timed = timer_settime(tl_timer, 0, &arm, NULL) == 0;
+	}
+	n = off >= 0 ? pread(fd, buf, len, (off_t)off) : read(fd, buf, len);
+	e = errno;
+	if (timed)
+		timer_settime(tl_timer, 0, &disarm, NULL);
+	if (n >= 0)
+		return n;
+	return e == EINTR && timed && tl_fired ? -ETIMEDOUT : -e;
+}
+
+void pf_sleep_ns(uint64_t ns)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ns += (uint64_t)ts.tv_nsec;
+	ts.tv_sec += (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+int64_t pf_io_attempt_sync(const pf_io_policy *p, pf_io_req *req, int fd)
+{
+	const struct pf_io_req_private *a = &req->priv;
+	char *buf = (char *)req->buf + req->done_bytes;
+
+	if (a->delay_ns)
+		pf_sleep_ns(a->delay_ns);
+	switch (a->action) {
+	case PF_FAULT_EIO:
+		return -EIO;
+	case PF_FAULT_ENOENT:
+		return -ENOENT;
+	case PF_FAULT_HANG:
+		fd = pf_fault_hang_fd();
+		return fd < 0 ? fd : pf_read_deadline(fd, buf, a->issue_len, -1, p->timeout_ns);
+	default:
+		return pf_read_deadline(fd, buf, a->issue_len,
+					(int64_t)(req->offset + req->done_bytes), p->timeout_ns);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The process's policy for pf_file_pread()                             */
+
+/* Every policy ever published stays allocated (and reachable, from this
+ * list): a reader may still hold the one it started with. */
+typedef struct file_policy {
+	pf_io_policy p;
+	struct file_policy *older;
+} file_policy;
+
+static pthread_mutex_t policy_mu = PTHREAD_MUTEX_INITIALIZER;
+static file_policy *policy_now;		/* read with acquire */
+static int policy_ret;			/* the environment's error, or 0 */
+static pf_error policy_err;
+static uint64_t file_requests;		/* numbers the requests, from 1 */
+
+/* @return 0 with *out, or -errno (policy_mu held). */
+static int publish_locked(const pf_io_config *cfg, pf_error *err)
+{
+	file_policy *fp = calloc(1, sizeof(*fp));
+	int ret;
+
+	if (!fp)
+		return -ENOMEM;
+	ret = pf_io_policy_init(&fp->p, cfg, err);
+	if (ret < 0) {
+		free(fp);
+		return ret;
+	}
+	fp->older = policy_now;
+	__atomic_store_n(&file_requests, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&policy_now, fp, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int file_policy_get(const pf_io_policy **out, pf_error *err)
+{
+	file_policy *fp = __atomic_load_n(&policy_now, __ATOMIC_ACQUIRE);
+	int ret = 0;
+
+	if (!fp) {
+		pthread_mutex_lock(&policy_mu);
+		if (!policy_now && !policy_ret) {
+			pf_error_clear(&policy_err);
+			policy_ret = publish_locked(NULL, &policy_err);
+		}
+		ret = policy_ret;
+		if (ret < 0 && err)
+			*err = policy_err;
+		fp = policy_now;
+		pthread_mutex_unlock(&policy_mu);
+	}
+	if (ret < 0)
+		return ret;
+	*out = &fp->p;
+	return 0;
+}
+
+int pf_file_set_policy(const pf_io_config *cfg, pf_error *err)
+{
+	int ret;
+
+	pthread_mutex_lock(&policy_mu);
+	ret = publish_locked(cfg, err);
+	if (ret == 0)
+		policy_ret = 0;
+	pthread_mutex_unlock(&policy_mu);
+	return ret;
+}
+
+/* Pieces of at most this many bytes are requests of their own (a
+ * request's length is 32 bits). */
+#define PIECE_MAX (1u << 30)
+
 int64_t pf_file_pread(int fd, void *buf, size_t len, uint64_t offset,
 		      const char *path, pf_error *err)
 {
+	const pf_io_policy *p;
+	pf_io_stats st = { 0 };	/* counted only in the process totals */
 	size_t done = 0;
+	bool direct = false;
+	int ret = file_policy_get(&p, err);
 
+	if (ret < 0)
+		return ret;
+	if (p->faults.nrules) {
+		int fl = fcntl(fd, F_GETFL);
+
+		direct = fl >= 0 && (fl & O_DIRECT);
+	}
 	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(offset + done));
-		if (n < 0) {
-			int e = -errno;
-			if (e == -EINTR || e == -EAGAIN)
-				continue;
-			pf_error_set_file(err, path);
-			return pf_error_set(err, e, PF_OFFSET_FILE, offset + done,
-					    "read failed: %s", pf_strerror(e));
-		}
-		if (n == 0)
+		size_t piece = len - done < PIECE_MAX ? len - done : PIECE_MAX;
+		pf_io_req r = { .offset = offset + done, .len = (uint32_t)piece,
+				.buf = (char *)buf + done, .buf_index = -1 };
+
+		r.priv.seq = __atomic_add_fetch(&file_requests, 1, __ATOMIC_RELAXED);
+		pf_io_attempt_plan(p, &r, direct, &st);
+		while (!pf_io_attempt_judge(p, &r, pf_io_attempt_sync(p, &r, fd), &st))
+			pf_io_attempt_plan(p, &r, direct, &st);
+		if (r.result < 0)
+			return pf_io_failure(p, &r, path, err);
+		done += (size_t)r.result;
+		if ((size_t)r.result < piece)
 			break;	/* end of file */
-		done += (size_t)n;
 	}
 	return (int64_t)done;
 }

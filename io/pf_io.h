@@ -21,9 +21,13 @@ PF_API int pf_file_open(const char *path, pf_error *err);
 /*! pf_file_size(): size of an open file.  @return 0 with *size, or -errno. */
 PF_API int pf_file_size(int fd, uint64_t *size);
 
-/*! pf_file_pread(): read exactly len bytes at offset, retrying EINTR and
- *  short reads.  @return bytes read (< len only at end of file) or -errno;
- *  on failure err names path and offset. */
+/*! pf_file_pread(): read exactly len bytes at offset, continuing after
+ *  short reads, with the process's read policy (see "Reliability" below:
+ *  faults injected from $PODFEED_FAULTS, transient errors retried with
+ *  backoff, each read bounded by the timeout).  @return bytes read (< len
+ *  only at end of file) or -errno (-ETIMEDOUT for a read that did not
+ *  finish in time); on failure err names path and the offset of the
+ *  failed read, and says how often it was retried.  Thread-safe. */
 PF_API int64_t pf_file_pread(int fd, void *buf, size_t len, uint64_t offset,
 			     const char *path, pf_error *err);
 
@@ -35,10 +39,11 @@ PF_API int64_t pf_file_pread(int fd, void *buf, size_t len, uint64_t offset,
  * io_uring (one ring per engine, SINGLE_ISSUER|DEFER_TASKRUN where the
  * kernel has them, registered files and buffers) or, where io_uring is
  * refused (-EPERM/-ENOSYS, common in containers) or PODFEED_IO=pread
- * says so, pread(2) with the same interface.  Short reads, EINTR and
- * EAGAIN are retried inside; a request completes with all its bytes, or
- * fewer at end of file, or -errno.  Not thread-safe: one engine per
- * thread, used only by that thread.
+ * says so, pread(2) with the same interface.  Short reads are
+ * continued and transient errors retried inside (see "Reliability"
+ * below); a request completes with all its bytes, or fewer at end of
+ * file, or -errno.  Not thread-safe: one engine per thread, used only by
+ * that thread.
  */
 typedef struct pf_io pf_io;
 
@@ -49,11 +54,28 @@ typedef struct pf_io_req {
 	void *buf;		/* len bytes; a registered buffer when buf_index >= 0 */
 	int buf_index;		/* index of the registered buffer holding buf, or -1 */
 	void *user;		/* the caller's tag */
-	int64_t result;		/* on completion: bytes read or -errno */
-	/* engine-private */
-	uint32_t done_bytes;
-	uint32_t retries;
+	int64_t result;		/* on completion: bytes read or -errno; a
+				   failed read failed at offset + done_bytes
+				   (pf_io_req_error() says so) */
+	/* engine-private (readable after completion) */
+	uint32_t done_bytes;	/* bytes read */
+	uint32_t retries;	/* transient errors retried */
 	uint64_t start_ns;
+	struct pf_io_req_private {	/* the attempt in flight */
+		uint64_t seq;		/* request number in its engine, from 1 */
+		uint64_t delay_ns;	/* wait before the next read: backoff
+					   and injected latency */
+		uint32_t issue;		/* reads issued (or faulted) so far */
+		uint32_t issue_len;	/* bytes the read in flight asks for */
+		uint16_t eintr;		/* EINTR re-issues */
+		uint8_t action;		/* pf_fault_kind done in place of the
+					   read, or 0 */
+		uint8_t cqes;		/* io_uring: completions still due */
+		bool timed_out;		/* io_uring: the linked timeout fired */
+		int32_t read_res;	/* io_uring: the read's own result */
+		long long ts[4];	/* io_uring: the delay's and the
+					   timeout's __kernel_timespec */
+	} priv;
 } pf_io_req;
 
 #define PF_IO_HIST_BUCKETS 32	/* log2 of microseconds: [2^i, 2^(i+1)) us */
@@ -62,9 +84,14 @@ typedef struct pf_io_stats {
 	uint64_t bytes;		/* bytes read */
 	uint64_t ops;		/* requests completed */
 	uint64_t errors;	/* requests that failed */
-	uint64_t retries;	/* short reads, EINTR, EAGAIN resubmitted */
+	uint64_t retries;	/* reads repeated after a transient error
+				   (EIO, EAGAIN; EINTR re-issues too) */
 	uint64_t busy_ns;	/* summed request latency */
 	uint64_t hist[PF_IO_HIST_BUCKETS];
+	uint64_t short_reads;	/* reads that returned less than asked, the
+				   rest asked for again */
+	uint64_t faults;	/* reads changed by an injected fault */
+	uint64_t timeouts;	/* reads that did not finish in time */
 } pf_io_stats;
 
 typedef struct pf_io_config {
@@ -74,10 +101,22 @@ typedef struct pf_io_config {
 	size_t buffer_size;
 	unsigned nbuffers;
 	const char *backend;	/* "uring", "pread", or NULL: $PODFEED_IO, else uring */
-	unsigned max_retries;	/* per request for EINTR/EAGAIN; 0: 16 */
 	struct pf_region_table *regions;	/* when set, every read is also
 					   counted to its file's mount and
 					   region (see below); NULL: not */
+	/* Reliability (see below).  0 / NULL take the environment variable,
+	 * else the default. */
+	const char *faults;	/* fault spec (pf_fault_parse()); NULL:
+				   $PODFEED_FAULTS; "": none */
+	int retries;		/* transient errors retried per request; 0:
+				   $PODFEED_IO_RETRIES, else 3;
+				   PF_IO_RETRIES_NONE: none */
+	int retry_backoff_us;	/* wait before the first retry, doubling
+				   each retry up to PF_IO_BACKOFF_MAX_US; 0:
+				   $PODFEED_IO_BACKOFF_US, else 10000;
+				   PF_IO_BACKOFF_NONE: retry at once */
+	int timeout_ms;		/* each read; 0: $PODFEED_IO_TIMEOUT_MS, else
+				   60000; PF_IO_TIMEOUT_NONE: no limit */
 } pf_io_config;
 
 #define PF_IO_DIRECT 1u		/* pf_io_add_file(): open with O_DIRECT too */
@@ -113,11 +152,181 @@ PF_API int pf_io_reap(pf_io *io, pf_io_req **done, unsigned max,
 PF_API unsigned pf_io_inflight(const pf_io *io);
 /*! Counters of one file (copied). */
 PF_API void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out);
+/*! pf_io_req_error(): describe a completed request's failure in err: its
+ *  file, the offset of the read that failed (offset + done_bytes), the
+ *  cause and the retries spent, e.g. "data/a.zst: byte 1048576: read
+ *  failed: Input/output error (after 3 retries)".  @return req->result
+ *  (negative), or 0 and err untouched when the request did not fail. */
+PF_API int pf_io_req_error(const pf_io *io, const pf_io_req *req, pf_error *err);
 /*! The histogram bucket of a latency in nanoseconds. */
 PF_API unsigned pf_io_hist_bucket(uint64_t ns);
 /*! Latency at quantile q (0..1) of a histogram, in microseconds (the
  *  upper bound of its bucket). */
 PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);
+
+/* ------------------------------------------------------------------ */
+/* Reliability: injected faults, retries with backoff, read timeouts    */
+/* ------------------------------------------------------------------ */
+/*
+ * Every read path (the engine on both back-ends, and pf_file_pread(),
+ * which pf_source and index reads use) goes through one policy:
+ *
+ *  - Transient errors, EIO and EAGAIN, are retried up to `retries` times
+ *    per request, the k-th retry after retry_backoff_us x 2^(k-1)
+ *    (capped at PF_IO_BACKOFF_MAX_US).  EINTR is re-issued at once, up
+ *    to PF_IO_EINTR_MAX times, without spending a retry (it says a signal
+ *    came, not that storage failed).  A short read is not an error: the
+ *    rest is asked for at once.  Any other error (ENOENT, EBADF, ...)
+ *    completes the request at once.  After the last retry the request
+ *    completes with the error; the file and the offset of the failed read
+ *    are in the request (pf_io_req_error()) or in pf_file_pread()'s err.
+ *
+ *  - Each read issued to the kernel must finish within timeout_ms, or it
+ *    is cancelled and the request completes with -ETIMEDOUT.  A timed-out
+ *    read is NOT retried: storage that did not answer for timeout_ms is
+ *    more likely stuck than flaky, and the caller should learn which file
+ *    within one timeout, not retries + 1 of them.  Backoff and injected
+ *    latency are waited before the read is issued and do not count
+ *    against it.  io_uring: an IORING_OP_LINK_TIMEOUT is linked to every
+ *    read.  pread: a per-thread POSIX timer sends PF_IO_TIMER_SIGNAL to
+ *    the reading thread (a handler without SA_RESTART, so the blocked
+ *    read returns EINTR), repeating every few milliseconds until the read
+ *    returns.  Either way the kernel must let the read be interrupted:
+ *    reads of pipes, sockets and FUSE files whose daemon answers
+ *    interrupts are; a read waiting for a page the kernel is filling for
+ *    another reader (buffered FUSE reads behind readahead) only yields to
+ *    SIGKILL, and then the timeout cannot end it.
+ *
+ *  - Faults are injected by a spec (below), from pf_io_config.faults or,
+ *    when that is NULL, $PODFEED_FAULTS, so a loader started with the
+ *    variable set sees faults on every read path.  Requests are numbered
+ *    from 1 per engine (in pf_io_submit() order) and per process for
+ *    pf_file_pread(); every read issued for a request (the first, the
+ *    rest after a short read, each retry) draws again, so a fraction
+ *    hits retries too while "@N" hits request N's first read only.
+ *    Decisions are a pure function of (spec, seed, request number, read
+ *    number): the same spec on the same sequence of requests injects the
+ *    same faults, whatever the timing.
+ *
+ * The environment, read when an engine is created (and once per process
+ * for pf_file_pread()): PODFEED_FAULTS (a spec), PODFEED_IO_RETRIES (0:
+ * none), PODFEED_IO_BACKOFF_US (0: none), PODFEED_IO_TIMEOUT_MS (0: no
+ * limit).  A malformed value fails pf_io_create() (and every
+ * pf_file_pread()) with -EINVAL naming the variable.
+ */
+#define PF_IO_RETRIES_DEFAULT 3
+#define PF_IO_RETRIES_NONE (-1)		/* pf_io_config.retries: no retries */
+#define PF_IO_RETRIES_MAX 100
+#define PF_IO_BACKOFF_DEFAULT_US 10000
+#define PF_IO_BACKOFF_NONE (-1)		/* retry_backoff_us: retry at once */
+#define PF_IO_BACKOFF_MAX_US 1000000	/* no retry waits longer than 1 s */
+#define PF_IO_TIMEOUT_DEFAULT_MS 60000
+#define PF_IO_TIMEOUT_NONE (-1)		/* timeout_ms: reads may take forever */
+#define PF_IO_TIMEOUT_MAX_MS 86400000	/* a day */
+#define PF_IO_EINTR_MAX 16
+/* The pread path's timer signal: SIGRTMIN + 6 (a function call in glibc).
+ * When the process has its own handler there, pread reads have no
+ * timeout and podfeed says so once. */
+#define PF_IO_TIMER_SIGNAL_OFFSET 6
+
+/* The fault spec grammar (blanks around items are allowed):
+ *
+ *     spec     = "" | item *("," item)
+ *     item     = "seed=" UINT | fault
+ *     fault    = kind ("@" UINT | ":" FRACTION)
+ *     kind     = "eio" | "short" | "enoent" | "hang" | "delay=" DURATION
+ *     FRACTION = a decimal in [0, 1]: "0.05", ".5", "1"
+ *     DURATION = a decimal and a unit, "us", "ms" or "s": "200ms", "1.5s"
+ *                (at most 600 s)
+ *
+ *   eio      the read fails with EIO (transient: retried)
+ *   short    the read asks for half of what is left (a real short read;
+ *            O_DIRECT reads stay 4 KiB multiples; a read of one byte, or
+ *            one block, cannot be shortened)
+ *   enoent   the read fails with ENOENT (not retried)
+ *   hang     the read is issued against a pipe no one writes, so it
+ *            blocks in the kernel until the timeout cancels it (needs a
+ *            timeout)
+ *   delay=D  the read waits D before it is issued
+ *   @N       request N (from 1), its first read only
+ *   :F       each read with probability F, drawn from the seed
+ *   seed=S   the seed of the draws (default 0)
+ *
+ * e.g. "eio@7,short:0.05,enoent@12,delay=200ms:0.1,seed=42".  Kinds are
+ * matched without regard to case.  When several faults hit one read,
+ * their delays add up and the error is the first of enoent, eio, hang
+ * (a short read still happens under a delay). */
+#define PF_FAULT_SPEC_MAX 4096u		/* bytes of a spec */
+#define PF_FAULT_MAX_RULES 32u		/* faults in a spec */
+#define PF_FAULT_MAX_DELAY_NS 600000000000ull
+
+typedef enum pf_fault_kind {
+	PF_FAULT_NONE = 0,
+	PF_FAULT_EIO,
+	PF_FAULT_SHORT,
+	PF_FAULT_ENOENT,
+	PF_FAULT_HANG,
+	PF_FAULT_DELAY,
+} pf_fault_kind;
+
+typedef struct pf_fault_rule {
+	pf_fault_kind kind;
+	uint64_t nth;		/* "@N": N; 0 for ":F" */
+	double fraction;	/* ":F": F in [0, 1] */
+	uint64_t delay_ns;	/* PF_FAULT_DELAY */
+} pf_fault_rule;
+
+typedef struct pf_fault_plan {
+	pf_fault_rule rule[PF_FAULT_MAX_RULES];
+	unsigned nrules;
+	uint64_t seed;
+} pf_fault_plan;
+
+/* What the plan does to one read. */
+typedef struct pf_fault_hit {
+	pf_fault_kind error;	/* PF_FAULT_EIO, _ENOENT, _HANG, or NONE */
+	bool short_read;
+	uint64_t delay_ns;
+	unsigned rules;		/* how many rules hit */
+} pf_fault_hit;
+
+/*! pf_fault_parse(): parse len bytes of spec (name is what errors call
+ *  it, e.g. "PODFEED_FAULTS") into *plan.  @return the number of faults
+ *  (>= 0), or -EINVAL with err's message "NAME: byte N: what is wrong"
+ *  (N counts from 0 in spec) and *plan empty.  A NUL byte, a spec longer
+ *  than PF_FAULT_SPEC_MAX (checked first) and more than
+ *  PF_FAULT_MAX_RULES faults are malformed too. */
+PF_API int pf_fault_parse(pf_fault_plan *plan, const char *spec, size_t len,
+			  const char *name, pf_error *err);
+/*! pf_fault_format(): the plan's canonical spec (parses back to the same
+ *  plan).  @return the length it needs (as snprintf); dst holds as much
+ *  as fits, NUL-terminated when cap > 0. */
+PF_API size_t pf_fault_format(const pf_fault_plan *plan, char *dst, size_t cap);
+/*! pf_fault_decide(): what the plan does to read number `issue` (from 0)
+ *  of request number `request` (from 1).  Pure. */
+PF_API pf_fault_hit pf_fault_decide(const pf_fault_plan *plan, uint64_t request,
+				    uint32_t issue);
+
+/* Counters of every engine and every pf_file_pread() of the process since
+ * it started (a loader's stream files and index reads included). */
+typedef struct pf_io_totals {
+	uint64_t reads;		/* reads issued to the kernel */
+	uint64_t faults;	/* reads changed by an injected fault */
+	uint64_t retries;	/* reads repeated after a transient error */
+	uint64_t timeouts;	/* reads that did not finish in time */
+	uint64_t errors;	/* requests that failed after all retries */
+} pf_io_totals;
+
+/*! pf_io_totals_get(): the process's counters (thread-safe). */
+PF_API void pf_io_totals_get(pf_io_totals *out);
+
+/*! pf_file_set_policy(): the faults, retries, backoff and timeout of
+ *  pf_file_pread() from now on, from cfg's reliability fields (0 / NULL
+ *  take the environment as pf_io_create() does); cfg NULL: back to the
+ *  environment.  The request count restarts.  Thread-safe; reads in
+ *  progress keep the policy they started with.  @return 0, or -EINVAL
+ *  with err saying what is malformed (the policy is then unchanged). */
+PF_API int pf_file_set_policy(const pf_io_config *cfg, pf_error *err);
 
 /* ------------------------------------------------------------------ */
 /* Storage regions: which mount and region every read comes from        */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pread back-end: the same interface where io_uring is refused.
- * Requests are carried out, in order, when the caller reaps. */
+ * Requests are carried out, in order, when the caller reaps; each read is
+ * bounded by the timeout through the thread's timer signal (file.c). */
 #include <errno.h>
 #include <unistd.h>
 
@@ -37,13 +38,10 @@ static void run_one(pf_io *io, pf_io_req *req)
 	pf_io_file *f = &io->files[req->file];
 	int fd = f->direct_fd >= 0 ? f->direct_fd : f->fd;
 
-	for (;;) {
-		ssize_t n = pread(fd, (char *)req->buf + req->done_bytes,
-				  req->len - req->done_bytes,
-				  (off_t)(req->offset + req->done_bytes));
-		if (pf_io_account(io, req, n < 0 ? -errno : (int64_t)n))
-			break;
-	}
+	/* Each read as planned (delay, injected fault, length), bounded by
+	 * the timeout, until the engine calls the request complete. */
+	while (!pf_io_account(io, req, pf_io_attempt_sync(&io->policy, req, fd)))
+		;
 	pf_io_complete(io, req);
 }
 

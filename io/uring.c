@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The io_uring back-end: one ring per engine, registered files and
- * buffers where the kernel allows, batched submission. */
+ * buffers where the kernel allows, batched submission.  Each read carries
+ * an IORING_OP_LINK_TIMEOUT (the read timeout); a wait before a read
+ * (retry backoff, injected latency) is an IORING_OP_TIMEOUT of its own,
+ * after whose completion the read is issued, so no thread sleeps. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +20,19 @@ static int uring_init(pf_io *io, const pf_io_config *cfg, pf_error *err)
 		IORING_SETUP_COOP_TASKRUN,
 		0,
 	};
+	/* A read and its linked timeout take two SQEs, and a request may post
+	 * three CQEs (delay, read, timeout): room for all without overflow. */
+	unsigned sq = io->queue_depth * 2 < 32768 ? io->queue_depth * 2 : 32768;
+	unsigned cq = io->queue_depth * 4 < 65536 ? io->queue_depth * 4 : 65536;
 	int ret = -EINVAL;
 
 	for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
 		struct io_uring_params p;
 
 		memset(&p, 0, sizeof(p));
-		p.flags = flag_sets[i];
-		ret = io_uring_queue_init_params(io->queue_depth, &io->ring, &p);
+		p.flags = flag_sets[i] | IORING_SETUP_CQSIZE;
+		p.cq_entries = cq;
+		ret = io_uring_queue_init_params(sq, &io->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}
@@ -75,38 +83,187 @@ static int uring_file_added(pf_io *io, uint32_t i)
 	return 0;
 }
 
-static int prep(pf_io *io, pf_io_req *req)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
-	pf_io_file *f = &io->files[req->file];
-	uint32_t done = req->done_bytes;
-	void *buf = (char *)req->buf + done;
-	bool direct = f->direct_fd >= 0;
-	int fd = direct ? f->direct_fd : (io->files_registered ? (int)req->file : f->fd);
+/* user_data: the request's address, the kind of SQE in its low bits
+ * (a pf_io_req is 8-byte aligned). */
+enum { TAG_READ = 0, TAG_DELAY = 1, TAG_TIMEOUT = 2, TAG_MASK = 3 };
 
-	if (!sqe) {
-		/* The SQ is full: push what is there and try once more. */
+static void *tagged(pf_io_req *req, uintptr_t tag)
+{
+	return (void *)((uintptr_t)req | tag);
+}
+
+/* The timespec lives in the request until the SQE is submitted (the kernel
+ * copies it then). */
+static struct __kernel_timespec *timespec_in(pf_io_req *req, unsigned i, uint64_t ns)
+{
+	struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000),
+					.tv_nsec = (long long)(ns % 1000000000) };
+
+	_Static_assert(sizeof(req->priv.ts) >= 2 * sizeof(ts), "room for two timespecs");
+	memcpy(&req->priv.ts[2 * i], &ts, sizeof(ts));
+	return (struct __kernel_timespec *)(void *)&req->priv.ts[2 * i];
+}
+
+/* Room for n SQEs in a row (a linked pair must not be split by a
+ * submission).  @return 0 or -EBUSY. */
+static int sq_room(pf_io *io, unsigned n)
+{
+	if (io_uring_sq_space_left(&io->ring) < n) {
 		io_uring_submit(&io->ring);
 		io->sq_pending = 0;
-		sqe = io_uring_get_sqe(&io->ring);
-		if (!sqe)
-			return -EBUSY;
 	}
-	if (req->buf_index >= 0 && io->buffers_registered)
-		io_uring_prep_read_fixed(sqe, fd, buf, req->len - done,
-					 req->offset + done, req->buf_index);
-	else
-		io_uring_prep_read(sqe, fd, buf, req->len - done, req->offset + done);
-	if (!direct && io->files_registered)
-		io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
-	io_uring_sqe_set_data(sqe, req);
+	return io_uring_sq_space_left(&io->ring) >= n ? 0 : -EBUSY;
+}
+
+static int issue_read(pf_io *io, pf_io_req *req)
+{
+	struct pf_io_req_private *a = &req->priv;
+	pf_io_file *f = &io->files[req->file];
+	void *buf = (char *)req->buf + req->done_bytes;
+	uint64_t off = req->offset + req->done_bytes;
+	bool direct = f->direct_fd >= 0, hang = a->action == PF_FAULT_HANG;
+	bool timed = io->policy.timeout_ns != 0;
+	unsigned flags = 0;
+	struct io_uring_sqe *sqe;
+	int fd, ret = sq_room(io, timed ? 2 : 1);
+
+	if (ret < 0)
+		return ret;
+	sqe = io_uring_get_sqe(&io->ring);
+	if (hang) {
+		/* A pipe no one writes: the read waits in the kernel until
+		 * the linked timeout cancels it. */
+		fd = pf_fault_hang_fd();
+		if (fd < 0)
+			return fd;
+		io_uring_prep_read(sqe, fd, buf, a->issue_len, (uint64_t)-1);
+	} else {
+		fd = direct ? f->direct_fd : (io->files_registered ? (int)req->file : f->fd);
+		if (req->buf_index >= 0 && io->buffers_registered)
+			io_uring_prep_read_fixed(sqe, fd, buf, a->issue_len, off,
+						 req->buf_index);
+		else
+			io_uring_prep_read(sqe, fd, buf, a->issue_len, off);
+		if (!direct && io->files_registered)
+			flags |= IOSQE_FIXED_FILE;
+	}
+	if (timed)
+		flags |= IOSQE_IO_LINK;
+	io_uring_sqe_set_flags(sqe, flags);
+	io_uring_sqe_set_data(sqe, tagged(req, TAG_READ));
+	a->cqes = 1;
 	io->sq_pending++;
+	if (timed) {
+		sqe = io_uring_get_sqe(&io->ring);
+		io_uring_prep_link_timeout(sqe, timespec_in(req, 1, io->policy.timeout_ns), 0);
+		io_uring_sqe_set_data(sqe, tagged(req, TAG_TIMEOUT));
+		a->cqes++;
+		io->sq_pending++;
+	}
 	return 0;
+}
+
+/* Start req's planned read: its wait first if it has one, then the read,
+ * or the injected error.  @return 0 or -errno. */
+static int issue(pf_io *io, pf_io_req *req)
+{
+	struct pf_io_req_private *a = &req->priv;
+	struct io_uring_sqe *sqe;
+	int ret;
+
+	if (a->delay_ns) {
+		ret = sq_room(io, 1);
+		if (ret < 0)
+			return ret;
+		sqe = io_uring_get_sqe(&io->ring);
+		io_uring_prep_timeout(sqe, timespec_in(req, 0, a->delay_ns), 0, 0);
+		io_uring_sqe_set_data(sqe, tagged(req, TAG_DELAY));
+		a->cqes = 1;
+		io->sq_pending++;
+		return 0;
+	}
+	if (a->action == PF_FAULT_EIO || a->action == PF_FAULT_ENOENT) {
+		io->injected[io->ninjected++] = req;
+		return 0;
+	}
+	return issue_read(io, req);
+}
+
+/* @return 1 when req completed, else 0. */
+static unsigned start(pf_io *io, pf_io_req *req)
+{
+	int ret = issue(io, req);
+
+	if (ret == 0)
+		return 0;
+	req->result = ret;
+	pf_io_complete(io, req);
+	return 1;
+}
+
+/* A read of req ended with res: complete it or start the next. */
+static unsigned finish(pf_io *io, pf_io_req *req, int64_t res)
+{
+	if (pf_io_account(io, req, res)) {
+		pf_io_complete(io, req);
+		return 1;
+	}
+	return start(io, req);
+}
+
+static unsigned on_cqe(pf_io *io, const struct io_uring_cqe *cqe)
+{
+	uintptr_t data = (uintptr_t)io_uring_cqe_get_data(cqe);
+	pf_io_req *req = (pf_io_req *)(data & ~(uintptr_t)TAG_MASK);
+	struct pf_io_req_private *a = &req->priv;
+	int64_t res;
+
+	switch (data & TAG_MASK) {
+	case TAG_DELAY:
+		/* -ETIME: the wait is over.  Anything else (the ring going
+		 * away) ends the request. */
+		a->delay_ns = 0;
+		a->cqes = 0;
+		if (cqe->res != -ETIME && cqe->res < 0)
+			return finish(io, req, cqe->res);
+		return start(io, req);
+	case TAG_READ:
+		a->read_res = cqe->res;
+		break;
+	default:
+		/* -ECANCELED: the read finished first.  -ETIME (or -EALREADY,
+		 * the read was running and has been told to stop): it fired. */
+		if (cqe->res != -ECANCELED)
+			a->timed_out = true;
+		break;
+	}
+	/* The read and its timeout complete in either order: judge the read
+	 * once both are in. */
+	if (--a->cqes)
+		return 0;
+	res = a->read_res;
+	if (res < 0 && a->timed_out)
+		res = -ETIMEDOUT;
+	return finish(io, req, res);
+}
+
+/* Reads faulted without a wait complete here, not in the kernel. */
+static unsigned drain_injected(pf_io *io)
+{
+	unsigned got = 0;
+
+	while (io->ninjected) {
+		pf_io_req *req = io->injected[--io->ninjected];
+
+		got += finish(io, req, req->priv.action == PF_FAULT_ENOENT ? -ENOENT : -EIO);
+	}
+	return got;
 }
 
 static int uring_queue(pf_io *io, pf_io_req *req)
 {
-	return prep(io, req);
+	start(io, req);		/* a failure completes req with it */
+	return 0;
 }
 
 static int uring_run(pf_io *io, unsigned min)
@@ -118,7 +275,11 @@ static int uring_run(pf_io *io, unsigned min)
 		unsigned head, seen = 0;
 		int ret;
 
-		/* Submit and wait in one system call. */
+		got += drain_injected(io);
+		if (got >= min && !io->sq_pending)
+			return 0;
+		/* Submit and wait in one system call; what is not complete
+		 * yet is in the kernel. */
 		ret = io_uring_submit_and_wait(&io->ring, got < min ? 1 : 0);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY &&
 		    ret != -ETIME)
@@ -126,21 +287,10 @@ static int uring_run(pf_io *io, unsigned min)
 		if (ret >= 0)
 			io->sq_pending = 0;
 		io_uring_for_each_cqe(&io->ring, head, cqe) {
-			pf_io_req *req = io_uring_cqe_get_data(cqe);
-
 			seen++;
-			if (pf_io_account(io, req, cqe->res)) {
-				pf_io_complete(io, req);
-				got++;
-			} else if (prep(io, req) < 0) {
-				req->result = -EBUSY;
-				pf_io_complete(io, req);
-				got++;
-			}
+			got += on_cqe(io, cqe);
 		}
 		io_uring_cq_advance(&io->ring, seen);
-		if (got >= min && !io->sq_pending)
-			return 0;
 	}
 }
 

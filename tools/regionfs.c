@@ -2,8 +2,11 @@
 /* regionfs: a read-only FUSE passthrough of a directory that behaves like a
  * bucket in another region: every round trip costs --rtt-ms (plus seeded
  * jitter), reads share a --mbps token bucket, and a seeded fraction of
- * reads can fail with EIO.  Tests, the quickstart and users measure with it
- * what a remote region would cost before paying for one.
+ * reads can fail with EIO, or stall until the reader gives up.  Tests, the
+ * quickstart and users measure with it what a remote region would cost
+ * before paying for one.  Every wait honours FUSE interrupts: a reader
+ * that gives up on a read (a signal, an io_uring cancellation) gets EINTR
+ * at once instead of waiting it out.
  *
  * The high-level libfuse3 API is enough: the loader only opens, stats,
  * lists and reads, and path-based operations keep the passthrough small.
@@ -16,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
+#include <fuse_lowlevel.h>	/* fuse_session_exited() */
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
@@ -36,6 +40,7 @@
 #define DEFAULT_THREADS 16u
 #define DEFAULT_READ_AHEAD_KB 1024u	/* FUSE's largest request: 256 pages */
 #define MAX_DELAY_MS 600000.0	/* ten minutes: anything more is a typo */
+#define WAIT_SLICE_NS 10000000	/* a wait looks for an interrupt this often */
 
 static const char usage[] =
 	"usage: regionfs [options] BACKING_DIR MOUNTPOINT\n"
@@ -58,7 +63,11 @@ static const char usage[] =
 	"                   after an idle spell (default 1M; K, M, G suffixes)\n"
 	"  --eio-rate P     fail this fraction of read requests with EIO, 0..1\n"
 	"                   (default 0)\n"
-	"  --seed N         seed of the jitter and error draws (default 0): the\n"
+	"  --stall-rate P   this fraction of read requests never answer: each\n"
+	"                   waits until the reader gives up (the kernel\n"
+	"                   interrupts it; it then fails with EINTR) or the\n"
+	"                   mount stops, 0..1 (default 0)\n"
+	"  --seed N         seed of the jitter, error and stall draws (default 0): the\n"
 	"                   k-th round trip and the k-th read always draw the\n"
 	"                   same, so a single-threaded reader sees the same run\n"
 	"  --threads N      requests served at once (default 16); more wait in\n"
@@ -87,6 +96,7 @@ typedef struct options {
 	double jitter_ms;
 	double mbps;		/* 0: no cap */
 	double eio_rate;
+	double stall_rate;
 	uint64_t burst;
 	uint64_t seed;
 	uint64_t threads;
@@ -120,6 +130,8 @@ typedef struct counters {
 	_Atomic uint64_t read_bytes;
 	_Atomic uint64_t read_max;	/* the largest read request, bytes */
 	_Atomic uint64_t eio_injected;
+	_Atomic uint64_t stalled;	/* reads that drew a stall */
+	_Atomic uint64_t interrupted;	/* reads ended by a FUSE interrupt */
 	_Atomic uint64_t trips;		/* round trips, the jitter draw's index */
 	_Atomic uint64_t rtt_wait_ns;	/* summed over requests */
 	_Atomic uint64_t bw_wait_ns;
@@ -144,6 +156,7 @@ typedef struct regionfs {
 	token_bucket bucket;
 	counters n;
 	int64_t start_ns;
+	struct fuse_session *se;	/* set before the loop starts */
 	atomic_bool read_ahead_done;
 	char mountpoint[PATH_MAX];	/* resolved */
 	pthread_mutex_t handles_lock;
@@ -161,16 +174,27 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Absolute deadlines, so a slow wake-up does not add to the next wait. */
-static void sleep_until(int64_t deadline)
+/* Wait until deadline (absolute, so a slow wake-up does not add to the
+ * next wait), in slices, looking between them for an interrupt of the
+ * request being served (libfuse marks it when the kernel's FUSE_INTERRUPT
+ * arrives) and for the mount stopping.  @return false when cut short. */
+static bool wait_until(regionfs *fs, int64_t deadline)
 {
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000),
-		.tv_nsec = (long)(deadline % 1000000000),
-	};
+	for (;;) {
+		int64_t now = now_ns();
+		int64_t until = deadline - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : deadline;
+		struct timespec ts = {
+			.tv_sec = (time_t)(until / 1000000000),
+			.tv_nsec = (long)(until % 1000000000),
+		};
 
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
+		if (fuse_interrupted() || (fs->se && fuse_session_exited(fs->se)))
+			return false;
+		if (now >= deadline)
+			return true;
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+	}
 }
 
 static uint64_t mix64(uint64_t x)
@@ -190,7 +214,7 @@ static double draw(uint64_t seed, uint64_t stream, uint64_t k)
 	return (double)(h >> 11) * 0x1.0p-53;
 }
 
-enum { DRAW_JITTER = 1, DRAW_EIO = 2 };
+enum { DRAW_JITTER = 1, DRAW_EIO = 2, DRAW_STALL = 3 };
 
 /* ------------------------------------------------------------------ */
 /* The emulated network                                                 */
@@ -209,31 +233,38 @@ static void counter_max(_Atomic uint64_t *c, uint64_t v)
 		;
 }
 
-/* Wait out one round trip that began at start. */
-static void round_trip(regionfs *fs, int64_t start)
+/* Wait out one round trip that began at start.  @return false when an
+ * interrupt cut it short. */
+static bool round_trip(regionfs *fs, int64_t start)
 {
 	int64_t delay = fs->rtt_ns;
 	uint64_t k;
+	bool done;
 
 	if (!fs->rtt_ns && !fs->jitter_ns)
-		return;
+		return true;
 	k = atomic_fetch_add_explicit(&fs->n.trips, 1, memory_order_relaxed);
 	if (fs->jitter_ns)
 		delay += (int64_t)(draw(fs->opt.seed, DRAW_JITTER, k) *
 				   (double)(fs->jitter_ns + 1));
-	sleep_until(start + delay);
-	atomic_fetch_add_explicit(&fs->n.rtt_wait_ns, (uint64_t)delay,
+	done = wait_until(fs, start + delay);
+	atomic_fetch_add_explicit(&fs->n.rtt_wait_ns,
+				  (uint64_t)(done ? delay : now_ns() - start),
 				  memory_order_relaxed);
+	return done;
 }
 
-/* Take n bytes from the bucket and wait until they may pass. */
-static void bucket_take(regionfs *fs, uint64_t n)
+/* Take n bytes from the bucket and wait until they may pass.  @return
+ * false when an interrupt cut the wait short (the bytes stay taken: the
+ * link carried them). */
+static bool bucket_take(regionfs *fs, uint64_t n)
 {
 	token_bucket *b = &fs->bucket;
 	int64_t now, deadline;
+	bool done = true;
 
 	if (!b->ns_per_byte || !n)
-		return;
+		return true;
 	now = now_ns();
 	pthread_mutex_lock(&b->lock);
 	if (b->tat < now)
@@ -242,10 +273,12 @@ static void bucket_take(regionfs *fs, uint64_t n)
 	deadline = b->tat - b->burst_ns;
 	pthread_mutex_unlock(&b->lock);
 	if (deadline > now) {
-		sleep_until(deadline);
-		atomic_fetch_add_explicit(&fs->n.bw_wait_ns, (uint64_t)(deadline - now),
+		done = wait_until(fs, deadline);
+		atomic_fetch_add_explicit(&fs->n.bw_wait_ns,
+					  (uint64_t)((done ? deadline : now_ns()) - now),
 					  memory_order_relaxed);
 	}
+	return done;
 }
 
 /* ------------------------------------------------------------------ */
@@ -481,8 +514,15 @@ static int rfs_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size
 	if (fs->opt.eio_rate > 0 && draw(fs->opt.seed, DRAW_EIO, k) < fs->opt.eio_rate) {
 		/* A failed request still costs its round trip. */
 		atomic_fetch_add_explicit(&fs->n.eio_injected, 1, memory_order_relaxed);
-		round_trip(fs, start);
+		if (!round_trip(fs, start))
+			goto interrupted;
 		return -EIO;
+	}
+	if (fs->opt.stall_rate > 0 && draw(fs->opt.seed, DRAW_STALL, k) < fs->opt.stall_rate) {
+		/* No answer: only the reader giving up (or the unmount) ends it. */
+		atomic_fetch_add_explicit(&fs->n.stalled, 1, memory_order_relaxed);
+		wait_until(fs, INT64_MAX);
+		goto interrupted;
 	}
 	if (off >= 0 && (uint64_t)off < f->size)
 		n = f->size - (uint64_t)off < size ? f->size - (uint64_t)off : size;
@@ -494,11 +534,16 @@ static int rfs_read_buf(const char *path, struct fuse_bufvec **bufp, size_t size
 	bv->buf[0].fd = f->fd;
 	bv->buf[0].pos = off;
 	/* First byte after one round trip, the rest at the bucket's pace. */
-	round_trip(fs, start);
-	bucket_take(fs, n);
+	if (!round_trip(fs, start) || !bucket_take(fs, n)) {
+		free(bv);
+		goto interrupted;
+	}
 	atomic_fetch_add_explicit(&fs->n.read_bytes, n, memory_order_relaxed);
 	*bufp = bv;
 	return 0;
+interrupted:
+	atomic_fetch_add_explicit(&fs->n.interrupted, 1, memory_order_relaxed);
+	return -EINTR;
 }
 
 static int rfs_opendir(const char *path, struct fuse_file_info *fi)
@@ -629,7 +674,7 @@ static int parse_decimal(const char *flag, const char *text, double min,
 }
 
 enum {
-	OPT_RTT = 256, OPT_JITTER, OPT_MBPS, OPT_BURST, OPT_EIO, OPT_SEED,
+	OPT_RTT = 256, OPT_JITTER, OPT_MBPS, OPT_BURST, OPT_EIO, OPT_STALL, OPT_SEED,
 	OPT_THREADS, OPT_READ_AHEAD, OPT_DIRECT, OPT_ALLOW_OTHER, OPT_STATS,
 };
 
@@ -642,6 +687,7 @@ static int parse_options(int argc, char **argv, options *o)
 		{ "mbps", required_argument, NULL, OPT_MBPS },
 		{ "burst", required_argument, NULL, OPT_BURST },
 		{ "eio-rate", required_argument, NULL, OPT_EIO },
+		{ "stall-rate", required_argument, NULL, OPT_STALL },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "read-ahead-kb", required_argument, NULL, OPT_READ_AHEAD },
@@ -682,6 +728,9 @@ static int parse_options(int argc, char **argv, options *o)
 			break;
 		case OPT_EIO:
 			r = parse_decimal("--eio-rate", optarg, 0, 1, &o->eio_rate);
+			break;
+		case OPT_STALL:
+			r = parse_decimal("--stall-rate", optarg, 0, 1, &o->stall_rate);
 			break;
 		case OPT_SEED:
 			r = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, false, &o->seed);
@@ -802,11 +851,12 @@ static void write_stats(FILE *f, regionfs *fs)
 
 	fprintf(f, "{\"getattr\":%llu,\"open\":%llu,\"opendir\":%llu,\"readdir\":%llu,"
 		"\"reads\":%llu,\"read_bytes\":%llu,\"read_max\":%llu,\"eio_injected\":%llu,"
-		"\"round_trips\":%llu,\"rtt_wait_s\":",
+		"\"stalled\":%llu,\"interrupted\":%llu,\"round_trips\":%llu,\"rtt_wait_s\":",
 		(unsigned long long)ld(&n->getattr), (unsigned long long)ld(&n->open),
 		(unsigned long long)ld(&n->opendir), (unsigned long long)ld(&n->readdir),
 		(unsigned long long)ld(&n->reads), (unsigned long long)ld(&n->read_bytes),
 		(unsigned long long)ld(&n->read_max), (unsigned long long)ld(&n->eio_injected),
+		(unsigned long long)ld(&n->stalled), (unsigned long long)ld(&n->interrupted),
 		(unsigned long long)ld(&n->trips));
 	cli_json_double(f, (double)ld(&n->rtt_wait_ns) / 1e9);
 	fputs(",\"bw_wait_s\":", f);
@@ -821,6 +871,8 @@ static void write_stats(FILE *f, regionfs *fs)
 	cli_json_double(f, fs->opt.mbps);
 	fprintf(f, ",\"burst\":%llu,\"eio_rate\":", (unsigned long long)fs->opt.burst);
 	cli_json_double(f, fs->opt.eio_rate);
+	fputs(",\"stall_rate\":", f);
+	cli_json_double(f, fs->opt.stall_rate);
 	fprintf(f, ",\"seed\":%llu}\n", (unsigned long long)fs->opt.seed);
 }
 
@@ -884,6 +936,7 @@ int main(int argc, char **argv)
 	mounted = true;
 	fs.start_ns = now_ns();
 	se = fuse_get_session(fuse);
+	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0) {
 		cli_fail("cannot install the signal handlers");
 		goto out;
