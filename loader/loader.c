@@ -1253,6 +1253,9 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	size_t nall = 0, k;
 	uint64_t m = 0, lo, hi, len, quota, global;
 	uint64_t h = l->topo.host_index, nh = l->topo.num_hosts;
+	uint64_t origin_quota = pf_plan_steps(l->ds->records, &s0->origin, l->cfg.remainder) *
+				s0->origin.cores * s0->origin.per_core_batch;
+	bool all_fresh = true;
 
 	for (uint32_t want = 0; want < hosts; want++) {
 		const pf_state *s = NULL;
@@ -1270,26 +1273,28 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 					    "resuming %u hosts as %llu needs the state of "
 					    "every old host; host %u's is missing", hosts,
 					    (unsigned long long)nh, want);
+		/* A host between epochs has its whole stream of the next one
+		 * left, in the topology it saved with. */
 		if (!same_topology(&s->saver, &s0->saver) || s->epoch != s0->epoch ||
-		    s->fresh != s0->fresh ||
-		    (!s->fresh && (!same_topology(&s->origin, &s0->origin) ||
-				   s->origin_block != s0->origin_block ||
-				   s->origin_permute != s0->origin_permute)))
+		    !same_topology(&s->origin, &s0->origin) ||
+		    s->origin_block != s0->origin_block ||
+		    s->origin_permute != s0->origin_permute)
 			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 					    "the states are not of one job at one epoch: host "
 					    "%u is at epoch %u of %u hosts, host %u at epoch %u "
 					    "of %u hosts", s0->saver.host_index, s0->epoch,
 					    s0->saver.num_hosts, s->saver.host_index, s->epoch,
 					    s->saver.num_hosts);
-		nall += s->npieces;
-		m += pf_state_remaining(s);
+		all_fresh &= s->fresh;
+		nall += s->fresh ? 1 : s->npieces;
+		m += s->fresh ? origin_quota : pf_state_remaining(s);
 		if (s->global_step > l->gstep0)
 			l->gstep0 = s->global_step;
 		if (s->step_in_epoch > l->resume.step0)
 			l->resume.step0 = s->step_in_epoch;
 	}
 	l->start_epoch = s0->epoch;
-	if (s0->fresh) {
+	if (all_fresh) {
 		l->resume.step0 = 0;
 		return 0;
 	}
@@ -1299,10 +1304,16 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	k = 0;
 	for (uint32_t want = 0; want < hosts; want++)
 		for (size_t i = 0; i < n; i++)
-			if (st[i].saver.host_index == want) {
+			if (st[i].saver.host_index != want) {
+				continue;
+			} else if (st[i].fresh) {
+				if (origin_quota)
+					all[k++] = (pf_piece){ want, 0, origin_quota };
+			} else {
 				memcpy(all + k, st[i].pieces, st[i].npieces * sizeof(*all));
 				k += st[i].npieces;
 			}
+	nall = k;
 	lo = (uint64_t)((pf_u128)m * h / nh);
 	hi = (uint64_t)((pf_u128)m * (h + 1) / nh);
 	len = hi - lo;
@@ -1833,17 +1844,20 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 		.fingerprint = l->ds->fingerprint, .records = l->ds->records,
 		.seed = l->cfg.seed, .shuffle = l->cfg.shuffle,
 		.remainder = (uint32_t)l->cfg.remainder, .saver = l->topo,
-		.block = l->wblock, .epoch = l->start_epoch, .fresh = true,
-		.global_step = l->gstep0,
+		.block = l->wblock, .epoch = l->start_epoch,
+		.global_step = l->gstep0, .origin = l->topo,
+		.origin_block = l->wblock, .origin_permute = l->shuffle_rows,
 	};
 	if (!l->c_any) {
-		/* Nothing handed out: where the run started. */
-		if (!er)
-			return;
+		/* Nothing handed out: where the run started (a fresh epoch
+		 * as this host's whole stream, so that it merges with states
+		 * of hosts that are inside the epoch). */
 		skip = 0;
-		s->step_in_epoch = er->step0;
+		s->step_in_epoch = er ? er->step0 : 0;
 	} else if (l->c_last.epoch_end) {
+		/* Between epochs: the next starts in the restoring topology. */
 		s->epoch = l->c_epoch + 1;
+		s->fresh = true;
 		s->global_step = l->c_last.global_step + 1;
 		return;
 	} else {
@@ -1856,21 +1870,17 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 	}
 	if (!er) {
 		own = (pf_piece){ l->topo.host_index, 0, l->steps_per_epoch * l->host_batch };
-		s->origin = l->topo;
-		s->origin_block = l->wblock;
-		s->origin_permute = l->shuffle_rows;
 	} else {
 		s->origin = er->origin;
 		s->origin_block = er->w;
 		s->origin_permute = er->permute;
 	}
-	s->fresh = false;
 	s->pieces = pieces;
 	for (size_t i = 0, n = er ? er->npieces : 1; i < n; i++) {
 		pf_piece p = er ? er->pieces[i] : own;
 		uint64_t len = p.end - p.begin;
 
-		if (skip >= len) {
+		if (skip >= len) {	/* also drops an empty own piece */
 			skip -= len;
 			continue;
 		}

@@ -118,13 +118,10 @@ static int check_fields(const pf_state *s, pf_error *err)
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 				    "state names remainder policy %u, which does not exist",
 				    s->remainder);
-	if (s->fresh) {
-		if (s->npieces)
-			return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
-					    "state says epoch %u has not started, yet "
-					    "lists %zu pieces of it", s->epoch, s->npieces);
-		return 0;
-	}
+	if (s->fresh && s->npieces)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state says epoch %u has not started, yet lists %zu "
+				    "pieces of it", s->epoch, s->npieces);
 	if (!topology_ok(s->origin.num_hosts, s->origin.cores, s->origin.per_core_batch) ||
 	    !s->origin_block || s->origin_block > (1u << 30))
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,

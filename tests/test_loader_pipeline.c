@@ -9,76 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "podfeed.h"
 #include "testutil.h"
-
-/* An Example {"id": [id], "v": [id, id/2, id/3]} */
-static int64_t encode_record(uint64_t id, uint8_t *buf, size_t cap)
-{
-	int64_t idv = (int64_t)id;
-	float v[3] = { (float)id, (float)id / 2, (float)id / 3 };
-	pf_feature f[2] = {
-		{ .name = "id", .name_len = 2, .kind = PF_KIND_INT64, .count = 1, .v.int64s = &idv },
-		{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT, .count = 3, .v.floats = v },
-	};
-	return pf_example_encode(f, 2, buf, cap);
-}
-
-static int sink(void *ctx, const void *buf, size_t len)
-{
-	return fwrite(buf, 1, len, ctx) == len ? 0 : -EIO;
-}
-
-/* An indexed shard of ids [first, first+count), frames of frame_size. */
-static void write_indexed_aligned(const char *path, uint64_t first, uint64_t count,
-				  size_t frame_size, uint32_t align)
-{
-	pf_shard_writer_config cfg = { .frame_size = frame_size, .align = align };
-	pf_shard_writer *w;
-	pf_error err;
-	uint8_t rec[256];
-	FILE *f = fopen(path, "wb");
-
-	cr_assert_not_null(f);
-	cr_assert_eq(pf_shard_writer_create(&w, &cfg, sink, f), 0);
-	for (uint64_t i = 0; i < count; i++) {
-		int64_t n = encode_record(first + i, rec, sizeof(rec));
-		cr_assert_gt(n, 0);
-		cr_assert_eq(pf_shard_writer_add(w, rec, (size_t)n, &err), 0);
-	}
-	cr_assert_eq(pf_shard_writer_close(w, &err), 0);
-	pf_shard_writer_free(w);
-	cr_assert_eq(fclose(f), 0);
-}
-
-static void write_indexed(const char *path, uint64_t first, uint64_t count,
-			  size_t frame_size)
-{
-	write_indexed_aligned(path, first, count, frame_size, 0);
-}
-
-/* A plain (or gzip) TFRecord stream of ids [first, first+count). */
-static void write_stream(const char *path, uint64_t first, uint64_t count, bool gz)
-{
-	uint8_t rec[256], framed[300];
-	gzFile g = gz ? gzopen(path, "wb") : NULL;
-	FILE *f = gz ? NULL : fopen(path, "wb");
-
-	for (uint64_t i = 0; i < count; i++) {
-		int64_t n = encode_record(first + i, rec, sizeof(rec));
-		size_t fl = pf_tfr_encode(framed, sizeof(framed), rec, (size_t)n);
-		if (gz)
-			cr_assert_eq(gzwrite(g, framed, (unsigned)fl), (int)fl);
-		else
-			cr_assert_eq(fwrite(framed, 1, fl, f), fl);
-	}
-	if (gz)
-		cr_assert_eq(gzclose(g), Z_OK);
-	else
-		cr_assert_eq(fclose(f), 0);
-}
 
 typedef struct run_result {
 	uint64_t steps, records;
@@ -148,7 +81,7 @@ static const char *uneven_dataset(uint64_t *nids)
 
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
 		snprintf(p, sizeof(p), "%s/s%02zu.tfrecord.zst", d, i);
-		write_indexed(p, id, counts[i], 4096);
+		tu_write_id_shard(p, id, counts[i], 4096, 0);
 		id += counts[i];
 	}
 	*nids = id;
@@ -250,13 +183,13 @@ Test(loader, fewer_shards_than_hosts_and_stream_files, .timeout = 120)
 
 	/* Two indexed shards, a plain stream and a gzip stream: 4 files. */
 	snprintf(p, sizeof(p), "%s/a.tfrecord.zst", d);
-	write_indexed(p, 0, 300, 1 << 20);
+	tu_write_id_shard(p, 0, 300, 1 << 20, 0);
 	snprintf(p, sizeof(p), "%s/b.tfrecord", d);
-	write_stream(p, 300, 200, false);
+	tu_write_id_stream(p, 300, 200, false);
 	snprintf(p, sizeof(p), "%s/c.tfrecord.gz", d);
-	write_stream(p, 500, 250, true);
+	tu_write_id_stream(p, 500, 250, true);
 	snprintf(p, sizeof(p), "%s/d.tfrecord.zst", d);
-	write_indexed(p, 750, 5, 1 << 20);
+	tu_write_id_shard(p, 750, 5, 1 << 20, 0);
 	check_hosts(d, 755, 8, false, 1, 8);
 	check_hosts(d, 755, 8, true, 2, 4);
 	check_hosts(d, 755, 3, true, 1, 10);
@@ -268,9 +201,9 @@ Test(loader, only_stream_files, .timeout = 120)
 	char p[512];
 
 	snprintf(p, sizeof(p), "%s/a.tfrecord", d);
-	write_stream(p, 0, 400, false);
+	tu_write_id_stream(p, 0, 400, false);
 	snprintf(p, sizeof(p), "%s/b.tfrecord.gz", d);
-	write_stream(p, 400, 100, true);
+	tu_write_id_stream(p, 400, 100, true);
 	check_hosts(d, 500, 1, false, 2, 8);
 	check_hosts(d, 500, 2, true, 1, 16);
 }
@@ -342,7 +275,7 @@ Test(loader, errors_name_the_file)
 	/* A corrupt frame: the error comes from next(), with file and offset. */
 	const char *cd = tu_tmpdir();
 	snprintf(p, sizeof(p), "%s/bad.tfrecord.zst", cd);
-	write_indexed(p, 0, 2000, 4096);
+	tu_write_id_shard(p, 0, 2000, 4096, 0);
 	int fd = open(p, O_WRONLY);
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(pwrite(fd, "\xff\xff\xff\xff", 4, 10000), 4);
@@ -507,16 +440,16 @@ Test(loader, direct_io_reads_aligned_shards, .timeout = 120)
 	int fd;
 
 	snprintf(p, sizeof(p), "%s/a.tfrecord.zst", d);
-	write_indexed_aligned(p, 0, 3000, 8192, 4096);
+	tu_write_id_shard(p, 0, 3000, 8192, 4096);
 	fd = open(p, O_RDONLY | O_DIRECT);
 	if (fd < 0)
 		cr_skip_test("the filesystem under %s refuses O_DIRECT (%s)", d,
 			     strerror(errno));
 	close(fd);
 	snprintf(p, sizeof(p), "%s/b.tfrecord.zst", d);
-	write_indexed_aligned(p, 3000, 2000, 8192, 8192);
+	tu_write_id_shard(p, 3000, 2000, 8192, 8192);
 	snprintf(p, sizeof(p), "%s/c.tfrecord.zst", d);
-	write_indexed(p, 5000, 1000, 8192);
+	tu_write_id_shard(p, 5000, 1000, 8192, 0);
 
 	pf_loader_config cfg = { .per_core_batch = 32, .cores_per_host = 2, .shuffle = true,
 				 .seed = 3, .threads = 2, .direct_io = true };
@@ -544,7 +477,7 @@ Test(loader, long_stream_file_without_shuffle, .timeout = 60)
 	run_result r;
 
 	snprintf(p, sizeof(p), "%s/long.tfrecord", d);
-	write_stream(p, 0, 4000, false);
+	tu_write_id_stream(p, 0, 4000, false);
 	for (int pass = 0; pass < 3; pass++) {
 		pf_loader_config cfg = { .per_core_batch = 100, .threads = 2,
 					 .shuffle = pass == 2, .shuffle_window = 150,

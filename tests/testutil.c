@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the Criterion tests. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include "pf_formats.h"
 #include "testutil.h"
 
 uint8_t *tu_read_file(const char *path, size_t *len)
@@ -119,4 +122,64 @@ bool tu_is_mounted(const char *path)
 			found = true;
 	fclose(f);
 	return found;
+}
+
+/* An Example {"id": [id], "v": [id, id/2, id/3]} */
+int64_t tu_id_example(uint64_t id, uint8_t *buf, size_t cap)
+{
+	int64_t idv = (int64_t)id;
+	float v[3] = { (float)id, (float)id / 2, (float)id / 3 };
+	pf_feature f[2] = {
+		{ .name = "id", .name_len = 2, .kind = PF_KIND_INT64, .count = 1, .v.int64s = &idv },
+		{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT, .count = 3, .v.floats = v },
+	};
+	return pf_example_encode(f, 2, buf, cap);
+}
+
+static int file_sink(void *ctx, const void *buf, size_t len)
+{
+	return fwrite(buf, 1, len, ctx) == len ? 0 : -EIO;
+}
+
+/* An indexed shard of ids [first, first+count), frames of frame_size. */
+void tu_write_id_shard(const char *path, uint64_t first, uint64_t count,
+		       size_t frame_size, uint32_t align)
+{
+	pf_shard_writer_config cfg = { .frame_size = frame_size, .align = align };
+	pf_shard_writer *w;
+	pf_error err;
+	uint8_t rec[256];
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(pf_shard_writer_create(&w, &cfg, file_sink, f), 0);
+	for (uint64_t i = 0; i < count; i++) {
+		int64_t n = tu_id_example(first + i, rec, sizeof(rec));
+		cr_assert_gt(n, 0);
+		cr_assert_eq(pf_shard_writer_add(w, rec, (size_t)n, &err), 0);
+	}
+	cr_assert_eq(pf_shard_writer_close(w, &err), 0);
+	pf_shard_writer_free(w);
+	cr_assert_eq(fclose(f), 0);
+}
+
+/* A plain (or gzip) TFRecord stream of ids [first, first+count). */
+void tu_write_id_stream(const char *path, uint64_t first, uint64_t count, bool gz)
+{
+	uint8_t rec[256], framed[300];
+	gzFile g = gz ? gzopen(path, "wb") : NULL;
+	FILE *f = gz ? NULL : fopen(path, "wb");
+
+	for (uint64_t i = 0; i < count; i++) {
+		int64_t n = tu_id_example(first + i, rec, sizeof(rec));
+		size_t fl = pf_tfr_encode(framed, sizeof(framed), rec, (size_t)n);
+		if (gz)
+			cr_assert_eq(gzwrite(g, framed, (unsigned)fl), (int)fl);
+		else
+			cr_assert_eq(fwrite(framed, 1, fl, f), fl);
+	}
+	if (gz)
+		cr_assert_eq(gzclose(g), Z_OK);
+	else
+		cr_assert_eq(fclose(f), 0);
 }

@@ -29,4 +29,14 @@ void tu_sleep_ms(int ms);
  * paths with nothing to escape). */
 bool tu_is_mounted(const char *path);
 
+/* Datasets of records with known ids: tu_id_example() encodes the
+ * Example {"id": [id], "v": [id, id/2, id/3]} (@return its length);
+ * tu_write_id_shard() writes an indexed shard of ids [first,
+ * first+count) in frames of frame_size bytes (align 0 or the frame
+ * alignment); tu_write_id_stream() a plain (or gzip) TFRecord file. */
+int64_t tu_id_example(uint64_t id, uint8_t *buf, size_t cap);
+void tu_write_id_shard(const char *path, uint64_t first, uint64_t count,
+		       size_t frame_size, uint32_t align);
+void tu_write_id_stream(const char *path, uint64_t first, uint64_t count, bool gz);
+
 #endif
