@@ -244,6 +244,8 @@ Test(loadbench, bad_flags_and_missing_files)
 		{ "--remainder keep Z", 2, "--remainder: 'keep' is not drop or wrap" },
 		{ "--num-hosts 2 --host-index 2 Z", 2, "--host-index: 2 is not below --num-hosts 2" },
 		{ "--frobnicate Z", 2, "unknown option '--frobnicate'" },
+		{ "--save-every 5 Z", 2, "--save-every: needs --save-state FILE" },
+		{ "--resume /nonexistent/state Z", 2, "--resume: /nonexistent/state: No such file" },
 		{ "--per-core-batch", 2, "--per-core-batch: a value is required" },
 		{ "", 2, "no shards given" },
 		{ "--features 'tokens:int33[4]' Z", 2, "--features:" },
@@ -271,4 +273,71 @@ Test(loadbench, bad_flags_and_missing_files)
 		cr_assert(strstr(out, cases[i].says), "%s -> %s", args, out);
 	}
 	cr_assert_eq(tu_system("%s --help >/dev/null", tu_env_tool("LOADBENCH")), 0);
+}
+
+Test(loadbench, save_state_resume_and_interrupt, .timeout = 120)
+{
+	const char *d = make_dataset();
+	const char *lb = tu_env_tool("LOADBENCH");
+	char args[2048], path[1024];
+	json_t *o;
+	uint8_t *blob;
+	size_t len;
+	pf_state_info in;
+	pf_error err;
+	int st;
+
+	/* 13 steps, then the other 37 of the epoch (5000 / 100). */
+	snprintf(args, sizeof(args), "--per-core-batch 50 --cores 2 --steps 13 "
+		 "--save-state %s/s1 %s/z", d, d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "steps"), 13);
+	json_decref(o);
+	snprintf(args, sizeof(args), "--per-core-batch 50 --cores 2 --resume %s/s1 "
+		 "--save-state %s/s2 %s/z", d, d, d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "steps"), DATASET_RECORDS / 100 - 13);
+	json_decref(o);
+	snprintf(path, sizeof(path), "%s/s2", d);
+	blob = tu_read_file(path, &len);
+	cr_assert_eq(pf_state_inspect(blob, len, &in, &err), 0, "%s", err.msg);
+	cr_assert(in.fresh);
+	cr_assert_eq(in.epoch, 1);
+	cr_assert_eq(in.global_step, DATASET_RECORDS / 100);
+	free(blob);
+
+	/* SIGINT: the state is saved and the exit status says so. */
+	st = tu_system("timeout --preserve-status -s INT 0.5 %s --quiet --epochs 100000 "
+		       "--per-core-batch 50 --cores 2 --save-state %s/s3 --save-every 7 "
+		       "%s/z >/dev/null 2>%s/err", lb, d, d, d);
+	cr_assert_eq(st, 130, "status %d", st);
+	snprintf(path, sizeof(path), "%s/s3", d);
+	blob = tu_read_file(path, &len);
+	cr_assert_eq(pf_state_inspect(blob, len, &in, &err), 0, "%s", err.msg);
+	cr_assert_gt(in.global_step, 0);
+	free(blob);
+	snprintf(path, sizeof(path), "%s/err", d);
+	blob = tu_read_file(path, &len);
+	blob = realloc(blob, len + 1);
+	blob[len] = 0;
+	cr_assert(strstr((char *)blob, "interrupted after"), "%s", blob);
+	free(blob);
+
+	/* A damaged state: exit 2, naming the file and the byte. */
+	snprintf(path, sizeof(path), "%s/s1", d);
+	blob = tu_read_file(path, &len);
+	blob[len - 1] ^= 0x40;
+	snprintf(path, sizeof(path), "%s/bad", d);
+	tu_write_file(path, blob, len);
+	free(blob);
+	st = tu_system("%s --quiet --per-core-batch 50 --cores 2 --resume %s %s/z "
+		       ">/dev/null 2>%s/err", lb, path, d, d);
+	cr_assert_eq(st, 2);
+	snprintf(path, sizeof(path), "%s/err", d);
+	blob = tu_read_file(path, &len);
+	blob = realloc(blob, len + 1);
+	blob[len] = 0;
+	cr_assert(strstr((char *)blob, "/bad: byte 16: state payload fails its CRC32C"), "%s",
+		  blob);
+	free(blob);
 }

@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "cli.h"
 #include "pf_host.h"
 #include "train.h"
@@ -49,6 +51,7 @@ static const char usage[] =
 	"                       0 turns shuffling off)\n"
 	"  --remainder drop|wrap  the records past the last whole step of an\n"
 	"                       epoch (default drop)\n"
+
 	"  --features SPEC      feature spec, e.g. \"tokens:int32[256],label:int64[1]\"\n"
 	"                       (default: from the schema in the first file's\n"
 	"                       index: int64 -> int64[max_len], float -> float32\n"
@@ -158,6 +161,9 @@ typedef struct options {
 	const char *features;
 	pf_remainder remainder;
 	bool host_index_given, num_hosts_given;	/* else from the environment */
+	const char *save_state;
+	uint64_t save_every;
+	ckpt_set resume;
 	train_options train;	/* --model and the rest: tools/train.c */
 	train_ctx *tc;
 } options;
@@ -169,7 +175,7 @@ static int parse_options(int argc, char **argv, options *o)
 		OPT_BATCH = 256, OPT_CORES, OPT_HOSTIDX, OPT_HOSTS, OPT_THREADS, OPT_EPOCHS,
 		OPT_STEPS, OPT_SEED, OPT_WINDOW, OPT_MEMORY, OPT_FEATURES, OPT_REMAINDER,
 		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_VERIFY, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
-		OPT_QUIET, OPT_HELP,
+		OPT_QUIET, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_HELP,
 	};
 	static const struct option opts[] = {
 		{ "per-core-batch", required_argument, NULL, OPT_BATCH },
@@ -192,6 +198,9 @@ static int parse_options(int argc, char **argv, options *o)
 		{ "baseline", no_argument, NULL, OPT_BASELINE },
 		{ "repeat", required_argument, NULL, OPT_REPEAT },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
+		{ "save-state", required_argument, NULL, OPT_SAVE },
+		{ "save-every", required_argument, NULL, OPT_SAVE_EVERY },
+		{ "resume", required_argument, NULL, OPT_RESUME },
 		TRAIN_LONG_OPTIONS,
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ 0 },
@@ -279,7 +288,19 @@ static int parse_options(int argc, char **argv, options *o)
 		case OPT_JSON: o->json = true; break;
 		case OPT_BASELINE: o->baseline = true; break;
 		case OPT_QUIET: o->quiet = true; break;
-		case OPT_HELP: fputs(usage, stdout); fputs("\n" TRAIN_USAGE, stdout); return 0;
+		case OPT_SAVE: o->save_state = optarg; break;
+		case OPT_SAVE_EVERY:
+			r = cli_parse_u64("--save-every", optarg, 1, UINT64_MAX, false,
+					  &o->save_every);
+			break;
+		case OPT_RESUME:
+			for (char *f = strtok(optarg, ","); f && r == 0; f = strtok(NULL, ","))
+				r = ckpt_load(&o->resume, f);
+			break;
+		case OPT_HELP:
+			fputs(usage, stdout);
+			fputs("\n" CKPT_USAGE "\n" TRAIN_USAGE, stdout);
+			return 0;
 		case ':':
 			cli_fail("%s: a value is required", argv[optind - 1]);
 			fputs(usage, stderr);
@@ -302,6 +323,10 @@ static int parse_options(int argc, char **argv, options *o)
 		cli_fail("--host-index: %llu is not below --num-hosts %llu",
 			 (unsigned long long)o->host_index,
 			 (unsigned long long)o->num_hosts);
+		return 2;
+	}
+	if (o->save_every && !o->save_state) {
+		cli_fail("--save-every: needs --save-state FILE");
 		return 2;
 	}
 	if (optind == argc) {
@@ -407,6 +432,7 @@ typedef struct loader_run {
 	uint64_t steady_records; /* after the first batch */
 	uint64_t peak_rss;
 	uint64_t steps_per_epoch;
+	uint64_t steps_run;	/* batches taken by this run */
 	pf_loader_metrics m;
 } loader_run;
 
@@ -442,7 +468,15 @@ static void progress_draw(progress *p, pf_loader *l, uint64_t t)
 	p->last_fill = m.queue_fill_sum;
 }
 
-/* @return 0, or 1 after printing the loader's error. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+	interrupted = sig;
+}
+
+/* @return 0, or 1 after printing the loader's error (or when a state
+ * could not be saved), 130 when interrupted (the state saved). */
 static int run_loader(const options *o, const pf_loader_config *cfg,
 		      loader_run *out)
 {
@@ -493,11 +527,19 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 			return 1;
 		}
 		pf_loader_release(l, b);
+		out->steps_run++;
+		if (o->save_every && out->steps_run % o->save_every == 0 &&
+		    ckpt_save(o->save_state, l) < 0) {
+			pf_loader_free(l);
+			return 1;
+		}
 		if (p.on) {
 			uint64_t t = now_ns();
 			if (t - p.last_ns >= PROGRESS_NS)
 				progress_draw(&p, l, t);
 		}
+		if (interrupted)
+			break;
 	}
 	out->seconds = (double)(now_ns() - t0) * 1e-9;
 	if (p.on)
@@ -514,7 +556,17 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 	out->first_batch_ms = t_first ? (double)(t_first - t0) * 1e-6 : 0;
 	pf_loader_get_metrics(l, &out->m);
 	out->peak_rss = peak_rss_bytes();
+	if (o->save_state && ckpt_save(o->save_state, l) < 0) {
+		pf_loader_free(l);
+		return 1;
+	}
 	pf_loader_free(l);
+	if (interrupted) {
+		cli_fail("interrupted after %llu steps%s%s", (unsigned long long)out->steps_run,
+			 o->save_state ? "; state saved to " : "",
+			 o->save_state ? o->save_state : "");
+		return 130;
+	}
 	return 0;
 }
 
@@ -1619,6 +1671,21 @@ int main(int argc, char **argv)
 	cfg.direct_io = o.direct;
 	cfg.verify_records = o.verify;
 	cfg.regions = ro.table;
+	if (o.resume.n) {
+		if (ckpt_check(&o.resume, o.quiet || o.json) < 0) {
+			ret = 2;
+			goto out;
+		}
+		cfg.resume = o.resume.blob;
+		cfg.nresume = o.resume.n;
+	}
+	if (o.save_state) {
+		struct sigaction sa = { .sa_handler = on_interrupt };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
 	ret = train_start(&o.tc, &o.train, &cfg, &spec, o.repeat);
 	if (ret)
 		goto out;
@@ -1641,8 +1708,12 @@ int main(int argc, char **argv)
 	}
 	/* Interleave loader, read, decompress so drift hits all alike. */
 	for (unsigned i = 0; i < o.repeat; i++) {
-		if (run_loader(&o, &cfg, &runs[i]))
+		int rr = run_loader(&o, &cfg, &runs[i]);
+
+		if (rr) {
+			ret = rr;
 			goto out;
+		}
 		regions_run_done(&ro, runs[i].seconds);
 		secs[i] = runs[i].seconds;
 		if (!o.baseline)
@@ -1693,5 +1764,6 @@ out:
 	free(inferred);
 	cli_free_inputs(files, nfiles);
 	regions_free(&ro);
+	ckpt_free(&o.resume);
 	return train_end(o.tc, ret);
 }

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* loadbench's checkpoint files: --resume reads saved loader states,
+ * --save-state writes this host's state atomically (a temporary file in
+ * the same directory, fsync, rename), so a kill at any instant leaves
+ * either the old state or the new one, never half of one. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "cli.h"
+
+/* Loader states are small; anything near this is not one. */
+#define CKPT_MAX_BYTES (64u << 20)
+
+int ckpt_load(ckpt_set *set, const char *path)
+{
+	struct stat sb;
+	uint8_t *buf = NULL;
+	size_t got = 0;
+	int fd, ret = 0;
+
+	if (set->n == CKPT_MAX_FILES) {
+		cli_fail("--resume: at most %u states", CKPT_MAX_FILES);
+		return -E2BIG;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		ret = -errno;
+		cli_fail("--resume: %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > CKPT_MAX_BYTES) {
+		cli_fail("--resume: %s: not a loader state (%s)", path,
+			 S_ISREG(sb.st_mode) ? "over 64 MiB" : "not a regular file");
+		ret = -EINVAL;
+		goto out;
+	}
+	buf = malloc(sb.st_size ? (size_t)sb.st_size : 1);
+	if (!buf) {
+		ret = -ENOMEM;
+		cli_fail("--resume: %s: out of memory", path);
+		goto out;
+	}
+	while (got < (size_t)sb.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			cli_fail("--resume: %s: %s", path, n < 0 ? strerror(errno)
+								  : "file shrank while read");
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	set->path[set->n] = path;
+	set->data[set->n] = buf;
+	set->blob[set->n] = (pf_state_blob){ buf, got };
+	set->n++;
+	buf = NULL;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return ret;
+}
+
+int ckpt_check(const ckpt_set *set, bool quiet)
+{
+	for (unsigned i = 0; i < set->n; i++) {
+		pf_state_info in;
+		pf_error err;
+
+		pf_error_clear(&err);
+		if (pf_state_inspect(set->blob[i].data, set->blob[i].len, &in, &err) < 0) {
+			pf_error_set_file(&err, set->path[i]);
+			cli_print_error(&err);
+			return -1;
+		}
+		if (quiet)
+			continue;
+		if (in.fresh)
+			fprintf(stderr, "%s: resuming host %u of %u at the start of epoch %u "
+				"(global step %llu)\n", set->path[i], in.host_index, in.num_hosts,
+				in.epoch, (unsigned long long)in.global_step);
+		else
+			fprintf(stderr, "%s: resuming host %u of %u at epoch %u step %llu "
+				"(global step %llu), %llu records of the epoch left\n",
+				set->path[i], in.host_index, in.num_hosts, in.epoch,
+				(unsigned long long)in.step_in_epoch,
+				(unsigned long long)in.global_step,
+				(unsigned long long)in.records_left);
+	}
+	return 0;
+}
+
+void ckpt_free(ckpt_set *set)
+{
+	for (unsigned i = 0; i < set->n; i++)
+		free(set->data[i]);
+	memset(set, 0, sizeof(*set));
+}
+
+int ckpt_save(const char *path, pf_loader *l)
+{
+	char tmp[4096];
+	int64_t n = pf_loader_save_state(l, NULL, 0);
+	uint8_t *blob = n > 0 ? malloc((size_t)n) : NULL;
+	size_t done = 0;
+	int fd = -1, ret = 0;
+
+	if (!blob || pf_loader_save_state(l, blob, (size_t)n) != n) {
+		cli_fail("--save-state: cannot encode the state");
+		free(blob);
+		return -ENOMEM;
+	}
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+		cli_fail("--save-state: %s: name too long", path);
+		free(blob);
+		return -ENAMETOOLONG;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto fail;
+	while (done < (size_t)n) {
+		ssize_t w = write(fd, blob + done, (size_t)n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			goto fail;
+		done += (size_t)w;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0)
+		goto fail;
+	free(blob);
+	return 0;
+fail:
+	ret = errno ? -errno : -EIO;
+	cli_fail("--save-state: %s: %s", fd >= 0 || done ? tmp : path, strerror(-ret));
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	free(blob);
+	return ret;
+}
