@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Fuzz harness: loader checkpoints (loader/state.c).
+ *
+ * The first byte picks how the rest is used:
+ *   even  as a whole blob (envelope, CRC, version, then the payload);
+ *   odd   as a payload, wrapped in a correct envelope, so that the
+ *         protobuf parse and the field checks are reached past the CRC.
+ * The harness aborts when a refusal comes without a message, or when a
+ * state that decodes does not survive encode -> decode unchanged. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader_internal.h"
+
+#define CHECK(cond)                                                          \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "fuzz_state: %s:%d: %s\n", __FILE__, \
+				__LINE__, #cond);                            \
+			abort();                                             \
+		}                                                            \
+	} while (0)
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static bool same(const pf_state *a, const pf_state *b)
+{
+	return a->fingerprint == b->fingerprint && a->records == b->records &&
+	       a->seed == b->seed && a->shuffle == b->shuffle &&
+	       a->remainder == b->remainder && !memcmp(&a->saver, &b->saver, sizeof(a->saver)) &&
+	       a->block == b->block && a->epoch == b->epoch && a->fresh == b->fresh &&
+	       a->step_in_epoch == b->step_in_epoch && a->global_step == b->global_step &&
+	       !memcmp(&a->origin, &b->origin, sizeof(a->origin)) &&
+	       a->origin_block == b->origin_block && a->origin_permute == b->origin_permute &&
+	       a->npieces == b->npieces &&
+	       (!a->npieces || !memcmp(a->pieces, b->pieces, a->npieces * sizeof(*a->pieces)));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	pf_state s, t;
+	pf_state_info info;
+	pf_error err;
+	uint8_t *blob, *again;
+	size_t len;
+	int64_t n;
+	int ret;
+
+	if (size < 1 || size > (1u << 20))
+		return 0;
+	if (data[0] & 1) {
+		len = PF_STATE_HEADER + size - 1;
+		blob = malloc(len);
+		CHECK(blob);
+		memcpy(blob, "PFST", 4);
+		put_le32(blob + 4, PF_STATE_VERSION);
+		put_le32(blob + 8, (uint32_t)(size - 1));
+		put_le32(blob + 12, pf_crc32c(0, data + 1, size - 1));
+		memcpy(blob + PF_STATE_HEADER, data + 1, size - 1);
+	} else {
+		len = size - 1;
+		blob = malloc(len ? len : 1);
+		CHECK(blob);
+		memcpy(blob, data + 1, len);
+	}
+	pf_error_clear(&err);
+	ret = pf_state_decode(&s, blob, len, &err);
+	CHECK(ret == 0 || ((ret == -EBADMSG || ret == -EPROTONOSUPPORT || ret == -ENOMEM) &&
+			   err.code == ret && err.msg[0]));
+	CHECK((pf_state_inspect(blob, len, &info, &err) == 0) == (ret == 0));
+	if (ret == 0) {
+		CHECK(info.records_left == pf_state_remaining(&s));
+		n = pf_state_encode(&s, NULL, 0);
+		CHECK(n > 0);
+		again = malloc((size_t)n);
+		CHECK(again);
+		CHECK(pf_state_encode(&s, again, (size_t)n) == n);
+		CHECK(pf_state_decode(&t, again, (size_t)n, &err) == 0);
+		CHECK(same(&s, &t));
+		pf_state_release(&t);
+		free(again);
+		pf_state_release(&s);
+	}
+	free(blob);
+	return 0;
+}
