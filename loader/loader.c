@@ -1129,7 +1129,7 @@ static void *io_main(void *arg)
 	/* The ring is made here: with SINGLE_ISSUER its creator must be its
 	 * only submitter. */
 	ret = pf_io_create(&io, &icfg, &err);
-	file_slot = calloc(l->ds->nfiles, sizeof(*file_slot));
+	file_slot = pf_calloc(l->ds->nfiles, sizeof(*file_slot));
 	if (ret == 0 && !file_slot)
 		ret = -ENOMEM;
 	for (size_t i = 0; ret == 0 && i < l->ds->nfiles; i++) {
@@ -1174,7 +1174,7 @@ static void *io_main(void *arg)
 	pthread_cond_broadcast(&l->cv_ready);
 	pthread_mutex_unlock(&l->mu);
 	pf_io_free(io);
-	free(file_slot);
+	pf_free(file_slot);
 	return NULL;
 }
 
@@ -1298,7 +1298,7 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 		l->resume.step0 = 0;
 		return 0;
 	}
-	all = calloc(nall ? nall : 1, sizeof(*all));
+	all = pf_calloc(nall ? nall : 1, sizeof(*all));
 	if (!all)
 		return -ENOMEM;
 	k = 0;
@@ -1321,7 +1321,7 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	quota = (l->cfg.remainder == PF_REMAINDER_WRAP ? (m + global - 1) / global
 						       : m / global) * l->host_batch;
 	if (quota > len && len == 0) {
-		free(all);
+		pf_free(all);
 		return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
 				    "host %llu has no records to wrap around: %llu records "
 				    "left for %llu hosts", (unsigned long long)h,
@@ -1330,9 +1330,9 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	/* At most nall pieces per pass over the share, and one more pass per
 	 * len records the quota exceeds it by. */
 	k = quota > len ? (size_t)((quota + len - 1) / len) : 1;
-	l->resume.pieces = calloc(nall * k + 1, sizeof(*l->resume.pieces));
+	l->resume.pieces = pf_calloc(nall * k + 1, sizeof(*l->resume.pieces));
 	if (!l->resume.pieces) {
-		free(all);
+		pf_free(all);
 		return -ENOMEM;
 	}
 	for (uint64_t got = 0; got < quota;) {
@@ -1342,7 +1342,7 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 						l->resume.pieces + l->resume.npieces);
 		got += take;
 	}
-	free(all);
+	pf_free(all);
 	l->resume.origin = s0->origin;
 	l->resume.w = s0->origin_block;
 	l->resume.permute = s0->origin_permute;
@@ -1359,7 +1359,7 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 static int restore(pf_loader *l, pf_error *err)
 {
 	size_t n = l->cfg.nresume;
-	pf_state *st = calloc(n, sizeof(*st));
+	pf_state *st = pf_calloc(n, sizeof(*st));
 	const pf_state *own = NULL;
 	bool this_topology = false;
 	int ret = 0;
@@ -1401,7 +1401,7 @@ static int restore(pf_loader *l, pf_error *err)
 				.npieces = own->npieces, .steps = left / l->host_batch,
 				.step0 = own->step_in_epoch,
 			};
-			l->resume.pieces = calloc(own->npieces + 1, sizeof(*own->pieces));
+			l->resume.pieces = pf_calloc(own->npieces + 1, sizeof(*own->pieces));
 			if (!l->resume.pieces)
 				ret = -ENOMEM;
 			else
@@ -1421,7 +1421,7 @@ static int restore(pf_loader *l, pf_error *err)
 		l->resume.epoch = l->start_epoch;
 	for (size_t i = 0; i < n; i++)
 		pf_state_release(&st[i]);
-	free(st);
+	pf_free(st);
 	return ret;
 }
 
@@ -1517,8 +1517,8 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 
 static int setup_slot(pf_loader *l, batch_slot *s)
 {
-	s->core = calloc(l->topo.cores, sizeof(*s->core));
-	s->tensors = calloc((size_t)l->topo.cores * l->spec.n, sizeof(*s->tensors));
+	s->core = pf_calloc(l->topo.cores, sizeof(*s->core));
+	s->tensors = pf_calloc((size_t)l->topo.cores * l->spec.n, sizeof(*s->tensors));
 	if (!s->core || !s->tensors)
 		return -ENOMEM;
 	for (uint32_t c = 0; c < l->topo.cores; c++) {
@@ -1551,8 +1551,8 @@ static int setup_pools(pf_loader *l, pf_error *err)
 
 	/* Tensor layout: each core's block holds its features one after the
 	 * other, [per_core_batch][len] each, 64-byte aligned. */
-	l->toff = calloc(l->spec.n, sizeof(*l->toff));
-	l->fbytes = calloc(l->spec.n, sizeof(*l->fbytes));
+	l->toff = pf_calloc(l->spec.n, sizeof(*l->toff));
+	l->fbytes = pf_calloc(l->spec.n, sizeof(*l->fbytes));
 	if (!l->toff || !l->fbytes)
 		return -ENOMEM;
 	l->block_bytes = 0;
@@ -1566,17 +1566,17 @@ static int setup_pools(pf_loader *l, pf_error *err)
 	if (ret < 0)
 		return ret;
 
-	l->chunks = calloc(l->nchunks, sizeof(*l->chunks));
-	l->streams = calloc(l->nchunks, sizeof(*l->streams));
-	l->free_cbuf = calloc(l->ncbufs ? l->ncbufs : 1, sizeof(*l->free_cbuf));
-	l->ring = calloc(l->nring, sizeof(*l->ring));
-	l->mem_slotptr = calloc((size_t)l->nring * l->spb, sizeof(*l->mem_slotptr));
+	l->chunks = pf_calloc(l->nchunks, sizeof(*l->chunks));
+	l->streams = pf_calloc(l->nchunks, sizeof(*l->streams));
+	l->free_cbuf = pf_calloc(l->ncbufs ? l->ncbufs : 1, sizeof(*l->free_cbuf));
+	l->ring = pf_calloc(l->nring, sizeof(*l->ring));
+	l->mem_slotptr = pf_calloc((size_t)l->nring * l->spb, sizeof(*l->mem_slotptr));
 	l->mem_cbufs = pool_alloc(p.cbufs);
 	l->cbufs_size = p.cbufs;
-	l->slots = calloc(l->nslots, sizeof(*l->slots));
+	l->slots = pf_calloc(l->nslots, sizeof(*l->slots));
 	l->mem_batches = pool_alloc(p.batches);
 	l->batches_size = p.batches;
-	l->mem_perm = p.perm ? malloc(p.perm) : NULL;
+	l->mem_perm = p.perm ? pf_malloc(p.perm) : NULL;
 	if (!l->chunks || !l->streams || !l->free_cbuf || !l->ring || !l->mem_slotptr ||
 	    (p.cbufs && !l->mem_cbufs) || !l->slots || (p.batches && !l->mem_batches) ||
 	    (p.perm && !l->mem_perm))
@@ -1603,14 +1603,14 @@ static int setup_pools(pf_loader *l, pf_error *err)
 		worker *w = &l->workers[i];
 
 		w->l = l;
-		w->tally = calloc((size_t)l->nring * l->spb, sizeof(*w->tally));
-		w->touched = calloc((size_t)l->nring * l->spb, sizeof(*w->touched));
+		w->tally = pf_calloc((size_t)l->nring * l->spb, sizeof(*w->tally));
+		w->touched = pf_calloc((size_t)l->nring * l->spb, sizeof(*w->touched));
 		if (!w->tally || !w->touched ||
 		    pf_arena_init(&w->arena, PF_ARENA_BYTES_FOR(arena_rec)) < 0)
 			return -ENOMEM;
 		if (!ds->max_csize)
 			continue;	/* only stream files: no frames */
-		w->ubuf = malloc(ds->max_usize);
+		w->ubuf = pf_malloc(ds->max_usize);
 		if (!w->ubuf || pf_frame_decoder_create(&w->fdec) < 0)
 			return -ENOMEM;
 	}
@@ -1639,9 +1639,10 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	if (!cfg || !cfg->npaths || !cfg->features || !cfg->per_core_batch)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "the loader needs paths, a feature spec and a per-core batch");
-	l = calloc(1, sizeof(*l));
+	l = pf_calloc(1, sizeof(*l));
 	if (!l)
-		return -ENOMEM;
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory creating the loader");
 	l->cfg = *cfg;
 	pf_error_clear(&l->err);
 	pthread_mutex_init(&l->mu, NULL);
@@ -1710,7 +1711,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		if (ret < 0)
 			goto fail;
 	}
-	l->workers = calloc(l->nworkers, sizeof(*l->workers));
+	l->workers = pf_calloc(l->nworkers, sizeof(*l->workers));
 	if (!l->workers) {
 		ret = -ENOMEM;
 		goto fail;
@@ -1892,7 +1893,7 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 
 int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
 {
-	pf_piece *pieces = calloc(l->resume.npieces + 1, sizeof(*pieces));
+	pf_piece *pieces = pf_calloc(l->resume.npieces + 1, sizeof(*pieces));
 	pf_state s;
 	int64_t n;
 
@@ -1902,7 +1903,7 @@ int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
 	consumer_state(l, &s, pieces);
 	pthread_mutex_unlock(&l->mu);
 	n = pf_state_encode(&s, buf, cap);
-	free(pieces);
+	pf_free(pieces);
 	return n;
 }
 
@@ -1944,33 +1945,33 @@ void pf_loader_free(pf_loader *l)
 	for (unsigned i = 0; l->workers && i < l->nworkers; i++) {
 		if (l->workers[i].started)
 			pthread_join(l->workers[i].thread, NULL);
-		free(l->workers[i].ubuf);
-		free(l->workers[i].tally);
-		free(l->workers[i].touched);
+		pf_free(l->workers[i].ubuf);
+		pf_free(l->workers[i].tally);
+		pf_free(l->workers[i].touched);
 		pf_frame_decoder_free(l->workers[i].fdec);
 		pf_arena_release(&l->workers[i].arena);
 	}
 	if (l->io_started)
 		pthread_join(l->io_thread, NULL);
 	for (unsigned i = 0; l->slots && i < l->nslots; i++) {
-		free(l->slots[i].core);
-		free(l->slots[i].tensors);
+		pf_free(l->slots[i].core);
+		pf_free(l->slots[i].tensors);
 	}
 	for (unsigned i = 0; l->streams && i < l->nchunks; i++)
 		pf_source_close(l->streams[i].src);
-	free(l->workers);
-	free(l->slots);
-	free(l->chunks);
-	free(l->streams);
-	free(l->ring);
-	free(l->mem_slotptr);
-	free(l->mem_perm);
+	pf_free(l->workers);
+	pf_free(l->slots);
+	pf_free(l->chunks);
+	pf_free(l->streams);
+	pf_free(l->ring);
+	pf_free(l->mem_slotptr);
+	pf_free(l->mem_perm);
 	pool_free(l->mem_cbufs, l->cbufs_size);
 	pool_free(l->mem_batches, l->batches_size);
-	free(l->free_cbuf);
-	free(l->toff);
-	free(l->fbytes);
-	free(l->resume.pieces);
+	pf_free(l->free_cbuf);
+	pf_free(l->toff);
+	pf_free(l->fbytes);
+	pf_free(l->resume.pieces);
 	pf_dataset_free(l->ds);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv_chunk);
@@ -1980,5 +1981,5 @@ void pf_loader_free(pf_loader *l)
 	pthread_cond_destroy(&l->cv_batch);
 	pthread_cond_destroy(&l->cv_ready);
 	pthread_cond_destroy(&l->cv_init);
-	free(l);
+	pf_free(l);
 }

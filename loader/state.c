@@ -17,6 +17,23 @@
 
 static const uint8_t state_magic[4] = { 'P', 'F', 'S', 'T' };
 
+/* protobuf-c allocates through pf_malloc(), remembering a failure so
+ * that out of memory is not taken for a corrupt payload. */
+static void *pb_alloc(void *data, size_t size)
+{
+	void *p = pf_malloc(size);
+
+	if (!p)
+		*(bool *)data = true;
+	return p;
+}
+
+static void pb_free(void *data, void *p)
+{
+	(void)data;
+	pf_free(p);
+}
+
 static void put_le32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)v;
@@ -47,11 +64,11 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 	size_t len;
 
 	if (s->npieces) {
-		pieces = calloc(s->npieces, sizeof(*pieces));
-		ptrs = calloc(s->npieces, sizeof(*ptrs));
+		pieces = pf_calloc(s->npieces, sizeof(*pieces));
+		ptrs = pf_calloc(s->npieces, sizeof(*ptrs));
 		if (!pieces || !ptrs) {
-			free(pieces);
-			free(ptrs);
+			pf_free(pieces);
+			pf_free(ptrs);
 			return -ENOMEM;
 		}
 	}
@@ -93,8 +110,8 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 		put_le32(p + 8, (uint32_t)len);
 		put_le32(p + 12, pf_crc32c(0, p + PF_STATE_HEADER, len));
 	}
-	free(pieces);
-	free(ptrs);
+	pf_free(pieces);
+	pf_free(ptrs);
 	return (int64_t)(PF_STATE_HEADER + len);
 }
 
@@ -146,6 +163,8 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 	const uint8_t *p = blob;
 	Podfeed__LoaderState *m;
 	uint32_t version, plen, crc;
+	bool oom = false;
+	ProtobufCAllocator pb = { .alloc = pb_alloc, .free = pb_free, .allocator_data = &oom };
 	int ret;
 
 	memset(s, 0, sizeof(*s));
@@ -178,7 +197,10 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 	if (pf_crc32c(0, p + PF_STATE_HEADER, plen) != crc)
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
 				    "state payload fails its CRC32C: corrupt");
-	m = podfeed__loader_state__unpack(NULL, plen, p + PF_STATE_HEADER);
+	m = podfeed__loader_state__unpack(&pb, plen, p + PF_STATE_HEADER);
+	if (!m && oom)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory to unpack the state");
 	if (!m)
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
 				    "state payload does not parse as podfeed.LoaderState");
@@ -205,7 +227,7 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 	s->origin_block = m->origin_block;
 	s->origin_permute = m->origin_permute;
 	if (m->n_remaining) {
-		s->pieces = calloc(m->n_remaining, sizeof(*s->pieces));
+		s->pieces = pf_calloc(m->n_remaining, sizeof(*s->pieces));
 		if (!s->pieces) {
 			ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 					   "no memory for %zu state pieces", m->n_remaining);
@@ -218,7 +240,7 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 					   m->remaining[i]->end };
 	ret = check_fields(s, err);
 out:
-	podfeed__loader_state__free_unpacked(m, NULL);
+	podfeed__loader_state__free_unpacked(m, &pb);
 	if (ret < 0)
 		pf_state_release(s);
 	return ret;
@@ -226,7 +248,7 @@ out:
 
 void pf_state_release(pf_state *s)
 {
-	free(s->pieces);
+	pf_free(s->pieces);
 	memset(s, 0, sizeof(*s));
 }
 

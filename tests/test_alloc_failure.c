@@ -638,12 +638,10 @@ Test(alloc_failure, dataset_and_plan, .init = make_dataset, .fini = free_dataset
 /* ------------------------------------------------------------------ */
 /* The loader: create, a few batches, free                              */
 /*
- * In its own executable, alloc_failure_loader, outside the default
- * suites ('pending'): loader/loader.c still allocates with libc, so a
- * failure it meets can only come from the modules below it (dataset,
- * sources, index, zstd), and its threads may not yet turn every one into
- * a clean -ENOMEM.  When loader.c allocates through pf_malloc, this sweep
- * covers it too and joins the unit suite.
+ * In its own executable, alloc_failure_loader: the loader's create, a
+ * few steps and free, with every allocation of the cycle failed in turn
+ * (loader.c, the dataset, the sources, the index, zstd and the state
+ * code all allocate through pf_malloc).
  */
 static int loader_cycle(void *arg, pf_error *err)
 {
@@ -682,6 +680,80 @@ static int loader_cycle(void *arg, pf_error *err)
 Test(alloc_failure_loader, create_next_free, .init = make_dataset, .fini = free_dataset)
 {
 	sweep("pf_loader", loader_cycle, NULL, NULL);
+}
+
+/* Resume on one host from the states of two (the merge of their pieces),
+ * a few steps, and save again. */
+struct resume_ctx {
+	pf_state_blob blob[2];
+};
+
+static pf_loader_config resume_config(const char *const *paths)
+{
+	return (pf_loader_config){
+		.paths = paths, .npaths = 5, .features = "id:int64[1]",
+		.cores_per_host = 2, .per_core_batch = 8, .seed = 5, .epochs = 2,
+		.shuffle = true, .shuffle_window = 32, .threads = 2,
+		.memory_budget = 64u << 20,
+	};
+}
+
+static int resume_cycle(void *arg, pf_error *err)
+{
+	struct resume_ctx *rc = arg;
+	const char *const paths[] = { ds.indexed, ds.gzip, ds.zstd, ds.plain, ds.zlib };
+	pf_loader_config cfg = resume_config(paths);
+	pf_loader *l;
+	pf_batch *b;
+	uint8_t out[4096];
+	int64_t n;
+	int ret;
+
+	cfg.resume = rc->blob;
+	cfg.nresume = 2;
+	cfg.max_steps = 3;
+	ret = pf_loader_create(&l, &cfg, err);
+	if (ret < 0)
+		return ret;
+	while ((ret = pf_loader_next(l, &b)) == 1)
+		pf_loader_release(l, b);
+	if (ret < 0)
+		*err = *pf_loader_last_error(l);
+	n = ret < 0 ? 0 : pf_loader_save_state(l, out, sizeof(out));
+	if (n < 0)
+		ret = pf_error_set(err, (int)n, PF_OFFSET_NONE, 0, "cannot save the state");
+	else
+		CHECK(ret < 0 || (n > 0 && (size_t)n <= sizeof(out)), "state of %lld bytes",
+		      (long long)n);
+	pf_loader_free(l);
+	return ret;
+}
+
+Test(alloc_failure_loader, resume_merge_and_save, .init = make_dataset, .fini = free_dataset)
+{
+	const char *const paths[] = { ds.indexed, ds.gzip, ds.zstd, ds.plain, ds.zlib };
+	struct resume_ctx rc;
+	uint8_t buf[2][4096];
+
+	for (uint32_t h = 0; h < 2; h++) {
+		pf_loader_config cfg = resume_config(paths);
+		pf_loader *l;
+		pf_batch *b;
+		pf_error err;
+		int64_t n;
+
+		cfg.host_index = h;
+		cfg.num_hosts = 2;
+		cfg.max_steps = 2 + h;
+		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+		while (pf_loader_next(l, &b) == 1)
+			pf_loader_release(l, b);
+		n = pf_loader_save_state(l, buf[h], sizeof(buf[h]));
+		cr_assert(n > 0 && (size_t)n <= sizeof(buf[h]));
+		rc.blob[h] = (pf_state_blob){ buf[h], (size_t)n };
+		pf_loader_free(l);
+	}
+	sweep("pf_loader resumed", resume_cycle, &rc, NULL);
 }
 
 #endif /* PF_ALLOC_FAILURE_LOADER */
