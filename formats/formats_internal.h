@@ -33,6 +33,17 @@ void *pf_zalloc_cb(void *opaque, unsigned items, unsigned size);
  * them (Debian 12's 1.5.4 does). */
 #define PF_ZSTD_MEM ((ZSTD_customMem){ pf_alloc_cb, pf_free_cb, NULL })
 
+/* Skip mode (tfrecord.c, for the record stream over a codec): the bytes
+ * fed so far end where a frame or member was dropped (what names it:
+ * "zstd frame", "gzip member").  The next calls of next() read out the
+ * whole records still held, then drop what is left unreported (it belongs
+ * to that drop), and look for a record from the next byte fed (reporting
+ * a span when the next unit does not start with one).  Call when next()
+ * has returned 0. */
+void pf_tfr_reader_cut(pf_tfr_reader *r, const char *what);
+/* The number the next delivered record gets. */
+uint64_t pf_tfr_reader_next_index(const pf_tfr_reader *r);
+
 /* Bump-allocate size bytes, 8-byte aligned, from a (example.c); NULL when
  * they do not fit.  Shared by the fast and the reference Example decoders. */
 void *pf_arena_alloc(pf_arena *a, size_t size);

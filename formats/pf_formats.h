@@ -132,6 +132,61 @@ static inline uint32_t pf_crc32c_unmask(uint32_t masked)
 }
 
 /* ------------------------------------------------------------------ */
+/* Corrupt data: fail, or skip and report                               */
+/* ------------------------------------------------------------------ */
+/*
+ * Readers stop at the first damage by default.  In skip mode they drop the
+ * smallest unit they must and go on: one record when the framing around it
+ * holds, else the bytes up to the next valid record (TFRecord framing is
+ * resynchronised), a zstd frame, a gzip member, or a frame of an indexed
+ * shard.  Each drop is reported (pf_drop) and records keep their order;
+ * record numbers count the records delivered, so damage leaves no gap in
+ * them and a file read twice in the same pieces numbers its records the
+ * same way both times.
+ */
+typedef enum pf_corrupt_policy {
+	PF_CORRUPT_FAIL = 0,	/* stop with an error (the default) */
+	PF_CORRUPT_SKIP,	/* drop the damaged unit, report it, go on */
+} pf_corrupt_policy;
+
+typedef enum pf_drop_unit {
+	PF_DROP_RECORD = 1,	/* one record with a bad data CRC whose framing held
+				   (the next header is where its length says) */
+	PF_DROP_SPAN,		/* bytes where TFRecord framing broke, up to the
+				   next valid record (or the end) */
+	PF_DROP_FRAME,		/* a zstd frame (what it had not yet given), or a
+				   frame of an indexed shard */
+	PF_DROP_MEMBER,		/* a gzip member (what it had not yet given), or
+				   the rest of a zlib stream */
+} pf_drop_unit;
+
+/*! "record", "span", "frame", "member". */
+PF_API const char *pf_drop_unit_name(pf_drop_unit u);
+
+typedef struct pf_drop {
+	pf_drop_unit unit;
+	pf_offset_kind offset_kind;	/* what start and resume count: FILE for
+					   compressed units and indexed frames,
+					   STREAM for records and spans */
+	uint64_t start;		/* first byte dropped: where the damaged record,
+				   span, frame or member starts */
+	uint64_t resume;	/* where reading resumed: the next valid record,
+				   frame or member, or the end */
+	uint64_t next_record;	/* number the next delivered record gets */
+	int64_t records;	/* records lost when known (a record: 1, an
+				   indexed frame: from its index), else -1 */
+	pf_error cause;		/* the check that failed, at the byte where it
+				   failed (its offset kind may differ from
+				   offset_kind's) */
+} pf_drop;
+
+/*! Told of each drop, on the thread that reads, before the records after
+ *  it come out.  @return 0 to go on, or <0 to stop: the read call then
+ *  returns that code with its error set to the drop's cause (a budget
+ *  of drops is enforced this way). */
+typedef int (*pf_drop_fn)(void *ctx, const pf_drop *drop);
+
+/* ------------------------------------------------------------------ */
 /* TFRecord framing                                                     */
 /* ------------------------------------------------------------------ */
 /*
@@ -175,6 +230,48 @@ PF_API int64_t pf_tfr_parse_verified(const void *buf, size_t len,
 PF_API int pf_tfr_truncation(const void *buf, size_t len, uint64_t base_offset,
 			     uint64_t max_record, pf_error *err);
 
+/*! pf_tfr_resync(): after a framing error, where can a record start again?
+ *  Scans buf[0..len) for the first offset p where a valid record starts:
+ *  its length CRC holds, its length is at most max_record, and its data
+ *  CRC holds (so that random bytes, which pass a 32-bit CRC one time in
+ *  4 billion, do not resynchronise on the length CRC alone).
+ *  at_end false (more bytes follow buf): p may also be a header that
+ *  passes its checks but whose record runs past len (feed more bytes and
+ *  look again from p), or len - 11 when no earlier offset qualifies (the
+ *  last 11 bytes are too few to tell).
+ *  at_end true (buf ends where the stream or a frame ends, e.g. the rest
+ *  of a decompressed frame, which holds whole records only): only whole
+ *  valid records count; len when there is none.
+ *  To resume after a record that failed at offset o: o + 1 +
+ *  pf_tfr_resync(buf + o + 1, ...).  @return p in [0, len]. */
+PF_API size_t pf_tfr_resync(const void *buf, size_t len, uint64_t max_record,
+			    bool at_end);
+
+/*! pf_tfr_next_intact(): skip mode over a buffer of whole records (a
+ *  decompressed frame of an indexed shard): the next record from *pos that
+ *  passes its checks (both CRCs, or the length CRC alone when
+ *  !check_data_crc), dropping damage on the way, exactly as a skip-mode
+ *  pf_tfr_reader fed buf and ended would.
+ *  @return 1 with *rec (a view into buf, rec->offset = base_offset + its
+ *          position, rec->index left alone) and *pos past it;
+ *          2 with *drop: damage from *pos was dropped (PF_DROP_RECORD when
+ *          the data CRC failed and the next header sits where the length
+ *          says, else PF_DROP_SPAN up to the next valid record or len;
+ *          stream offsets; drop->next_record left 0 for the caller) and
+ *          *pos moved to where reading resumes;
+ *          0 when *pos == len. */
+PF_API int pf_tfr_next_intact(const void *buf, size_t len, size_t *pos,
+			      uint64_t base_offset, uint64_t max_record,
+			      bool check_data_crc, pf_record *rec,
+			      pf_drop *drop);
+
+/*! pf_tfr_count_intact(): the records pf_tfr_next_intact() would deliver
+ *  from buf[0..len), and (when drops is not NULL) the drops it would
+ *  report.  No allocation. */
+PF_API uint64_t pf_tfr_count_intact(const void *buf, size_t len,
+				    uint64_t max_record, bool check_data_crc,
+				    uint64_t *drops);
+
 /*! pf_tfr_encode(): frame one record into dst.  @return len + 16, or 0 when
  *  cap is too small. */
 PF_API size_t pf_tfr_encode(void *dst, size_t cap, const void *data, size_t len);
@@ -188,6 +285,9 @@ typedef struct pf_tfr_reader pf_tfr_reader;
 typedef struct pf_tfr_config {
 	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
 	bool skip_data_crc;		/* trust the data (length CRC still checked) */
+	pf_corrupt_policy on_corrupt;	/* FAIL (default) or SKIP */
+	pf_drop_fn on_drop;		/* SKIP: told of each drop; NULL: counted only */
+	void *on_drop_ctx;
 } pf_tfr_config;
 
 /*! Create a reader; cfg may be NULL for defaults.  Free with
@@ -205,11 +305,26 @@ PF_API void pf_tfr_reader_feed(pf_tfr_reader *r, const void *buf, size_t len);
 /*! @return 1 with *rec filled (valid until the next call on r, or until
  *  the fed buffer is released); 0 when the fed bytes are used up; <0 on
  *  corrupt input (err says what and where).  After an error the reader is
- *  poisoned: reset it before further use. */
+ *  poisoned: reset it before further use.
+ *  In skip mode damage is no error: it is dropped and reported to
+ *  on_drop, and next() goes on with the next valid record; <0 then means
+ *  out of memory or on_drop's own <0.  rec->index counts the records
+ *  delivered.  A record is delivered only when both its CRCs hold (its
+ *  length CRC alone with skip_data_crc, except the first after a resync,
+ *  which always needs both). */
 PF_API int pf_tfr_reader_next(pf_tfr_reader *r, pf_record *rec, pf_error *err);
+/*! Skip mode: say that no bytes follow those fed.  Records that hid
+ *  behind a damaged tail (a header whose length runs past the end) can
+ *  then come out, so call next() until it returns 0 after this, then
+ *  finish().  In fail mode it changes nothing. */
+PF_API void pf_tfr_reader_end(pf_tfr_reader *r);
 /*! At end of stream: @return 0 when it ended on a record boundary, else
- *  -EBADMSG ("truncated header" / "truncated body" with the offset). */
+ *  -EBADMSG ("truncated header" / "truncated body" with the offset).
+ *  Skip mode: a damaged end was already dropped (after end()), so 0;
+ *  -EINVAL when records are still to be read (end() was not called). */
 PF_API int pf_tfr_reader_finish(pf_tfr_reader *r, pf_error *err);
+/*! Drops reported since create or the last reset. */
+PF_API uint64_t pf_tfr_reader_drops(const pf_tfr_reader *r);
 /*! Stream offset of the next byte the reader expects. */
 PF_API uint64_t pf_tfr_reader_offset(const pf_tfr_reader *r);
 
@@ -267,7 +382,38 @@ typedef struct pf_recstream pf_recstream;
 typedef struct pf_recstream_config {
 	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
 	size_t window;			/* decompressed bytes per step; 0: 256 KiB */
+	pf_corrupt_policy on_corrupt;	/* FAIL (default) or SKIP (below) */
+	pf_drop_fn on_drop;		/* SKIP: told of each drop; NULL: counted only */
+	void *on_drop_ctx;
 } pf_recstream_config;
+
+/*
+ * Skip mode, by layer:
+ * - TFRecord framing (every format): as pf_tfr_reader in skip mode; the
+ *   drops' offsets are in the decompressed stream (PF_OFFSET_STREAM).
+ * - zstd: a frame that fails (bad block, checksum, garbage between
+ *   frames) is dropped from where it started, and decoding resumes at the
+ *   next zstd frame magic or skippable frame (believed only when another
+ *   frame or the end follows where its size says it ends).
+ * - gzip: a member that fails (bad deflate data, trailer CRC or length) is
+ *   dropped, and decoding resumes at the next member header (1f 8b 08,
+ *   reserved flags clear, XFL 0/2/4, a known OS).
+ * - zlib: one stream has nothing to resynchronise on: the rest is dropped.
+ * Codec drops have file offsets (PF_OFFSET_FILE).  The search for the next
+ * frame or member starts one byte after the start of the one that failed,
+ * or at the first byte of the fed buffer the failure came in when the start
+ * lies in an earlier buffer (released bytes cannot be read again).  A drop
+ * is reported once decoding has resumed (output came, or a frame or
+ * member ended), or at the end of the file.  What the TFRecord layer had
+ * received of a dropped frame or member before it failed is still read:
+ * its whole records come out, the record it cut off goes with the drop.
+ * How much of a failing zstd frame came out before zstd noticed can depend
+ * on how its bytes arrive (zstd decodes a small frame in one go when all
+ * of it is at hand), so two reads agree when fed in the same pieces.
+ * A file whose first bytes are no format known (damage at byte 0) is read
+ * as TFRecord from the first valid record, unless a zstd frame or gzip
+ * member header comes first: it is then read with that codec from there.
+ */
 
 PF_API int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg);
 PF_API void pf_recstream_free(pf_recstream *s);
@@ -284,12 +430,15 @@ PF_API void pf_recstream_feed(pf_recstream *s, const void *buf, size_t len);
 PF_API int pf_recstream_next(pf_recstream *s, pf_record *rec, pf_error *err);
 /*! After the end was fed and next() returned 0: @return 0 when the file
  *  ended cleanly, -EBADMSG when truncated (inside a compressed member or
- *  frame, or inside a record). */
+ *  frame, or inside a record).  Skip mode: a truncated end is a drop, so
+ *  0; -EINVAL when records are still to be read. */
 PF_API int pf_recstream_finish(pf_recstream *s, pf_error *err);
 /*! The compression detected (valid once a record came out or at finish). */
 PF_API pf_compression pf_recstream_compression(const pf_recstream *s);
 /*! Decompressed bytes produced so far. */
 PF_API uint64_t pf_recstream_total_out(const pf_recstream *s);
+/*! Skip mode: drops reported so far (codec and TFRecord layers). */
+PF_API uint64_t pf_recstream_drops(const pf_recstream *s);
 
 /* ------------------------------------------------------------------ */
 /* tf.train.Example and tf.train.SequenceExample                        */

@@ -58,7 +58,27 @@ struct pf_inflate {
 	bool between;		/* gzip/zlib: at a member boundary */
 	bool in_member;		/* bytes of an unfinished member/frame seen */
 	uint64_t total_in;
+	/* For the record stream's skip mode: */
+	uint64_t unit_start;	/* input offset where the current frame/member began */
+	uint64_t quiet_start;	/* start of the output-less units (skippable
+				   frames, empty members) just before it, if
+				   any, else unit_start: a damaged skippable
+				   size makes the next "frame" fail, so the
+				   search for a good one starts there */
+	uint64_t unit_out;	/* output of the current unit so far */
+	uint64_t units_done;	/* frames/members completed */
 };
+
+/* A frame or member ended at total_in. */
+static void unit_done(pf_inflate *d)
+{
+	d->in_member = false;
+	d->units_done++;
+	if (d->unit_out)
+		d->quiet_start = d->total_in;
+	d->unit_start = d->total_in;
+	d->unit_out = 0;
+}
 
 int pf_inflate_create(pf_inflate **out, pf_compression comp)
 {
@@ -109,6 +129,7 @@ void pf_inflate_reset(pf_inflate *d)
 	d->between = true;
 	d->in_member = false;
 	d->total_in = 0;
+	d->unit_start = d->quiet_start = d->unit_out = 0;
 }
 
 uint64_t pf_inflate_total_in(const pf_inflate *d)
@@ -144,6 +165,7 @@ static int zlib_step(pf_inflate *d, const uint8_t *in, size_t in_len,
 		d->in_member = true;
 	d->total_in += used;
 	*in_pos += used;
+	d->unit_out += (size_t)(d->z.next_out - out) - *out_pos;
 	*out_pos = (size_t)(d->z.next_out - out);
 	switch (zr) {
 	case Z_OK:
@@ -151,7 +173,7 @@ static int zlib_step(pf_inflate *d, const uint8_t *in, size_t in_len,
 		return 0;
 	case Z_STREAM_END:
 		d->between = true;
-		d->in_member = false;
+		unit_done(d);
 		return 0;
 	case Z_NEED_DICT:
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, d->total_in,
@@ -181,8 +203,14 @@ static int zstd_step(pf_inflate *d, const uint8_t *in, size_t in_len,
 	if (ZSTD_isError(r))
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, d->total_in,
 				    "corrupt zstd data: %s", ZSTD_getErrorName(r));
-	if (ib.pos > *in_pos)
-		d->in_member = r != 0;	/* 0: a frame is complete */
+	d->unit_out += ob.pos - *out_pos;
+	if (r == 0 && (ib.pos > *in_pos || ob.pos > *out_pos)) {
+		/* A frame is complete (its last output may leave in a call
+		 * that reads no input). */
+		unit_done(d);
+	} else if (ib.pos > *in_pos) {
+		d->in_member = true;
+	}
 	*in_pos = ib.pos;
 	*out_pos = ob.pos;
 	return 0;
@@ -236,18 +264,47 @@ struct pf_recstream {
 	uint8_t *window;		/* decompressed bytes */
 
 	/* Up to two pending file-byte sources: the detection stash, then
-	 * the rest of the fed buffer. */
+	 * the rest of the fed buffer (in skip mode also: a header cut by the
+	 * end of the last buffer, then the new one). */
 	uint8_t stash[PF_DETECT_BYTES];
 	size_t stash_len;
 	const uint8_t *src[2];
 	size_t src_len[2], src_pos[2];
+	uint64_t src_off[2];		/* file offset of src[i][0] */
 	int nsrc, cur;
 	bool eof;
+	uint64_t fed;			/* file bytes fed so far */
 	uint64_t total_out;
 	/* A codec error after some good output: the records before it are
 	 * delivered first, then the error. */
 	int deferred;
 	pf_error deferred_err;
+
+	/* PF_CORRUPT_SKIP: see skip_step(). */
+	bool skip;
+	pf_drop_fn on_drop;
+	void *on_drop_ctx;
+	uint64_t codec_drops;		/* and the reader's before a reset */
+	bool sniffing;			/* head of no known format: a codec may follow */
+	bool switching;			/* a codec header found: the reader drains first */
+	bool sniff_trial;		/* decoding from it, no output yet */
+	uint64_t sniff_at;		/* its file offset */
+	bool scanning;			/* looking for the next frame or member */
+	bool dropping;			/* a codec drop not yet reported */
+	pf_drop drop;			/* that drop */
+	uint64_t resumed_at;		/* file offset decoding resumed at */
+	bool cut_due;			/* cut the reader once it has read its bytes */
+	bool codec_done;		/* the end of the file handled for the codec */
+	bool reader_ended;
+	uint8_t tail[PF_DETECT_BYTES];	/* a possible header cut by a buffer's end */
+	size_t tail_len;
+	uint64_t tail_off;
+	/* The current unit's bytes from released buffers (its last
+	 * PF_HISTORY), to search again when it fails; src[0] may point in. */
+	uint8_t *hist;
+	size_t hist_len;
+	uint64_t hist_off;
+	bool src0_hist;
 };
 
 int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg)
@@ -263,6 +320,14 @@ int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg)
 	s->window_cap = cfg && cfg->window ? cfg->window : PF_WINDOW_DEFAULT;
 	s->comp = -1;
 	tcfg.max_record_size = s->max_record;
+	if (cfg) {
+		tcfg.on_corrupt = cfg->on_corrupt;
+		tcfg.on_drop = cfg->on_drop;
+		tcfg.on_drop_ctx = cfg->on_drop_ctx;
+		s->skip = cfg->on_corrupt == PF_CORRUPT_SKIP;
+		s->on_drop = cfg->on_drop;
+		s->on_drop_ctx = cfg->on_drop_ctx;
+	}
 	ret = pf_tfr_reader_create(&s->reader, &tcfg);
 	if (ret < 0) {
 		pf_free(s);
@@ -279,6 +344,7 @@ void pf_recstream_free(pf_recstream *s)
 	pf_inflate_free(s->inflate);
 	pf_tfr_reader_free(s->reader);
 	pf_free(s->window);
+	pf_free(s->hist);
 	pf_free(s);
 }
 
@@ -291,6 +357,8 @@ void pf_recstream_feed(pf_recstream *s, const void *buf, size_t len)
 	s->src[0] = buf;
 	s->src_len[0] = len;
 	s->src_pos[0] = 0;
+	s->src_off[0] = s->fed;
+	s->fed += len;
 	s->nsrc = 1;
 	s->cur = 0;
 }
@@ -303,6 +371,11 @@ pf_compression pf_recstream_compression(const pf_recstream *s)
 uint64_t pf_recstream_total_out(const pf_recstream *s)
 {
 	return s->total_out;
+}
+
+uint64_t pf_recstream_drops(const pf_recstream *s)
+{
+	return s->codec_drops + pf_tfr_reader_drops(s->reader);
 }
 
 /* Gather the first bytes and decide the format.  @return 1 when decided,
@@ -326,8 +399,12 @@ static int detect(pf_recstream *s, pf_error *err)
 	/* Neither a TFRecord header nor a codec's magic: read it as a
 	 * TFRecord so the error is the precise one ("bad length CRC at
 	 * byte 0"). */
-	if (c < 0)
+	if (c < 0) {
 		c = PF_COMP_NONE;
+		/* Skip mode: damage at byte 0 may hide a codec's magic;
+		 * look for one until a record comes out. */
+		s->sniffing = s->skip;
+	}
 	/* The format counts as decided only once its decoder exists: after
 	 * -ENOMEM a later call decides again and makes what is missing. */
 	if (c != PF_COMP_NONE) {
@@ -347,17 +424,624 @@ static int detect(pf_recstream *s, pf_error *err)
 	s->src[1] = s->src[0];
 	s->src_len[1] = s->src_len[0];
 	s->src_pos[1] = s->src_pos[0];
+	s->src_off[1] = s->src_off[0];
 	s->src[0] = s->stash;
 	s->src_len[0] = s->stash_len;
 	s->src_pos[0] = 0;
+	s->src_off[0] = 0;
 	s->cur = 0;
 	s->nsrc = s->nsrc ? 2 : 1;
-	if (c == PF_COMP_NONE) {
+	if (c == PF_COMP_NONE && !s->sniffing) {
 		pf_tfr_reader_feed(s->reader, s->stash, s->stash_len);
 		s->src_pos[0] = s->stash_len;
 		s->total_out += s->stash_len;
 	}
 	return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Skip mode                                                            */
+/*
+ * The reader drops damage in the decompressed bytes by itself.  Here the
+ * codec's failures are handled: a frame or member that fails is dropped
+ * from where it began, the input is scanned for the next frame or member
+ * header, and the decoder restarts there.  The reader is first let to
+ * read the records it holds and then cut (the bytes of a dropped unit it
+ * held go with that unit).  The drop is reported once decoding has resumed
+ * (output came, or a frame or member ended), so a false header that fails
+ * at once only extends the same drop.
+ */
+
+#define UNIT_ZSTD 1u
+#define UNIT_GZIP 2u
+
+/* How much of a failing unit's input is kept from released buffers.  A
+ * damaged block size makes zstd take up to a block (128 KiB) past the
+ * frame's real end before it fails, and the next frame may start there. */
+#define PF_HISTORY (256u << 10)
+
+/* A file whose first bytes are no known format is searched this far for a
+ * zstd frame or gzip member header (a false one in a damaged TFRecord file
+ * is then a 1 in 4096 chance, and costs nothing: see revert_plain()). */
+#define PF_SNIFF_BYTES (1u << 20)
+
+/* Could a zstd frame (UNIT_ZSTD) or gzip member (UNIT_GZIP) start at
+ * p[0..len)?  @return 1 yes, 0 no, -1 too few bytes to tell. */
+static int unit_at(unsigned kinds, const uint8_t *p, size_t len)
+{
+	if ((kinds & UNIT_ZSTD) && (p[0] == 0x28 || (p[0] & 0xf0) == 0x50)) {
+		uint32_t m;
+		uint64_t end;
+
+		if (len < 4) {
+			/* Could these bytes begin either magic? */
+			bool frame = memcmp(p, "\x28\xb5\x2f", len) == 0;
+			bool skippable = (p[0] & 0xf0) == 0x50 && (len < 2 || p[1] == 0x2a) &&
+					 (len < 3 || p[2] == 0x4d);
+
+			return frame || skippable ? -1 : 0;
+		}
+		m = pf_load_le32(p);
+		if (m == PF_ZSTD_MAGIC) {
+			if (len < 5)
+				return -1;
+			return (p[4] & 0x08) == 0;	/* descriptor's reserved bit */
+		}
+		if ((m & PF_ZSTD_SKIPPABLE_MASK) == PF_ZSTD_SKIPPABLE_BASE) {
+			if (len < 8)
+				return -1;
+			/* A false magic with a random size would skip good
+			 * frames: believe it only when another frame starts
+			 * where it says it ends. */
+			end = 8 + (uint64_t)pf_load_le32(p + 4);
+			if (end + 4 > len)
+				return 0;
+			m = pf_load_le32(p + end);
+			return m == PF_ZSTD_MAGIC ||
+			       (m & PF_ZSTD_SKIPPABLE_MASK) == PF_ZSTD_SKIPPABLE_BASE;
+		}
+	}
+	if ((kinds & UNIT_GZIP) && p[0] == 0x1f) {
+		/* RFC 1952: ID1 ID2 CM=8, FLG's reserved bits clear; XFL 0, 2
+		 * or 4 and a defined OS, as every writer we know sets them. */
+		if (len >= 2 && p[1] != 0x8b)
+			return 0;
+		if (len >= 3 && p[2] != 8)
+			return 0;
+		if (len >= 4 && (p[3] & 0xe0))
+			return 0;
+		if (len >= 9 && p[8] != 0 && p[8] != 2 && p[8] != 4)
+			return 0;
+		if (len >= 10 && p[9] > 13 && p[9] != 255)
+			return 0;
+		return len >= 10 ? 1 : -1;
+	}
+	return 0;
+}
+
+/* The first offset in p[0..len) where a header starts (*cut false), or
+ * where one may start but len ends too soon to tell (*cut true); len when
+ * neither. */
+static size_t scan_units(unsigned kinds, const uint8_t *p, size_t len, bool *cut)
+{
+	*cut = false;
+	if (!kinds)
+		return len;
+	for (size_t i = 0; i < len; i++) {
+		int r = unit_at(kinds, p + i, len - i);
+
+		if (r) {
+			*cut = r < 0;
+			return i;
+		}
+	}
+	return len;
+}
+
+static unsigned scan_kinds(const pf_recstream *s)
+{
+	if (s->sniffing)
+		return UNIT_ZSTD | UNIT_GZIP;
+	/* A zlib stream has no member headers to find again. */
+	return s->comp == PF_COMP_ZSTD ? UNIT_ZSTD : s->comp == PF_COMP_GZIP ? UNIT_GZIP : 0;
+}
+
+static const char *unit_what(int comp)
+{
+	return comp == PF_COMP_ZSTD ? "zstd frame" : comp == PF_COMP_GZIP ? "gzip member"
+									 : "zlib stream";
+}
+
+/* Decode from file offset off: the bytes at src[cur][src_pos]. */
+static void restart_at(pf_recstream *s, uint64_t off)
+{
+	pf_inflate *d = s->inflate;
+
+	s->scanning = false;
+	s->resumed_at = off;
+	if (d->zd)
+		ZSTD_DCtx_reset(d->zd, ZSTD_reset_session_only);
+	d->between = true;	/* zlib_step resets for a new member */
+	d->in_member = false;
+	d->total_in = off;
+	d->unit_start = d->quiet_start = off;
+	d->unit_out = 0;
+}
+
+/* Make n bytes (copied to the stash) the next source, before the rest of
+ * the current one (which is the last). */
+static void replay(pf_recstream *s, const uint8_t *bytes, size_t n, uint64_t off)
+{
+	int c = s->cur;
+
+	s->src[1] = s->src[c];
+	s->src_len[1] = s->src_len[c];
+	s->src_pos[1] = s->src_pos[c];
+	s->src_off[1] = s->src_off[c];
+	memcpy(s->stash, bytes, n);
+	s->src[0] = s->stash;
+	s->src_len[0] = n;
+	s->src_pos[0] = 0;
+	s->src_off[0] = off;
+	s->nsrc = 2;
+	s->cur = 0;
+}
+
+static int settle(pf_recstream *s, uint64_t resume, pf_error *err)
+{
+	int ret = 0;
+
+	s->dropping = false;
+	s->drop.resume = resume;
+	s->drop.next_record = pf_tfr_reader_next_index(s->reader);
+	s->codec_drops++;
+	if (s->on_drop)
+		ret = s->on_drop(s->on_drop_ctx, &s->drop);
+	if (ret < 0) {
+		s->deferred = ret;
+		s->deferred_err = s->drop.cause;
+		s->deferred_err.code = ret;
+		if (err)
+			*err = s->deferred_err;
+	}
+	return ret;
+}
+
+static void cause_of(pf_drop *d, const pf_error *cause)
+{
+	d->cause = *cause;
+	d->cause.file[0] = '\0';
+	d->cause.frame = -1;
+	d->cause.record = -1;
+}
+
+/* Source c is used up (and about to be released): keep the bytes of it
+ * the current unit still needs, after those of earlier sources. */
+static int keep_history(pf_recstream *s, int c)
+{
+	uint64_t need = s->inflate->quiet_start;	/* a search starts after it */
+	uint64_t lo = s->src_off[c], hi = lo + s->src_len[c];
+	size_t n, drop;
+
+	if (s->scanning) {
+		s->hist_len = 0;	/* bytes being searched are not read again */
+		s->src0_hist = false;
+		return 0;
+	}
+	if (c == 0 && s->src0_hist)
+		s->src0_hist = false;	/* its bytes are in the history already */
+	else if (s->hist_len && s->hist_off + s->hist_len != lo)
+		s->hist_len = 0;	/* not contiguous: a new unit's bytes */
+	if (s->hist_len && s->hist_off < need) {
+		drop = s->hist_off + s->hist_len <= need ? s->hist_len
+							 : (size_t)(need - s->hist_off);
+		memmove(s->hist, s->hist + drop, s->hist_len - drop);
+		s->hist_len -= drop;
+		s->hist_off += drop;
+	}
+	if (lo < s->hist_off + s->hist_len && s->hist_len)
+		lo = s->hist_off + s->hist_len;	/* (src[0] was the history) */
+	if (lo < need)
+		lo = need;
+	if (lo >= hi)
+		return 0;
+	if (!s->hist) {
+		s->hist = pf_malloc(PF_HISTORY);
+		if (!s->hist)
+			return -ENOMEM;
+	}
+	if (hi - lo > PF_HISTORY) {
+		lo = hi - PF_HISTORY;
+		s->hist_len = 0;
+	}
+	n = (size_t)(hi - lo);
+	if (!s->hist_len)
+		s->hist_off = lo;
+	if (s->hist_len + n > PF_HISTORY) {
+		drop = s->hist_len + n - PF_HISTORY;
+		memmove(s->hist, s->hist + drop, s->hist_len - drop);
+		s->hist_len -= drop;
+		s->hist_off += drop;
+	}
+	memcpy(s->hist + s->hist_len, s->src[c] + (lo - s->src_off[c]), n);
+	s->hist_len += n;
+	return 0;
+}
+
+static void reposition(pf_recstream *s, uint64_t from);
+
+/* The codec failed (or the file ended inside a unit): drop what is left of
+ * the unit, and look for the next one. */
+static void open_drop(pf_recstream *s, const pf_error *cause)
+{
+	pf_inflate *d = s->inflate;
+
+	if (!s->dropping) {
+		s->dropping = true;
+		s->drop.unit = s->comp == PF_COMP_ZSTD ? PF_DROP_FRAME : PF_DROP_MEMBER;
+		s->drop.offset_kind = PF_OFFSET_FILE;
+		s->drop.start = d->unit_start;
+		s->drop.records = -1;
+		cause_of(&s->drop, cause);
+		s->cut_due = true;
+	}
+	s->scanning = true;
+	s->tail_len = 0;
+	/* The next unit may begin anywhere after this one's start: a broken
+	 * size may have taken the decoder past it (even a bad trailer CRC may
+	 * be read where garbage made deflate end early or late).  When it
+	 * failed before giving anything, a damaged skippable frame's size may
+	 * have put the decoder inside it: then search from after the first of
+	 * the output-less units before it. */
+	reposition(s, (d->unit_out ? d->unit_start : d->quiet_start) + 1);
+}
+
+/* Go back to file offset from for the next source bytes: in the current
+ * source, or in the bytes kept from earlier ones, then this whole source
+ * (or its first byte when from lies before both: released). */
+static void reposition(pf_recstream *s, uint64_t from)
+{
+	int c = s->cur < s->nsrc ? s->cur : -1;
+	uint64_t lo = c >= 0 ? s->src_off[c] : s->fed;
+
+	if (from < lo && s->hist_len && s->hist_off + s->hist_len == lo &&
+	    !(c == 0 && s->src0_hist)) {
+		uint64_t h = from > s->hist_off ? from : s->hist_off;
+
+		s->nsrc = 1;
+		if (c >= 0) {
+			s->src[1] = s->src[c];
+			s->src_len[1] = s->src_len[c];
+			s->src_pos[1] = 0;
+			s->src_off[1] = lo;
+			s->nsrc = 2;
+		}
+		s->src[0] = s->hist + (h - s->hist_off);
+		s->src_len[0] = (size_t)(lo - h);
+		s->src_pos[0] = 0;
+		s->src_off[0] = h;
+		s->cur = 0;
+		s->src0_hist = true;
+		return;
+	}
+	if (c < 0)
+		return;
+	if (from < lo)
+		from = lo;	/* earlier bytes are released */
+	if (from > lo + s->src_len[c])
+		from = lo + s->src_len[c];
+	s->src_pos[c] = (size_t)(from - lo);
+}
+
+/* The reader starts a new stream at stream offset off (its records keep
+ * their numbers, its drops stay counted). */
+static void restart_reader(pf_recstream *s, uint64_t off)
+{
+	s->codec_drops += pf_tfr_reader_drops(s->reader);
+	pf_tfr_reader_reset(s->reader, off, pf_tfr_reader_next_index(s->reader));
+}
+
+/* Sniffing found a codec's header (hdr, whole) at the current source
+ * position, and the reader has given what it held before it: decode from
+ * here on.  Should decoding fail before any output (a false header in a
+ * damaged TFRecord file), revert_plain() reads on as TFRecord. */
+static int switch_codec(pf_recstream *s, const uint8_t *hdr, pf_error *err)
+{
+	pf_compression c = hdr[0] == 0x1f ? PF_COMP_GZIP : PF_COMP_ZSTD;
+	uint64_t at = s->src_off[s->cur] + s->src_pos[s->cur];
+	int ret;
+
+	s->switching = false;
+	ret = s->inflate ? 0 : pf_inflate_create(&s->inflate, c);
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "cannot create a %s decoder",
+				    pf_compression_name(c));
+	if (!s->window)
+		s->window = pf_malloc(s->window_cap);
+	if (!s->window)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for the decompression window");
+	s->comp = c;
+	s->sniffing = false;
+	s->sniff_trial = true;
+	s->sniff_at = at;
+	/* The records so far keep their numbers; the decompressed stream
+	 * starts at 0. */
+	restart_reader(s, 0);
+	s->total_out = 0;
+	restart_at(s, at);
+	return 1;
+}
+
+/* The codec found by sniffing failed before giving anything: it was a
+ * false header; read the file as TFRecord from there on. */
+static void revert_plain(pf_recstream *s)
+{
+	s->comp = PF_COMP_NONE;
+	s->sniff_trial = false;
+	s->scanning = false;
+	restart_reader(s, s->sniff_at);
+	s->total_out = s->sniff_at;
+	reposition(s, s->sniff_at);
+}
+
+/* Sniffing met a header: first let the reader give what it holds, as at
+ * the end of a stream (reporting the damage before the header). */
+static int begin_switch(pf_recstream *s)
+{
+	s->switching = true;
+	pf_tfr_reader_end(s->reader);
+	return 1;
+}
+
+/* Sniffing: n bytes of the tail belong to the reader after all. */
+static void tail_to_reader(pf_recstream *s, size_t n)
+{
+	memcpy(s->stash, s->tail, n);
+	pf_tfr_reader_feed(s->reader, s->stash, n);
+	s->total_out += n;
+}
+
+/* A possible header was cut by the end of the last buffer: look at it with
+ * the start of the new one. */
+static int tail_step(pf_recstream *s, pf_error *err)
+{
+	int c = s->cur;
+	const uint8_t *b = s->src[c] + s->src_pos[c];
+	size_t blen = s->src_len[c] - s->src_pos[c];
+	size_t k = blen < 16 ? blen : 16, n = s->tail_len, i;
+	uint8_t tmp[PF_DETECT_BYTES + 16];
+	bool cut;
+
+	memcpy(tmp, s->tail, n);
+	memcpy(tmp + n, b, k);
+	i = scan_units(scan_kinds(s), tmp, n + k, &cut);
+	if (i < n && !cut) {
+		/* A header starts in the tail: decode from there. */
+		uint64_t at = s->tail_off + i;
+
+		if (s->sniffing && !s->switching) {
+			/* The reader gets the bytes before the header, then
+			 * gives what it holds; back here after that. */
+			if (i) {
+				tail_to_reader(s, i);
+				memmove(s->tail, s->tail + i, n - i);
+				s->tail_len = n - i;
+				s->tail_off += i;
+			}
+			return begin_switch(s);
+		}
+		s->tail_len = 0;
+		replay(s, s->tail + i, n - i, at);
+		if (s->sniffing)
+			return switch_codec(s, tmp + i, err);
+		restart_at(s, at);
+		return 1;
+	}
+	if (i >= n) {
+		/* None does.  Sniffing: the bytes are the reader's; scanning:
+		 * they are dropped. */
+		s->tail_len = 0;
+		if (s->sniffing)
+			tail_to_reader(s, n);
+		return 1;
+	}
+	/* Still too few bytes to tell.  Then the new buffer is all in tmp
+	 * (16 more bytes would decide any header starting in the tail):
+	 * keep the undecided bytes, give away those before them. */
+	if (s->sniffing && i)
+		tail_to_reader(s, i);
+	memcpy(s->tail, tmp + i, n + k - i);
+	s->tail_len = n + k - i;
+	s->tail_off += i;
+	s->src_pos[c] = s->src_len[c];
+	return 1;
+}
+
+/* Look through the current source for the next frame or member. */
+static int scan_step(pf_recstream *s)
+{
+	int c = s->cur;
+	const uint8_t *p = s->src[c] + s->src_pos[c];
+	size_t len = s->src_len[c] - s->src_pos[c];
+	bool cut;
+	size_t i = scan_units(scan_kinds(s), p, len, &cut);
+
+	if (i < len && cut) {
+		s->tail_len = len - i;
+		memcpy(s->tail, p + i, s->tail_len);
+		s->tail_off = s->src_off[c] + s->src_pos[c] + i;
+	}
+	if (i == len || cut) {
+		s->src_pos[c] = s->src_len[c];
+		return 1;
+	}
+	s->src_pos[c] += i;
+	restart_at(s, s->src_off[c] + s->src_pos[c]);
+	return 1;
+}
+
+/* Uncompressed: hand the reader the current source (while sniffing, only
+ * up to a codec header, and then switch to that codec). */
+static int plain_step(pf_recstream *s, pf_error *err)
+{
+	int c = s->cur;
+	const uint8_t *p = s->src[c] + s->src_pos[c];
+	size_t len = s->src_len[c] - s->src_pos[c];
+	uint64_t off = s->src_off[c] + s->src_pos[c];
+
+	if (s->sniffing && off >= PF_SNIFF_BYTES)
+		s->sniffing = false;
+	if (s->sniffing) {
+		size_t span = len < PF_SNIFF_BYTES - off ? len : (size_t)(PF_SNIFF_BYTES - off);
+		bool cut;
+		size_t i = scan_units(scan_kinds(s), p, span, &cut);
+
+		if (i == 0 && !cut)
+			return s->switching ? switch_codec(s, p, err) : begin_switch(s);
+		if (i < span && !cut) {
+			len = i;	/* up to the header, then look again */
+		} else if (i < span && span == len) {
+			/* A header may begin in the last bytes: hold them. */
+			s->tail_len = span - i;
+			memcpy(s->tail, p + i, s->tail_len);
+			s->tail_off = off + i;
+			len = i;
+			s->src_pos[c] += s->tail_len;	/* taken, after the bytes fed */
+		}
+	}
+	pf_tfr_reader_feed(s->reader, p, len);
+	s->src_pos[c] += len;
+	s->total_out += len;
+	return 1;
+}
+
+/* All fed bytes are used.  At the end of the file: close the codec's
+ * account (a drop under way ends here; a unit cut short is a drop), then
+ * let the reader drop a damaged end and give its last records. */
+static int end_step(pf_recstream *s, pf_error *err)
+{
+	int ret;
+
+	if (!s->eof)
+		return 0;
+	if (s->sniff_trial) {
+		/* The file ended inside what sniffing took for a header. */
+		revert_plain(s);
+		return 1;
+	}
+	if (s->comp != PF_COMP_NONE && !s->codec_done) {
+		if (s->inflate->in_member && !s->scanning) {
+			/* The file ends inside a unit.  A damaged size or
+			 * header field may have made it take in what followed
+			 * it: search that for another unit before giving up
+			 * (each search starts past the last, so this ends). */
+			pf_error cause;
+
+			pf_error_clear(&cause);
+			pf_inflate_finish(s->inflate, &cause);
+			s->inflate->in_member = false;
+			open_drop(s, &cause);
+			return 1;
+		}
+		s->codec_done = true;
+		s->scanning = false;
+		s->tail_len = 0;
+		if (s->dropping) {
+			ret = settle(s, s->fed, err);
+			if (ret < 0)
+				return ret;
+		}
+		return 1;
+	}
+	if (s->tail_len) {
+		/* Sniffing: the last bytes were no header; they are the reader's. */
+		size_t n = s->tail_len;
+
+		s->tail_len = 0;
+		tail_to_reader(s, n);
+		return 1;
+	}
+	if (!s->reader_ended) {
+		s->reader_ended = true;
+		pf_tfr_reader_end(s->reader);
+		return 1;
+	}
+	return 0;
+}
+
+/* Decode the next window from the current source (or flush the codec when
+ * the sources are used up). */
+static int decode_step(pf_recstream *s, pf_error *err)
+{
+	uint64_t units0 = s->inflate->units_done;
+	size_t produced = 0, none = 0;
+	pf_error cause;
+	int ret;
+
+	pf_error_clear(&cause);
+	if (s->cur < s->nsrc)
+		ret = pf_inflate_run(s->inflate, s->src[s->cur], s->src_len[s->cur],
+				     &s->src_pos[s->cur], s->window, s->window_cap,
+				     &produced, &cause);
+	else
+		ret = pf_inflate_run(s->inflate, s->stash, 0, &none, s->window,
+				     s->window_cap, &produced, &cause);
+	if (ret < 0 && ret != -EBADMSG) {
+		if (err)
+			*err = cause;
+		return ret;
+	}
+	if (produced || s->inflate->units_done != units0) {
+		s->sniff_trial = false;		/* the codec holds */
+		if (s->dropping) {
+			/* Decoding has resumed: that drop is over. */
+			int r2 = settle(s, s->resumed_at, err);
+			if (r2 < 0)
+				return r2;
+		}
+	}
+	if (ret < 0 && s->sniff_trial) {
+		revert_plain(s);
+		return 1;
+	}
+	if (ret < 0)
+		open_drop(s, &cause);
+	if (produced) {
+		pf_tfr_reader_feed(s->reader, s->window, produced);
+		s->total_out += produced;
+		return 1;
+	}
+	if (ret == 0 && s->cur >= s->nsrc)
+		return end_step(s, err);
+	return 1;
+}
+
+/* The reader has read all it was given: what comes next in skip mode.
+ * @return 1 to ask the reader again, 0 when more file bytes are needed
+ * (or the end is reached), <0 on error. */
+static int skip_step(pf_recstream *s, pf_error *err)
+{
+	if (s->cut_due) {
+		s->cut_due = false;
+		pf_tfr_reader_cut(s->reader, unit_what(s->comp));
+		return 1;
+	}
+	while (s->cur < s->nsrc && s->src_pos[s->cur] == s->src_len[s->cur]) {
+		if (s->comp != PF_COMP_NONE && keep_history(s, s->cur) < 0)
+			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+					    "no memory to keep a damaged frame's bytes");
+		s->cur++;
+	}
+	if (s->cur < s->nsrc && s->tail_len && (s->scanning || s->sniffing))
+		return tail_step(s, err);
+	if (s->comp == PF_COMP_NONE)
+		return s->cur < s->nsrc ? plain_step(s, err) : end_step(s, err);
+	if (s->codec_done)
+		return end_step(s, err);
+	if (s->scanning)
+		return s->cur < s->nsrc ? scan_step(s) : end_step(s, err);
+	return decode_step(s, err);
 }
 
 int pf_recstream_next(pf_recstream *s, pf_record *rec, pf_error *err)
@@ -377,6 +1061,12 @@ int pf_recstream_next(pf_recstream *s, pf_record *rec, pf_error *err)
 			if (err)
 				*err = s->deferred_err;
 			return s->deferred;
+		}
+		if (s->skip) {
+			ret = skip_step(s, err);
+			if (ret == 1)
+				continue;
+			return ret;
 		}
 		/* The reader used up its bytes: find the next ones. */
 		while (s->cur < s->nsrc && s->src_pos[s->cur] == s->src_len[s->cur])
@@ -420,6 +1110,19 @@ int pf_recstream_finish(pf_recstream *s, pf_error *err)
 {
 	int ret;
 
+	if (s->skip) {
+		/* The end was handled in next(), which must have run out. */
+		pf_record rec;
+
+		s->eof = true;
+		ret = pf_recstream_next(s, &rec, err);
+		if (ret > 0)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "finish called with records still pending");
+		if (ret < 0)
+			return ret;
+		return pf_tfr_reader_finish(s->reader, err);
+	}
 	if (s->comp < 0) {
 		/* Fewer bytes than the detector wanted, all of them fed. */
 		s->eof = true;

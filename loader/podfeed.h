@@ -27,7 +27,28 @@ typedef struct pf_source_config {
 	bool ignore_index;		/* read an indexed shard as a zstd stream */
 	pf_region_table *regions;	/* count every read to the file's mount and
 					   region (io/pf_io.h); NULL: not */
+	pf_corrupt_policy on_corrupt;	/* FAIL (default) or SKIP, below */
+	pf_drop_fn on_drop;		/* SKIP: told of each drop (its cause names
+					   the file); its <0 stops the read */
+	void *on_drop_ctx;
 } pf_source_config;
+
+/*
+ * Skip mode (pf_formats.h says what each layer drops): streams as
+ * pf_recstream (records numbered among those delivered, the same numbers
+ * whenever the file is read again with the same read_size).  Indexed
+ * shards: a frame that fails its checks (CRC32C, zstd, sizes; -EBADMSG)
+ * is dropped whole (PF_DROP_FRAME, file offsets from the frame to the
+ * next one, drop.records from the index, cause.frame its number) and
+ * reading goes on with the next frame; inside a frame damage is dropped
+ * as pf_tfr_next_intact() does, and the frame's intact records are
+ * numbered from its first_record on; records past the index's count go
+ * as one frame drop, and a frame that holds fewer intact records than
+ * its index entry, with nothing dropped, is reported as a frame drop of
+ * the missing ones.  An index that fails its checks (-EBADMSG) is a drop
+ * of no records (cause: the index error), and the file is read as a zstd
+ * stream.  I/O errors and -ENOMEM still fail.
+ */
 
 /*! Open path.  cfg may be NULL.  @return 0 with *out (close with
  *  pf_source_close()), or -errno with err naming the file and cause. */
@@ -51,6 +72,8 @@ PF_API uint64_t pf_source_file_size(const pf_source *s);
 /*! Decompressed (TFRecord) bytes produced so far. */
 PF_API uint64_t pf_source_bytes_out(const pf_source *s);
 PF_API const char *pf_source_path(const pf_source *s);
+/*! Skip mode: drops reported so far. */
+PF_API uint64_t pf_source_drops(const pf_source *s);
 
 /*! pf_paths_expand(): a directory gives its regular files (sorted,
  *  hidden ones skipped), a pattern with * ? [ is globbed (sorted), anything

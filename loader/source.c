@@ -29,6 +29,10 @@ struct pf_source {
 	uint64_t next_record;
 	uint64_t skip;			/* records to drop after a seek */
 	uint32_t frame_left;		/* records the index promises still */
+	/* skip mode: the frame being read (s->frame - 1) */
+	bool frame_open;		/* loaded, its end not yet checked */
+	bool frame_damaged;		/* something in it was dropped */
+	uint32_t frame_intact;		/* its records that passed so far */
 
 	/* streams */
 	pf_recstream *rs;
@@ -38,7 +42,45 @@ struct pf_source {
 	bool fed_eof, done;
 
 	uint64_t bytes_out;
+
+	bool skip_mode;			/* PF_CORRUPT_SKIP */
+	pf_drop_fn on_drop;
+	void *on_drop_ctx;
+	uint64_t drops;
 };
+
+/* Hand a drop on, its cause naming the file.  @return 0, or on_drop's <0
+ * (then err holds the cause with that code). */
+static int report(pf_source *s, pf_drop *d, pf_error *err)
+{
+	int ret = 0;
+
+	pf_error_set_file(&d->cause, s->path);
+	s->drops++;
+	if (s->on_drop)
+		ret = s->on_drop(s->on_drop_ctx, d);
+	if (ret < 0 && err) {
+		*err = d->cause;
+		err->code = ret;
+	}
+	return ret;
+}
+
+/* The record stream's drops: name the file, and for an uncompressed file
+ * say "byte N" of the file (the stream is the file). */
+static int stream_drop(void *ctx, const pf_drop *drop)
+{
+	pf_source *s = ctx;
+	pf_drop d = *drop;
+
+	if (pf_recstream_compression(s->rs) == PF_COMP_NONE) {
+		if (d.offset_kind == PF_OFFSET_STREAM)
+			d.offset_kind = PF_OFFSET_FILE;
+		if (d.cause.offset_kind == PF_OFFSET_STREAM)
+			d.cause.offset_kind = PF_OFFSET_FILE;
+	}
+	return report(s, &d, NULL);
+}
 
 static int open_index(pf_source *s, pf_error *err)
 {
@@ -92,6 +134,13 @@ int pf_source_open(pf_source **out, const char *path,
 	s->regions = cfg ? cfg->regions : NULL;
 	if (s->regions)
 		s->mount = pf_region_table_lookup(s->regions, path);
+	if (cfg && cfg->on_corrupt != PF_CORRUPT_FAIL && cfg->on_corrupt != PF_CORRUPT_SKIP) {
+		ret = -EINVAL;
+		goto fail;
+	}
+	s->skip_mode = cfg && cfg->on_corrupt == PF_CORRUPT_SKIP;
+	s->on_drop = cfg ? cfg->on_drop : NULL;
+	s->on_drop_ctx = cfg ? cfg->on_drop_ctx : NULL;
 	ret = s->fd = pf_file_open(path, err);
 	if (ret < 0)
 		goto fail;
@@ -108,6 +157,26 @@ int pf_source_open(pf_source **out, const char *path,
 			*out = s;
 			return 0;
 		}
+		if (ret == -EBADMSG && s->skip_mode) {
+			/* Skip mode: the records are all in the zstd stream; the
+			 * broken index is a drop of none of them. */
+			pf_drop d = { .unit = PF_DROP_FRAME, .records = 0 };
+
+			pf_shard_index_free(s->index);
+			s->index = NULL;
+			if (err) {
+				d.cause = *err;
+				d.offset_kind = err->offset_kind;
+				d.start = d.resume = err->offset;
+			} else {
+				pf_error_clear(&d.cause);
+				pf_error_set(&d.cause, ret, PF_OFFSET_NONE, 0, "bad shard index");
+			}
+			ret = report(s, &d, err);
+			if (ret < 0)
+				goto fail;
+			ret = -ENODATA;
+		}
 		if (ret != -ENODATA)
 			goto fail;
 		pf_error_clear(err);
@@ -116,6 +185,11 @@ int pf_source_open(pf_source **out, const char *path,
 	s->rbuf_cap = cfg && cfg->read_size ? cfg->read_size : PF_READ_DEFAULT;
 	s->rbuf = pf_malloc(s->rbuf_cap);
 	rcfg.max_record_size = s->max_record;
+	if (s->skip_mode) {
+		rcfg.on_corrupt = PF_CORRUPT_SKIP;
+		rcfg.on_drop = stream_drop;
+		rcfg.on_drop_ctx = s;
+	}
 	if (!s->rbuf) {
 		ret = -ENOMEM;
 		goto fail;
@@ -247,6 +321,128 @@ short_frame:
 			    s->frame - 1, s->frame_left);
 }
 
+/* File offset where frame f's bytes end for good: the next frame, or the
+ * index. */
+static uint64_t frame_end(const pf_source *s, uint32_t f)
+{
+	return f + 1 < pf_shard_index_frames(s->index)
+		? pf_shard_index_frame(s->index, f + 1)->offset
+		: pf_shard_index_data_end(s->index);
+}
+
+static int frame_drop(pf_source *s, uint32_t f, int64_t records, const pf_error *cause,
+		      pf_error *err)
+{
+	const pf_frame_info *fi = pf_shard_index_frame(s->index, f);
+	pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
+		      .start = fi->offset, .resume = frame_end(s, f),
+		      .next_record = s->next_record, .records = records, .cause = *cause };
+
+	s->frame_damaged = true;
+	d.cause.frame = f;
+	return report(s, &d, err);
+}
+
+/* Skip mode: the frame just read has ended.  Fewer intact records than its
+ * index entry promises, with nothing dropped to explain it, is damage too
+ * (the frame passed its checks, so the writer or the index is wrong). */
+static int close_frame(pf_source *s, pf_error *err)
+{
+	uint32_t f = s->frame - 1;
+	const pf_frame_info *fi = pf_shard_index_frame(s->index, f);
+	pf_error cause;
+
+	s->frame_open = false;
+	if (s->frame_damaged || s->frame_intact >= fi->records)
+		return 0;
+	pf_error_clear(&cause);
+	pf_error_set(&cause, -EBADMSG, PF_OFFSET_FILE, fi->offset,
+		     "frame %u holds %u fewer records than its index entry says",
+		     f, fi->records - s->frame_intact);
+	return frame_drop(s, f, fi->records - s->frame_intact, &cause, err);
+}
+
+/* next_indexed() in skip mode: damaged frames and records are dropped
+ * and reported; intact records are numbered from the frame's first. */
+static int next_indexed_skip(pf_source *s, pf_record *rec, pf_error *err)
+{
+	for (;;) {
+		const pf_frame_info *fi;
+		pf_error cause;
+		pf_drop d;
+		int ret;
+
+		if (s->upos == s->ulen) {
+			if (s->frame_open && (ret = close_frame(s, err)) < 0)
+				return ret;
+			if (s->frame >= pf_shard_index_frames(s->index))
+				return 0;
+			fi = pf_shard_index_frame(s->index, s->frame);
+			pf_error_clear(&cause);
+			ret = load_frame(s, &cause);
+			if (ret == -EBADMSG) {
+				/* The frame alone goes; the index still places
+				 * the next one. */
+				s->next_record = fi->first_record;
+				ret = frame_drop(s, s->frame, fi->records, &cause, err);
+				if (ret < 0)
+					return ret;
+				s->stream_next += fi->uncompressed_size;
+				s->frame++;
+				s->upos = s->ulen = 0;
+				continue;
+			}
+			if (ret < 0) {
+				if (err) {
+					*err = cause;
+					err->frame = s->frame;
+				}
+				return ret;
+			}
+			s->frame_stream_off = s->stream_next;
+			s->stream_next += s->ulen;
+			s->frame++;
+			s->frame_open = true;
+			s->frame_damaged = false;
+			s->frame_intact = 0;
+			continue;
+		}
+		fi = pf_shard_index_frame(s->index, s->frame - 1);
+		ret = pf_tfr_next_intact(s->ubuf, s->ulen, &s->upos, s->frame_stream_off,
+					 s->max_record, true, rec, &d);
+		if (ret == 2) {
+			s->frame_damaged = true;
+			d.next_record = s->next_record;
+			d.cause.frame = s->frame - 1;
+			d.cause.record = (int64_t)s->next_record;
+			ret = report(s, &d, err);
+			if (ret < 0)
+				return ret;
+			continue;
+		}
+		if (s->frame_intact == fi->records) {
+			/* More records than the index says: they cannot be
+			 * numbered without taking the next frame's numbers. */
+			pf_error_clear(&cause);
+			pf_error_set(&cause, -EBADMSG, PF_OFFSET_FILE, fi->offset,
+				     "frame %u holds more records than its index entry says",
+				     s->frame - 1);
+			s->upos = s->ulen;
+			ret = frame_drop(s, s->frame - 1, -1, &cause, err);
+			if (ret < 0)
+				return ret;
+			continue;
+		}
+		s->frame_intact++;
+		rec->index = s->next_record++;
+		if (s->skip) {
+			s->skip--;
+			continue;
+		}
+		return 1;
+	}
+}
+
 static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 {
 	for (;;) {
@@ -278,7 +474,8 @@ static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 
 int pf_source_next(pf_source *s, pf_record *rec, pf_error *err)
 {
-	int ret = s->index ? next_indexed(s, rec, err) : next_stream(s, rec, err);
+	int ret = !s->index ? next_stream(s, rec, err)
+		  : s->skip_mode ? next_indexed_skip(s, rec, err) : next_indexed(s, rec, err);
 
 	if (ret < 0 && err) {
 		pf_error_set_file(err, s->path);
@@ -300,6 +497,7 @@ int pf_source_seek_record(pf_source *s, uint64_t rec)
 		s->frame = pf_shard_index_frames(s->index);
 		s->upos = s->ulen = 0;
 		s->frame_left = 0;
+		s->frame_open = false;
 		return 0;
 	}
 	f = pf_shard_index_find_record(s->index, rec);
@@ -308,6 +506,7 @@ int pf_source_seek_record(pf_source *s, uint64_t rec)
 	s->frame = (uint32_t)f;
 	s->upos = s->ulen = 0;
 	s->frame_left = 0;
+	s->frame_open = false;
 	s->stream_next = 0;
 	for (uint32_t i = 0; i < s->frame; i++)
 		s->stream_next += pf_shard_index_frame(s->index, i)->uncompressed_size;
@@ -338,4 +537,9 @@ uint64_t pf_source_bytes_out(const pf_source *s)
 const char *pf_source_path(const pf_source *s)
 {
 	return s->path;
+}
+
+uint64_t pf_source_drops(const pf_source *s)
+{
+	return s->drops;
 }
