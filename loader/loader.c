@@ -31,6 +31,7 @@
  * stream file is opened, with its buffers, when its turn comes).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,8 @@ typedef struct batch_slot {
 	pf_core_batch *core;
 	pf_tensor *tensors;	/* cores x ntensors */
 	uint8_t *mem;
+	uint8_t *valid;		/* cores x per_core_batch: 0 for a hole */
+	bool holes;		/* a hole was placed since it was taken (atomic) */
 	uint32_t filled;	/* rows written (atomic) */
 } batch_slot;
 
@@ -146,6 +149,9 @@ struct pf_loader {
 	/* The I/O thread's last slot: the next block may share its step. */
 	uint64_t last_rstep;
 	batch_slot *last_slot;
+
+	/* Corrupt data in skip mode: the quarantine log, or -1. */
+	int qfd;
 
 	/* What the consumer has been handed (for pf_loader_save_state()). */
 	bool c_any;
@@ -326,41 +332,180 @@ static int decode_into(pf_loader *l, worker *w, const pf_record *rec,
 			      w->dst, err);
 }
 
-/* Decode record rec, at stream position p of chunk c, into its row.
- * Records whose output falls outside the piece or past max_steps are
- * skipped. */
-static int place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
-			const pf_record *rec, pf_error *err)
+/* The slot and row of stream position p of chunk c: NULL when its
+ * output falls outside the piece or past max_steps (not this run's). */
+static batch_slot *locate(const pf_loader *l, const chunk *c, uint64_t p, uint32_t *row,
+			  size_t *ti)
 {
 	const sblock *b = ring_at(l, c->g0 + (p / c->w - c->pos / c->w));
 	uint32_t r = (uint32_t)(p - b->first_pos);
 	uint32_t o = b->perm ? b->perm[r] : r;
 	uint64_t e, step;
-	uint32_t row, core, idx;
-	batch_slot *s;
-	int ret;
 
 	if (o < b->olo || o >= b->ohi)
-		return 0;
+		return NULL;
 	e = b->ebase + (o - b->olo);
 	step = e / l->host_batch - b->j0;
-	row = (uint32_t)(e % l->host_batch);
 	if (step >= b->nslots)
-		return 0;
-	s = b->slot[step];
-	core = row / l->topo.per_core_batch;
-	idx = row % l->topo.per_core_batch;
+		return NULL;
+	*row = (uint32_t)(e % l->host_batch);
+	*ti = (size_t)(b - l->ring) * l->spb + step;
+	return b->slot[step];
+}
+
+static void tally(worker *w, size_t ti)
+{
+	if (w->tally[ti]++ == 0)
+		w->touched[w->ntouched++] = (uint32_t)ti;
+}
+
+/* Point w->dst at row of slot s. */
+static void aim(const pf_loader *l, worker *w, batch_slot *s, uint32_t row)
+{
+	uint32_t core = row / l->topo.per_core_batch, idx = row % l->topo.per_core_batch;
+
 	for (uint32_t f = 0; f < l->spec.n; f++)
 		w->dst[f] = (uint8_t *)s->core[core].block + l->toff[f] +
 			    (size_t)idx * l->fbytes[f];
+}
+
+/* Position p of chunk c is a hole: a record lost to damage (skip mode).
+ * Its row is zeros and marked invalid; it counts as written. */
+static void place_hole(pf_loader *l, worker *w, const chunk *c, uint64_t p)
+{
+	uint32_t row;
+	size_t ti;
+	batch_slot *s = locate(l, c, p, &row, &ti);
+
+	if (!s)
+		return;
+	aim(l, w, s, row);
+	for (uint32_t f = 0; f < l->spec.n; f++)
+		memset(w->dst[f], 0, l->fbytes[f]);
+	s->valid[row] = 0;
+	__atomic_store_n(&s->holes, true, __ATOMIC_RELAXED);	/* published by flush_tally */
+	tally(w, ti);
+}
+
+/* JSON string body of s into dst (cap > 0): quotes, backslashes and
+ * control bytes escaped, cut to fit.  @return its length. */
+static size_t json_escape(char *dst, size_t cap, const char *s)
+{
+	size_t n = 0;
+
+	for (; *s && n + 7 < cap; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\') {
+			dst[n++] = '\\';
+			dst[n++] = (char)ch;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			n += (size_t)snprintf(dst + n, cap - n, "\\u%04x", ch);
+		} else {
+			dst[n++] = (char)ch;
+		}
+	}
+	dst[n] = 0;
+	return n;
+}
+
+/* One drop (skip mode): counted, written to the quarantine log when
+ * log, and checked against the budget.  @return 0, or <0 when the budget
+ * is spent or the log cannot be written (the loader is then failed with
+ * an error saying so). */
+static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
+{
+	char line[2048], jpath[700], jcause[600], cause[512];
+	pf_error e = d->cause;
+	int n, ret = 0;
+
+	pf_error_set_file(&e, path);
+	pf_error_format(&e, cause, sizeof(cause));
+	json_escape(jpath, sizeof(jpath), path);
+	json_escape(jcause, sizeof(jcause), cause);
+	n = snprintf(line, sizeof(line),
+		     "{\"file\":\"%s\",\"offset\":%llu,\"offset_kind\":\"%s\","
+		     "\"resume\":%llu,\"unit\":\"%s\",\"frame\":%lld,\"records\":%lld,"
+		     "\"host\":%u,\"cause\":\"%s\"}\n", jpath,
+		     (unsigned long long)d->start,
+		     d->offset_kind == PF_OFFSET_FILE ? "file" : "decompressed",
+		     (unsigned long long)d->resume, pf_drop_unit_name(d->unit),
+		     (long long)e.frame, (long long)d->records, l->topo.host_index, jcause);
+	pthread_mutex_lock(&l->mu);
+	l->m.corrupt_drops++;
+	l->m.corrupt_records += d->records > 0 ? (uint64_t)d->records : 0;
+	if (log && l->qfd >= 0 && n > 0) {
+		/* One write per line: O_APPEND keeps lines of several
+		 * processes whole. */
+		if (write(l->qfd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
+			ret = -errno;
+	}
+	if (ret < 0) {
+		pf_error qe;
+
+		pf_error_clear(&qe);
+		pf_error_set(&qe, ret, PF_OFFSET_NONE, 0, "cannot write the quarantine log %s: %s",
+			     l->cfg.quarantine, pf_strerror(ret));
+		fail_locked(l, &qe, ret);
+	} else if (l->cfg.max_corrupt && l->m.corrupt_drops > l->cfg.max_corrupt) {
+		pf_error be = e;
+
+		snprintf(be.msg, sizeof(be.msg), "more than %llu corrupt units dropped "
+			 "(the budget); the last: %.150s",
+			 (unsigned long long)l->cfg.max_corrupt, d->cause.msg);
+		be.code = ret = -EBADMSG;
+		fail_locked(l, &be, ret);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return ret;
+}
+
+static int report_drop(pf_loader *l, const pf_drop *d, const char *path)
+{
+	return note_drop(l, d, path, true);
+}
+
+/* Drops found opening the dataset (stream files, damaged indexes): every
+ * host counts them, host 0 logs them, once for the pod; reading the
+ * stream files again later drops the same units unreported. */
+static int open_drop(void *ctx, const pf_drop *d)
+{
+	pf_loader *l = ctx;
+
+	return note_drop(l, d, d->cause.file, l->topo.host_index == 0);
+}
+
+/* Decode record rec, at stream position p of chunk c, into its row.
+ * Records whose output is not this run's are skipped.  In skip mode a
+ * record that does not decode is dropped (reported with the file) and
+ * its row is a hole. */
+static int place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
+			const pf_record *rec, pf_error *err)
+{
+	uint32_t row;
+	size_t ti;
+	batch_slot *s = locate(l, c, p, &row, &ti);
+	int ret;
+
+	if (!s)
+		return 0;
+	aim(l, w, s, row);
 	ret = decode_into(l, w, rec, err);
 	if (ret < 0) {
 		err->record = (int64_t)rec->index;
-		return ret;
+		if (ret != -EBADMSG || l->cfg.on_corrupt != PF_CORRUPT_SKIP)
+			return ret;
+		pf_drop d = { .unit = PF_DROP_RECORD, .offset_kind = PF_OFFSET_STREAM,
+			      .start = rec->offset, .resume = rec->offset + rec->len,
+			      .next_record = rec->index + 1, .records = 1, .cause = *err };
+
+		ret = report_drop(l, &d, l->ds->paths[l->ds->units[c->seg.unit].file]);
+		if (ret < 0)
+			return ret;
+		place_hole(l, w, c, p);
+		return 0;
 	}
-	size_t ti = (size_t)(b - l->ring) * l->spb + step;
-	if (w->tally[ti]++ == 0)
-		w->touched[w->ntouched++] = (uint32_t)ti;
+	tally(w, ti);
 	return 0;
 }
 
@@ -407,6 +552,91 @@ static void locate_in_frame(pf_error *err, const pf_unit *u)
 /* ------------------------------------------------------------------ */
 /* Decode workers                                                       */
 
+/* Skip mode: the frame of chunk c could not be read or decompressed.  It
+ * is dropped whole (reported by the chunk that holds its first record)
+ * and each of its places in the segment is a hole. */
+static int lose_frame(pf_loader *l, worker *w, chunk *c, pf_error *cause)
+{
+	const pf_unit *u = &l->ds->units[c->seg.unit];
+	const pf_frame_info *fi = pf_shard_index_frame(l->ds->index[u->file], u->frame);
+	pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
+		      .start = u->offset, .resume = u->offset + u->csize,
+		      .next_record = fi->first_record, .records = (int64_t)u->records };
+	int ret;
+
+	locate_in_frame(cause, u);
+	d.cause = *cause;
+	if (c->seg.first == 0) {
+		ret = report_drop(l, &d, l->ds->paths[u->file]);
+		if (ret < 0)
+			return ret;
+	}
+	for (uint64_t i = 0; i < c->seg.count; i++)
+		place_hole(l, w, c, c->pos + i);
+	return 0;
+}
+
+/* Skip mode over a decompressed frame: its intact records fill the
+ * frame's places in order (the index gives the count, not which were
+ * lost) and the places left are holes.  A drop is reported by the chunk
+ * whose segment holds the place of the next intact record. */
+static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
+			      const pf_frame_info *fi, size_t len, pf_error *err)
+{
+	const pf_unit *u = &l->ds->units[c->seg.unit];
+	const char *path = l->ds->paths[u->file];
+	uint64_t end = c->seg.first + c->seg.count, i = 0, drops = 0;
+	size_t pos = 0;
+	int ret;
+
+	while (i < end) {
+		pf_record rec;
+		pf_drop d;
+		int r = pf_tfr_next_intact(w->ubuf, len, &pos, 0, l->cfg.max_record_size,
+					   l->cfg.verify_records, &rec, &d);
+
+		if (r == 0)
+			break;
+		if (r == 2) {
+			drops++;
+			d.next_record = fi->first_record + i;
+			d.cause.frame = u->frame;
+			if (i >= c->seg.first) {
+				ret = report_drop(l, &d, path);
+				if (ret < 0)
+					return ret;
+			}
+			continue;
+		}
+		rec.index = fi->first_record + i;
+		if (i >= c->seg.first) {
+			ret = place_record(l, w, c, c->pos + (i - c->seg.first), &rec, err);
+			if (ret < 0)
+				return ret;
+		}
+		i++;
+	}
+	if (i < end && !drops) {
+		/* Fewer records than the index says, and nothing damaged. */
+		pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
+			      .start = u->offset, .resume = u->offset + u->csize,
+			      .next_record = fi->first_record + i,
+			      .records = (int64_t)(u->records - i) };
+
+		pf_error_clear(&d.cause);
+		pf_error_set(&d.cause, -EBADMSG, PF_OFFSET_FILE, u->offset,
+			     "frame %u holds %llu records, its index entry says %llu",
+			     u->frame, (unsigned long long)i, (unsigned long long)u->records);
+		d.cause.frame = u->frame;
+		ret = report_drop(l, &d, path);
+		if (ret < 0)
+			return ret;
+	}
+	for (uint64_t k = i > c->seg.first ? i : c->seg.first; k < end; k++)
+		place_hole(l, w, c, c->pos + (k - c->seg.first));
+	return 0;
+}
+
 static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
@@ -414,24 +644,33 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	const pf_frame_info *fi = pf_shard_index_frame(ix, u->frame);
 	size_t pos = 0, len;
 	uint64_t end = c->seg.first + c->seg.count;
+	bool skip = l->cfg.on_corrupt == PF_CORRUPT_SKIP;
 	int64_t n;
 	int ret = 0;
 
-	if (c->req.result < 0)
-		return pf_error_set(err, (int)c->req.result, PF_OFFSET_FILE, u->offset,
-				    "read failed: %s", pf_strerror((int)c->req.result));
-	if ((uint64_t)c->req.result < u->csize)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE,
-				    u->offset + (uint64_t)c->req.result,
-				    "file ends inside frame %u (it changed since it was opened?)",
-				    u->frame);
+	err->frame = u->frame;
+	if (c->req.result < 0) {
+		pf_error_set(err, (int)c->req.result, PF_OFFSET_FILE, u->offset,
+			     "read failed: %s", pf_strerror((int)c->req.result));
+		return skip ? lose_frame(l, w, c, err) : err->code;
+	}
+	if ((uint64_t)c->req.result < u->csize) {
+		pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, u->offset + (uint64_t)c->req.result,
+			     "file ends inside frame %u (it changed since it was opened?)",
+			     u->frame);
+		return skip ? lose_frame(l, w, c, err) : err->code;
+	}
 	n = pf_frame_decode(w->fdec, fi, c->req.buf, u->csize, w->ubuf,
 			    l->ds->max_usize, err);
+	if (n < 0 && skip && n != -ENOMEM)
+		return lose_frame(l, w, c, err);
 	if (n < 0) {
 		locate_in_frame(err, u);
 		return (int)n;
 	}
 	len = (size_t)n;
+	if (skip)
+		return frame_records_skip(l, w, c, fi, len, err);
 	/* The frame passed its CRC32C and zstd's content checksum, so each
 	 * record's data CRC is checked only on request (the length CRC, which
 	 * guards the framing, always).  Records before the segment are framed
@@ -482,7 +721,8 @@ static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
 
 	if (!ss->src) {
 		pf_source_config scfg = { .max_record_size = l->cfg.max_record_size,
-					  .ignore_index = true, .regions = l->cfg.regions };
+					  .ignore_index = true, .regions = l->cfg.regions,
+					  .on_corrupt = l->cfg.on_corrupt };
 
 		ret = pf_source_open(&ss->src, l->ds->paths[u->file], &scfg, err);
 		if (ret < 0)
@@ -757,6 +997,12 @@ static batch_slot *step_slot(pf_loader *l, pf_io *io, const walk *wk, uint64_t j
 	l->free_slots = bs->next;
 	bs->next = NULL;
 	bs->filled = 0;
+	if (bs->holes) {
+		memset(bs->valid, 1, l->host_batch);
+		for (uint32_t c = 0; c < l->topo.cores; c++)
+			bs->core[c].nvalid = l->topo.per_core_batch;
+		bs->holes = false;
+	}
 	bs->batch.epoch = er->epoch;
 	bs->batch.step = er->step0 + j;
 	bs->batch.global_step = l->gstep0 + r;
@@ -1519,8 +1765,10 @@ static int setup_slot(pf_loader *l, batch_slot *s)
 {
 	s->core = pf_calloc(l->topo.cores, sizeof(*s->core));
 	s->tensors = pf_calloc((size_t)l->topo.cores * l->spec.n, sizeof(*s->tensors));
-	if (!s->core || !s->tensors)
+	s->valid = pf_malloc(l->host_batch);
+	if (!s->core || !s->tensors || !s->valid)
 		return -ENOMEM;
+	memset(s->valid, 1, l->host_batch);
 	for (uint32_t c = 0; c < l->topo.cores; c++) {
 		pf_core_batch *cb = &s->core[c];
 
@@ -1528,6 +1776,8 @@ static int setup_slot(pf_loader *l, batch_slot *s)
 		cb->block_bytes = l->block_bytes;
 		cb->tensors = &s->tensors[(size_t)c * l->spec.n];
 		cb->ntensors = l->spec.n;
+		cb->valid = s->valid + (size_t)c * l->topo.per_core_batch;
+		cb->nvalid = l->topo.per_core_batch;
 		for (uint32_t f = 0; f < l->spec.n; f++) {
 			cb->tensors[f].name = l->spec.f[f].name;
 			cb->tensors[f].dtype = l->spec.f[f].dtype;
@@ -1644,6 +1894,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory creating the loader");
 	l->cfg = *cfg;
+	l->qfd = -1;
 	pf_error_clear(&l->err);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cv_chunk, NULL);
@@ -1694,10 +1945,29 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
 	if (ret < 0)
 		goto fail;
-	ret = pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, l->cfg.max_record_size,
-			      cfg->regions, err);
-	if (ret < 0)
+	if (cfg->on_corrupt == PF_CORRUPT_SKIP && cfg->quarantine) {
+		l->qfd = open(cfg->quarantine, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (l->qfd < 0) {
+			ret = pf_error_set(err, -errno, PF_OFFSET_NONE, 0,
+					   "cannot open the quarantine log: %s",
+					   strerror(errno));
+			pf_error_set_file(err, cfg->quarantine);
+			goto fail;
+		}
+	}
+	{
+		pf_source_config scfg = {
+			.max_record_size = l->cfg.max_record_size, .regions = cfg->regions,
+			.on_corrupt = cfg->on_corrupt, .on_drop = open_drop, .on_drop_ctx = l,
+		};
+
+		ret = pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, err);
+	}
+	if (ret < 0) {
+		if (l->failed)
+			*err = l->err;	/* the corrupt-data budget, or the log */
 		goto fail;
+	}
 	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);
 	l->m.records_per_epoch = l->ds->records;
 	l->m.steps_per_epoch = l->steps_per_epoch;
@@ -1806,6 +2076,17 @@ int pf_loader_next(pf_loader *l, pf_batch **out)
 	l->m.next_hist[pf_io_hist_bucket(dt)]++;
 	l->m.steps++;
 	l->m.records += l->host_batch;
+	if (__atomic_load_n(&b->holes, __ATOMIC_RELAXED)) {
+		for (uint32_t c = 0; c < l->topo.cores; c++) {
+			pf_core_batch *cb = &b->core[c];
+
+			cb->nvalid = 0;
+			for (uint32_t i = 0; i < l->topo.per_core_batch; i++)
+				cb->nvalid += cb->valid[i];
+			l->m.holes += l->topo.per_core_batch - cb->nvalid;
+			l->m.records -= l->topo.per_core_batch - cb->nvalid;
+		}
+	}
 	if (!l->c_any || b->batch.epoch != l->c_epoch) {
 		l->c_epoch = b->batch.epoch;
 		l->c_delivered = 0;
@@ -1956,6 +2237,7 @@ void pf_loader_free(pf_loader *l)
 	for (unsigned i = 0; l->slots && i < l->nslots; i++) {
 		pf_free(l->slots[i].core);
 		pf_free(l->slots[i].tensors);
+		pf_free(l->slots[i].valid);
 	}
 	for (unsigned i = 0; l->streams && i < l->nchunks; i++)
 		pf_source_close(l->streams[i].src);
@@ -1972,6 +2254,8 @@ void pf_loader_free(pf_loader *l)
 	pf_free(l->toff);
 	pf_free(l->fbytes);
 	pf_free(l->resume.pieces);
+	if (l->qfd >= 0)
+		close(l->qfd);
 	pf_dataset_free(l->ds);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv_chunk);

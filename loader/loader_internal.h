@@ -67,10 +67,12 @@ typedef struct pf_dataset {
 } pf_dataset;
 
 /*! Open every file: indexed shards from their tails; stream files are
- *  read once to count records.  Reads are counted in regions (may be
- *  NULL). */
+ *  read once to count records.  scfg gives the record size limit, the
+ *  regions reads are counted in (may be NULL) and the corrupt-data policy:
+ *  in skip mode a stream file's records are its intact ones and a damaged
+ *  index makes its shard a stream, each drop told to scfg->on_drop. */
 int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
-		    uint64_t max_record, pf_region_table *regions, pf_error *err);
+		    const pf_source_config *scfg, pf_error *err);
 void pf_dataset_free(pf_dataset *ds);
 
 /* A contiguous run of records of one unit. */

@@ -65,16 +65,18 @@ static int read_index(int fd, const char *path, uint64_t size, uint8_t **tail,
 			    "shard index keeps asking for more tail bytes");
 }
 
-static int count_stream(const char *path, uint64_t max_record, uint64_t *records,
-			uint64_t *largest, pf_region_table *regions, pf_error *err)
+/* The records of a stream file: in skip mode its intact ones, the drops
+ * reported through the source config's on_drop. */
+static int count_stream(const char *path, const pf_source_config *scfg, uint64_t *records,
+			uint64_t *largest, pf_error *err)
 {
-	pf_source_config cfg = { .max_record_size = max_record, .ignore_index = true,
-				 .regions = regions };
+	pf_source_config cfg = *scfg;
 	pf_source *src;
 	pf_record rec;
 	int ret;
 
 	*records = 0;
+	cfg.ignore_index = true;
 	ret = pf_source_open(&src, path, &cfg, err);
 	if (ret < 0)
 		return ret;
@@ -88,8 +90,9 @@ static int count_stream(const char *path, uint64_t max_record, uint64_t *records
 }
 
 int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
-		    uint64_t max_record, pf_region_table *regions, pf_error *err)
+		    const pf_source_config *scfg, pf_error *err)
 {
+	pf_region_table *regions = scfg->regions;
 	pf_dataset *ds = pf_calloc(1, sizeof(*ds));
 	uint8_t *tail = NULL;
 	size_t tail_cap = 0, ucap = 0;
@@ -129,10 +132,22 @@ int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 			ret = read_index(fd, path, ds->file_size[i], &tail, &tail_cap,
 					 &ds->index[i], regions, err);
 		close(fd);
+		if (ret == -EBADMSG && scfg->on_corrupt == PF_CORRUPT_SKIP) {
+			/* A damaged index: dropped, and the shard read as the
+			 * zstd stream it also is. */
+			pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
+				      .start = err->offset, .resume = ds->file_size[i],
+				      .records = -1, .cause = *err };
+
+			pf_error_set_file(&d.cause, path);
+			ret = scfg->on_drop ? scfg->on_drop(scfg->on_drop_ctx, &d) : 0;
+			if (ret == 0)
+				ret = -ENODATA;
+		}
 		if (ret == -ENODATA) {
 			pf_error_clear(err);
-			ret = count_stream(path, max_record, &stream_records[i],
-					   &ds->max_stream_record, regions, err);
+			ret = count_stream(path, scfg, &stream_records[i],
+					   &ds->max_stream_record, err);
 			ds->any_stream = true;
 		}
 		if (ret < 0) {

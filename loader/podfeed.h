@@ -250,6 +250,23 @@ typedef struct pf_loader_config {
 	 * and remainder must be those of the saved run. */
 	const pf_state_blob *resume;
 	size_t nresume;
+
+	/* Corrupt data (pf_formats.h, "Corrupt data").  FAIL: the first
+	 * damage, or a read that still fails after the I/O engine's retries,
+	 * ends the loader with an error naming file, byte offset, frame,
+	 * record and cause.  SKIP: the smallest unit is dropped and reported.
+	 * Inside an indexed shard's frame the intact records fill the frame's
+	 * places in order and the places left over (as many as records were
+	 * lost) come out as holes: rows of zeros with valid[row] = 0, so that
+	 * every host still yields the same steps; a frame that cannot be read
+	 * or decompressed is all holes.  A stream file's records are its
+	 * intact ones (so counted when the dataset is opened): no holes. */
+	pf_corrupt_policy on_corrupt;
+	uint64_t max_corrupt;		/* SKIP: drops allowed; one more stops the
+					   loader with an error; 0: no limit */
+	const char *quarantine;		/* SKIP: append a JSON line per drop to this
+					   file (file, offset, unit, records, cause,
+					   host); NULL: none */
 } pf_loader_config;
 
 /* One feature of one core's batch: values[per_core_batch][len]. */
@@ -265,6 +282,9 @@ typedef struct pf_core_batch {
 	uint32_t ntensors;
 	void *block;		/* all of this core's tensors, contiguous */
 	size_t block_bytes;
+	const uint8_t *valid;	/* [per_core_batch]: 1 a record, 0 a hole left by
+				   a corrupt record dropped (PF_CORRUPT_SKIP) */
+	uint32_t nvalid;	/* records (per_core_batch unless holes) */
 } pf_core_batch;
 
 typedef struct pf_batch {
@@ -300,6 +320,9 @@ typedef struct pf_loader_metrics {
 	uint64_t memory_bytes;		/* pools allocated from the budget */
 	const char *io_backend;
 	uint32_t files_direct;		/* files read with O_DIRECT */
+	uint64_t corrupt_drops;		/* units dropped (PF_CORRUPT_SKIP) */
+	uint64_t corrupt_records;	/* records they held, where known */
+	uint64_t holes;			/* rows handed out empty for them */
 } pf_loader_metrics;
 
 /*! pf_loader_create(): open the dataset (indexed shards through their

@@ -27,6 +27,15 @@
 #define MAX_REPEAT 101u
 #define BL_READ_BYTES (256u << 20)	/* read-pass buffers per thread */
 
+static const char corrupt_usage[] =
+	"corrupt data:\n"
+	"  --on-corrupt fail|skip  stop with an error naming file, offset, frame,\n"
+	"                       record and cause (default), or drop the smallest\n"
+	"                       damaged unit, count it and go on (rows of records\n"
+	"                       lost in an indexed frame come out empty, marked)\n"
+	"  --quarantine FILE    skip: append a JSON line per drop to FILE\n"
+	"  --max-corrupt N      skip: stop with an error after N drops\n";
+
 static const char usage[] =
 	"usage: loadbench [options] SHARD...\n"
 	"       loadbench plan [options]   (the scaling plan: loadbench plan --help)\n"
@@ -163,6 +172,9 @@ typedef struct options {
 	bool host_index_given, num_hosts_given;	/* else from the environment */
 	const char *save_state;
 	uint64_t save_every;
+	pf_corrupt_policy on_corrupt;
+	const char *quarantine;
+	uint64_t max_corrupt;
 	ckpt_set resume;
 	train_options train;	/* --model and the rest: tools/train.c */
 	train_ctx *tc;
@@ -175,7 +187,8 @@ static int parse_options(int argc, char **argv, options *o)
 		OPT_BATCH = 256, OPT_CORES, OPT_HOSTIDX, OPT_HOSTS, OPT_THREADS, OPT_EPOCHS,
 		OPT_STEPS, OPT_SEED, OPT_WINDOW, OPT_MEMORY, OPT_FEATURES, OPT_REMAINDER,
 		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_VERIFY, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
-		OPT_QUIET, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_HELP,
+		OPT_QUIET, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_ON_CORRUPT, OPT_QUARANTINE,
+		OPT_MAX_CORRUPT, OPT_HELP,
 	};
 	static const struct option opts[] = {
 		{ "per-core-batch", required_argument, NULL, OPT_BATCH },
@@ -201,6 +214,9 @@ static int parse_options(int argc, char **argv, options *o)
 		{ "save-state", required_argument, NULL, OPT_SAVE },
 		{ "save-every", required_argument, NULL, OPT_SAVE_EVERY },
 		{ "resume", required_argument, NULL, OPT_RESUME },
+		{ "on-corrupt", required_argument, NULL, OPT_ON_CORRUPT },
+		{ "quarantine", required_argument, NULL, OPT_QUARANTINE },
+		{ "max-corrupt", required_argument, NULL, OPT_MAX_CORRUPT },
 		TRAIN_LONG_OPTIONS,
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ 0 },
@@ -293,13 +309,30 @@ static int parse_options(int argc, char **argv, options *o)
 			r = cli_parse_u64("--save-every", optarg, 1, UINT64_MAX, false,
 					  &o->save_every);
 			break;
+		case OPT_ON_CORRUPT:
+			if (!strcmp(optarg, "fail")) {
+				o->on_corrupt = PF_CORRUPT_FAIL;
+			} else if (!strcmp(optarg, "skip")) {
+				o->on_corrupt = PF_CORRUPT_SKIP;
+			} else {
+				cli_fail("--on-corrupt: '%s' is not fail or skip", optarg);
+				r = -EINVAL;
+			}
+			break;
+		case OPT_QUARANTINE: o->quarantine = optarg; break;
+		case OPT_MAX_CORRUPT:
+			r = cli_parse_u64("--max-corrupt", optarg, 1, UINT64_MAX, false,
+					  &o->max_corrupt);
+			break;
 		case OPT_RESUME:
 			for (char *f = strtok(optarg, ","); f && r == 0; f = strtok(NULL, ","))
 				r = ckpt_load(&o->resume, f);
 			break;
 		case OPT_HELP:
 			fputs(usage, stdout);
-			fputs("\n" CKPT_USAGE "\n" TRAIN_USAGE, stdout);
+			fputs("\n", stdout);
+			fputs(corrupt_usage, stdout);
+			fputs(CKPT_USAGE "\n" TRAIN_USAGE, stdout);
 			return 0;
 		case ':':
 			cli_fail("%s: a value is required", argv[optind - 1]);
@@ -323,6 +356,11 @@ static int parse_options(int argc, char **argv, options *o)
 		cli_fail("--host-index: %llu is not below --num-hosts %llu",
 			 (unsigned long long)o->host_index,
 			 (unsigned long long)o->num_hosts);
+		return 2;
+	}
+	if ((o->quarantine || o->max_corrupt) && o->on_corrupt != PF_CORRUPT_SKIP) {
+		cli_fail("%s: needs --on-corrupt skip",
+			 o->quarantine ? "--quarantine" : "--max-corrupt");
 		return 2;
 	}
 	if (o->save_every && !o->save_state) {
@@ -991,6 +1029,11 @@ static void print_text(const report *r)
 	printf("remainder   %llu records dropped, %llu wrapped\n",
 	       (unsigned long long)m->remainder_dropped,
 	       (unsigned long long)m->remainder_wrapped);
+	if (o->on_corrupt == PF_CORRUPT_SKIP || m->corrupt_drops)
+		printf("corrupt     %llu units dropped (%llu records known lost), %llu empty "
+		       "rows handed out%s%s\n", (unsigned long long)m->corrupt_drops,
+		       (unsigned long long)m->corrupt_records, (unsigned long long)m->holes,
+		       o->quarantine ? "; logged to " : "", o->quarantine ? o->quarantine : "");
 	printf("io          %s, depth %llu", m->io_backend ? m->io_backend : "none",
 	       (unsigned long long)o->io_depth);
 	if (o->direct)
@@ -1065,6 +1108,11 @@ static void print_json(const report *r)
 	json_kv_u64("memory_pool_bytes", m->memory_bytes, true);
 	json_kv_u64("remainder_dropped", m->remainder_dropped, true);
 	json_kv_u64("remainder_wrapped", m->remainder_wrapped, true);
+	printf("\"corrupt\":{");
+	json_kv_u64("drops", m->corrupt_drops, true);
+	json_kv_u64("records_lost", m->corrupt_records, true);
+	json_kv_u64("holes", m->holes, false);
+	printf("},");
 	json_kv_str("io_backend", m->io_backend ? m->io_backend : "none", true);
 	json_kv_u64("files_direct", m->files_direct, true);
 	json_kv_u64("io_depth", o->io_depth, true);
@@ -1671,6 +1719,9 @@ int main(int argc, char **argv)
 	cfg.direct_io = o.direct;
 	cfg.verify_records = o.verify;
 	cfg.regions = ro.table;
+	cfg.on_corrupt = o.on_corrupt;
+	cfg.quarantine = o.quarantine;
+	cfg.max_corrupt = o.max_corrupt;
 	if (o.resume.n) {
 		if (ckpt_check(&o.resume, o.quiet || o.json) < 0) {
 			ret = 2;

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The loader's corrupt-data policy: fail names the damage; skip drops the
+ * smallest unit, delivers every intact record once, keeps every host's
+ * step count (empty, marked rows where an indexed frame lost records),
+ * logs each drop and stops past a budget. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+typedef struct result {
+	int ret;
+	pf_error err;
+	uint64_t steps, holes, nvalid;
+	uint8_t *seen;		/* per id: times delivered */
+	pf_loader_metrics m;
+} result;
+
+static void run(const char *dir, pf_loader_config cfg, uint64_t nids, result *r)
+{
+	const char *paths[1] = { dir };
+	pf_loader *l;
+	pf_batch *b;
+
+	memset(r, 0, sizeof(*r));
+	r->seen = calloc(nids, 1);
+	cfg.paths = paths;
+	cfg.npaths = 1;
+	cfg.features = "id:int64[1],v:float32[3]";
+	pf_error_clear(&r->err);
+	r->ret = pf_loader_create(&l, &cfg, &r->err);
+	if (r->ret < 0)
+		return;
+	while ((r->ret = pf_loader_next(l, &b)) == 1) {
+		for (uint32_t c = 0; c < b->cores; c++) {
+			const pf_core_batch *cb = &b->core[c];
+			const int64_t *ids = cb->tensors[0].data;
+			const float *v = cb->tensors[1].data;
+			uint32_t valid = 0;
+
+			cr_assert_not_null(cb->valid);
+			for (uint32_t i = 0; i < b->per_core_batch; i++) {
+				if (!cb->valid[i]) {
+					/* A hole: zeros. */
+					cr_assert_eq(ids[i], 0);
+					cr_assert_eq(v[3 * i + 1], 0.0f);
+					r->holes++;
+					continue;
+				}
+				valid++;
+				cr_assert_lt((uint64_t)ids[i], nids);
+				cr_assert_eq(v[3 * i], (float)ids[i], "row of another record");
+				r->seen[ids[i]]++;
+			}
+			cr_assert_eq(cb->nvalid, valid);
+			r->nvalid += valid;
+		}
+		r->steps++;
+		pf_loader_release(l, b);
+	}
+	if (r->ret < 0)
+		r->err = *pf_loader_last_error(l);
+	pf_loader_get_metrics(l, &r->m);
+	pf_loader_free(l);
+}
+
+/* Flip one byte of a file at offset at. */
+static void flip(const char *path, size_t at)
+{
+	size_t len;
+	uint8_t *buf = tu_read_file(path, &len);
+
+	cr_assert_lt(at, len);
+	buf[at] ^= 0x5a;
+	tu_write_file(path, buf, len);
+	free(buf);
+}
+
+/* Three indexed shards of small frames: ids 0 .. 2999. */
+static const char *shards(char names[3][512])
+{
+	const char *d = tu_tmpdir();
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(names[i], 512, "%s/s%d.tfrecord.zst", d, i);
+		tu_write_id_shard(names[i], (uint64_t)i * 1000, 1000, 2048, 0);
+	}
+	return d;
+}
+
+Test(corrupt, fail_names_file_offset_and_frame)
+{
+	char names[3][512];
+	const char *d = shards(names);
+	pf_loader_config cfg = { .per_core_batch = 50, .threads = 2 };
+	result r;
+
+	flip(names[1], 3000);
+	run(d, cfg, 3000, &r);
+	cr_assert_eq(r.ret, -EBADMSG, "%d %s", r.ret, r.err.msg);
+	cr_assert_str_eq(r.err.file, names[1]);
+	cr_assert_eq(r.err.offset_kind, PF_OFFSET_FILE);
+	cr_assert_leq(r.err.offset, 3000);
+	cr_assert_geq(r.err.frame, 0);
+	free(r.seen);
+}
+
+/* The ids a damaged run lost must be one run of consecutive ids (a
+ * frame's), each other id once. */
+static uint64_t lost_run(const result *clean, const result *r, uint64_t nids)
+{
+	uint64_t lost = 0, first = UINT64_MAX, last = 0;
+
+	for (uint64_t i = 0; i < nids; i++) {
+		cr_assert_leq(r->seen[i], 1, "id %llu twice", (unsigned long long)i);
+		if (clean->seen[i] && !r->seen[i]) {
+			lost++;
+			first = i < first ? i : first;
+			last = i;
+		}
+		cr_assert(!(r->seen[i] && !clean->seen[i]));
+	}
+	cr_assert_eq(last - first + 1, lost, "lost ids are not one frame's");
+	return lost;
+}
+
+Test(corrupt, skip_drops_the_frame_keeps_the_steps_and_logs_it, .timeout = 60)
+{
+	char names[3][512], q[600], *line;
+	const char *d = shards(names);
+	pf_loader_config cfg = { .cores_per_host = 2, .per_core_batch = 25, .threads = 2,
+				 .shuffle = true, .shuffle_window = 300, .seed = 4,
+				 .on_corrupt = PF_CORRUPT_SKIP };
+	result clean, r;
+	uint64_t lost;
+	size_t len;
+
+	run(d, cfg, 3000, &clean);
+	cr_assert_eq(clean.ret, 0, "%s", clean.err.msg);
+	cr_assert_eq(clean.holes, 0);
+	flip(names[1], 3000);
+	snprintf(q, sizeof(q), "%s/quarantine.jsonl", tu_tmpdir());
+	cfg.quarantine = q;
+	run(d, cfg, 3000, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_eq(r.steps, clean.steps, "a drop must not change the step count");
+	lost = lost_run(&clean, &r, 3000);
+	cr_assert_gt(lost, 0);
+	cr_assert_eq(r.holes, lost, "one empty row per record lost");
+	cr_assert_eq(r.m.holes, lost);
+	cr_assert_eq(r.m.corrupt_drops, 1);
+	cr_assert_eq(r.m.corrupt_records, lost);
+	cr_assert_eq(r.m.records, r.nvalid);
+	line = (char *)tu_read_file(q, &len);
+	line = realloc(line, len + 1);
+	line[len] = 0;
+	cr_assert(strstr(line, names[1]), "%s", line);
+	cr_assert(strstr(line, "\"unit\":\"frame\""), "%s", line);
+	cr_assert(strstr(line, "\"offset_kind\":\"file\""), "%s", line);
+	cr_assert_eq(strchr(line, '\n'), line + len - 1, "one line: %s", line);
+	free(line);
+	free(clean.seen);
+	free(r.seen);
+}
+
+Test(corrupt, skip_on_three_hosts_every_intact_record_once, .timeout = 60)
+{
+	char names[3][512];
+	const char *d = shards(names);
+	uint8_t *all = calloc(3000, 1), *clean_all = calloc(3000, 1);
+	uint64_t steps = 0, drops = 0, holes = 0, lost = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			flip(names[0], 2500);
+			flip(names[2], 9000);
+		}
+		for (uint32_t h = 0; h < 3; h++) {
+			pf_loader_config cfg = { .host_index = h, .num_hosts = 3,
+						 .per_core_batch = 40, .threads = 2,
+						 .on_corrupt = PF_CORRUPT_SKIP };
+			result r;
+
+			run(d, cfg, 3000, &r);
+			cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+			if (h == 0 && pass == 0)
+				steps = r.steps;
+			cr_assert_eq(r.steps, steps, "host %u", h);
+			for (uint64_t i = 0; i < 3000; i++) {
+				uint8_t *sv = pass ? all : clean_all;
+
+				sv[i] += r.seen[i];
+				cr_assert_leq(sv[i], 1, "id %llu twice", (unsigned long long)i);
+			}
+			if (pass) {
+				drops += r.m.corrupt_drops;
+				holes += r.holes;
+			}
+			free(r.seen);
+		}
+	}
+	for (uint64_t i = 0; i < 3000; i++) {
+		cr_assert(!(all[i] && !clean_all[i]));
+		lost += clean_all[i] && !all[i];
+	}
+	cr_assert_gt(lost, 0);
+	cr_assert_eq(holes, lost);
+	cr_assert_geq(drops, 1);
+	cr_assert_leq(drops, 2);
+	free(all);
+	free(clean_all);
+}
+
+Test(corrupt, skip_stops_past_the_budget)
+{
+	char names[3][512];
+	const char *d = shards(names);
+	pf_loader_config cfg = { .per_core_batch = 50, .threads = 1,
+				 .on_corrupt = PF_CORRUPT_SKIP, .max_corrupt = 1 };
+	result r;
+
+	flip(names[0], 2000);
+	flip(names[2], 2000);
+	run(d, cfg, 3000, &r);
+	cr_assert_eq(r.ret, -EBADMSG);
+	cr_assert(strstr(r.err.msg, "more than 1 corrupt units dropped"), "%s", r.err.msg);
+	free(r.seen);
+	cfg.max_corrupt = 2;
+	run(d, cfg, 3000, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_eq(r.m.corrupt_drops, 2);
+	free(r.seen);
+}
+
+/* A stream file with a damaged record and a torn tail, and a gzip file
+ * with a damaged member: their records are their intact ones, counted so
+ * at open; no holes. */
+Test(corrupt, stream_files_deliver_their_intact_records, .timeout = 60)
+{
+	const char *d = tu_tmpdir();
+	char p[512], g[512], q[600];
+	pf_loader_config cfg = { .per_core_batch = 10, .threads = 2, .shuffle = true,
+				 .seed = 2, .on_corrupt = PF_CORRUPT_SKIP };
+	size_t len;
+	uint8_t *buf;
+	result r;
+	uint64_t got = 0;
+
+	snprintf(p, sizeof(p), "%s/a.tfrecord", d);
+	tu_write_id_stream(p, 0, 500, false);
+	buf = tu_read_file(p, &len);
+	buf[len / 2] ^= 0x01;			/* inside some record */
+	tu_write_file(p, buf, len - 7);	/* and a torn last record */
+	free(buf);
+	snprintf(g, sizeof(g), "%s/b.tfrecord.gz", d);
+	tu_write_id_stream(g, 500, 500, true);
+
+	/* Fail: the error names the plain file and a decompressed offset. */
+	run(d, (pf_loader_config){ .per_core_batch = 10, .threads = 2 }, 1000, &r);
+	cr_assert_eq(r.ret, -EBADMSG);
+	cr_assert_str_eq(r.err.file, p);
+	free(r.seen);
+
+	snprintf(q, sizeof(q), "%s/quarantine.jsonl", tu_tmpdir());
+	cfg.quarantine = q;
+	run(d, cfg, 1000, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_eq(r.holes, 0);
+	for (uint64_t i = 0; i < 1000; i++) {
+		cr_assert_leq(r.seen[i], 1);
+		got += r.seen[i];
+	}
+	/* 998 intact records (one damaged, one torn), the remainder of the
+	 * last step dropped. */
+	cr_assert_eq(r.m.records_per_epoch, 998);
+	cr_assert_eq(got, 990);
+	cr_assert_eq(r.m.remainder_dropped, 8);
+	cr_assert_eq(r.m.corrupt_drops, 2, "%llu", (unsigned long long)r.m.corrupt_drops);
+	buf = tu_read_file(q, &len);
+	buf = realloc(buf, len + 1);
+	buf[len] = 0;
+	cr_assert(strstr((char *)buf, "a.tfrecord"), "%s", buf);
+	/* A plain file: its stream offsets are file offsets. */
+	cr_assert(strstr((char *)buf, "\"offset_kind\":\"file\""), "%s", buf);
+	cr_assert(strstr((char *)buf, "truncated body"), "%s", buf);
+	free(buf);
+	free(r.seen);
+}
