@@ -287,11 +287,13 @@ struct pf_recstream {
 	uint64_t codec_drops;		/* and the reader's before a reset */
 	bool sniffing;			/* head of no known format: a codec may follow */
 	bool switching;			/* a codec header found: the reader drains first */
-	bool sniff_trial;		/* decoding from it, no output yet */
+	bool sniff_trial;		/* decoding from it, not yet confirmed */
 	uint64_t sniff_at;		/* its file offset */
+	uint64_t sniff_index;		/* records out before it */
 	bool scanning;			/* looking for the next frame or member */
 	bool dropping;			/* a codec drop not yet reported */
 	pf_drop drop;			/* that drop */
+	uint64_t drop_floor;		/* where its search began, less one */
 	uint64_t resumed_at;		/* file offset decoding resumed at */
 	bool cut_due;			/* cut the reader once it has read its bytes */
 	bool codec_done;		/* the end of the file handled for the codec */
@@ -592,6 +594,10 @@ static int settle(pf_recstream *s, uint64_t resume, pf_error *err)
 	int ret = 0;
 
 	s->dropping = false;
+	/* Decoding resumed before the byte where the failure showed: a
+	 * skippable frame's size was what was wrong; the drop is from it. */
+	if (resume < s->drop.start)
+		s->drop.start = s->drop_floor;
 	s->drop.resume = resume;
 	s->drop.next_record = pf_tfr_reader_next_index(s->reader);
 	s->codec_drops++;
@@ -684,6 +690,7 @@ static void open_drop(pf_recstream *s, const pf_error *cause)
 		s->drop.records = -1;
 		cause_of(&s->drop, cause);
 		s->cut_due = true;
+		s->drop_floor = d->unit_out ? d->unit_start : d->quiet_start;
 	}
 	s->scanning = true;
 	s->tail_len = 0;
@@ -743,8 +750,11 @@ static void restart_reader(pf_recstream *s, uint64_t off)
 
 /* Sniffing found a codec's header (hdr, whole) at the current source
  * position, and the reader has given what it held before it: decode from
- * here on.  Should decoding fail before any output (a false header in a
- * damaged TFRecord file), revert_plain() reads on as TFRecord. */
+ * here on.  The codec is confirmed once a record comes out of it or a
+ * frame or member ends (garbage after a false zstd header can still give
+ * output: raw blocks); should it fail or the file end before that (a
+ * false header in a damaged TFRecord file), revert_plain() reads on as
+ * TFRecord from the header. */
 static int switch_codec(pf_recstream *s, const uint8_t *hdr, pf_error *err)
 {
 	pf_compression c = hdr[0] == 0x1f ? PF_COMP_GZIP : PF_COMP_ZSTD;
@@ -768,13 +778,15 @@ static int switch_codec(pf_recstream *s, const uint8_t *hdr, pf_error *err)
 	/* The records so far keep their numbers; the decompressed stream
 	 * starts at 0. */
 	restart_reader(s, 0);
+	s->sniff_index = pf_tfr_reader_next_index(s->reader);
 	s->total_out = 0;
 	restart_at(s, at);
 	return 1;
 }
 
-/* The codec found by sniffing failed before giving anything: it was a
- * false header; read the file as TFRecord from there on. */
+/* The codec found by sniffing failed before it was confirmed: it was a
+ * false header; read the file as TFRecord from there on (what it gave the
+ * reader, no record, is forgotten). */
 static void revert_plain(pf_recstream *s)
 {
 	s->comp = PF_COMP_NONE;
@@ -992,8 +1004,9 @@ static int decode_step(pf_recstream *s, pf_error *err)
 			*err = cause;
 		return ret;
 	}
-	if (produced || s->inflate->units_done != units0) {
+	if (s->inflate->units_done != units0)
 		s->sniff_trial = false;		/* the codec holds */
+	if (produced || s->inflate->units_done != units0) {
 		if (s->dropping) {
 			/* Decoding has resumed: that drop is over. */
 			int r2 = settle(s, s->resumed_at, err);
@@ -1022,6 +1035,8 @@ static int decode_step(pf_recstream *s, pf_error *err)
  * (or the end is reached), <0 on error. */
 static int skip_step(pf_recstream *s, pf_error *err)
 {
+	if (s->sniff_trial && pf_tfr_reader_next_index(s->reader) > s->sniff_index)
+		s->sniff_trial = false;		/* records came: the codec holds */
 	if (s->cut_due) {
 		s->cut_due = false;
 		pf_tfr_reader_cut(s->reader, unit_what(s->comp));

@@ -593,15 +593,16 @@ static int deliver(pf_tfr_reader *r, const uint8_t *p, uint64_t whole, uint64_t 
 /* The carry is empty: work in the fed buffer. */
 static int step_direct(pf_tfr_reader *r, pf_record *rec, pf_error *err)
 {
-	const uint8_t *p = r->in + r->in_pos;
 	size_t avail = r->in_len - r->in_pos;
 	bool at_end = r->skip && (r->ended || r->cutting);
+	const uint8_t *p;
 	pf_error cause;
 	uint64_t n;
 	int code, ret;
 
 	if (avail == 0)
 		return at_end ? at_the_end(r, err) : 0;
+	p = r->in + r->in_pos;	/* not before: in is NULL until a feed */
 	if (r->syncing) {
 		size_t q = pf_tfr_resync(p, avail, r->max_record, at_end);
 

@@ -353,6 +353,7 @@ static int close_frame(pf_source *s, pf_error *err)
 	pf_error cause;
 
 	s->frame_open = false;
+	s->skip = 0;	/* a seek's count ends with its frame */
 	if (s->frame_damaged || s->frame_intact >= fi->records)
 		return 0;
 	pf_error_clear(&cause);
@@ -384,6 +385,7 @@ static int next_indexed_skip(pf_source *s, pf_record *rec, pf_error *err)
 				/* The frame alone goes; the index still places
 				 * the next one. */
 				s->next_record = fi->first_record;
+				s->skip = 0;	/* a seek into it ends here */
 				ret = frame_drop(s, s->frame, fi->records, &cause, err);
 				if (ret < 0)
 					return ret;

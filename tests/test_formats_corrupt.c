@@ -13,7 +13,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "formats_internal.h"
 #include "pf_formats.h"
+#include "pf_index.pb-c.h"
 #include "podfeed.h"
 #include "testutil.h"
 
@@ -455,7 +457,11 @@ static void read_stream(const uint8_t *file, size_t len, size_t piece,
 	int ret;
 
 	reset_result(r);
-	cr_assert_eq(pf_recstream_create(&s, &cfg), 0);
+	ret = pf_recstream_create(&s, &cfg);
+	if (ret < 0) {
+		r->ret = ret;
+		return;
+	}
 	for (;;) {
 		size_t n = len - pos < piece ? len - pos : piece;
 
@@ -885,4 +891,1136 @@ Test(corrupt, indexed_shard_damage_matrix)
 Test(corrupt, aligned_indexed_shard_damage_matrix)
 {
 	shard_matrix(4096, 22);
+}
+
+/* ------------------------------------------------------------------ */
+/* Resynchronisation and the frame walker                               */
+
+Test(corrupt, resync_needs_both_crcs)
+{
+	uint8_t buf[4096], rec[64];
+	size_t n = 0, q;
+	uint32_t crc;
+
+	make_records(6);
+	memset(rec, 'r', sizeof(rec));
+	/* 30 bytes of garbage, then a header whose length CRC holds over a
+	 * body whose data CRC does not, then a good record. */
+	for (int i = 0; i < 30; i++)
+		buf[n++] = (uint8_t)(i * 37 + 11);
+	n += pf_tfr_encode(buf + n, sizeof(buf) - n, rec, sizeof(rec));
+	buf[n - 1] ^= 0x40;			/* its data CRC */
+	q = n;
+	n += pf_tfr_encode(buf + n, sizeof(buf) - n, payload[0], plen[0]);
+	cr_assert_eq(pf_tfr_resync(buf, n, 1 << 20, true), q);
+	cr_assert_eq(pf_tfr_resync(buf, n, 1 << 20, false), q);
+	cr_assert_eq(pf_tfr_resync(buf + q, n - q, 1 << 20, true), 0);
+	/* Past the limit: not a record. */
+	cr_assert_eq(pf_tfr_resync(buf, n, plen[0] - 1, true), n);
+	/* Cut inside the good record: more bytes may make it whole. */
+	cr_assert_eq(pf_tfr_resync(buf, n - 3, 1 << 20, false), q);
+	cr_assert_eq(pf_tfr_resync(buf, n - 3, 1 << 20, true), n - 3);
+	/* Garbage alone: the last 11 bytes cannot be told yet. */
+	cr_assert_eq(pf_tfr_resync(buf, 30, 1 << 20, false), 30 - 11);
+	cr_assert_eq(pf_tfr_resync(buf, 30, 1 << 20, true), 30);
+	cr_assert_eq(pf_tfr_resync(buf, 5, 1 << 20, false), 0);
+	cr_assert_eq(pf_tfr_resync(buf, 0, 1 << 20, true), 0);
+	/* A length CRC that holds for a zero-length record whose data CRC
+	 * (of nothing) is wrong. */
+	memset(buf, 0, 16);
+	crc = pf_crc32c_mask(pf_crc32c(0, buf, 8));
+	memcpy(buf + 8, &crc, 4);
+	cr_assert_eq(pf_tfr_resync(buf, 16, 1 << 20, true), 16);
+	crc = pf_crc32c_mask(pf_crc32c(0, buf, 0));
+	memcpy(buf + 12, &crc, 4);
+	cr_assert_eq(pf_tfr_resync(buf, 16, 1 << 20, true), 0);
+}
+
+typedef struct walk {
+	int nrec, ndrop;
+	uint64_t off[2 * NREC], len[2 * NREC];
+	pf_drop drops[MAX_DROPS];
+} walk;
+
+static int walk_drop(void *ctx, const pf_drop *d)
+{
+	walk *w = ctx;
+
+	if (w->ndrop < MAX_DROPS)
+		w->drops[w->ndrop] = *d;
+	w->ndrop++;
+	return 0;
+}
+
+static void walk_reader(const uint8_t *buf, size_t len, size_t piece, bool check, walk *w)
+{
+	pf_tfr_config cfg = { .max_record_size = 1 << 20, .skip_data_crc = !check,
+			      .on_corrupt = PF_CORRUPT_SKIP, .on_drop = walk_drop, .on_drop_ctx = w };
+	pf_tfr_reader *r;
+	pf_record rec;
+	pf_error err;
+	size_t pos = 0;
+	int ret;
+
+	memset(w, 0, sizeof(*w) - sizeof(w->drops));
+	cr_assert_eq(pf_tfr_reader_create(&r, &cfg), 0);
+	while (pos < len) {
+		size_t n = len - pos < piece ? len - pos : piece;
+
+		pf_tfr_reader_feed(r, buf + pos, n);
+		pos += n;
+		while ((ret = pf_tfr_reader_next(r, &rec, &err)) == 1) {
+			CHECK(rec.index == (uint64_t)w->nrec, "numbering");
+			w->off[w->nrec] = rec.offset;
+			w->len[w->nrec++] = rec.len;
+		}
+		CHECK(ret == 0, "reader: %d %s", ret, err.msg);
+	}
+	pf_tfr_reader_end(r);
+	while ((ret = pf_tfr_reader_next(r, &rec, &err)) == 1) {
+		w->off[w->nrec] = rec.offset;
+		w->len[w->nrec++] = rec.len;
+	}
+	CHECK(ret == 0 && pf_tfr_reader_finish(r, &err) == 0, "end: %d %s", ret, err.msg);
+	CHECK(pf_tfr_reader_drops(r) == (uint64_t)w->ndrop, "drop count");
+	pf_tfr_reader_free(r);
+}
+
+static void walk_whole(const uint8_t *buf, size_t len, bool check, walk *w)
+{
+	size_t pos = 0;
+	pf_record rec;
+	pf_drop d;
+	int ret;
+
+	memset(w, 0, sizeof(*w) - sizeof(w->drops));
+	while ((ret = pf_tfr_next_intact(buf, len, &pos, 0, 1 << 20, check, &rec, &d)) > 0) {
+		if (ret == 1) {
+			w->off[w->nrec] = rec.offset;
+			w->len[w->nrec++] = rec.len;
+		} else {
+			CHECK(d.resume == pos, "resume %llu, pos %zu", (unsigned long long)d.resume, pos);
+			if (w->ndrop < MAX_DROPS)
+				w->drops[w->ndrop] = d;
+			w->ndrop++;
+		}
+	}
+}
+
+static bool same_walk(const walk *a, const walk *b)
+{
+	if (a->nrec != b->nrec || a->ndrop != b->ndrop)
+		return false;
+	for (int i = 0; i < a->nrec; i++)
+		if (a->off[i] != b->off[i] || a->len[i] != b->len[i])
+			return false;
+	for (int i = 0; i < a->ndrop && i < MAX_DROPS; i++)
+		if (a->drops[i].unit != b->drops[i].unit || a->drops[i].start != b->drops[i].start ||
+		    a->drops[i].resume != b->drops[i].resume ||
+		    a->drops[i].cause.offset != b->drops[i].cause.offset ||
+		    strcmp(a->drops[i].cause.msg, b->drops[i].cause.msg))
+			return false;
+	return true;
+}
+
+/* The walker over a whole buffer, the skip-mode reader fed in pieces of
+ * any size, and pf_tfr_count_intact() agree on every damage, with the
+ * data CRC checked and without. */
+Test(corrupt, walker_reader_and_count_agree)
+{
+	static damage dmg[4096];
+	static walk w1, w2;
+	image img;
+	size_t n, pieces[] = { 1, 5, 12, 13, 100, 4093, 1 << 20 };
+
+	make_records(7);
+	build_plain(&img);
+	n = make_damages(&img, dmg, 4096, 31, false);
+	for (size_t i = 0; i < n; i += 3) {
+		size_t len;
+		uint8_t *file = apply(&img, &dmg[i], &len);
+
+		for (int check = 0; check < 2; check++) {
+			uint64_t drops;
+
+			walk_whole(file, len, check, &w1);
+			CHECK(pf_tfr_count_intact(file, len, 1 << 20, check, &drops) ==
+			      (uint64_t)w1.nrec && drops == (uint64_t)w1.ndrop,
+			      "%s: count_intact differs", dmg_name(&dmg[i]));
+			for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+				if (pieces[k] < 100 && i % 12)
+					continue;	/* byte-sized pieces are slow */
+				walk_reader(file, len, pieces[k], check, &w2);
+				CHECK(same_walk(&w1, &w2), "%s, check %d, pieces of %zu: the reader "
+				      "gives %d records %d drops, the walker %d, %d", dmg_name(&dmg[i]),
+				      check, pieces[k], w2.nrec, w2.ndrop, w1.nrec, w1.ndrop);
+			}
+		}
+		free(file);
+	}
+	free(img.data);
+}
+
+/* A verified frame (skip_data_crc): a bad payload byte goes unseen, as the
+ * frame's own checks vouch for it; broken framing still resyncs, and the
+ * first record after it is checked whole. */
+Test(corrupt, walker_without_data_crc)
+{
+	uint8_t buf[3 * (MAX_PAYLOAD + 16)];
+	size_t len = 0, pos = 0, r0 = 0;
+	pf_record rec;
+	pf_drop d;
+
+	make_records(8);
+	for (int i = 0; i < 3; i++) {
+		if (i == 1)
+			r0 = len;
+		len += pf_tfr_encode(buf + len, sizeof(buf) - len, payload[i], plen[i]);
+	}
+	buf[r0 + 20] ^= 1;	/* payload of record 1 */
+	cr_assert_eq(pf_tfr_count_intact(buf, len, 1 << 20, false, NULL), 3);
+	cr_assert_eq(pf_tfr_count_intact(buf, len, 1 << 20, true, NULL), 2);
+	buf[r0 + 20] ^= 1;
+	buf[r0 + 2] ^= 1;	/* its length */
+	cr_assert_eq(pf_tfr_next_intact(buf, len, &pos, 1000, 1 << 20, false, &rec, &d), 1);
+	cr_assert_eq(rec.offset, 1000);
+	cr_assert_eq(pf_tfr_next_intact(buf, len, &pos, 1000, 1 << 20, false, &rec, &d), 2);
+	cr_assert_eq(d.unit, PF_DROP_SPAN);
+	cr_assert_eq(d.start, 1000 + r0);
+	cr_assert_eq(d.offset_kind, PF_OFFSET_STREAM);
+	cr_assert(strstr(d.cause.msg, "bad length CRC"), "%s", d.cause.msg);
+	cr_assert_eq(d.cause.offset, 1000 + r0);
+	cr_assert_eq(pf_tfr_next_intact(buf, len, &pos, 1000, 1 << 20, false, &rec, &d), 1);
+	cr_assert_eq(identify(&rec), 2);
+	cr_assert_eq(pf_tfr_next_intact(buf, len, &pos, 1000, 1 << 20, false, &rec, &d), 0);
+	cr_assert_eq(pos, len);
+}
+
+/* ------------------------------------------------------------------ */
+/* The budget: on_drop's <0 stops the read with the drop's cause        */
+
+Test(corrupt, on_drop_stops_reading)
+{
+	image img;
+	damage d1 = { DMG_FLIP, 0, 0, 0 };
+	size_t len, len2;
+	uint8_t *f1, *f2;
+	const char *dir = tu_tmpdir();
+	char path[256];
+
+	make_records(9);
+	build_plain(&img);
+	d1.at = img.units[10].start + 30;	/* record 10's payload */
+	f1 = apply(&img, &d1, &len);
+	d1.at = img.units[50].start + 3;	/* record 50's length */
+	f2 = apply(&(image){ .data = f1, .len = len }, &d1, &len2);
+
+	ra.stop_at = 2;
+	read_stream(f2, len2, 4096, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, -ECANCELED);
+	cr_assert_eq(ra.ndrop, 2);
+	cr_assert_eq(ra.nrec, 49);		/* 0..49 but 10 */
+	cr_assert_eq(ra.err.code, -ECANCELED);
+	cr_assert_eq(ra.err.offset, img.units[50].start);
+	cr_assert(strstr(ra.err.msg, "bad length CRC"), "%s", ra.err.msg);
+
+	snprintf(path, sizeof(path), "%s/plain.tfrecord", dir);
+	tu_write_file(path, f2, len2);
+	read_source(path, false, 1000, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, -ECANCELED);
+	cr_assert_str_eq(ra.err.file, path);
+	cr_assert_eq(ra.err.offset_kind, PF_OFFSET_FILE);
+	cr_assert_eq(ra.err.offset, img.units[50].start);
+	ra.stop_at = 0;
+	read_source(path, false, 1000, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, 0);
+	cr_assert_eq(ra.nrec, NREC - 2);
+	cr_assert_eq(ra.drops[0].unit, PF_DROP_RECORD);
+	cr_assert_eq(ra.drops[0].offset_kind, PF_OFFSET_FILE);
+	cr_assert_eq(ra.drops[0].records, 1);
+	cr_assert_eq(ra.drops[0].next_record, 10);
+	cr_assert_str_eq(ra.drops[0].cause.file, path);
+	cr_assert_eq(ra.drops[1].unit, PF_DROP_SPAN);
+	cr_assert_eq(ra.drops[1].next_record, 49);
+	free(f1);
+	free(f2);
+	free(img.data);
+
+	/* A codec drop, and an indexed frame, stop the same way. */
+	make_records(10);
+	build_zstd(&img, 12, 5);
+	d1 = (damage){ DMG_ZERO, img.units[3].start, 64, 0 };
+	f1 = apply(&img, &d1, &len);
+	ra.stop_at = 1;
+	read_stream(f1, len, 4096, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, -ECANCELED);
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].unit, PF_DROP_FRAME);
+	cr_assert_eq(ra.drops[0].start, img.units[3].start);
+	cr_assert_eq(ra.err.offset_kind, PF_OFFSET_FILE);
+	free(f1);
+	free(img.data);
+
+	build_shard(&img, 8192, 0);
+	d1 = (damage){ DMG_FLIP, img.units[4].start + 100, 0, 2 };
+	f1 = apply(&img, &d1, &len);
+	snprintf(path, sizeof(path), "%s/shard.tfrecord.zst", dir);
+	tu_write_file(path, f1, len);
+	read_source(path, false, 0, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, -ECANCELED);
+	cr_assert_eq(ra.err.frame, 4);
+	cr_assert_str_eq(ra.err.file, path);
+	cr_assert(strstr(ra.err.msg, "frame CRC mismatch"), "%s", ra.err.msg);
+	cr_assert_eq(ra.nrec, img.units[4].first);
+	ra.stop_at = 0;
+	free(f1);
+	free(img.data);
+}
+
+Test(corrupt, bad_policy_refused)
+{
+	pf_tfr_config tc = { .on_corrupt = (pf_corrupt_policy)7 };
+	pf_recstream_config rc = { .on_corrupt = (pf_corrupt_policy)7 };
+	pf_source_config sc = { .on_corrupt = (pf_corrupt_policy)7 };
+	pf_tfr_reader *r;
+	pf_recstream *s;
+	pf_source *src;
+	pf_error err;
+	const char *dir = tu_tmpdir();
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/empty", dir);
+	tu_write_file(path, "", 0);
+	cr_assert_eq(pf_tfr_reader_create(&r, &tc), -EINVAL);
+	cr_assert_eq(pf_recstream_create(&s, &rc), -EINVAL);
+	cr_assert_eq(pf_source_open(&src, path, &sc, &err), -EINVAL);
+}
+
+/* In skip mode finish() wants the records read: end() first. */
+Test(corrupt, reader_finish_needs_end_in_skip_mode)
+{
+	pf_tfr_config cfg = { .on_corrupt = PF_CORRUPT_SKIP };
+	uint8_t buf[2 * (MAX_PAYLOAD + 16) + 40];
+	size_t len;
+	pf_tfr_reader *r;
+	pf_record rec;
+	pf_error err;
+	int n = 0;
+
+	make_records(11);
+	/* A header that passes its checks and claims more bytes than
+	 * follow, hiding a whole record behind it. */
+	uint64_t claim = 3 * MAX_PAYLOAD;
+	uint32_t crc;
+
+	memcpy(buf, &claim, 8);
+	crc = pf_crc32c_mask(pf_crc32c(0, buf, 8));
+	memcpy(buf + 8, &crc, 4);
+	len = 12;
+	len += pf_tfr_encode(buf + len, sizeof(buf) - len, payload[1], plen[1]);
+	cr_assert_eq(pf_tfr_reader_create(&r, &cfg), 0);
+	pf_tfr_reader_feed(r, buf, len);
+	while (pf_tfr_reader_next(r, &rec, &err) == 1)
+		n++;
+	cr_assert_eq(n, 0);	/* the first header waits for its record */
+	cr_assert_eq(pf_tfr_reader_finish(r, &err), -EINVAL);
+	pf_tfr_reader_reset(r, 0, 0);
+	pf_tfr_reader_feed(r, buf, len);
+	pf_tfr_reader_end(r);
+	cr_assert_eq(pf_tfr_reader_next(r, &rec, &err), 1);
+	cr_assert_eq(identify(&rec), 1);
+	cr_assert_eq(rec.index, 0);
+	cr_assert_eq(pf_tfr_reader_next(r, &rec, &err), 0);
+	cr_assert_eq(pf_tfr_reader_finish(r, &err), 0);
+	cr_assert_eq(pf_tfr_reader_drops(r), 1);
+	pf_tfr_reader_free(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Codec cases the matrix may not reach                                 */
+
+/* A skippable frame's size damaged: zstd lands inside the next frame (or
+ * inside the skippable one), which must not be lost: no records go. */
+Test(corrupt, zstd_skippable_size_damaged)
+{
+	image img;
+	uint64_t skip_at;
+	size_t len;
+	uint8_t *file;
+
+	make_records(12);
+	build_zstd(&img, 12, 3);
+	skip_at = img.units[2].end;	/* after frame 2 comes a skippable frame */
+	cr_assert_eq(img.data[skip_at + 1], 0x2a);
+	for (int bit = 0; bit < 8; bit++) {
+		for (int byte = 4; byte < 6; byte++) {
+			damage d = { DMG_FLIP, skip_at + byte, 0, bit };
+
+			file = apply(&img, &d, &len);
+			for (size_t piece = 1000; piece <= 4000; piece += 3000) {
+				read_stream(file, len, piece, PF_CORRUPT_SKIP, &ra);
+				check_records(&img, &d, &ra, false, "skippable");
+				CHECK(ra.nrec == NREC, "%s, pieces of %zu: %d records", dmg_name(&d),
+				      piece, ra.nrec);
+				CHECK(ra.ndrop == 1 && ra.drops[0].unit == PF_DROP_FRAME &&
+				      ra.drops[0].resume == img.units[3].start,
+				      "%s: %d drops, first [%llu, %llu), want resume %llu", dmg_name(&d),
+				      ra.ndrop, (unsigned long long)ra.drops[0].start,
+				      (unsigned long long)ra.drops[0].resume,
+				      (unsigned long long)img.units[3].start);
+			}
+			free(file);
+		}
+	}
+	free(img.data);
+}
+
+/* A bad CRC in a gzip member's trailer: its records (each with good CRCs)
+ * all came out; the member is reported, and the next one read. */
+Test(corrupt, gzip_bad_trailer)
+{
+	image img;
+	damage d = { DMG_FLIP, 0, 0, 4 };
+	size_t len;
+	uint8_t *file;
+
+	make_records(13);
+	build_gzip(&img, 12);
+	d.at = img.units[5].end - 6;	/* its CRC32 */
+	file = apply(&img, &d, &len);
+	read_stream(file, len, 4096, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, 0);
+	cr_assert_eq(ra.nrec, NREC);
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].unit, PF_DROP_MEMBER);
+	cr_assert_eq(ra.drops[0].start, img.units[5].start);
+	cr_assert_eq(ra.drops[0].resume, img.units[6].start);
+	cr_assert_eq(ra.drops[0].next_record, img.units[6].first);
+	cr_assert(strstr(ra.drops[0].cause.msg, "incorrect data check"), "%s",
+		  ra.drops[0].cause.msg);
+	read_stream(file, len, 4096, PF_CORRUPT_FAIL, &rc);
+	cr_assert_eq(rc.ret, -EBADMSG);
+	cr_assert_str_eq(rc.err.msg, ra.drops[0].cause.msg);
+	free(file);
+	free(img.data);
+}
+
+/* zlib has no member headers to find again: the rest of the stream goes,
+ * what came before stays. */
+Test(corrupt, zlib_drops_the_rest)
+{
+	uint8_t *raw = malloc(NREC * (MAX_PAYLOAD + 16)), *z;
+	size_t rl, zl;
+	uLongf cap;
+
+	make_records(14);
+	rl = framed(0, NREC, raw, NREC * (MAX_PAYLOAD + 16));
+	cap = compressBound(rl);
+	z = malloc(cap);
+	cr_assert_eq(compress2(z, &cap, raw, rl, 6), Z_OK);
+	zl = cap;
+	z[zl / 2] ^= 0x10;
+	read_stream(z, zl, 4096, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, 0, "%s", ra.err.msg);
+	cr_assert_gt(ra.nrec, 10);
+	cr_assert_lt(ra.nrec, NREC);
+	for (int i = 0; i < ra.nrec; i++)
+		cr_assert(i == 0 || ra.ids[i] > ra.ids[i - 1]);
+	cr_assert_eq(ra.ids[0], 0);
+	cr_assert_geq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[ra.ndrop - 1].unit, PF_DROP_MEMBER);
+	cr_assert_eq(ra.drops[ra.ndrop - 1].resume, zl);
+	free(raw);
+	free(z);
+}
+
+/* The zstd CLI writes one frame: damage in it loses the rest of the file,
+ * never the records before it, and never hangs. */
+Test(corrupt, single_zstd_frame)
+{
+	uint8_t *raw = malloc(NREC * (MAX_PAYLOAD + 16)), *z;
+	size_t rl, zl;
+
+	make_records(15);
+	rl = framed(0, NREC, raw, NREC * (MAX_PAYLOAD + 16));
+	z = malloc(ZSTD_compressBound(rl));
+	zl = ZSTD_compress(z, ZSTD_compressBound(rl), raw, rl, 19);
+	cr_assert(!ZSTD_isError(zl));
+	for (size_t at = 7; at < zl; at += zl / 13) {
+		damage d = { DMG_FLIP, at, 0, 3 };
+		image img = { .data = z, .len = zl };
+		size_t len;
+		uint8_t *file = apply(&img, &d, &len);
+
+		read_stream(file, len, 4096, PF_CORRUPT_SKIP, &ra);
+		CHECK(ra.ret == 0 && ra.unknown == 0, "%s: %d", dmg_name(&d), ra.ret);
+		/* zstd decodes the frame block by block: records after a
+		 * damaged one may come out before the checksum fails. */
+		for (int i = 0; i < ra.nrec; i++)
+			CHECK(i == 0 || ra.ids[i] > ra.ids[i - 1], "%s: record %d is %lld",
+			      dmg_name(&d), i, (long long)ra.ids[i]);
+		CHECK(ra.nrec == NREC || ra.ndrop >= 1, "%s: records lost unreported", dmg_name(&d));
+		free(file);
+	}
+	free(raw);
+	free(z);
+}
+
+/* Damage at byte 0 hides the format: a zeroed first frame of a zstd file
+ * costs that frame only, and so does garbage put before the file. */
+Test(corrupt, zstd_head_damaged)
+{
+	image img;
+	size_t len;
+	uint8_t *file;
+	damage zero, ins = { DMG_INSERT, 0, 5, 0 };
+
+	make_records(16);
+	build_zstd(&img, 12, 4);
+	zero = (damage){ DMG_ZERO, 0, img.units[0].end, 0 };
+	file = apply(&img, &zero, &len);
+	read_stream(file, len, 4096, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, 0);
+	cr_assert_eq(ra.nrec, NREC - img.units[0].n);
+	cr_assert_eq(ra.ids[0], img.units[1].first);
+	cr_assert_eq(ra.index[0], 0);
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].unit, PF_DROP_SPAN);
+	cr_assert_eq(ra.drops[0].start, 0);
+	cr_assert_eq(ra.drops[0].resume, img.units[1].start);
+	free(file);
+
+	file = apply(&img, &ins, &len);
+	for (size_t piece = 1; piece <= 4096; piece *= 8) {
+		read_stream(file, len, piece, PF_CORRUPT_SKIP, &ra);
+		cr_assert_eq(ra.ret, 0);
+		cr_assert_eq(ra.nrec, NREC, "pieces of %zu", piece);
+		cr_assert_eq(ra.ndrop, 1);
+		cr_assert_eq(ra.drops[0].start, 0);
+		cr_assert_eq(ra.drops[0].resume, 5);
+	}
+	free(file);
+	free(img.data);
+}
+
+/* A damaged TFRecord head with what looks like a zstd frame in it: the
+ * trial decode fails, and the file is read on as TFRecord. */
+Test(corrupt, false_codec_header_in_a_damaged_head)
+{
+	image img;
+	damage z = { DMG_ZERO, 0, 0, 0 };
+	size_t len;
+	uint8_t *file;
+
+	make_records(17);
+	build_plain(&img);
+	z.len = img.units[0].end;
+	file = apply(&img, &z, &len);
+	memcpy(file + 3, "\x28\xb5\x2f\xfd\x00\x48", 6);
+	for (size_t piece = 2; piece <= 4096; piece *= 4) {
+		read_stream(file, len, piece, PF_CORRUPT_SKIP, &ra);
+		cr_assert_eq(ra.ret, 0);
+		cr_assert_eq(ra.nrec, NREC - 1, "pieces of %zu", piece);
+		cr_assert_eq(ra.ids[0], 1);
+		cr_assert_eq(ra.index[0], 0);
+		for (int i = 0; i < ra.ndrop && i < MAX_DROPS; i++)
+			cr_assert_leq(ra.drops[i].resume, img.units[1].start);
+	}
+	free(file);
+	free(img.data);
+}
+
+/* ------------------------------------------------------------------ */
+/* pf_source on indexed shards                                          */
+
+/* Numbers stay the index's after a dropped frame, and a seek counts
+ * intact records. */
+Test(corrupt, indexed_numbers_and_seek)
+{
+	const char *dir = tu_tmpdir();
+	char path[256];
+	image img;
+	damage d;
+	size_t len;
+	uint8_t *file;
+	pf_source_config cfg = { .on_corrupt = PF_CORRUPT_SKIP, .on_drop = collect,
+				 .on_drop_ctx = &ra };
+	pf_source *src;
+	pf_record rec;
+	pf_error err;
+	int u3;
+
+	make_records(18);
+	build_shard(&img, 8192, 0);
+	d = (damage){ DMG_ZERO, img.units[3].start + 10, 50, 0 };
+	file = apply(&img, &d, &len);
+	snprintf(path, sizeof(path), "%s/s.zst", dir);
+	tu_write_file(path, file, len);
+	reset_result(&ra);
+	cr_assert_eq(pf_source_open(&src, path, &cfg, &err), 0);
+	u3 = img.units[3].first;
+	cr_assert_eq(pf_source_seek_record(src, (uint64_t)u3 - 1), 0);
+	cr_assert_eq(pf_source_next(src, &rec, &err), 1);
+	cr_assert_eq(rec.index, (uint64_t)u3 - 1);
+	cr_assert_eq(pf_source_next(src, &rec, &err), 1);	/* frame 3 dropped */
+	cr_assert_eq(rec.index, (uint64_t)img.units[4].first);
+	cr_assert_eq(identify(&rec), img.units[4].first);
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].records, img.units[3].n);
+	cr_assert_eq(ra.drops[0].start, img.units[3].start);
+	cr_assert_eq(ra.drops[0].resume, img.units[4].start);
+	cr_assert_eq(ra.drops[0].next_record, (uint64_t)u3);
+	cr_assert_eq(pf_source_drops(src), 1);
+	/* Seeking into the damaged frame lands on the next good record. */
+	cr_assert_eq(pf_source_seek_record(src, (uint64_t)u3 + 1), 0);
+	cr_assert_eq(pf_source_next(src, &rec, &err), 1);
+	cr_assert_eq(identify(&rec), img.units[4].first);
+	pf_source_close(src);
+	free(file);
+	free(img.data);
+}
+
+/* An index that fails its checks: skip mode reads the file as a zstd
+ * stream (every record), reporting the index as a drop of none. */
+Test(corrupt, damaged_index_read_as_stream)
+{
+	const char *dir = tu_tmpdir();
+	char path[256];
+	image img;
+	pf_shard_index *ix;
+	pf_error err;
+	size_t len;
+	uint8_t *file;
+	int hit = 0;
+
+	make_records(19);
+	build_shard(&img, 8192, 0);
+	cr_assert_eq(pf_shard_index_parse(&ix, img.data, img.len, img.len, &err), 0);
+	snprintf(path, sizeof(path), "%s/s.zst", dir);
+	for (uint64_t at = pf_shard_index_data_end(ix) + 8; at < img.len; at += 7) {
+		damage d = { DMG_FLIP, at, 0, 0 };
+
+		file = apply(&img, &d, &len);
+		tu_write_file(path, file, len);
+		read_source(path, false, 0, PF_CORRUPT_FAIL, &rc);
+		if (rc.ret == 0 || rc.nrec > 0 || rc.err.frame >= 0) {
+			/* A field the parser cannot check (a frame's CRC or
+			 * sizes): that frame fails when read, as damage in it
+			 * would (the matrix covers frames). */
+			free(file);
+			continue;
+		}
+		read_source(path, false, 0, PF_CORRUPT_SKIP, &ra);
+		CHECK(ra.ret == 0 && ra.nrec == NREC, "%s: %d, %d records (%s)", dmg_name(&d),
+		      ra.ret, ra.nrec, ra.err.msg);
+		CHECK(rc.ret == -EBADMSG && ra.ndrop >= 1 && ra.drops[0].records == 0 &&
+		      !strcmp(ra.drops[0].cause.msg, rc.err.msg) &&
+		      !strcmp(ra.drops[0].cause.file, path),
+		      "%s: fail mode %d, first drop %s", dmg_name(&d), rc.ret,
+		      ra.ndrop ? ra.drops[0].cause.msg : "-");
+		hit++;
+		free(file);
+	}
+	cr_assert_gt(hit, 3);
+	pf_shard_index_free(ix);
+	free(img.data);
+}
+
+/* ------------------------------------------------------------------ */
+/* Frames that pass their checks and hold bad TFRecords (a buggy writer) */
+
+typedef void (*tamper_fn)(uint8_t **content, size_t *len, const unit *u);
+
+/* Rebuild img (indexed, unaligned) with frame f's TFRecord bytes passed
+ * through tamper, recompressed, and the index and seek table made to
+ * vouch for them (offsets, sizes, CRC32C). */
+static void rebuild_shard(image *img, int f, tamper_fn tamper)
+{
+	pf_shard_index *ix;
+	pf_error err;
+	size_t nf, st_len, pb_len, data_end, pb_new, total = 0;
+	Podfeed__ShardIndex *pb;
+	image out = { 0 };
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+
+	cr_assert_eq(pf_shard_index_parse(&ix, img->data, img->len, img->len, &err), 0);
+	nf = pf_shard_index_frames(ix);
+	data_end = (size_t)pf_shard_index_data_end(ix);
+	st_len = 8 + nf * 8 + 9;
+	pb_len = pf_load_le32(img->data + img->len - st_len - 8);
+	pb = podfeed__shard_index__unpack(NULL, pb_len, img->data + data_end + 8);
+	cr_assert_not_null(pb);
+	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+	for (size_t i = 0; i < nf; i++) {
+		const pf_frame_info *fi = pf_shard_index_frame(ix, (uint32_t)i);
+		uint8_t *frame = img->data + fi->offset;
+		size_t csize = fi->compressed_size, usize = fi->uncompressed_size;
+		uint8_t *content = NULL, *z = NULL;
+
+		if ((int)i == f) {
+			content = malloc(usize);
+			cr_assert_eq(ZSTD_decompress(content, usize, frame, csize), usize);
+			tamper(&content, &usize, &img->units[i]);
+			z = malloc(ZSTD_compressBound(usize));
+			csize = ZSTD_compress2(cc, z, ZSTD_compressBound(usize), content, usize);
+			cr_assert(!ZSTD_isError(csize));
+			frame = z;
+		}
+		pb->frame_offset[i] = out.len;
+		pb->frame_compressed_size[i] = (uint32_t)csize;
+		pb->frame_uncompressed_size[i] = (uint32_t)usize;
+		pb->frame_crc32c[i] = pf_crc32c(0, frame, csize);
+		total += usize;
+		img_put(&out, frame, csize);
+		free(content);
+		free(z);
+	}
+	pb->data_end = out.len;
+	pb->uncompressed_bytes = total;
+	pb_new = podfeed__shard_index__get_packed_size(pb);
+	{
+		uint8_t hdr[8], *packed = malloc(pb_new), trailer[8], *st;
+
+		pf_store_le32(hdr, PF_SKIP_INDEX);
+		pf_store_le32(hdr + 4, (uint32_t)(pb_new + 8));
+		img_put(&out, hdr, 8);
+		podfeed__shard_index__pack(pb, packed);
+		img_put(&out, packed, pb_new);
+		pf_store_le32(trailer, (uint32_t)pb_new);
+		pf_store_le32(trailer + 4, PF_INDEX_TRAILER_MAGIC);
+		img_put(&out, trailer, 8);
+		st = malloc(st_len);
+		memcpy(st, img->data + img->len - st_len, st_len);
+		for (size_t i = 0; i < nf; i++) {
+			pf_store_le32(st + 8 + i * 8, pb->frame_compressed_size[i]);
+			pf_store_le32(st + 12 + i * 8, pb->frame_uncompressed_size[i]);
+		}
+		img_put(&out, st, st_len);
+		free(packed);
+		free(st);
+	}
+	for (size_t i = 0; i < nf; i++) {
+		out.units[i] = img->units[i];
+		out.units[i].start = pb->frame_offset[i];
+		out.units[i].end = pb->frame_offset[i] + pb->frame_compressed_size[i];
+	}
+	out.nunits = img->nunits;
+	out.comp = img->comp;
+	out.indexed = true;
+	podfeed__shard_index__free_unpacked(pb, NULL);
+	pf_shard_index_free(ix);
+	ZSTD_freeCCtx(cc);
+	free(img->data);
+	*img = out;
+	cr_assert_eq(pf_shard_index_parse(&ix, img->data, img->len, img->len, &err), 0,
+		     "rebuilt shard: %s", err.msg);
+	pf_shard_index_free(ix);
+}
+
+/* Offset of record k of a frame's content. */
+static size_t record_at(const uint8_t *content, int k)
+{
+	size_t at = 0;
+
+	for (int i = 0; i < k; i++)
+		at += pf_load_le64(content + at) + PF_TFR_OVERHEAD;
+	return at;
+}
+
+static void tamper_payload(uint8_t **c, size_t *len, const unit *u)
+{
+	(void)len;
+	(void)u;
+	(*c)[record_at(*c, 2) + PF_TFR_HEADER_SIZE + 5] ^= 0x08;
+}
+
+static void tamper_length(uint8_t **c, size_t *len, const unit *u)
+{
+	(void)len;
+	(void)u;
+	(*c)[record_at(*c, 2) + 1] ^= 0x01;
+}
+
+static void tamper_extra(uint8_t **c, size_t *len, const unit *u)
+{
+	size_t first = record_at(*c, 1);
+
+	(void)u;
+	*c = realloc(*c, *len + first);
+	memcpy(*c + *len, *c, first);	/* record 0 once more */
+	*len += first;
+}
+
+static void tamper_short(uint8_t **c, size_t *len, const unit *u)
+{
+	*len = record_at(*c, u->n - 1);	/* the last record gone */
+}
+
+static void read_forged(tamper_fn tamper, int seed, result *r, result *fail, image *img)
+{
+	const char *dir = tu_tmpdir();
+	char path[256];
+
+	make_records((uint64_t)seed);
+	build_shard(img, 8192, 0);
+	rebuild_shard(img, 3, tamper);
+	snprintf(path, sizeof(path), "%s/forged.zst", dir);
+	tu_write_file(path, img->data, img->len);
+	read_source(path, false, 0, PF_CORRUPT_SKIP, r);
+	read_source(path, false, 0, PF_CORRUPT_FAIL, fail);
+	cr_assert_eq(r->ret, 0, "%s", r->err.msg);
+	cr_assert_eq(r->unknown, 0);
+}
+
+Test(corrupt, indexed_frame_with_a_bad_record)
+{
+	image img;
+	const unit *u;
+
+	read_forged(tamper_payload, 23, &ra, &rc, &img);
+	u = &img.units[3];
+	cr_assert_eq(ra.nrec, NREC - 1);
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].unit, PF_DROP_RECORD);
+	cr_assert_eq(ra.drops[0].offset_kind, PF_OFFSET_STREAM);
+	cr_assert_eq(ra.drops[0].records, 1);
+	cr_assert_eq(ra.drops[0].cause.frame, 3);
+	cr_assert_eq(ra.drops[0].next_record, (uint64_t)u->first + 2);
+	cr_assert(strstr(ra.drops[0].cause.msg, "bad data CRC"), "%s", ra.drops[0].cause.msg);
+	for (int i = 0; i < ra.nrec; i++) {
+		int64_t id = ra.ids[i];
+		/* Frame 3's intact records are numbered from its first on. */
+		uint64_t want = id < u->first + 2 || id >= u->first + u->n ? (uint64_t)id
+									   : (uint64_t)id - 1;
+
+		cr_assert_neq(id, u->first + 2);
+		cr_assert_eq(ra.index[i], want, "record %lld numbered %llu", (long long)id,
+			     (unsigned long long)ra.index[i]);
+	}
+	/* Fail mode: the error as before, naming frame and record. */
+	cr_assert_eq(rc.ret, -EBADMSG);
+	cr_assert_eq(rc.nrec, u->first + 2);
+	cr_assert_eq(rc.err.frame, 3);
+	cr_assert_eq(rc.err.record, u->first + 2);
+	cr_assert_str_eq(rc.err.msg, ra.drops[0].cause.msg);
+	cr_assert_eq(rc.err.offset, ra.drops[0].cause.offset);
+	free(img.data);
+}
+
+Test(corrupt, indexed_frame_with_broken_framing)
+{
+	image img;
+	const unit *u;
+
+	read_forged(tamper_length, 24, &ra, &rc, &img);
+	u = &img.units[3];
+	cr_assert_eq(ra.nrec, NREC - 1);
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].unit, PF_DROP_SPAN);
+	cr_assert_eq(ra.drops[0].cause.frame, 3);
+	cr_assert_eq(ra.drops[0].records, -1);
+	cr_assert(strstr(ra.drops[0].cause.msg, "bad length CRC"), "%s", ra.drops[0].cause.msg);
+	for (int i = 0; i < ra.nrec; i++)
+		cr_assert_neq(ra.ids[i], u->first + 2);
+	cr_assert_eq(rc.ret, -EBADMSG);
+	cr_assert_str_eq(rc.err.msg, ra.drops[0].cause.msg);
+	/* The loader's route: the frame walker over the decompressed frame
+	 * counts what pf_source delivered of it. */
+	{
+		pf_shard_index *ix;
+		pf_frame_decoder *fd;
+		pf_error err;
+		const pf_frame_info *fi;
+		uint8_t *ubuf;
+		uint64_t drops;
+		int64_t n;
+
+		cr_assert_eq(pf_shard_index_parse(&ix, img.data, img.len, img.len, &err), 0);
+		cr_assert_eq(pf_frame_decoder_create(&fd), 0);
+		fi = pf_shard_index_frame(ix, 3);
+		ubuf = malloc(fi->uncompressed_size);
+		n = pf_frame_decode(fd, fi, img.data + fi->offset, fi->compressed_size, ubuf,
+				    fi->uncompressed_size, &err);
+		cr_assert_eq(n, fi->uncompressed_size);
+		cr_assert_eq(pf_tfr_count_intact(ubuf, (size_t)n, 1 << 20, false, &drops),
+			     fi->records - 1);
+		cr_assert_eq(drops, 1);
+		free(ubuf);
+		pf_frame_decoder_free(fd);
+		pf_shard_index_free(ix);
+	}
+	free(img.data);
+}
+
+Test(corrupt, indexed_frame_with_more_records_than_its_index)
+{
+	image img;
+	const unit *u;
+
+	read_forged(tamper_extra, 25, &ra, &rc, &img);
+	u = &img.units[3];
+	cr_assert_eq(ra.nrec, NREC);	/* the extra one (a copy) goes */
+	for (int i = 0; i < ra.nrec; i++)
+		cr_assert_eq(ra.index[i], (uint64_t)ra.ids[i]);
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].unit, PF_DROP_FRAME);
+	cr_assert_eq(ra.drops[0].start, u->start);
+	cr_assert_eq(ra.drops[0].resume, img.units[4].start);
+	cr_assert(strstr(ra.drops[0].cause.msg, "more records than its index"), "%s",
+		  ra.drops[0].cause.msg);
+	cr_assert_eq(rc.ret, -EBADMSG);
+	cr_assert_str_eq(rc.err.msg, ra.drops[0].cause.msg);
+	free(img.data);
+}
+
+Test(corrupt, indexed_frame_with_fewer_records_than_its_index)
+{
+	image img;
+	const unit *u;
+
+	read_forged(tamper_short, 26, &ra, &rc, &img);
+	u = &img.units[3];
+	cr_assert_eq(ra.nrec, NREC - 1);
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].unit, PF_DROP_FRAME);
+	cr_assert_eq(ra.drops[0].records, 1);
+	cr_assert_eq(ra.drops[0].start, u->start);
+	cr_assert_eq(ra.drops[0].next_record, (uint64_t)u->first + u->n - 1);
+	cr_assert(strstr(ra.drops[0].cause.msg, "1 fewer records than its index"), "%s",
+		  ra.drops[0].cause.msg);
+	cr_assert_eq(rc.ret, -EBADMSG);
+	cr_assert_str_eq(rc.err.msg, ra.drops[0].cause.msg);
+	free(img.data);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sniffing and history, at their edges                                 */
+
+/* The next frame's magic cut by the end of a fed buffer, after a damaged
+ * head: found across the two. */
+Test(corrupt, sniffed_header_across_buffers)
+{
+	image img;
+	damage zero;
+	size_t len;
+	uint8_t *file;
+
+	make_records(27);
+	build_zstd(&img, 12, 8);
+	zero = (damage){ DMG_ZERO, 0, img.units[0].end, 0 };
+	file = apply(&img, &zero, &len);
+	for (uint64_t cut = 1; cut < 6; cut++) {
+		read_stream(file, len, (size_t)(img.units[1].start + cut), PF_CORRUPT_SKIP, &ra);
+		cr_assert_eq(ra.ret, 0);
+		cr_assert_eq(ra.nrec, NREC - img.units[0].n, "cut %llu: %d records",
+			     (unsigned long long)cut, ra.nrec);
+		cr_assert_eq(ra.ndrop, 1);
+		cr_assert_eq(ra.drops[0].resume, img.units[1].start);
+	}
+	free(file);
+	free(img.data);
+}
+
+/* No header in the first MiB of a damaged TFRecord file: sniffing stops,
+ * and the file is read as TFRecord to its end. */
+Test(corrupt, sniffing_stops_after_a_mib)
+{
+	size_t n = 0, len = 0, cap = (3u << 20) / 2 + 1024;
+	uint8_t *file = malloc(cap), pay[3000];
+	uint64_t seed = 5;
+
+	while (len + sizeof(pay) + 16 < cap) {
+		for (size_t k = 0; k < sizeof(pay); k++)
+			pay[k] = (uint8_t)rng_next(&seed);
+		len += pf_tfr_encode(file + len, cap - len, pay, sizeof(pay));
+		n++;
+	}
+	file[9] ^= 0x80;	/* record 0's length CRC */
+	read_stream(file, len, 65536, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ret, 0);
+	cr_assert_eq(ra.unknown, (int)n - 1);	/* not Examples: counted as unknown */
+	cr_assert_eq(ra.ndrop, 1);
+	cr_assert_eq(ra.drops[0].start, 0);
+	cr_assert_eq(ra.drops[0].resume, sizeof(pay) + 16);
+	free(file);
+}
+
+/* A false zstd header close to the end of a damaged TFRecord file: the
+ * trial runs into the end; the bytes are read as TFRecord after all. */
+Test(corrupt, false_codec_header_at_the_end)
+{
+	uint8_t file[64 + MAX_PAYLOAD + 16];
+	size_t len = 40;
+
+	make_records(28);
+	memset(file, 0, sizeof(file));
+	memcpy(file + 30, "\x28\xb5\x2f\xfd\x00\x48", 6);
+	len += pf_tfr_encode(file + len, sizeof(file) - len, payload[7], plen[7]);
+	for (size_t piece = 3; piece <= 4096; piece *= 8) {
+		read_stream(file, len, piece, PF_CORRUPT_SKIP, &ra);
+		cr_assert_eq(ra.ret, 0);
+		cr_assert_eq(ra.nrec, 1, "pieces of %zu", piece);
+		cr_assert_eq(ra.ids[0], 7);
+		/* Spans before and after the false header, back to back. */
+		cr_assert_geq(ra.ndrop, 1);
+		cr_assert_eq(ra.drops[0].start, 0);
+		for (int i = 1; i < ra.ndrop; i++)
+			cr_assert_eq(ra.drops[i].start, ra.drops[i - 1].resume);
+		cr_assert_eq(ra.drops[ra.ndrop - 1].resume, 40);
+	}
+}
+
+/* A zstd frame larger than the history, its last block's size enlarged:
+ * zstd takes in the start of the next frame before it fails; that frame
+ * is found again in the kept bytes, whatever the buffers. */
+Test(corrupt, swallowed_next_frame_found_in_history)
+{
+	size_t cap = 900u << 10, raw_len = 0, big_n = 0, small_n = 0;
+	uint8_t *raw = malloc(cap), *file, pay[2000];
+	uint64_t seed = 9;
+	size_t big, small, pos, hdr = 0, len;
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+
+	/* Frame A: ~600 KiB of records; frame B: 40 records. */
+	while (raw_len < (600u << 10)) {
+		for (size_t k = 0; k < sizeof(pay); k++)
+			pay[k] = (uint8_t)rng_next(&seed);
+		raw_len += pf_tfr_encode(raw + raw_len, cap - raw_len, pay, sizeof(pay));
+		big_n++;
+	}
+	file = malloc(2 * ZSTD_compressBound(cap));
+	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+	big = ZSTD_compress2(cc, file, ZSTD_compressBound(cap), raw, raw_len);
+	cr_assert(!ZSTD_isError(big));
+	raw_len = 0;
+	for (; small_n < 40; small_n++) {
+		for (size_t k = 0; k < 100; k++)
+			pay[k] = (uint8_t)rng_next(&seed);
+		raw_len += pf_tfr_encode(raw + raw_len, cap - raw_len, pay, 100);
+	}
+	small = ZSTD_compress2(cc, file + big, ZSTD_compressBound(cap), raw, raw_len);
+	cr_assert(!ZSTD_isError(small));
+	len = big + small;
+	/* Walk frame A's blocks to its last one (RFC 8878's header sizes). */
+	{
+		uint8_t fhd = file[4];
+		static const size_t did[4] = { 0, 1, 2, 4 }, fcs[4] = { 0, 2, 4, 8 };
+		bool single = fhd & 0x20;
+
+		pos = 5 + (single ? 0 : 1) + did[fhd & 3] +
+		      (fhd >> 6 == 0 ? (single ? 1 : 0) : fcs[fhd >> 6]);
+	}
+	for (;;) {
+		uint32_t h = file[pos] | file[pos + 1] << 8 | (uint32_t)file[pos + 2] << 16;
+		uint32_t bsize = h >> 3, type = (h >> 1) & 3;
+
+		hdr = pos;
+		if (h & 1)
+			break;
+		pos += 3 + (type == 1 ? 1 : bsize);
+	}
+	{
+		uint32_t h = file[hdr] | file[hdr + 1] << 8 | (uint32_t)file[hdr + 2] << 16;
+		uint32_t bsize = (h >> 3) + 3000;	/* 3000 bytes more: B's start */
+
+		cr_assert_lt(bsize, 128u << 10);
+		h = (h & 7) | bsize << 3;
+		file[hdr] = (uint8_t)h;
+		file[hdr + 1] = (uint8_t)(h >> 8);
+		file[hdr + 2] = (uint8_t)(h >> 16);
+	}
+	for (size_t piece = 4096; piece <= (1u << 20); piece *= 16) {
+		int small_seen = 0;
+
+		read_stream(file, len, piece, PF_CORRUPT_SKIP, &ra);
+		cr_assert_eq(ra.ret, 0);
+		/* Records are raw bytes here: those of 100 bytes are B's. */
+		small_seen = ra.unknown;
+		cr_assert_geq(small_seen, (int)small_n, "pieces of %zu: %d records", piece,
+			      small_seen);
+		cr_assert_geq(ra.ndrop, 1);
+		cr_assert_eq(ra.drops[0].unit, PF_DROP_FRAME);
+		cr_assert_eq(ra.drops[0].start, 0);
+		cr_assert_eq(ra.drops[ra.ndrop - 1].resume, big, "pieces of %zu", piece);
+	}
+	ZSTD_freeCCtx(cc);
+	free(raw);
+	free(file);
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocation failures in skip mode: each one fails the read with        */
+/* -ENOMEM (or is retried), never a crash, a leak or a wrong record.    */
+
+static void alloc_sweep(const uint8_t *file, size_t len, const char *path,
+			const result *want, const char *what)
+{
+	uint64_t base = pf_alloc_live(), n0, count;
+
+	/* How many allocations one read makes. */
+	n0 = pf_alloc_count();
+	if (path)
+		read_source(path, false, 777, PF_CORRUPT_SKIP, &rb);
+	else
+		read_stream(file, len, 777, PF_CORRUPT_SKIP, &rb);
+	count = pf_alloc_count() - n0;
+	cr_assert_gt(count, 0);
+	cr_assert(same_result(want, &rb), "%s: a clean rerun differs", what);
+	for (uint64_t k = 1; k <= count; k++) {
+		pf_alloc_fail_at(k);
+		if (path)
+			read_source(path, false, 777, PF_CORRUPT_SKIP, &rb);
+		else
+			read_stream(file, len, 777, PF_CORRUPT_SKIP, &rb);
+		pf_alloc_fail_at(0);
+		CHECK(rb.ret == 0 || rb.ret == -ENOMEM, "%s: allocation %llu failed: %d (%s)",
+		      what, (unsigned long long)k, rb.ret, rb.err.msg);
+		if (rb.ret == 0)
+			CHECK(same_result(want, &rb), "%s: allocation %llu failed, read differs",
+			      what, (unsigned long long)k);
+		for (int i = 0; i < rb.nrec; i++)
+			CHECK(rb.ids[i] == want->ids[i], "%s: allocation %llu: record %d differs",
+			      what, (unsigned long long)k, i);
+		CHECK(pf_alloc_live() == base, "%s: allocation %llu failed: %llu left", what,
+		      (unsigned long long)k, (unsigned long long)(pf_alloc_live() - base));
+	}
+}
+
+Test(corrupt, allocation_failures)
+{
+	const char *dir = tu_tmpdir();
+	char path[256];
+	image img;
+	damage d;
+	size_t len;
+	uint8_t *file;
+
+	make_records(29);
+	build_zstd(&img, 12, 2);
+	d = (damage){ DMG_FLIP, img.units[4].start + 300, 0, 6 };
+	file = apply(&img, &d, &len);
+	read_stream(file, len, 777, PF_CORRUPT_SKIP, &ra);
+	cr_assert_gt(ra.ndrop, 0);
+	alloc_sweep(file, len, NULL, &ra, "zstd");
+	free(file);
+	free(img.data);
+
+	build_plain(&img);
+	d = (damage){ DMG_INSERT, img.units[9].start + 40, 50, 0 };
+	file = apply(&img, &d, &len);
+	read_stream(file, len, 777, PF_CORRUPT_SKIP, &ra);
+	alloc_sweep(file, len, NULL, &ra, "plain");
+	free(file);
+	free(img.data);
+
+	build_shard(&img, 8192, 0);
+	d = (damage){ DMG_FLIP, img.units[2].start + 60, 0, 1 };
+	file = apply(&img, &d, &len);
+	snprintf(path, sizeof(path), "%s/s.zst", dir);
+	tu_write_file(path, file, len);
+	read_source(path, false, 777, PF_CORRUPT_SKIP, &ra);
+	cr_assert_eq(ra.ndrop, 1);
+	alloc_sweep(NULL, 0, path, &ra, "indexed");
+	free(file);
+	free(img.data);
 }
