@@ -21,7 +21,8 @@ static const char usage[] =
 	"usage: pfbench crc [--mib N] [--runs R]\n"
 	"       pfbench decompress [--runs R] FILE...\n"
 	"       pfbench decode [--runs R] FILE...\n"
-	"       pfbench specdecode [--runs R] [--spec SPEC]... FILE...\n"
+	"       pfbench specdecode [--runs R] [--spec SPEC]... [--rows N] [--simd NAME]\n"
+	"                          FILE...\n"
 	"       pfbench varint [--runs R] FILE...\n"
 	"\n"
 	"crc         CRC32C (dispatched and portable) GB/s against memcpy\n"
@@ -33,18 +34,31 @@ static const char usage[] =
 	"specdecode  pf_spec_decode (one pass, wire bytes to tensors) against\n"
 	"            pf_example_decode + pf_spec_apply_to, per varint path, with\n"
 	"            zstd decompression of the same records (1 MiB frames,\n"
-	"            level 3) as the yardstick; default specs\n"
-	"            tokens:int32[512],label:int32[1] and the same as int64\n"
+	"            level 3) as the yardstick, and the pipeline (each frame\n"
+	"            decompressed, then its records decoded: a loader thread's\n"
+	"            work without I/O) against zstd alone; default specs\n"
+	"            tokens:int32[512],label:int32[1] and the same as int64;\n"
+	"            --rows N: destination rows, record i into row i %% N (default\n"
+	"            256: a batch that stays in L2; the loader's batch slots are\n"
+	"            ~128 MiB, so e.g. 32768 rows of int64[512] (128 MiB) is what\n"
+	"            it sees); --simd NAME: that varint path only\n"
 	"varint      pf_varint_decode_i32/_i64 alone on every int64 list of the\n"
 	"            records (packed as on the wire), per path\n"
 	"Runs are interleaved (ours, reference, ours, ...) and medians reported;\n"
-	"one JSON object per line on stdout.\n";
+	"one JSON object per line on stdout.  --cpu times the thread's CPU time\n"
+	"instead of the wall clock (for specdecode, varint and crc on a busy\n"
+	"machine).\n";
+
+/* --cpu: time the benchmark thread's CPU time, not the wall clock (on a
+ * machine shared with other work, time spent preempted is not ours; the
+ * decompress benchmark's zstd child is not counted then). */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
 
 static double now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(bench_clock, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -315,11 +329,12 @@ static int simd_paths(const char *names[4])
 	return n;
 }
 
-/* The records packed into zstd frames of about 1 MiB (as an indexed
- * shard holds them), for the decompression yardstick. */
+/* The records packed into zstd frames of about 1 MiB of whole records
+ * (as an indexed shard holds them), for the decompression yardstick and
+ * the pipeline: frame i holds records [first[i], first[i + 1]). */
 typedef struct zframes {
 	uint8_t *data;
-	size_t *off, *csize, *dsize;
+	size_t *off, *csize, *dsize, *first;
 	size_t n, max_dsize;
 } zframes;
 
@@ -333,22 +348,28 @@ static int zstd_frames(const recset *rs, zframes *z)
 	z->off = calloc(nmax, sizeof(size_t));
 	z->csize = calloc(nmax, sizeof(size_t));
 	z->dsize = calloc(nmax, sizeof(size_t));
-	if (!z->data || !z->off || !z->csize || !z->dsize)
+	z->first = calloc(nmax + 1, sizeof(size_t));
+	if (!z->data || !z->off || !z->csize || !z->dsize || !z->first)
 		return -ENOMEM;
-	for (size_t from = 0; from < rs->len; ) {
-		size_t len = rs->len - from < (1u << 20) ? rs->len - from : (1u << 20);
-		size_t c = ZSTD_compress(z->data + at, cap - at, rs->data + from, len, 3);
+	for (size_t r = 0; r < rs->n; ) {
+		size_t from = rs->off[r], len = 0, r0 = r, c;
 
-		if (ZSTD_isError(c) || z->n == nmax)
+		while (r < rs->n && (len < (1u << 20) || r == r0))
+			len += rs->rlen[r++];
+		if (z->n == nmax)
+			return -EIO;
+		c = ZSTD_compress(z->data + at, cap - at, rs->data + from, len, 3);
+		if (ZSTD_isError(c))
 			return -EIO;
 		z->off[z->n] = at;
 		z->csize[z->n] = c;
 		z->dsize[z->n] = len;
+		z->first[z->n] = r0;
 		if (len > z->max_dsize)
 			z->max_dsize = len;
 		z->n++;
+		z->first[z->n] = r;
 		at += c;
-		from += len;
 	}
 	return 0;
 }
@@ -364,9 +385,11 @@ static double time_zstd(const zframes *z, ZSTD_DCtx *dctx, uint8_t *out)
 	return now() - t0;
 }
 
-/* Destinations: a batch of `rows` rows per feature, as the loader's
- * tensors; record i goes to row i % rows. */
-#define BENCH_ROWS 256u
+/* Destinations: a batch of `bench_rows` rows per feature, as the
+ * loader's tensors; record i goes to row i % bench_rows.  256 rows of
+ * int64[512] (1 MiB) stay in L2, as the loader's ~128 MiB of batch slots
+ * do not: --rows says how many. */
+static size_t bench_rows = 256;
 
 static double time_fast(const pf_spec *spec, const recset *rs, pf_arena *arena,
 			uint8_t **tensor, int *bad)
@@ -378,7 +401,7 @@ static double time_fast(const pf_spec *spec, const recset *rs, pf_arena *arena,
 		pf_error err;
 
 		for (uint32_t k = 0; k < spec->n; k++)
-			dst[k] = tensor[k] + (i % BENCH_ROWS) * spec->f[k].len *
+			dst[k] = tensor[k] + (i % bench_rows) * spec->f[k].len *
 					     pf_dtype_size(spec->f[k].dtype);
 		if (pf_spec_decode(spec, rs->data + rs->off[i], rs->rlen[i], arena,
 				   dst, &err) < 0)
@@ -398,13 +421,43 @@ static double time_slow(const pf_spec *spec, const recset *rs, pf_arena *arena,
 		pf_error err;
 
 		for (uint32_t k = 0; k < spec->n; k++)
-			dst[k] = tensor[k] + (i % BENCH_ROWS) * spec->f[k].len *
+			dst[k] = tensor[k] + (i % bench_rows) * spec->f[k].len *
 					     pf_dtype_size(spec->f[k].dtype);
 		pf_arena_reset(arena);
 		if (pf_example_decode(rs->data + rs->off[i], rs->rlen[i], arena,
 				      &ex, &err) < 0 ||
 		    pf_spec_apply_to(spec, &ex, dst, &err) < 0)
 			(*bad)++;
+	}
+	return now() - t0;
+}
+
+/* What a loader's decode thread does, without I/O or threads: each
+ * frame decompressed, then its records decoded into their rows (record
+ * i into row i % bench_rows, as time_fast). */
+static double time_pipeline(const pf_spec *spec, const recset *rs,
+			    const zframes *z, ZSTD_DCtx *dctx, uint8_t *zout,
+			    pf_arena *arena, uint8_t **tensor, int *bad)
+{
+	uint8_t *dst[PF_SPEC_MAX_FEATURES];
+	double t0 = now();
+
+	for (size_t f = 0; f < z->n; f++) {
+		size_t base = rs->off[z->first[f]];
+
+		if (ZSTD_decompressDCtx(dctx, zout, z->max_dsize, z->data + z->off[f],
+					z->csize[f]) != z->dsize[f])
+			return -1;
+		for (size_t i = z->first[f]; i < z->first[f + 1]; i++) {
+			pf_error err;
+
+			for (uint32_t k = 0; k < spec->n; k++)
+				dst[k] = tensor[k] + (i % bench_rows) * spec->f[k].len *
+						     pf_dtype_size(spec->f[k].dtype);
+			if (pf_spec_decode(spec, zout + (rs->off[i] - base), rs->rlen[i],
+					   arena, dst, &err) < 0)
+				(*bad)++;
+		}
 	}
 	return now() - t0;
 }
@@ -441,7 +494,8 @@ static int check_same(const pf_spec *spec, const recset *rs, pf_arena *arena,
 }
 
 static int bench_specdecode(char **files, int n, int runs,
-			    const char *const *spec_texts, int nspecs)
+			    const char *const *spec_texts, int nspecs,
+			    const char *simd)
 {
 	const char *paths[4];
 	int npaths = simd_paths(paths);
@@ -454,6 +508,14 @@ static int bench_specdecode(char **files, int n, int runs,
 	recset rs;
 	pf_spec *spec = malloc(sizeof(*spec));
 
+	if (simd) {
+		if (pf_varint_set_impl(simd) < 0) {
+			cli_fail("specdecode: --simd %s: not a path this CPU has", simd);
+			return 2;
+		}
+		paths[0] = simd;
+		npaths = 1;
+	}
 	if (!spec || !dctx || load_records(files, n, &rs) < 0 ||
 	    pf_arena_init(&arena, PF_ARENA_BYTES_FOR(rs.max_len)) < 0 ||
 	    zstd_frames(&rs, &z) < 0 || !(zout = malloc(z.max_dsize + 1)))
@@ -477,7 +539,7 @@ static int bench_specdecode(char **files, int n, int runs,
 			return 2;
 		}
 		for (uint32_t k = 0; k < spec->n; k++) {
-			size_t size = (size_t)BENCH_ROWS * spec->f[k].len *
+			size_t size = bench_rows * spec->f[k].len *
 				      pf_dtype_size(spec->f[k].dtype);
 
 			tensor[k] = aligned_alloc(64, (size + 63) & ~(size_t)63);
@@ -485,9 +547,10 @@ static int bench_specdecode(char **files, int n, int runs,
 			if (!tensor[k] || !other[k])
 				return 1;
 			memset(tensor[k], 0, size);
+			memset(other[k], 0, size);	/* fault the pages in */
 		}
 		for (int p = 0; p < npaths; p++) {
-			double t_fast[64], t_slow[64], t_zstd[64];
+			double t_fast[64], t_slow[64], t_zstd[64], t_pipe[64];
 			int bad_fast = 0, bad_slow = 0;
 
 			pf_varint_set_impl(paths[p]);
@@ -501,27 +564,32 @@ static int bench_specdecode(char **files, int n, int runs,
 				t_fast[r] = time_fast(spec, &rs, &arena, tensor, &bad_fast);
 				t_slow[r] = time_slow(spec, &rs, &arena, tensor, &bad_slow);
 				t_zstd[r] = time_zstd(&z, dctx, zout);
-				if (t_zstd[r] < 0) {
+				t_pipe[r] = time_pipeline(spec, &rs, &z, dctx, zout, &arena,
+							  tensor, &bad_fast);
+				if (t_zstd[r] < 0 || t_pipe[r] < 0) {
 					cli_fail("specdecode: zstd failed");
 					return 1;
 				}
 			}
 			double fast = median(t_fast, runs), slow = median(t_slow, runs),
-			       zs = median(t_zstd, runs);
+			       zs = median(t_zstd, runs), pipe = median(t_pipe, runs);
 			double per = 1e9 / (double)rs.n;
 			printf("{\"bench\":\"specdecode\",\"spec\":\"%s\",\"simd\":\"%s\","
-			       "\"records\":%zu,\"bytes\":%zu,\"values\":%llu,\"runs\":%d,"
+			       "\"records\":%zu,\"bytes\":%zu,\"values\":%llu,\"rows\":%zu,"
+			       "\"runs\":%d,"
 			       "\"rejected\":%d,"
 			       "\"fast_records_per_s\":%.0f,\"fast_ns_per_record\":%.1f,"
 			       "\"fast_ns_per_value\":%.3f,"
 			       "\"slow_records_per_s\":%.0f,\"slow_ns_per_record\":%.1f,"
 			       "\"slow_ns_per_value\":%.3f,\"speedup\":%.2f,"
-			       "\"zstd_ns_per_record\":%.1f,\"fast_to_zstd\":%.3f}\n",
+			       "\"zstd_ns_per_record\":%.1f,\"fast_to_zstd\":%.3f,"
+			       "\"pipeline_ns_per_record\":%.1f,\"zstd_to_pipeline\":%.3f}\n",
 			       spec_texts[s], paths[p], rs.n, rs.len,
-			       (unsigned long long)values, runs, bad_fast / (runs + 1),
+			       (unsigned long long)values, bench_rows, runs,
+			       bad_fast / (2 * runs + 1),
 			       (double)rs.n / fast, fast * per, fast * 1e9 / (double)values,
 			       (double)rs.n / slow, slow * per, slow * 1e9 / (double)values,
-			       slow / fast, zs * per, fast / zs);
+			       slow / fast, zs * per, fast / zs, pipe * per, zs / pipe);
 			fflush(stdout);
 		}
 		for (uint32_t k = 0; k < spec->n; k++) {
@@ -535,6 +603,7 @@ static int bench_specdecode(char **files, int n, int runs,
 	free(z.off);
 	free(z.csize);
 	free(z.dsize);
+	free(z.first);
 	free(spec);
 	pf_arena_release(&arena);
 	free(rs.data);
@@ -685,11 +754,14 @@ int main(int argc, char **argv)
 		{ "runs", required_argument, NULL, 'r' },
 		{ "mib", required_argument, NULL, 'm' },
 		{ "spec", required_argument, NULL, 's' },
+		{ "rows", required_argument, NULL, 'w' },
+		{ "simd", required_argument, NULL, 'i' },
+		{ "cpu", no_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	uint64_t runs = 7, mib = 64;
-	const char *cmd;
+	uint64_t runs = 7, mib = 64, rows = 256;
+	const char *cmd, *simd = NULL;
 	char **files = NULL;
 	const char *specs[16];
 	int c, nfiles = 0, nspecs = 0, ret;
@@ -719,6 +791,17 @@ int main(int argc, char **argv)
 			}
 			specs[nspecs++] = optarg;
 			break;
+		case 'w':
+			if (cli_parse_u64("--rows", optarg, 1, 1u << 20, false, &rows))
+				return 2;
+			bench_rows = (size_t)rows;
+			break;
+		case 'i':
+			simd = optarg;
+			break;
+		case 'c':
+			bench_clock = CLOCK_THREAD_CPUTIME_ID;
+			break;
 		case 'h': fputs(usage, stdout); return 0;
 		default: fputs(usage, stderr); return 2;
 		}
@@ -735,8 +818,8 @@ int main(int argc, char **argv)
 	else if (!strcmp(cmd, "decode"))
 		ret = bench_decode(files, nfiles, (int)runs);
 	else if (!strcmp(cmd, "specdecode"))
-		ret = nspecs ? bench_specdecode(files, nfiles, (int)runs, specs, nspecs) :
-			       bench_specdecode(files, nfiles, (int)runs, default_specs, 2);
+		ret = nspecs ? bench_specdecode(files, nfiles, (int)runs, specs, nspecs, simd) :
+			       bench_specdecode(files, nfiles, (int)runs, default_specs, 2, simd);
 	else if (!strcmp(cmd, "varint"))
 		ret = bench_varint(files, nfiles, (int)runs);
 	else {
