@@ -40,7 +40,8 @@
  * goes on with the next block.
  *
  * AVX-512 (VBMI + VBMI2): the start offsets come from one vpcompressb of
- * 0..63 under the start mask, and one vpermb gathers 16 lanes at a time.
+ * 0..63 under the start mask, and one vpermb gathers 16 lanes at a time;
+ * a leaner loop (avx512_hot) takes every block with room for 64 values.
  * AVX2: a varint can start at most 3 bytes before an 8-byte piece, so the
  * starts of the varints ending in a piece are a function of the piece's 8
  * terminator bits and of that lead (0..3): a 1024-entry table of 8 start
@@ -319,6 +320,136 @@ void avx512_store(void *dst, size_t o, __m512i v, __mmask16 k, int wide)
 }
 
 /*
+ * The hot loop: whole windows inside the input and room for 64 values,
+ * so nothing is masked.  The same blocks as below (B = 60, window from
+ * pos - 4), decoded with fewer operations per lane:
+ *  - one vpcompressb lists the terminators, the lead's last one first:
+ *    varint i starts after term[i] and ends at term[i + 1], and a lane
+ *    keeps the bytes whose index is at most its varint's end (one compare
+ *    into the zeroing mask of the gather) instead of finding its
+ *    terminator in the gathered bytes (three operations);
+ *  - the 7-bit groups are masked once per block, not once per lane group;
+ *  - three groups of 16 lanes cover blocks of up to 48 varints, the
+ *    fourth runs only when a block holds more (every value 1 byte long,
+ *    most of them): token ids of 1-3 bytes come ~37 to a block;
+ *  - into int64 the lanes are ordered so that unpacking against zero
+ *    (lanes 0-1, 4-5, ... then 2-3, 6-7, ...) widens them in order.
+ * The window of the first block is the input shifted up by 4 zero bytes
+ * (terminators: the run starts with a varint), and windows crossing the
+ * end are read with a masked load, the bytes past it no terminators.
+ * Runs while pos < len and max - o >= 64 (a block holds at most 60
+ * varints, so o stays within max); returns -EBADMSG from a block the
+ * scalar code found malformed, else 0.  Measured on token lists (Zipf
+ * ids < 32000, 1.6 bytes a value, 128-512 values into int64[512]): 0.19
+ * ns a value against 0.33 for the loop below alone.
+ */
+struct avx512_hot_k {
+	__m512i iota, byte_in_lane, low7, mul7, mul14, l, h;
+	__m512i spread[4], spread_next[4];
+};
+
+AVX512_TARGET static inline __attribute__((always_inline))
+__m512i avx512_hot_group(__m512i x7, __m512i term, __m512i spread,
+			 __m512i spread_next, const struct avx512_hot_k *k, int clamp)
+{
+	__m512i idx = _mm512_add_epi8(_mm512_permutexvar_epi8(spread, term),
+				      k->byte_in_lane);
+	__m512i lim = _mm512_permutexvar_epi8(spread_next, term);
+	__mmask64 keep = _mm512_cmple_epu8_mask(idx, lim);
+	__m512i v = _mm512_maskz_permutexvar_epi8(keep, idx, x7);
+
+	v = _mm512_madd_epi16(_mm512_maddubs_epi16(k->mul7, v), k->mul14);
+	return clamp ? _mm512_min_epi32(_mm512_max_epi32(v, k->l), k->h) : v;
+}
+
+AVX512_TARGET static inline __attribute__((always_inline))
+void avx512_hot_store(void *dst, size_t o, __m512i v, int wide)
+{
+	if (wide) {
+		int64_t *d = (int64_t *)dst + o;
+		__m512i zero = _mm512_setzero_si512();
+
+		_mm512_storeu_si512((void *)d, _mm512_unpacklo_epi32(v, zero));
+		_mm512_storeu_si512((void *)(d + 8), _mm512_unpackhi_epi32(v, zero));
+	} else {
+		_mm512_storeu_si512((void *)((int32_t *)dst + o), v);
+	}
+}
+
+AVX512_TARGET static inline __attribute__((always_inline))
+int avx512_hot(const uint8_t *src, size_t len, void *dst, size_t max,
+	       int64_t lo, int64_t hi, size_t *bad, int wide, int clamp,
+	       const struct avx512_hot_k *k, size_t *pos_io, size_t *vstart_io,
+	       size_t *o_io)
+{
+	const uint64_t in_block = (1ull << 60) - 1;
+	size_t pos = *pos_io, vstart = *vstart_io, o = *o_io;
+	int ret = 0;
+
+	while (pos < len && max - o >= 64) {
+		__m512i x, x7, term;
+		uint64_t c, t, r4, ends;
+		unsigned n;
+
+		if (__builtin_expect(pos >= 4 && len - pos >= 60, 1)) {
+			x = _mm512_loadu_si512(src + pos - 4);
+			c = _mm512_movepi8_mask(x);
+			t = ~c;
+		} else {
+			/* pos is 0 or a multiple of 60: the first block, or
+			 * the last ones. */
+			size_t from = pos ? pos - 4 : 0, lead = pos ? 0 : 4;
+			size_t n_in = len - from < 64 - lead ? len - from : 64 - lead;
+
+			x = _mm512_maskz_loadu_epi8(n_in == 64 ? ~0ull : (1ull << n_in) - 1,
+						    src + from);
+			if (lead)
+				x = _mm512_alignr_epi32(x, _mm512_setzero_si512(), 15);
+			c = _mm512_movepi8_mask(x);
+			t = ~c & (n_in + lead == 64 ? ~0ull : (1ull << (n_in + lead)) - 1);
+		}
+		r4 = c & (c >> 1) & (c >> 2) & (c >> 3);
+		ends = t & (in_block << 4);
+		n = (unsigned)__builtin_popcountll(ends);
+
+		if (r4 & in_block) {
+			if (scalar_some(src, len, &vstart, n, dst, &o, max, lo, hi,
+					bad, wide) < 0) {
+				ret = -EBADMSG;
+				break;
+			}
+			pos += 60;
+			continue;
+		}
+		/* The last terminator of the lead (there is one: no run of
+		 * 4), then every terminator of the block: varint i starts
+		 * after term[i] and ends at term[i + 1]. */
+		t &= ~0ull << (63 - __builtin_clzll(t & 0xf));
+		term = _mm512_maskz_compress_epi8(t, k->iota);
+		x7 = _mm512_and_si512(x, k->low7);
+#pragma GCC unroll 3
+		for (int g = 0; g < 3; g++)
+			avx512_hot_store(dst, o + 16u * (unsigned)g,
+					 avx512_hot_group(x7, term, k->spread[g],
+							  k->spread_next[g], k, clamp),
+					 wide);
+		if (n > 48)
+			avx512_hot_store(dst, o + 48,
+					 avx512_hot_group(x7, term, k->spread[3],
+							  k->spread_next[3], k, clamp),
+					 wide);
+		o += n;
+		if (ends)
+			vstart = after_last(pos - 4, ends);
+		pos += 60;
+	}
+	*pos_io = pos;
+	*vstart_io = vstart;
+	*o_io = o;
+	return ret;
+}
+
+/*
  * A block covers input bytes [pos, pos + B), B = 16 groups or 60; its
  * window is the 64 bytes from pos - 4 (window bit i = byte pos - 4 + i).
  * Each group decodes 16 of the (at most B) varints ending in the block.  The window is read
@@ -343,8 +474,15 @@ int64_t avx512_run(const uint8_t *src, size_t len, void *dst, size_t max,
 		0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c, 0x0b0b0b0b,
 		0x0a0a0a0a, 0x09090909, 0x08080808, 0x07070707, 0x06060606,
 		0x05050505, 0x04040404, 0x03030303, 0x02020202, 0x01010101, 0);
+	/* Byte 4i + j = lane i's varint within its group of 16; into int64
+	 * lanes 0-1, 4-5, 8-9, 12-13 take varints 0-7, the others 8-15. */
+	const __m512i order64 = _mm512_set_epi32(
+		0x0f0f0f0f, 0x0e0e0e0e, 0x07070707, 0x06060606, 0x0d0d0d0d,
+		0x0c0c0c0c, 0x05050505, 0x04040404, 0x0b0b0b0b, 0x0a0a0a0a,
+		0x03030303, 0x02020202, 0x09090909, 0x08080808, 0x01010101, 0);
 	__m512i spread[4];
 	struct avx512_k k;
+	struct avx512_hot_k hk;
 	size_t pos = 0, vstart = 0, o = 0;
 	int32_t l32, h32;
 
@@ -361,6 +499,18 @@ int64_t avx512_run(const uint8_t *src, size_t len, void *dst, size_t max,
 	k.h = _mm512_set1_epi32(h32);
 	for (int g = 0; g < 4; g++)
 		spread[g] = _mm512_add_epi8(spread0, _mm512_set1_epi8((char)(16 * g)));
+	hk.iota = iota;
+	hk.byte_in_lane = _mm512_set1_epi32(0x04030201);	/* after the terminator */
+	hk.low7 = k.low7;
+	hk.mul7 = k.mul7;
+	hk.mul14 = k.mul14;
+	hk.l = k.l;
+	hk.h = k.h;
+	for (int g = 0; g < 4; g++) {
+		hk.spread[g] = _mm512_add_epi8(wide ? order64 : spread0,
+					       _mm512_set1_epi8((char)(16 * g)));
+		hk.spread_next[g] = _mm512_add_epi8(hk.spread[g], _mm512_set1_epi8(1));
+	}
 	while (pos < len && o < max) {
 		__m512i x, starts;
 		uint64_t c, t, pre, ends, r4;
@@ -368,6 +518,14 @@ int64_t avx512_run(const uint8_t *src, size_t len, void *dst, size_t max,
 		__mmask64 room = max - o >= 64 ? ~0ull : (1ull << (max - o)) - 1;
 		unsigned n;
 
+		if (groups == 4) {
+			if (avx512_hot(src, len, dst, max, lo, hi, bad, wide, clamp,
+				       &hk, &pos, &vstart, &o) < 0)
+				return -EBADMSG;
+			if (pos >= len || o >= max)
+				break;
+			room = max - o >= 64 ? ~0ull : (1ull << (max - o)) - 1;
+		}
 		if (pos >= 4 && len - pos >= 60) {
 			x = _mm512_loadu_si512(src + pos - 4);
 			c = _mm512_movepi8_mask(x);

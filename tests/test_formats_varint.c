@@ -446,6 +446,44 @@ Test(varint, continuation_runs_at_every_offset)
 				}
 }
 
+Test(varint, block_fills_and_room)
+{
+	/* The AVX-512 path decodes 60-byte blocks, 48 values a block with
+	 * a fourth group of 16 for fuller ones, while there is room for 64
+	 * values.  Blocks from 12 varints (5 bytes each: the scalar code) to
+	 * 60 (1 byte each), a 2-, 3- or 4-byte varint at every offset of the
+	 * first three blocks (ending on a block's last byte, starting in a
+	 * block's 4-byte lead), and max around the count and 64 past it. */
+	uint8_t buf[400];
+
+	for (unsigned wide = 2; wide <= 5; wide++)
+		for (size_t at = 0; at < 180; at++) {
+			size_t len = 0, count = 0;
+			rng r = { at * 8 + wide };
+
+			while (len < at) {
+				buf[len++] = (uint8_t)(next(&r) & 0x7f);
+				count++;
+			}
+			len += put_varint(buf + len, 3000 + at, wide);
+			count++;
+			for (int i = 0; i < 120; i++, count++)
+				len += put_varint(buf + len, next(&r) % (i % 3 ? 128 : 16384),
+						  i % 3 ? 1 : 2);
+			uint8_t *src = malloc(len);
+			static const size_t extra[] = { 0, 1, 47, 63, 64, 65, 200 };
+
+			memcpy(src, buf, len);
+			for (size_t e = 0; e < sizeof(extra) / sizeof(extra[0]); e++) {
+				check_one(src, len, count + extra[e], INT64_MIN, INT64_MAX, "fill");
+				check_one(src, len, count + extra[e], 100, 5000, "fill clamp");
+			}
+			check_one(src, len, count > 64 ? count - 64 : 0, INT64_MIN,
+				  INT64_MAX, "fill, 64 short");
+			free(src);
+		}
+}
+
 Test(varint, random_bytes)
 {
 	rng r = { 2024 };
