@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #define PF_IO_DEPTH_DEFAULT 64u
 #define PF_IO_FILES_DEFAULT 4096u
+#define PF_FUSE_SUPER_MAGIC 0x65735546	/* linux/magic.h */
 
 uint64_t pf_io_now_ns(void)
 {
@@ -55,8 +57,9 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	io->done = calloc(io->queue_depth, sizeof(*io->done));
 	io->pending = calloc(io->queue_depth, sizeof(*io->pending));
 	io->injected = calloc(io->queue_depth, sizeof(*io->injected));
+	io->reading = calloc(io->queue_depth, sizeof(*io->reading));
 	io->files = calloc(io->max_files, sizeof(*io->files));
-	if (!io->done || !io->pending || !io->injected || !io->files) {
+	if (!io->done || !io->pending || !io->injected || !io->reading || !io->files) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "no memory for an I/O engine of depth %u",
 				   io->queue_depth);
@@ -114,6 +117,7 @@ void pf_io_free(pf_io *io)
 	free(io->done);
 	free(io->pending);
 	free(io->injected);
+	free(io->reading);
 	free(io);
 }
 
@@ -129,6 +133,7 @@ bool pf_io_buffers_registered(const pf_io *io)
 
 int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
 {
+	struct statfs sfs;
 	pf_io_file *f;
 	int fd, ret;
 
@@ -155,6 +160,7 @@ int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
 		goto fail;
 	if (io->regions)
 		f->mount = pf_region_table_lookup(io->regions, path);
+	f->fuse = fstatfs(fd, &sfs) == 0 && sfs.f_type == PF_FUSE_SUPER_MAGIC;
 	/* O_DIRECT is refused by some filesystems (tmpfs, many FUSE
 	 * mounts): then the file is read through the page cache. */
 	if (flags & PF_IO_DIRECT)

@@ -14,6 +14,7 @@ typedef struct pf_io_file {
 	uint64_t size;
 	pf_io_stats stats;
 	size_t mount;		/* in io->regions, when there is one */
+	bool fuse;		/* on a FUSE file system */
 } pf_io_file;
 
 /* A storage back-end: chosen from pf_io_backends[] by name, no
@@ -60,6 +61,8 @@ struct pf_io {
 	pf_io_req **injected;	/* faulted in place of a read, no delay:
 				   completed by the run loop, not the kernel */
 	unsigned ninjected;
+	pf_io_req **reading;	/* reads in the kernel, for their deadlines */
+	unsigned nreading;
 	bool ring_ready;
 	bool files_registered;
 	bool buffers_registered;

@@ -65,16 +65,19 @@ typedef struct pf_io_req {
 		uint64_t seq;		/* request number in its engine, from 1 */
 		uint64_t delay_ns;	/* wait before the next read: backoff
 					   and injected latency */
+		uint64_t deadline_ns;	/* io_uring: when the read in flight
+					   times out */
 		uint32_t issue;		/* reads issued (or faulted) so far */
 		uint32_t issue_len;	/* bytes the read in flight asks for */
+		uint32_t slot;		/* io_uring: its place among the reads
+					   in flight */
 		uint16_t eintr;		/* EINTR re-issues */
 		uint8_t action;		/* pf_fault_kind done in place of the
 					   read, or 0 */
 		uint8_t cqes;		/* io_uring: completions still due */
-		bool timed_out;		/* io_uring: the linked timeout fired */
+		bool timed_out;		/* io_uring: cancelled at its deadline */
 		int32_t read_res;	/* io_uring: the read's own result */
-		long long ts[4];	/* io_uring: the delay's and the
-					   timeout's __kernel_timespec */
+		long long ts[2];	/* io_uring: the delay's __kernel_timespec */
 	} priv;
 } pf_io_req;
 
@@ -187,15 +190,27 @@ PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);
  *    more likely stuck than flaky, and the caller should learn which file
  *    within one timeout, not retries + 1 of them.  Backoff and injected
  *    latency are waited before the read is issued and do not count
- *    against it.  io_uring: an IORING_OP_LINK_TIMEOUT is linked to every
- *    read.  pread: a per-thread POSIX timer sends PF_IO_TIMER_SIGNAL to
- *    the reading thread (a handler without SA_RESTART, so the blocked
- *    read returns EINTR), repeating every few milliseconds until the read
- *    returns.  Either way the kernel must let the read be interrupted:
- *    reads of pipes, sockets and FUSE files whose daemon answers
- *    interrupts are; a read waiting for a page the kernel is filling for
- *    another reader (buffered FUSE reads behind readahead) only yields to
- *    SIGKILL, and then the timeout cannot end it.
+ *    against it.  io_uring: the engine waits no longer than the nearest
+ *    deadline of its reads in flight and cancels a read that passed it
+ *    (IORING_OP_ASYNC_CANCEL; a read blocked in an io-wq worker is then
+ *    interrupted); reads of FUSE files go to io-wq (IOSQE_ASYNC), since
+ *    the kernel may otherwise block in the submitting thread itself
+ *    (6.18 does, for direct-I/O FUSE files), beyond any cancellation.
+ *    (A linked IORING_OP_LINK_TIMEOUT is no substitute: on 6.18 it never
+ *    fires for a read that blocks in io-wq.)  pread: a per-thread POSIX
+ *    timer sends the timer signal to the reading thread (a handler
+ *    without SA_RESTART, so the blocked read returns EINTR), repeating
+ *    every few milliseconds until the read returns.  Either way the
+ *    kernel must let the read be interrupted: reads of pipes, sockets
+ *    and FUSE files whose daemon answers interrupts with each read a
+ *    request of its own (direct I/O without FUSE_CAP_ASYNC_DIO) are.
+ *    A buffered FUSE read whose page is being filled by readahead (a
+ *    background request, which the kernel never interrupts) waits
+ *    killably; a direct-I/O read sent as asynchronous requests cannot be
+ *    cancelled either.  Such a read ends only when the daemon answers
+ *    (or the mount goes away): the timeout cannot end it, and the engine
+ *    or pf_file_pread() waits, because the kernel may still write the
+ *    caller's buffer.
  *
  *  - Faults are injected by a spec (below), from pf_io_config.faults or,
  *    when that is NULL, $PODFEED_FAULTS, so a loader started with the

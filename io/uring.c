@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The io_uring back-end: one ring per engine, registered files and
- * buffers where the kernel allows, batched submission.  Each read carries
- * an IORING_OP_LINK_TIMEOUT (the read timeout); a wait before a read
- * (retry backoff, injected latency) is an IORING_OP_TIMEOUT of its own,
- * after whose completion the read is issued, so no thread sleeps. */
+ * buffers where the kernel allows, batched submission.  A wait before a
+ * read (retry backoff, injected latency) is an IORING_OP_TIMEOUT of its
+ * own, after whose completion the read is issued, so no thread sleeps.
+ * Read timeouts are deadlines the run loop keeps: it waits no longer than
+ * the nearest, and cancels a read that passed it (pf_io.h says why not
+ * IORING_OP_LINK_TIMEOUT). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,8 @@ static int uring_init(pf_io *io, const pf_io_config *cfg, pf_error *err)
 		IORING_SETUP_COOP_TASKRUN,
 		0,
 	};
-	/* A read and its linked timeout take two SQEs, and a request may post
-	 * three CQEs (delay, read, timeout): room for all without overflow. */
+	/* A request has at most two SQEs and CQEs in flight (a read and its
+	 * cancellation): room for all without overflow. */
 	unsigned sq = io->queue_depth * 2 < 32768 ? io->queue_depth * 2 : 32768;
 	unsigned cq = io->queue_depth * 4 < 65536 ? io->queue_depth * 4 : 65536;
 	int ret = -EINVAL;
@@ -85,34 +87,48 @@ static int uring_file_added(pf_io *io, uint32_t i)
 
 /* user_data: the request's address, the kind of SQE in its low bits
  * (a pf_io_req is 8-byte aligned). */
-enum { TAG_READ = 0, TAG_DELAY = 1, TAG_TIMEOUT = 2, TAG_MASK = 3 };
+enum { TAG_READ = 0, TAG_DELAY = 1, TAG_CANCEL = 2, TAG_MASK = 3 };
 
 static void *tagged(pf_io_req *req, uintptr_t tag)
 {
 	return (void *)((uintptr_t)req | tag);
 }
 
-/* The timespec lives in the request until the SQE is submitted (the kernel
- * copies it then). */
-static struct __kernel_timespec *timespec_in(pf_io_req *req, unsigned i, uint64_t ns)
+/* The delay's timespec lives in the request until the SQE is submitted
+ * (the kernel copies it then). */
+static struct __kernel_timespec *delay_timespec(pf_io_req *req, uint64_t ns)
 {
 	struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000),
 					.tv_nsec = (long long)(ns % 1000000000) };
 
-	_Static_assert(sizeof(req->priv.ts) >= 2 * sizeof(ts), "room for two timespecs");
-	memcpy(&req->priv.ts[2 * i], &ts, sizeof(ts));
-	return (struct __kernel_timespec *)(void *)&req->priv.ts[2 * i];
+	_Static_assert(sizeof(req->priv.ts) >= sizeof(ts), "room for a timespec");
+	memcpy(req->priv.ts, &ts, sizeof(ts));
+	return (struct __kernel_timespec *)(void *)req->priv.ts;
 }
 
-/* Room for n SQEs in a row (a linked pair must not be split by a
- * submission).  @return 0 or -EBUSY. */
-static int sq_room(pf_io *io, unsigned n)
+/* Room for one more SQE.  @return 0 or -EBUSY. */
+static int sq_room(pf_io *io)
 {
-	if (io_uring_sq_space_left(&io->ring) < n) {
+	if (!io_uring_sq_space_left(&io->ring)) {
 		io_uring_submit(&io->ring);
-		io->sq_pending = 0;
+		io->sq_pending = io_uring_sq_ready(&io->ring);
 	}
-	return io_uring_sq_space_left(&io->ring) >= n ? 0 : -EBUSY;
+	return io_uring_sq_space_left(&io->ring) ? 0 : -EBUSY;
+}
+
+/* The reads in flight, for their deadlines (unordered; swap-removed). */
+static void reading_add(pf_io *io, pf_io_req *req)
+{
+	req->priv.slot = io->nreading;
+	io->reading[io->nreading++] = req;
+}
+
+static void reading_remove(pf_io *io, pf_io_req *req)
+{
+	pf_io_req *last = io->reading[--io->nreading];
+
+	io->reading[req->priv.slot] = last;
+	last->priv.slot = req->priv.slot;
 }
 
 static int issue_read(pf_io *io, pf_io_req *req)
@@ -121,18 +137,17 @@ static int issue_read(pf_io *io, pf_io_req *req)
 	pf_io_file *f = &io->files[req->file];
 	void *buf = (char *)req->buf + req->done_bytes;
 	uint64_t off = req->offset + req->done_bytes;
-	bool direct = f->direct_fd >= 0, hang = a->action == PF_FAULT_HANG;
-	bool timed = io->policy.timeout_ns != 0;
+	bool direct = f->direct_fd >= 0;
 	unsigned flags = 0;
 	struct io_uring_sqe *sqe;
-	int fd, ret = sq_room(io, timed ? 2 : 1);
+	int fd, ret = sq_room(io);
 
 	if (ret < 0)
 		return ret;
 	sqe = io_uring_get_sqe(&io->ring);
-	if (hang) {
+	if (a->action == PF_FAULT_HANG) {
 		/* A pipe no one writes: the read waits in the kernel until
-		 * the linked timeout cancels it. */
+		 * its deadline cancels it. */
 		fd = pf_fault_hang_fd();
 		if (fd < 0)
 			return fd;
@@ -146,19 +161,20 @@ static int issue_read(pf_io *io, pf_io_req *req)
 			io_uring_prep_read(sqe, fd, buf, a->issue_len, off);
 		if (!direct && io->files_registered)
 			flags |= IOSQE_FIXED_FILE;
+		/* A FUSE read may block in the submitting thread (the kernel
+		 * issues it inline and waits for the daemon), where nothing
+		 * can cancel it; in an io-wq worker a cancellation interrupts
+		 * the wait. */
+		if (f->fuse)
+			flags |= IOSQE_ASYNC;
 	}
-	if (timed)
-		flags |= IOSQE_IO_LINK;
 	io_uring_sqe_set_flags(sqe, flags);
 	io_uring_sqe_set_data(sqe, tagged(req, TAG_READ));
 	a->cqes = 1;
 	io->sq_pending++;
-	if (timed) {
-		sqe = io_uring_get_sqe(&io->ring);
-		io_uring_prep_link_timeout(sqe, timespec_in(req, 1, io->policy.timeout_ns), 0);
-		io_uring_sqe_set_data(sqe, tagged(req, TAG_TIMEOUT));
-		a->cqes++;
-		io->sq_pending++;
+	if (io->policy.timeout_ns) {
+		a->deadline_ns = pf_io_now_ns() + io->policy.timeout_ns;
+		reading_add(io, req);
 	}
 	return 0;
 }
@@ -172,11 +188,11 @@ static int issue(pf_io *io, pf_io_req *req)
 	int ret;
 
 	if (a->delay_ns) {
-		ret = sq_room(io, 1);
+		ret = sq_room(io);
 		if (ret < 0)
 			return ret;
 		sqe = io_uring_get_sqe(&io->ring);
-		io_uring_prep_timeout(sqe, timespec_in(req, 0, a->delay_ns), 0, 0);
+		io_uring_prep_timeout(sqe, delay_timespec(req, a->delay_ns), 0, 0);
 		io_uring_sqe_set_data(sqe, tagged(req, TAG_DELAY));
 		a->cqes = 1;
 		io->sq_pending++;
@@ -229,22 +245,54 @@ static unsigned on_cqe(pf_io *io, const struct io_uring_cqe *cqe)
 		return start(io, req);
 	case TAG_READ:
 		a->read_res = cqe->res;
+		if (io->policy.timeout_ns)
+			reading_remove(io, req);
 		break;
 	default:
-		/* -ECANCELED: the read finished first.  -ETIME (or -EALREADY,
-		 * the read was running and has been told to stop): it fired. */
-		if (cqe->res != -ECANCELED)
-			a->timed_out = true;
+		/* The cancellation: 0 (it stopped the read), -EALREADY (the
+		 * read is running and was told to stop) or -ENOENT (it had
+		 * finished).  The read's own completion says how it ended. */
 		break;
 	}
-	/* The read and its timeout complete in either order: judge the read
-	 * once both are in. */
+	/* A cancelled read and its cancellation complete in either order:
+	 * judge the read once both are in. */
 	if (--a->cqes)
 		return 0;
 	res = a->read_res;
 	if (res < 0 && a->timed_out)
 		res = -ETIMEDOUT;
 	return finish(io, req, res);
+}
+
+/* Cancel the reads past their deadline.  @return the nearest deadline of
+ * the others, or UINT64_MAX. */
+static uint64_t cancel_expired(pf_io *io, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (unsigned i = 0; i < io->nreading; i++) {
+		pf_io_req *req = io->reading[i];
+		struct pf_io_req_private *a = &req->priv;
+		struct io_uring_sqe *sqe;
+
+		if (a->timed_out)
+			continue;
+		if (a->deadline_ns > now) {
+			next = a->deadline_ns < next ? a->deadline_ns : next;
+			continue;
+		}
+		if (sq_room(io) < 0) {
+			next = now;	/* try again at the next turn */
+			continue;
+		}
+		sqe = io_uring_get_sqe(&io->ring);
+		io_uring_prep_cancel(sqe, tagged(req, TAG_READ), 0);
+		io_uring_sqe_set_data(sqe, tagged(req, TAG_CANCEL));
+		a->timed_out = true;
+		a->cqes++;
+		io->sq_pending++;
+	}
+	return next;
 }
 
 /* Reads faulted without a wait complete here, not in the kernel. */
@@ -273,22 +321,40 @@ static int uring_run(pf_io *io, unsigned min)
 	for (;;) {
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
+		uint64_t next = UINT64_MAX;
 		int ret;
 
 		got += drain_injected(io);
+		if (io->nreading) {
+			uint64_t now = pf_io_now_ns();
+
+			next = cancel_expired(io, now);
+			next = next == UINT64_MAX ? next : next - now;
+		}
 		if (got >= min && !io->sq_pending)
 			return 0;
-		/* Submit and wait in one system call; what is not complete
-		 * yet is in the kernel. */
-		ret = io_uring_submit_and_wait(&io->ring, got < min ? 1 : 0);
+		/* Submit and wait in one system call, no longer than the
+		 * nearest deadline; what is not complete is in the kernel. */
+		if (got < min && next != UINT64_MAX) {
+			struct __kernel_timespec ts = {
+				.tv_sec = (long long)(next / 1000000000),
+				.tv_nsec = (long long)(next % 1000000000),
+			};
+
+			ret = io_uring_submit_and_wait_timeout(&io->ring, &cqe, 1, &ts, NULL);
+		} else {
+			ret = io_uring_submit_and_wait(&io->ring, got < min ? 1 : 0);
+		}
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY &&
 		    ret != -ETIME)
 			return ret;
-		if (ret >= 0)
-			io->sq_pending = 0;
+		io->sq_pending = io_uring_sq_ready(&io->ring);
 		io_uring_for_each_cqe(&io->ring, head, cqe) {
 			seen++;
-			got += on_cqe(io, cqe);
+			/* liburing's own timeout, on kernels without
+			 * IORING_FEAT_EXT_ARG. */
+			if (cqe->user_data != LIBURING_UDATA_TIMEOUT)
+				got += on_cqe(io, cqe);
 		}
 		io_uring_cq_advance(&io->ring, seen);
 	}

@@ -611,6 +611,12 @@ static void *rfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	/* Splice the reply from the backing file when the kernel can. */
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/* No asynchronous direct I/O: with it the kernel sends an io_uring
+	 * read of a --direct-io file as background requests, which no
+	 * interrupt reaches, so a cancelled read (a timeout) could not end
+	 * early.  Without it the read is one request that waits in an io-wq
+	 * worker, and the cancellation interrupts it. */
+	conn->want &= ~FUSE_CAP_ASYNC_DIO;
 	/* Readahead and io_uring's async reads are background requests; let
 	 * as many be in flight as there are threads to serve them. */
 	conn->max_background = (unsigned)fs->opt.threads;
