@@ -290,3 +290,38 @@ Test(corrupt, stream_files_deliver_their_intact_records, .timeout = 60)
 	free(buf);
 	free(r.seen);
 }
+
+/* An injected read error (io/ faults): retried away by default; with no
+ * retries, fail names the file, skip drops the frame like damage. */
+Test(corrupt, read_errors_are_retried_then_handed_to_the_policy, .timeout = 60)
+{
+	char names[3][512];
+	const char *d = shards(names);
+	pf_loader_config cfg = { .per_core_batch = 50, .threads = 2,
+				 .shuffle = true, .seed = 8 };
+	result clean, r;
+
+	run(d, cfg, 3000, &clean);
+	cr_assert_eq(clean.ret, 0, "%s", clean.err.msg);
+	setenv("PODFEED_FAULTS", "eio@5", 1);
+	run(d, cfg, 3000, &r);
+	cr_assert_eq(r.ret, 0, "retried: %s", r.err.msg);
+	cr_assert_eq(memcmp(r.seen, clean.seen, 3000), 0);
+	free(r.seen);
+
+	setenv("PODFEED_IO_RETRIES", "0", 1);
+	run(d, cfg, 3000, &r);
+	cr_assert_eq(r.ret, -EIO, "%d %s", r.ret, r.err.msg);
+	cr_assert(strstr(r.err.file, ".tfrecord.zst"), "%s", r.err.file);
+	cr_assert(strstr(r.err.msg, "read failed"), "%s", r.err.msg);
+	free(r.seen);
+
+	cfg.on_corrupt = PF_CORRUPT_SKIP;
+	run(d, cfg, 3000, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_eq(r.steps, clean.steps);
+	cr_assert_eq(r.m.corrupt_drops, 1);
+	cr_assert_eq(r.holes, lost_run(&clean, &r, 3000));
+	free(r.seen);
+	free(clean.seen);
+}
