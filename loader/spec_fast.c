@@ -2,7 +2,12 @@
 /* pf_spec_decode(): one record's tf.train.Example wire bytes straight into the spec's tensors. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "podfeed.h"
 #include "spec_internal.h"
@@ -52,7 +57,202 @@ struct walk {
 	size_t mark;		/* arena->used on entry */
 	uint32_t n;		/* features in the spec */
 	uint64_t seen;		/* bit i: feature i had an entry */
+	bool streamed;		/* non-temporal stores issued: sfence before return */
 };
+
+/*
+ * Long int rows go out with non-temporal (streaming) stores.  A batch
+ * slot is written once here and read much later by the consumer, after
+ * ~128 MiB of other slots have been written: ordinary stores first read
+ * every line of the row from memory (a write miss allocates the line)
+ * and then write it back, and they push the decoder's own working set
+ * (zstd's window and tables, the record) out of the caches.  Measured
+ * with tokens:int64[512] (loadbench, 2 threads, CPU time of 5 runs,
+ * interleaved, busy machine): 1350-1650 ms with ordinary stores, about
+ * 1000 streamed; whole aligned lines with ordinary stores (the same
+ * staging, no streaming) gave 1265-1650, so it is the streaming, not the
+ * staging, that pays in the loader.
+ *
+ * The varint decoder's vector stores overlap (each block writes 64 lanes
+ * and advances by the values it holds), so it cannot stream by itself:
+ * the values are decoded into a staging area in the arena (the caller's
+ * per-thread scratch, hot in L1), and the row goes out a whole 64-byte
+ * line per store: the lines holding values from the stage, the others
+ * from a line of the pad value.  The stores are weakly ordered:
+ * pf_spec_decode() ends with an sfence when it issued any, so the row is
+ * complete (globally visible) before the caller publishes it, whatever
+ * it publishes it with.  That fence waits for the row to drain (~60 ns
+ * for 4 KiB here); a caller that fenced once per batch of records itself
+ * would not pay it per record.
+ *
+ * PODFEED_STREAM=0 turns this off (for measuring); rows under
+ * STREAM_MIN_BYTES, and rows whose stage does not fit in the arena, use
+ * ordinary stores.
+ */
+#define STREAM_MIN_BYTES 1024u
+
+#if defined(__x86_64__)
+typedef struct stream_ops {
+	/* lines x 64 bytes from src to dst (dst 64-byte aligned, src too) */
+	void (*copy)(uint8_t *dst, const uint8_t *src, size_t lines);
+	/* the 64 bytes at line to each of lines lines at dst */
+	void (*fill)(uint8_t *dst, const uint8_t *line, size_t lines);
+} stream_ops;
+
+__attribute__((target("avx512f")))
+static void copy_avx512(uint8_t *dst, const uint8_t *src, size_t lines)
+{
+	for (size_t i = 0; i < lines; i++)
+		_mm512_stream_si512((void *)(dst + 64 * i),
+				    _mm512_load_si512((const void *)(src + 64 * i)));
+}
+
+__attribute__((target("avx512f")))
+static void fill_avx512(uint8_t *dst, const uint8_t *line, size_t lines)
+{
+	__m512i v = _mm512_load_si512((const void *)line);
+
+	for (size_t i = 0; i < lines; i++)
+		_mm512_stream_si512((void *)(dst + 64 * i), v);
+}
+
+__attribute__((target("avx")))
+static void copy_avx(uint8_t *dst, const uint8_t *src, size_t lines)
+{
+	for (size_t i = 0; i < 2 * lines; i++)
+		_mm256_stream_si256((__m256i *)(void *)(dst + 32 * i),
+				    _mm256_load_si256((const __m256i *)(const void *)(src + 32 * i)));
+}
+
+__attribute__((target("avx")))
+static void fill_avx(uint8_t *dst, const uint8_t *line, size_t lines)
+{
+	__m256i a = _mm256_load_si256((const __m256i *)(const void *)line);
+	__m256i b = _mm256_load_si256((const __m256i *)(const void *)(line + 32));
+
+	for (size_t i = 0; i < lines; i++) {
+		_mm256_stream_si256((__m256i *)(void *)(dst + 64 * i), a);
+		_mm256_stream_si256((__m256i *)(void *)(dst + 64 * i + 32), b);
+	}
+}
+
+static void copy_sse2(uint8_t *dst, const uint8_t *src, size_t lines)
+{
+	for (size_t i = 0; i < 4 * lines; i++)
+		_mm_stream_si128((__m128i *)(void *)(dst + 16 * i),
+				 _mm_load_si128((const __m128i *)(const void *)(src + 16 * i)));
+}
+
+static void fill_sse2(uint8_t *dst, const uint8_t *line, size_t lines)
+{
+	for (size_t i = 0; i < lines; i++)
+		for (size_t k = 0; k < 4; k++)
+			_mm_stream_si128((__m128i *)(void *)(dst + 64 * i + 16 * k),
+					 _mm_load_si128((const __m128i *)(const void *)(line + 16 * k)));
+}
+
+static stream_ops streaming;	/* copy NULL: ordinary stores */
+static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
+
+static void choose_stream(void)
+{
+	const char *want = getenv("PODFEED_STREAM");
+
+	if (want && !strcmp(want, "0"))
+		return;
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f"))
+		streaming = (stream_ops){ copy_avx512, fill_avx512 };
+	else if (__builtin_cpu_supports("avx"))
+		streaming = (stream_ops){ copy_avx, fill_avx };
+	else
+		streaming = (stream_ops){ copy_sse2, fill_sse2 };
+}
+
+static inline bool stream_on(size_t bytes)
+{
+	if (bytes < STREAM_MIN_BYTES)
+		return false;
+	pthread_once(&stream_once, choose_stream);
+	return streaming.copy != NULL;
+}
+
+/* The int row at out (fs->len values of size bytes), its first n values
+ * in stage (at out's offset in its line), the rest the pad: the pad
+ * completes the line holding the last value in the stage, and a line of
+ * it, at padline, fills the lines after.  Partial lines at either end of
+ * the row get ordinary stores. */
+static void stream_row(struct walk *w, const pf_feature_spec *fs, uint8_t *out,
+		       uint8_t *stage, uint8_t *padline, uint32_t n, size_t size)
+{
+	size_t bytes = (size_t)fs->len * size, data = (size_t)n * size;
+	size_t off = (uintptr_t)out & 63u, head = (64u - off) & 63u;
+	size_t full, lines, tail, from;
+
+	/* The stage from the last value to the end of its line (or of the
+	 * row); the pad line.  The pad is pf_spec_pad_from()'s: the value
+	 * converted to the dtype, repeated. */
+	full = (off + data + 63u) / 64u * 64u - off;
+	if (full > bytes)
+		full = bytes;
+	for (size_t b = 0; b < 64; b += size) {
+		if (fs->dtype == PF_DTYPE_INT64) {
+			int64_t v = (int64_t)fs->pad;
+			memcpy(padline + b, &v, sizeof(v));
+		} else {
+			int32_t v = (int32_t)fs->pad;
+			memcpy(padline + b, &v, sizeof(v));
+		}
+	}
+	for (size_t b = data; b < full; b += size)
+		memcpy(stage + b, padline, size);
+	if (head > bytes)
+		head = bytes;
+	memcpy(out, stage, head);
+	lines = (bytes - head) / 64u;
+	tail = bytes - head - 64u * lines;
+	/* Lines [head, full) from the stage, the rest from the pad line. */
+	from = full > head ? (full - head) / 64u : 0;
+	if (from > lines)
+		from = lines;
+	streaming.copy(out + head, stage + head, from);
+	streaming.fill(out + head + 64u * from, padline, lines - from);
+	if (tail)
+		memcpy(out + bytes - tail, head + 64u * lines < full ?
+		       stage + bytes - tail : padline, tail);
+	w->streamed = true;
+}
+
+static inline void stream_fence(struct walk *w)
+{
+	if (w->streamed)
+		_mm_sfence();
+	w->streamed = false;
+}
+#else
+static inline bool stream_on(size_t bytes)
+{
+	(void)bytes;
+	return false;
+}
+
+static void stream_row(struct walk *w, const pf_feature_spec *fs, uint8_t *out,
+		       uint8_t *stage, uint8_t *padline, uint32_t n, size_t size)
+{
+	(void)w;
+	(void)stage;
+	(void)padline;
+	(void)size;
+	(void)fs;
+	(void)out;
+	(void)n;
+}
+
+static inline void stream_fence(struct walk *w)
+{
+	(void)w;
+}
+#endif
 
 /* A length prefix at *p as example.c reads one: at most 5 bytes, at most
  * INT_MAX, fitting before end.  Moves *p past it. */
@@ -196,6 +396,49 @@ static void *scratch(struct walk *w, size_t n)
 	return a->base + off;
 }
 
+/* An int64 list into an int32/int64 row: decoded, clamped, padded.
+ * Long rows are staged and streamed (above) when the stage fits in the
+ * arena: it holds at most min(fs->len, len) values (a varint takes a
+ * byte at least), 8 bytes each, which PF_ARENA_BYTES_FOR(record length)
+ * always has room for. */
+static int store_ints(struct walk *w, const pf_feature_spec *fs,
+		      const uint8_t *data, size_t len, uint8_t *out)
+{
+	size_t size = fs->dtype == PF_DTYPE_INT64 ? 8 : 4;
+	uint32_t cap = len < fs->len ? (uint32_t)len : fs->len;
+	uint8_t *to = out, *stage = NULL, *padline = NULL;
+	int64_t lo, hi, n;
+
+	if (stream_on((size_t)fs->len * size)) {
+		/* A line for the pad, then the values at out's offset in
+		 * their line, and room to pad out their last line. */
+		uint8_t *area = scratch(w, 64u + 64u + 64u + (size_t)cap * size + 64u);
+
+		if (area) {
+			padline = (uint8_t *)(((uintptr_t)area + 63u) & ~(uintptr_t)63u);
+			stage = padline + 64u + ((uintptr_t)out & 63u);
+			to = stage;
+		}
+	}
+	pf_spec_int_bounds(fs, &lo, &hi);
+	if (fs->dtype == PF_DTYPE_INT32)
+		n = pf_varint_decode_i32(data, len, (int32_t *)(void *)to,
+					 stage ? cap : fs->len, (int32_t)lo,
+					 (int32_t)hi, NULL);
+	else
+		n = pf_varint_decode_i64(data, len, (int64_t *)(void *)to,
+					 stage ? cap : fs->len, lo, hi, NULL);
+	w->arena->used = w->mark;
+	if (n < 0)
+		return FAST_NO;
+	if (stage)
+		stream_row(w, fs, out, stage, padline,
+			   (uint64_t)n < fs->len ? (uint32_t)n : fs->len, size);
+	else if ((uint64_t)n < fs->len)
+		pf_spec_pad_from(fs, out, (uint32_t)n);
+	return 0;
+}
+
 /* Spec feature i from its entry's list. */
 static int store(struct walk *w, uint32_t i, const struct list *l)
 {
@@ -204,7 +447,7 @@ static int store(struct walk *w, uint32_t i, const struct list *l)
 	pf_feature f = { .kind = l->kind };
 	const uint8_t *data;
 	size_t len, take;
-	int64_t lo, hi, n;
+	int64_t n;
 	pf_error scratch_err;
 	int ret;
 
@@ -214,21 +457,8 @@ static int store(struct walk *w, uint32_t i, const struct list *l)
 	case PF_KIND_INT64:
 		if (packed(l, &data, &len))
 			return FAST_NO;
-		if (fs->dtype == PF_DTYPE_INT32 || fs->dtype == PF_DTYPE_INT64) {
-			pf_spec_int_bounds(fs, &lo, &hi);
-			if (fs->dtype == PF_DTYPE_INT32)
-				n = pf_varint_decode_i32(data, len, (int32_t *)(void *)out,
-							 fs->len, (int32_t)lo,
-							 (int32_t)hi, NULL);
-			else
-				n = pf_varint_decode_i64(data, len, (int64_t *)(void *)out,
-							 fs->len, lo, hi, NULL);
-			if (n < 0)
-				return FAST_NO;
-			if ((uint64_t)n < fs->len)
-				pf_spec_pad_from(fs, out, (uint32_t)n);
-			return 0;
-		}
+		if (fs->dtype == PF_DTYPE_INT32 || fs->dtype == PF_DTYPE_INT64)
+			return store_ints(w, fs, data, len, out);
 		/* int64 into float32 (or bytes: refused below) */
 		take = len < fs->len ? len : fs->len;
 		f.v.int64s = scratch(w, take * sizeof(int64_t));
@@ -382,6 +612,9 @@ int pf_spec_decode(const pf_spec *spec, const void *rec, size_t len,
 
 	ret = fast(&w, rec, len);
 	arena->used = w.mark;
+	/* Streamed rows complete before the caller sees the return (and
+	 * before the slow path below writes the same rows again). */
+	stream_fence(&w);
 	if (!ret)
 		return 0;
 	/* The slow path: the authority on what the record holds and on

@@ -10,13 +10,18 @@
 #include "formats_internal.h"
 
 /*
- * Input: one byte choosing a spec from the table below, then the record.
- * The record is decoded with each varint path the CPU has, both ways,
- * into destinations of exactly the feature's size (so ASan sees a write
- * past one), prefilled alike.  The harness aborts when the two ways
- * disagree on the return value, the error (code, offset, message) or,
- * on success, on any output byte, or when pf_spec_decode() does not give
- * the arena back as it found it.
+ * Input: one byte choosing a spec from the table below (its value modulo
+ * the table's size) and where in a 64-byte line the fast path's rows
+ * start (the rest of it: 0, 8, ... 56 bytes past a line), then the
+ * record.  The record is decoded with each varint path the CPU has, both
+ * ways: the slow path into destinations of exactly the feature's size
+ * (so ASan sees a write past one), the fast path into rows at that offset
+ * with guard bytes before and after (long int rows are streamed a whole
+ * line at a time, partial lines at either end), both prefilled alike.
+ * The harness aborts when the two ways disagree on the return value, the
+ * error (code, offset, message) or, on success, on any output byte, when
+ * the fast path wrote a guard byte, or when pf_spec_decode() does not
+ * give the arena back as it found it.
  *
  * The specs name the features of the seed records (tests/fuzz/corpus/
  * specdecode: the example corpus with a spec byte in front) and short
@@ -72,9 +77,13 @@ static void parse_specs(void)
 	parsed = true;
 }
 
-static void compare(const pf_spec *spec, const uint8_t *rec, size_t len)
+#define GUARD 64u
+
+static void compare(const pf_spec *spec, const uint8_t *rec, size_t len,
+		    size_t off)
 {
 	uint8_t *fast[PF_SPEC_MAX_FEATURES], *slow[PF_SPEC_MAX_FEATURES];
+	uint8_t *mem[PF_SPEC_MAX_FEATURES];
 	const size_t skew = 3;
 	pf_arena fa, sa;
 	pf_error ferr, serr;
@@ -87,10 +96,11 @@ static void compare(const pf_spec *spec, const uint8_t *rec, size_t len)
 	for (uint32_t i = 0; i < spec->n; i++) {
 		size_t size = (size_t)spec->f[i].len * pf_dtype_size(spec->f[i].dtype);
 
-		fast[i] = malloc(size);
+		mem[i] = aligned_alloc(64, (GUARD + off + size + GUARD + 63) / 64 * 64);
 		slow[i] = malloc(size);
-		CHECK(fast[i] && slow[i]);
-		memset(fast[i], 0xa5, size);
+		CHECK(mem[i] && slow[i]);
+		memset(mem[i], 0xa5, GUARD + off + size + GUARD);
+		fast[i] = mem[i] + GUARD + off;
 		memset(slow[i], 0xa5, size);
 	}
 	pf_error_clear(&ferr);
@@ -114,7 +124,11 @@ static void compare(const pf_spec *spec, const uint8_t *rec, size_t len)
 				pf_varint_impl(), spec->f[i].name);
 			abort();
 		}
-		free(fast[i]);
+		for (size_t k = 0; k < GUARD + off; k++)
+			CHECK(mem[i][k] == 0xa5);
+		for (size_t k = 0; k < GUARD; k++)
+			CHECK(fast[i][size + k] == 0xa5);
+		free(mem[i]);
 		free(slow[i]);
 	}
 	pf_arena_release(&fa);
@@ -139,7 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!p->supported())
 			continue;
 		CHECK(!pf_varint_set_impl(p->name));
-		compare(&specs[data[0] % NSPECS], rec, size - 1);
+		compare(&specs[data[0] % NSPECS], rec, size - 1,
+			8u * (data[0] / NSPECS % 8u));
 	}
 	free(rec);
 	return 0;
