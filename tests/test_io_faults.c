@@ -1128,3 +1128,18 @@ Test(fuse_faults, loadbench_over_a_stalled_mount_times_out, .fini = rfs_teardown
 	cr_assert_geq(ju(st, "stalled"), 1);
 	json_decref(st);
 }
+
+Test(fuse_faults, stall_rate_is_checked)
+{
+	char cmd[512];
+
+	if (!getenv("REGIONFS"))
+		cr_skip_test("regionfs is not built (no libfuse3)");
+	snprintf(cmd, sizeof(cmd), "%s --stall-rate 1.5 /tmp /nonexistent 2>&1 | "
+		 "grep -q -- \"--stall-rate: '1.5' is out of range \\[0, 1\\]\"",
+		 getenv("REGIONFS"));
+	cr_assert_eq(tu_system("%s", cmd), 0, "%s", cmd);
+	snprintf(cmd, sizeof(cmd), "%s --stall-rate 0.5x /tmp /nonexistent >/dev/null 2>&1",
+		 getenv("REGIONFS"));
+	cr_assert_eq(tu_system("%s", cmd), 2);
+}

@@ -131,7 +131,8 @@ typedef struct counters {
 	_Atomic uint64_t read_max;	/* the largest read request, bytes */
 	_Atomic uint64_t eio_injected;
 	_Atomic uint64_t stalled;	/* reads that drew a stall */
-	_Atomic uint64_t interrupted;	/* reads ended by a FUSE interrupt */
+	_Atomic uint64_t interrupted;	/* reads cut short by a FUSE interrupt
+					   (or the mount stopping) */
 	_Atomic uint64_t trips;		/* round trips, the jitter draw's index */
 	_Atomic uint64_t rtt_wait_ns;	/* summed over requests */
 	_Atomic uint64_t bw_wait_ns;
