@@ -92,6 +92,7 @@ typedef struct chunk {
 	stream_state *ss;	/* a stream sub-segment, else NULL */
 	bool ss_last;		/* its last sub-segment */
 	pf_io_req req;
+	pf_error ioerr;		/* a failed read, as the engine tells it */
 	int cbuf;		/* compressed buffer index, or -1 */
 } chunk;
 
@@ -152,6 +153,9 @@ struct pf_loader {
 
 	/* Corrupt data in skip mode: the quarantine log, or -1. */
 	int qfd;
+	/* The process's read counters at creation (retries, faults and
+	 * timeouts are those of every read path, pf_file_pread()'s too). */
+	pf_io_totals totals0;
 
 	/* What the consumer has been handed (for pf_loader_save_state()). */
 	bool c_any;
@@ -650,8 +654,11 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 
 	err->frame = u->frame;
 	if (c->req.result < 0) {
-		pf_error_set(err, (int)c->req.result, PF_OFFSET_FILE, u->offset,
-			     "read failed: %s", pf_strerror((int)c->req.result));
+		*err = c->ioerr;
+		if (!err->code)
+			pf_error_set(err, (int)c->req.result, PF_OFFSET_FILE, u->offset,
+				     "read failed: %s", pf_strerror((int)c->req.result));
+		err->frame = u->frame;
 		return skip ? lose_frame(l, w, c, err) : err->code;
 	}
 	if ((uint64_t)c->req.result < u->csize) {
@@ -867,6 +874,8 @@ static int reap(pf_loader *l, pf_io *io, unsigned min)
 		chunk *c = done[i]->user;
 
 		l->m.bytes_read += done[i]->result > 0 ? (uint64_t)done[i]->result : 0;
+		if (done[i]->result < 0)
+			pf_io_req_error(io, done[i], &c->ioerr);	/* retries, timeout */
 		c->next = NULL;
 		if (l->decode_tail)
 			l->decode_tail->next = c;
@@ -1099,6 +1108,7 @@ static int take_chunk(pf_loader *l, pf_io *io, const walk *wk, uint64_t pos, chu
 
 		l->free_chunks = c->next;
 		l->chunks_out++;
+		pf_error_clear(&c->ioerr);
 		c->cbuf = -1;
 		c->ss = NULL;
 		c->ss_last = false;
@@ -1364,6 +1374,10 @@ static void *io_main(void *arg)
 		.nbuffers = l->ncbufs,
 		.backend = l->cfg.io_backend,
 		.regions = l->cfg.regions,
+		.faults = l->cfg.io_faults,
+		.retries = l->cfg.io_retries,
+		.retry_backoff_us = l->cfg.io_retry_backoff_us,
+		.timeout_ms = l->cfg.io_timeout_ms,
 	};
 	int *file_slot = NULL;
 	uint32_t ndirect = 0;
@@ -1414,6 +1428,14 @@ static void *io_main(void *arg)
 		}
 	}
 	pthread_mutex_lock(&l->mu);
+	for (size_t i = 0; io && file_slot && i < l->ds->nfiles; i++) {
+		pf_io_stats st;
+
+		if (file_slot[i] < 0)
+			continue;
+		pf_io_file_stats(io, (uint32_t)file_slot[i], &st);
+		l->m.io_short_reads += st.short_reads;
+	}
 	l->io_end_ns = now_ns();
 	l->io_done = true;
 	pthread_cond_broadcast(&l->cv_decode);
@@ -1945,6 +1967,16 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
 	if (ret < 0)
 		goto fail;
+	pf_io_totals_get(&l->totals0);
+	if (cfg->io_faults || cfg->io_retries || cfg->io_retry_backoff_us || cfg->io_timeout_ms) {
+		pf_io_config pol = { .faults = cfg->io_faults, .retries = cfg->io_retries,
+				     .retry_backoff_us = cfg->io_retry_backoff_us,
+				     .timeout_ms = cfg->io_timeout_ms };
+
+		ret = pf_file_set_policy(&pol, err);
+		if (ret < 0)
+			goto fail;
+	}
 	if (cfg->on_corrupt == PF_CORRUPT_SKIP && cfg->quarantine) {
 		l->qfd = open(cfg->quarantine, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (l->qfd < 0) {
@@ -2197,6 +2229,14 @@ void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	*m = l->m;
+	{
+		pf_io_totals t;
+
+		pf_io_totals_get(&t);
+		m->io_retries = t.retries - l->totals0.retries;
+		m->io_faults = t.faults - l->totals0.faults;
+		m->io_timeouts = t.timeouts - l->totals0.timeouts;
+	}
 	if (l->io_start_ns) {
 		uint64_t end = l->io_end_ns ? l->io_end_ns : now_ns();
 		uint64_t span = end - l->io_start_ns;

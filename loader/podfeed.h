@@ -236,6 +236,16 @@ typedef struct pf_loader_config {
 					   frames already verified by their CRC32C
 					   and zstd checksum (streams: always) */
 	const char *io_backend;		/* NULL: $PODFEED_IO or io_uring */
+	/* Reliability of reads (io/pf_io.h, "Reliability"): injected faults,
+	 * retries of transient errors with backoff, a timeout per read.  0 /
+	 * NULL: the environment ($PODFEED_FAULTS, $PODFEED_IO_RETRIES,
+	 * $PODFEED_IO_BACKOFF_US, $PODFEED_IO_TIMEOUT_MS), else 3 retries from
+	 * 10 ms and 60 s.  A read that still fails goes to on_corrupt below.
+	 * Setting any of them also sets pf_file_pread()'s (process-wide). */
+	const char *io_faults;
+	int io_retries;			/* PF_IO_RETRIES_NONE: none */
+	int io_retry_backoff_us;	/* PF_IO_BACKOFF_NONE: none */
+	int io_timeout_ms;		/* PF_IO_TIMEOUT_NONE: no limit */
 	pf_region_table *regions;	/* count every read (index tails, frames,
 					   stream files) to its mount and region
 					   (io/pf_io.h); NULL: not */
@@ -320,6 +330,11 @@ typedef struct pf_loader_metrics {
 	uint64_t memory_bytes;		/* pools allocated from the budget */
 	const char *io_backend;
 	uint32_t files_direct;		/* files read with O_DIRECT */
+	/* Reads repeated after a transient error, changed by an injected
+	 * fault, not finished in time: the process's, over the loader's life
+	 * (every read path, pf_file_pread()'s too). */
+	uint64_t io_retries, io_faults, io_timeouts;
+	uint64_t io_short_reads;	/* engine reads that returned less than asked */
 	uint64_t corrupt_drops;		/* units dropped (PF_CORRUPT_SKIP) */
 	uint64_t corrupt_records;	/* records they held, where known */
 	uint64_t holes;			/* rows handed out empty for them */

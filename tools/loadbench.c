@@ -28,7 +28,11 @@
 #define BL_READ_BYTES (256u << 20)	/* read-pass buffers per thread */
 
 static const char corrupt_usage[] =
-	"corrupt data:\n"
+	"faults and corrupt data:\n"
+	"  --faults SPEC        inject read faults (io/pf_io.h; e.g. eio:0.01,seed=3;\n"
+	"                       default $PODFEED_FAULTS)\n"
+	"  --io-retries N       transient read errors retried (default 3; 0: none)\n"
+	"  --io-timeout-ms MS   each read's limit (default 60000; 0: none)\n"
 	"  --on-corrupt fail|skip  stop with an error naming file, offset, frame,\n"
 	"                       record and cause (default), or drop the smallest\n"
 	"                       damaged unit, count it and go on (rows of records\n"
@@ -175,6 +179,9 @@ typedef struct options {
 	pf_corrupt_policy on_corrupt;
 	const char *quarantine;
 	uint64_t max_corrupt;
+	const char *faults;
+	uint64_t io_retries, io_timeout_ms;
+	bool io_retries_given, io_timeout_given;
 	ckpt_set resume;
 	train_options train;	/* --model and the rest: tools/train.c */
 	train_ctx *tc;
@@ -188,7 +195,7 @@ static int parse_options(int argc, char **argv, options *o)
 		OPT_STEPS, OPT_SEED, OPT_WINDOW, OPT_MEMORY, OPT_FEATURES, OPT_REMAINDER,
 		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_VERIFY, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
 		OPT_QUIET, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_ON_CORRUPT, OPT_QUARANTINE,
-		OPT_MAX_CORRUPT, OPT_HELP,
+		OPT_MAX_CORRUPT, OPT_FAULTS, OPT_IO_RETRIES, OPT_IO_TIMEOUT, OPT_HELP,
 	};
 	static const struct option opts[] = {
 		{ "per-core-batch", required_argument, NULL, OPT_BATCH },
@@ -217,6 +224,9 @@ static int parse_options(int argc, char **argv, options *o)
 		{ "on-corrupt", required_argument, NULL, OPT_ON_CORRUPT },
 		{ "quarantine", required_argument, NULL, OPT_QUARANTINE },
 		{ "max-corrupt", required_argument, NULL, OPT_MAX_CORRUPT },
+		{ "faults", required_argument, NULL, OPT_FAULTS },
+		{ "io-retries", required_argument, NULL, OPT_IO_RETRIES },
+		{ "io-timeout-ms", required_argument, NULL, OPT_IO_TIMEOUT },
 		TRAIN_LONG_OPTIONS,
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ 0 },
@@ -320,6 +330,16 @@ static int parse_options(int argc, char **argv, options *o)
 			}
 			break;
 		case OPT_QUARANTINE: o->quarantine = optarg; break;
+		case OPT_FAULTS: o->faults = optarg; break;
+		case OPT_IO_RETRIES:
+			r = cli_parse_u64("--io-retries", optarg, 0, 1000, false, &o->io_retries);
+			o->io_retries_given = true;
+			break;
+		case OPT_IO_TIMEOUT:
+			r = cli_parse_u64("--io-timeout-ms", optarg, 0, INT32_MAX, false,
+					  &o->io_timeout_ms);
+			o->io_timeout_given = true;
+			break;
 		case OPT_MAX_CORRUPT:
 			r = cli_parse_u64("--max-corrupt", optarg, 1, UINT64_MAX, false,
 					  &o->max_corrupt);
@@ -1039,6 +1059,10 @@ static void print_text(const report *r)
 	if (o->direct)
 		printf(", O_DIRECT on %u of %zu files (aligned indexed shards only)",
 		       m->files_direct, r->nfiles);
+	if (m->io_retries || m->io_faults || m->io_timeouts || m->io_short_reads)
+		printf("; %llu retries, %llu faults injected, %llu timeouts, %llu short reads",
+		       (unsigned long long)m->io_retries, (unsigned long long)m->io_faults,
+		       (unsigned long long)m->io_timeouts, (unsigned long long)m->io_short_reads);
 	printf("\n");
 	if (!r->baseline)
 		return;
@@ -1114,6 +1138,10 @@ static void print_json(const report *r)
 	json_kv_u64("holes", m->holes, false);
 	printf("},");
 	json_kv_str("io_backend", m->io_backend ? m->io_backend : "none", true);
+	json_kv_u64("io_retries", m->io_retries, true);
+	json_kv_u64("io_faults_injected", m->io_faults, true);
+	json_kv_u64("io_timeouts", m->io_timeouts, true);
+	json_kv_u64("io_short_reads", m->io_short_reads, true);
 	json_kv_u64("files_direct", m->files_direct, true);
 	json_kv_u64("io_depth", o->io_depth, true);
 	json_kv_u64("threads", m->decode_threads, true);
@@ -1720,6 +1748,11 @@ int main(int argc, char **argv)
 	cfg.verify_records = o.verify;
 	cfg.regions = ro.table;
 	cfg.on_corrupt = o.on_corrupt;
+	cfg.io_faults = o.faults;
+	if (o.io_retries_given)
+		cfg.io_retries = o.io_retries ? (int)o.io_retries : PF_IO_RETRIES_NONE;
+	if (o.io_timeout_given)
+		cfg.io_timeout_ms = o.io_timeout_ms ? (int)o.io_timeout_ms : PF_IO_TIMEOUT_NONE;
 	cfg.quarantine = o.quarantine;
 	cfg.max_corrupt = o.max_corrupt;
 	if (o.resume.n) {
