@@ -45,7 +45,7 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 
 	if (!cfg)
 		cfg = &defaults;
-	io = calloc(1, sizeof(*io));
+	io = pf_calloc(1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
 	io->queue_depth = cfg->queue_depth ? cfg->queue_depth : PF_IO_DEPTH_DEFAULT;
@@ -54,11 +54,11 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	ret = pf_io_policy_init(&io->policy, cfg, err);
 	if (ret < 0)
 		goto fail;
-	io->done = calloc(io->queue_depth, sizeof(*io->done));
-	io->pending = calloc(io->queue_depth, sizeof(*io->pending));
-	io->injected = calloc(io->queue_depth, sizeof(*io->injected));
-	io->reading = calloc(io->queue_depth, sizeof(*io->reading));
-	io->files = calloc(io->max_files, sizeof(*io->files));
+	io->done = pf_calloc(io->queue_depth, sizeof(*io->done));
+	io->pending = pf_calloc(io->queue_depth, sizeof(*io->pending));
+	io->injected = pf_calloc(io->queue_depth, sizeof(*io->injected));
+	io->reading = pf_calloc(io->queue_depth, sizeof(*io->reading));
+	io->files = pf_calloc(io->max_files, sizeof(*io->files));
 	if (!io->done || !io->pending || !io->injected || !io->reading || !io->files) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "no memory for an I/O engine of depth %u",
@@ -111,14 +111,14 @@ void pf_io_free(pf_io *io)
 			close(io->files[i].fd);
 		if (io->files[i].direct_fd >= 0)
 			close(io->files[i].direct_fd);
-		free(io->files[i].path);
+		pf_free(io->files[i].path);
 	}
-	free(io->files);
-	free(io->done);
-	free(io->pending);
-	free(io->injected);
-	free(io->reading);
-	free(io);
+	pf_free(io->files);
+	pf_free(io->done);
+	pf_free(io->pending);
+	pf_free(io->injected);
+	pf_free(io->reading);
+	pf_free(io);
 }
 
 const char *pf_io_backend_name(const pf_io *io)
@@ -150,7 +150,7 @@ int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
 	memset(f, 0, sizeof(*f));
 	f->fd = fd;
 	f->direct_fd = -1;
-	f->path = strdup(path);
+	f->path = pf_strdup(path);
 	if (!f->path) {
 		close(fd);
 		return -ENOMEM;
@@ -176,7 +176,7 @@ fail:
 	if (f->direct_fd >= 0)
 		close(f->direct_fd);
 	close(fd);
-	free(f->path);
+	pf_free(f->path);
 	pf_error_set_file(err, path);
 	return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "cannot add to the I/O engine: %s",
 			    pf_strerror(ret));

@@ -194,7 +194,9 @@ int64_t pf_io_attempt_sync(const pf_io_policy *p, pf_io_req *req, int fd)
 /* The process's policy for pf_file_pread()                             */
 
 /* Every policy ever published stays allocated (and reachable, from this
- * list): a reader may still hold the one it started with. */
+ * list): a reader may still hold the one it started with.  They live as
+ * long as the process, so they come from libc, not pf_malloc(): the
+ * allocation-failure hook counts what a cycle leaves behind. */
 typedef struct file_policy {
 	pf_io_policy p;
 	struct file_policy *older;

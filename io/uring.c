@@ -48,7 +48,7 @@ static int uring_init(pf_io *io, const pf_io_config *cfg, pf_error *err)
 	io->files_registered = io_uring_register_files_sparse(&io->ring,
 							      io->max_files) == 0;
 	if (cfg->buffers && cfg->nbuffers && cfg->buffer_size) {
-		struct iovec *iov = calloc(cfg->nbuffers, sizeof(*iov));
+		struct iovec *iov = pf_calloc(cfg->nbuffers, sizeof(*iov));
 
 		if (!iov)
 			return -ENOMEM;
@@ -59,7 +59,7 @@ static int uring_init(pf_io *io, const pf_io_config *cfg, pf_error *err)
 		/* -ENOMEM here is RLIMIT_MEMLOCK: read without fixed buffers. */
 		io->buffers_registered = io_uring_register_buffers(&io->ring, iov,
 								   cfg->nbuffers) == 0;
-		free(iov);
+		pf_free(iov);
 	}
 	return 0;
 }
