@@ -400,19 +400,27 @@ typedef struct pf_recstream_config {
  *   reserved flags clear, XFL 0/2/4, a known OS).
  * - zlib: one stream has nothing to resynchronise on: the rest is dropped.
  * Codec drops have file offsets (PF_OFFSET_FILE).  The search for the next
- * frame or member starts one byte after the start of the one that failed,
- * or at the first byte of the fed buffer the failure came in when the start
- * lies in an earlier buffer (released bytes cannot be read again).  A drop
- * is reported once decoding has resumed (output came, or a frame or
- * member ended), or at the end of the file.  What the TFRecord layer had
- * received of a dropped frame or member before it failed is still read:
- * its whole records come out, the record it cut off goes with the drop.
- * How much of a failing zstd frame came out before zstd noticed can depend
- * on how its bytes arrive (zstd decodes a small frame in one go when all
- * of it is at hand), so two reads agree when fed in the same pieces.
- * A file whose first bytes are no format known (damage at byte 0) is read
- * as TFRecord from the first valid record, unless a zstd frame or gzip
- * member header comes first: it is then read with that codec from there.
+ * frame or member starts one byte after the start of the one that failed
+ * (a damaged size can take the decoder past the next one's start; the last
+ * 256 KiB of a unit's bytes from earlier fed buffers are kept for this,
+ * what lies before them is not searched), or after the first of the
+ * skippable frames right before it when it failed before any output (a
+ * damaged skippable size).  A file that ends inside a unit is searched the
+ * same way before the rest is dropped.  A drop is reported once decoding
+ * has resumed (output came, or a frame or member ended), or at the end of
+ * the file.  What the TFRecord layer had received of a dropped frame or
+ * member before it failed is still read: its whole records come out, the
+ * record it cut off goes with the drop.  How much of a failing zstd frame
+ * came out before zstd noticed can depend on how its bytes arrive (zstd
+ * decodes a small frame in one go when all of it is at hand), so two reads
+ * agree when fed in the same pieces; TFRecord files agree in any pieces.
+ * A file whose first bytes are no known format (damage at byte 0) is read
+ * as TFRecord, and its first MiB searched for a zstd frame or gzip member
+ * header: from one found, the file is read with that codec (the TFRecord
+ * reader first gives what it held, reporting the damage before it), once
+ * a record or a whole unit comes out of it (the drops found in its output
+ * until then are told then); should it fail before that (a false header),
+ * the file is read on as TFRecord from there, as if never tried.
  */
 
 PF_API int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg);

@@ -254,6 +254,7 @@ int pf_inflate_finish(pf_inflate *d, pf_error *err)
 /* ------------------------------------------------------------------ */
 
 #define PF_WINDOW_DEFAULT (256u << 10)
+#define PF_HELD_DROPS 8
 
 struct pf_recstream {
 	uint64_t max_record;
@@ -284,12 +285,19 @@ struct pf_recstream {
 	bool skip;
 	pf_drop_fn on_drop;
 	void *on_drop_ctx;
-	uint64_t codec_drops;		/* and the reader's before a reset */
+	uint64_t reported;		/* drops told to on_drop */
 	bool sniffing;			/* head of no known format: a codec may follow */
 	bool switching;			/* a codec header found: the reader drains first */
 	bool sniff_trial;		/* decoding from it, not yet confirmed */
 	uint64_t sniff_at;		/* its file offset */
-	uint64_t sniff_index;		/* records out before it */
+	/* The reader's drops while it is unconfirmed: told once it is,
+	 * forgotten if it is a false header (so they never depend on how
+	 * the input arrived). */
+	pf_drop held[PF_HELD_DROPS];
+	int nheld;
+	bool held_over;			/* more than that: no codec, revert */
+	bool trial_failed;		/* it failed after output the reader is reading */
+	pf_error trial_cause;
 	bool scanning;			/* looking for the next frame or member */
 	bool dropping;			/* a codec drop not yet reported */
 	pf_drop drop;			/* that drop */
@@ -309,6 +317,26 @@ struct pf_recstream {
 	bool src0_hist;
 };
 
+static int tell(pf_recstream *s, const pf_drop *d)
+{
+	s->reported++;
+	return s->on_drop ? s->on_drop(s->on_drop_ctx, d) : 0;
+}
+
+/* The reader's drops, held while a sniffed codec is on trial. */
+static int reader_drop(void *ctx, const pf_drop *d)
+{
+	pf_recstream *s = ctx;
+
+	if (!s->sniff_trial)
+		return tell(s, d);
+	if (s->nheld < PF_HELD_DROPS)
+		s->held[s->nheld++] = *d;
+	else
+		s->held_over = true;
+	return 0;
+}
+
 int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg)
 {
 	pf_tfr_config tcfg = { 0 };
@@ -324,8 +352,8 @@ int pf_recstream_create(pf_recstream **out, const pf_recstream_config *cfg)
 	tcfg.max_record_size = s->max_record;
 	if (cfg) {
 		tcfg.on_corrupt = cfg->on_corrupt;
-		tcfg.on_drop = cfg->on_drop;
-		tcfg.on_drop_ctx = cfg->on_drop_ctx;
+		tcfg.on_drop = reader_drop;
+		tcfg.on_drop_ctx = s;
 		s->skip = cfg->on_corrupt == PF_CORRUPT_SKIP;
 		s->on_drop = cfg->on_drop;
 		s->on_drop_ctx = cfg->on_drop_ctx;
@@ -377,7 +405,7 @@ uint64_t pf_recstream_total_out(const pf_recstream *s)
 
 uint64_t pf_recstream_drops(const pf_recstream *s)
 {
-	return s->codec_drops + pf_tfr_reader_drops(s->reader);
+	return s->reported;
 }
 
 /* Gather the first bytes and decide the format.  @return 1 when decided,
@@ -600,9 +628,7 @@ static int settle(pf_recstream *s, uint64_t resume, pf_error *err)
 		s->drop.start = s->drop_floor;
 	s->drop.resume = resume;
 	s->drop.next_record = pf_tfr_reader_next_index(s->reader);
-	s->codec_drops++;
-	if (s->on_drop)
-		ret = s->on_drop(s->on_drop_ctx, &s->drop);
+	ret = tell(s, &s->drop);
 	if (ret < 0) {
 		s->deferred = ret;
 		s->deferred_err = s->drop.cause;
@@ -634,9 +660,12 @@ static int keep_history(pf_recstream *s, int c)
 		s->src0_hist = false;
 		return 0;
 	}
+	/* The history goes on into this source where it ends (a source may
+	 * begin with bytes it already has: the detection stash copies the
+	 * first bytes of the buffer after it). */
 	if (c == 0 && s->src0_hist)
 		s->src0_hist = false;	/* its bytes are in the history already */
-	else if (s->hist_len && s->hist_off + s->hist_len != lo)
+	else if (s->hist_len && (s->hist_off + s->hist_len < lo || s->hist_off + s->hist_len > hi))
 		s->hist_len = 0;	/* not contiguous: a new unit's bytes */
 	if (s->hist_len && s->hist_off < need) {
 		drop = s->hist_off + s->hist_len <= need ? s->hist_len
@@ -710,8 +739,10 @@ static void reposition(pf_recstream *s, uint64_t from)
 {
 	int c = s->cur < s->nsrc ? s->cur : -1;
 	uint64_t lo = c >= 0 ? s->src_off[c] : s->fed;
+	uint64_t hi = c >= 0 ? lo + s->src_len[c] : s->fed;
+	uint64_t hend = s->hist_off + s->hist_len;
 
-	if (from < lo && s->hist_len && s->hist_off + s->hist_len == lo &&
+	if (from < lo && s->hist_len && hend >= lo && hend <= hi && from < hend &&
 	    !(c == 0 && s->src0_hist)) {
 		uint64_t h = from > s->hist_off ? from : s->hist_off;
 
@@ -719,12 +750,12 @@ static void reposition(pf_recstream *s, uint64_t from)
 		if (c >= 0) {
 			s->src[1] = s->src[c];
 			s->src_len[1] = s->src_len[c];
-			s->src_pos[1] = 0;
+			s->src_pos[1] = (size_t)(hend - lo);
 			s->src_off[1] = lo;
 			s->nsrc = 2;
 		}
 		s->src[0] = s->hist + (h - s->hist_off);
-		s->src_len[0] = (size_t)(lo - h);
+		s->src_len[0] = (size_t)(hend - h);
 		s->src_pos[0] = 0;
 		s->src_off[0] = h;
 		s->cur = 0;
@@ -735,16 +766,15 @@ static void reposition(pf_recstream *s, uint64_t from)
 		return;
 	if (from < lo)
 		from = lo;	/* earlier bytes are released */
-	if (from > lo + s->src_len[c])
-		from = lo + s->src_len[c];
+	if (from > hi)
+		from = hi;
 	s->src_pos[c] = (size_t)(from - lo);
 }
 
 /* The reader starts a new stream at stream offset off (its records keep
- * their numbers, its drops stay counted). */
+ * their numbers). */
 static void restart_reader(pf_recstream *s, uint64_t off)
 {
-	s->codec_drops += pf_tfr_reader_drops(s->reader);
 	pf_tfr_reader_reset(s->reader, off, pf_tfr_reader_next_index(s->reader));
 }
 
@@ -778,7 +808,6 @@ static int switch_codec(pf_recstream *s, const uint8_t *hdr, pf_error *err)
 	/* The records so far keep their numbers; the decompressed stream
 	 * starts at 0. */
 	restart_reader(s, 0);
-	s->sniff_index = pf_tfr_reader_next_index(s->reader);
 	s->total_out = 0;
 	restart_at(s, at);
 	return 1;
@@ -791,6 +820,8 @@ static void revert_plain(pf_recstream *s)
 {
 	s->comp = PF_COMP_NONE;
 	s->sniff_trial = false;
+	s->nheld = 0;
+	s->held_over = false;
 	s->scanning = false;
 	restart_reader(s, s->sniff_at);
 	s->total_out = s->sniff_at;
@@ -982,6 +1013,25 @@ static int end_step(pf_recstream *s, pf_error *err)
 	return 0;
 }
 
+/* The sniffed codec holds: tell the drops held meanwhile. */
+static int confirm(pf_recstream *s, pf_error *err)
+{
+	int ret = 0, i;
+
+	s->sniff_trial = false;
+	for (i = 0; i < s->nheld && ret >= 0; i++)
+		ret = tell(s, &s->held[i]);
+	if (ret < 0) {
+		s->deferred = ret;
+		s->deferred_err = s->held[i - 1].cause;
+		s->deferred_err.code = ret;
+		if (err)
+			*err = s->deferred_err;
+	}
+	s->nheld = 0;
+	return ret;
+}
+
 /* Decode the next window from the current source (or flush the codec when
  * the sources are used up). */
 static int decode_step(pf_recstream *s, pf_error *err)
@@ -1004,8 +1054,11 @@ static int decode_step(pf_recstream *s, pf_error *err)
 			*err = cause;
 		return ret;
 	}
-	if (s->inflate->units_done != units0)
-		s->sniff_trial = false;		/* the codec holds */
+	if (s->sniff_trial && s->inflate->units_done != units0) {
+		int r2 = confirm(s, err);	/* a whole unit: the codec holds */
+		if (r2 < 0)
+			return r2;
+	}
 	if (produced || s->inflate->units_done != units0) {
 		if (s->dropping) {
 			/* Decoding has resumed: that drop is over. */
@@ -1013,6 +1066,16 @@ static int decode_step(pf_recstream *s, pf_error *err)
 			if (r2 < 0)
 				return r2;
 		}
+	}
+	if (ret < 0 && s->sniff_trial && produced) {
+		/* Output, then failure: a record in the output still
+		 * confirms the codec (as it would have, had the input come
+		 * in smaller pieces).  skip_step() decides after. */
+		s->trial_failed = true;
+		s->trial_cause = cause;
+		pf_tfr_reader_feed(s->reader, s->window, produced);
+		s->total_out += produced;
+		return 1;
 	}
 	if (ret < 0 && s->sniff_trial) {
 		revert_plain(s);
@@ -1035,8 +1098,18 @@ static int decode_step(pf_recstream *s, pf_error *err)
  * (or the end is reached), <0 on error. */
 static int skip_step(pf_recstream *s, pf_error *err)
 {
-	if (s->sniff_trial && pf_tfr_reader_next_index(s->reader) > s->sniff_index)
-		s->sniff_trial = false;		/* records came: the codec holds */
+	if (s->trial_failed) {
+		s->trial_failed = false;
+		if (s->sniff_trial)
+			revert_plain(s);
+		else
+			open_drop(s, &s->trial_cause);
+		return 1;
+	}
+	if (s->sniff_trial && s->held_over) {
+		revert_plain(s);		/* drop after drop: no codec */
+		return 1;
+	}
 	if (s->cut_due) {
 		s->cut_due = false;
 		pf_tfr_reader_cut(s->reader, unit_what(s->comp));
@@ -1070,6 +1143,13 @@ int pf_recstream_next(pf_recstream *s, pf_record *rec, pf_error *err)
 	}
 	for (;;) {
 		ret = pf_tfr_reader_next(s->reader, rec, err);
+		if (ret == 1 && s->sniff_trial) {
+			/* A record from the sniffed codec: it holds; what was
+			 * dropped before this record is told first. */
+			int r2 = confirm(s, err);
+			if (r2 < 0)
+				return r2;
+		}
 		if (ret != 0)
 			return ret;
 		if (s->deferred) {
