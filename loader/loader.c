@@ -605,6 +605,7 @@ static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
 			drops++;
 			d.next_record = fi->first_record + i;
 			d.cause.frame = u->frame;
+			d.cause.record = (int64_t)(fi->first_record + i);
 			if (i >= c->seg.first) {
 				ret = report_drop(l, &d, path);
 				if (ret < 0)
@@ -619,6 +620,31 @@ static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
 				return ret;
 		}
 		i++;
+	}
+	if (i == end && end == u->records) {
+		/* The frame's last place is this chunk's: records past the
+		 * index's count have no place, and are dropped together. */
+		pf_record rec;
+		pf_drop d;
+		int r;
+
+		while ((r = pf_tfr_next_intact(w->ubuf, len, &pos, 0, l->cfg.max_record_size,
+					       l->cfg.verify_records, &rec, &d)) == 2)
+			;
+		if (r == 1) {
+			pf_drop x = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_STREAM,
+				      .start = rec.offset, .resume = len,
+				      .next_record = fi->first_record + i, .records = -1 };
+
+			pf_error_clear(&x.cause);
+			pf_error_set(&x.cause, -EBADMSG, PF_OFFSET_STREAM, rec.offset,
+				     "frame %u holds more records than its index entry's %llu",
+				     u->frame, (unsigned long long)u->records);
+			x.cause.frame = u->frame;
+			ret = report_drop(l, &x, path);
+			if (ret < 0)
+				return ret;
+		}
 	}
 	if (i < end && !drops) {
 		/* Fewer records than the index says, and nothing damaged. */
