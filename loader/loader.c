@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "loader_internal.h"
+#include "spec_internal.h"
 
 #define PF_ALIGN 4096u
 #define PF_BUDGET_DEFAULT (512ull << 20)
@@ -332,8 +333,8 @@ static int decode_into(pf_loader *l, worker *w, const pf_record *rec,
 		       pf_error *err)
 {
 	pf_arena_reset(&w->arena);
-	return pf_spec_decode(&l->spec, rec->data, (size_t)rec->len, &w->arena,
-			      w->dst, err);
+	return pf_spec_decode_unfenced(&l->spec, rec->data, (size_t)rec->len, &w->arena,
+				       w->dst, err);
 }
 
 /* The slot and row of stream position p of chunk c: NULL when its
@@ -520,6 +521,10 @@ static void flush_tally(pf_loader *l, worker *w)
 {
 	bool full = false;
 
+	/* Rows streamed by the chunk's decodes are complete before a count
+	 * says so (a locked add is not documented to order non-temporal
+	 * stores on every x86). */
+	pf_spec_fence();
 	for (uint32_t i = 0; i < w->ntouched; i++) {
 		uint32_t ti = w->touched[i];
 		batch_slot *s = l->ring[ti / l->spb].slot[ti % l->spb];

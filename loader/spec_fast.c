@@ -603,6 +603,22 @@ static int fast(struct walk *w, const void *rec, size_t len)
 int pf_spec_decode(const pf_spec *spec, const void *rec, size_t len,
 		   pf_arena *arena, uint8_t *const dst[], pf_error *err)
 {
+	int ret = pf_spec_decode_unfenced(spec, rec, len, arena, dst, err);
+
+	pf_spec_fence();
+	return ret;
+}
+
+void pf_spec_fence(void)
+{
+#if defined(__x86_64__)
+	_mm_sfence();
+#endif
+}
+
+int pf_spec_decode_unfenced(const pf_spec *spec, const void *rec, size_t len,
+			    pf_arena *arena, uint8_t *const dst[], pf_error *err)
+{
 	struct walk w = {
 		.spec = spec, .dst = dst, .arena = arena, .mark = arena->used,
 		.n = spec->n < PF_SPEC_MAX_FEATURES ? spec->n : PF_SPEC_MAX_FEATURES,
@@ -612,11 +628,11 @@ int pf_spec_decode(const pf_spec *spec, const void *rec, size_t len,
 
 	ret = fast(&w, rec, len);
 	arena->used = w.mark;
-	/* Streamed rows complete before the caller sees the return (and
-	 * before the slow path below writes the same rows again). */
-	stream_fence(&w);
 	if (!ret)
 		return 0;
+	/* Streamed rows complete before the slow path below writes the same
+	 * rows again with ordinary stores. */
+	stream_fence(&w);
 	/* The slow path: the authority on what the record holds and on
 	 * what is wrong with it. */
 	ret = pf_example_decode(rec, len, arena, &ex, err);

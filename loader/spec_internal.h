@@ -16,4 +16,12 @@ void pf_spec_pad_from(const pf_feature_spec *fs, uint8_t *out, uint32_t n);
 int pf_spec_apply_one(const pf_feature_spec *fs, const pf_feature *f,
 		      uint8_t *out, pf_error *err);
 
+/* pf_spec_decode() without its closing store fence: rows it streamed
+ * (non-temporal stores) may not yet be visible to other threads.  The
+ * loader decodes a chunk's records this way and calls pf_spec_fence()
+ * once before it publishes them. */
+int pf_spec_decode_unfenced(const pf_spec *spec, const void *rec, size_t len,
+			    pf_arena *arena, uint8_t *const dst[], pf_error *err);
+void pf_spec_fence(void);
+
 #endif
