@@ -276,9 +276,9 @@ static gemm_result bench_gemm(const shape *s, const bench_opts *o)
 	ref = xalloc(s->m * s->n * sizeof(float));
 	g.scratch = xalloc(PF_GEMM_SCRATCH_FLOATS * sizeof(float));
 	for (size_t i = 0; i < arows * g.lda; i++)
-		g.a[i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
+		g.a[i] = (float)rand_r(&seed) / (float)RAND_MAX - 0.5f;
 	for (size_t i = 0; i < brows * g.ldb; i++)
-		g.b[i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
+		g.b[i] = (float)rand_r(&seed) / (float)RAND_MAX - 0.5f;
 
 	run_gemm(&g, C_PORTABLE);
 	memcpy(ref, g.c, s->m * s->n * sizeof(float));
@@ -359,7 +359,7 @@ static step_result bench_model(pf_model_kind kind, const char *kernels,
 		exit(1);
 	}
 	for (size_t i = 0; i < (size_t)rows * cfg.dim; i++)
-		x[i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
+		x[i] = (float)rand_r(&seed) / (float)RAND_MAX - 0.5f;
 	/* Zipf-like ids (rank ~ exp(uniform * log vocab)), the records'
 	 * lengths 128..256 and the rest padding, like shardtool synth. */
 	for (uint32_t i = 0; i < rows; i++) {
