@@ -960,25 +960,13 @@ static char rfs_mnt[128], rfs_backing[128], rfs_stats[128];
 
 static void rfs_teardown(void)
 {
-	if (rfs_pid > 0) {
-		kill(rfs_pid, SIGKILL);
-		waitpid(rfs_pid, NULL, 0);
-		rfs_pid = -1;
-	}
-	if (rfs_mnt[0] && tu_is_mounted(rfs_mnt) && umount2(rfs_mnt, MNT_DETACH) < 0)
-		tu_system("fusermount3 -uz '%s' 2>/dev/null", rfs_mnt);
+	tu_regionfs_stop(&rfs_pid, rfs_mnt);
 }
 
 /* Skip where FUSE cannot work at all; make dir/backing and dir/mnt. */
 static void rfs_dirs(const char *dir)
 {
-	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
-
-	if (fd < 0)
-		cr_skip_test("/dev/fuse is not usable here: %s", strerror(errno));
-	close(fd);
-	if (!getenv("REGIONFS"))
-		cr_skip_test("regionfs is not built (no libfuse3)");
+	tu_need_fuse();
 	snprintf(rfs_backing, sizeof(rfs_backing), "%s/backing", dir);
 	snprintf(rfs_mnt, sizeof(rfs_mnt), "%s/mnt", dir);
 	snprintf(rfs_stats, sizeof(rfs_stats), "%s/stats.json", dir);
@@ -989,23 +977,7 @@ static void rfs_dirs(const char *dir)
 /* Mount with `regionfs -f ARGS`; the child dies with this process. */
 static void rfs_start(const char *args)
 {
-	char cmd[1024];
-	int64_t deadline = tu_now_ns() + 10000000000ll;
-
-	snprintf(cmd, sizeof(cmd), "exec %s -f %s --stats %s %s %s", tu_env_tool("REGIONFS"),
-		 args, rfs_stats, rfs_backing, rfs_mnt);
-	rfs_pid = fork();
-	cr_assert_geq(rfs_pid, 0);
-	if (rfs_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	while (!tu_is_mounted(rfs_mnt)) {
-		cr_assert_eq(waitpid(rfs_pid, NULL, WNOHANG), 0, "%s exited", cmd);
-		cr_assert_lt(tu_now_ns(), deadline, "%s did not mount", cmd);
-		tu_sleep_ms(10);
-	}
+	rfs_pid = tu_regionfs_start(args, rfs_stats, rfs_backing, rfs_mnt, 10000);
 }
 
 /* Unmount (SIGTERM) and @return the counters it wrote (decref). */

@@ -37,24 +37,14 @@ static char stats_path[128];
  * outlives the test. */
 static void teardown(void)
 {
-	if (rfs_pid > 0) {
-		kill(rfs_pid, SIGKILL);
-		waitpid(rfs_pid, NULL, 0);
-		rfs_pid = -1;
-	}
-	if (mnt[0] && tu_is_mounted(mnt) && umount2(mnt, MNT_DETACH) < 0)
-		tu_system("fusermount3 -uz '%s' 2>/dev/null", mnt);
+	tu_regionfs_stop(&rfs_pid, mnt);
 }
 
 /* Skip where FUSE cannot work at all; a mount that fails after this is a
  * failure of regionfs, not a skip. */
 static void need_fuse(void)
 {
-	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
-
-	if (fd < 0)
-		cr_skip_test("/dev/fuse is not usable here: %s", strerror(errno));
-	close(fd);
+	tu_need_fuse();
 }
 
 /* A fresh backing directory and mount point. */
@@ -99,30 +89,7 @@ static uint8_t *make_file(const char *name, size_t len, uint64_t seed)
  * still unmounts. */
 static void start(const char *args)
 {
-	char cmd[1024];
-	int64_t deadline = tu_now_ns() + (int64_t)START_TIMEOUT_MS * 1000000;
-	int status;
-
-	snprintf(cmd, sizeof(cmd), "exec %s -f %s --stats %s %s %s",
-		 tu_env_tool("REGIONFS"), args, stats_path, backing, mnt);
-	rfs_pid = fork();
-	cr_assert_geq(rfs_pid, 0);
-	if (rfs_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	while (!tu_is_mounted(mnt)) {
-		pid_t w = waitpid(rfs_pid, &status, WNOHANG);
-
-		if (w == rfs_pid) {
-			rfs_pid = -1;
-			cr_assert_fail("%s exited (status %d) before mounting", cmd,
-				       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-		}
-		cr_assert_lt(tu_now_ns(), deadline, "%s did not mount in time", cmd);
-		tu_sleep_ms(10);
-	}
+	rfs_pid = tu_regionfs_start(args, stats_path, backing, mnt, START_TIMEOUT_MS);
 }
 
 /* Send sig and check that regionfs exits 0 and leaves no mount. */

@@ -36,54 +36,14 @@ static char dir[128], near_dir[192], backing[192], mnt[192], stats_path[192];
  * outlives the test. */
 static void teardown(void)
 {
-	if (rfs_pid > 0) {
-		kill(rfs_pid, SIGKILL);
-		waitpid(rfs_pid, NULL, 0);
-		rfs_pid = -1;
-	}
-	if (mnt[0] && tu_is_mounted(mnt) && umount2(mnt, MNT_DETACH) < 0)
-		tu_system("fusermount3 -uz '%s' 2>/dev/null", mnt);
-}
-
-static void need_fuse(void)
-{
-	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
-
-	if (fd < 0)
-		cr_skip_test("/dev/fuse is not usable here: %s", strerror(errno));
-	close(fd);
-	if (!getenv("REGIONFS"))
-		cr_skip_test("regionfs was not built (libfuse3 not found)");
+	tu_regionfs_stop(&rfs_pid, mnt);
 }
 
 /* `regionfs -f ARGS --stats STATS FROM mnt`, waiting for the mount; the
  * child gets SIGTERM if this test process dies. */
 static void start(const char *args, const char *from)
 {
-	char cmd[1024];
-	int64_t deadline = tu_now_ns() + (int64_t)START_TIMEOUT_MS * 1000000;
-	int status;
-
-	snprintf(cmd, sizeof(cmd), "exec %s -f %s --stats %s %s %s", tu_env_tool("REGIONFS"),
-		 args, stats_path, from, mnt);
-	rfs_pid = fork();
-	cr_assert_geq(rfs_pid, 0);
-	if (rfs_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	while (!tu_is_mounted(mnt)) {
-		pid_t w = waitpid(rfs_pid, &status, WNOHANG);
-
-		if (w == rfs_pid) {
-			rfs_pid = -1;
-			cr_assert_fail("%s exited (status %d) before mounting", cmd,
-				       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-		}
-		cr_assert_lt(tu_now_ns(), deadline, "%s did not mount in time", cmd);
-		tu_sleep_ms(10);
-	}
+	rfs_pid = tu_regionfs_start(args, stats_path, from, mnt, START_TIMEOUT_MS);
 }
 
 /* SIGTERM; regionfs must exit 0, unmounted.  @return its counters
@@ -250,7 +210,7 @@ Test(regions, refuse_reads_nothing, .fini = teardown, .timeout = 120)
 	result r;
 	json_t *s;
 
-	need_fuse();
+	tu_need_fuse();
 	make_dataset();
 	start("--mbps 40", backing);
 	snprintf(pct, sizeof(pct), "%.1f%%",
@@ -289,7 +249,7 @@ Test(regions, warns_and_reports_both_regions, .fini = teardown, .timeout = 180)
 	char pct[32];
 	result r;
 
-	need_fuse();
+	tu_need_fuse();
 	make_dataset();
 	near_b = dir_bytes(near_dir);
 	far_b = dir_bytes(backing);
@@ -369,7 +329,7 @@ Test(regions, text_report_separates_regions, .fini = teardown, .timeout = 180)
 	result r;
 	int n;
 
-	need_fuse();
+	tu_need_fuse();
 	make_dataset();
 	start("", backing);
 	snprintf(conf, sizeof(conf), "%s/mounts.conf", dir);
@@ -400,7 +360,7 @@ Test(regions, undeclared_fuse_mount_is_named, .fini = teardown, .timeout = 120)
 	json_t *rep, *u, *m;
 	result r;
 
-	need_fuse();
+	tu_need_fuse();
 	make_dataset();
 	start("", backing);
 	unsetenv("PODFEED_REGION");
@@ -434,7 +394,7 @@ Test(regions, regions_mode_side_by_side, .fini = teardown, .timeout = 120)
 	json_t *rep, *mounts, *a, *b;
 	result r;
 
-	need_fuse();
+	tu_need_fuse();
 	make_dataset();
 	/* The mount shows the near directory itself: the same files. */
 	start("--mbps 40", near_dir);

@@ -6,6 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -182,4 +186,53 @@ void tu_write_id_stream(const char *path, uint64_t first, uint64_t count, bool g
 		cr_assert_eq(gzclose(g), Z_OK);
 	else
 		cr_assert_eq(fclose(f), 0);
+}
+
+void tu_need_fuse(void)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		cr_skip_test("/dev/fuse is not usable here: %s", strerror(errno));
+	close(fd);
+	if (!getenv("REGIONFS"))
+		cr_skip_test("regionfs was not built (libfuse3 not found)");
+}
+
+pid_t tu_regionfs_start(const char *args, const char *stats, const char *from,
+			const char *mnt, int timeout_ms)
+{
+	char cmd[1024];
+	int64_t deadline = tu_now_ns() + (int64_t)timeout_ms * 1000000;
+	int status;
+	pid_t pid;
+
+	snprintf(cmd, sizeof(cmd), "exec %s -f %s --stats %s %s %s", tu_env_tool("REGIONFS"),
+		 args, stats, from, mnt);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	while (!tu_is_mounted(mnt)) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			cr_assert_fail("%s exited (status %d) before mounting", cmd,
+				       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		cr_assert_lt(tu_now_ns(), deadline, "%s did not mount in time", cmd);
+		tu_sleep_ms(10);
+	}
+	return pid;
+}
+
+void tu_regionfs_stop(pid_t *pid, const char *mnt)
+{
+	if (*pid > 0) {
+		kill(*pid, SIGKILL);
+		waitpid(*pid, NULL, 0);
+		*pid = -1;
+	}
+	if (mnt[0] && tu_is_mounted(mnt) && umount2(mnt, MNT_DETACH) < 0)
+		tu_system("fusermount3 -uz '%s' 2>/dev/null", mnt);
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Read a whole file into a malloc'd buffer (caller frees); aborts the
  * test with a message when it cannot. */
@@ -38,5 +39,16 @@ int64_t tu_id_example(uint64_t id, uint8_t *buf, size_t cap);
 void tu_write_id_shard(const char *path, uint64_t first, uint64_t count,
 		       size_t frame_size, uint32_t align);
 void tu_write_id_stream(const char *path, uint64_t first, uint64_t count, bool gz);
+
+/* regionfs mounts: tu_need_fuse() skips the test where /dev/fuse cannot be
+ * opened or regionfs was not built; tu_regionfs_start() runs `regionfs -f
+ * ARGS --stats STATS FROM MNT` (the child gets SIGTERM if the test process
+ * dies) and waits up to timeout_ms for the mount (a regionfs that exits
+ * first fails the test); tu_regionfs_stop() kills it and unmounts (safe
+ * after a failed assertion, and with *pid -1). */
+void tu_need_fuse(void);
+pid_t tu_regionfs_start(const char *args, const char *stats, const char *from,
+			const char *mnt, int timeout_ms);
+void tu_regionfs_stop(pid_t *pid, const char *mnt);
 
 #endif
