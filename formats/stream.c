@@ -67,7 +67,25 @@ struct pf_inflate {
 				   search for a good one starts there */
 	uint64_t unit_out;	/* output of the current unit so far */
 	uint64_t units_done;	/* frames/members completed */
+	/* zstd: a frame's header is gathered here whole before libzstd sees
+	 * any of it, so that how the input happens to be cut decides
+	 * nothing: libzstd looks for a legacy magic at its input position
+	 * when the header it gathered is no frame, and checks a frame's
+	 * content size only when the whole frame is in one call's input. */
+	uint8_t hdr[ZSTD_FRAMEHEADERSIZE_MAX];
+	uint8_t hdr_len, hdr_need;
+	bool hdr_fed;		/* the current frame's header went to libzstd */
+	uint64_t frame_size;	/* its Frame_Content_Size, or
+				   ZSTD_CONTENTSIZE_UNKNOWN */
 };
+
+static void zstd_frame_clear(pf_inflate *d)
+{
+	d->hdr_len = 0;
+	d->hdr_need = 4;
+	d->hdr_fed = false;
+	d->frame_size = ZSTD_CONTENTSIZE_UNKNOWN;
+}
 
 /* A frame or member ended at total_in. */
 static void unit_done(pf_inflate *d)
@@ -78,6 +96,7 @@ static void unit_done(pf_inflate *d)
 		d->quiet_start = d->total_in;
 	d->unit_start = d->total_in;
 	d->unit_out = 0;
+	zstd_frame_clear(d);
 }
 
 int pf_inflate_create(pf_inflate **out, pf_compression comp)
@@ -130,6 +149,7 @@ void pf_inflate_reset(pf_inflate *d)
 	d->in_member = false;
 	d->total_in = 0;
 	d->unit_start = d->quiet_start = d->unit_out = 0;
+	zstd_frame_clear(d);
 }
 
 uint64_t pf_inflate_total_in(const pf_inflate *d)
@@ -188,31 +208,116 @@ static int zlib_step(pf_inflate *d, const uint8_t *in, size_t in_len,
 	}
 }
 
+static int zstd_error(pf_inflate *d, size_t r, pf_error *err)
+{
+	if (ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, d->total_in,
+				    "zstd: out of memory");
+	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, d->total_in,
+			    "corrupt zstd data: %s", ZSTD_getErrorName(r));
+}
+
+/* Gather the header of the frame starting at total_in, and once it is
+ * whole, check its magic and hand it to libzstd on its own.
+ * @return 1 when the header went to libzstd, 0 when more input is
+ * needed, or a negative errno. */
+static int zstd_header(pf_inflate *d, const uint8_t *in, size_t in_len,
+		       size_t *in_pos, uint8_t *out, size_t out_cap,
+		       size_t *out_pos, pf_error *err)
+{
+	uint64_t start;
+	ZSTD_inBuffer ib;
+	ZSTD_outBuffer ob = { out, out_cap, *out_pos };
+	size_t r;
+
+	for (;;) {
+		size_t n = d->hdr_need - d->hdr_len;
+
+		if (n > in_len - *in_pos)
+			n = in_len - *in_pos;
+		memcpy(d->hdr + d->hdr_len, in + *in_pos, n);
+		d->hdr_len = (uint8_t)(d->hdr_len + n);
+		*in_pos += n;
+		d->total_in += n;
+		if (n)
+			d->in_member = true;
+		if (d->hdr_len < d->hdr_need)
+			return 0;
+		start = d->total_in - d->hdr_len;
+		if (d->hdr_len == 4) {
+			uint32_t m = pf_load_le32(d->hdr);
+
+			if ((m & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START)
+				break;	/* no content: libzstd reads its size */
+			if (m != ZSTD_MAGICNUMBER)
+				return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, start,
+						    "corrupt zstd data: no frame starts here "
+						    "(magic 0x%08x)", (unsigned)m);
+			d->hdr_need = ZSTD_FRAMEHEADERSIZE_PREFIX(ZSTD_f_zstd1);
+			continue;
+		}
+		if (d->hdr_len == ZSTD_FRAMEHEADERSIZE_PREFIX(ZSTD_f_zstd1)) {
+			r = ZSTD_frameHeaderSize(d->hdr, d->hdr_len);
+			if (!ZSTD_isError(r) && r > d->hdr_len && r <= sizeof(d->hdr)) {
+				d->hdr_need = (uint8_t)r;
+				continue;
+			}
+		}
+		/* Whole (or bad, which libzstd says below). */
+		d->frame_size = ZSTD_getFrameContentSize(d->hdr, d->hdr_len);
+		if (d->frame_size == ZSTD_CONTENTSIZE_ERROR)
+			d->frame_size = ZSTD_CONTENTSIZE_UNKNOWN;
+		break;
+	}
+	ib = (ZSTD_inBuffer){ d->hdr, d->hdr_len, 0 };
+	r = ZSTD_decompressStream(d->zd, &ob, &ib);
+	if (ZSTD_isError(r))
+		return zstd_error(d, r, err);
+	if (ib.pos != d->hdr_len || ob.pos != *out_pos || r == 0)
+		return pf_error_set(err, -EPROTO, PF_OFFSET_FILE, start,
+				    "zstd: frame header of %u bytes not taken whole",
+				    (unsigned)d->hdr_len);
+	d->hdr_fed = true;
+	return 1;
+}
+
 static int zstd_step(pf_inflate *d, const uint8_t *in, size_t in_len,
 		     size_t *in_pos, uint8_t *out, size_t out_cap,
 		     size_t *out_pos, pf_error *err)
 {
-	ZSTD_inBuffer ib = { in, in_len, *in_pos };
-	ZSTD_outBuffer ob = { out, out_cap, *out_pos };
-	size_t r = ZSTD_decompressStream(d->zd, &ob, &ib);
+	ZSTD_inBuffer ib;
+	ZSTD_outBuffer ob;
+	size_t r;
 
-	d->total_in += ib.pos - *in_pos;
-	if (ZSTD_isError(r) && ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation)
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, d->total_in,
-				    "zstd: out of memory");
-	if (ZSTD_isError(r))
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, d->total_in,
-				    "corrupt zstd data: %s", ZSTD_getErrorName(r));
-	d->unit_out += ob.pos - *out_pos;
-	if (r == 0 && (ib.pos > *in_pos || ob.pos > *out_pos)) {
-		/* A frame is complete (its last output may leave in a call
-		 * that reads no input). */
-		unit_done(d);
-	} else if (ib.pos > *in_pos) {
-		d->in_member = true;
+	if (!d->hdr_fed) {
+		int ret = zstd_header(d, in, in_len, in_pos, out, out_cap,
+				      out_pos, err);
+		if (ret <= 0)
+			return ret;
 	}
+	ib = (ZSTD_inBuffer){ in, in_len, *in_pos };
+	ob = (ZSTD_outBuffer){ out, out_cap, *out_pos };
+	r = ZSTD_decompressStream(d->zd, &ob, &ib);
+	d->total_in += ib.pos - *in_pos;
+	if (ZSTD_isError(r))
+		return zstd_error(d, r, err);
+	d->unit_out += ob.pos - *out_pos;
 	*in_pos = ib.pos;
 	*out_pos = ob.pos;
+	if (r == 0) {
+		/* The frame is complete.  libzstd checks Frame_Content_Size
+		 * only when it decodes a frame in one pass, which the header
+		 * gate above rules out: check it here. */
+		if (d->frame_size != ZSTD_CONTENTSIZE_UNKNOWN &&
+		    d->frame_size != d->unit_out)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, d->total_in,
+					    "corrupt zstd data: frame at byte %llu says "
+					    "%llu bytes of content and decodes to %llu",
+					    (unsigned long long)d->unit_start,
+					    (unsigned long long)d->frame_size,
+					    (unsigned long long)d->unit_out);
+		unit_done(d);
+	}
 	return 0;
 }
 
@@ -596,6 +701,7 @@ static void restart_at(pf_recstream *s, uint64_t off)
 	d->total_in = off;
 	d->unit_start = d->quiet_start = off;
 	d->unit_out = 0;
+	zstd_frame_clear(d);
 }
 
 /* Make n bytes (copied to the stash) the next source, before the rest of

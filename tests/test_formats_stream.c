@@ -294,3 +294,68 @@ Test(stream, tiny_inputs)
 	cr_assert_eq(read_all((const uint8_t *)"\x05\0\0", 3, 1, &n, &crc, NULL, &err), -EBADMSG);
 	cr_assert(strstr(err.msg, "truncated header"), "%s", err.msg);
 }
+
+/* How a damaged zstd stream fails must not depend on how its bytes are
+ * cut (libzstd alone checks Frame_Content_Size only when a frame is whole
+ * in one call, and tries a legacy magic where its input happens to
+ * start): both fuzz_stream findings of issue 6. */
+Test(stream, zstd_frame_errors_do_not_depend_on_the_cut)
+{
+	static const uint8_t legacy[] = { 0x27, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0, 0, 0 };
+	static const uint8_t empty_sized[] = {
+		0x28, 0xb5, 0x2f, 0xfd, 0x60, 0x29, 0x95, 0x01, 0x00, 0x00,
+		0x28, 0xb5, 0x2f, 0xfd, 0x60, 0x69, 0x01, 0x01, 0x00, 0x00,
+	};
+	size_t pieces[] = { 1, 3, 5, 7, 13, 4096, 1 << 20 };
+	size_t len, cap, zlen;
+	uint8_t *plain = make_stream(40, &len), *zs;
+	uint8_t fhd;
+	size_t at;
+	uint64_t n;
+	uint32_t crc;
+	pf_error err;
+
+	cap = ZSTD_compressBound(len) + sizeof(legacy);
+	zs = malloc(cap);
+	zlen = ZSTD_compress(zs, cap, plain, len, 1);
+	cr_assert(!ZSTD_isError(zlen));
+	cr_assert_eq(ZSTD_getFrameContentSize(zs, zlen), len);
+
+	/* A frame that says one byte more than it holds. */
+	fhd = zs[4];
+	at = 5 + !((fhd >> 5) & 1) + (size_t[]){ 0, 1, 2, 4 }[fhd & 3];
+	zs[at]++;
+	cr_assert_eq(ZSTD_getFrameContentSize(zs, zlen), len + 1);
+	for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+		cr_assert_eq(read_all(zs, zlen, pieces[k], &n, &crc, NULL, &err), -EBADMSG,
+			     "piece %zu", pieces[k]);
+		cr_assert(strstr(err.msg, "corrupt zstd data"), "piece %zu: %s", pieces[k],
+			  err.msg);
+		cr_assert_leq(err.offset, zlen, "piece %zu", pieces[k]);
+		cr_assert_lt(n, 40, "piece %zu", pieces[k]);
+	}
+	zs[at]--;
+
+	/* Frames of no content that say 38,441 and 617 bytes (libzstd has
+	 * nothing to check at their last block: ours is the only check). */
+	for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+		cr_assert_eq(read_all(empty_sized, sizeof(empty_sized), pieces[k], &n, &crc,
+				      NULL, &err), -EBADMSG, "piece %zu", pieces[k]);
+		cr_assert(strstr(err.msg, "frame at byte 0 says 38441 bytes of content "
+					  "and decodes to 0"), "piece %zu: %s", pieces[k], err.msg);
+		cr_assert_eq(err.offset, 10, "piece %zu", pieces[k]);
+	}
+
+	/* A good frame, then a zstd v0.7 (legacy) magic. */
+	memcpy(zs + zlen, legacy, sizeof(legacy));
+	for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+		cr_assert_eq(read_all(zs, zlen + sizeof(legacy), pieces[k], &n, &crc, NULL,
+				      &err), -EBADMSG, "piece %zu", pieces[k]);
+		cr_assert_eq(n, 40, "piece %zu", pieces[k]);
+		cr_assert(strstr(err.msg, "no frame starts here (magic 0xfd2fb527)"),
+			  "piece %zu: %s", pieces[k], err.msg);
+		cr_assert_eq(err.offset, zlen, "piece %zu", pieces[k]);
+	}
+	free(plain);
+	free(zs);
+}
