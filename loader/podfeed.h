@@ -21,9 +21,15 @@ extern "C" {
  */
 typedef struct pf_source pf_source;
 
+/* Bytes per read of a stream file, unless read_size says otherwise: the
+ * pieces its bytes are cut into (at offsets k x PF_READ_DEFAULT, every one
+ * whole but the file's last).  Skip mode's record numbers depend on them. */
+#define PF_READ_DEFAULT (1u << 20)
+
 typedef struct pf_source_config {
 	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
-	size_t read_size;		/* bytes per read for streams; 0: 1 MiB */
+	size_t read_size;		/* bytes per read for streams; 0:
+					   PF_READ_DEFAULT */
 	bool ignore_index;		/* read an indexed shard as a zstd stream */
 	pf_region_table *regions;	/* count every read to the file's mount and
 					   region (io/pf_io.h); NULL: not */
@@ -31,7 +37,31 @@ typedef struct pf_source_config {
 	pf_drop_fn on_drop;		/* SKIP: told of each drop (its cause names
 					   the file); its <0 stops the read */
 	void *on_drop_ctx;
+	/* Pull mode, below; NULL: the source reads the file itself. */
+	int (*pull)(void *ctx, const uint8_t **buf, size_t *len, pf_error *err);
+	void *pull_ctx;
+	uint64_t file_size;		/* pull mode with ignore_index: the file's
+					   size (pf_source_file_size()) */
 } pf_source_config;
+
+/*
+ * Pull mode (pull set): a stream file's bytes are not read by the source
+ * but asked of the caller, in file order: pull(pull_ctx, &buf, &len, err)
+ * stores the next piece and returns 0 (len 0: the file has ended), or
+ * returns <0 with err saying why (file, offset; pf_source_next() then
+ * fails with it).  A piece stays the source's until pull is called again
+ * (the record stream is done with it then) or the source is closed; the
+ * caller owns its memory.  With ignore_index the file is never opened:
+ * its size is cfg->file_size, and read_size and regions play no part
+ * (the caller reads and counts).  Without ignore_index the index is
+ * looked for as ever, by reading the file's tail, and an indexed shard is
+ * read through it; pull is then used only for a file read as a stream.
+ * Skip mode numbers a stream's records by where its input is cut: pieces
+ * of PF_READ_DEFAULT bytes at offsets k x PF_READ_DEFAULT (the last one
+ * shorter) give the numbers of the source's own reads (and so the
+ * loader's, which counts a stream's records when it opens the dataset
+ * and reads them through its I/O engine in pull mode).
+ */
 
 /*
  * Skip mode (pf_formats.h says what each layer drops): streams as
@@ -338,6 +368,11 @@ typedef struct pf_loader_metrics {
 	uint64_t corrupt_drops;		/* units dropped (PF_CORRUPT_SKIP) */
 	uint64_t corrupt_records;	/* records they held, where known */
 	uint64_t holes;			/* rows handed out empty for them */
+	/* Reads the loader's I/O engine completed: one per frame of an
+	 * indexed shard, one per block of PF_READ_DEFAULT bytes of a stream
+	 * file (a few blocks past what a stream's last segment needs may
+	 * be read ahead); their bytes are bytes_read. */
+	uint64_t io_requests;
 } pf_loader_metrics;
 
 /*! pf_loader_create(): open the dataset (indexed shards through their

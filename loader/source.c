@@ -7,8 +7,6 @@
 
 #include "podfeed.h"
 
-#define PF_READ_DEFAULT (1u << 20)
-
 struct pf_source {
 	char *path;
 	int fd;
@@ -34,12 +32,15 @@ struct pf_source {
 	bool frame_damaged;		/* something in it was dropped */
 	uint32_t frame_intact;		/* its records that passed so far */
 
-	/* streams */
+	/* streams: read here with pread into rbuf, or pulled from the
+	 * caller (cfg->pull), whose pieces are fed as they are */
 	pf_recstream *rs;
 	uint8_t *rbuf;
 	size_t rbuf_cap;
 	uint64_t read_off;
 	bool fed_eof, done;
+	int (*pull)(void *ctx, const uint8_t **buf, size_t *len, pf_error *err);
+	void *pull_ctx;
 
 	uint64_t bytes_out;
 
@@ -112,6 +113,45 @@ static int open_index(pf_source *s, pf_error *err)
 			    "shard index keeps asking for more tail bytes");
 }
 
+/* Open the file, and its index unless cfg says to ignore it.  @return 0
+ * for an indexed shard (ready to read), -ENODATA for a stream, or <0. */
+static int open_file(pf_source *s, const pf_source_config *cfg, pf_error *err)
+{
+	int ret = s->fd = pf_file_open(s->path, err);
+
+	if (ret < 0)
+		return ret;
+	ret = pf_file_size(s->fd, &s->file_size);
+	if (ret < 0 || (cfg && cfg->ignore_index))
+		return ret < 0 ? ret : -ENODATA;
+	ret = open_index(s, err);
+	if (ret == 0)
+		return pf_frame_decoder_create(&s->fdec);
+	if (ret == -EBADMSG && s->skip_mode) {
+		/* Skip mode: the records are all in the zstd stream; the
+		 * broken index is a drop of none of them. */
+		pf_drop d = { .unit = PF_DROP_FRAME, .records = 0 };
+
+		pf_shard_index_free(s->index);
+		s->index = NULL;
+		if (err) {
+			d.cause = *err;
+			d.offset_kind = err->offset_kind;
+			d.start = d.resume = err->offset;
+		} else {
+			pf_error_clear(&d.cause);
+			pf_error_set(&d.cause, ret, PF_OFFSET_NONE, 0, "bad shard index");
+		}
+		ret = report(s, &d, err);
+		if (ret < 0)
+			return ret;
+		ret = -ENODATA;
+	}
+	if (ret == -ENODATA)
+		pf_error_clear(err);
+	return ret;
+}
+
 int pf_source_open(pf_source **out, const char *path,
 		   const pf_source_config *cfg, pf_error *err)
 {
@@ -141,58 +181,35 @@ int pf_source_open(pf_source **out, const char *path,
 	s->skip_mode = cfg && cfg->on_corrupt == PF_CORRUPT_SKIP;
 	s->on_drop = cfg ? cfg->on_drop : NULL;
 	s->on_drop_ctx = cfg ? cfg->on_drop_ctx : NULL;
-	ret = s->fd = pf_file_open(path, err);
-	if (ret < 0)
-		goto fail;
-	ret = pf_file_size(s->fd, &s->file_size);
-	if (ret < 0)
-		goto fail;
-
-	if (!(cfg && cfg->ignore_index)) {
-		ret = open_index(s, err);
+	s->pull = cfg ? cfg->pull : NULL;
+	s->pull_ctx = cfg ? cfg->pull_ctx : NULL;
+	if (s->pull && cfg->ignore_index) {
+		/* A stream whose bytes come from the caller: nothing here
+		 * reads the file, so it is not even opened. */
+		s->file_size = cfg->file_size;
+	} else {
+		ret = open_file(s, cfg, err);
 		if (ret == 0) {
-			ret = pf_frame_decoder_create(&s->fdec);
-			if (ret < 0)
-				goto fail;
-			*out = s;
+			*out = s;	/* an indexed shard */
 			return 0;
-		}
-		if (ret == -EBADMSG && s->skip_mode) {
-			/* Skip mode: the records are all in the zstd stream; the
-			 * broken index is a drop of none of them. */
-			pf_drop d = { .unit = PF_DROP_FRAME, .records = 0 };
-
-			pf_shard_index_free(s->index);
-			s->index = NULL;
-			if (err) {
-				d.cause = *err;
-				d.offset_kind = err->offset_kind;
-				d.start = d.resume = err->offset;
-			} else {
-				pf_error_clear(&d.cause);
-				pf_error_set(&d.cause, ret, PF_OFFSET_NONE, 0, "bad shard index");
-			}
-			ret = report(s, &d, err);
-			if (ret < 0)
-				goto fail;
-			ret = -ENODATA;
 		}
 		if (ret != -ENODATA)
 			goto fail;
-		pf_error_clear(err);
 	}
 
-	s->rbuf_cap = cfg && cfg->read_size ? cfg->read_size : PF_READ_DEFAULT;
-	s->rbuf = pf_malloc(s->rbuf_cap);
 	rcfg.max_record_size = s->max_record;
 	if (s->skip_mode) {
 		rcfg.on_corrupt = PF_CORRUPT_SKIP;
 		rcfg.on_drop = stream_drop;
 		rcfg.on_drop_ctx = s;
 	}
-	if (!s->rbuf) {
-		ret = -ENOMEM;
-		goto fail;
+	if (!s->pull) {
+		s->rbuf_cap = cfg && cfg->read_size ? cfg->read_size : PF_READ_DEFAULT;
+		s->rbuf = pf_malloc(s->rbuf_cap);
+		if (!s->rbuf) {
+			ret = -ENOMEM;
+			goto fail;
+		}
 	}
 	ret = pf_recstream_create(&s->rs, &rcfg);
 	if (ret < 0)
@@ -445,9 +462,33 @@ static int next_indexed_skip(pf_source *s, pf_record *rec, pf_error *err)
 	}
 }
 
+/* The next piece of a stream file: pulled from the caller, or read into
+ * rbuf.  Either way the record stream is done with the previous piece
+ * (pf_recstream_next() returned 0).  @return its length (0: the end), or
+ * <0 with err. */
+static int64_t next_piece(pf_source *s, const uint8_t **piece, pf_error *err)
+{
+	int64_t got;
+
+	if (s->pull) {
+		size_t len = 0;
+		int ret = s->pull(s->pull_ctx, piece, &len, err);
+
+		if (ret < 0 && err && !err->code)
+			pf_error_set(err, ret, PF_OFFSET_FILE, s->read_off, "read failed: %s",
+				     pf_strerror(ret));
+		return ret < 0 ? ret : (int64_t)len;
+	}
+	*piece = s->rbuf;
+	got = pf_region_pread(s->regions, s->mount, s->fd, s->rbuf, s->rbuf_cap,
+			      s->read_off, s->path, err);
+	return got;
+}
+
 static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 {
 	for (;;) {
+		const uint8_t *piece = NULL;
 		int ret = pf_recstream_next(s->rs, rec, err);
 
 		if (ret != 0)
@@ -462,14 +503,14 @@ static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 			}
 			return 0;
 		}
-		int64_t got = pf_region_pread(s->regions, s->mount, s->fd, s->rbuf,
-					      s->rbuf_cap, s->read_off, s->path, err);
+		int64_t got = next_piece(s, &piece, err);
+
 		if (got < 0)
 			return (int)got;
 		s->read_off += (uint64_t)got;
 		if (got == 0)
 			s->fed_eof = true;
-		pf_recstream_feed(s->rs, s->rbuf, (size_t)got);
+		pf_recstream_feed(s->rs, piece, (size_t)got);
 		s->bytes_out = pf_recstream_total_out(s->rs);
 	}
 }
