@@ -18,17 +18,20 @@
  *                  (slots are taken in step order, so this cannot
  *                  deadlock).  It reads frames of indexed shards through
  *                  pf_io; blocks wholly in the remainder are not read.
+ *                  Stream files are read through pf_io too, in blocks of
+ *                  PF_READ_DEFAULT bytes, a few ahead of their decoding.
  *   decode workers take completed reads: frame CRC, zstd, TFRecord
  *                  framing, decode and preprocessing of each record into
  *                  its row of its slot; a slot is ready when all its rows
  *                  are written.  Stream files (no index) are cut into
  *                  sub-segments that workers decode in order, one at a
- *                  time per file.
+ *                  time per file, taking the file's blocks in order as
+ *                  the I/O thread reads them (pf_source in pull mode).
  *   consumer       pf_loader_next() hands out slots in step order.
  *
  * Every buffer comes from pools sized at creation from the memory
  * budget; after start-up the hot path does not allocate (except that a
- * stream file is opened, with its buffers, when its turn comes).
+ * stream file's decoder, pf_source, is made when its turn comes).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +51,9 @@
 #define PF_WINDOW_DEFAULT 8192u
 #define PF_IO_DEPTH_DEFAULT 32u
 #define PF_STREAM_CHUNK_ROWS 1024u
+/* Read buffers per stream being read: the block its worker decodes and
+ * the next one, read meanwhile. */
+#define PF_STREAM_BUFS 2u
 
 typedef struct batch_slot {
 	struct batch_slot *next;
@@ -76,12 +82,41 @@ typedef struct sblock {
 	batch_slot **slot;	/* [spb] */
 } sblock;
 
-/* The reading state of one stream segment, shared by its sub-segments. */
+/* A read buffer of a stream file: block `block` of it (file bytes from
+ * block x PF_READ_DEFAULT on), read by the I/O thread and handed to the
+ * worker decoding the stream.  FREE -> READING (submitted) -> READY (read,
+ * or failed) -> HELD (the record stream is using it) -> FREE (the worker
+ * asked for the next block, or the stream was finished). */
+typedef enum sbuf_state { SBUF_FREE = 0, SBUF_READING, SBUF_READY, SBUF_HELD } sbuf_state;
+
+typedef struct stream_buf {
+	struct stream_buf *submit_next;	/* the I/O thread's reads to submit */
+	struct stream_state *ss;
+	uint8_t *mem;			/* PF_READ_DEFAULT bytes of mem_sbufs */
+	uint64_t block;
+	sbuf_state state;
+	pf_io_req req;			/* req.user points here */
+	pf_error ioerr;			/* a failed read, as the engine tells it */
+} stream_buf;
+
+/* The reading state of one stream segment, shared by its sub-segments.
+ * Its reads (under l->mu): blocks [0, nblocks) of the file, submitted in
+ * order into buf[] (next_read), taken in order by the worker (next_pull). */
 typedef struct stream_state {
-	struct stream_state *next;	/* free list */
+	struct stream_state *next;	/* free list, or the active list */
+	pf_loader *l;
 	pf_source *src;			/* opened by the first sub-segment */
 	uint64_t next_first;		/* record the next sub-segment starts at */
 	bool busy;			/* a worker is decoding from it */
+	uint32_t slot;			/* the file in the I/O engine */
+	uint64_t size, nblocks;
+	uint64_t next_read, next_pull;
+	uint64_t end_block;		/* pull says "end of file" here */
+	unsigned reading;		/* reads in flight */
+	bool finished;			/* its last sub-segment is done: no more reads */
+	stream_buf *held;		/* the block the record stream is using */
+	uint64_t wait_ns;		/* its worker's time waiting for blocks */
+	stream_buf buf[PF_STREAM_BUFS];
 } stream_state;
 
 typedef struct chunk {
@@ -172,13 +207,19 @@ struct pf_loader {
 	pthread_cond_t cv_batch;	/* a batch slot became free */
 	pthread_cond_t cv_ready;	/* a slot filled, or the end */
 	pthread_cond_t cv_init;		/* the I/O thread finished starting */
+	pthread_cond_t cv_stream;	/* a stream block was read */
+	/* The condition variable the I/O thread sleeps on (io_wait()), or
+	 * NULL while it runs: what a stream's worker does (a buffer given
+	 * back, a stream finished) must wake it whatever it waits for, since
+	 * it has reads to submit then. */
+	pthread_cond_t *io_sleep;
 	bool stop, failed, io_done, io_ready;
 	int io_init_ret;
 	pf_error err;
 
 	/* pools */
-	uint8_t *mem_cbufs, *mem_batches;
-	size_t cbufs_size, batches_size;
+	uint8_t *mem_cbufs, *mem_batches, *mem_sbufs;
+	size_t cbufs_size, batches_size, sbufs_size;
 	uint32_t *mem_perm;
 	batch_slot **mem_slotptr;
 	chunk *chunks;
@@ -186,6 +227,8 @@ struct pf_loader {
 	chunk *free_chunks;
 	unsigned chunks_out;		/* taken from the pool, not yet back */
 	stream_state *streams, *free_streams;
+	unsigned nstreams;		/* stream states: streams read at once */
+	stream_state *active, *active_tail;	/* taken, oldest first */
 	int *free_cbuf;
 	unsigned nfree_cbuf;
 	size_t cbuf_bytes;
@@ -259,6 +302,15 @@ static void wake_all(pf_loader *l)
 	pthread_cond_broadcast(&l->cv_block);
 	pthread_cond_broadcast(&l->cv_batch);
 	pthread_cond_broadcast(&l->cv_ready);
+	pthread_cond_broadcast(&l->cv_stream);
+}
+
+/* Wake the I/O thread if it sleeps, whatever it waits for.  Call with mu
+ * held. */
+static void wake_io(pf_loader *l)
+{
+	if (l->io_sleep)
+		pthread_cond_broadcast(l->io_sleep);
 }
 
 /* Record the first failure and wake everyone.  Call with mu held. */
@@ -747,6 +799,112 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	return ret;
 }
 
+/* Stream reads, the workers' side.  A stream's blocks are read by the
+ * I/O thread (pump_streams()) into the stream's buffers; its worker takes
+ * them in order through stream_pull(), pf_source's pull callback. */
+
+/* The stream state is done with: off the active list, free for the next
+ * stream.  Call with l->mu held, when no read of it is in flight. */
+static void stream_retire(pf_loader *l, stream_state *ss)
+{
+	stream_state *prev = NULL;
+
+	for (stream_state *a = l->active; a && a != ss; a = a->next)
+		prev = a;
+	if (prev)
+		prev->next = ss->next;
+	else
+		l->active = ss->next;
+	if (l->active_tail == ss)
+		l->active_tail = prev;
+	ss->next = l->free_streams;
+	l->free_streams = ss;
+	wake_io(l);		/* dispatch_stream() may wait for it */
+}
+
+/* The stream's last sub-segment is decoded: no more blocks are read (the
+ * rest of the file may hold records of no segment of this run), its
+ * buffers go back, and the state is retired once its reads in flight are
+ * in (reap() does it for the last).  Call with l->mu held. */
+static void stream_finish(pf_loader *l, stream_state *ss)
+{
+	ss->finished = true;
+	ss->held = NULL;
+	for (unsigned i = 0; i < PF_STREAM_BUFS; i++)
+		if (ss->buf[i].state != SBUF_READING)
+			ss->buf[i].state = SBUF_FREE;
+	if (!ss->reading)
+		stream_retire(l, ss);
+}
+
+/* A stream's read buffer that holds block b, read, or NULL. */
+static stream_buf *stream_block(stream_state *ss, uint64_t b)
+{
+	for (unsigned i = 0; i < PF_STREAM_BUFS; i++)
+		if (ss->buf[i].state == SBUF_READY && ss->buf[i].block == b)
+			return &ss->buf[i];
+	return NULL;
+}
+
+/* pf_source's pull callback (pull mode, podfeed.h): the stream's next
+ * block, waiting for the I/O thread to read it.  The block handed out
+ * before is given back first (the record stream is done with it), and
+ * the I/O thread woken to read the next one into it. */
+static int stream_pull(void *ctx, const uint8_t **buf, size_t *len, pf_error *err)
+{
+	stream_state *ss = ctx;
+	pf_loader *l = ss->l;
+	stream_buf *sb = NULL;
+	uint64_t t0 = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&l->mu);
+	if (ss->held) {
+		ss->held->state = SBUF_FREE;
+		ss->held = NULL;
+		wake_io(l);
+	}
+	if (ss->next_pull >= ss->end_block) {
+		*len = 0;	/* the end of the file */
+		pthread_mutex_unlock(&l->mu);
+		return 0;
+	}
+	while (!halted(l) && !(sb = stream_block(ss, ss->next_pull))) {
+		if (!t0)
+			t0 = now_ns();
+		pthread_cond_wait(&l->cv_stream, &l->mu);
+	}
+	if (t0) {
+		uint64_t dt = now_ns() - t0;
+
+		ss->wait_ns += dt;
+		l->m.decode.wait_ns += dt;
+	}
+	if (!sb) {
+		ret = pf_error_set(err, -ECANCELED, PF_OFFSET_FILE,
+				   ss->next_pull * PF_READ_DEFAULT, "the loader stopped");
+	} else if (sb->req.result < 0) {
+		/* A read failure is fatal in either corrupt-data mode, as a
+		 * pread of the stream's own was: the engine's retries are
+		 * spent, and what follows in the stream cannot be placed. */
+		if (err)
+			*err = sb->ioerr;
+		ret = sb->ioerr.code ? sb->ioerr.code : (int)sb->req.result;
+	} else {
+		sb->state = SBUF_HELD;
+		ss->held = sb;
+		ss->next_pull++;
+		/* Shorter than asked: the file shrank since it was opened;
+		 * this is its end now. */
+		if ((uint64_t)sb->req.result < sb->req.len)
+			ss->end_block = ss->next_pull;
+		*buf = sb->mem;
+		*len = (size_t)sb->req.result;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return ret;
+}
+
 /* A stream sub-segment: continue reading the file where the previous
  * sub-segment stopped (the first one opens it and skips to seg.first). */
 static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
@@ -758,9 +916,13 @@ static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	int ret = 0;
 
 	if (!ss->src) {
+		/* Pull mode: the I/O thread reads the file (and counts the
+		 * reads to its mount), the source only decodes. */
 		pf_source_config scfg = { .max_record_size = l->cfg.max_record_size,
-					  .ignore_index = true, .regions = l->cfg.regions,
-					  .on_corrupt = l->cfg.on_corrupt };
+					  .ignore_index = true,
+					  .on_corrupt = l->cfg.on_corrupt,
+					  .pull = stream_pull, .pull_ctx = ss,
+					  .file_size = ss->size };
 
 		ret = pf_source_open(&ss->src, l->ds->paths[u->file], &scfg, err);
 		if (ret < 0)
@@ -790,8 +952,8 @@ static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
 			break;
 	}
 	if (ret == 0 && c->ss_last) {
+		/* (Its bytes read were counted as the reads came in.) */
 		pthread_mutex_lock(&l->mu);
-		l->m.bytes_read += pf_source_file_size(ss->src);
 		l->m.bytes_decompressed += pf_source_bytes_out(ss->src);
 		pthread_mutex_unlock(&l->mu);
 		pf_source_close(ss->src);
@@ -829,7 +991,7 @@ static void *worker_main(void *arg)
 
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		uint64_t t0 = now_ns(), t1;
+		uint64_t t0 = now_ns(), t1, waited;
 		pf_error err;
 		chunk *c = NULL;
 		int ret;
@@ -840,6 +1002,9 @@ static void *worker_main(void *arg)
 			break;
 		t1 = now_ns();
 		l->m.decode.wait_ns += t1 - t0;
+		/* A stream's time waiting for its blocks is counted as
+		 * waiting (stream_pull()), not as work. */
+		waited = c->ss ? c->ss->wait_ns : 0;
 		pthread_mutex_unlock(&l->mu);
 
 		pf_error_clear(&err);
@@ -852,7 +1017,8 @@ static void *worker_main(void *arg)
 		}
 
 		pthread_mutex_lock(&l->mu);
-		l->m.decode.busy_ns += now_ns() - t1;
+		waited = c->ss ? c->ss->wait_ns - waited : 0;
+		l->m.decode.busy_ns += now_ns() - t1 - waited;
 		if (c->cbuf >= 0) {
 			l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;
 			l->free_cbuf[l->nfree_cbuf++] = c->cbuf;
@@ -862,10 +1028,8 @@ static void *worker_main(void *arg)
 		if (c->ss) {
 			c->ss->busy = false;
 			c->ss->next_first += c->seg.count;
-			if (c->ss_last && ret == 0) {
-				c->ss->next = l->free_streams;
-				l->free_streams = c->ss;
-			}
+			if (c->ss_last && ret == 0)
+				stream_finish(l, c->ss);
 			pthread_cond_broadcast(&l->cv_decode);
 		}
 		c->next = l->free_chunks;
@@ -886,6 +1050,35 @@ static void *worker_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* The I/O thread                                                       */
 
+/* The stream buffer a read is for (its tag, req.user), or NULL for a
+ * frame's chunk. */
+static stream_buf *read_stream_buf(const pf_loader *l, void *user)
+{
+	uintptr_t p = (uintptr_t)user, lo = (uintptr_t)l->streams;
+	uintptr_t hi = (uintptr_t)(l->streams + l->nstreams);
+
+	return p >= lo && p < hi ? user : NULL;
+}
+
+/* A stream block's read is in: hand it to the stream's worker, or, when
+ * the stream was finished meanwhile, drop it.  Call with l->mu held. */
+static void stream_read_done(pf_loader *l, pf_io *io, stream_buf *sb)
+{
+	stream_state *ss = sb->ss;
+
+	ss->reading--;
+	if (ss->finished) {
+		sb->state = SBUF_FREE;
+		if (!ss->reading)
+			stream_retire(l, ss);
+		return;
+	}
+	if (sb->req.result < 0)
+		pf_io_req_error(io, &sb->req, &sb->ioerr);	/* file, offset, retries */
+	sb->state = SBUF_READY;
+	pthread_cond_broadcast(&l->cv_stream);
+}
+
 /* Hand finished reads to the decoders; min: wait for at least that many. */
 static int reap(pf_loader *l, pf_io *io, unsigned min)
 {
@@ -902,9 +1095,15 @@ static int reap(pf_loader *l, pf_io *io, unsigned min)
 		return 0;
 	}
 	for (int i = 0; i < n; i++) {
+		stream_buf *sb = read_stream_buf(l, done[i]->user);
 		chunk *c = done[i]->user;
 
 		l->m.bytes_read += done[i]->result > 0 ? (uint64_t)done[i]->result : 0;
+		l->m.io_requests++;
+		if (sb) {
+			stream_read_done(l, io, sb);
+			continue;
+		}
 		if (done[i]->result < 0)
 			pf_io_req_error(io, done[i], &c->ioerr);	/* retries, timeout */
 		c->next = NULL;
@@ -948,25 +1147,119 @@ static bool ring_free(const pf_loader *l, uint64_t g)
 	return !ring_at(l, g)->open;
 }
 
+static bool streams_idle(const pf_loader *l, uint64_t arg)
+{
+	(void)arg;
+	return l->active == NULL;
+}
+
+/* The reads the active streams want now: the next block of each into
+ * each of its free buffers, oldest stream first, as many as the engine
+ * has room for.  Marks them READING; the caller submits them
+ * (submit_stream_reads()) after unlocking.  Call with l->mu held.
+ * @return the list, or NULL. */
+static stream_buf *pump_streams(pf_loader *l, const pf_io *io)
+{
+	unsigned inflight = pf_io_inflight(io);
+	unsigned room = l->cfg.io_depth > inflight ? l->cfg.io_depth - inflight : 0;
+	stream_buf *list = NULL, **tail = &list;
+
+	for (stream_state *ss = l->active; ss && room; ss = ss->next) {
+		for (unsigned i = 0; i < PF_STREAM_BUFS && room; i++) {
+			stream_buf *sb = &ss->buf[i];
+			uint64_t off = ss->next_read * PF_READ_DEFAULT;
+
+			if (ss->finished || ss->next_read >= ss->nblocks)
+				break;
+			if (sb->state != SBUF_FREE)
+				continue;
+			sb->state = SBUF_READING;
+			sb->block = ss->next_read++;
+			ss->reading++;
+			pf_error_clear(&sb->ioerr);
+			/* Whole blocks at multiples of PF_READ_DEFAULT, the last
+			 * one what is left (asking for more would be a short
+			 * read): the cuts the dataset's count was made with.
+			 * The buffers are not registered with the ring
+			 * (buf_index -1: a plain read, no fixed buffer). */
+			sb->req = (pf_io_req){
+				.file = ss->slot,
+				.offset = off,
+				.len = (uint32_t)(ss->size - off < PF_READ_DEFAULT
+						  ? ss->size - off : PF_READ_DEFAULT),
+				.buf = sb->mem,
+				.buf_index = -1,
+				.user = sb,
+			};
+			sb->submit_next = NULL;
+			*tail = sb;
+			tail = &sb->submit_next;
+			room--;
+		}
+	}
+	return list;
+}
+
+/* Submit what pump_streams() chose, and push it to the kernel.  @return 0
+ * or the engine's error. */
+static int submit_stream_reads(pf_loader *l, pf_io *io, stream_buf *list)
+{
+	int ret = 0;
+
+	while (list && ret >= 0) {
+		stream_buf *sb = list;
+
+		list = sb->submit_next;
+		ret = pf_io_submit(io, &sb->req);
+		while (ret == -EBUSY) {	/* not expected: the room was counted */
+			ret = reap(l, io, 1);
+			if (ret >= 0)
+				ret = pf_io_submit(io, &sb->req);
+		}
+	}
+	if (ret >= 0)
+		ret = reap(l, io, 0);
+	return ret < 0 ? ret : 0;
+}
+
 /* Wait until ready(l, arg) (a free chunk, read buffer, stream state,
- * batch slot or ring entry) while completing reads in flight: what is
- * awaited may come free only once one of those reads is decoded, and only
- * this thread can complete them.  @return with l->mu held: 0 when ready,
- * -ECANCELED when the loader halts, or the engine's error. */
+ * batch slot, ring entry, or the end of the streams being read) while
+ * completing reads in flight: what is awaited may come free only once one
+ * of those reads is decoded, and only this thread can complete them.
+ * Stream blocks are read here too, before anything else: a worker may be
+ * waiting for the next block of its stream (and only then give back what
+ * is awaited), so every wait of this thread first submits the reads the
+ * streams can take, and the workers wake it (l->io_sleep) when they give
+ * a buffer back.  @return with l->mu held: 0 when ready, -ECANCELED when
+ * the loader halts, or the engine's error. */
 static int io_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint64_t),
 		   uint64_t arg, pthread_cond_t *cv)
 {
 	for (;;) {
+		stream_buf *reads;
 		int ret;
 
 		pthread_mutex_lock(&l->mu);
 		if (halted(l))
 			return -ECANCELED;
+		reads = pump_streams(l, io);
+		if (reads) {
+			pthread_mutex_unlock(&l->mu);
+			ret = submit_stream_reads(l, io, reads);
+			if (ret < 0) {
+				pthread_mutex_lock(&l->mu);
+				return ret;
+			}
+			continue;
+		}
 		if (ready(l, arg))
 			return 0;
 		if (pf_io_inflight(io) == 0) {
 			uint64_t t0 = now_ns();
+
+			l->io_sleep = cv;
 			pthread_cond_wait(cv, &l->mu);
+			l->io_sleep = NULL;
 			l->m.io.wait_ns += now_ns() - t0;
 			pthread_mutex_unlock(&l->mu);
 			continue;
@@ -1175,7 +1468,7 @@ static int open_through(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
  * segment's blocks at once.  @return 0, 1 when max_steps was reached, or
  * <0. */
 static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
-			   uint64_t pos)
+			   uint64_t pos, const int *file_slot)
 {
 	stream_state *ss;
 	int over = 0, ret = io_wait(l, io, stream_free, 0, &l->cv_chunk);
@@ -1184,12 +1477,30 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 		pthread_mutex_unlock(&l->mu);
 		return ret;
 	}
+	/* Taken and made active: io_wait() reads its first blocks from
+	 * here on, while its sub-segments are dispatched. */
 	ss = l->free_streams;
 	l->free_streams = ss->next;
-	pthread_mutex_unlock(&l->mu);
 	ss->src = NULL;
 	ss->busy = false;
 	ss->next_first = seg.first;
+	ss->slot = (uint32_t)file_slot[l->ds->units[seg.unit].file];
+	ss->size = pf_io_file_size(io, ss->slot);
+	ss->nblocks = ss->end_block = (ss->size + PF_READ_DEFAULT - 1) / PF_READ_DEFAULT;
+	ss->next_read = ss->next_pull = 0;
+	ss->reading = 0;
+	ss->finished = false;
+	ss->held = NULL;
+	ss->wait_ns = 0;
+	for (unsigned i = 0; i < PF_STREAM_BUFS; i++)
+		ss->buf[i].state = SBUF_FREE;
+	ss->next = NULL;
+	if (l->active_tail)
+		l->active_tail->next = ss;
+	else
+		l->active = ss;
+	l->active_tail = ss;
+	pthread_mutex_unlock(&l->mu);
 	for (uint64_t done = 0; done < seg.count && !over;) {
 		uint64_t n = seg.count - done;
 		chunk *c = NULL;
@@ -1204,7 +1515,10 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 		c->seg = (pf_segment){ seg.unit, seg.first + done, n };
 		c->ss = ss;
 		done += n;
-		c->ss_last = done == seg.count;
+		/* Past max_steps nothing more is dispatched: this is the
+		 * stream's last sub-segment then too (it finishes the
+		 * stream, which io_run() waits for). */
+		c->ss_last = done == seg.count || over;
 		enqueue(l, c);
 	}
 	return over;
@@ -1281,7 +1595,7 @@ static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *pl
 		    wk->rstep0 + block_out(wk, lo / w) / l->host_batch >= l->cfg.max_steps)
 			return 1;
 		if (l->ds->units[seg.unit].stream) {
-			ret = over = dispatch_stream(l, io, wk, seg, lo);
+			ret = over = dispatch_stream(l, io, wk, seg, lo, file_slot);
 		} else {
 			/* A frame spans at most the blocks the ring holds. */
 			ret = over = open_through(l, io, wk, (hi - 1) / w);
@@ -1388,6 +1702,15 @@ static int io_run(pf_loader *l, pf_io *io, const int *file_slot)
 		if (l->cfg.max_steps && rstep >= l->cfg.max_steps)
 			break;
 	}
+	/* The streams still being decoded need their blocks: read them
+	 * until the last is finished (unless the loader halts). */
+	if (ret >= 0) {
+		int r = io_wait(l, io, streams_idle, 0, &l->cv_chunk);
+
+		pthread_mutex_unlock(&l->mu);
+		if (r < 0 && r != -ECANCELED && ret >= 0)
+			ret = r;
+	}
 	/* Finish what is in flight so no buffer is left with the kernel. */
 	while (pf_io_inflight(io) && reap(l, io, 1) >= 0)
 		;
@@ -1423,12 +1746,12 @@ static void *io_main(void *arg)
 	file_slot = pf_calloc(l->ds->nfiles, sizeof(*file_slot));
 	if (ret == 0 && !file_slot)
 		ret = -ENOMEM;
+	for (size_t i = 0; file_slot && i < l->ds->nfiles; i++)
+		file_slot[i] = -1;
 	for (size_t i = 0; ret == 0 && i < l->ds->nfiles; i++) {
-		if (!l->ds->index[i]) {
-			file_slot[i] = -1;	/* streams are read by the workers */
-			continue;
-		}
-		bool direct = l->cfg.direct_io &&
+		/* Stream files too (their blocks are read here), never with
+		 * O_DIRECT: their last block is not a multiple of 4 KiB. */
+		bool direct = l->ds->index[i] && l->cfg.direct_io &&
 			      pf_shard_index_alignment(l->ds->index[i]) >= PF_ALIGN;
 		ret = pf_io_add_file(io, l->ds->paths[i], direct ? PF_IO_DIRECT : 0, &err);
 		if (ret >= 0) {
@@ -1744,12 +2067,12 @@ static uint32_t resume_spb(const pf_loader *l)
 /* Creation: the memory plan                                            */
 
 typedef struct mem_plan {
-	size_t cbufs, decode, batches, perm;
+	size_t cbufs, sbufs, decode, batches, perm;
 } mem_plan;
 
 static size_t plan_total(const mem_plan *p)
 {
-	return p->cbufs + p->decode + p->batches + p->perm;
+	return p->cbufs + p->sbufs + p->decode + p->batches + p->perm;
 }
 
 /* The largest segment a chunk can carry decides how many blocks one read
@@ -1789,6 +2112,11 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 
 	plan_sizes(l);
 	l->cbuf_bytes = round_up(ds->max_csize ? ds->max_csize : 1, PF_ALIGN);
+	/* Streams read at once: one per worker, and the next one, whose
+	 * first blocks are read while the workers decode; each with
+	 * PF_STREAM_BUFS blocks. */
+	l->nstreams = l->nworkers + 1;
+	p->sbufs = ds->any_stream ? (size_t)l->nstreams * PF_STREAM_BUFS * PF_READ_DEFAULT : 0;
 	p->decode = (size_t)l->nworkers * (ds->max_usize + PF_ARENA_BYTES_FOR(arena_rec));
 	p->batches = (size_t)l->nslots * l->topo.cores * l->block_bytes;
 	p->perm = l->shuffle_rows || (l->resumed && l->resume.permute)
@@ -1805,11 +2133,13 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 	if (plan_total(p) > budget)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 			"memory budget of %zu MiB is too small: it needs %zu MiB "
-			"(read buffers %zu, decode %zu, batch slots %zu (%u of %zu KiB), "
-			"shuffle %zu MiB); a smaller shuffle window or batch needs fewer "
-			"slots", budget >> 20,
+			"(read buffers %zu, stream buffers %zu (%u streams x %u x %u KiB), "
+			"decode %zu, batch slots %zu (%u of %zu KiB), shuffle %zu MiB); "
+			"a smaller shuffle window or batch needs fewer slots, fewer "
+			"threads fewer stream buffers", budget >> 20,
 			(plan_total(p) + (1u << 20) - 1) >> 20, p->cbufs >> 20,
-			p->decode >> 20, p->batches >> 20, l->nslots,
+			p->sbufs >> 20, p->sbufs ? l->nstreams : 0, PF_STREAM_BUFS,
+			PF_READ_DEFAULT >> 10, p->decode >> 20, p->batches >> 20, l->nslots,
 			((size_t)l->topo.cores * l->block_bytes) >> 10, p->perm >> 20);
 	return 0;
 }
@@ -1870,7 +2200,9 @@ static int setup_pools(pf_loader *l, pf_error *err)
 		return ret;
 
 	l->chunks = pf_calloc(l->nchunks, sizeof(*l->chunks));
-	l->streams = pf_calloc(l->nchunks, sizeof(*l->streams));
+	l->streams = pf_calloc(l->nstreams, sizeof(*l->streams));
+	l->mem_sbufs = pool_alloc(p.sbufs);
+	l->sbufs_size = p.sbufs;
 	l->free_cbuf = pf_calloc(l->ncbufs ? l->ncbufs : 1, sizeof(*l->free_cbuf));
 	l->ring = pf_calloc(l->nring, sizeof(*l->ring));
 	l->mem_slotptr = pf_calloc((size_t)l->nring * l->spb, sizeof(*l->mem_slotptr));
@@ -1881,15 +2213,25 @@ static int setup_pools(pf_loader *l, pf_error *err)
 	l->batches_size = p.batches;
 	l->mem_perm = p.perm ? pf_malloc(p.perm) : NULL;
 	if (!l->chunks || !l->streams || !l->free_cbuf || !l->ring || !l->mem_slotptr ||
-	    (p.cbufs && !l->mem_cbufs) || !l->slots || (p.batches && !l->mem_batches) ||
-	    (p.perm && !l->mem_perm))
+	    (p.cbufs && !l->mem_cbufs) || (p.sbufs && !l->mem_sbufs) || !l->slots ||
+	    (p.batches && !l->mem_batches) || (p.perm && !l->mem_perm))
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "cannot allocate %zu MiB of pools", plan_total(&p) >> 20);
 	for (unsigned i = 0; i < l->nchunks; i++) {
 		l->chunks[i].next = l->free_chunks;
 		l->free_chunks = &l->chunks[i];
-		l->streams[i].next = l->free_streams;
-		l->free_streams = &l->streams[i];
+	}
+	for (unsigned i = 0; i < l->nstreams; i++) {
+		stream_state *ss = &l->streams[i];
+
+		ss->l = l;
+		for (unsigned j = 0; j < PF_STREAM_BUFS && l->mem_sbufs; j++) {
+			ss->buf[j].ss = ss;
+			ss->buf[j].mem = l->mem_sbufs +
+					 ((size_t)i * PF_STREAM_BUFS + j) * PF_READ_DEFAULT;
+		}
+		ss->next = l->free_streams;
+		l->free_streams = ss;
 	}
 	for (unsigned i = 0; i < l->ncbufs; i++)
 		l->free_cbuf[l->nfree_cbuf++] = (int)i;
@@ -1957,6 +2299,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	pthread_cond_init(&l->cv_batch, NULL);
 	pthread_cond_init(&l->cv_ready, NULL);
 	pthread_cond_init(&l->cv_init, NULL);
+	pthread_cond_init(&l->cv_stream, NULL);
 
 	l->topo.host_index = cfg->host_index;
 	l->topo.num_hosts = cfg->num_hosts ? cfg->num_hosts : 1;
@@ -2310,7 +2653,7 @@ void pf_loader_free(pf_loader *l)
 		pf_free(l->slots[i].tensors);
 		pf_free(l->slots[i].valid);
 	}
-	for (unsigned i = 0; l->streams && i < l->nchunks; i++)
+	for (unsigned i = 0; l->streams && i < l->nstreams; i++)
 		pf_source_close(l->streams[i].src);
 	pf_free(l->workers);
 	pf_free(l->slots);
@@ -2321,6 +2664,7 @@ void pf_loader_free(pf_loader *l)
 	pf_free(l->mem_perm);
 	pool_free(l->mem_cbufs, l->cbufs_size);
 	pool_free(l->mem_batches, l->batches_size);
+	pool_free(l->mem_sbufs, l->sbufs_size);
 	pf_free(l->free_cbuf);
 	pf_free(l->toff);
 	pf_free(l->fbytes);
@@ -2336,5 +2680,6 @@ void pf_loader_free(pf_loader *l)
 	pthread_cond_destroy(&l->cv_batch);
 	pthread_cond_destroy(&l->cv_ready);
 	pthread_cond_destroy(&l->cv_init);
+	pthread_cond_destroy(&l->cv_stream);
 	pf_free(l);
 }
