@@ -42,7 +42,7 @@ struct pf_source {
 	int (*pull)(void *ctx, const uint8_t **buf, size_t *len, pf_error *err);
 	void *pull_ctx;
 
-	uint64_t bytes_out;
+	uint64_t bytes_out;		/* indexed (streams: pf_recstream_total_out) */
 
 	bool skip_mode;			/* PF_CORRUPT_SKIP */
 	pf_drop_fn on_drop;
@@ -499,7 +499,6 @@ static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 				ret = pf_recstream_finish(s->rs, err);
 				if (ret < 0)
 					return ret;
-				s->bytes_out = pf_recstream_total_out(s->rs);
 			}
 			return 0;
 		}
@@ -511,7 +510,6 @@ static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 		if (got == 0)
 			s->fed_eof = true;
 		pf_recstream_feed(s->rs, piece, (size_t)got);
-		s->bytes_out = pf_recstream_total_out(s->rs);
 	}
 }
 
@@ -574,7 +572,8 @@ uint64_t pf_source_file_size(const pf_source *s)
 
 uint64_t pf_source_bytes_out(const pf_source *s)
 {
-	return s->bytes_out;
+	/* A stream's count grows as records come out, not as input is fed. */
+	return s->index ? s->bytes_out : pf_recstream_total_out(s->rs);
 }
 
 const char *pf_source_path(const pf_source *s)
