@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include "podfeed.h"
 #include "testutil.h"
@@ -324,4 +326,177 @@ Test(corrupt, read_errors_are_retried_then_handed_to_the_policy, .timeout = 60)
 	cr_assert_eq(r.holes, lost_run(&clean, &r, 3000));
 	free(r.seen);
 	free(clean.seen);
+}
+
+/* ------------------------------------------------------------------ */
+/* Compressed streams of several blocks (the loader reads them in blocks  */
+/* of PF_READ_DEFAULT bytes through its I/O engine)                     */
+
+#define PAD_BYTES 1500u
+
+/* tu_id_example()'s Example and a feature "pad" of PAD_BYTES pseudo-random
+ * bytes, so that compressed files are about as large as plain ones. */
+static int64_t padded_example(uint64_t id, uint8_t *buf, size_t cap)
+{
+	static uint8_t pad[PAD_BYTES];
+	uint64_t x = id * 0x9e3779b97f4a7c15ull + 1;
+	int64_t idv = (int64_t)id;
+	float v[3] = { (float)id, (float)id / 2, (float)id / 3 };
+	pf_bytes pb = { pad, PAD_BYTES };
+	pf_feature f[3] = {
+		{ .name = "id", .name_len = 2, .kind = PF_KIND_INT64, .count = 1, .v.int64s = &idv },
+		{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT, .count = 3, .v.floats = v },
+		{ .name = "pad", .name_len = 3, .kind = PF_KIND_BYTES, .count = 1, .v.bytes = &pb },
+	};
+
+	for (size_t i = 0; i < PAD_BYTES; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		pad[i] = (uint8_t)x;
+	}
+	return pf_example_encode(f, 3, buf, cap);
+}
+
+/* Padded records of ids [0, n) as a gzip stream (a member per `per`
+ * records) or a zstd stream (a frame per `per`), malloc'd.  @return it,
+ * its length in *len, where its members or frames start in starts[]
+ * (n / per + 1 entries, the last one the end). */
+static uint8_t *padded_stream(uint64_t n, pf_compression comp, uint64_t per, size_t *len,
+			      size_t *starts)
+{
+	size_t rcap = (size_t)per * (PAD_BYTES + 128), ocap = n / per * 64 + 64;
+	uint8_t *raw = malloc(rcap), *out, rec[PAD_BYTES + 128];
+	size_t olen = 0;
+
+	ocap += comp == PF_COMP_GZIP ? compressBound((uLong)(rcap * (n / per + 1)))
+				     : ZSTD_compressBound(rcap * (n / per + 1));
+	out = malloc(ocap);
+	cr_assert(raw && out);
+	for (uint64_t first = 0; first < n; first += per) {
+		size_t rl = 0;
+
+		starts[first / per] = olen;
+		for (uint64_t i = first; i < n && i < first + per; i++) {
+			int64_t r = padded_example(i, rec, sizeof(rec));
+
+			cr_assert_gt(r, 0);
+			rl += pf_tfr_encode(raw + rl, rcap - rl, rec, (size_t)r);
+		}
+		if (comp == PF_COMP_GZIP) {
+			z_stream z = { 0 };
+
+			cr_assert_eq(deflateInit2(&z, 1, Z_DEFLATED, 16 + MAX_WBITS, 8,
+						  Z_DEFAULT_STRATEGY), Z_OK);
+			z.next_in = raw;
+			z.avail_in = (uInt)rl;
+			z.next_out = out + olen;
+			z.avail_out = (uInt)(ocap - olen);
+			cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+			olen += z.total_out;
+			deflateEnd(&z);
+		} else {
+			size_t w = ZSTD_compress(out + olen, ocap - olen, raw, rl, 1);
+
+			cr_assert(!ZSTD_isError(w));
+			olen += w;
+		}
+	}
+	free(raw);
+	starts[(n + per - 1) / per] = olen;
+	*len = olen;
+	return out;
+}
+
+/* The ids a source that reads the file itself (pread, 1 MiB reads) finds
+ * intact in skip mode: intact[id] set for each.  @return their count. */
+static uint64_t intact_ids(const char *path, uint8_t *intact, uint64_t nids)
+{
+	pf_source_config scfg = { .on_corrupt = PF_CORRUPT_SKIP };
+	pf_source *src;
+	pf_record rec;
+	pf_arena arena;
+	pf_error err;
+	uint64_t count = 0;
+	int ret;
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_source_open(&src, path, &scfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(PAD_BYTES + 128)), 0);
+	while ((ret = pf_source_next(src, &rec, &err)) == 1) {
+		pf_example ex;
+		const pf_feature *id;
+
+		pf_arena_reset(&arena);
+		cr_assert_eq(pf_example_decode(rec.data, (size_t)rec.len, &arena, &ex, &err), 0,
+			     "%s", err.msg);
+		id = pf_example_find(&ex, "id");
+		cr_assert(id && id->count == 1 && (uint64_t)id->v.int64s[0] < nids);
+		cr_assert_eq(intact[id->v.int64s[0]], 0);
+		intact[id->v.int64s[0]] = 1;
+		count++;
+	}
+	cr_assert_eq(ret, 0, "%s", err.msg);
+	pf_arena_release(&arena);
+	pf_source_close(src);
+	return count;
+}
+
+/* Skip mode over gzip and zstd streams of several blocks, each damaged in
+ * the units that straddle the cuts at 1 MiB (a record's byte: the record
+ * goes) and 2 MiB (the member's or frame's magic: the reader looks for the
+ * next one across the cut): the loader, which reads them through its
+ * engine, delivers exactly the records a source reading the file itself
+ * finds intact, as many as the dataset was opened with.  Fail mode names
+ * the file. */
+Test(corrupt, damaged_streams_over_several_blocks, .timeout = 120)
+{
+	static const pf_compression comps[2] = { PF_COMP_GZIP, PF_COMP_ZSTD };
+	const uint64_t nids = 2400;
+
+	for (int c = 0; c < 2; c++) {
+		const char *d = tu_tmpdir();
+		pf_loader_config cfg = { .per_core_batch = 10, .cores_per_host = 2, .threads = 2,
+					 .shuffle = true, .seed = 3, .on_corrupt = PF_CORRUPT_SKIP };
+		uint8_t *intact = calloc(nids, 1), *buf;
+		uint64_t count, got = 0;
+		size_t len, starts[2400 / 100 + 1], u = 0;
+		char p[512];
+		result r;
+
+		snprintf(p, sizeof(p), "%s/s.tfrecord.%s", d, c ? "zst" : "gz");
+		buf = padded_stream(nids, comps[c], 100, &len, starts);
+		cr_assert_gt(len, 3 * PF_READ_DEFAULT, "%zu bytes", len);
+		buf[PF_READ_DEFAULT + 10] ^= 0x5a;
+		while (starts[u + 1] <= 2 * PF_READ_DEFAULT)
+			u++;
+		cr_assert_lt(starts[u], 2 * PF_READ_DEFAULT);
+		buf[starts[u]] ^= 0x5a;
+		tu_write_file(p, buf, len);
+		free(buf);
+
+		count = intact_ids(p, intact, nids);
+		cr_assert_leq(count, nids - 101, "%s: %llu intact", p, (unsigned long long)count);
+		cr_assert_gt(count, nids / 2, "%s: %llu intact", p, (unsigned long long)count);
+
+		run(d, cfg, nids, &r);
+		cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+		cr_assert_eq(r.m.records_per_epoch, count);
+		cr_assert_eq(r.holes, 0);
+		cr_assert_geq(r.m.corrupt_drops, 2);
+		for (uint64_t i = 0; i < nids; i++) {
+			cr_assert_leq(r.seen[i], intact[i], "%s: record %llu is not intact", p,
+				      (unsigned long long)i);
+			got += r.seen[i];
+		}
+		cr_assert_eq(got + r.m.remainder_dropped, count);
+		cr_assert_eq(r.m.bytes_read, len);
+		free(r.seen);
+
+		run(d, (pf_loader_config){ .per_core_batch = 10, .threads = 2 }, nids, &r);
+		cr_assert_eq(r.ret, -EBADMSG, "%d %s", r.ret, r.err.msg);
+		cr_assert_str_eq(r.err.file, p);
+		free(r.seen);
+		free(intact);
+	}
 }
