@@ -724,3 +724,43 @@ Test(loader, stream_buffers_are_in_the_memory_budget, .timeout = 60)
 	cr_assert_lt(r.m.memory_bytes, 4u << 20);
 	free(r.seen);
 }
+
+/* With a region table, a stream file's reads are counted to its mount
+ * once each: the index probe and the count at open (the source's own
+ * reads), then the engine's blocks (the source in pull mode reads and
+ * counts nothing). */
+Test(loader, stream_reads_are_counted_to_their_mount_once, .timeout = 60)
+{
+	const char *d = tu_tmpdir();
+	const char *paths[1] = { d };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 40,
+				 .cores_per_host = 2, .features = "id:int64[1]", .threads = 2 };
+	pf_region_table *t;
+	pf_region_stats st;
+	pf_loader_metrics m;
+	pf_loader *l;
+	pf_batch *b;
+	pf_error err;
+	char p[512];
+	size_t size, probe;
+	int ret;
+
+	snprintf(p, sizeof(p), "%s/s.tfrecord", d);
+	size = write_padded_stream(p, 2400, false, 0);
+	probe = size < PF_SHARD_TAIL_HINT ? size : PF_SHARD_TAIL_HINT;
+	pf_error_clear(&err);
+	cr_assert_eq(pf_region_table_create(&t, NULL, 0, &err), 0, "%s", err.msg);
+	cfg.regions = t;
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	while ((ret = pf_loader_next(l, &b)) == 1)
+		pf_loader_release(l, b);
+	cr_assert_eq(ret, 0);
+	pf_loader_get_metrics(l, &m);
+	pf_loader_free(l);
+	cr_assert_eq(m.bytes_read, size);
+	pf_region_table_mount_stats(t, pf_region_table_lookup(t, p), &st);
+	cr_assert_eq(st.io.bytes, probe + size + m.bytes_read, "%llu bytes counted",
+		     (unsigned long long)st.io.bytes);
+	cr_assert_eq(st.io.errors, 0);
+	pf_region_table_free(t);
+}
