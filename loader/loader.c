@@ -1708,7 +1708,7 @@ static int io_run(pf_loader *l, pf_io *io, const int *file_slot)
 		int r = io_wait(l, io, streams_idle, 0, &l->cv_chunk);
 
 		pthread_mutex_unlock(&l->mu);
-		if (r < 0 && r != -ECANCELED && ret >= 0)
+		if (r < 0 && r != -ECANCELED)
 			ret = r;
 	}
 	/* Finish what is in flight so no buffer is left with the kernel. */
@@ -2135,7 +2135,7 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 			"memory budget of %zu MiB is too small: it needs %zu MiB "
 			"(read buffers %zu, stream buffers %zu (%u streams x %u x %u KiB), "
 			"decode %zu, batch slots %zu (%u of %zu KiB), shuffle %zu MiB); "
-			"a smaller shuffle window or batch needs fewer slots, fewer "
+			"a smaller shuffle window or batch needs fewer slots, and fewer "
 			"threads fewer stream buffers", budget >> 20,
 			(plan_total(p) + (1u << 20) - 1) >> 20, p->cbufs >> 20,
 			p->sbufs >> 20, p->sbufs ? l->nstreams : 0, PF_STREAM_BUFS,
