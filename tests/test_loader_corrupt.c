@@ -500,3 +500,115 @@ Test(corrupt, damaged_streams_over_several_blocks, .timeout = 120)
 		free(intact);
 	}
 }
+
+/* Pull mode's pieces, from a buffer: `piece` bytes at a time, and -EIO
+ * once `fail_at` bytes were handed out (when >= 0). */
+typedef struct pieces {
+	const uint8_t *data;
+	size_t len, at, piece;
+	int64_t fail_at;
+} pieces;
+
+static int pull_pieces(void *ctx, const uint8_t **buf, size_t *len, pf_error *err)
+{
+	pieces *p = ctx;
+
+	if (p->fail_at >= 0 && p->at >= (size_t)p->fail_at)
+		return pf_error_set(err, -EIO, PF_OFFSET_FILE, p->at, "read failed (test)");
+	*buf = p->data + p->at;
+	*len = p->len - p->at < p->piece ? p->len - p->at : p->piece;
+	p->at += *len;
+	return 0;
+}
+
+/* The records of a source, numbered, into ids[] (their ids) and nums[]
+ * (their record numbers).  @return the count; *ret what next() ended
+ * with. */
+static uint64_t read_all(pf_source *src, uint64_t *ids, uint64_t *nums, uint64_t cap,
+			 int *ret, pf_error *err)
+{
+	pf_arena arena;
+	pf_record rec;
+	uint64_t n = 0;
+
+	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(PAD_BYTES + 128)), 0);
+	while ((*ret = pf_source_next(src, &rec, err)) == 1) {
+		pf_example ex;
+		const pf_feature *id;
+
+		cr_assert_lt(n, cap);
+		pf_arena_reset(&arena);
+		cr_assert_eq(pf_example_decode(rec.data, (size_t)rec.len, &arena, &ex, err), 0);
+		id = pf_example_find(&ex, "id");
+		cr_assert_not_null(id);
+		ids[n] = (uint64_t)id->v.int64s[0];
+		nums[n++] = rec.index;
+	}
+	pf_arena_release(&arena);
+	return n;
+}
+
+/* Pull mode (the loader's way of reading streams): with PF_READ_DEFAULT
+ * pieces a damaged zstd stream's records come out as from the source's own
+ * reads, numbers and all; the file is not opened (the path need not
+ * exist); pull's error fails next() with it, naming the file. */
+Test(corrupt, pull_mode_reads_as_the_source_does)
+{
+	const char *d = tu_tmpdir();
+	const uint64_t nids = 2400;
+	uint64_t *ids[2], *nums[2], n[2];
+	size_t len, starts[2400 / 100 + 1];
+	uint8_t *buf = padded_stream(nids, PF_COMP_ZSTD, 100, &len, starts);
+	pieces pc = { .data = buf, .len = len, .piece = PF_READ_DEFAULT, .fail_at = -1 };
+	pf_source_config scfg = { .on_corrupt = PF_CORRUPT_SKIP };
+	char p[512];
+	pf_source *src;
+	pf_error err;
+	int ret;
+
+	buf[PF_READ_DEFAULT + 10] ^= 0x5a;
+	buf[starts[13]] ^= 0x5a;	/* frame 13's magic */
+	snprintf(p, sizeof(p), "%s/s.tfrecord.zst", d);
+	tu_write_file(p, buf, len);
+	for (int m = 0; m < 2; m++) {
+		ids[m] = calloc(nids, sizeof(*ids[m]));
+		nums[m] = calloc(nids, sizeof(*nums[m]));
+	}
+	pf_error_clear(&err);
+	cr_assert_eq(pf_source_open(&src, p, &scfg, &err), 0, "%s", err.msg);
+	n[0] = read_all(src, ids[0], nums[0], nids, &ret, &err);
+	cr_assert_eq(ret, 0, "%s", err.msg);
+	pf_source_close(src);
+
+	scfg.ignore_index = true;
+	scfg.pull = pull_pieces;
+	scfg.pull_ctx = &pc;
+	scfg.file_size = len;
+	snprintf(p, sizeof(p), "%s/not-there.tfrecord.zst", d);
+	cr_assert_eq(pf_source_open(&src, p, &scfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_source_file_size(src), len);
+	n[1] = read_all(src, ids[1], nums[1], nids, &ret, &err);
+	cr_assert_eq(ret, 0, "%s", err.msg);
+	cr_assert_eq(pc.at, len);
+	cr_assert_eq(pf_source_compression(src), PF_COMP_ZSTD);
+	pf_source_close(src);
+	cr_assert_lt(n[0], nids - 100, "%llu", (unsigned long long)n[0]);
+	cr_assert_eq(n[1], n[0]);
+	cr_assert_eq(memcmp(ids[0], ids[1], n[0] * sizeof(uint64_t)), 0);
+	cr_assert_eq(memcmp(nums[0], nums[1], n[0] * sizeof(uint64_t)), 0);
+
+	pc.at = 0;
+	pc.fail_at = 2 * PF_READ_DEFAULT;
+	pf_error_clear(&err);
+	cr_assert_eq(pf_source_open(&src, p, &scfg, &err), 0, "%s", err.msg);
+	read_all(src, ids[1], nums[1], nids, &ret, &err);
+	cr_assert_eq(ret, -EIO);
+	cr_assert_str_eq(err.file, p);
+	cr_assert_eq(err.offset, 2 * PF_READ_DEFAULT);
+	pf_source_close(src);
+	for (int m = 0; m < 2; m++) {
+		free(ids[m]);
+		free(nums[m]);
+	}
+	free(buf);
+}
