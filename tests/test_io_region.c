@@ -902,7 +902,7 @@ Test(region_stats, loader_reads_are_attributed)
 	cr_assert_gt(sn.io.bytes, 0);
 	cr_assert_leq(sn.io.bytes, 2 * file_size(shard));
 	cr_assert_geq(sn.io.ops, 2);
-	/* Far: counted at open, then read again by the workers. */
+	/* Far: counted at open, then read again in the I/O engine's blocks. */
 	cr_assert_geq(sf.io.bytes, 2 * file_size(plain));
 	cr_assert_eq(sn.io.errors + sf.io.errors, 0);
 	/* Nothing the loader read went uncounted. */

@@ -1034,8 +1034,9 @@ static void print_text(const report *r)
 	       (double)m->steps / s);
 	if (r->run.seconds * 1e3 > r->run.first_batch_ms)
 		printf("steady      %.0f records/s after the first batch\n", steady(r));
-	printf("read        %.1f MB compressed (%.1f MB/s), %.1f MB produced (%.1f MB/s)\n",
-	       mb(m->bytes_read), mb(m->bytes_read) / s, mb(m->bytes_decompressed),
+	printf("read        %.1f MB compressed (%.1f MB/s) in %llu reads, %.1f MB produced "
+	       "(%.1f MB/s)\n", mb(m->bytes_read), mb(m->bytes_read) / s,
+	       (unsigned long long)m->io_requests, mb(m->bytes_decompressed),
 	       mb(m->bytes_decompressed) / s);
 	printf("stages      busy per thread: io %.0f%% (1 thread), decode %.0f%% (%u threads);"
 	       " consumer waited %.0f%%\n",
@@ -1138,6 +1139,7 @@ static void print_json(const report *r)
 	json_kv_u64("holes", m->holes, false);
 	printf("},");
 	json_kv_str("io_backend", m->io_backend ? m->io_backend : "none", true);
+	json_kv_u64("io_requests", m->io_requests, true);
 	json_kv_u64("io_retries", m->io_retries, true);
 	json_kv_u64("io_faults_injected", m->io_faults, true);
 	json_kv_u64("io_timeouts", m->io_timeouts, true);
