@@ -65,6 +65,7 @@ struct pf_io {
 	unsigned nreading;
 	bool ring_ready;
 	bool files_registered;
+	uint32_t files_synced;	/* files[0, files_synced) are in the ring's table */
 	bool buffers_registered;
 	unsigned sq_pending;	/* sqes prepared, not yet submitted */
 
