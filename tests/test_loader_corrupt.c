@@ -332,31 +332,6 @@ Test(corrupt, read_errors_are_retried_then_handed_to_the_policy, .timeout = 60)
 /* Compressed streams of several blocks (the loader reads them in blocks  */
 /* of PF_READ_DEFAULT bytes through its I/O engine)                     */
 
-#define PAD_BYTES 1500u
-
-/* tu_id_example()'s Example and a feature "pad" of PAD_BYTES pseudo-random
- * bytes, so that compressed files are about as large as plain ones. */
-static int64_t padded_example(uint64_t id, uint8_t *buf, size_t cap)
-{
-	static uint8_t pad[PAD_BYTES];
-	uint64_t x = id * 0x9e3779b97f4a7c15ull + 1;
-	int64_t idv = (int64_t)id;
-	float v[3] = { (float)id, (float)id / 2, (float)id / 3 };
-	pf_bytes pb = { pad, PAD_BYTES };
-	pf_feature f[3] = {
-		{ .name = "id", .name_len = 2, .kind = PF_KIND_INT64, .count = 1, .v.int64s = &idv },
-		{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT, .count = 3, .v.floats = v },
-		{ .name = "pad", .name_len = 3, .kind = PF_KIND_BYTES, .count = 1, .v.bytes = &pb },
-	};
-
-	for (size_t i = 0; i < PAD_BYTES; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		pad[i] = (uint8_t)x;
-	}
-	return pf_example_encode(f, 3, buf, cap);
-}
 
 /* Padded records of ids [0, n) as a gzip stream (a member per `per`
  * records) or a zstd stream (a frame per `per`), malloc'd.  @return it,
@@ -365,8 +340,8 @@ static int64_t padded_example(uint64_t id, uint8_t *buf, size_t cap)
 static uint8_t *padded_stream(uint64_t n, pf_compression comp, uint64_t per, size_t *len,
 			      size_t *starts)
 {
-	size_t rcap = (size_t)per * (PAD_BYTES + 128), ocap = n / per * 64 + 64;
-	uint8_t *raw = malloc(rcap), *out, rec[PAD_BYTES + 128];
+	size_t rcap = (size_t)per * (TU_PAD_BYTES + 128), ocap = n / per * 64 + 64;
+	uint8_t *raw = malloc(rcap), *out, rec[TU_PAD_BYTES + 128];
 	size_t olen = 0;
 
 	ocap += comp == PF_COMP_GZIP ? compressBound((uLong)(rcap * (n / per + 1)))
@@ -378,7 +353,7 @@ static uint8_t *padded_stream(uint64_t n, pf_compression comp, uint64_t per, siz
 
 		starts[first / per] = olen;
 		for (uint64_t i = first; i < n && i < first + per; i++) {
-			int64_t r = padded_example(i, rec, sizeof(rec));
+			int64_t r = tu_padded_example(i, rec, sizeof(rec));
 
 			cr_assert_gt(r, 0);
 			rl += pf_tfr_encode(raw + rl, rcap - rl, rec, (size_t)r);
@@ -422,7 +397,7 @@ static uint64_t intact_ids(const char *path, uint8_t *intact, uint64_t nids)
 
 	pf_error_clear(&err);
 	cr_assert_eq(pf_source_open(&src, path, &scfg, &err), 0, "%s", err.msg);
-	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(PAD_BYTES + 128)), 0);
+	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(TU_PAD_BYTES + 128)), 0);
 	while ((ret = pf_source_next(src, &rec, &err)) == 1) {
 		pf_example ex;
 		const pf_feature *id;
@@ -531,7 +506,7 @@ static uint64_t read_all(pf_source *src, uint64_t *ids, uint64_t *nums, uint64_t
 	pf_record rec;
 	uint64_t n = 0;
 
-	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(PAD_BYTES + 128)), 0);
+	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(TU_PAD_BYTES + 128)), 0);
 	while ((*ret = pf_source_next(src, &rec, err)) == 1) {
 		pf_example ex;
 		const pf_feature *id;

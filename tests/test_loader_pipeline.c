@@ -500,44 +500,18 @@ Test(loader, long_stream_file_without_shuffle, .timeout = 60)
 /* ------------------------------------------------------------------ */
 /* Stream files read through the I/O engine, in blocks of 1 MiB         */
 
-#define PAD_BYTES 1500u
-
-/* The Example of tu_id_example() and a feature "pad" of PAD_BYTES
- * pseudo-random bytes, so that a compressed file is about as large as a
- * plain one.  @return its length. */
-static int64_t padded_example(uint64_t id, uint8_t *buf, size_t cap)
-{
-	static uint8_t pad[PAD_BYTES];
-	uint64_t x = id * 0x9e3779b97f4a7c15ull + 1;
-	int64_t idv = (int64_t)id;
-	float v[3] = { (float)id, (float)id / 2, (float)id / 3 };
-	pf_bytes pb = { pad, PAD_BYTES };
-	pf_feature f[3] = {
-		{ .name = "id", .name_len = 2, .kind = PF_KIND_INT64, .count = 1, .v.int64s = &idv },
-		{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT, .count = 3, .v.floats = v },
-		{ .name = "pad", .name_len = 3, .kind = PF_KIND_BYTES, .count = 1, .v.bytes = &pb },
-	};
-
-	for (size_t i = 0; i < PAD_BYTES; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		pad[i] = (uint8_t)x;
-	}
-	return pf_example_encode(f, 3, buf, cap);
-}
 
 /* A stream file of padded records of ids [0, n): plain, or zstd with a
  * frame per `per` records (frames then straddle the 1 MiB blocks the
  * loader reads).  @return its size. */
 static size_t write_padded_stream(const char *path, uint64_t n, bool zstd, uint64_t per)
 {
-	size_t cap = (size_t)n * (PAD_BYTES + 128), len = 0, out = 0;
-	uint8_t *plain = malloc(cap), *z = NULL, rec[PAD_BYTES + 128];
+	size_t cap = (size_t)n * (TU_PAD_BYTES + 128), len = 0, out = 0;
+	uint8_t *plain = malloc(cap), *z = NULL, rec[TU_PAD_BYTES + 128];
 
 	cr_assert_not_null(plain);
 	for (uint64_t i = 0; i < n; i++) {
-		int64_t r = padded_example(i, rec, sizeof(rec));
+		int64_t r = tu_padded_example(i, rec, sizeof(rec));
 
 		cr_assert_gt(r, 0);
 		len += pf_tfr_encode(plain + len, cap - len, rec, (size_t)r);

@@ -140,6 +140,28 @@ int64_t tu_id_example(uint64_t id, uint8_t *buf, size_t cap)
 	return pf_example_encode(f, 2, buf, cap);
 }
 
+int64_t tu_padded_example(uint64_t id, uint8_t *buf, size_t cap)
+{
+	static uint8_t pad[TU_PAD_BYTES];
+	uint64_t x = id * 0x9e3779b97f4a7c15ull + 1;
+	int64_t idv = (int64_t)id;
+	float v[3] = { (float)id, (float)id / 2, (float)id / 3 };
+	pf_bytes pb = { pad, TU_PAD_BYTES };
+	pf_feature f[3] = {
+		{ .name = "id", .name_len = 2, .kind = PF_KIND_INT64, .count = 1, .v.int64s = &idv },
+		{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT, .count = 3, .v.floats = v },
+		{ .name = "pad", .name_len = 3, .kind = PF_KIND_BYTES, .count = 1, .v.bytes = &pb },
+	};
+
+	for (size_t i = 0; i < TU_PAD_BYTES; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		pad[i] = (uint8_t)x;
+	}
+	return pf_example_encode(f, 3, buf, cap);
+}
+
 static int file_sink(void *ctx, const void *buf, size_t len)
 {
 	return fwrite(buf, 1, len, ctx) == len ? 0 : -EIO;

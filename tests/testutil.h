@@ -36,6 +36,11 @@ bool tu_is_mounted(const char *path);
  * first+count) in frames of frame_size bytes (align 0 or the frame
  * alignment); tu_write_id_stream() a plain (or gzip) TFRecord file. */
 int64_t tu_id_example(uint64_t id, uint8_t *buf, size_t cap);
+/* tu_id_example()'s Example and a feature "pad" of TU_PAD_BYTES
+ * pseudo-random bytes, so that a compressed file is about as large as a
+ * plain one.  @return its length. */
+#define TU_PAD_BYTES 1500u
+int64_t tu_padded_example(uint64_t id, uint8_t *buf, size_t cap);
 void tu_write_id_shard(const char *path, uint64_t first, uint64_t count,
 		       size_t frame_size, uint32_t align);
 void tu_write_id_stream(const char *path, uint64_t first, uint64_t count, bool gz);
