@@ -332,7 +332,6 @@ Test(corrupt, read_errors_are_retried_then_handed_to_the_policy, .timeout = 60)
 /* Compressed streams of several blocks (the loader reads them in blocks  */
 /* of PF_READ_DEFAULT bytes through its I/O engine)                     */
 
-
 /* Padded records of ids [0, n) as a gzip stream (a member per `per`
  * records) or a zstd stream (a frame per `per`), malloc'd.  @return it,
  * its length in *len, where its members or frames start in starts[]

@@ -500,7 +500,6 @@ Test(loader, long_stream_file_without_shuffle, .timeout = 60)
 /* ------------------------------------------------------------------ */
 /* Stream files read through the I/O engine, in blocks of 1 MiB         */
 
-
 /* A stream file of padded records of ids [0, n): plain, or zstd with a
  * frame per `per` records (frames then straddle the 1 MiB blocks the
  * loader reads).  @return its size. */
