@@ -39,7 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -265,32 +264,6 @@ static uint64_t now_ns(void)
 static size_t round_up(size_t v, size_t a)
 {
 	return (v + a - 1) / a * a;
-}
-
-/* The large pools (batch slots, read buffers) come straight from mmap,
- * asking for transparent huge pages: every page of them is touched on
- * the first pass, and 2 MiB pages cut the page faults (and the pinning
- * of registered buffers) 512-fold.  Without THP they are ordinary pages.
- * @return NULL when size is 0 or on failure. */
-#define PF_HUGE (2u << 20)
-static void *pool_alloc(size_t size)
-{
-	void *p;
-
-	if (!size)
-		return NULL;
-	p = mmap(NULL, round_up(size, PF_HUGE), PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	(void)madvise(p, round_up(size, PF_HUGE), MADV_HUGEPAGE);
-	return p;
-}
-
-static void pool_free(void *p, size_t size)
-{
-	if (p)
-		munmap(p, round_up(size, PF_HUGE));
 }
 
 /* Wake every thread waiting on the loader.  Call with mu held. */
@@ -2162,6 +2135,13 @@ static int setup_slot(pf_loader *l, batch_slot *s)
 		cb->valid = s->valid + (size_t)c * l->topo.per_core_batch;
 		cb->nvalid = l->topo.per_core_batch;
 		for (uint32_t f = 0; f < l->spec.n; f++) {
+			size_t end = l->toff[f] + l->fbytes[f] * l->topo.per_core_batch;
+			size_t next = f + 1 < l->spec.n ? l->toff[f + 1] : l->block_bytes;
+
+			/* Rows are written whole, every time; the alignment gap
+			 * after a tensor never is, and a pool kept from another
+			 * loader (pool.c) may hold anything there. */
+			memset((uint8_t *)cb->block + end, 0, next - end);
 			cb->tensors[f].name = l->spec.f[f].name;
 			cb->tensors[f].dtype = l->spec.f[f].dtype;
 			cb->tensors[f].len = l->spec.f[f].len;
@@ -2201,15 +2181,15 @@ static int setup_pools(pf_loader *l, pf_error *err)
 
 	l->chunks = pf_calloc(l->nchunks, sizeof(*l->chunks));
 	l->streams = pf_calloc(l->nstreams, sizeof(*l->streams));
-	l->mem_sbufs = pool_alloc(p.sbufs);
+	l->mem_sbufs = pf_pool_alloc(p.sbufs);
 	l->sbufs_size = p.sbufs;
 	l->free_cbuf = pf_calloc(l->ncbufs ? l->ncbufs : 1, sizeof(*l->free_cbuf));
 	l->ring = pf_calloc(l->nring, sizeof(*l->ring));
 	l->mem_slotptr = pf_calloc((size_t)l->nring * l->spb, sizeof(*l->mem_slotptr));
-	l->mem_cbufs = pool_alloc(p.cbufs);
+	l->mem_cbufs = pf_pool_alloc(p.cbufs);
 	l->cbufs_size = p.cbufs;
 	l->slots = pf_calloc(l->nslots, sizeof(*l->slots));
-	l->mem_batches = pool_alloc(p.batches);
+	l->mem_batches = pf_pool_alloc(p.batches);
 	l->batches_size = p.batches;
 	l->mem_perm = p.perm ? pf_malloc(p.perm) : NULL;
 	if (!l->chunks || !l->streams || !l->free_cbuf || !l->ring || !l->mem_slotptr ||
@@ -2662,9 +2642,9 @@ void pf_loader_free(pf_loader *l)
 	pf_free(l->ring);
 	pf_free(l->mem_slotptr);
 	pf_free(l->mem_perm);
-	pool_free(l->mem_cbufs, l->cbufs_size);
-	pool_free(l->mem_batches, l->batches_size);
-	pool_free(l->mem_sbufs, l->sbufs_size);
+	pf_pool_free(l->mem_cbufs, l->cbufs_size);
+	pf_pool_free(l->mem_batches, l->batches_size);
+	pf_pool_free(l->mem_sbufs, l->sbufs_size);
 	pf_free(l->free_cbuf);
 	pf_free(l->toff);
 	pf_free(l->fbytes);

@@ -146,4 +146,13 @@ void pf_state_release(pf_state *s);
 /*! Records in the pieces. */
 uint64_t pf_state_remaining(const pf_state *s);
 
+/* pool.c: the loader's large pools, anonymous mappings (huge pages
+ * asked for) kept in a small process-wide cache when freed, for the next
+ * loader.  pf_pool_alloc(0) is NULL; pf_pool_free() takes the size the
+ * pool was asked with.  pf_pool_cached(): bytes the cache holds. */
+void *pf_pool_alloc(size_t size);
+void pf_pool_free(void *p, size_t size);
+size_t pf_pool_cached(void);
+void pf_pool_trim(void);
+
 #endif

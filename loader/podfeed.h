@@ -419,8 +419,15 @@ PF_API const pf_error *pf_loader_last_error(const pf_loader *l);
 PF_API void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m);
 PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);
 PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
-/*! Stop threads and free everything.  NULL is a no-op. */
+/*! Stop threads and free everything.  NULL is a no-op.  The large pools
+ *  (batch slots, read buffers: most of the memory budget) are kept for
+ *  the next loader the process creates, which then starts without
+ *  faulting them in; at most 8 pools and 1 GiB are kept, the oldest
+ *  returned first.  PODFEED_POOL_CACHE=0 in the environment turns this
+ *  off. */
 PF_API void pf_loader_free(pf_loader *l);
+/*! Return the pools freed loaders left to the system. */
+PF_API void pf_loader_trim(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The process-wide cache of the loader's large pools (loader/pool.c): a
+ * loader made after another one takes its pools, delivers exactly what a
+ * loader on fresh pools delivers (nothing of the last loader's data
+ * shows through), the cache is bounded, pf_loader_trim() empties it and
+ * PODFEED_POOL_CACHE=0 turns it off. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader_internal.h"
+#include "podfeed.h"
+#include "testutil.h"
+
+#define MIB (1u << 20)
+
+typedef struct delivered {
+	uint64_t steps, records;
+	uint32_t digest;	/* crc over every core block of every batch */
+	uint64_t id_lo, id_hi;	/* the ids seen */
+	uint64_t pool_bytes;
+} delivered;
+
+/* Every batch of one epoch over dir; each id must be in [lo, lo + n) and
+ * come at most once. */
+static delivered run(const char *dir, uint64_t lo, uint64_t n)
+{
+	const char *paths[1] = { dir };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 64,
+				 .cores_per_host = 2, .shuffle = true,
+				 .shuffle_window = 1024, .seed = 7, .epochs = 1,
+				 .threads = 2,
+				 .features = "id:int64[1],v:float32[8]:pad=-1" };
+	delivered d = { .id_lo = UINT64_MAX };
+	uint8_t *seen = calloc(n, 1);
+	pf_loader_metrics m;
+	pf_error err;
+	pf_loader *l;
+	pf_batch *b;
+	int ret;
+
+	cr_assert_not_null(seen);
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		for (uint32_t c = 0; c < b->cores; c++) {
+			const pf_core_batch *cb = &b->core[c];
+			const int64_t *ids = cb->tensors[0].data;
+			const float *v = cb->tensors[1].data;
+
+			d.digest = pf_crc32c(d.digest, cb->block, cb->block_bytes);
+			for (uint32_t i = 0; i < b->per_core_batch; i++) {
+				uint64_t id = (uint64_t)ids[i];
+
+				cr_assert(id >= lo && id < lo + n, "id %llu is not this dataset's",
+					  (unsigned long long)id);
+				cr_assert_eq(seen[id - lo]++, 0, "id %llu twice",
+					     (unsigned long long)id);
+				cr_assert_eq(v[i * 8], (float)id);
+				cr_assert_eq(v[i * 8 + 7], -1.0f, "padding");
+				d.id_lo = id < d.id_lo ? id : d.id_lo;
+				d.id_hi = id > d.id_hi ? id : d.id_hi;
+			}
+			d.records += b->per_core_batch;
+		}
+		d.steps++;
+		pf_loader_release(l, b);
+	}
+	cr_assert_eq(ret, 0, "%s", pf_loader_last_error(l)->msg);
+	pf_loader_get_metrics(l, &m);
+	d.pool_bytes = m.memory_bytes;
+	pf_loader_free(l);
+	free(seen);
+	return d;
+}
+
+static const char *dataset(uint64_t first, uint64_t n)
+{
+	const char *dir = tu_tmpdir();
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/a.tfrecord.zst", dir);
+	tu_write_id_shard(p, first, n / 2, 8192, 0);
+	snprintf(p, sizeof(p), "%s/b.tfrecord.zst", dir);
+	tu_write_id_shard(p, first + n / 2, n - n / 2, 8192, 0);
+	return dir;
+}
+
+Test(pool, the_next_loader_takes_the_pools_and_shows_nothing_of_the_last, .timeout = 120)
+{
+	const uint64_t n = 6000;
+	const char *a = dataset(0, n), *b = dataset(1000000, n);
+	delivered first, again, other, fresh;
+	size_t kept;
+
+	pf_loader_trim();
+	cr_assert_eq(pf_pool_cached(), 0);
+	first = run(a, 0, n);
+	kept = pf_pool_cached();
+	/* The batch slots and read buffers are most of the pool bytes. */
+	cr_assert_gt(kept, 0);
+	cr_assert_geq((uint64_t)kept * 2, first.pool_bytes, "kept %zu of %llu", kept,
+		      (unsigned long long)first.pool_bytes);
+
+	/* The same loader again: on the kept pools, the same batches. */
+	again = run(a, 0, n);
+	cr_assert_eq(again.steps, first.steps);
+	cr_assert_eq(again.digest, first.digest);
+	cr_assert_eq(pf_pool_cached(), kept, "the pools went back to the cache");
+
+	/* Other data of the same shapes on those pools: only its own ids,
+	 * each once, and the bytes a loader on fresh pools delivers. */
+	other = run(b, 1000000, n);
+	cr_assert_eq(other.steps, first.steps);
+	cr_assert_eq(other.id_lo >= 1000000 && other.id_hi < 1000000 + n, true);
+	pf_loader_trim();
+	cr_assert_eq(pf_pool_cached(), 0);
+	fresh = run(b, 1000000, n);
+	cr_assert_eq(fresh.digest, other.digest);
+	cr_assert_eq(fresh.records, other.records);
+	cr_assert_eq(fresh.records, first.records);
+	pf_loader_trim();
+}
+
+Test(pool, equal_sizes_are_reused_and_the_cache_is_bounded)
+{
+	void *p[10];
+
+	pf_pool_trim();
+	cr_assert_null(pf_pool_alloc(0));
+	/* 2 MiB granules: 3 MiB is kept as 4. */
+	p[0] = pf_pool_alloc(3 * MIB);
+	cr_assert_not_null(p[0]);
+	memset(p[0], 0xab, 3 * MIB);
+	pf_pool_free(p[0], 3 * MIB);
+	cr_assert_eq(pf_pool_cached(), 4 * MIB);
+	/* Another size does not take it; the same size (as mapped) does. */
+	p[1] = pf_pool_alloc(6 * MIB);
+	cr_assert_eq(pf_pool_cached(), 4 * MIB);
+	p[2] = pf_pool_alloc(4 * MIB);
+	cr_assert_eq(p[2], p[0]);
+	cr_assert_eq(pf_pool_cached(), 0);
+	pf_pool_free(p[1], 6 * MIB);
+	pf_pool_free(p[2], 4 * MIB);
+	pf_pool_trim();
+
+	/* Ten pools of 2..20 MiB freed in order: the last 8 stay. */
+	for (int i = 0; i < 10; i++) {
+		p[i] = pf_pool_alloc((size_t)(i + 1) * 2 * MIB);
+		cr_assert_not_null(p[i]);
+	}
+	for (int i = 0; i < 10; i++)
+		pf_pool_free(p[i], (size_t)(i + 1) * 2 * MIB);
+	cr_assert_eq(pf_pool_cached(), (size_t)(3 + 4 + 5 + 6 + 7 + 8 + 9 + 10) * 2 * MIB);
+	pf_pool_trim();
+	cr_assert_eq(pf_pool_cached(), 0);
+
+	/* A pool over the byte bound is never kept; one that would pass it
+	 * pushes the oldest out.  (Mappings are not touched: no memory.) */
+	p[0] = pf_pool_alloc((size_t)1100 * MIB);
+	cr_assert_not_null(p[0]);
+	pf_pool_free(p[0], (size_t)1100 * MIB);
+	cr_assert_eq(pf_pool_cached(), 0);
+	p[0] = pf_pool_alloc((size_t)600 * MIB);
+	p[1] = pf_pool_alloc((size_t)500 * MIB);
+	pf_pool_free(p[0], (size_t)600 * MIB);
+	pf_pool_free(p[1], (size_t)500 * MIB);
+	cr_assert_eq(pf_pool_cached(), (size_t)500 * MIB);
+	pf_loader_trim();
+	cr_assert_eq(pf_pool_cached(), 0);
+}
+
+Test(pool, off_when_the_environment_says_so)
+{
+	void *p;
+
+	/* Read at the first free of the process (each test is a fresh one). */
+	cr_assert_eq(setenv("PODFEED_POOL_CACHE", "0", 1), 0);
+	p = pf_pool_alloc(4 * MIB);
+	cr_assert_not_null(p);
+	pf_pool_free(p, 4 * MIB);
+	cr_assert_eq(pf_pool_cached(), 0);
+}
