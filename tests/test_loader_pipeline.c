@@ -356,6 +356,32 @@ Test(loader, every_window_delivers_each_record_once, .timeout = 240)
 	}
 }
 
+/* The batch slots cover the blocks of a few frames past the one being
+ * drained (so that every decoder has a frame with a small window); a
+ * budget without room for that gets the fewest slots that work, with
+ * the same batches. */
+Test(loader, a_tight_budget_gets_fewer_slots_and_the_same_batches, .timeout = 120)
+{
+	uint64_t nids;
+	const char *d = uneven_dataset(&nids);
+	pf_loader_config cfg = { .cores_per_host = 2, .per_core_batch = 8, .shuffle = true,
+				 .shuffle_window = 16, .seed = 5, .epochs = 2, .threads = 2,
+				 .io_depth = 1 };
+	run_result ref, r;
+
+	/* One read in flight: the depth cannot give, only the slots can. */
+	run(d, &cfg, nids, &ref);
+	cr_assert_eq(ref.ret, 0, "%s", ref.err.msg);
+	cfg.memory_budget = ref.m.memory_bytes - 1;
+	run(d, &cfg, nids, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_lt(r.m.memory_bytes, ref.m.memory_bytes);
+	cr_assert_eq(r.steps, ref.steps);
+	cr_assert_eq(r.digest, ref.digest);
+	free(ref.seen);
+	free(r.seen);
+}
+
 /* The window shuffle moves records: the same frame order with and
  * without it gives different batches, and two epochs differ. */
 Test(loader, the_window_shuffles_records)
