@@ -245,6 +245,10 @@ struct pf_loader {
 	/* threads */
 	pthread_t io_thread;
 	bool io_started;
+	/* The I/O thread gave up with reads in flight (the engine failed):
+	 * the kernel may still write into the read buffers, which then go
+	 * back to the system, not to the next loader. */
+	bool io_left;
 	worker *workers;
 	unsigned nworkers;
 
@@ -1765,6 +1769,7 @@ static void *io_main(void *arg)
 	}
 	l->io_end_ns = now_ns();
 	l->io_done = true;
+	l->io_left = io && pf_io_inflight(io);
 	pthread_cond_broadcast(&l->cv_decode);
 	pthread_cond_broadcast(&l->cv_ready);
 	pthread_mutex_unlock(&l->mu);
@@ -2659,9 +2664,14 @@ void pf_loader_free(pf_loader *l)
 	pf_free(l->ring);
 	pf_free(l->mem_slotptr);
 	pf_free(l->mem_perm);
-	pf_pool_free(l->mem_cbufs, l->cbufs_size);
 	pf_pool_free(l->mem_batches, l->batches_size);
-	pf_pool_free(l->mem_sbufs, l->sbufs_size);
+	if (l->io_left) {
+		pf_pool_unmap(l->mem_cbufs, l->cbufs_size);
+		pf_pool_unmap(l->mem_sbufs, l->sbufs_size);
+	} else {
+		pf_pool_free(l->mem_cbufs, l->cbufs_size);
+		pf_pool_free(l->mem_sbufs, l->sbufs_size);
+	}
 	pf_free(l->free_cbuf);
 	pf_free(l->toff);
 	pf_free(l->fbytes);

@@ -152,6 +152,9 @@ uint64_t pf_state_remaining(const pf_state *s);
  * pool was asked with.  pf_pool_cached(): bytes the cache holds. */
 void *pf_pool_alloc(size_t size);
 void pf_pool_free(void *p, size_t size);
+/* Back to the system, never to the cache (memory the kernel may still
+ * write into). */
+void pf_pool_unmap(void *p, size_t size);
 size_t pf_pool_cached(void);
 void pf_pool_trim(void);
 

@@ -18,7 +18,10 @@
  * (equal configurations ask equal sizes); the cache holds at most
  * PF_POOL_CACHE mappings and PF_POOL_CACHE_BYTES, the oldest going back
  * to the system first.  pf_pool_trim() (public: pf_loader_trim()) gives
- * all of it back; PODFEED_POOL_CACHE=0 turns the cache off. */
+ * all of it back; PODFEED_POOL_CACHE=0 turns the cache off.  Read buffers
+ * the kernel may still write into (a loader whose I/O engine failed with
+ * reads in flight) go back to the system (pf_pool_unmap()), never to the
+ * next loader. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -126,6 +129,12 @@ void pf_pool_free(void *p, size_t size)
 	pthread_mutex_unlock(&cache_mu);
 	for (unsigned i = 0; i < nevict; i++)
 		munmap(evict[i], evict_size[i]);
+}
+
+void pf_pool_unmap(void *p, size_t size)
+{
+	if (p)
+		munmap(p, mapped_size(size));
 }
 
 size_t pf_pool_cached(void)
