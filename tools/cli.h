@@ -39,4 +39,8 @@ void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_json_string(FILE *f, const void *s, size_t len);
 void cli_json_double(FILE *f, double v);
 
+/*! The median of v[0..n) (n > 0), sorting v in place: the middle value,
+ *  or the mean of the two middle ones. */
+double cli_median(double *v, size_t n);
+
 #endif

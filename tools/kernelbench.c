@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "kernels_internal.h"
 #include "pf_host.h"
 
@@ -40,19 +41,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void *xalloc(size_t bytes)
@@ -166,7 +154,7 @@ static double peak_gflops(double (*fn)(uint64_t), const bench_opts *o)
 
 	for (int r = 0; r < o->runs; r++)
 		v[r] = peak_once(fn, iters);
-	return median(v, o->runs);
+	return cli_median(v, o->runs);
 }
 
 /* ------------------------------------------------------------------ */
@@ -307,14 +295,14 @@ static gemm_result bench_gemm(const shape *s, const bench_opts *o)
 	}
 	for (int c = 0; c < NCAND; c++)
 		if (cand_available(c))
-			res.gflops[c] = median(v[c], o->runs);
+			res.gflops[c] = cli_median(v[c], o->runs);
 	res.peak = res.avx2_per_peak = res.avx2_per_blas = NAN;
 	if (cand_available(C_AVX2) && o->peak_fn) {
-		res.peak = median(vp, o->runs);
-		res.avx2_per_peak = median(rp, o->runs);
+		res.peak = cli_median(vp, o->runs);
+		res.avx2_per_peak = cli_median(rp, o->runs);
 	}
 	if (cand_available(C_AVX2) && cand_available(C_BLAS))
-		res.avx2_per_blas = median(rb, o->runs);
+		res.avx2_per_blas = cli_median(rb, o->runs);
 	free(g.a);
 	free(g.b);
 	free(g.c);
@@ -387,7 +375,7 @@ static step_result bench_model(pf_model_kind kind, const char *kernels,
 			pf_model_grad(m, ws, &b, g, NULL, NULL);
 		v[r] = (now_s() - t) / reps;
 	}
-	res.ms = median(v, o->runs) * 1e3;
+	res.ms = cli_median(v, o->runs) * 1e3;
 	res.gflops = pf_model_step_flops(m, rows) / (res.ms * 1e-3) * 1e-9;
 	pf_grad_free(g);
 	pf_workspace_free(ws);

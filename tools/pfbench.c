@@ -62,19 +62,6 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* ------------------------------------------------------------------ */
 
 static int bench_crc(uint64_t mib, int runs)
@@ -103,8 +90,8 @@ static int bench_crc(uint64_t mib, int runs)
 		t_cpy[r] = t3 - t2;
 	}
 	double gb = (double)len / 1e9;
-	double crc = gb / median(t_crc, runs), port = gb / median(t_port, runs),
-	       cpy = gb / median(t_cpy, runs);
+	double crc = gb / cli_median(t_crc, runs), port = gb / cli_median(t_port, runs),
+	       cpy = gb / cli_median(t_cpy, runs);
 	printf("{\"bench\":\"crc32c\",\"impl\":\"%s\",\"bytes\":%zu,\"runs\":%d,"
 	       "\"crc32c_gbps\":%.2f,\"portable_gbps\":%.2f,\"memcpy_gbps\":%.2f,"
 	       "\"ratio_to_memcpy\":%.2f}\n", pf_crc32c_impl(), len, runs, crc, port,
@@ -188,7 +175,7 @@ static int bench_decompress(char **files, int n, int runs)
 		t_pf[r] = t1 - t0;
 		t_zstd[r] = t2 - t1;
 	}
-	double pf = median(t_pf, runs), zs = median(t_zstd, runs);
+	double pf = cli_median(t_pf, runs), zs = cli_median(t_zstd, runs);
 	printf("{\"bench\":\"decompress\",\"files\":%d,\"records\":%llu,"
 	       "\"compressed_bytes\":%llu,\"uncompressed_bytes\":%llu,\"runs\":%d,"
 	       "\"podfeed_seconds\":%.4f,\"zstd_cli_seconds\":%.4f,"
@@ -295,7 +282,7 @@ static int bench_decode(char **files, int n, int runs)
 		t_fast[r] = t1 - t0;
 		t_pbc[r] = t2 - t1;
 	}
-	double fast = median(t_fast, runs), pbc = median(t_pbc, runs);
+	double fast = cli_median(t_fast, runs), pbc = cli_median(t_pbc, runs);
 	printf("{\"bench\":\"decode\",\"file\":\"%s\",\"records\":%zu,\"bytes\":%zu,"
 	       "\"values\":%llu,\"runs\":%d,\"fast_records_per_s\":%.0f,"
 	       "\"fast_mbps\":%.1f,\"protobuf_c_records_per_s\":%.0f,"
@@ -571,8 +558,8 @@ static int bench_specdecode(char **files, int n, int runs,
 					return 1;
 				}
 			}
-			double fast = median(t_fast, runs), slow = median(t_slow, runs),
-			       zs = median(t_zstd, runs), pipe = median(t_pipe, runs);
+			double fast = cli_median(t_fast, runs), slow = cli_median(t_slow, runs),
+			       zs = cli_median(t_zstd, runs), pipe = cli_median(t_pipe, runs);
 			double per = 1e9 / (double)rs.n;
 			printf("{\"bench\":\"specdecode\",\"spec\":\"%s\",\"simd\":\"%s\","
 			       "\"records\":%zu,\"bytes\":%zu,\"values\":%llu,\"rows\":%zu,"
@@ -721,10 +708,10 @@ static int bench_varint(char **files, int n, int runs)
 		cli_fail("varint: %d lists decoded to the wrong count", bad);
 		return 1;
 	}
-	double scalar32 = median(t32[npaths - 1], runs), scalar64 = median(t64[npaths - 1], runs);
+	double scalar32 = cli_median(t32[npaths - 1], runs), scalar64 = cli_median(t64[npaths - 1], runs);
 
 	for (int p = 0; p < npaths; p++) {
-		double a = median(t32[p], runs), b = median(t64[p], runs);
+		double a = cli_median(t32[p], runs), b = cli_median(t64[p], runs);
 
 		printf("{\"bench\":\"varint\",\"simd\":\"%s\",\"lists\":%zu,\"values\":%zu,"
 		       "\"bytes\":%zu,\"runs\":%d,\"i32_mvalues_per_s\":%.1f,"

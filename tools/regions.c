@@ -671,19 +671,6 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median_of(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_dbl);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Read every sample file of one column whole through an I/O engine that
  * counts into the table.  @return 0, or 1 after printing why. */
 static int read_pass(pf_region_table *t, const column *c, size_t nfiles, unsigned depth,
@@ -1132,19 +1119,19 @@ int regions_main(int argc, char **argv)
 
 		for (unsigned p = 0; p < repeat; p++)
 			v[p] = col->pass[p].seconds;
-		col->seconds = median_of(v, (unsigned)repeat);
+		col->seconds = cli_median(v, (unsigned)repeat);
 		for (unsigned p = 0; p < repeat; p++)
 			v[p] = col->pass[p].seconds > 0 ? mb(col->pass[p].bytes) / col->pass[p].seconds : 0;
-		col->mbps = median_of(v, (unsigned)repeat);
+		col->mbps = cli_median(v, (unsigned)repeat);
 		for (unsigned p = 0; p < repeat; p++)
 			v[p] = col->pass[p].first_byte_ms;
-		col->first_byte_ms = median_of(v, (unsigned)repeat);
+		col->first_byte_ms = cli_median(v, (unsigned)repeat);
 		for (unsigned p = 0; p < repeat; p++)
 			v[p] = pf_io_stats_quantile_us(&col->pass[p].st.io, 0.50);
-		col->p50 = median_of(v, (unsigned)repeat);
+		col->p50 = cli_median(v, (unsigned)repeat);
 		for (unsigned p = 0; p < repeat; p++)
 			v[p] = pf_io_stats_quantile_us(&col->pass[p].st.io, 0.99);
-		col->p99 = median_of(v, (unsigned)repeat);
+		col->p99 = cli_median(v, (unsigned)repeat);
 		col->bytes = col->pass[0].bytes;
 		col->cost = (double)col->bytes / GIB * ro.usd_per_gib;
 		if (col->ri.kind == PF_REGION_IN && col->mbps > best_in)
