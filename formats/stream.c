@@ -513,6 +513,23 @@ uint64_t pf_recstream_drops(const pf_recstream *s)
 	return s->reported;
 }
 
+/* The decoder of codec c and the decompression window, made when not
+ * there yet (kept across a second decision after -ENOMEM). */
+static int make_decoder(pf_recstream *s, pf_compression c, pf_error *err)
+{
+	int ret = s->inflate ? 0 : pf_inflate_create(&s->inflate, c);
+
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "cannot create a %s decoder",
+				    pf_compression_name(c));
+	if (!s->window)
+		s->window = pf_malloc(s->window_cap);
+	if (!s->window)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for the decompression window");
+	return 0;
+}
+
 /* Gather the first bytes and decide the format.  @return 1 when decided,
  * 0 when more bytes are needed, <0 on error. */
 static int detect(pf_recstream *s, pf_error *err)
@@ -543,16 +560,10 @@ static int detect(pf_recstream *s, pf_error *err)
 	/* The format counts as decided only once its decoder exists: after
 	 * -ENOMEM a later call decides again and makes what is missing. */
 	if (c != PF_COMP_NONE) {
-		int ret = s->inflate ? 0 : pf_inflate_create(&s->inflate, (pf_compression)c);
+		int ret = make_decoder(s, (pf_compression)c, err);
+
 		if (ret < 0)
-			return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
-					    "cannot create a %s decoder",
-					    pf_compression_name((pf_compression)c));
-		if (!s->window)
-			s->window = pf_malloc(s->window_cap);
-		if (!s->window)
-			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-					    "no memory for the decompression window");
+			return ret;
 	}
 	s->comp = c;
 	/* Process the stash first, then whatever is left of the feed. */
@@ -898,15 +909,9 @@ static int switch_codec(pf_recstream *s, const uint8_t *hdr, pf_error *err)
 	int ret;
 
 	s->switching = false;
-	ret = s->inflate ? 0 : pf_inflate_create(&s->inflate, c);
+	ret = make_decoder(s, c, err);
 	if (ret < 0)
-		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "cannot create a %s decoder",
-				    pf_compression_name(c));
-	if (!s->window)
-		s->window = pf_malloc(s->window_cap);
-	if (!s->window)
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-				    "no memory for the decompression window");
+		return ret;
 	s->comp = c;
 	s->sniffing = false;
 	s->sniff_trial = true;
