@@ -433,16 +433,10 @@ Test(plan, overflow)
 static int run(const char *args, bool both, char *out, size_t cap)
 {
 	char cmd[4096];
-	FILE *p;
-	size_t got;
 
 	snprintf(cmd, sizeof(cmd), "%s %s%s", tu_env_tool("LOADBENCH"), args,
 		 both ? " 2>&1" : " 2>/dev/null");
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	got = fread(out, 1, cap - 1, p);
-	out[got] = '\0';
-	return WEXITSTATUS(pclose(p));
+	return WEXITSTATUS(tu_capture(cmd, out, cap, NULL));
 }
 
 static json_t *run_json(const char *args)

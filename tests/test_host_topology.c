@@ -425,8 +425,6 @@ Test(topology, format_into_short_buffers)
 static int run_loadbench(const char *env, const char *args, char *out, size_t cap)
 {
 	char cmd[4096];
-	FILE *p;
-	size_t got;
 
 	/* env -u: a test runner's own RANK or MPI variables must not leak in. */
 	snprintf(cmd, sizeof(cmd),
@@ -434,11 +432,7 @@ static int run_loadbench(const char *env, const char *args, char *out, size_t ca
 		 "-u PMI_RANK -u PMI_SIZE -u TPU_WORKER_ID -u TPU_WORKER_HOSTNAMES "
 		 "-u CLOUD_TPU_TASK_ID -u RANK -u WORLD_SIZE %s %s --quiet --json %s 2>&1 >/dev/null",
 		 env, tu_env_tool("LOADBENCH"), args);
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	got = fread(out, 1, cap - 1, p);
-	out[got] = '\0';
-	return WEXITSTATUS(pclose(p));
+	return WEXITSTATUS(tu_capture(cmd, out, cap, NULL));
 }
 
 Test(topology, loadbench_prints_and_uses_the_topology, .timeout = 120)
@@ -464,17 +458,13 @@ Test(topology, loadbench_prints_and_uses_the_topology, .timeout = 120)
 	/* The detected host is the one the loader runs as. */
 	{
 		char cmd[2048], json[1 << 16];
-		FILE *p;
-		size_t got;
 
 		snprintf(cmd, sizeof(cmd),
 			 "env TPU_WORKER_ID=1 TPU_WORKER_HOSTNAMES=a,b %s --quiet --json "
 			 "--per-core-batch 10 --threads 1 %s/z 2>/dev/null",
 			 tu_env_tool("LOADBENCH"), d);
-		p = popen(cmd, "r");
-		got = fread(json, 1, sizeof(json) - 1, p);
-		json[got] = '\0';
-		cr_assert_eq(WEXITSTATUS(pclose(p)), 0, "%s", json);
+		cr_assert_eq(WEXITSTATUS(tu_capture(cmd, json, sizeof(json), NULL)), 0,
+			     "%s", json);
 		json_error_t jerr;
 		json_t *o = json_loads(json, 0, &jerr);
 		cr_assert_not_null(o, "%s: %s", jerr.text, json);
@@ -507,8 +497,6 @@ Test(topology, loadbench_under_mpirun, .timeout = 120)
 {
 	const char *d = tu_tmpdir();
 	char cmd[4096], out[8192];
-	FILE *p;
-	size_t got;
 
 	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
 		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
@@ -522,11 +510,7 @@ Test(topology, loadbench_under_mpirun, .timeout = 120)
 		 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
 		 "%s --quiet --json --per-core-batch 10 --threads 1 %s/z 2>&1 >/dev/null",
 		 tu_env_tool("LOADBENCH"), d);
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	got = fread(out, 1, sizeof(out) - 1, p);
-	out[got] = '\0';
-	cr_assert_eq(WEXITSTATUS(pclose(p)), 0, "%s", out);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0, "%s", out);
 	cr_assert(strstr(out, "loadbench: host 0 of 2 (from mpi)"), "%s", out);
 	cr_assert(strstr(out, "loadbench: host 1 of 2 (from mpi)"), "%s", out);
 }

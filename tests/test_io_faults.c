@@ -877,19 +877,15 @@ static int loadbench(const char *env, const char *args, json_t **json, const cha
 	static char errtext[8192];
 	char cmd[4096], errpath[256], *out;
 	size_t cap = 1 << 16, got;
-	FILE *p, *e;
+	FILE *e;
 	json_error_t jerr;
 	int st;
 
 	snprintf(errpath, sizeof(errpath), "%s/loadbench.err", tu_tmpdir());
 	snprintf(cmd, sizeof(cmd), "env %s %s --json --quiet --per-core-batch 16 --cores 2 "
 		 "--threads 2 --seed 5 %s 2>%s", env, tu_env_tool("LOADBENCH"), args, errpath);
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
 	out = malloc(cap);
-	got = fread(out, 1, cap - 1, p);
-	out[got] = 0;
-	st = pclose(p);
+	st = tu_capture(cmd, out, cap, &got);
 	*json = got ? json_loads(out, 0, &jerr) : NULL;
 	free(out);
 	e = fopen(errpath, "r");

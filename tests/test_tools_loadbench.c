@@ -40,19 +40,14 @@ static const char *make_dataset(void)
 static json_t *run_json(const char *args)
 {
 	char cmd[4096], *out;
-	size_t cap = 1 << 16, got;
+	size_t cap = 1 << 16;
 	json_error_t jerr;
-	FILE *p;
 	json_t *o;
 	int st;
 
 	snprintf(cmd, sizeof(cmd), "%s --json --quiet %s", tu_env_tool("LOADBENCH"), args);
-	p = popen(cmd, "r");
-	cr_assert_not_null(p);
 	out = malloc(cap);
-	got = fread(out, 1, cap - 1, p);
-	out[got] = 0;
-	st = pclose(p);
+	st = tu_capture(cmd, out, cap, NULL);
 	cr_assert_eq(WEXITSTATUS(st), 0, "%s -> %d", cmd, WEXITSTATUS(st));
 	o = json_loads(out, 0, &jerr);
 	cr_assert_not_null(o, "%s: %s", jerr.text, out);
@@ -214,10 +209,7 @@ Test(loadbench, text_report)
 
 	snprintf(cmd, sizeof(cmd), "%s --quiet --per-core-batch 32 --baseline %s/z 2>&1",
 		 tu_env_tool("LOADBENCH"), d);
-	FILE *p = popen(cmd, "r");
-	size_t got = fread(out, 1, sizeof(out) - 1, p);
-	out[got] = 0;
-	cr_assert_eq(WEXITSTATUS(pclose(p)), 0, "%s", out);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0, "%s", out);
 	const char *lines[] = { "records/s", "batches/s", "MB/s", "bottleneck ",
 				"p50", "p99", "first batch", "peak RSS", "budget",
 				"dropped", "the decompress pass" };
@@ -264,10 +256,7 @@ Test(loadbench, bad_flags_and_missing_files)
 		else
 			snprintf(args, sizeof(args), "%s", cases[i].args);
 		snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>&1", tu_env_tool("LOADBENCH"), args);
-		FILE *p = popen(cmd, "r");
-		size_t got = fread(out, 1, sizeof(out) - 1, p);
-		out[got] = 0;
-		int st = pclose(p);
+		int st = tu_capture(cmd, out, sizeof(out), NULL);
 		cr_assert_eq(WEXITSTATUS(st), cases[i].status, "%s -> %d: %s", args,
 			     WEXITSTATUS(st), out);
 		cr_assert(strstr(out, cases[i].says), "%s -> %s", args, out);

@@ -192,10 +192,7 @@ Test(shardtool, verify_names_the_bad_byte)
 	/* Damage one byte inside the data frames. */
 	cr_assert_eq(tu_system("printf '\\377' | dd of=%s/o/part-00000-of-00001.tfrecord.zst bs=1 seek=30000 conv=notrunc 2>/dev/null", d), 0);
 	snprintf(cmd, sizeof(cmd), "%s verify %s/o/part-00000-of-00001.tfrecord.zst 2>&1", tool(), d);
-	FILE *p = popen(cmd, "r");
-	size_t got = fread(out, 1, sizeof(out) - 1, p);
-	out[got] = 0;
-	int st = pclose(p);
+	int st = tu_capture(cmd, out, sizeof(out), NULL);
 	cr_assert_eq(WEXITSTATUS(st), 1, "%s", out);
 	cr_assert(strstr(out, "part-00000-of-00001.tfrecord.zst: byte "), "%s", out);
 	cr_assert(strstr(out, "frame"), "%s", out);
@@ -204,10 +201,7 @@ Test(shardtool, verify_names_the_bad_byte)
 	cr_assert_eq(tu_system("cp %s %s/m.tfrecord && printf 'Z' | dd of=%s/m.tfrecord bs=1 seek=3300 conv=notrunc 2>/dev/null",
 			       tu_fixture("tfx_mnist_1000.tfrecord"), d, d), 0);
 	snprintf(cmd, sizeof(cmd), "%s verify %s/m.tfrecord 2>&1", tool(), d);
-	p = popen(cmd, "r");
-	got = fread(out, 1, sizeof(out) - 1, p);
-	out[got] = 0;
-	st = pclose(p);
+	st = tu_capture(cmd, out, sizeof(out), NULL);
 	cr_assert_eq(WEXITSTATUS(st), 1, "%s", out);
 	cr_assert(strstr(out, "m.tfrecord: byte 3203: bad data CRC"), "%s", out);
 }

@@ -91,6 +91,19 @@ int tu_system(const char *fmt, ...)
 	return WEXITSTATUS(st);
 }
 
+int tu_capture(const char *cmd, char *out, size_t cap, size_t *len)
+{
+	FILE *p = popen(cmd, "r");
+	size_t got;
+
+	cr_assert_not_null(p, "popen: %s", cmd);
+	got = fread(out, 1, cap - 1, p);
+	out[got] = '\0';
+	if (len)
+		*len = got;
+	return pclose(p);
+}
+
 const char *tu_env_tool(const char *name)
 {
 	const char *t = getenv(name);

@@ -20,6 +20,10 @@ const char *tu_fixture(const char *name);
 const char *tu_tmpdir(void);
 /* Run a shell command, return its exit status (or -1). */
 int tu_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Run a shell command with its stdout into out (at most cap - 1 bytes,
+ * NUL-terminated; *len the bytes read when len is not NULL).  @return
+ * pclose()'s wait status. */
+int tu_capture(const char *cmd, char *out, size_t cap, size_t *len);
 /* The value of environment variable name (a tool's path that meson test
  * sets); fails the test when unset. */
 const char *tu_env_tool(const char *name);
