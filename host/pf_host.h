@@ -242,10 +242,10 @@ PF_API int pf_grad_spread_rows(pf_grad *g, const uint64_t *mask);
  *     "+1", " 1", "" are refused), is above UINT32_MAX, or a count is 0;
  *     TPU_WORKER_HOSTNAMES has an empty entry;
  *   - the index is not below the count;
- *   - an index is given but nothing gives the count, or the environment
- *     gives a count but nothing gives the index.  The one exception is
- *     --num-hosts alone with no index anywhere: that is host 0 (so one
- *     machine can measure host 0's share of an H-host pod).
+ *   - an index is given but nothing gives the count, or a count is given
+ *     but nothing gives the index (--num-hosts H alone, H > 1, would have
+ *     every host read host 0's share: pass --host-index 0 to measure
+ *     host 0's share on one machine).  --num-hosts 1 alone is host 0 of 1.
  *
  * An MPI rank, a torch RANK and a TPU worker id are taken to be the host
  * index: podfeed runs one process per host.  A launcher that starts one

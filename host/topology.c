@@ -271,8 +271,19 @@ int pf_topology_detect(pf_host_topology *out, const pf_topology_flags *flags,
 				    "(--num-hosts, or the launcher's size variable)",
 				    fields[FIELD_INDEX].said);
 	if (!fields[FIELD_INDEX].set) {
-		/* --num-hosts alone is host 0 of the pod; a count from the
-		 * environment alone means a launcher lost its rank variable. */
+		/* A count alone is host 0 only in a pod of one.  In a larger
+		 * pod, taking host 0 would make every host that forgot its
+		 * index read host 0's share: duplicated data, not an error
+		 * anyone sees.  A count from the environment alone means a
+		 * launcher lost its rank variable. */
+		if (fields[FIELD_COUNT].source == PF_TOPOLOGY_FLAGS &&
+		    fields[FIELD_COUNT].value > 1)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "%s but nothing gives this host's index: pass "
+					    "--host-index 0..%u, or run under a launcher "
+					    "(mpirun, torchrun, a TPU VM)",
+					    fields[FIELD_COUNT].said,
+					    fields[FIELD_COUNT].value - 1);
 		if (fields[FIELD_COUNT].source != PF_TOPOLOGY_FLAGS)
 			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 					    "%s gives the host count but nothing gives this "

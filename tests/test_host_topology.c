@@ -178,8 +178,14 @@ Test(topology, partial_flags_combine_only_when_they_agree)
 	/* PMIX_RANK alone gives no count; --num-hosts does */
 	expect_ok(ENV("PMIX_RANK=2"), &f, 2, 4, PF_TOPOLOGY_MPI);
 	expect_ok(ENV("CLOUD_TPU_TASK_ID=3"), &f, 3, 4, PF_TOPOLOGY_TPU);
-	/* --num-hosts alone is host 0 of the pod */
-	expect_ok(NULL, &f, 0, 4, PF_TOPOLOGY_FLAGS);
+	/* --num-hosts alone: host 0 only in a pod of one; in a larger pod
+	 * every host would read host 0's share, so it is refused, naming the
+	 * flag to pass */
+	expect_error(NULL, &f, SAYS("flags --num-hosts=4 but nothing gives this host's index: "
+				    "pass --host-index 0..3, or run under a launcher"));
+	f = flags_count(1);
+	expect_ok(NULL, &f, 0, 1, PF_TOPOLOGY_FLAGS);
+	f = flags_count(4);
 	/* ... and disagreeing partial flags are refused */
 	f = flags_index(0);
 	expect_error(ENV("OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"), &f,
@@ -486,6 +492,12 @@ Test(topology, loadbench_prints_and_uses_the_topology, .timeout = 120)
 	cr_assert_eq(run_loadbench("OMPI_COMM_WORLD_RANK=3 OMPI_COMM_WORLD_SIZE=2", args,
 				   out, sizeof(out)), 2, "%s", out);
 	cr_assert(strstr(out, "host index 3 (mpi OMPI_COMM_WORLD_RANK=3) is not below"), "%s", out);
+	/* --num-hosts alone in a pod of more than one: one line, status 2. */
+	snprintf(args, sizeof(args), "--num-hosts 2 --per-core-batch 10 %s/z", d);
+	cr_assert_eq(run_loadbench("", args, out, sizeof(out)), 2, "%s", out);
+	cr_assert_str_eq(out, "loadbench: topology: flags --num-hosts=2 but nothing gives "
+			      "this host's index: pass --host-index 0..1, or run under a "
+			      "launcher (mpirun, torchrun, a TPU VM)\n");
 	/* Both flags: the old check and its message stand. */
 	snprintf(args, sizeof(args), "--num-hosts 2 --host-index 2 --per-core-batch 10 %s/z", d);
 	cr_assert_eq(run_loadbench("", args, out, sizeof(out)), 2, "%s", out);

@@ -162,7 +162,8 @@ static int model(const pf_topology_flags *f, char *const *envp,
 	if (!set[1])
 		return -1;
 	if (!set[0]) {
-		if (from[1] != PF_TOPOLOGY_FLAGS)
+		/* --num-hosts alone: host 0 of a pod of one only */
+		if (from[1] != PF_TOPOLOGY_FLAGS || value[1] > 1)
 			return -1;
 		value[0] = 0;
 		from[0] = PF_TOPOLOGY_FLAGS;
