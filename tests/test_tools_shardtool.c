@@ -54,6 +54,23 @@ static void digest(const char *glob_pattern, uint64_t *n, uint32_t *chain)
 	pclose(ls);
 }
 
+/* out is exactly one line. */
+static bool one_line(const char *out)
+{
+	const char *nl = strchr(out, '\n');
+
+	return nl && !nl[1];
+}
+
+/* digest() of every file in d/sub. */
+static void digest_dir(const char *d, const char *sub, uint64_t *n, uint32_t *chain)
+{
+	char pattern[1024];
+
+	snprintf(pattern, sizeof(pattern), "%s/%s/*", d, sub);
+	digest(pattern, n, chain);
+}
+
 Test(shardtool, synth_is_deterministic_and_shards_vary)
 {
 	const char *d = tu_tmpdir();
@@ -266,4 +283,57 @@ Test(shardtool, bad_flags_are_named)
 	const char *subs[] = { "", "synth", "convert", "inspect", "verify", "cat" };
 	for (size_t i = 0; i < 6; i++)
 		cr_assert_eq(tu_system("%s %s --help >/dev/null", tool(), subs[i]), 0, "%s", subs[i]);
+}
+
+/* convert --out into a directory that holds its inputs, or anything else,
+ * would leave a directory whose next read duplicates records: refused in
+ * one line; --force replaces only convert's own earlier output. */
+Test(shardtool, convert_refuses_a_non_empty_out_dir)
+{
+	const char *d = tu_tmpdir();
+	char cmd[2048], out[4096];
+	uint64_t n;
+	uint32_t chain, chain0;
+
+	cr_assert_eq(tu_system("%s synth --kind tokens --records 300 --shards 2 --out %s/raw "
+			       ">/dev/null", tool(), d), 0);
+	digest_dir(d, "raw", &n, &chain0);
+	cr_assert_eq(n, 300);
+
+	/* Into the inputs' own directory: refused, even with --force. */
+	for (int force = 0; force < 2; force++) {
+		snprintf(cmd, sizeof(cmd), "%s convert %s--out %s/raw %s/raw 2>&1",
+			 tool(), force ? "--force " : "", d, d);
+		cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 2, "%s", out);
+		cr_assert(strstr(out, "shardtool: convert: input ") &&
+			  strstr(out, "is inside --out ") && one_line(out),
+			  "%s", out);
+	}
+	digest_dir(d, "raw", &n, &chain);
+	cr_assert_eq(n, 300, "the inputs were touched");
+	cr_assert_eq(chain, chain0);
+
+	/* A first convert, then again into the same directory. */
+	cr_assert_eq(tu_system("%s convert --shards 3 --out %s/z %s/raw >/dev/null",
+			       tool(), d, d), 0);
+	snprintf(cmd, sizeof(cmd), "%s convert --shards 2 --out %s/z %s/raw 2>&1", tool(), d, d);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 2, "%s", out);
+	cr_assert(strstr(out, "is not empty (it holds part-0000") &&
+		  strstr(out, "--force") && one_line(out), "%s", out);
+	/* --force replaces the earlier output, 3 shards by 2: nothing doubled. */
+	cr_assert_eq(tu_system("%s convert --force --shards 2 --out %s/z %s/raw >/dev/null",
+			       tool(), d, d), 0);
+	cr_assert_eq(tu_system("test \"$(ls %s/z | tr '\\n' ' ')\" = "
+			       "'part-00000-of-00002.tfrecord.zst part-00001-of-00002.tfrecord.zst '",
+			       d), 0);
+	digest_dir(d, "z", &n, &chain);
+	cr_assert_eq(n, 300);
+	cr_assert_eq(chain, chain0);
+
+	/* A file convert did not write stops --force too, and nothing is removed. */
+	cr_assert_eq(tu_system("echo x > %s/z/notes.txt", d), 0);
+	snprintf(cmd, sizeof(cmd), "%s convert --force --out %s/z %s/raw 2>&1", tool(), d, d);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 2, "%s", out);
+	cr_assert(strstr(out, "holds notes.txt, which convert did not write"), "%s", out);
+	cr_assert_eq(tu_system("test -f %s/z/part-00001-of-00002.tfrecord.zst", d), 0);
 }

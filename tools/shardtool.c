@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* shardtool: make, convert, inspect, verify and print record shards. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -51,7 +52,15 @@ static const char usage_convert[] =
 	"unchanged, split by record count.  M defaults to the number of inputs.\n"
 	"  --frame-size  target uncompressed bytes per zstd frame (default 1M)\n"
 	"  --level       zstd level 1..19 (default 3)\n"
-	"  --align       align frames to this power of two >= 4096 (O_DIRECT)\n";
+	"  --align       align frames to this power of two >= 4096 (O_DIRECT)\n"
+	"  --force       DIR may hold an earlier convert's output: every file\n"
+	"                named part-NNNNN-of-NNNNN.tfrecord.zst (any count) and\n"
+	"                its .tmp.PID leftovers are removed first, then the new\n"
+	"                shards are written\n"
+	"DIR must be empty (hidden files aside) unless --force; any other file\n"
+	"in it, and an input inside it, is refused even with --force (a later\n"
+	"run reading DIR would read it beside the shards; inputs are never\n"
+	"removed).\n";
 
 static const char usage_inspect[] =
 	"usage: shardtool inspect [--json] FILE...\n"
@@ -552,6 +561,103 @@ static int count_records(char **inputs, int n, uint64_t *total)
 	return 0;
 }
 
+/* "part-NNNNN-of-NNNNN.tfrecord.zst", or that with ".tmp.<digits>" after
+ * it (a run that died before its rename): the names convert writes. */
+static bool is_convert_output(const char *name)
+{
+	const char *p = name;
+
+	if (strncmp(p, "part-", 5))
+		return false;
+	p += 5;
+	for (int k = 0; k < 2; k++) {
+		size_t d = strspn(p, "0123456789");
+
+		if (d < 5)
+			return false;
+		p += d;
+		if (k == 0) {
+			if (strncmp(p, "-of-", 4))
+				return false;
+			p += 4;
+		}
+	}
+	if (strncmp(p, ".tfrecord.zst", 13))
+		return false;
+	p += 13;
+	if (!*p)
+		return true;
+	if (strncmp(p, ".tmp.", 5))
+		return false;
+	p += 5;
+	return *p && strspn(p, "0123456789") == strlen(p);
+}
+
+/*
+ * What convert may do to an existing --out DIR.  A directory is read as
+ * all its non-hidden files, so anything left in it beside the new shards
+ * (an input, an earlier convert's shards of another count, any other
+ * file) would be read again by the next run: duplicated records.  So DIR
+ * must hold no non-hidden entry; with force, convert's own earlier output
+ * (is_convert_output()) is removed first, and anything else is still
+ * refused.  An input inside DIR (the same file, by device and inode) is
+ * refused even with force: convert never removes an input.
+ * @return 0, or 2 after printing one line naming the file.
+ */
+static int check_out_dir(const char *out, char **inputs, int n, bool force)
+{
+	DIR *dir = opendir(out);
+	struct dirent *e;
+	char path[4096];
+	int ret = 0;
+
+	if (!dir)
+		return 0;	/* absent: made later; not a directory: said later */
+	/* Pass 0 looks for inputs (refused whatever the flags), pass 1 for
+	 * anything else, pass 2 (force) removes: nothing is removed unless
+	 * everything may be. */
+	for (int pass = 0; pass < (force ? 3 : 2) && !ret; pass++) {
+		rewinddir(dir);
+		while (!ret && (e = readdir(dir))) {
+			struct stat st;
+
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", out, e->d_name);
+			if (pass == 0 && stat(path, &st) == 0) {
+				for (int i = 0; i < n && !ret; i++) {
+					struct stat in;
+
+					if (stat(inputs[i], &in) == 0 && in.st_dev == st.st_dev &&
+					    in.st_ino == st.st_ino) {
+						cli_fail("convert: input %s is inside --out %s: a run "
+							 "reading %s would read it and its copy; "
+							 "write to another directory", inputs[i], out, out);
+						ret = 2;
+					}
+				}
+			} else if (pass == 1 && !force) {
+				cli_fail("convert: --out %s is not empty (it holds %s): a run "
+					 "reading it would read old files beside the new shards; "
+					 "use an empty directory, or --force to replace an "
+					 "earlier convert's output", out, e->d_name);
+				ret = 2;
+			} else if (pass == 1 && !is_convert_output(e->d_name)) {
+				cli_fail("convert: --out %s holds %s, which convert did not "
+					 "write (--force replaces only part-NNNNN-of-NNNNN.tfrecord.zst); "
+					 "move it away or use an empty directory", out, e->d_name);
+				ret = 2;
+			} else if (pass == 2 && unlink(path) < 0) {
+				cli_fail("convert: --force: cannot remove %s: %s", path,
+					 strerror(errno));
+				ret = 1;
+			}
+		}
+	}
+	closedir(dir);
+	return ret;
+}
+
 static int cmd_convert(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -560,9 +666,11 @@ static int cmd_convert(int argc, char **argv)
 		{ "frame-size", required_argument, NULL, 'f' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "align", required_argument, NULL, 'a' },
+		{ "force", no_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	bool force = false;
 	pf_shard_writer_config wcfg = { .frame_size = PF_SHARD_FRAME_DEFAULT, .level = 3 };
 	uint64_t shards = 0, v, total, done = 0;
 	const char *out = NULL;
@@ -598,6 +706,7 @@ static int cmd_convert(int argc, char **argv)
 			}
 			wcfg.align = (uint32_t)v;
 			break;
+		case 'F': force = true; break;
 		case 'h': fputs(usage_convert, stdout); return 0;
 		default: fputs(usage_convert, stderr); return 2;
 		}
@@ -616,6 +725,10 @@ static int cmd_convert(int argc, char **argv)
 	}
 	if (!shards)
 		shards = (uint64_t)n;
+	ret = check_out_dir(out, inputs, n, force);
+	if (ret)
+		goto out;
+	ret = 1;
 	if (ensure_dir(out) < 0 || count_records(inputs, n, &total) < 0)
 		goto out;
 
