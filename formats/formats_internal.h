@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to formats/: little-endian helpers and shared constants. */
+/* Private to formats/ (and its tests and benchmarks): little-endian helpers,
+ * shared constants, and the reference paths the tests compare against. */
 #ifndef PF_FORMATS_INTERNAL_H
 #define PF_FORMATS_INTERNAL_H
 
 #include <string.h>
+#include "alloc_internal.h"
 #include "pf_formats.h"
 
 static inline uint32_t pf_load_le32(const void *p)
@@ -47,6 +49,23 @@ uint64_t pf_tfr_reader_next_index(const pf_tfr_reader *r);
 /* Bump-allocate size bytes, 8-byte aligned, from a (example.c); NULL when
  * they do not fit.  Shared by the fast and the reference Example decoders. */
 void *pf_arena_alloc(pf_arena *a, size_t size);
+
+/* The portable CRC32C path alone (for tests and benchmarks). */
+uint32_t pf_crc32c_portable(uint32_t crc, const void *data, size_t len);
+
+/* The reference Example decoders, through protobuf-c (example_ref.c),
+ * filling the same structure as pf_example_decode() and
+ * pf_sequence_example_decode() (for tests, fuzzing and benchmarks). */
+int pf_example_decode_ref(const void *rec, size_t len, pf_arena *arena,
+			  pf_example *out, pf_error *err);
+int pf_sequence_example_decode_ref(const void *rec, size_t len,
+				   pf_arena *arena, pf_example *out,
+				   pf_error *err);
+
+/* Use the named varint path from now on, for tests and benchmarks (not
+ * while other threads decode).  @return 0, -ENOTSUP when the CPU lacks
+ * it, -EINVAL for an unknown name. */
+int pf_varint_set_impl(const char *name);
 
 /* One implementation of the packed varint decoder (varint.c).  The
  * table pf_varint_paths lists them best first, ending with a NULL name;

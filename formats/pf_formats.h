@@ -77,37 +77,6 @@ PF_API size_t pf_error_format(const pf_error *err, char *dst, size_t cap);
 PF_API const char *pf_strerror(int code);
 
 /* ------------------------------------------------------------------ */
-/* Memory                                                               */
-/* ------------------------------------------------------------------ */
-/*
- * Every allocation of the library, and those zstd, zlib and protobuf-c make
- * for it, goes through these, so that a test can make any one of them fail.
- * They behave as their libc namesakes except that a size of 0 allocates
- * one byte (so NULL always means out of memory) and pf_calloc() refuses a
- * count * size that overflows.  Memory from them is released with
- * pf_free(), never free().  Thread-safe.
- */
-PF_API void *pf_malloc(size_t size);
-PF_API void *pf_calloc(size_t n, size_t size);
-/*! On failure NULL, with p left as it was (still to be freed). */
-PF_API void *pf_realloc(void *p, size_t size);
-PF_API char *pf_strdup(const char *s);
-/*! NULL is a no-op. */
-PF_API void pf_free(void *p);
-
-/*! TEST HOOK, for allocation-failure tests only: make the nth allocation
- *  from now fail (return NULL), once; the allocations after it succeed
- *  again.  n = 0 turns the hook off.  Process-wide: an allocation by any
- *  thread counts. */
-PF_API void pf_alloc_fail_at(uint64_t n);
-/*! TEST HOOK: allocations attempted since the process started (failed
- *  ones too; a pf_realloc() counts as one). */
-PF_API uint64_t pf_alloc_count(void);
-/*! TEST HOOK: allocations made and not yet freed.  A cycle that frees all
- *  it made leaves it where it found it. */
-PF_API uint64_t pf_alloc_live(void);
-
-/* ------------------------------------------------------------------ */
 /* CRC32C (Castagnoli) and TFRecord's masked CRC                        */
 /* ------------------------------------------------------------------ */
 
@@ -115,8 +84,6 @@ PF_API uint64_t pf_alloc_live(void);
  *  instruction when the CPU has it (chosen once, at first call), else a
  *  portable slicing-by-8 table.  Thread-safe. */
 PF_API uint32_t pf_crc32c(uint32_t crc, const void *data, size_t len);
-/*! The portable path alone (for tests and benchmarks). */
-PF_API uint32_t pf_crc32c_portable(uint32_t crc, const void *data, size_t len);
 /*! Name of the implementation pf_crc32c() uses: "sse4.2" or "portable". */
 PF_API const char *pf_crc32c_impl(void);
 
@@ -525,13 +492,6 @@ PF_API int pf_example_decode(const void *rec, size_t len, pf_arena *arena,
 PF_API int pf_sequence_example_decode(const void *rec, size_t len,
 				      pf_arena *arena, pf_example *out,
 				      pf_error *err);
-/*! The reference path through protobuf-c, filling the same structure
- *  (for tests, fuzzing and benchmarks). */
-PF_API int pf_example_decode_ref(const void *rec, size_t len, pf_arena *arena,
-				 pf_example *out, pf_error *err);
-PF_API int pf_sequence_example_decode_ref(const void *rec, size_t len,
-					  pf_arena *arena, pf_example *out,
-					  pf_error *err);
 /*! Find a feature by NUL-terminated name; NULL when absent. */
 PF_API const pf_feature *pf_example_find(const pf_example *ex, const char *name);
 PF_API const pf_feature_list *pf_example_find_list(const pf_example *ex,
@@ -574,10 +534,6 @@ PF_API int64_t pf_varint_decode_i32(const uint8_t *src, size_t len,
 				    int32_t hi, size_t *bad);
 /*! Name of the path pf_varint_decode_*() use: "avx512", "avx2", "scalar". */
 PF_API const char *pf_varint_impl(void);
-/*! Use the named path from now on, for tests and benchmarks (not while
- *  other threads decode).  @return 0, -ENOTSUP when the CPU lacks it,
- *  -EINVAL for an unknown name. */
-PF_API int pf_varint_set_impl(const char *name);
 
 typedef enum pf_message_kind {
 	PF_MSG_RAW = 0,			/* not a tf.train message */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_internal.h"
 #include "pf_formats.h"
 
 /*

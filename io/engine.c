@@ -54,17 +54,22 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	ret = pf_io_policy_init(&io->policy, cfg, err);
 	if (ret < 0)
 		goto fail;
+	io->ops = pf_calloc(io->queue_depth, sizeof(*io->ops));
+	io->idle = pf_calloc(io->queue_depth, sizeof(*io->idle));
 	io->done = pf_calloc(io->queue_depth, sizeof(*io->done));
 	io->pending = pf_calloc(io->queue_depth, sizeof(*io->pending));
 	io->injected = pf_calloc(io->queue_depth, sizeof(*io->injected));
 	io->reading = pf_calloc(io->queue_depth, sizeof(*io->reading));
 	io->files = pf_calloc(io->max_files, sizeof(*io->files));
-	if (!io->done || !io->pending || !io->injected || !io->reading || !io->files) {
+	if (!io->ops || !io->idle || !io->done || !io->pending || !io->injected ||
+	    !io->reading || !io->files) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "no memory for an I/O engine of depth %u",
 				   io->queue_depth);
 		goto fail;
 	}
+	for (unsigned i = 0; i < io->queue_depth; i++)
+		io->idle[io->nidle++] = &io->ops[io->queue_depth - 1 - i];
 
 	want = cfg->backend ? cfg->backend : getenv("PODFEED_IO");
 	if (want && *want) {
@@ -114,6 +119,8 @@ void pf_io_free(pf_io *io)
 		pf_free(io->files[i].path);
 	}
 	pf_free(io->files);
+	pf_free(io->ops);
+	pf_free(io->idle);
 	pf_free(io->done);
 	pf_free(io->pending);
 	pf_free(io->injected);
@@ -199,18 +206,23 @@ bool pf_io_file_direct(const pf_io *io, uint32_t file)
 
 int pf_io_submit(pf_io *io, pf_io_req *req)
 {
+	pf_io_op *op;
+
+	/* Ops go idle when their request completes, before it is reaped, so
+	 * there is one whenever inflight is below the depth. */
 	if (io->inflight >= io->queue_depth)
 		return -EBUSY;
 	req->done_bytes = 0;
 	req->retries = 0;
 	req->result = 0;
-	req->start_ns = pf_io_now_ns();
-	memset(&req->priv, 0, sizeof(req->priv));
-	req->priv.seq = ++io->requests;
+	req->injected = false;
+	op = io->idle[--io->nidle];
+	*op = (pf_io_op){ .req = req, .start_ns = pf_io_now_ns(),
+			  .seq = ++io->requests };
 	io->inflight++;
 	if (req->file >= io->nfiles) {
 		req->result = -EBADF;
-		pf_io_complete(io, req);
+		pf_io_complete(io, op);
 		return 0;
 	}
 	/* Every path from here completes through pf_io_complete(), which
@@ -221,12 +233,12 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 	    ((req->offset | req->len | (uintptr_t)req->buf) & (PF_IO_DIRECT_ALIGN - 1))) {
 		req->result = -EINVAL;	/* O_DIRECT needs aligned requests */
 		io->files[req->file].stats.errors++;
-		pf_io_complete(io, req);
+		pf_io_complete(io, op);
 		return 0;
 	}
-	pf_io_attempt_plan(&io->policy, req, io->files[req->file].direct_fd >= 0,
+	pf_io_attempt_plan(&io->policy, op, io->files[req->file].direct_fd >= 0,
 			   &io->files[req->file].stats);
-	return io->be->queue(io, req);
+	return io->be->queue(io, op);
 }
 
 unsigned pf_io_hist_bucket(uint64_t ns)
@@ -241,32 +253,35 @@ unsigned pf_io_hist_bucket(uint64_t ns)
 	return b;
 }
 
-bool pf_io_account(pf_io *io, pf_io_req *req, int64_t res)
+bool pf_io_account(pf_io *io, pf_io_op *op, int64_t res)
 {
-	pf_io_file *f = &io->files[req->file];
+	pf_io_file *f = &io->files[op->req->file];
 	uint64_t lat;
 
-	if (!pf_io_attempt_judge(&io->policy, req, res, &f->stats)) {
-		pf_io_attempt_plan(&io->policy, req, f->direct_fd >= 0, &f->stats);
+	if (!pf_io_attempt_judge(&io->policy, op, res, &f->stats)) {
+		pf_io_attempt_plan(&io->policy, op, f->direct_fd >= 0, &f->stats);
 		return false;
 	}
-	lat = pf_io_now_ns() - req->start_ns;
+	lat = pf_io_now_ns() - op->start_ns;
 	f->stats.ops++;
 	f->stats.busy_ns += lat;
 	f->stats.hist[pf_io_hist_bucket(lat)]++;
 	return true;
 }
 
-void pf_io_complete(pf_io *io, pf_io_req *req)
+void pf_io_complete(pf_io *io, pf_io_op *op)
 {
 	unsigned tail = (io->done_head + io->done_count) % io->queue_depth;
+	pf_io_req *req = op->req;
 
 	if (io->regions && req->file < io->nfiles)
 		pf_region_read_end(io->regions, io->files[req->file].mount, req->result,
-				   pf_io_now_ns() - req->start_ns);
+				   pf_io_now_ns() - op->start_ns);
 
 	io->done[tail] = req;
 	io->done_count++;
+	op->req = NULL;
+	io->idle[io->nidle++] = op;
 }
 
 int pf_io_reap(pf_io *io, pf_io_req **done, unsigned max, unsigned min_done)

@@ -598,10 +598,10 @@ uint64_t pf_io_backoff_ns(const pf_io_policy *p, uint32_t retry)
 /* ------------------------------------------------------------------ */
 /* One request's reads                                                  */
 
-void pf_io_attempt_plan(const pf_io_policy *p, pf_io_req *req, bool direct,
+void pf_io_attempt_plan(const pf_io_policy *p, pf_io_op *a, bool direct,
 			pf_io_stats *st)
 {
-	struct pf_io_req_private *a = &req->priv;
+	const pf_io_req *req = a->req;
 	uint32_t left = req->len - req->done_bytes;
 	pf_fault_hit h = { 0 };
 	bool faulted;
@@ -636,12 +636,13 @@ void pf_io_attempt_plan(const pf_io_policy *p, pf_io_req *req, bool direct,
 		total_add(&pf_io_process_totals.reads);
 }
 
-bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_req *req, int64_t res,
+bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_op *a, int64_t res,
 			 pf_io_stats *st)
 {
-	struct pf_io_req_private *a = &req->priv;
+	pf_io_req *req = a->req;
 
 	a->delay_ns = 0;
+	req->injected = false;
 	if (res > 0) {
 		req->done_bytes += (uint32_t)res;
 		st->bytes += (uint64_t)res;
@@ -677,6 +678,7 @@ bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_req *req, int64_t res,
 		total_add(&pf_io_process_totals.timeouts);
 	}
 	req->result = res;
+	req->injected = a->action != 0;
 	st->errors++;
 	total_add(&pf_io_process_totals.errors);
 	return true;
@@ -702,7 +704,7 @@ int pf_io_failure(const pf_io_policy *p, const pf_io_req *req, const char *path,
 				    req->len - req->done_bytes,
 				    (unsigned long long)(p->timeout_ns / 1000000), retried);
 	return pf_error_set(err, code, PF_OFFSET_FILE, at, "read failed: %s%s%s",
-			    pf_strerror(code), req->priv.action ? " (an injected fault)" : "",
+			    pf_strerror(code), req->injected ? " (an injected fault)" : "",
 			    retried);
 }
 

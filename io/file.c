@@ -169,9 +169,9 @@ void pf_sleep_ns(uint64_t ns)
 		;
 }
 
-int64_t pf_io_attempt_sync(const pf_io_policy *p, pf_io_req *req, int fd)
+int64_t pf_io_attempt_sync(const pf_io_policy *p, const pf_io_op *a, int fd)
 {
-	const struct pf_io_req_private *a = &req->priv;
+	const pf_io_req *req = a->req;
 	char *buf = (char *)req->buf + req->done_bytes;
 
 	if (a->delay_ns)
@@ -286,11 +286,12 @@ int64_t pf_file_pread(int fd, void *buf, size_t len, uint64_t offset,
 		size_t piece = len - done < PIECE_MAX ? len - done : PIECE_MAX;
 		pf_io_req r = { .offset = offset + done, .len = (uint32_t)piece,
 				.buf = (char *)buf + done, .buf_index = -1 };
+		pf_io_op op = { .req = &r };
 
-		r.priv.seq = __atomic_add_fetch(&file_requests, 1, __ATOMIC_RELAXED);
-		pf_io_attempt_plan(p, &r, direct, &st);
-		while (!pf_io_attempt_judge(p, &r, pf_io_attempt_sync(p, &r, fd), &st))
-			pf_io_attempt_plan(p, &r, direct, &st);
+		op.seq = __atomic_add_fetch(&file_requests, 1, __ATOMIC_RELAXED);
+		pf_io_attempt_plan(p, &op, direct, &st);
+		while (!pf_io_attempt_judge(p, &op, pf_io_attempt_sync(p, &op, fd), &st))
+			pf_io_attempt_plan(p, &op, direct, &st);
 		if (r.result < 0)
 			return pf_io_failure(p, &r, path, err);
 		done += (size_t)r.result;

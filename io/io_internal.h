@@ -5,6 +5,7 @@
 
 #include <liburing.h>
 
+#include "alloc_internal.h"
 #include "pf_io.h"
 
 typedef struct pf_io_file {
@@ -19,6 +20,8 @@ typedef struct pf_io_file {
 
 /* A storage back-end: chosen from pf_io_backends[] by name, no
  * registration at run time (fio's ioengine_ops). */
+typedef struct pf_io_op pf_io_op;
+
 typedef struct pf_io_backend {
 	const char *name;
 	/* @return 0, or -errno; -EPERM/-ENOSYS mean "not here". */
@@ -27,11 +30,84 @@ typedef struct pf_io_backend {
 	/* A file was opened at index i. */
 	int (*file_added)(pf_io *io, uint32_t i);
 	/* Hand one queued request to the back-end (never blocks). */
-	int (*queue)(pf_io *io, pf_io_req *req);
+	int (*queue)(pf_io *io, pf_io_op *op);
 	/* Push queued work and wait for at least min completions, calling
 	 * pf_io_complete() for each. */
 	int (*run)(pf_io *io, unsigned min);
 } pf_io_backend;
+
+/* Injected faults (fault.c): the parsed form of a fault spec (the grammar
+ * is in pf_io.h), and what it does to one read. */
+typedef enum pf_fault_kind {
+	PF_FAULT_NONE = 0,
+	PF_FAULT_EIO,
+	PF_FAULT_SHORT,
+	PF_FAULT_ENOENT,
+	PF_FAULT_HANG,
+	PF_FAULT_DELAY,
+} pf_fault_kind;
+
+typedef struct pf_fault_rule {
+	pf_fault_kind kind;
+	uint64_t nth;		/* "@N": N; 0 for ":F" */
+	double fraction;	/* ":F": F in [0, 1] */
+	uint64_t delay_ns;	/* PF_FAULT_DELAY */
+} pf_fault_rule;
+
+typedef struct pf_fault_plan {
+	pf_fault_rule rule[PF_FAULT_MAX_RULES];
+	unsigned nrules;
+	uint64_t seed;
+} pf_fault_plan;
+
+/* What the plan does to one read. */
+typedef struct pf_fault_hit {
+	pf_fault_kind error;	/* PF_FAULT_EIO, _ENOENT, _HANG, or NONE */
+	bool short_read;
+	uint64_t delay_ns;
+	unsigned rules;		/* how many rules hit */
+} pf_fault_hit;
+
+/* pf_fault_parse(): parse len bytes of spec (name is what errors call
+ * it, e.g. "PODFEED_FAULTS") into *plan.  @return the number of faults
+ * (>= 0), or -EINVAL with err's message "NAME: byte N: what is wrong"
+ * (N counts from 0 in spec) and *plan empty.  A NUL byte, a spec longer
+ * than PF_FAULT_SPEC_MAX (checked first) and more than
+ * PF_FAULT_MAX_RULES faults are malformed too. */
+int pf_fault_parse(pf_fault_plan *plan, const char *spec, size_t len,
+		   const char *name, pf_error *err);
+/* pf_fault_format(): the plan's canonical spec (parses back to the same
+ * plan).  @return the length it needs (as snprintf); dst holds as much
+ * as fits, NUL-terminated when cap > 0. */
+size_t pf_fault_format(const pf_fault_plan *plan, char *dst, size_t cap);
+/* pf_fault_decide(): what the plan does to read number `issue` (from 0)
+ * of request number `request` (from 1).  Pure. */
+pf_fault_hit pf_fault_decide(const pf_fault_plan *plan, uint64_t request,
+			     uint32_t issue);
+
+/* One line of /proc/PID/mountinfo (proc(5)):
+ *   36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
+ *   ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS */
+typedef struct pf_mountinfo_entry {
+	uint32_t mount_id, parent_id;
+	uint32_t major, minor;
+	const char *root, *mount_point;	/* unescaped (\040 is a space) */
+	const char *options;
+	unsigned optional_fields;	/* how many between OPTIONS and "-" */
+	const char *fstype, *source;	/* unescaped */
+	const char *super_options;	/* "" when the line has none */
+} pf_mountinfo_entry;
+
+/* pf_mountinfo_parse_line(): one line (len bytes, no newline) into *e;
+ * the strings are copied, unescaped, into buf (cap bytes; len + 8 is
+ * always enough).  Octal escapes \ooo (the kernel writes space, tab,
+ * newline and backslash so) are decoded; a backslash not followed by
+ * three octal digits is kept as it is; \000 and values above \377 are
+ * malformed.  @return 0,
+ * -EBADMSG with err naming the field that is wrong, or -ENOBUFS. */
+int pf_mountinfo_parse_line(const char *line, size_t len,
+			    pf_mountinfo_entry *e, char *buf, size_t cap,
+			    pf_error *err);
 
 /* How reads are retried, timed out and faulted (fault.c): from a
  * pf_io_config, else the environment, else the defaults (pf_io.h). */
@@ -41,6 +117,28 @@ typedef struct pf_io_policy {
 	uint64_t backoff_ns;	/* before the first retry; 0: none */
 	uint64_t timeout_ns;	/* each read; 0: no limit */
 } pf_io_policy;
+
+/* A request in the engine, from pf_io_submit() until it completes: the
+ * caller's pf_io_req (what the caller gives and gets) and the state of the
+ * read in flight for it, which no caller sees.  An engine has queue_depth
+ * of them; pf_file_pread() one on its stack. */
+struct pf_io_op {
+	pf_io_req *req;
+	uint64_t start_ns;
+	uint64_t seq;		/* request number in its engine, from 1 */
+	uint64_t delay_ns;	/* wait before the next read: backoff and
+				   injected latency */
+	uint64_t deadline_ns;	/* io_uring: when the read in flight times out */
+	uint32_t issue;		/* reads issued (or faulted) so far */
+	uint32_t issue_len;	/* bytes the read in flight asks for */
+	uint32_t slot;		/* io_uring: its place among the reads in flight */
+	uint16_t eintr;		/* EINTR re-issues */
+	uint8_t action;		/* pf_fault_kind done in place of the read, or 0 */
+	uint8_t cqes;		/* io_uring: completions still due */
+	bool timed_out;		/* io_uring: cancelled at its deadline */
+	int32_t read_res;	/* io_uring: the read's own result */
+	struct __kernel_timespec ts;	/* io_uring: the delay's, until submitted */
+};
 
 struct pf_io {
 	const pf_io_backend *be;
@@ -52,16 +150,20 @@ struct pf_io {
 	uint32_t nfiles;
 	unsigned inflight;	/* submitted, not reaped */
 
+	/* the requests in the engine, and those of them not in use */
+	pf_io_op *ops;
+	pf_io_op **idle;
+	unsigned nidle;
 	/* completed requests waiting to be reaped (ring of queue_depth) */
 	pf_io_req **done;
 	unsigned done_head, done_count;
 
 	/* io_uring */
 	struct io_uring ring;
-	pf_io_req **injected;	/* faulted in place of a read, no delay:
+	pf_io_op **injected;	/* faulted in place of a read, no delay:
 				   completed by the run loop, not the kernel */
 	unsigned ninjected;
-	pf_io_req **reading;	/* reads in the kernel, for their deadlines */
+	pf_io_op **reading;	/* reads in the kernel, for their deadlines */
 	unsigned nreading;
 	bool ring_ready;
 	bool files_registered;
@@ -70,7 +172,7 @@ struct pf_io {
 	unsigned sq_pending;	/* sqes prepared, not yet submitted */
 
 	/* pread: requests queued, run at reap time */
-	pf_io_req **pending;
+	pf_io_op **pending;
 	unsigned npending;
 };
 
@@ -80,31 +182,31 @@ extern const pf_io_backend pf_io_pread_backend;
 #define PF_IO_DIRECT_ALIGN 4096u
 
 uint64_t pf_io_now_ns(void);
-/* Account a finished read of res bytes (or -errno) of req; @return true
- * when req is complete (req->result set), false when it must be issued
- * again: the next read is then already planned (req->priv), and the
+/* Account a finished read of res bytes (or -errno) of op; @return true
+ * when its request is complete (req->result set), false when it must be
+ * issued again: the next read is then already planned (in op), and the
  * back-end carries it out (short read, EINTR, a transient error). */
-bool pf_io_account(pf_io *io, pf_io_req *req, int64_t res);
-/* Move a complete request to the done queue. */
-void pf_io_complete(pf_io *io, pf_io_req *req);
+bool pf_io_account(pf_io *io, pf_io_op *op, int64_t res);
+/* Move a complete request to the done queue; op is free again. */
+void pf_io_complete(pf_io *io, pf_io_op *op);
 
 /* fault.c: the policy, and the reads of one request.  All request state
- * is in req (done_bytes, retries, priv); st gets the counters. */
+ * is in op and its req (done_bytes, retries); st gets the counters. */
 extern pf_io_totals pf_io_process_totals;	/* updated atomically */
 /* @return 0, or -EINVAL with err naming the field or variable. */
 int pf_io_policy_init(pf_io_policy *p, const pf_io_config *cfg, pf_error *err);
 /* The wait before retry number `retry` (from 1): doubling, capped. */
 uint64_t pf_io_backoff_ns(const pf_io_policy *p, uint32_t retry);
-/* Plan req's next read: the fault it gets (priv.action, or 0 for a real
- * read), its length (priv.issue_len), the wait before it (priv.delay_ns:
+/* Plan op's next read: the fault it gets (op->action, or 0 for a real
+ * read), its length (op->issue_len), the wait before it (op->delay_ns:
  * the backoff the last judgement set, plus injected latency).  direct:
  * the file is read with O_DIRECT (a short read stays block-aligned). */
-void pf_io_attempt_plan(const pf_io_policy *p, pf_io_req *req, bool direct,
+void pf_io_attempt_plan(const pf_io_policy *p, pf_io_op *op, bool direct,
 			pf_io_stats *st);
-/* Judge the planned read's result: @return true when req is complete
- * (req->result set), false when another read is due (priv.delay_ns is
- * the backoff to wait first). */
-bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_req *req, int64_t res,
+/* Judge the planned read's result: @return true when the request is
+ * complete (req->result and req->injected set), false when another read
+ * is due (op->delay_ns is the backoff to wait first). */
+bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_op *op, int64_t res,
 			 pf_io_stats *st);
 /* Describe req's failure in err (file, offset of the failed read, cause,
  * retries).  @return req->result, or 0 when it did not fail. */
@@ -116,7 +218,7 @@ int pf_fault_hang_fd(void);
 /* file.c: a planned read carried out at once: the delay slept, an
  * injected error returned, else the read issued with p's timeout.
  * @return bytes, or -errno (-ETIMEDOUT when the timeout ended it). */
-int64_t pf_io_attempt_sync(const pf_io_policy *p, pf_io_req *req, int fd);
+int64_t pf_io_attempt_sync(const pf_io_policy *p, const pf_io_op *op, int fd);
 /* One read(2) (off < 0) or pread(2) bounded by timeout_ns (0: none), the
  * thread's timer signal interrupting it.  @return bytes or -errno. */
 int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off,

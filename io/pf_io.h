@@ -54,31 +54,14 @@ typedef struct pf_io_req {
 	void *buf;		/* len bytes; a registered buffer when buf_index >= 0 */
 	int buf_index;		/* index of the registered buffer holding buf, or -1 */
 	void *user;		/* the caller's tag */
-	int64_t result;		/* on completion: bytes read or -errno; a
-				   failed read failed at offset + done_bytes
-				   (pf_io_req_error() says so) */
-	/* engine-private (readable after completion) */
+	/* Set when the request completes (the engine keeps the state of a
+	 * request in flight to itself): */
+	int64_t result;		/* bytes read or -errno; a failed read failed
+				   at offset + done_bytes (pf_io_req_error()
+				   says so) */
 	uint32_t done_bytes;	/* bytes read */
 	uint32_t retries;	/* transient errors retried */
-	uint64_t start_ns;
-	struct pf_io_req_private {	/* the attempt in flight */
-		uint64_t seq;		/* request number in its engine, from 1 */
-		uint64_t delay_ns;	/* wait before the next read: backoff
-					   and injected latency */
-		uint64_t deadline_ns;	/* io_uring: when the read in flight
-					   times out */
-		uint32_t issue;		/* reads issued (or faulted) so far */
-		uint32_t issue_len;	/* bytes the read in flight asks for */
-		uint32_t slot;		/* io_uring: its place among the reads
-					   in flight */
-		uint16_t eintr;		/* EINTR re-issues */
-		uint8_t action;		/* pf_fault_kind done in place of the
-					   read, or 0 */
-		uint8_t cqes;		/* io_uring: completions still due */
-		bool timed_out;		/* io_uring: cancelled at its deadline */
-		int32_t read_res;	/* io_uring: the read's own result */
-		long long ts[2];	/* io_uring: the delay's __kernel_timespec */
-	} priv;
+	bool injected;		/* the failed read was an injected fault */
 } pf_io_req;
 
 #define PF_IO_HIST_BUCKETS 32	/* log2 of microseconds: [2^i, 2^(i+1)) us */
@@ -275,53 +258,6 @@ PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);
 #define PF_FAULT_MAX_RULES 32u		/* faults in a spec */
 #define PF_FAULT_MAX_DELAY_NS 600000000000ull
 
-typedef enum pf_fault_kind {
-	PF_FAULT_NONE = 0,
-	PF_FAULT_EIO,
-	PF_FAULT_SHORT,
-	PF_FAULT_ENOENT,
-	PF_FAULT_HANG,
-	PF_FAULT_DELAY,
-} pf_fault_kind;
-
-typedef struct pf_fault_rule {
-	pf_fault_kind kind;
-	uint64_t nth;		/* "@N": N; 0 for ":F" */
-	double fraction;	/* ":F": F in [0, 1] */
-	uint64_t delay_ns;	/* PF_FAULT_DELAY */
-} pf_fault_rule;
-
-typedef struct pf_fault_plan {
-	pf_fault_rule rule[PF_FAULT_MAX_RULES];
-	unsigned nrules;
-	uint64_t seed;
-} pf_fault_plan;
-
-/* What the plan does to one read. */
-typedef struct pf_fault_hit {
-	pf_fault_kind error;	/* PF_FAULT_EIO, _ENOENT, _HANG, or NONE */
-	bool short_read;
-	uint64_t delay_ns;
-	unsigned rules;		/* how many rules hit */
-} pf_fault_hit;
-
-/*! pf_fault_parse(): parse len bytes of spec (name is what errors call
- *  it, e.g. "PODFEED_FAULTS") into *plan.  @return the number of faults
- *  (>= 0), or -EINVAL with err's message "NAME: byte N: what is wrong"
- *  (N counts from 0 in spec) and *plan empty.  A NUL byte, a spec longer
- *  than PF_FAULT_SPEC_MAX (checked first) and more than
- *  PF_FAULT_MAX_RULES faults are malformed too. */
-PF_API int pf_fault_parse(pf_fault_plan *plan, const char *spec, size_t len,
-			  const char *name, pf_error *err);
-/*! pf_fault_format(): the plan's canonical spec (parses back to the same
- *  plan).  @return the length it needs (as snprintf); dst holds as much
- *  as fits, NUL-terminated when cap > 0. */
-PF_API size_t pf_fault_format(const pf_fault_plan *plan, char *dst, size_t cap);
-/*! pf_fault_decide(): what the plan does to read number `issue` (from 0)
- *  of request number `request` (from 1).  Pure. */
-PF_API pf_fault_hit pf_fault_decide(const pf_fault_plan *plan, uint64_t request,
-				    uint32_t issue);
-
 /* Counters of every engine and every pf_file_pread() of the process since
  * it started (a loader's stream files and index reads included). */
 typedef struct pf_io_totals {
@@ -482,32 +418,8 @@ PF_API int pf_region_table_parse(pf_region_table *t, const char *text,
 PF_API int pf_region_table_load(pf_region_table *t, const char *file,
 				pf_error *err);
 
-/* One line of /proc/PID/mountinfo (proc(5)):
- *   36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
- *   ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS */
-typedef struct pf_mountinfo_entry {
-	uint32_t mount_id, parent_id;
-	uint32_t major, minor;
-	const char *root, *mount_point;	/* unescaped (\040 is a space) */
-	const char *options;
-	unsigned optional_fields;	/* how many between OPTIONS and "-" */
-	const char *fstype, *source;	/* unescaped */
-	const char *super_options;	/* "" when the line has none */
-} pf_mountinfo_entry;
-
-/*! pf_mountinfo_parse_line(): one line (len bytes, no newline) into *e;
- *  the strings are copied, unescaped, into buf (cap bytes; len + 8 is
- *  always enough).  Octal escapes \ooo (the kernel writes space, tab,
- *  newline and backslash so) are decoded; a backslash not followed by
- *  three octal digits is kept as it is; \000 and values above \377 are
- *  malformed.  @return 0,
- *  -EBADMSG with err naming the field that is wrong, or -ENOBUFS. */
-PF_API int pf_mountinfo_parse_line(const char *line, size_t len,
-				   pf_mountinfo_entry *e, char *buf, size_t cap,
-				   pf_error *err);
-
 /*! pf_region_table_scan_mountinfo(): take the mounts of mountinfo text
- *  (len bytes, lines of pf_mountinfo_parse_line()): the FUSE mounts
+ *  (len bytes, lines of /proc/PID/mountinfo as proc(5) describes them): the FUSE mounts
  *  become mounts of the table (merged with a declared mount of the same
  *  path), and every mount's file system type is kept so that a declared
  *  path is shown with the file system it lies on.  Malformed lines are

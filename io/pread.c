@@ -27,22 +27,22 @@ static int pread_file_added(pf_io *io, uint32_t i)
 	return 0;
 }
 
-static int pread_queue(pf_io *io, pf_io_req *req)
+static int pread_queue(pf_io *io, pf_io_op *op)
 {
-	io->pending[io->npending++] = req;
+	io->pending[io->npending++] = op;
 	return 0;
 }
 
-static void run_one(pf_io *io, pf_io_req *req)
+static void run_one(pf_io *io, pf_io_op *op)
 {
-	pf_io_file *f = &io->files[req->file];
+	pf_io_file *f = &io->files[op->req->file];
 	int fd = f->direct_fd >= 0 ? f->direct_fd : f->fd;
 
 	/* Each read as planned (delay, injected fault, length), bounded by
 	 * the timeout, until the engine calls the request complete. */
-	while (!pf_io_account(io, req, pf_io_attempt_sync(&io->policy, req, fd)))
+	while (!pf_io_account(io, op, pf_io_attempt_sync(&io->policy, op, fd)))
 		;
-	pf_io_complete(io, req);
+	pf_io_complete(io, op);
 }
 
 static int pread_run(pf_io *io, unsigned min)

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io_internal.h"
 #include "pf_io.h"
 
 #define MOUNTINFO_LINE_MAX (64u << 10)	/* longer mountinfo lines are skipped */

@@ -102,25 +102,22 @@ static void sync_files(pf_io *io)
 	}
 }
 
-/* user_data: the request's address, the kind of SQE in its low bits
- * (a pf_io_req is 8-byte aligned). */
+/* user_data: the op's address, the kind of SQE in its low bits (a
+ * pf_io_op is 8-byte aligned). */
 enum { TAG_READ = 0, TAG_DELAY = 1, TAG_CANCEL = 2, TAG_MASK = 3 };
 
-static void *tagged(pf_io_req *req, uintptr_t tag)
+static void *tagged(pf_io_op *op, uintptr_t tag)
 {
-	return (void *)((uintptr_t)req | tag);
+	return (void *)((uintptr_t)op | tag);
 }
 
-/* The delay's timespec lives in the request until the SQE is submitted
- * (the kernel copies it then). */
-static struct __kernel_timespec *delay_timespec(pf_io_req *req, uint64_t ns)
+/* The delay's timespec lives in the op until the SQE is submitted (the
+ * kernel copies it then). */
+static struct __kernel_timespec *delay_timespec(pf_io_op *op, uint64_t ns)
 {
-	struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000),
-					.tv_nsec = (long long)(ns % 1000000000) };
-
-	_Static_assert(sizeof(req->priv.ts) >= sizeof(ts), "room for a timespec");
-	memcpy(req->priv.ts, &ts, sizeof(ts));
-	return (struct __kernel_timespec *)(void *)req->priv.ts;
+	op->ts = (struct __kernel_timespec){ .tv_sec = (long long)(ns / 1000000000),
+					     .tv_nsec = (long long)(ns % 1000000000) };
+	return &op->ts;
 }
 
 /* Room for one more SQE.  @return 0 or -EBUSY. */
@@ -134,23 +131,23 @@ static int sq_room(pf_io *io)
 }
 
 /* The reads in flight, for their deadlines (unordered; swap-removed). */
-static void reading_add(pf_io *io, pf_io_req *req)
+static void reading_add(pf_io *io, pf_io_op *op)
 {
-	req->priv.slot = io->nreading;
-	io->reading[io->nreading++] = req;
+	op->slot = io->nreading;
+	io->reading[io->nreading++] = op;
 }
 
-static void reading_remove(pf_io *io, pf_io_req *req)
+static void reading_remove(pf_io *io, pf_io_op *op)
 {
-	pf_io_req *last = io->reading[--io->nreading];
+	pf_io_op *last = io->reading[--io->nreading];
 
-	io->reading[req->priv.slot] = last;
-	last->priv.slot = req->priv.slot;
+	io->reading[op->slot] = last;
+	last->slot = op->slot;
 }
 
-static int issue_read(pf_io *io, pf_io_req *req)
+static int issue_read(pf_io *io, pf_io_op *a)
 {
-	struct pf_io_req_private *a = &req->priv;
+	const pf_io_req *req = a->req;
 	pf_io_file *f = &io->files[req->file];
 	void *buf = (char *)req->buf + req->done_bytes;
 	uint64_t off = req->offset + req->done_bytes;
@@ -187,21 +184,20 @@ static int issue_read(pf_io *io, pf_io_req *req)
 			flags |= IOSQE_ASYNC;
 	}
 	io_uring_sqe_set_flags(sqe, flags);
-	io_uring_sqe_set_data(sqe, tagged(req, TAG_READ));
+	io_uring_sqe_set_data(sqe, tagged(a, TAG_READ));
 	a->cqes = 1;
 	io->sq_pending++;
 	if (io->policy.timeout_ns) {
 		a->deadline_ns = pf_io_now_ns() + io->policy.timeout_ns;
-		reading_add(io, req);
+		reading_add(io, a);
 	}
 	return 0;
 }
 
-/* Start req's planned read: its wait first if it has one, then the read,
+/* Start op's planned read: its wait first if it has one, then the read,
  * or the injected error.  @return 0 or -errno. */
-static int issue(pf_io *io, pf_io_req *req)
+static int issue(pf_io *io, pf_io_op *a)
 {
-	struct pf_io_req_private *a = &req->priv;
 	struct io_uring_sqe *sqe;
 	int ret;
 
@@ -210,46 +206,45 @@ static int issue(pf_io *io, pf_io_req *req)
 		if (ret < 0)
 			return ret;
 		sqe = io_uring_get_sqe(&io->ring);
-		io_uring_prep_timeout(sqe, delay_timespec(req, a->delay_ns), 0, 0);
-		io_uring_sqe_set_data(sqe, tagged(req, TAG_DELAY));
+		io_uring_prep_timeout(sqe, delay_timespec(a, a->delay_ns), 0, 0);
+		io_uring_sqe_set_data(sqe, tagged(a, TAG_DELAY));
 		a->cqes = 1;
 		io->sq_pending++;
 		return 0;
 	}
 	if (a->action == PF_FAULT_EIO || a->action == PF_FAULT_ENOENT) {
-		io->injected[io->ninjected++] = req;
+		io->injected[io->ninjected++] = a;
 		return 0;
 	}
-	return issue_read(io, req);
+	return issue_read(io, a);
 }
 
-/* @return 1 when req completed, else 0. */
-static unsigned start(pf_io *io, pf_io_req *req)
+/* @return 1 when op's request completed, else 0. */
+static unsigned start(pf_io *io, pf_io_op *op)
 {
-	int ret = issue(io, req);
+	int ret = issue(io, op);
 
 	if (ret == 0)
 		return 0;
-	req->result = ret;
-	pf_io_complete(io, req);
+	op->req->result = ret;
+	pf_io_complete(io, op);
 	return 1;
 }
 
-/* A read of req ended with res: complete it or start the next. */
-static unsigned finish(pf_io *io, pf_io_req *req, int64_t res)
+/* A read of op ended with res: complete its request or start the next. */
+static unsigned finish(pf_io *io, pf_io_op *op, int64_t res)
 {
-	if (pf_io_account(io, req, res)) {
-		pf_io_complete(io, req);
+	if (pf_io_account(io, op, res)) {
+		pf_io_complete(io, op);
 		return 1;
 	}
-	return start(io, req);
+	return start(io, op);
 }
 
 static unsigned on_cqe(pf_io *io, const struct io_uring_cqe *cqe)
 {
 	uintptr_t data = (uintptr_t)io_uring_cqe_get_data(cqe);
-	pf_io_req *req = (pf_io_req *)(data & ~(uintptr_t)TAG_MASK);
-	struct pf_io_req_private *a = &req->priv;
+	pf_io_op *a = (pf_io_op *)(data & ~(uintptr_t)TAG_MASK);
 	int64_t res;
 
 	switch (data & TAG_MASK) {
@@ -259,12 +254,12 @@ static unsigned on_cqe(pf_io *io, const struct io_uring_cqe *cqe)
 		a->delay_ns = 0;
 		a->cqes = 0;
 		if (cqe->res != -ETIME && cqe->res < 0)
-			return finish(io, req, cqe->res);
-		return start(io, req);
+			return finish(io, a, cqe->res);
+		return start(io, a);
 	case TAG_READ:
 		a->read_res = cqe->res;
 		if (io->policy.timeout_ns)
-			reading_remove(io, req);
+			reading_remove(io, a);
 		break;
 	default:
 		/* The cancellation: 0 (it stopped the read), -EALREADY (the
@@ -279,7 +274,7 @@ static unsigned on_cqe(pf_io *io, const struct io_uring_cqe *cqe)
 	res = a->read_res;
 	if (res < 0 && a->timed_out)
 		res = -ETIMEDOUT;
-	return finish(io, req, res);
+	return finish(io, a, res);
 }
 
 /* Cancel the reads past their deadline.  @return the nearest deadline of
@@ -289,8 +284,7 @@ static uint64_t cancel_expired(pf_io *io, uint64_t now)
 	uint64_t next = UINT64_MAX;
 
 	for (unsigned i = 0; i < io->nreading; i++) {
-		pf_io_req *req = io->reading[i];
-		struct pf_io_req_private *a = &req->priv;
+		pf_io_op *a = io->reading[i];
 		struct io_uring_sqe *sqe;
 
 		if (a->timed_out)
@@ -304,8 +298,8 @@ static uint64_t cancel_expired(pf_io *io, uint64_t now)
 			continue;
 		}
 		sqe = io_uring_get_sqe(&io->ring);
-		io_uring_prep_cancel(sqe, tagged(req, TAG_READ), 0);
-		io_uring_sqe_set_data(sqe, tagged(req, TAG_CANCEL));
+		io_uring_prep_cancel(sqe, tagged(a, TAG_READ), 0);
+		io_uring_sqe_set_data(sqe, tagged(a, TAG_CANCEL));
 		a->timed_out = true;
 		a->cqes++;
 		io->sq_pending++;
@@ -319,16 +313,16 @@ static unsigned drain_injected(pf_io *io)
 	unsigned got = 0;
 
 	while (io->ninjected) {
-		pf_io_req *req = io->injected[--io->ninjected];
+		pf_io_op *op = io->injected[--io->ninjected];
 
-		got += finish(io, req, req->priv.action == PF_FAULT_ENOENT ? -ENOENT : -EIO);
+		got += finish(io, op, op->action == PF_FAULT_ENOENT ? -ENOENT : -EIO);
 	}
 	return got;
 }
 
-static int uring_queue(pf_io *io, pf_io_req *req)
+static int uring_queue(pf_io *io, pf_io_op *op)
 {
-	start(io, req);		/* a failure completes req with it */
+	start(io, op);		/* a failure completes op's request with it */
 	return 0;
 }
 

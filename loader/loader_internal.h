@@ -4,6 +4,7 @@
 #ifndef PF_LOADER_INTERNAL_H
 #define PF_LOADER_INTERNAL_H
 
+#include "alloc_internal.h"
 #include "podfeed.h"
 
 /* splitmix64: the one source of randomness for order.  Every stream is

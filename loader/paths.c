@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc_internal.h"
 #include "podfeed.h"
 
 static int cmp_str(const void *a, const void *b)

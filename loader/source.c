@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc_internal.h"
 #include "podfeed.h"
 
 struct pf_source {

@@ -10,6 +10,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "formats_internal.h"
 #include "loader_internal.h"
 #include "podfeed.h"
 #include "testutil.h"

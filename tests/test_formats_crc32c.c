@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats_internal.h"
 #include "pf_formats.h"
 
 Test(crc32c, known_vectors)

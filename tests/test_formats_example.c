@@ -9,6 +9,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "formats_internal.h"
 #include "pf_formats.h"
 #include "testutil.h"
 

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "io_internal.h"
 #include "pf_io.h"
 #include "podfeed.h"
 #include "testutil.h"

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io_internal.h"
 #include "pf_io.h"
 #include "podfeed.h"
 #include "testutil.h"

@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "cli.h"
+#include "formats_internal.h"
 #include "example.pb-c.h"
 
 extern char **environ;

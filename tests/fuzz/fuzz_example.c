@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats_internal.h"
 #include "pf_formats.h"
 
 /*

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io_internal.h"
 #include "pf_io.h"
 
 /*
