@@ -527,6 +527,11 @@ static int place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 	ret = decode_into(l, w, rec, err);
 	if (ret < 0) {
 		err->record = (int64_t)rec->index;
+		/* A feature missing has no byte of its own: the record's. */
+		if (err->offset_kind == PF_OFFSET_NONE) {
+			err->offset_kind = PF_OFFSET_STREAM;
+			err->offset = rec->offset;
+		}
 		if (ret != -EBADMSG || l->cfg.on_corrupt != PF_CORRUPT_SKIP)
 			return ret;
 		pf_drop d = { .unit = PF_DROP_RECORD, .offset_kind = PF_OFFSET_STREAM,
@@ -2375,6 +2380,16 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		if (l->failed)
 			*err = l->err;	/* the corrupt-data budget, or the log */
 		goto fail;
+	}
+	/* A spec feature the shards' records lack is a mistake in the spec
+	 * (a misspelled name): say so now, not as padding or at the first
+	 * record that lacks it. */
+	for (size_t i = 0; i < l->ds->nfiles; i++) {
+		if (!l->ds->index[i])
+			continue;
+		ret = pf_spec_check_schema(&l->spec, l->ds->index[i], l->ds->paths[i], err);
+		if (ret < 0)
+			goto fail;
 	}
 	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);
 	l->m.records_per_epoch = l->ds->records;

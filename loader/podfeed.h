@@ -125,21 +125,31 @@ PF_API void pf_paths_free(char **list, size_t n);
  *   dtype   int32 | int64 | float32 | bytes
  *   len     values per record (bytes: bytes per record); shorter lists
  *           are padded, longer ones truncated
- *   option  pad=V          value for padding (default 0)
+ *   option  pad=V          value for padding short lists (default 0)
+ *           default=V      the feature is optional: a record without it
+ *                          gets a row of len values V
  *           scale=V        multiply (float32 only, after the cast)
  *           shift=V        add (float32 only, after scale)
  *           clip=LO:HI     clamp into [LO, HI] (after scale and shift)
- *           required       a record without the feature is an error
- *                          (default: absent or unset = all padding)
+ *           required       accepted for older specs; does nothing, as
+ *                          every feature without default= is required
  *
  * e.g. "tokens:int32[256]:pad=0,label:int64[1]" or
- *      "x:float32[256]:scale=0.5:clip=-3:3,label:int32[1]".
+ *      "x:float32[256]:scale=0.5:clip=-3:3,label:int32[1]:default=-1".
+ * As tf.io.FixedLenFeature: a feature without default= must be in every
+ * record; a record without it (or with the key but no value list set) is
+ * an error (-ENOMSG) naming the feature and the features the record has,
+ * whatever the corrupt-data policy (a misspelled name is not damaged
+ * data).  pf_loader_create() also checks the spec against the schema in
+ * each indexed shard's index: a feature without default= that a shard's
+ * records lack fails at once, naming the feature, the shard and the
+ * schema's features.  An empty list is a list: all padding.
  * No white space anywhere.  Source values are cast to dtype: int64 to
  * int32 saturates; int64 to float32 rounds to nearest; float to int32/int64
  * rounds toward zero, saturating, NaN becoming 0 (float32 keeps NaN).  A
  * bytes feature takes the first value of the list, cut or padded to len;
- * bytes into a number, or a number into bytes, is an error.  The pad is
- * neither scaled nor clipped.
+ * bytes into a number, or a number into bytes, is an error.  The pad and
+ * the default are written as given: neither scaled nor clipped.
  */
 typedef enum pf_dtype {
 	PF_DTYPE_INT32 = 0,
@@ -155,8 +165,9 @@ typedef struct pf_feature_spec {
 	char name[PF_SPEC_MAX_NAME];
 	pf_dtype dtype;
 	uint32_t len;		/* values (bytes for PF_DTYPE_BYTES) per record */
-	bool required;
+	bool has_default;	/* default=: optional, absent = default_value */
 	double pad;
+	double default_value;
 	double scale, shift;	/* float32: v * scale + shift (1, 0 default) */
 	bool clip;
 	double clip_lo, clip_hi;
@@ -182,10 +193,11 @@ PF_API size_t pf_spec_format(const pf_spec *spec, char *dst, size_t cap);
  *  aligned to its dtype); row_bytes for i >= n. */
 PF_API size_t pf_spec_offset(const pf_spec *spec, uint32_t i);
 /*! pf_spec_apply(): preprocess one decoded example into row (row_bytes
- *  bytes, 8-byte aligned, else -EINVAL).  @return 0, or -EBADMSG when a
- *  required feature is missing or a feature has a kind that cannot become
- *  its dtype (bytes into int32, a number into bytes); err says which
- *  feature, and the row is left partly written.  Thread-safe. */
+ *  bytes, 8-byte aligned, else -EINVAL).  @return 0, -ENOMSG when a
+ *  feature without default= is missing (err names it and lists the
+ *  record's features), or -EBADMSG when a feature has a kind that cannot
+ *  become its dtype (bytes into int32, a number into bytes); err says
+ *  which feature, and the row is left partly written.  Thread-safe. */
 PF_API int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
 			 pf_error *err);
 /*! pf_spec_apply_to(): the same, feature i written to dst[i] (aligned to
@@ -203,9 +215,9 @@ PF_API int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
  *  pf_example_decode() (less may make this fail with -ENOBUFS where the
  *  fast path alone would not); it is left as it was on entry.
  *  @return 0, -EBADMSG (corrupt record: err->offset is the byte in rec;
- *  or a required feature missing, a kind that cannot become its dtype),
- *  -EFBIG, -ENOBUFS, -EINVAL (misaligned dst); on error dst is partly
- *  written.  Thread-safe with distinct arenas and destinations; no
+ *  or a kind that cannot become its dtype), -ENOMSG (a feature without
+ *  default= missing), -EFBIG, -ENOBUFS, -EINVAL (misaligned dst); on
+ *  error dst is partly written.  Thread-safe with distinct arenas and destinations; no
  *  allocation. */
 PF_API int pf_spec_decode(const pf_spec *spec, const void *rec, size_t len,
 			  pf_arena *arena, uint8_t *const dst[], pf_error *err);

@@ -21,13 +21,14 @@
  *   name    := 1..127 of [A-Za-z0-9_./-]
  *   dtype   := 'int32' | 'int64' | 'float32' | 'bytes'
  *   len     := [0-9]+, value 1..2^24
- *   option  := 'pad=' num | 'scale=' num | 'shift=' num
+ *   option  := 'pad=' num | 'default=' num | 'scale=' num | 'shift=' num
  *            | 'clip=' num ':' num | 'required'
  *   num     := [0-9+-.eE]+ read by strtod in the C locale, finite
  *
  * Each option at most once per feature.  scale and shift are float32 only;
- * clip is for every dtype but bytes.  For integer dtypes pad and clip
- * bounds must be integers inside the dtype (bytes: pad 0..255) and, since
+ * clip is for every dtype but bytes.  'required' is a no-op kept for older
+ * specs: every feature without a default is required.  For integer dtypes
+ * pad, default and clip bounds must be integers inside the dtype (bytes: pad 0..255) and, since
  * pf_feature_spec holds them as doubles, exactly representable: an int64
  * pad written as a decimal integer above 2^53 that a double cannot hold
  * is refused rather than silently rounded.
@@ -37,7 +38,7 @@
 #define SPEC_NAME_MAX (PF_SPEC_MAX_NAME - 1)
 #define SPEC_NUM_MAX 64		/* longest number token accepted */
 #define DTYPE_LIST "int32, int64, float32, bytes"
-#define OPTION_LIST "pad, scale, shift, clip, required"
+#define OPTION_LIST "pad, default, scale, shift, clip, required"
 
 /* 2^63 and 2^31 as doubles: the first values outside int64 / int32. */
 #define TWO63 9223372036854775808.0
@@ -192,6 +193,7 @@ enum opt {
 	OPT_SHIFT = 1u << 2,
 	OPT_CLIP = 1u << 3,
 	OPT_REQUIRED = 1u << 4,
+	OPT_DEFAULT = 1u << 5,
 };
 
 static const struct {
@@ -199,6 +201,7 @@ static const struct {
 	enum opt opt;
 } options[] = {
 	{ "pad", OPT_PAD },
+	{ "default", OPT_DEFAULT },
 	{ "scale", OPT_SCALE },
 	{ "shift", OPT_SHIFT },
 	{ "clip", OPT_CLIP },
@@ -264,15 +267,16 @@ static int parse_number(cursor *c, size_t start, size_t n, const char *what,
 	case PF_DTYPE_FLOAT32:
 		/* scale, shift and clip are computed in double; only the pad
 		 * is stored as a float32 as it is. */
-		if (!strcmp(what, "pad") && fabs(v) > FLT_MAX)
-			return fail(c, start, "pad=%s is out of range for float32",
-				    buf);
+		if ((!strcmp(what, "pad") || !strcmp(what, "default")) &&
+		    fabs(v) > FLT_MAX)
+			return fail(c, start, "%s=%s is out of range for float32",
+				    what, buf);
 		break;
 	case PF_DTYPE_BYTES:
 		if (v != trunc(v) || v < 0 || v > 255)
 			return fail(c, start,
-				    "%s=%s: a bytes feature pads with a byte value 0..255",
-				    what, buf);
+				    "%s=%s: a bytes feature %s a byte value 0..255",
+				    what, buf, strcmp(what, "pad") ? "defaults to" : "pads with");
 		v += 0.0;	/* -0 is 0 */
 		break;
 	case PF_DTYPE_INT32:
@@ -347,9 +351,9 @@ static int parse_option(cursor *c, pf_feature_spec *fs, unsigned *seen)
 	*seen |= opt;
 
 	if (opt == OPT_REQUIRED) {
+		/* Every feature without a default is required: nothing to set. */
 		if (c->s[c->pos] == '=')
 			return fail(c, c->pos, "option 'required' takes no value");
-		fs->required = true;
 		return 0;
 	}
 	if ((opt == OPT_SCALE || opt == OPT_SHIFT) &&
@@ -371,6 +375,11 @@ static int parse_option(cursor *c, pf_feature_spec *fs, unsigned *seen)
 	switch (opt) {
 	case OPT_PAD:
 		ret = parse_number(c, vstart, vend - vstart, "pad", fs, &fs->pad);
+		break;
+	case OPT_DEFAULT:
+		ret = parse_number(c, vstart, vend - vstart, "default", fs,
+				   &fs->default_value);
+		fs->has_default = true;
 		break;
 	case OPT_SCALE:
 		ret = parse_number(c, vstart, vend - vstart, "scale", fs, &fs->scale);
@@ -634,6 +643,10 @@ size_t pf_spec_format(const pf_spec *spec, char *dst, size_t cap)
 			put(&o, ":pad=");
 			put_value(&o, fs, fs->pad);
 		}
+		if (fs->has_default) {
+			put(&o, ":default=");
+			put_value(&o, fs, fs->default_value);
+		}
 		if (fs->dtype == PF_DTYPE_FLOAT32 && !same_bits(fs->scale, 1.0)) {
 			put(&o, ":scale=");
 			put_double(&o, fs->scale);
@@ -648,8 +661,6 @@ size_t pf_spec_format(const pf_spec *spec, char *dst, size_t cap)
 			put(&o, ":");
 			put_value(&o, fs, fs->clip_hi);
 		}
-		if (fs->required)
-			put(&o, ":required");
 	}
 	c_locale_leave(old);
 	return o.n;
@@ -769,24 +780,28 @@ static void fill_f32(float *dst, uint32_t n, float v)
 		dst[k] = v;
 }
 
-/* Values [n, len) padding; the pad is written as given (not scaled, not
- * clipped). */
-void pf_spec_pad_from(const pf_feature_spec *fs, uint8_t *out, uint32_t n)
+/* Values [n, len) set to v, written as given (not scaled, not clipped). */
+static void fill_from(const pf_feature_spec *fs, uint8_t *out, uint32_t n, double v)
 {
 	switch (fs->dtype) {
 	case PF_DTYPE_INT32:
-		fill_i32((int32_t *)(void *)out + n, fs->len - n, (int32_t)fs->pad);
+		fill_i32((int32_t *)(void *)out + n, fs->len - n, (int32_t)v);
 		break;
 	case PF_DTYPE_INT64:
-		fill_i64((int64_t *)(void *)out + n, fs->len - n, (int64_t)fs->pad);
+		fill_i64((int64_t *)(void *)out + n, fs->len - n, (int64_t)v);
 		break;
 	case PF_DTYPE_FLOAT32:
-		fill_f32((float *)(void *)out + n, fs->len - n, (float)fs->pad);
+		fill_f32((float *)(void *)out + n, fs->len - n, (float)v);
 		break;
 	case PF_DTYPE_BYTES:
-		memset(out + n, (int)fs->pad, fs->len - n);
+		memset(out + n, (int)v, fs->len - n);
 		break;
 	}
+}
+
+void pf_spec_pad_from(const pf_feature_spec *fs, uint8_t *out, uint32_t n)
+{
+	fill_from(fs, out, n, fs->pad);
 }
 
 static void int64_to_int(const pf_feature_spec *fs, const int64_t *src,
@@ -908,11 +923,11 @@ int pf_spec_apply_one(const pf_feature_spec *fs, const pf_feature *f,
 	uint32_t n;
 
 	if (kind == PF_KIND_NONE) {
-		if (fs->required)
-			return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+		if (!fs->has_default)
+			return pf_error_set(err, -ENOMSG, PF_OFFSET_NONE, 0,
 					    "feature '%s' is missing%s", fs->name,
 					    f ? " (present, but no value list set)" : "");
-		pf_spec_pad_from(fs, out, 0);
+		fill_from(fs, out, 0, fs->default_value);
 		return 0;
 	}
 	n = f->count < fs->len ? f->count : fs->len;
@@ -946,11 +961,56 @@ int pf_spec_apply_one(const pf_feature_spec *fs, const pf_feature *f,
 			    fs->name, pf_kind_name(kind), pf_dtype_name(fs->dtype));
 }
 
+/* "a, b, c" into dst: the first of the n names (of total in all) that
+ * fit in cap, then "... (K more)". */
+static void list_names(char *dst, size_t cap, const char *const *names,
+		       const uint32_t *lens, size_t n, size_t total)
+{
+	size_t o = 0, i;
+
+	dst[0] = '\0';
+	if (!total) {
+		snprintf(dst, cap, "none");
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		/* Room for this name and, if others follow, the tail. */
+		if (o + lens[i] + 2 + (i + 1 < total ? 24 : 0) >= cap)
+			break;
+		o += (size_t)snprintf(dst + o, cap - o, "%s%.*s", i ? ", " : "",
+				      (int)lens[i], names[i]);
+	}
+	if (i < total)
+		snprintf(dst + o, cap - o, "%s... (%zu more)", i ? ", " : "", total - i);
+}
+
+/* The error for spec feature fs missing from ex (f: its entry, when it
+ * is there with no value list): the features ex does have, by name. */
+static int missing(const pf_feature_spec *fs, const pf_example *ex,
+		   const pf_feature *f, pf_error *err)
+{
+	const char *names[16];
+	uint32_t lens[16];
+	size_t n = ex->n_features < 16 ? ex->n_features : 16;
+	char list[112];
+
+	for (size_t i = 0; i < n; i++) {
+		names[i] = ex->features[i].name;
+		lens[i] = ex->features[i].name_len;
+	}
+	list_names(list, sizeof(list), names, lens, n, ex->n_features);
+	return pf_error_set(err, -ENOMSG, PF_OFFSET_NONE, 0,
+			    "feature '%s' is %s; the record has: %s "
+			    "(a feature with :default=V may be absent)", fs->name,
+			    f ? "present but has no value list" : "missing", list);
+}
+
 int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
 		     uint8_t *const dst[], pf_error *err)
 {
 	for (uint32_t i = 0; i < spec->n && i < PF_SPEC_MAX_FEATURES; i++) {
 		const pf_feature_spec *fs = &spec->f[i];
+		const pf_feature *f;
 		int ret;
 
 		/* Typed stores below need aligned destinations. */
@@ -959,7 +1019,10 @@ int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
 					    "feature spec: destination %p of '%s' is not %zu-byte aligned",
 					    (void *)dst[i], fs->name,
 					    pf_dtype_size(fs->dtype));
-		ret = pf_spec_apply_one(fs, pf_example_find(ex, fs->name), dst[i], err);
+		f = pf_example_find(ex, fs->name);
+		if ((!f || f->kind == PF_KIND_NONE) && !fs->has_default)
+			return missing(fs, ex, f, err);
+		ret = pf_spec_apply_one(fs, f, dst[i], err);
 		if (ret < 0)
 			return ret;
 	}
@@ -993,4 +1056,112 @@ int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
 	if (spec->row_bytes > off)
 		memset(base + off, 0, spec->row_bytes - off);
 	return pf_spec_apply_to(spec, ex, dst, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* The spec against a shard's schema                                    */
+/* ------------------------------------------------------------------ */
+
+/* Levenshtein distance of a and b (names shorter than PF_SPEC_MAX_NAME;
+ * longer ones are cut there: a hint, not an answer). */
+static unsigned edit_distance(const char *a, const char *b)
+{
+	unsigned row[PF_SPEC_MAX_NAME + 1];
+	size_t na = strnlen(a, PF_SPEC_MAX_NAME), nb = strnlen(b, PF_SPEC_MAX_NAME);
+
+	for (size_t j = 0; j <= nb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= na; i++) {
+		unsigned diag = row[0];
+
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= nb; j++) {
+			unsigned up = row[j];
+			unsigned best = diag + (a[i - 1] != b[j - 1]);
+
+			best = up + 1 < best ? up + 1 : best;
+			best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[nb];
+}
+
+int pf_spec_check_schema(const pf_spec *spec, const pf_shard_index *ix,
+			 const char *path, pf_error *err)
+{
+	size_t n = pf_shard_index_schema_count(ix);
+	uint64_t records = pf_shard_index_records(ix);
+
+	/* No schema (raw records, an empty shard): nothing to check against. */
+	if (!n || !records)
+		return 0;
+	for (uint32_t i = 0; i < spec->n && i < PF_SPEC_MAX_FEATURES; i++) {
+		const pf_feature_spec *fs = &spec->f[i];
+		const pf_feature_schema *found = NULL, *near = NULL;
+		unsigned near_d = UINT32_MAX;
+		uint64_t with = 0;
+		int ret;
+
+		if (fs->has_default)
+			continue;
+		for (size_t k = 0; k < n; k++) {
+			const pf_feature_schema *s = pf_shard_index_schema(ix, k);
+			unsigned d;
+
+			/* A SequenceExample's feature_lists are not features. */
+			if (s->is_list)
+				continue;
+			if (!strcmp(s->name, fs->name)) {
+				found = s;
+				break;
+			}
+			d = edit_distance(s->name, fs->name);
+			if (d < near_d) {
+				near_d = d;
+				near = s;
+			}
+		}
+		if (found) {
+			with = found->records_present - found->records_unset;
+			if (with >= records)
+				continue;
+			ret = pf_error_set(err, -ENOMSG, PF_OFFSET_NONE, 0,
+					   "feature spec: '%s' is missing from %llu of the "
+					   "%llu records (by the shard's index): give it "
+					   ":default=V to make it optional", fs->name,
+					   (unsigned long long)(records - with),
+					   (unsigned long long)records);
+		} else {
+			const char *names[16];
+			uint32_t lens[16];
+			size_t m = 0, total = 0;
+			char list[112], hint[PF_SPEC_MAX_NAME + 24] = "";
+
+			for (size_t k = 0; k < n; k++) {
+				const pf_feature_schema *s = pf_shard_index_schema(ix, k);
+
+				if (s->is_list)
+					continue;
+				total++;
+				if (m < 16) {
+					names[m] = s->name;
+					lens[m++] = (uint32_t)strlen(s->name);
+				}
+			}
+			list_names(list, sizeof(list), names, lens, m, total);
+			/* A near miss: at most a third of the name changed. */
+			if (near && near_d * 3 <= strlen(fs->name) + 2)
+				snprintf(hint, sizeof(hint), "did you mean '%s'? ",
+					 near->name);
+			ret = pf_error_set(err, -ENOMSG, PF_OFFSET_NONE, 0,
+					   "feature spec: '%s' is not in the shard's schema "
+					   "(%s); %sa feature with :default=V may be absent",
+					   fs->name, list, hint);
+		}
+		pf_error_set_file(err, path);
+		return ret;
+	}
+	return 0;
 }

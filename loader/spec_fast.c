@@ -32,7 +32,7 @@
  * inside their message.  A spec feature whose key comes again is written
  * again: the last entry wins, as in example.c's map.  Anything else (an
  * unknown or unpacked field, a second key or value or list, a key cut
- * short by a NUL, a wrong kind, a required feature missing, malformed
+ * short by a NUL, a wrong kind, a feature without default missing, malformed
  * bytes, a misaligned destination) returns to pf_spec_decode(), which
  * runs the slow path: it gives the authoritative result and error.
  *

@@ -12,9 +12,17 @@ void pf_spec_int_bounds(const pf_feature_spec *fs, int64_t *lo, int64_t *hi);
 /* Values [n, fs->len) of out set to the pad. */
 void pf_spec_pad_from(const pf_feature_spec *fs, uint8_t *out, uint32_t n);
 /* One feature (f NULL: absent) into out, as pf_spec_apply_to() does it.
- * @return 0, or -EBADMSG with err (missing and required, wrong kind). */
+ * @return 0, or -ENOMSG (missing, no default) or -EBADMSG (wrong kind)
+ * with err. */
 int pf_spec_apply_one(const pf_feature_spec *fs, const pf_feature *f,
 		      uint8_t *out, pf_error *err);
+
+/* Check spec against the schema in the index ix of the shard path: every
+ * feature without a default must be in every record the index counts.
+ * @return 0 (also when ix has no schema), or -ENOMSG with err naming the
+ * feature, the shard and the schema's features (and a near name). */
+int pf_spec_check_schema(const pf_spec *spec, const pf_shard_index *ix,
+			 const char *path, pf_error *err);
 
 /* pf_spec_decode() without its closing store fence: rows it streamed
  * (non-temporal stores) may not yet be visible to other threads.  The

@@ -763,3 +763,125 @@ Test(loader, stream_reads_are_counted_to_their_mount_once, .timeout = 60)
 	cr_assert_eq(st.io.errors, 0);
 	pf_region_table_free(t);
 }
+
+/* A plain TFRecord file of records holding only {"id": [id]}. */
+static void write_id_only_stream(const char *path, uint64_t first, uint64_t count)
+{
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f, "%s", path);
+	for (uint64_t i = 0; i < count; i++) {
+		int64_t idv = (int64_t)(first + i);
+		pf_feature feat = { .name = "id", .name_len = 2, .kind = PF_KIND_INT64,
+				    .count = 1, .v.int64s = &idv };
+		uint8_t rec[64], framed[64 + PF_TFR_OVERHEAD];
+		int64_t n = pf_example_encode(&feat, 1, rec, sizeof(rec));
+		size_t fl;
+
+		cr_assert_gt(n, 0);
+		fl = pf_tfr_encode(framed, sizeof(framed), rec, (size_t)n);
+		cr_assert_eq(fwrite(framed, 1, fl, f), fl);
+	}
+	cr_assert_eq(fclose(f), 0);
+}
+
+static int create_with(const char *path, const char *features, pf_corrupt_policy pol,
+		       pf_loader **l, pf_error *err)
+{
+	const char *paths[1] = { path };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .features = features,
+				 .per_core_batch = 10, .threads = 2, .on_corrupt = pol };
+
+	pf_error_clear(err);
+	return pf_loader_create(l, &cfg, err);
+}
+
+/* As tf.io.FixedLenFeature: a spec feature without default= that the data
+ * lacks is an error naming it (at create time from an index's schema, else
+ * at the first record without it), never rows of padding; default= makes
+ * it optional. */
+Test(loader, a_spec_feature_the_data_lacks_is_named, .timeout = 120)
+{
+	const char *d = tu_tmpdir();
+	char raw[512], shard[512], mixed[512];
+	pf_loader *l = NULL;
+	pf_batch *b;
+	pf_error err;
+
+	/* An indexed shard with the schema {id, v} (convert infers it). */
+	snprintf(raw, sizeof(raw), "%s/raw", d);
+	cr_assert_eq(tu_system("mkdir -p %s", raw), 0);
+	snprintf(shard, sizeof(shard), "%s/raw/a.tfrecord", d);
+	tu_write_id_stream(shard, 0, 100, false);
+	cr_assert_eq(tu_system("%s convert --shards 1 --out %s/z %s >/dev/null",
+			       tu_env_tool("SHARDTOOL"), d, raw), 0);
+	snprintf(shard, sizeof(shard), "%s/z/part-00000-of-00001.tfrecord.zst", d);
+
+	/* A misspelled name fails create, with the shard, the schema and a
+	 * near name; 'required' changes nothing. */
+	cr_assert_eq(create_with(shard, "idd:int64[1],v:float32[3]", PF_CORRUPT_FAIL, &l, &err),
+		     -ENOMSG);
+	cr_assert_str_eq(err.file, shard);
+	cr_assert_str_eq(err.msg, "feature spec: 'idd' is not in the shard's schema (id, v); "
+			 "did you mean 'id'? a feature with :default=V may be absent");
+	cr_assert_eq(create_with(shard, "v:float32[3],xyzzy:int32[2]:required", PF_CORRUPT_SKIP,
+				 &l, &err), -ENOMSG);
+	cr_assert(strstr(err.msg, "'xyzzy' is not in the shard's schema (id, v); a feature"),
+		  "%s", err.msg);
+	/* With a default it is optional: a row of the default. */
+	cr_assert_eq(create_with(shard, "id:int64[1],idd:int64[2]:pad=5:default=-7",
+				 PF_CORRUPT_FAIL, &l, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_loader_next(l, &b), 1);
+	for (uint32_t i = 0; i < 2 * b->per_core_batch; i++)
+		cr_assert_eq(((const int64_t *)b->core[0].tensors[1].data)[i], -7);
+	pf_loader_release(l, b);
+	pf_loader_free(l);
+
+	/* Some records lack it: the index says how many. */
+	snprintf(mixed, sizeof(mixed), "%s/raw/b.tfrecord", d);
+	write_id_only_stream(mixed, 100, 30);
+	cr_assert_eq(tu_system("%s convert --shards 1 --out %s/m %s >/dev/null",
+			       tu_env_tool("SHARDTOOL"), d, raw), 0);
+	snprintf(shard, sizeof(shard), "%s/m/part-00000-of-00001.tfrecord.zst", d);
+	cr_assert_eq(create_with(shard, "id:int64[1],v:float32[3]", PF_CORRUPT_FAIL, &l, &err),
+		     -ENOMSG);
+	cr_assert_str_eq(err.msg, "feature spec: 'v' is missing from 30 of the 130 records "
+			 "(by the shard's index): give it :default=V to make it optional");
+
+	/* A stream file has no schema: the first record without the feature
+	 * stops the loader, naming the file, the record, its byte and what
+	 * the record has; skip mode does not drop it as damage. */
+	for (int pol = 0; pol < 2; pol++) {
+		cr_assert_eq(create_with(mixed, "id:int64[1],v:float32[3]",
+					 pol ? PF_CORRUPT_SKIP : PF_CORRUPT_FAIL, &l, &err), 0,
+			     "%s", err.msg);
+		int ret;
+		while ((ret = pf_loader_next(l, &b)) == 1)
+			pf_loader_release(l, b);
+		cr_assert_eq(ret, -ENOMSG);
+		const pf_error *le = pf_loader_last_error(l);
+		cr_assert_str_eq(le->file, mixed);
+		cr_assert_geq(le->record, 0);
+		cr_assert_lt(le->record, 30);
+		cr_assert_eq(le->offset_kind, PF_OFFSET_STREAM);
+		/* the record's header: record k of these starts past byte 28 k */
+		cr_assert(le->record ? le->offset >= 28u * (uint64_t)le->record : !le->offset,
+			  "record %lld at %llu", (long long)le->record,
+			  (unsigned long long)le->offset);
+		cr_assert_str_eq(le->msg, "feature 'v' is missing; the record has: id "
+				 "(a feature with :default=V may be absent)");
+		pf_loader_free(l);
+	}
+	/* ... and a default reads it whole. */
+	cr_assert_eq(create_with(mixed, "id:int64[1],v:float32[3]:default=0.5", PF_CORRUPT_FAIL,
+				 &l, &err), 0, "%s", err.msg);
+	int ret, steps = 0;
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		cr_assert_eq(((const float *)b->core[0].tensors[1].data)[0], 0.5f);
+		steps++;
+		pf_loader_release(l, b);
+	}
+	cr_assert_eq(ret, 0);
+	cr_assert_eq(steps, 3);
+	pf_loader_free(l);
+}

@@ -115,7 +115,7 @@ Test(spec, header_example_tokens_and_label)
 	cr_assert_eq(s->f[0].scale, 1.0);
 	cr_assert_eq(s->f[0].shift, 0.0);
 	cr_assert(!s->f[0].clip);
-	cr_assert(!s->f[0].required);
+	cr_assert(!s->f[0].has_default);
 	cr_assert_str_eq(s->f[1].name, "label");
 	cr_assert_eq(s->f[1].dtype, PF_DTYPE_INT64);
 	cr_assert_eq(s->f[1].len, 1);
@@ -143,15 +143,16 @@ Test(spec, header_example_float_scale_clip)
 Test(spec, every_option_every_dtype)
 {
 	pf_spec *s = parse_ok("a.b-c_9/x:float32[3]:required:clip=-1.5:2.25:"
-			      "shift=-1:scale=2:pad=-0.5,"
-			      "img/raw:bytes[16]:pad=255:required,"
-			      "ids:int64[4]:clip=-7:9:pad=-1,"
+			      "shift=-1:scale=2:pad=-0.5:default=0.25,"
+			      "img/raw:bytes[16]:pad=255:required:default=7,"
+			      "ids:int64[4]:default=-9007199254740992:clip=-7:9:pad=-1,"
 			      "n:int32[2]:pad=-2147483648:clip=-2147483648:2147483647");
 	const pf_feature_spec *f = s->f;
 
 	cr_assert_eq(s->n, 4);
 	cr_assert_str_eq(f[0].name, "a.b-c_9/x");
-	cr_assert(f[0].required && f[0].clip);
+	cr_assert(f[0].has_default && f[0].clip);
+	cr_assert_eq(f[0].default_value, 0.25);
 	cr_assert_eq(f[0].clip_lo, -1.5);
 	cr_assert_eq(f[0].clip_hi, 2.25);
 	cr_assert_eq(f[0].shift, -1.0);
@@ -159,15 +160,22 @@ Test(spec, every_option_every_dtype)
 	cr_assert_eq(f[0].pad, -0.5);
 	cr_assert_eq(f[1].dtype, PF_DTYPE_BYTES);
 	cr_assert_eq(f[1].pad, 255.0);
-	cr_assert(f[1].required && !f[1].clip);
+	cr_assert(f[1].has_default && !f[1].clip);
+	cr_assert_eq(f[1].default_value, 7.0);
+	cr_assert(f[2].has_default);
+	cr_assert_eq(f[2].default_value, -9007199254740992.0);
+	cr_assert(!f[3].has_default);
 	cr_assert_eq(f[2].clip_lo, -7.0);
 	cr_assert_eq(f[2].clip_hi, 9.0);
 	cr_assert_eq(f[2].pad, -1.0);
 	cr_assert_eq(f[3].pad, (double)INT32_MIN);
-	/* Options come out in one order: pad, scale, shift, clip, required. */
-	format_is(s, "a.b-c_9/x:float32[3]:pad=-0.5:scale=2:shift=-1:clip=-1.5:2.25:required,"
-		  "img/raw:bytes[16]:pad=255:required,"
-		  "ids:int64[4]:pad=-1:clip=-7:9,"
+	/* Options come out in one order: pad, default, scale, shift, clip;
+	 * 'required' (the behaviour of every feature without a default)
+	 * is not written. */
+	format_is(s, "a.b-c_9/x:float32[3]:pad=-0.5:default=0.25:scale=2:shift=-1:"
+		  "clip=-1.5:2.25,"
+		  "img/raw:bytes[16]:pad=255:default=7,"
+		  "ids:int64[4]:pad=-1:default=-9007199254740992:clip=-7:9,"
 		  "n:int32[2]:pad=-2147483648:clip=-2147483648:2147483647");
 	free(s);
 }
@@ -363,11 +371,18 @@ Test(spec, errors_options)
 {
 	parse_fails("x:int32[1]:", 11, "empty option");
 	parse_fails("x:int32[1]::required", 11, "empty option");
-	parse_fails("x:int32[1]:foo=1", 11, "unknown option 'foo' (pad, scale, shift, clip, required)");
+	parse_fails("x:int32[1]:foo=1", 11, "unknown option 'foo' (pad, default, scale, shift, clip, required)");
 	parse_fails("x:int32[1]:Pad=1", 11, "unknown option 'Pad'");
 	parse_fails("x:int32[1]:requiredx", 11, "unknown option 'requiredx'");
 	parse_fails("x:int32[1]:pad=1:pad=2", 17, "option 'pad' given twice");
 	parse_fails("x:int32[1]:required:required", 20, "option 'required' given twice");
+	parse_fails("x:int32[1]:default=1:default=2", 21, "option 'default' given twice");
+	parse_fails("x:int32[1]:default", 18, "option 'default' needs a value (default=V)");
+	parse_fails("x:int32[1]:default=", 19, "missing value for default");
+	parse_fails("x:int32[1]:default=1.5", 19, "default=1.5: int32 needs an integer");
+	parse_fails("x:int32[1]:default=2147483648", 19, "default=2147483648 is out of range for int32");
+	parse_fails("x:bytes[4]:default=256", 19, "default=256: a bytes feature defaults to a byte value 0..255");
+	parse_fails("x:float32[4]:default=1e39", 21, "default=1e39 is out of range for float32");
 	parse_fails("x:float32[1]:clip=0:1:clip=0:1", 22, "option 'clip' given twice");
 	parse_fails("x:int32[1]:required=1", 19, "option 'required' takes no value");
 	parse_fails("x:int32[1]:pad", 14, "option 'pad' needs a value (pad=V)");
@@ -648,14 +663,17 @@ Test(apply, int64_to_float32_rounds_to_nearest)
 	cr_assert_eq(row.f32[2], 4194303.0f);	/* (float)16777217 / 4 - 1 */
 }
 
-Test(apply, absent_and_unset_are_padding_unless_required)
+/* As tf.io.FixedLenFeature: absent (or unset) is an error unless the
+ * feature has a default, which then fills the whole row; pad= is only
+ * the pad of short lists. */
+Test(apply, absent_and_unset_are_errors_unless_defaulted)
 {
 	pf_feature f[2] = { feat_none("unset"), feat_i64("other", NULL, 0) };
 	pf_error err;
 	row_t row;
 
-	cr_assert_eq(apply("unset:int32[2]:pad=4,gone:float32[2]:pad=-1.5,"
-			   "b:bytes[3]:pad=9,other:int64[1]:pad=-2",
+	cr_assert_eq(apply("unset:int32[2]:pad=3:default=4,gone:float32[2]:pad=7:default=-1.5,"
+			   "b:bytes[3]:default=9,other:int64[1]:pad=-2",
 			   f, 2, &row, &err), 0);
 	cr_assert_eq(row.i32[0], 4);
 	cr_assert_eq(row.i32[1], 4);
@@ -667,17 +685,26 @@ Test(apply, absent_and_unset_are_padding_unless_required)
 		cr_assert_eq(row.b[i], 0, "gap byte %d", i);
 	cr_assert_eq(row.i64[3], -2);	/* present but empty: padding */
 
-	cr_assert_eq(apply("gone:int32[1]:required", f, 2, &row, &err), -EBADMSG);
-	cr_assert_eq(err.code, -EBADMSG);
-	cr_assert_str_eq(err.msg, "feature 'gone' is missing");
-	cr_assert_eq(apply("unset:int32[1]:required", f, 2, &row, &err), -EBADMSG);
-	cr_assert(strstr(err.msg, "feature 'unset' is missing"), "%s", err.msg);
+	/* No default: an error naming the feature and what the record has,
+	 * 'required' or not (it is the default behaviour). */
+	for (int req = 0; req < 2; req++) {
+		cr_assert_eq(apply(req ? "gone:int32[1]:required" : "gone:int32[1]:pad=5",
+				   f, 2, &row, &err), -ENOMSG);
+		cr_assert_eq(err.code, -ENOMSG);
+		cr_assert_str_eq(err.msg, "feature 'gone' is missing; the record has: unset, "
+			       "other (a feature with :default=V may be absent)");
+	}
+	cr_assert_eq(apply("unset:int32[1]", f, 2, &row, &err), -ENOMSG);
+	cr_assert(strstr(err.msg, "feature 'unset' is present but has no value list; "
+			 "the record has: unset, other"), "%s", err.msg);
 	/* empty but set: present */
-	cr_assert_eq(apply("other:int64[1]:required", f, 2, &row, &err), 0);
+	cr_assert_eq(apply("other:int64[1]", f, 2, &row, &err), 0);
 	/* an empty example */
-	cr_assert_eq(apply("x:int32[1]", NULL, 0, &row, &err), 0);
-	cr_assert_eq(row.i32[0], 0);
-	cr_assert_eq(row.i32[1], 0);
+	cr_assert_eq(apply("x:int32[1]", NULL, 0, &row, &err), -ENOMSG);
+	cr_assert(strstr(err.msg, "the record has: none"), "%s", err.msg);
+	cr_assert_eq(apply("x:int32[2]:default=-3", NULL, 0, &row, &err), 0);
+	cr_assert_eq(row.i32[0], -3);
+	cr_assert_eq(row.i32[1], -3);
 }
 
 Test(apply, kind_mismatches_name_the_feature)
@@ -734,7 +761,7 @@ Test(apply, spec_order_not_example_order_and_layout)
 	const pf_bytes b[] = { { (const uint8_t *)"ab", 2 } };
 	pf_feature f[3] = { feat_f("x", x, 1), feat_b("tag", b, 1),
 			    feat_i64("ids", ids, 3) };
-	pf_spec *s = parse_ok("tag:bytes[3],ids:int64[2],x:float32[1],n:int32[1]:pad=-1");
+	pf_spec *s = parse_ok("tag:bytes[3],ids:int64[2],x:float32[1],n:int32[1]:default=-1");
 	pf_example ex = { .features = f, .n_features = 3 };
 	pf_error err;
 	row_t row;
@@ -776,7 +803,7 @@ Test(apply, encoded_and_decoded_example)
 	const pf_bytes b[] = { { (const uint8_t *)"jpeg", 4 } };
 	pf_feature in[3];
 	pf_spec *s = parse_ok("tokens:int32[256]:pad=0,x:float32[4]:scale=2:pad=-1,"
-			      "img:bytes[6]:required,label:int64[1]:pad=-1");
+			      "img:bytes[6]:required,label:int64[1]:default=-1");
 	pf_example ex;
 	pf_arena arena;
 	pf_error err;

@@ -239,10 +239,13 @@ static const char *const base_specs[] = {
 	"x:int64[13]:clip=-100:100",
 	"img:bytes[20]:pad=32,x:float32[1]",
 	"img:bytes[3]",
-	"unset:int32[3]:pad=1,empty_i:int64[2]:required,empty_f:float32[2]:required,empty_b:bytes[4]:required",
+	"unset:int32[3]:default=1,empty_i:int64[2]:required,empty_f:float32[2]:required,empty_b:bytes[4]:required",
 	"unset:int32[3]:required",
+	"unset:int32[3]:pad=1",
 	"absent:int32[3]:required",
-	"absent:float32[3]:pad=-0.5,absent2:bytes[2]:pad=7",
+	"absent:int64[3]:pad=4",
+	"absent:float32[3]:pad=-0.5:default=2.5,absent2:bytes[2]:default=7",
+	"absent:int32[3]:default=-1,unset:float32[2]:default=-0,label:int64[1]:default=3",
 	"img:int32[3]",
 	"tokens:bytes[3]",
 	"x:bytes[1]",
@@ -767,6 +770,10 @@ static void random_spec_text(rng *r, char *text, size_t cap)
 		}
 		if (next(r) % 8 == 0)
 			o += (size_t)snprintf(text + o, cap - o, ":required");
+		else if (next(r) % 2 == 0)
+			o += (size_t)snprintf(text + o, cap - o, ":default=%d",
+					      d == 3 ? (int)(next(r) % 256) :
+					      (int)(next(r) % 200) - 100);
 	}
 }
 
@@ -1055,16 +1062,17 @@ Test(specdecode, sixty_four_features)
 
 /* The padding itself, checked against explicit values (both paths share
  * it, so comparing them cannot catch a wrong pad): 0 and -1 go through
- * memset, other pads through the loop; -0.0 is not +0.0. */
+ * memset, other pads through the loop; -0.0 is not +0.0.  w and x are
+ * absent: their rows are their defaults (the same fill), not their pads. */
 Test(specdecode, padding_values_exact)
 {
 	static const int64_t one[] = { 3 };
 	pf_feature f = FEAT("v", PF_KIND_INT64, 1, int64s, one);
 	buf *b = encode(&f, 1);
 	static const char *const texts[] = {
-		"v:int32[5]:pad=0,w:int64[3]:pad=0,x:float32[3]",
-		"v:int32[5]:pad=-1,w:int64[3]:pad=-1,x:float32[3]:pad=-0",
-		"v:int32[5]:pad=7,w:int64[3]:pad=-2,x:float32[3]:pad=1.5",
+		"v:int32[5]:pad=0,w:int64[3]:default=0:pad=5,x:float32[3]:default=0",
+		"v:int32[5]:pad=-1,w:int64[3]:default=-1,x:float32[3]:default=-0:pad=3",
+		"v:int32[5]:pad=7,w:int64[3]:default=-2,x:float32[3]:default=1.5",
 	};
 	static const int32_t want_v[3] = { 0, -1, 7 };
 	static const int64_t want_w[3] = { 0, -1, -2 };

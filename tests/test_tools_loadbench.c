@@ -330,3 +330,38 @@ Test(loadbench, save_state_resume_and_interrupt, .timeout = 120)
 		  blob);
 	free(blob);
 }
+
+/* The spec inferred from an index gives default=0 to the features some
+ * records lack (the Chicago taxi fixture leaves 'company' unset in 70 of
+ * 205 records), so the run reads them all; a misspelled --features name is
+ * refused before anything is read, in one line naming the shard, the
+ * schema and the near name. */
+Test(loadbench, features_the_records_lack, .timeout = 60)
+{
+	const char *d = tu_tmpdir();
+	char args[2048], cmd[2048], out[4096];
+	json_t *o;
+	const char *f;
+
+	cr_assert_eq(tu_system("%s convert --out %s/cz %s >/dev/null", tu_env_tool("SHARDTOOL"),
+			       d, tu_fixture("tfx_chicago_taxi_unlabelled_00008.tfrecord.gz")), 0);
+	snprintf(args, sizeof(args), "--per-core-batch 5 --threads 1 %s/cz", d);
+	o = run_json(args);
+	f = json_string_value(json_object_get(o, "features"));
+	cr_assert(f && strstr(f, "company:bytes[512]:default=0,") &&
+		  strstr(f, ",fare:float32[1],"), "%s", f);
+	cr_assert_eq(ju(o, "records"), 205 / 5 * 5);
+	json_decref(o);
+
+	snprintf(cmd, sizeof(cmd), "%s --quiet --per-core-batch 5 --features "
+		 "'compny:bytes[8],fare:float32[1]' %s/cz 2>&1 >/dev/null | grep -v '^loadbench: host '",
+		 tu_env_tool("LOADBENCH"), d);
+	tu_capture(cmd, out, sizeof(out), NULL);
+	cr_assert(strstr(out, "/cz/part-00000-of-00001.tfrecord.zst: feature spec: 'compny' is "
+			 "not in the shard's schema (company, ") &&
+		  strstr(out, "did you mean 'company'?") && strchr(out, '\n') &&
+		  !strchr(out, '\n')[1], "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s --quiet --per-core-batch 5 --features "
+		 "'compny:bytes[8],fare:float32[1]' %s/cz >/dev/null 2>&1", tu_env_tool("LOADBENCH"), d);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 1);
+}

@@ -70,7 +70,8 @@ static const char usage[] =
 	"                       (default: from the schema in the first file's\n"
 	"                       index: int64 -> int64[max_len], float -> float32\n"
 	"                       [max_len], bytes -> bytes[mean record size rounded\n"
-	"                       up to 64]; sequence lists are left out)\n"
+	"                       up to 64], default=0 where some records lack it;\n"
+	"                       sequence lists are left out)\n"
 	"pipeline:\n"
 	"  --threads T          decode threads (default: number of CPUs)\n"
 	"  --io-depth N         reads in flight (default 32)\n"
@@ -465,6 +466,9 @@ static int default_features(const char *path, char **out)
 		len += (size_t)snprintf(spec + len, cap - len, "%s%s:%s[%llu]",
 					len ? "," : "", fs->name, dtype,
 					(unsigned long long)flen);
+		/* A feature some records lack is optional: 0 for them. */
+		if (fs->records_present - fs->records_unset < pf_shard_index_records(ix))
+			len += (size_t)snprintf(spec + len, cap - len, ":default=0");
 	}
 	pf_source_close(src);
 	if (!len) {

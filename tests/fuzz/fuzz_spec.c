@@ -160,13 +160,16 @@ static void apply(const pf_spec *s)
 		bool is_bytes = s->f[i].dtype == PF_DTYPE_BYTES;
 
 		if (!f || f->kind == PF_KIND_NONE)
-			missing = s->f[i].required;
+			missing = !s->f[i].has_default;
 		else
 			mismatch = is_bytes != (f->kind == PF_KIND_BYTES);
 	}
 	pf_error_clear(&err);
 	ret = pf_spec_apply(s, &example, row, &err);
-	if (missing || mismatch) {
+	if (missing) {
+		CHECK(ret == -ENOMSG && err.code == -ENOMSG);
+		CHECK(strstr(err.msg, "feature '") && strstr(err.msg, "the record has: "));
+	} else if (mismatch) {
 		CHECK(ret == -EBADMSG && err.code == -EBADMSG);
 		CHECK(strstr(err.msg, "feature '"));
 	} else {

@@ -57,6 +57,10 @@ static const char *const spec_texts[] = {
 	"species:int32[1],body_mass_g:float32[1]:required,flipper_length_mm:int64[1]",
 	"source_id:int32[64],target_word:bytes[5],example_index:int64[1]",
 	"k:int64[1]:clip=-9223372036854775808:0,z:int32[1]:clip=1:1",
+	/* optional features: absent ones are their defaults */
+	"a:int32[4]:default=-1,b:int64[4]:default=7,f:float32[3]:default=0.5,m:bytes[3]:default=9",
+	"tokens:int32[64]:default=0,label:int64[1]:pad=4:default=-1",
+	"input_ids:int32[16]:pad=-1:default=3,image_class:int64[2]:default=0",
 };
 #define NSPECS (sizeof(spec_texts) / sizeof(spec_texts[0]))
 
