@@ -17,7 +17,11 @@ extern "C" {
  * Opens any file podfeed reads: plain TFRecord, GZIP or ZLIB TFRecord,
  * a zstd stream of TFRecords, or an indexed shard (read frame by frame
  * through its index, CRCs of frames and records checked).  The format is
- * found from the bytes, never the name.  Not thread-safe; one per thread.
+ * found from the bytes, never the name, with one exception: a file of 0
+ * bytes is 0 records unless its name says compressed (.zst, .zstd, .gz,
+ * .gzip, .zlib), whose data is never empty: then it is damaged data
+ * (FAIL: -EBADMSG naming the file; SKIP: a drop of a frame or member,
+ * records -1, and 0 records).  Not thread-safe; one per thread.
  */
 typedef struct pf_source pf_source;
 

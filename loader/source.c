@@ -153,6 +153,54 @@ static int open_file(pf_source *s, const pf_source_config *cfg, pf_error *err)
 	return ret;
 }
 
+/* The compression a file's name promises: PF_COMP_ZSTD for .zst/.zstd,
+ * PF_COMP_GZIP for .gz/.gzip, PF_COMP_ZLIB for .zlib, else PF_COMP_NONE.
+ * Only asked of a file of 0 bytes, which has nothing to detect. */
+static pf_compression name_says(const char *path)
+{
+	static const struct { const char *suffix; pf_compression c; } names[] = {
+		{ ".zst", PF_COMP_ZSTD }, { ".zstd", PF_COMP_ZSTD },
+		{ ".gz", PF_COMP_GZIP }, { ".gzip", PF_COMP_GZIP },
+		{ ".zlib", PF_COMP_ZLIB },
+	};
+	size_t n = strlen(path);
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		size_t k = strlen(names[i].suffix);
+
+		if (n > k && !strcmp(path + n - k, names[i].suffix))
+			return names[i].c;
+	}
+	return PF_COMP_NONE;
+}
+
+/*
+ * A stream file of 0 bytes.  Plain TFRecord: 0 records, nothing wrong.
+ * A name that says compressed: a zstd frame or a gzip/zlib header is never
+ * 0 bytes, so the file was cut or never written: damaged data, to the
+ * corrupt policy (fail: the error; skip: a drop of an unknown number of
+ * records, then 0 records).  @return 0 or <0 with err.
+ */
+static int check_empty(pf_source *s, pf_error *err)
+{
+	pf_compression c = name_says(s->path);
+	pf_drop d = { .unit = c == PF_COMP_ZSTD ? PF_DROP_FRAME : PF_DROP_MEMBER,
+		      .offset_kind = PF_OFFSET_FILE, .records = -1 };
+
+	if (s->file_size || c == PF_COMP_NONE)
+		return 0;
+	pf_error_clear(&d.cause);
+	pf_error_set(&d.cause, -EBADMSG, PF_OFFSET_FILE, 0,
+		     "0 bytes, but the name says %s, whose data is never empty "
+		     "(a file cut short or never written)", pf_compression_name(c));
+	if (!s->skip_mode) {
+		if (err)
+			*err = d.cause;
+		return -EBADMSG;
+	}
+	return report(s, &d, err);
+}
+
 int pf_source_open(pf_source **out, const char *path,
 		   const pf_source_config *cfg, pf_error *err)
 {
@@ -197,6 +245,9 @@ int pf_source_open(pf_source **out, const char *path,
 		if (ret != -ENODATA)
 			goto fail;
 	}
+	ret = check_empty(s, err);
+	if (ret < 0)
+		goto fail;
 
 	rcfg.max_record_size = s->max_record;
 	if (s->skip_mode) {

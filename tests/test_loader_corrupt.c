@@ -586,3 +586,43 @@ Test(corrupt, pull_mode_reads_as_the_source_does)
 	}
 	free(buf);
 }
+
+/* A file of 0 bytes: plain TFRecord is 0 records and nothing wrong; one
+ * whose name says zstd or gzip cannot be (its data is never empty), so it
+ * is damaged data: fail names it, skip drops it and reads the rest. */
+Test(corrupt, empty_files_by_their_names, .timeout = 60)
+{
+	/* each sorts before the ones already there, so it is the one named */
+	static const char *const damaged[] = { "e3.tfrecord.zst", "e2.tfrecord.gz", "e1.zlib" };
+	const char *d = tu_tmpdir();
+	char p[512];
+	pf_loader_config cfg = { .per_core_batch = 10, .threads = 2 };
+	result r;
+
+	snprintf(p, sizeof(p), "%s/a.tfrecord.zst", d);
+	tu_write_id_shard(p, 0, 100, 4096, 0);
+	snprintf(p, sizeof(p), "%s/b.tfrecord", d);
+	tu_write_file(p, "", 0);
+	run(d, cfg, 100, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_eq(r.nvalid, 100);
+	cr_assert_eq(r.m.corrupt_drops, 0);
+	free(r.seen);
+
+	for (size_t i = 0; i < sizeof(damaged) / sizeof(damaged[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", d, damaged[i]);
+		tu_write_file(p, "", 0);
+		cfg.on_corrupt = PF_CORRUPT_FAIL;
+		run(d, cfg, 100, &r);
+		cr_assert_eq(r.ret, -EBADMSG, "%s: %d", damaged[i], r.ret);
+		cr_assert_str_eq(r.err.file, p);
+		cr_assert(strstr(r.err.msg, "0 bytes, but the name says "), "%s", r.err.msg);
+		free(r.seen);
+		cfg.on_corrupt = PF_CORRUPT_SKIP;
+		run(d, cfg, 100, &r);
+		cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+		cr_assert_eq(r.nvalid, 100);
+		cr_assert_eq(r.m.corrupt_drops, i + 1);
+		free(r.seen);
+	}
+}

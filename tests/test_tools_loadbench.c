@@ -365,3 +365,40 @@ Test(loadbench, features_the_records_lack, .timeout = 60)
 		 "'compny:bytes[8],fare:float32[1]' %s/cz >/dev/null 2>&1", tu_env_tool("LOADBENCH"), d);
 	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 1);
 }
+
+/* A 0-byte plain shard is 0 records and the report names it (text and
+ * JSON); a 0-byte .zst is damaged: the run fails naming it, or with
+ * --on-corrupt skip drops it (and names it as empty too). */
+Test(loadbench, empty_files_are_named, .timeout = 60)
+{
+	const char *d = make_dataset();
+	const char *lb = tu_env_tool("LOADBENCH");
+	char args[1024], cmd[4096], out[8192];
+	json_t *o, *e;
+
+	cr_assert_eq(tu_system(": > %s/z/empty.tfrecord", d), 0);
+	snprintf(args, sizeof(args), "--per-core-batch 50 %s/z", d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "records"), DATASET_RECORDS);
+	e = json_object_get(o, "empty_files");
+	cr_assert_eq(json_array_size(e), 1);
+	cr_assert(strstr(json_string_value(json_array_get(e, 0)), "/z/empty.tfrecord"));
+	json_decref(o);
+	snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>/dev/null", lb, args);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0);
+	cr_assert(strstr(out, "\nempty       1 file of 0 bytes, 0 records: ") &&
+		  strstr(out, "/z/empty.tfrecord\n"), "%s", out);
+
+	cr_assert_eq(tu_system(": > %s/z/empty.tfrecord.zst", d), 0);
+	snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>&1 >/dev/null | grep -v '^loadbench: host '",
+		 lb, args);
+	tu_capture(cmd, out, sizeof(out), NULL);
+	cr_assert(strstr(out, "/z/empty.tfrecord.zst: byte 0: 0 bytes, but the name says zstd") &&
+		  !strchr(out, '\n')[1], "%s", out);
+	snprintf(args, sizeof(args), "--per-core-batch 50 --on-corrupt skip %s/z", d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "records"), DATASET_RECORDS);
+	cr_assert_eq(ju(json_object_get(o, "corrupt"), "drops"), 1);
+	cr_assert_eq(json_array_size(json_object_get(o, "empty_files")), 2);
+	json_decref(o);
+}

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -955,6 +956,9 @@ typedef struct report {
 	const options *o;
 	const char *features;
 	size_t nfiles;
+	char **files;		/* the inputs, expanded */
+	bool *empty;		/* [nfiles]: the file has 0 bytes */
+	size_t nempty;
 	loader_run run;		/* the median run */
 	double seconds;		/* median */
 	double p50, p90, p99;
@@ -1009,6 +1013,38 @@ static double steady(const report *r)
 	return s > 0 ? (double)r->run.steady_records / s : 0;
 }
 
+/* Files of 0 bytes are read as 0 records (a compressed one by name is
+ * damaged data, which the loader has already failed on or dropped): the
+ * report names them, since a dataset rarely means to hold one. */
+static void find_empty(report *r)
+{
+	r->empty = calloc(r->nfiles ? r->nfiles : 1, sizeof(*r->empty));
+	for (size_t i = 0; r->empty && i < r->nfiles; i++) {
+		struct stat st;
+
+		if (stat(r->files[i], &st) == 0 && S_ISREG(st.st_mode) && !st.st_size) {
+			r->empty[i] = true;
+			r->nempty++;
+		}
+	}
+}
+
+#define EMPTY_NAMED 4u	/* empty files named in the text report */
+
+static void print_empty(const report *r)
+{
+	size_t named = 0;
+
+	printf("empty       %zu file%s of 0 bytes, 0 records:", r->nempty,
+	       r->nempty == 1 ? "" : "s");
+	for (size_t i = 0; i < r->nfiles && named < EMPTY_NAMED; i++)
+		if (r->empty[i])
+			printf("%s %s", named++ ? "," : "", r->files[i]);
+	if (r->nempty > named)
+		printf(" and %zu more", r->nempty - named);
+	printf("\n");
+}
+
 static void print_text(const report *r)
 {
 	const options *o = r->o;
@@ -1048,6 +1084,8 @@ static void print_text(const report *r)
 	printf("remainder   %llu records dropped, %llu wrapped\n",
 	       (unsigned long long)m->remainder_dropped,
 	       (unsigned long long)m->remainder_wrapped);
+	if (r->nempty)
+		print_empty(r);
 	if (o->on_corrupt == PF_CORRUPT_SKIP || m->corrupt_drops)
 		printf("corrupt     %llu units dropped (%llu records known lost), %llu empty "
 		       "rows handed out%s%s\n", (unsigned long long)m->corrupt_drops,
@@ -1146,6 +1184,14 @@ static void print_json(const report *r)
 	json_kv_u64("io_depth", o->io_depth, true);
 	json_kv_u64("threads", m->decode_threads, true);
 	json_kv_u64("files", r->nfiles, true);
+	printf("\"empty_files\":[");
+	for (size_t i = 0, k = 0; i < r->nfiles; i++)
+		if (r->empty[i]) {
+			if (k++)
+				putchar(',');
+			cli_json_string(stdout, r->files[i], strlen(r->files[i]));
+		}
+	printf("],");
 	json_kv_str("features", r->features, true);
 	json_kv_u64("records_per_epoch", m->records_per_epoch, true);
 	json_kv_u64("steps_per_epoch", m->steps_per_epoch, true);
@@ -1704,11 +1750,18 @@ int main(int argc, char **argv)
 		goto out;
 	ret = 1;
 	if (!o.features) {
-		int d = default_features(files[0], &inferred);
+		/* From the first file with bytes: an empty one has no index. */
+		int first = 0, d;
+		struct stat st;
+
+		while (first + 1 < nfiles && stat(files[first], &st) == 0 && !st.st_size)
+			first++;
+		d = default_features(files[first], &inferred);
 		if (d < 0)
 			goto out;
 		if (d > 0) {
-			cli_fail("--features is required: %s has no schema in an index", files[0]);
+			cli_fail("--features is required: %s has no schema in an index",
+				 files[first]);
 			ret = 2;
 			goto out;
 		}
@@ -1812,6 +1865,12 @@ int main(int argc, char **argv)
 	r.o = &o;
 	r.features = o.features;
 	r.nfiles = (size_t)nfiles;
+	r.files = files;
+	find_empty(&r);
+	if (!r.empty) {
+		cli_fail("out of memory");
+		goto out;
+	}
 	r.seconds = median(secs, (unsigned)o.repeat);
 	/* Metrics of the run nearest the median time. */
 	unsigned best = 0;
@@ -1845,6 +1904,7 @@ int main(int argc, char **argv)
 	ret = 0;
 out:
 	bl_free(&bl);
+	free(r.empty);
 	free(inferred);
 	cli_free_inputs(files, nfiles);
 	regions_free(&ro);
