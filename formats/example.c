@@ -866,12 +866,14 @@ out:
 int pf_example_decode(const void *rec, size_t len, pf_arena *arena,
 		      pf_example *out, pf_error *err)
 {
+	pf_error_clear(err);
 	return decode(rec, len, arena, out, err, false);
 }
 
 int pf_sequence_example_decode(const void *rec, size_t len, pf_arena *arena,
 			       pf_example *out, pf_error *err)
 {
+	pf_error_clear(err);
 	return decode(rec, len, arena, out, err, true);
 }
 

@@ -225,6 +225,7 @@ int pf_example_decode_ref(const void *rec, size_t len, pf_arena *arena,
 	size_t mark = arena->used;
 	int ret;
 
+	pf_error_clear(err);
 	memset(out, 0, sizeof(*out));
 	if (len > INT_MAX)
 		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
@@ -247,6 +248,7 @@ int pf_sequence_example_decode_ref(const void *rec, size_t len,
 	size_t mark = arena->used;
 	int ret;
 
+	pf_error_clear(err);
 	memset(out, 0, sizeof(*out));
 	if (len > INT_MAX)
 		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,

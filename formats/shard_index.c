@@ -317,6 +317,7 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 	uint8_t desc;
 	int64_t ret;
 
+	pf_error_clear(err);
 	*out = NULL;
 	if (tail_len > file_size || (tail_len && !tail))
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
@@ -514,6 +515,7 @@ int64_t pf_frame_decode(pf_frame_decoder *d, const pf_frame_info *fi,
 	size_t frame_len, n;
 	uint32_t crc;
 
+	pf_error_clear(err);
 	if (src_len != fi->compressed_size)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_FILE, fi->offset,
 				    "frame of %zu bytes given, index says %u",

@@ -296,6 +296,7 @@ int pf_shard_writer_add(pf_shard_writer *w, const void *data, size_t len,
 	void *p;
 	int ret;
 
+	pf_error_clear(err);
 	if (w->failed)
 		return w->failed;
 	if (w->closed)
@@ -517,6 +518,7 @@ int pf_shard_writer_close(pf_shard_writer *w, pf_error *err)
 	uint64_t data_end;
 	int ret;
 
+	pf_error_clear(err);
 	if (w->failed)
 		return w->failed;
 	if (w->closed)

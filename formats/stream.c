@@ -325,6 +325,7 @@ int pf_inflate_run(pf_inflate *d, const void *in, size_t in_len,
 		   size_t *in_pos, void *out, size_t out_cap, size_t *out_pos,
 		   pf_error *err)
 {
+	pf_error_clear(err);
 	for (;;) {
 		size_t in0 = *in_pos, out0 = *out_pos;
 		int ret;
@@ -348,6 +349,7 @@ int pf_inflate_run(pf_inflate *d, const void *in, size_t in_len,
 
 int pf_inflate_finish(pf_inflate *d, pf_error *err)
 {
+	pf_error_clear(err);
 	if (!d->in_member)
 		return 0;
 	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, d->total_in,
@@ -1247,6 +1249,7 @@ int pf_recstream_next(pf_recstream *s, pf_record *rec, pf_error *err)
 {
 	int ret;
 
+	pf_error_clear(err);
 	if (s->comp < 0) {
 		ret = detect(s, err);
 		if (ret <= 0)
@@ -1316,6 +1319,7 @@ int pf_recstream_finish(pf_recstream *s, pf_error *err)
 {
 	int ret;
 
+	pf_error_clear(err);
 	if (s->skip) {
 		/* The end was handled in next(), which must have run out. */
 		pf_record rec;

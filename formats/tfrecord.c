@@ -76,12 +76,14 @@ static int64_t parse(const uint8_t *p, size_t len, uint64_t base_offset,
 int64_t pf_tfr_parse(const void *buf, size_t len, uint64_t base_offset,
 		     uint64_t max_record, pf_record *rec, pf_error *err)
 {
+	pf_error_clear(err);
 	return parse(buf, len, base_offset, max_record, true, rec, err);
 }
 
 int64_t pf_tfr_parse_verified(const void *buf, size_t len, uint64_t base_offset,
 			      uint64_t max_record, pf_record *rec, pf_error *err)
 {
+	pf_error_clear(err);
 	return parse(buf, len, base_offset, max_record, false, rec, err);
 }
 
@@ -91,6 +93,7 @@ int pf_tfr_truncation(const void *buf, size_t len, uint64_t base_offset,
 	uint64_t dlen;
 	int ret;
 
+	pf_error_clear(err);
 	if (len == 0)
 		return 0;
 	if (len < PF_TFR_HEADER_SIZE)
@@ -696,6 +699,7 @@ int pf_tfr_reader_next(pf_tfr_reader *r, pf_record *rec, pf_error *err)
 {
 	int ret;
 
+	pf_error_clear(err);
 	if (r->poisoned)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_STREAM, r->offset,
 				    "reader used after an error without reset");
@@ -714,6 +718,7 @@ int pf_tfr_reader_finish(pf_tfr_reader *r, pf_error *err)
 	pf_record rec;
 	int ret;
 
+	pf_error_clear(err);
 	if (r->poisoned)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_STREAM, r->offset,
 				    "reader used after an error without reset");

@@ -179,6 +179,7 @@ int pf_model_create(pf_model **out, const pf_model_config *cfg, pf_error *err)
 	init_rng r;
 	int ret;
 
+	pf_error_clear(err);
 	*out = NULL;
 	if ((ret = check_config(cfg, err)) < 0)
 		return ret;
@@ -552,6 +553,7 @@ int pf_model_grad(const pf_model *m, pf_workspace *ws,
 	double sum;
 	int ret;
 
+	pf_error_clear(err);
 	if ((ret = check_batch(m, ws, b, err)) < 0)
 		return ret;
 	if (!grad_fits(m, g))
@@ -598,6 +600,7 @@ int pf_model_evaluate(const pf_model *m, pf_workspace *ws,
 	double sum;
 	int ret;
 
+	pf_error_clear(err);
 	if ((ret = check_batch(m, ws, b, err)) < 0)
 		return ret;
 	forward(m, ws, b);

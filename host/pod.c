@@ -55,6 +55,7 @@ int pf_pod_open(pf_pod **out, pf_error *err)
 {
 	pf_pod *p = calloc(1, sizeof(*p));
 
+	pf_error_clear(err);
 	if (!p)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory opening the pod");
@@ -132,6 +133,7 @@ static int allreduce(pf_pod *p, void *buf, size_t n, size_t esize,
 
 int pf_pod_sum_f32(pf_pod *p, float *buf, size_t n, pf_error *err)
 {
+	pf_error_clear(err);
 #ifdef PF_HAVE_MPI
 	if (p->mpi)
 		return allreduce(p, buf, n, sizeof(*buf), MPI_FLOAT, MPI_SUM, err);
@@ -142,6 +144,7 @@ int pf_pod_sum_f32(pf_pod *p, float *buf, size_t n, pf_error *err)
 
 int pf_pod_sum_f64(pf_pod *p, double *buf, size_t n, pf_error *err)
 {
+	pf_error_clear(err);
 #ifdef PF_HAVE_MPI
 	if (p->mpi)
 		return allreduce(p, buf, n, sizeof(*buf), MPI_DOUBLE, MPI_SUM, err);
@@ -152,6 +155,7 @@ int pf_pod_sum_f64(pf_pod *p, double *buf, size_t n, pf_error *err)
 
 int pf_pod_or_u64(pf_pod *p, uint64_t *buf, size_t n, pf_error *err)
 {
+	pf_error_clear(err);
 #ifdef PF_HAVE_MPI
 	if (p->mpi)
 		return allreduce(p, buf, n, sizeof(*buf), MPI_UINT64_T, MPI_BOR, err);
@@ -162,6 +166,7 @@ int pf_pod_or_u64(pf_pod *p, uint64_t *buf, size_t n, pf_error *err)
 
 int pf_pod_gather(pf_pod *p, const void *mine, size_t len, void *all, pf_error *err)
 {
+	pf_error_clear(err);
 	if (len > (size_t)INT_MAX)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "gather of %zu bytes per host is too large", len);
@@ -181,6 +186,7 @@ int pf_pod_gather(pf_pod *p, const void *mine, size_t len, void *all, pf_error *
 
 int pf_pod_barrier(pf_pod *p, pf_error *err)
 {
+	pf_error_clear(err);
 #ifdef PF_HAVE_MPI
 	if (p->mpi) {
 		int rc = MPI_Barrier(MPI_COMM_WORLD);

@@ -196,6 +196,7 @@ int pf_scaling_plan_compute(pf_scaling_plan *out, const pf_scaling_input *in,
 	pf_scaling_plan p;
 	int ret;
 
+	pf_error_clear(err);
 	memset(out, 0, sizeof(*out));
 	memset(&p, 0, sizeof(p));
 	ret = check_inputs(in, err);

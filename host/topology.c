@@ -228,6 +228,7 @@ int pf_topology_detect(pf_host_topology *out, const pf_topology_flags *flags,
 	char said[96];
 	int ret;
 
+	pf_error_clear(err);
 	memset(fields, 0, sizeof(fields));
 	memset(out, 0, sizeof(*out));
 	if (!getenv_fn)

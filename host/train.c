@@ -300,6 +300,7 @@ int pf_trainer_create(pf_trainer **out, const pf_trainer_config *cfg,
 	pf_model_config mc;
 	int ret;
 
+	pf_error_clear(err);
 	*out = NULL;
 	if (cfg->cores < 1 || cfg->cores > PF_TRAINER_MAX_CORES)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
@@ -482,9 +483,8 @@ static int core_failure(pf_trainer *t, pf_error *err)
 		if (k->ret < 0) {
 			if (err) {
 				*err = k->err;
-				snprintf(err->msg, sizeof(err->msg), "core %u: %.200s", c,
-					 k->err.msg);
-				err->code = k->ret;
+				pf_error_set(err, k->ret, k->err.offset_kind, k->err.offset,
+					     "core %u: %s", c, k->err.msg);
 			}
 			return k->ret;
 		}
@@ -531,6 +531,7 @@ int pf_trainer_step(pf_trainer *t, const struct pf_batch *b, float lr,
 	double loss = 0.0;
 	int ret;
 
+	pf_error_clear(err);
 	ret = check_batch(t, (const pf_batch *)b, err);
 	if (ret == 0) {
 		run_job(t, JOB_GRAD, b);
@@ -603,8 +604,10 @@ int pf_trainer_step(pf_trainer *t, const struct pf_batch *b, float lr,
 int pf_trainer_evaluate(pf_trainer *t, const struct pf_batch *b,
 			pf_eval_sums *sums, pf_error *err)
 {
-	int ret = check_batch(t, (const pf_batch *)b, err);
+	int ret;
 
+	pf_error_clear(err);
+	ret = check_batch(t, (const pf_batch *)b, err);
 	if (ret < 0)
 		return ret;
 	run_job(t, JOB_EVAL, b);
@@ -624,6 +627,7 @@ int pf_trainer_eval_reduce(pf_trainer *t, pf_eval_sums *sums, pf_error *err)
 	double v[3] = { sums->loss_sum, (double)sums->correct, (double)sums->rows };
 	int ret;
 
+	pf_error_clear(err);
 	if (t->hosts < 2)
 		return 0;
 	if ((ret = pf_pod_sum_f64(t->pod, v, 3, err)) < 0)

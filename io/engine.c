@@ -43,6 +43,7 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	pf_io *io;
 	int ret;
 
+	pf_error_clear(err);
 	if (!cfg)
 		cfg = &defaults;
 	io = pf_calloc(1, sizeof(*io));
@@ -144,6 +145,7 @@ int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
 	pf_io_file *f;
 	int fd, ret;
 
+	pf_error_clear(err);
 	if (io->nfiles == io->max_files) {
 		pf_error_set_file(err, path);
 		return pf_error_set(err, -EMFILE, PF_OFFSET_NONE, 0,

@@ -315,6 +315,7 @@ int pf_fault_parse(pf_fault_plan *plan, const char *spec, size_t len,
 	const char *nul;
 	int ret = 0;
 
+	pf_error_clear(err);
 	memset(plan, 0, sizeof(*plan));
 	if (len > PF_FAULT_SPEC_MAX)
 		return fail(&c, PF_FAULT_SPEC_MAX, "longer than %u bytes (%zu)",

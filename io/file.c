@@ -21,6 +21,7 @@ int pf_file_open(const char *path, pf_error *err)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 
+	pf_error_clear(err);
 	if (fd < 0) {
 		int e = -errno;
 		pf_error_set_file(err, path);
@@ -254,6 +255,7 @@ int pf_file_set_policy(const pf_io_config *cfg, pf_error *err)
 {
 	int ret;
 
+	pf_error_clear(err);
 	pthread_mutex_lock(&policy_mu);
 	ret = publish_locked(cfg, err);
 	if (ret == 0)
@@ -273,8 +275,10 @@ int64_t pf_file_pread(int fd, void *buf, size_t len, uint64_t offset,
 	pf_io_stats st = { 0 };	/* counted only in the process totals */
 	size_t done = 0;
 	bool direct = false;
-	int ret = file_policy_get(&p, err);
+	int ret;
 
+	pf_error_clear(err);
+	ret = file_policy_get(&p, err);
 	if (ret < 0)
 		return ret;
 	if (p->faults.nrules) {

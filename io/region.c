@@ -123,6 +123,7 @@ int pf_region_name_check(const char *name, pf_error *err)
 {
 	size_t n = name ? strlen(name) : 0;
 
+	pf_error_clear(err);
 	if (!n)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "the region name is empty");
@@ -229,6 +230,7 @@ int pf_region_table_create(pf_region_table **out, const char *host_region,
 	pf_region_table *t;
 	int ret;
 
+	pf_error_clear(err);
 	if (host_region) {
 		ret = pf_region_name_check(host_region, err);
 		if (ret < 0)
@@ -338,13 +340,13 @@ static int add_mount(pf_region_table *t, const char *path, size_t len,
 				    "the region table is in use: mounts can no longer be added");
 	e = find_path(t, path, len);
 	if (e && region && e->region && strcasecmp(e->region, region)) {
-		char where[64] = "a --mount flag";
+		char where[PF_PATH_MAX + 16] = "a --mount flag";
 
 		if (e->origin == PF_MOUNT_FILE)
-			snprintf(where, sizeof(where), "%.40s:%u", e->origin_file,
+			snprintf(where, sizeof(where), "%s:%u", e->origin_file,
 				 e->origin_line);
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "%.200s is declared in region %s here and in %s at %s",
+				    "%s is declared in region %s here and in %s at %s",
 				    path, region, e->region, where);
 	}
 	if (e && (!region || e->region))
@@ -359,7 +361,7 @@ static int add_mount(pf_region_table *t, const char *path, size_t len,
 		pf_free(rcopy);
 		pf_free(fcopy);
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-				    "no memory for the mount %.200s", path);
+				    "no memory for the mount %s", path);
 	}
 	if (!e) {
 		ret = grow_mounts(t, err);
@@ -369,7 +371,7 @@ static int add_mount(pf_region_table *t, const char *path, size_t len,
 			pf_free(fcopy);
 			if (ret == -ENOMEM)
 				pf_error_set(err, ret, PF_OFFSET_NONE, 0,
-					     "no memory for the mount %.200s", path);
+					     "no memory for the mount %s", path);
 			return ret;
 		}
 		e = &t->m[t->nm++];
@@ -403,7 +405,7 @@ static int add_declared(pf_region_table *t, const char *path, const char *region
 	len = canonical(t, path, canon);
 	if (len < 0)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "mount path '%.200s': %s", path ? path : "",
+				    "mount path '%.*s': %s", (int)PF_PATH_MAX, path ? path : "",
 				    len == -ENAMETOOLONG ? "too long" : pf_strerror(len));
 	return add_mount(t, canon, (size_t)len, region, origin, file, line, err);
 }
@@ -411,6 +413,7 @@ static int add_declared(pf_region_table *t, const char *path, const char *region
 int pf_region_table_add(pf_region_table *t, const char *path, const char *region,
 			pf_error *err)
 {
+	pf_error_clear(err);
 	return add_declared(t, path, region, PF_MOUNT_FLAG, NULL, 0, err);
 }
 
@@ -420,13 +423,15 @@ int pf_region_table_add_flag(pf_region_table *t, const char *spec, pf_error *err
 	char path[PATH_MAX];
 	size_t plen;
 
+	pf_error_clear(err);
 	if (!eq)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "'%.200s' is not PATH=REGION", spec ? spec : "");
+				    "'%.*s' is not PATH=REGION", (int)PF_PATH_MAX,
+				    spec ? spec : "");
 	plen = (size_t)(eq - spec);
 	if (plen == 0)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "'%.200s' has no path before '='", spec);
+				    "'%.*s' has no path before '='", (int)PF_PATH_MAX, spec);
 	if (plen >= sizeof(path))
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "the path of '%.64s...' is too long", spec);
@@ -434,7 +439,7 @@ int pf_region_table_add_flag(pf_region_table *t, const char *spec, pf_error *err
 	path[plen] = '\0';
 	if (!eq[1])
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "'%.200s' has no region after '='", spec);
+				    "'%.*s' has no region after '='", (int)PF_PATH_MAX, spec);
 	return add_declared(t, path, eq + 1, PF_MOUNT_FLAG, NULL, 0, err);
 }
 
@@ -468,7 +473,7 @@ static int line_error(pf_error *err, const char *name, unsigned line, const char
 		return -EINVAL;
 	pf_error_clear(err);
 	err->code = -EINVAL;
-	snprintf(err->file, sizeof(err->file), "%.480s:%u", name, line);
+	snprintf(err->file, sizeof(err->file), "%s:%u", name, line);
 	va_start(ap, fmt);
 	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);
@@ -532,7 +537,7 @@ static int parse_table_line(pf_region_table *t, const char *s, size_t len,
 	}
 	path[n] = '\0';
 	if (path[0] != '/')
-		return line_error(err, name, line, "path '%.128s' is not absolute", path);
+		return line_error(err, name, line, "path '%s' is not absolute", path);
 	memcpy(region, f[1], flen[1]);
 	region[flen[1]] = '\0';
 	pf_error_clear(&sub);
@@ -558,6 +563,7 @@ int pf_region_table_parse(pf_region_table *t, const char *text, size_t len,
 	size_t pos = 0;
 	int added = 0;
 
+	pf_error_clear(err);
 	if (!name)
 		name = "mount table";
 	if (len > PF_REGION_MAX_FILE) {
@@ -665,9 +671,11 @@ static int64_t read_small_file(const char *path, size_t max, char **out,
 int pf_region_table_load(pf_region_table *t, const char *file, pf_error *err)
 {
 	char *text = NULL;
-	int64_t len = read_small_file(file, PF_REGION_MAX_FILE, &text, "mount table", err);
+	int64_t len;
 	int ret;
 
+	pf_error_clear(err);
+	len = read_small_file(file, PF_REGION_MAX_FILE, &text, "mount table", err);
 	if (len < 0)
 		return (int)len;
 	ret = pf_region_table_parse(t, text, (size_t)len, file, err);
@@ -736,6 +744,7 @@ int pf_mountinfo_parse_line(const char *line, size_t len, pf_mountinfo_entry *e,
 	bool after_sep = false, bad = false;
 	unsigned nafter = 0;
 
+	pf_error_clear(err);
 	memset(e, 0, sizeof(*e));
 	e->super_options = "";
 	if (memchr(line, '\0', len))
@@ -890,6 +899,7 @@ int pf_region_table_scan_mountinfo(pf_region_table *t, const char *text, size_t 
 	unsigned bad = 0;
 	int fuse = 0, ret = 0;
 
+	pf_error_clear(err);
 	if (skipped)
 		*skipped = 0;
 	if (t->frozen)
@@ -948,10 +958,11 @@ int pf_region_table_scan_mountinfo(pf_region_table *t, const char *text, size_t 
 int pf_region_table_scan_mounts(pf_region_table *t, unsigned *skipped, pf_error *err)
 {
 	char *text = NULL;
-	int64_t len = read_small_file("/proc/self/mountinfo", PF_MOUNTINFO_MAX, &text,
-				      "mountinfo", err);
+	int64_t len;
 	int ret;
 
+	pf_error_clear(err);
+	len = read_small_file("/proc/self/mountinfo", PF_MOUNTINFO_MAX, &text, "mountinfo", err);
 	if (skipped)
 		*skipped = 0;
 	if (len < 0)
@@ -1190,6 +1201,7 @@ int64_t pf_region_pread(pf_region_table *t, size_t m, int fd, void *buf, size_t 
 	uint64_t t0;
 	int64_t got;
 
+	pf_error_clear(err);
 	if (!t)
 		return pf_file_pread(fd, buf, len, offset, path, err);
 	pf_region_read_begin(t, m);

@@ -421,6 +421,10 @@ static void place_hole(pf_loader *l, worker *w, const chunk *c, uint64_t p)
 	tally(w, ti);
 }
 
+/* Bytes json_escape() needs for s at most: every byte may become a
+ * six-byte \u escape. */
+#define JSON_ESCAPED_MAX(len) (6 * (len) + 1)
+
 /* JSON string body of s into dst (cap > 0): quotes, backslashes and
  * control bytes escaped, cut to fit.  @return its length. */
 static size_t json_escape(char *dst, size_t cap, const char *s)
@@ -449,29 +453,44 @@ static size_t json_escape(char *dst, size_t cap, const char *s)
  * an error saying so). */
 static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
 {
-	char line[2048], jpath[700], jcause[600], cause[512];
+	/* Sized for the whole path and cause (a drop is rare: the heap is
+	 * fine here), so that the log never cuts them. */
+	size_t path_len = strlen(path), cause_cap = PF_ERROR_LINE_MAX;
+	size_t jpath_cap = JSON_ESCAPED_MAX(path_len), jcause_cap = JSON_ESCAPED_MAX(cause_cap);
+	size_t line_cap = jpath_cap + jcause_cap + 512;
+	char *cause = NULL, *line = NULL;
 	pf_error e = d->cause;
-	int n, ret = 0;
+	int n = 0, ret = 0;
 
+	if (log && l->qfd >= 0) {
+		cause = pf_malloc(cause_cap + jpath_cap + jcause_cap);
+		line = pf_malloc(line_cap);
+	}
 	pf_error_set_file(&e, path);
-	pf_error_format(&e, cause, sizeof(cause));
-	json_escape(jpath, sizeof(jpath), path);
-	json_escape(jcause, sizeof(jcause), cause);
-	n = snprintf(line, sizeof(line),
-		     "{\"file\":\"%s\",\"offset\":%llu,\"offset_kind\":\"%s\","
-		     "\"resume\":%llu,\"unit\":\"%s\",\"frame\":%lld,\"records\":%lld,"
-		     "\"host\":%u,\"cause\":\"%s\"}\n", jpath,
-		     (unsigned long long)d->start,
-		     d->offset_kind == PF_OFFSET_FILE ? "file" : "decompressed",
-		     (unsigned long long)d->resume, pf_drop_unit_name(d->unit),
-		     (long long)e.frame, (long long)d->records, l->topo.host_index, jcause);
+	if (cause && line) {
+		char *jpath = cause + cause_cap, *jcause = jpath + jpath_cap;
+
+		pf_error_format(&e, cause, cause_cap);
+		json_escape(jpath, jpath_cap, path);
+		json_escape(jcause, jcause_cap, cause);
+		n = snprintf(line, line_cap,
+			     "{\"file\":\"%s\",\"offset\":%llu,\"offset_kind\":\"%s\","
+			     "\"resume\":%llu,\"unit\":\"%s\",\"frame\":%lld,\"records\":%lld,"
+			     "\"host\":%u,\"cause\":\"%s\"}\n", jpath,
+			     (unsigned long long)d->start,
+			     d->offset_kind == PF_OFFSET_FILE ? "file" : "decompressed",
+			     (unsigned long long)d->resume, pf_drop_unit_name(d->unit),
+			     (long long)e.frame, (long long)d->records, l->topo.host_index, jcause);
+	} else if (log && l->qfd >= 0) {
+		ret = -ENOMEM;
+	}
 	pthread_mutex_lock(&l->mu);
 	l->m.corrupt_drops++;
 	l->m.corrupt_records += d->records > 0 ? (uint64_t)d->records : 0;
-	if (log && l->qfd >= 0 && n > 0) {
+	if (line && n > 0) {
 		/* One write per line: O_APPEND keeps lines of several
 		 * processes whole. */
-		if (write(l->qfd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
+		if (write(l->qfd, line, (size_t)n < line_cap ? (size_t)n : line_cap - 1) < 0)
 			ret = -errno;
 	}
 	if (ret < 0) {
@@ -484,13 +503,14 @@ static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
 	} else if (l->cfg.max_corrupt && l->m.corrupt_drops > l->cfg.max_corrupt) {
 		pf_error be = e;
 
-		snprintf(be.msg, sizeof(be.msg), "more than %llu corrupt units dropped "
-			 "(the budget); the last: %.150s",
-			 (unsigned long long)l->cfg.max_corrupt, d->cause.msg);
-		be.code = ret = -EBADMSG;
+		ret = pf_error_set(&be, -EBADMSG, be.offset_kind, be.offset,
+				   "more than %llu corrupt units dropped (the budget); the last: %s",
+				   (unsigned long long)l->cfg.max_corrupt, d->cause.msg);
 		fail_locked(l, &be, ret);
 	}
 	pthread_mutex_unlock(&l->mu);
+	pf_free(cause);
+	pf_free(line);
 	return ret;
 }
 
@@ -2284,6 +2304,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	uint32_t window;
 	int ret;
 
+	pf_error_clear(err);
 	if (!err) {
 		pf_error_clear(&local);
 		err = &local;

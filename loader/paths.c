@@ -74,6 +74,7 @@ int pf_paths_expand(const char *const *args, size_t nargs, char ***out,
 	size_t n = 0, cap = 0;
 	int ret = 0;
 
+	pf_error_clear(err);
 	for (size_t i = 0; i < nargs && ret == 0; i++) {
 		const char *a = args[i];
 		struct stat st;

@@ -208,6 +208,7 @@ int pf_source_open(pf_source **out, const char *path,
 	pf_source *s = pf_calloc(1, sizeof(*s));
 	int ret;
 
+	pf_error_clear(err);
 	if (!s) {
 		pf_error_set_file(err, path);
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
@@ -567,9 +568,11 @@ static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 
 int pf_source_next(pf_source *s, pf_record *rec, pf_error *err)
 {
-	int ret = !s->index ? next_stream(s, rec, err)
-		  : s->skip_mode ? next_indexed_skip(s, rec, err) : next_indexed(s, rec, err);
+	int ret;
 
+	pf_error_clear(err);
+	ret = !s->index ? next_stream(s, rec, err)
+	      : s->skip_mode ? next_indexed_skip(s, rec, err) : next_indexed(s, rec, err);
 	if (ret < 0 && err) {
 		pf_error_set_file(err, s->path);
 		/* Uncompressed: the stream is the file, say "byte N". */

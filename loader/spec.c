@@ -560,6 +560,7 @@ int pf_spec_parse(pf_spec *spec, const char *text, pf_error *err)
 	locale_t old;
 	int ret;
 
+	pf_error_clear(err);
 	/* Zero everything, padding and name tails included, so two parses
 	 * of equal text compare equal with memcmp(). */
 	memset(spec, 0, sizeof(*spec));
@@ -1008,6 +1009,7 @@ static int missing(const pf_feature_spec *fs, const pf_example *ex,
 int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
 		     uint8_t *const dst[], pf_error *err)
 {
+	pf_error_clear(err);
 	for (uint32_t i = 0; i < spec->n && i < PF_SPEC_MAX_FEATURES; i++) {
 		const pf_feature_spec *fs = &spec->f[i];
 		const pf_feature *f;
@@ -1036,6 +1038,7 @@ int pf_spec_apply(const pf_spec *spec, const pf_example *ex, void *row,
 	uint8_t *dst[PF_SPEC_MAX_FEATURES];
 	size_t off = 0;
 
+	pf_error_clear(err);
 	/* Typed stores below need an aligned row; rows of row_bytes (a
 	 * multiple of 8) laid end to end from an aligned block are. */
 	if ((uintptr_t)row & 7)

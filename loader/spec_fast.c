@@ -603,8 +603,10 @@ static int fast(struct walk *w, const void *rec, size_t len)
 int pf_spec_decode(const pf_spec *spec, const void *rec, size_t len,
 		   pf_arena *arena, uint8_t *const dst[], pf_error *err)
 {
-	int ret = pf_spec_decode_unfenced(spec, rec, len, arena, dst, err);
+	int ret;
 
+	pf_error_clear(err);
+	ret = pf_spec_decode_unfenced(spec, rec, len, arena, dst, err);
 	pf_spec_fence();
 	return ret;
 }

@@ -255,8 +255,10 @@ void pf_state_release(pf_state *s)
 int pf_state_inspect(const void *blob, size_t len, pf_state_info *info, pf_error *err)
 {
 	pf_state s;
-	int ret = pf_state_decode(&s, blob, len, err);
+	int ret;
 
+	pf_error_clear(err);
+	ret = pf_state_decode(&s, blob, len, err);
 	if (ret < 0)
 		return ret;
 	*info = (pf_state_info){

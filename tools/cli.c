@@ -36,7 +36,7 @@ void cli_fail(const char *fmt, ...)
 
 void cli_print_error(const pf_error *err)
 {
-	char line[1024];
+	char line[PF_ERROR_LINE_MAX];
 
 	pf_error_format(err, line, sizeof(line));
 	fprintf(stderr, "%s: %s\n", cli_prog, line);

@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 	pf_loader_metrics m;
 	pf_batch *b;
 	pf_error err;	/* says what failed and where */
-	char why[1024];
+	char why[PF_ERROR_LINE_MAX];	/* the longest error line */
 	int ret;
 
 	if (argc < 3)

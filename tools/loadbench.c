@@ -1771,7 +1771,7 @@ int main(int argc, char **argv)
 	}
 	pf_error_clear(&err);
 	if (pf_spec_parse(&spec, o.features, &err) < 0) {
-		char line[1024];
+		char line[PF_ERROR_LINE_MAX];
 		pf_error_format(&err, line, sizeof(line));
 		cli_fail("--features: %s", line);
 		ret = 2;

@@ -193,7 +193,7 @@ static int build_table(regions_opts *ro)
 	for (unsigned i = 0; i < ro->nmounts_file; i++) {
 		pf_error_clear(&err);
 		if (pf_region_table_load(ro->table, ro->mounts_file[i], &err) < 0) {
-			char line[1024];
+			char line[PF_ERROR_LINE_MAX];
 
 			pf_error_format(&err, line, sizeof(line));
 			cli_fail("--mounts: %s", line);
