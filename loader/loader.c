@@ -237,6 +237,11 @@ struct pf_loader {
 	batch_slot *slots, *free_slots;
 	batch_slot *open_head, *open_tail;	/* taken, in step order */
 	unsigned nslots, held;
+	/* The last pf_loader_next() was a caller's mistake (one batch too
+	 * many held): what pf_loader_last_error() says until the next call.
+	 * The consumer's thread only. */
+	bool misused;
+	pf_error misuse;
 	size_t block_bytes;
 	size_t *toff;			/* tensor offsets inside a core block */
 	size_t *fbytes;			/* bytes per record of each feature */
@@ -2484,15 +2489,15 @@ int pf_loader_next(pf_loader *l, pf_batch **out)
 	batch_slot *b;
 
 	pthread_mutex_lock(&l->mu);
-	if (l->held > l->cfg.prefetch) {
-		pf_error e;
-
-		pf_error_clear(&e);
-		pf_error_set(&e, -EBUSY, PF_OFFSET_NONE, 0,
-			     "the consumer holds %u batches; release one before the next "
-			     "(at most prefetch + 1 = %u at once)", l->held,
-			     l->cfg.prefetch + 1);
-		fail_locked(l, &e, -EBUSY);
+	/* A caller's mistake changes nothing: no batch is taken, the loader
+	 * goes on, and the call after a release is the one this should
+	 * have been. */
+	l->misused = l->held > l->cfg.prefetch;
+	if (l->misused) {
+		pf_error_clear(&l->misuse);
+		pf_error_set(&l->misuse, -EBUSY, PF_OFFSET_NONE, 0,
+			     "%u batches held, at most prefetch + 1 = %u; release one first",
+			     l->held, l->cfg.prefetch + 1);
 		pthread_mutex_unlock(&l->mu);
 		return -EBUSY;
 	}
@@ -2634,6 +2639,8 @@ int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
 
 const pf_error *pf_loader_last_error(const pf_loader *l)
 {
+	if (l->misused)
+		return &l->misuse;
 	return l->failed ? &l->err : NULL;
 }
 

@@ -400,8 +400,11 @@ PF_API int pf_loader_create(pf_loader **out, const pf_loader_config *cfg,
 /*! pf_loader_next(): block until the next host batch is ready.
  *  @return 1 with *batch (valid until pf_loader_release()), 0 when all
  *  epochs are done, <0 on error (pf_loader_last_error() says what and
- *  where).  At most cfg->prefetch + 1 batches may be held at once: one
- *  more is -EBUSY, and the loader stops. */
+ *  where).  At most cfg->prefetch + 1 batches may be held at once: a
+ *  call with that many held is a caller's mistake that changes nothing:
+ *  it returns -EBUSY (pf_loader_last_error(): "N batches held, at most
+ *  M; release one first"), takes no batch and stops nothing; after a
+ *  pf_loader_release() the next call returns the batch it would have. */
 PF_API int pf_loader_next(pf_loader *l, pf_batch **batch);
 /*! Give a batch back to the loader. */
 PF_API void pf_loader_release(pf_loader *l, pf_batch *batch);
@@ -430,7 +433,10 @@ typedef struct pf_state_info {
  *  offset in the blob and what was wrong. */
 PF_API int pf_state_inspect(const void *blob, size_t len, pf_state_info *info,
 			    pf_error *err);
-/*! The error that ended the loader, or NULL. */
+/*! Why the last pf_loader_next() failed: a caller's mistake that changed
+ *  nothing (-EBUSY), or else the error that ended the loader; NULL when
+ *  neither (a -EBUSY is forgotten at the next call).  Valid until the next
+ *  pf_loader_next() or pf_loader_free(); the consumer's thread. */
 PF_API const pf_error *pf_loader_last_error(const pf_loader *l);
 PF_API void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m);
 PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);

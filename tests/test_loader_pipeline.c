@@ -434,29 +434,80 @@ Test(loader, max_steps_reads_little)
 		     (unsigned long long)few.bytes_read, (unsigned long long)full.bytes_read);
 }
 
+/* The ids of batch b, appended to ids[*n]. */
+static void take_ids(const pf_batch *b, int64_t *ids, size_t *n, size_t cap)
+{
+	for (uint32_t c = 0; c < b->cores; c++) {
+		const int64_t *v = b->core[c].tensors[0].data;
+
+		for (uint32_t i = 0; i < b->per_core_batch; i++) {
+			cr_assert_lt(*n, cap);
+			ids[(*n)++] = v[i];
+		}
+	}
+}
+
 /* A consumer may hold prefetch + 1 batches; asking for more is an error
- * that says so, not a hang. */
-Test(loader, holding_too_many_batches_is_an_error)
+ * that says so, not a hang, and changes nothing: after a release the
+ * loader goes on with exactly the batches of a run without the mistake. */
+Test(loader, holding_too_many_batches_is_an_error_that_changes_nothing, .timeout = 60)
 {
 	uint64_t nids;
 	const char *d = uneven_dataset(&nids);
 	const char *paths[1] = { d };
 	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 16,
-				 .features = "id:int64[1]", .prefetch = 1, .threads = 2 };
+				 .features = "id:int64[1]", .prefetch = 1, .threads = 2,
+				 .shuffle = true, .seed = 3, .epochs = 2 };
+	size_t cap = 2 * (size_t)nids + 64, nclean = 0, nmistake = 0;
+	int64_t *clean = calloc(cap, sizeof(*clean)), *mistake = calloc(cap, sizeof(*mistake));
 	pf_loader *l;
 	pf_batch *b[3];
 	pf_error err;
+	const pf_error *e;
+	int ret;
 
-	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	while ((ret = pf_loader_next(l, &b[0])) == 1) {
+		take_ids(b[0], clean, &nclean, cap);
+		pf_loader_release(l, b[0]);
+	}
+	cr_assert_eq(ret, 0);
+	pf_loader_free(l);
+
 	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
 	cr_assert_eq(pf_loader_next(l, &b[0]), 1);
 	cr_assert_eq(pf_loader_next(l, &b[1]), 1);
-	cr_assert_eq(pf_loader_next(l, &b[2]), -EBUSY);
-	cr_assert(strstr(pf_loader_last_error(l)->msg, "release one"), "%s",
-		  pf_loader_last_error(l)->msg);
+	cr_assert_null(pf_loader_last_error(l));
+	for (int again = 0; again < 3; again++) {
+		b[2] = NULL;
+		cr_assert_eq(pf_loader_next(l, &b[2]), -EBUSY);
+		cr_assert_null(b[2], "no batch taken");
+		e = pf_loader_last_error(l);
+		cr_assert_not_null(e);
+		cr_assert_eq(e->code, -EBUSY);
+		cr_assert_str_eq(e->msg, "2 batches held, at most prefetch + 1 = 2; "
+			     "release one first");
+	}
+	take_ids(b[0], mistake, &nmistake, cap);
 	pf_loader_release(l, b[0]);
+	take_ids(b[1], mistake, &nmistake, cap);
+	cr_assert_eq(pf_loader_next(l, &b[2]), 1, "the loader goes on after a release");
+	cr_assert_null(pf_loader_last_error(l), "the mistake is forgotten");
 	pf_loader_release(l, b[1]);
+	take_ids(b[2], mistake, &nmistake, cap);
+	pf_loader_release(l, b[2]);
+	while ((ret = pf_loader_next(l, &b[0])) == 1) {
+		take_ids(b[0], mistake, &nmistake, cap);
+		pf_loader_release(l, b[0]);
+	}
+	cr_assert_eq(ret, 0, "%s", pf_loader_last_error(l) ? pf_loader_last_error(l)->msg : "");
 	pf_loader_free(l);
+	cr_assert_gt(nclean, 0);
+	cr_assert_eq(nmistake, nclean, "%zu records, %zu without the mistake", nmistake, nclean);
+	cr_assert_eq(memcmp(mistake, clean, nclean * sizeof(*clean)), 0,
+		     "the same batches as a run without the mistake");
+	free(clean);
+	free(mistake);
 }
 
 /* O_DIRECT end to end: aligned shards are read with it (an unaligned one
