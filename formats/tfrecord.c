@@ -10,24 +10,29 @@
 /*
  * Check a 12-byte header: the length CRC is verified before the length is
  * believed, and the length is checked against the limit before anything
- * is sized from it.  @return 0 with *len, or -errno.
+ * is sized from it.  @return 0 with *len, or -errno with *len 0: set on
+ * every path, as callers' compilers cannot see that pf_error_set() returns
+ * a negative value (GCC 12 -O3 warned that *len may be used unset).
  */
 static int check_header(const uint8_t *hdr, uint64_t offset,
 			uint64_t max_record, uint64_t *len, pf_error *err)
 {
 	uint32_t want = pf_load_le32(hdr + 8);
 	uint32_t got = pf_crc32c_mask(pf_crc32c(0, hdr, 8));
+	uint64_t stored;
 
+	*len = 0;
 	if (got != want)
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_STREAM, offset,
 				    "bad length CRC (stored 0x%08x, computed 0x%08x)",
 				    want, got);
-	*len = pf_load_le64(hdr);
-	if (*len > max_record)
+	stored = pf_load_le64(hdr);
+	if (stored > max_record)
 		return pf_error_set(err, -EFBIG, PF_OFFSET_STREAM, offset,
 				    "record too large: %llu bytes, limit %llu",
-				    (unsigned long long)*len,
+				    (unsigned long long)stored,
 				    (unsigned long long)max_record);
+	*len = stored;
 	return 0;
 }
 
