@@ -335,7 +335,9 @@ typedef struct pf_mount_info {
 	const char *region;	/* declared region, or NULL */
 	uint32_t region_index;	/* pf_region_table_region() of its files */
 	const char *fstype;	/* file system type from mountinfo ("ext4",
-				   "fuse.gcsfuse"), or NULL when unknown */
+				   "fuse.gcsfuse"), or NULL when unknown: no
+				   mountinfo, or no mount of it above the path
+				   (a chroot's / is often none); not an error */
 	const char *source;	/* mountinfo's source ("regionfs:/data"), or NULL */
 	bool fuse;		/* fstype is "fuse" or "fuse.*" */
 	pf_mount_origin origin;

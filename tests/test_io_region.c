@@ -630,18 +630,83 @@ Test(mountinfo, declared_and_detected_merge_in_either_order)
 	}
 }
 
-/* The real file: whatever is mounted here, it parses with nothing skipped. */
+/* A chroot's mountinfo: the mounts made inside it (/proc, /dev, a FUSE
+ * mount), none at /.  Its files lie on a file system nobody named: the
+ * file system is unknown, which is not an error and not a skipped line. */
+static const char chroot_mountinfo[] =
+	"512 511 0:21 / /proc rw,relatime - proc proc rw\n"
+	"513 511 0:5 / /dev rw,nosuid - devtmpfs udev rw\n"
+	"514 511 0:50 / /data/far rw - fuse.regionfs regionfs:/srv/b rw\n";
+
+Test(mountinfo, no_root_entry_is_an_unknown_file_system)
+{
+	pf_region_table *t = lexical("us-east1");
+	unsigned skipped = 99;
+	pf_error err;
+	pf_mount_info mi;
+	size_t m;
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_region_table_add(t, "/data", "us-east1", &err), 1);
+	cr_assert_eq(pf_region_table_scan_mountinfo(t, chroot_mountinfo,
+						    strlen(chroot_mountinfo), &skipped, &err),
+		     1, "the FUSE mount is found: %s", err.msg);
+	cr_assert_eq(err.code, 0);
+	cr_assert_eq(skipped, 0);
+
+	mi = mount_at(t, 0);
+	cr_assert_str_eq(mi.path, "/");
+	cr_assert_null(mi.fstype, "no mount at /: its file system is unknown");
+	cr_assert_eq(region_of(t, 0).kind, PF_REGION_IN, "local files are still this host's");
+	cr_assert_eq(pf_region_table_match(t, "/etc/x"), 0);
+	mi = mount_at(t, 1);
+	cr_assert_str_eq(mi.path, "/data");
+	cr_assert_null(mi.fstype, "/data lies on the unknown root too");
+	cr_assert_str_eq(region_of(t, 1).label, "us-east1");
+
+	m = pf_region_table_match(t, "/data/far/x");
+	mi = mount_at(t, m);
+	cr_assert_str_eq(mi.path, "/data/far");
+	cr_assert_str_eq(mi.fstype, "fuse.regionfs");
+	cr_assert_str_eq(region_of(t, m).label, "us-east1", "under the declared /data");
+	pf_region_table_free(t);
+}
+
+/* Whether this machine's mountinfo has a mount at /, read without the
+ * code under test: field 5 of a line is its mount point. */
+static bool mountinfo_has_root(void)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[8192], point[4096];
+	bool root = false;
+
+	cr_assert_not_null(f, "/proc/self/mountinfo");
+	while (!root && fgets(line, sizeof(line), f))
+		root = sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1 &&
+		       !strcmp(point, "/");
+	fclose(f);
+	return root;
+}
+
+/* The real file: whatever is mounted here, it parses with nothing skipped,
+ * and / has a file system exactly when mountinfo has a mount at / (not
+ * in a chroot whose root is no mount point). */
 Test(mountinfo, this_machine)
 {
 	pf_region_table *t;
 	unsigned skipped = 99;
 	pf_error err;
+	const char *fstype;
 
 	pf_error_clear(&err);
 	cr_assert_eq(pf_region_table_create(&t, NULL, 0, &err), 0);
 	cr_assert_geq(pf_region_table_scan_mounts(t, &skipped, &err), 0, "%s", err.msg);
 	cr_assert_eq(skipped, 0);
-	cr_assert_not_null(mount_at(t, 0).fstype, "/ has a file system");
+	fstype = mount_at(t, 0).fstype;
+	if (mountinfo_has_root())
+		cr_assert_not_null(fstype, "/ is in mountinfo, so its file system is known");
+	else
+		cr_assert_null(fstype, "/ is not in mountinfo: its file system is unknown");
 	pf_region_table_free(t);
 }
 

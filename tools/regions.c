@@ -842,7 +842,7 @@ static void cell_region(const column *c, char *buf, size_t cap)
 
 static void cell_fs(const column *c, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "%.24s", c->mi.fstype ? c->mi.fstype : "?");
+	snprintf(buf, cap, "%.24s", c->mi.fstype ? c->mi.fstype : "unknown");
 }
 
 static void cell_mb(const column *c, char *buf, size_t cap)
