@@ -456,7 +456,9 @@ typedef struct pf_pod pf_pod;
 /*! Whether an MPI launcher started this process (its environment says). */
 PF_API bool pf_pod_launched(void);
 /*! pf_pod_open(): join the pod.  @return 0, -ENOTSUP when launched by MPI
- *  but built without it, -EIO when MPI fails to start; err says which. */
+ *  into a program without MPI, -EIO when MPI fails to start; err says
+ *  which.  libpodfeed.so has no MPI (it does not link libmpi): under it
+ *  the pod is this host alone.  podfeed's tools link the MPI pod. */
 PF_API int pf_pod_open(pf_pod **out, pf_error *err);
 PF_API void pf_pod_close(pf_pod *p);
 PF_API uint32_t pf_pod_rank(const pf_pod *p);

@@ -79,8 +79,9 @@ int pf_pod_open(pf_pod **out, pf_error *err)
 #else
 		free(p);
 		return pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
-				    "started by an MPI launcher, but this podfeed was built "
-				    "without MPI (meson setup -Dmpi=enabled, with libopenmpi-dev)");
+				    "started by an MPI launcher, but this program has no MPI "
+				    "(libpodfeed.so never links it; podfeed's tools do when "
+				    "built with -Dmpi=enabled and libopenmpi-dev)");
 #endif
 	}
 	*out = p;
