@@ -237,6 +237,11 @@ PF_API int pf_spec_decode(const pf_spec *spec, const void *rec, size_t len,
  * the bytes, and every host yields the same number of steps per epoch:
  * floor(records / global_batch); the remainder is dropped and counted
  * (or, with PF_REMAINDER_WRAP, filled from the start of the host's share).
+ * A dataset that cannot make one step is refused by pf_loader_create()
+ * (-EINVAL, naming the dataset's record count and the global batch of
+ * per_core_batch x cores_per_host x num_hosts records): fewer records
+ * than one global batch, unless PF_REMAINDER_WRAP, which needs only one
+ * record per host; a dataset of no records, always.
  */
 typedef struct pf_loader pf_loader;
 
@@ -394,7 +399,8 @@ typedef struct pf_loader_metrics {
 /*! pf_loader_create(): open the dataset (indexed shards through their
  *  index; stream files are scanned once to count records), plan this
  *  host's share, size every pool from the memory budget, start threads.
- *  @return 0 with *out, or -errno with err (may be NULL) saying why. */
+ *  @return 0 with *out, or -errno with err (may be NULL) saying why;
+ *  -EINVAL for a dataset too small for one step (above). */
 PF_API int pf_loader_create(pf_loader **out, const pf_loader_config *cfg,
 			    pf_error *err);
 /*! pf_loader_next(): block until the next host batch is ready.

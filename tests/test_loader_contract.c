@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The loader's API contract: a dataset smaller than one global batch is
+ * refused at create time, and nothing a loader changes outlives it
+ * (pool cache, read policy) unless the caller asked. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+/* A directory with one indexed shard of ids [0, count). */
+static const char *dataset(uint64_t count)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/s.tfrecord.zst", d);
+	tu_write_id_shard(p, 0, count, 4096, 0);
+	return d;
+}
+
+typedef struct run_result {
+	int ret;
+	pf_error err;
+	uint64_t steps, rows;
+	uint64_t seen[64];	/* per id, times delivered */
+} run_result;
+
+static void run(const char *dir, uint32_t host, uint32_t hosts, pf_remainder rem,
+		run_result *r)
+{
+	const char *paths[1] = { dir };
+	pf_loader_config cfg = {
+		.paths = paths, .npaths = 1, .features = "id:int64[1]",
+		.host_index = host, .num_hosts = hosts, .cores_per_host = 2,
+		.per_core_batch = 4, .remainder = rem, .threads = 1,
+	};
+	pf_loader *l;
+	pf_batch *b;
+
+	memset(r, 0, sizeof(*r));
+	r->ret = pf_loader_create(&l, &cfg, &r->err);
+	if (r->ret < 0)
+		return;
+	while ((r->ret = pf_loader_next(l, &b)) == 1) {
+		for (uint32_t c = 0; c < b->cores; c++) {
+			const int64_t *ids = b->core[c].tensors[0].data;
+
+			for (uint32_t i = 0; i < b->per_core_batch; i++) {
+				cr_assert_lt((uint64_t)ids[i], 64);
+				r->seen[ids[i]]++;
+				r->rows++;
+			}
+		}
+		r->steps++;
+		pf_loader_release(l, b);
+	}
+	if (r->ret < 0)
+		r->err = *pf_loader_last_error(l);
+	pf_loader_free(l);
+}
+
+/* 10 records, a global batch of 4 x 2 cores x 2 hosts = 16: every host
+ * is refused, and the message says both numbers. */
+Test(contract, fewer_records_than_a_global_batch_is_an_error, .timeout = 60)
+{
+	const char *d = dataset(10);
+	run_result r;
+
+	for (uint32_t h = 0; h < 2; h++) {
+		run(d, h, 2, PF_REMAINDER_DROP, &r);
+		cr_assert_eq(r.ret, -EINVAL, "host %u: %d", h, r.ret);
+		cr_assert(strstr(r.err.msg, "holds 10 records, fewer than one global batch of 16 "
+				 "(per_core_batch 4 x 2 cores x 2 hosts)"), "%s", r.err.msg);
+		cr_assert(strstr(r.err.msg, "remainder=wrap"), "%s", r.err.msg);
+	}
+	/* One host: 10 records fill one global batch of 8. */
+	run(d, 0, 1, PF_REMAINDER_DROP, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	cr_assert_eq(r.steps, 1);
+}
+
+/* With remainder=wrap the records fill one step on every host, each
+ * record at least once across the pod; fewer records than hosts leave a
+ * host nothing to wrap around, which create says. */
+Test(contract, wrap_fills_one_step_from_fewer_records, .timeout = 60)
+{
+	static const uint64_t counts[] = { 10, 3, 2 };
+	run_result few;
+
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		const char *d = dataset(counts[k]);
+		uint64_t seen[64] = { 0 };
+		run_result r;
+
+		for (uint32_t h = 0; h < 2; h++) {
+			run(d, h, 2, PF_REMAINDER_WRAP, &r);
+			cr_assert_eq(r.ret, 0, "%llu records, host %u: %s",
+				     (unsigned long long)counts[k], h, r.err.msg);
+			cr_assert_eq(r.steps, 1, "every host one step");
+			cr_assert_eq(r.rows, 8);
+			for (uint64_t i = 0; i < 64; i++)
+				seen[i] += r.seen[i];
+		}
+		for (uint64_t i = 0; i < counts[k]; i++)
+			cr_assert_geq(seen[i], 1, "record %llu of %llu delivered",
+				      (unsigned long long)i, (unsigned long long)counts[k]);
+	}
+	for (uint32_t h = 0; h < 2; h++) {
+		run(dataset(1), h, 2, PF_REMAINDER_WRAP, &few);
+		cr_assert_eq(few.ret, -EINVAL);
+		cr_assert_str_eq(few.err.msg, "the dataset holds 1 records, fewer than the 2 hosts: "
+				 "with remainder=wrap every host needs one to wrap around");
+	}
+}
+
+/* A dataset of no records is an error under any remainder policy: there
+ * is nothing to wrap. */
+Test(contract, an_empty_dataset_is_an_error, .timeout = 60)
+{
+	const char *d = tu_tmpdir();
+	run_result r;
+
+	cr_assert_eq(tu_system(": > %s/empty.tfrecord", d), 0);
+	run(d, 0, 1, PF_REMAINDER_DROP, &r);
+	cr_assert_eq(r.ret, -EINVAL);
+	cr_assert(strstr(r.err.msg, "holds 0 records, fewer than one global batch of 8"),
+		  "%s", r.err.msg);
+	run(d, 0, 1, PF_REMAINDER_WRAP, &r);
+	cr_assert_eq(r.ret, -EINVAL);
+	cr_assert(strstr(r.err.msg, "holds 0 records"), "%s", r.err.msg);
+}
