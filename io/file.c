@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file_policy_internal.h"
 #include "io_internal.h"
 
 int pf_file_open(const char *path, pf_error *err)
@@ -208,6 +209,7 @@ static file_policy *policy_now;		/* read with acquire */
 static int policy_ret;			/* the environment's error, or 0 */
 static pf_error policy_err;
 static uint64_t file_requests;		/* numbers the requests, from 1 */
+static pf_file_policy_scope *open_scopes;	/* pf_file_policy_push()'s, open */
 
 /* @return 0 with *out, or -errno (policy_mu held). */
 static int publish_locked(const pf_io_config *cfg, pf_error *err)
@@ -262,6 +264,50 @@ int pf_file_set_policy(const pf_io_config *cfg, pf_error *err)
 		policy_ret = 0;
 	pthread_mutex_unlock(&policy_mu);
 	return ret;
+}
+
+int pf_file_policy_push(pf_file_policy_scope *s, const pf_io_config *cfg, pf_error *err)
+{
+	int ret;
+
+	s->open = false;
+	pthread_mutex_lock(&policy_mu);
+	s->prev = policy_now;
+	ret = publish_locked(cfg, err);
+	if (ret == 0) {
+		policy_ret = 0;
+		s->mine = policy_now;
+		s->next = open_scopes;
+		open_scopes = s;
+		s->open = true;
+	}
+	pthread_mutex_unlock(&policy_mu);
+	return ret;
+}
+
+void pf_file_policy_pop(pf_file_policy_scope *s)
+{
+	if (!s->open)
+		return;
+	pthread_mutex_lock(&policy_mu);
+	if (policy_now == s->mine) {
+		/* NULL (never set): the environment's, read again on use. */
+		__atomic_store_n(&policy_now, s->prev, __ATOMIC_RELEASE);
+	} else {
+		/* Replaced since: whoever replaced it puts back s's
+		 * predecessor, not s's policy. */
+		for (pf_file_policy_scope *t = open_scopes; t; t = t->next)
+			if (t->prev == s->mine)
+				t->prev = s->prev;
+	}
+	for (pf_file_policy_scope **pp = &open_scopes; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	s->open = false;
+	pthread_mutex_unlock(&policy_mu);
 }
 
 /* Pieces of at most this many bytes are requests of their own (a

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file_policy_internal.h"
 #include "loader_internal.h"
 #include "spec_internal.h"
 
@@ -242,6 +243,7 @@ struct pf_loader {
 	 * The consumer's thread only. */
 	bool misused;
 	pf_error misuse;
+	pf_file_policy_scope file_policy;	/* the cfg's read policy, if any */
 	size_t block_bytes;
 	size_t *toff;			/* tensor offsets inside a core block */
 	size_t *fbytes;			/* bytes per record of each feature */
@@ -2380,7 +2382,10 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 				     .retry_backoff_us = cfg->io_retry_backoff_us,
 				     .timeout_ms = cfg->io_timeout_ms };
 
-		ret = pf_file_set_policy(&pol, err);
+		/* pf_file_pread() reads the index tails and stream files: the
+		 * loader's policy governs them while it lives, and is taken
+		 * back by pf_loader_free(). */
+		ret = pf_file_policy_push(&l->file_policy, &pol, err);
 		if (ret < 0)
 			goto fail;
 	}
@@ -2734,14 +2739,15 @@ void pf_loader_free(pf_loader *l)
 	pf_free(l->ring);
 	pf_free(l->mem_slotptr);
 	pf_free(l->mem_perm);
-	pf_pool_free(l->mem_batches, l->batches_size);
+	pf_pool_free(l->mem_batches, l->batches_size, l->cfg.keep_pools);
 	if (l->io_left) {
 		pf_pool_unmap(l->mem_cbufs, l->cbufs_size);
 		pf_pool_unmap(l->mem_sbufs, l->sbufs_size);
 	} else {
-		pf_pool_free(l->mem_cbufs, l->cbufs_size);
-		pf_pool_free(l->mem_sbufs, l->sbufs_size);
+		pf_pool_free(l->mem_cbufs, l->cbufs_size, l->cfg.keep_pools);
+		pf_pool_free(l->mem_sbufs, l->sbufs_size, l->cfg.keep_pools);
 	}
+	pf_file_policy_pop(&l->file_policy);
 	pf_free(l->free_cbuf);
 	pf_free(l->toff);
 	pf_free(l->fbytes);

@@ -148,11 +148,13 @@ void pf_state_release(pf_state *s);
 uint64_t pf_state_remaining(const pf_state *s);
 
 /* pool.c: the loader's large pools, anonymous mappings (huge pages
- * asked for) kept in a small process-wide cache when freed, for the next
- * loader.  pf_pool_alloc(0) is NULL; pf_pool_free() takes the size the
- * pool was asked with.  pf_pool_cached(): bytes the cache holds. */
+ * asked for), kept when freed with keep in a small process-wide cache
+ * for the next loader, else given back.  pf_pool_alloc(0) is NULL (it
+ * takes a cached pool of the size when there is one); pf_pool_free()
+ * takes the size the pool was asked with.  pf_pool_cached(): bytes the
+ * cache holds. */
 void *pf_pool_alloc(size_t size);
-void pf_pool_free(void *p, size_t size);
+void pf_pool_free(void *p, size_t size, bool keep);
 /* Back to the system, never to the cache (memory the kernel may still
  * write into). */
 void pf_pool_unmap(void *p, size_t size);

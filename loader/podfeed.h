@@ -292,7 +292,11 @@ typedef struct pf_loader_config {
 	 * NULL: the environment ($PODFEED_FAULTS, $PODFEED_IO_RETRIES,
 	 * $PODFEED_IO_BACKOFF_US, $PODFEED_IO_TIMEOUT_MS), else 3 retries from
 	 * 10 ms and 60 s.  A read that still fails goes to on_corrupt below.
-	 * Setting any of them also sets pf_file_pread()'s (process-wide). */
+	 * The loader's own pread reads (index tails, stream files) go through
+	 * pf_file_pread(), whose policy is the process's: setting any of
+	 * these puts it in force for the loader's life, and pf_loader_free()
+	 * puts back the one it replaced (unless pf_file_set_policy() was
+	 * called since: the caller's choice stays). */
 	const char *io_faults;
 	int io_retries;			/* PF_IO_RETRIES_NONE: none */
 	int io_retry_backoff_us;	/* PF_IO_BACKOFF_NONE: none */
@@ -328,6 +332,16 @@ typedef struct pf_loader_config {
 	const char *quarantine;		/* SKIP: append a JSON line per drop to this
 					   file (file, offset, unit, records, cause,
 					   host); NULL: none */
+
+	/* pf_loader_free() keeps the large pools (batch slots, read buffers:
+	 * most of the memory budget) for the next loader the process creates
+	 * with the same sizes, which then starts without faulting them in
+	 * (on a VM: 15-200 ms for 130 MiB); at most 8 pools and 1 GiB are
+	 * kept, the oldest returned first, until pf_loader_trim().  For a
+	 * process that makes loaders one after another (one per epoch, an
+	 * evaluation loader, loadbench --repeat).  false: everything goes
+	 * back to the system at pf_loader_free(). */
+	bool keep_pools;
 } pf_loader_config;
 
 /* One feature of one core's batch: values[per_core_batch][len]. */
@@ -447,14 +461,14 @@ PF_API const pf_error *pf_loader_last_error(const pf_loader *l);
 PF_API void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m);
 PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);
 PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
-/*! Stop threads and free everything.  NULL is a no-op.  The large pools
- *  (batch slots, read buffers: most of the memory budget) are kept for
- *  the next loader the process creates, which then starts without
- *  faulting them in; at most 8 pools and 1 GiB are kept, the oldest
- *  returned first.  PODFEED_POOL_CACHE=0 in the environment turns this
- *  off. */
+/*! Stop threads and free everything.  NULL is a no-op.  Nothing the
+ *  loader changed in the process outlives it: its memory goes back to
+ *  the system (unless cfg->keep_pools), and pf_file_pread()'s policy to
+ *  the one before it (see io_faults above).  What a loader reads from
+ *  the environment is in README.md, "Environment variables". */
 PF_API void pf_loader_free(pf_loader *l);
-/*! Return the pools freed loaders left to the system. */
+/*! Return the pools loaders freed with keep_pools left to the system.
+ *  Thread-safe. */
 PF_API void pf_loader_trim(void);
 
 #ifdef __cplusplus

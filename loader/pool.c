@@ -14,11 +14,13 @@
  * loadbench --repeat) pays that once with the cache, as glibc's malloc
  * makes it pay once for its heap.
  *
- * A cached mapping is reused for a pool of the same mapped size only
- * (equal configurations ask equal sizes); the cache holds at most
- * PF_POOL_CACHE mappings and PF_POOL_CACHE_BYTES, the oldest going back
- * to the system first.  pf_pool_trim() (public: pf_loader_trim()) gives
- * all of it back; PODFEED_POOL_CACHE=0 turns the cache off.  Read buffers
+ * The cache is the caller's choice (pf_loader_config.keep_pools): a
+ * loader that did not ask gives its pools back to the system, so that
+ * nothing of it outlives it.  A cached mapping is reused for a pool of
+ * the same mapped size only (equal configurations ask equal sizes), by
+ * any loader; the cache holds at most PF_POOL_CACHE mappings and
+ * PF_POOL_CACHE_BYTES, the oldest going back to the system first.
+ * pf_pool_trim() (public: pf_loader_trim()) gives all of it back.  Read buffers
  * the kernel may still write into (a loader whose I/O engine failed with
  * reads in flight) go back to the system (pf_pool_unmap()), never to the
  * next loader. */
@@ -45,22 +47,10 @@ static cached cache[PF_POOL_CACHE];
 static unsigned ncache;
 static size_t cache_bytes;
 static uint64_t cache_age;
-static int cache_on = -1;	/* -1: not yet read from the environment */
 
 static size_t mapped_size(size_t size)
 {
 	return (size + PF_HUGE - 1) / PF_HUGE * PF_HUGE;
-}
-
-/* Call with cache_mu held. */
-static bool cache_enabled(void)
-{
-	if (cache_on < 0) {
-		const char *v = getenv("PODFEED_POOL_CACHE");
-
-		cache_on = !(v && !strcmp(v, "0"));
-	}
-	return cache_on;
 }
 
 /* Drop entry i from the cache (not unmapped).  Call with cache_mu held. */
@@ -98,7 +88,7 @@ void *pf_pool_alloc(size_t size)
 	return p;
 }
 
-void pf_pool_free(void *p, size_t size)
+void pf_pool_free(void *p, size_t size, bool keep)
 {
 	size_t m = mapped_size(size);
 	void *evict[PF_POOL_CACHE + 1];
@@ -108,7 +98,7 @@ void pf_pool_free(void *p, size_t size)
 	if (!p)
 		return;
 	pthread_mutex_lock(&cache_mu);
-	if (!cache_enabled() || m > PF_POOL_CACHE_BYTES) {
+	if (!keep || m > PF_POOL_CACHE_BYTES) {
 		evict[nevict] = p;
 		evict_size[nevict++] = m;
 	} else {

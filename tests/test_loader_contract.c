@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "podfeed.h"
 #include "testutil.h"
@@ -132,4 +134,83 @@ Test(contract, an_empty_dataset_is_an_error, .timeout = 60)
 	run(d, 0, 1, PF_REMAINDER_WRAP, &r);
 	cr_assert_eq(r.ret, -EINVAL);
 	cr_assert(strstr(r.err.msg, "holds 0 records"), "%s", r.err.msg);
+}
+
+/* ------------------------------------------------------------------ */
+/* pf_file_pread()'s policy: a loader's does not outlive it              */
+
+static pf_loader *make_loader(const char *dir, const char *faults)
+{
+	const char *paths[1] = { dir };
+	pf_loader_config cfg = {
+		.paths = paths, .npaths = 1, .features = "id:int64[1]",
+		.per_core_batch = 4, .threads = 1,
+		.io_faults = faults, .io_retries = PF_IO_RETRIES_NONE,
+	};
+	pf_loader *l;
+	pf_error err;
+
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	return l;
+}
+
+/* pf_file_pread() of path, n times.  @return how many failed. */
+static int preads(const char *path, int n)
+{
+	int fd = open(path, O_RDONLY), failed = 0;
+	uint8_t buf[64];
+	pf_error err;
+
+	cr_assert_geq(fd, 0);
+	for (int i = 0; i < n; i++)
+		failed += pf_file_pread(fd, buf, sizeof(buf), 0, path, &err) < 0;
+	close(fd);
+	return failed;
+}
+
+Test(contract, a_loaders_read_policy_ends_with_it, .timeout = 60)
+{
+	const char *d = dataset(64);
+	char shard[512];
+	pf_io_config mine = { .faults = "eio@5", .retries = PF_IO_RETRIES_NONE };
+	pf_loader *a, *b;
+	pf_error err;
+
+	snprintf(shard, sizeof(shard), "%s/s.tfrecord.zst", d);
+	unsetenv("PODFEED_FAULTS");
+	unsetenv("PODFEED_IO_RETRIES");
+	cr_assert_eq(pf_file_set_policy(NULL, &err), 0, "%s", err.msg);
+
+	/* In force while the loader lives (its own index reads go through
+	 * it): the 40th request from its start fails. */
+	a = make_loader(d, "eio@40");
+	cr_assert_eq(preads(shard, 60), 1);
+	pf_loader_free(a);
+
+	/* Gone with it: a loader freed before its fault's request comes
+	 * leaves no fault behind. */
+	a = make_loader(d, "eio@40");
+	pf_loader_free(a);
+	cr_assert_eq(preads(shard, 100), 0, "the freed loader's policy is still in force");
+
+	/* Two loaders, freed in either order: the process's policy is the
+	 * one before both. */
+	a = make_loader(d, "eio@40");
+	b = make_loader(d, "eio@45");
+	pf_loader_free(a);
+	pf_loader_free(b);
+	cr_assert_eq(preads(shard, 100), 0, "freed first to last");
+	a = make_loader(d, "eio@40");
+	b = make_loader(d, "eio@45");
+	pf_loader_free(b);
+	cr_assert_eq(preads(shard, 100), 1, "the first loader's policy is back while it lives");
+	pf_loader_free(a);
+	cr_assert_eq(preads(shard, 100), 0, "freed last to first");
+
+	/* The caller's own choice, made while a loader lives, stays. */
+	a = make_loader(d, "eio@40");
+	cr_assert_eq(pf_file_set_policy(&mine, &err), 0, "%s", err.msg);
+	pf_loader_free(a);
+	cr_assert_eq(preads(shard, 10), 1, "the caller's policy was undone");
+	cr_assert_eq(pf_file_set_policy(NULL, &err), 0);
 }

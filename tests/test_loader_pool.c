@@ -2,12 +2,13 @@
 /* The process-wide cache of the loader's large pools (loader/pool.c): a
  * loader made after another one takes its pools, delivers exactly what a
  * loader on fresh pools delivers (nothing of the last loader's data
- * shows through), the cache is bounded, pf_loader_trim() empties it and
- * PODFEED_POOL_CACHE=0 turns it off. */
+ * shows through), the cache is bounded, pf_loader_trim() empties it, and
+ * a loader that did not ask (keep_pools) leaves nothing behind. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "loader_internal.h"
 #include "podfeed.h"
@@ -20,18 +21,36 @@ typedef struct delivered {
 	uint32_t digest;	/* crc over every core block of every batch */
 	uint64_t id_lo, id_hi;	/* the ids seen */
 	uint64_t pool_bytes;
+	uint64_t rss_live;	/* the process's RSS before the loader is freed */
 } delivered;
+
+/* The process's resident bytes (/proc/self/statm). */
+static uint64_t rss_bytes(void)
+{
+	unsigned long long size, resident;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%llu %llu", &size, &resident), 2);
+	fclose(f);
+	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
 
 /* Every batch of one epoch over dir; each id must be in [lo, lo + n) and
  * come at most once. */
-static delivered run(const char *dir, uint64_t lo, uint64_t n)
+/* Features every run has; a run may add more after them. */
+#define FEATURES "id:int64[1],v:float32[8]:pad=-1"
+
+static delivered run_with(const char *dir, uint64_t lo, uint64_t n, bool keep_pools,
+			  const char *features)
 {
 	const char *paths[1] = { dir };
 	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 64,
 				 .cores_per_host = 2, .shuffle = true,
 				 .shuffle_window = 1024, .seed = 7, .epochs = 1,
 				 .threads = 2,
-				 .features = "id:int64[1],v:float32[8]:pad=-1" };
+				 .features = features,
+				 .keep_pools = keep_pools };
 	delivered d = { .id_lo = UINT64_MAX };
 	uint8_t *seen = calloc(n, 1);
 	pf_loader_metrics m;
@@ -70,9 +89,15 @@ static delivered run(const char *dir, uint64_t lo, uint64_t n)
 	cr_assert_eq(ret, 0, "%s", pf_loader_last_error(l)->msg);
 	pf_loader_get_metrics(l, &m);
 	d.pool_bytes = m.memory_bytes;
+	d.rss_live = rss_bytes();
 	pf_loader_free(l);
 	free(seen);
 	return d;
+}
+
+static delivered run(const char *dir, uint64_t lo, uint64_t n, bool keep_pools)
+{
+	return run_with(dir, lo, n, keep_pools, FEATURES);
 }
 
 static const char *dataset(uint64_t first, uint64_t n)
@@ -96,7 +121,7 @@ Test(pool, the_next_loader_takes_the_pools_and_shows_nothing_of_the_last, .timeo
 
 	pf_loader_trim();
 	cr_assert_eq(pf_pool_cached(), 0);
-	first = run(a, 0, n);
+	first = run(a, 0, n, true);
 	kept = pf_pool_cached();
 	/* The batch slots and read buffers are most of the pool bytes. */
 	cr_assert_gt(kept, 0);
@@ -104,19 +129,19 @@ Test(pool, the_next_loader_takes_the_pools_and_shows_nothing_of_the_last, .timeo
 		      (unsigned long long)first.pool_bytes);
 
 	/* The same loader again: on the kept pools, the same batches. */
-	again = run(a, 0, n);
+	again = run(a, 0, n, true);
 	cr_assert_eq(again.steps, first.steps);
 	cr_assert_eq(again.digest, first.digest);
 	cr_assert_eq(pf_pool_cached(), kept, "the pools went back to the cache");
 
 	/* Other data of the same shapes on those pools: only its own ids,
 	 * each once, and the bytes a loader on fresh pools delivers. */
-	other = run(b, 1000000, n);
+	other = run(b, 1000000, n, true);
 	cr_assert_eq(other.steps, first.steps);
 	cr_assert_eq(other.id_lo >= 1000000 && other.id_hi < 1000000 + n, true);
 	pf_loader_trim();
 	cr_assert_eq(pf_pool_cached(), 0);
-	fresh = run(b, 1000000, n);
+	fresh = run(b, 1000000, n, true);
 	cr_assert_eq(fresh.digest, other.digest);
 	cr_assert_eq(fresh.records, other.records);
 	cr_assert_eq(fresh.records, first.records);
@@ -133,7 +158,7 @@ Test(pool, equal_sizes_are_reused_and_the_cache_is_bounded)
 	p[0] = pf_pool_alloc(3 * MIB);
 	cr_assert_not_null(p[0]);
 	memset(p[0], 0xab, 3 * MIB);
-	pf_pool_free(p[0], 3 * MIB);
+	pf_pool_free(p[0], 3 * MIB, true);
 	cr_assert_eq(pf_pool_cached(), 4 * MIB);
 	/* Another size does not take it; the same size (as mapped) does. */
 	p[1] = pf_pool_alloc(6 * MIB);
@@ -141,8 +166,8 @@ Test(pool, equal_sizes_are_reused_and_the_cache_is_bounded)
 	p[2] = pf_pool_alloc(4 * MIB);
 	cr_assert_eq(p[2], p[0]);
 	cr_assert_eq(pf_pool_cached(), 0);
-	pf_pool_free(p[1], 6 * MIB);
-	pf_pool_free(p[2], 4 * MIB);
+	pf_pool_free(p[1], 6 * MIB, true);
+	pf_pool_free(p[2], 4 * MIB, true);
 	pf_pool_trim();
 
 	/* Ten pools of 2..20 MiB freed in order: the last 8 stay. */
@@ -151,7 +176,7 @@ Test(pool, equal_sizes_are_reused_and_the_cache_is_bounded)
 		cr_assert_not_null(p[i]);
 	}
 	for (int i = 0; i < 10; i++)
-		pf_pool_free(p[i], (size_t)(i + 1) * 2 * MIB);
+		pf_pool_free(p[i], (size_t)(i + 1) * 2 * MIB, true);
 	cr_assert_eq(pf_pool_cached(), (size_t)(3 + 4 + 5 + 6 + 7 + 8 + 9 + 10) * 2 * MIB);
 	pf_pool_trim();
 	cr_assert_eq(pf_pool_cached(), 0);
@@ -160,25 +185,47 @@ Test(pool, equal_sizes_are_reused_and_the_cache_is_bounded)
 	 * pushes the oldest out.  (Mappings are not touched: no memory.) */
 	p[0] = pf_pool_alloc((size_t)1100 * MIB);
 	cr_assert_not_null(p[0]);
-	pf_pool_free(p[0], (size_t)1100 * MIB);
+	pf_pool_free(p[0], (size_t)1100 * MIB, true);
 	cr_assert_eq(pf_pool_cached(), 0);
 	p[0] = pf_pool_alloc((size_t)600 * MIB);
 	p[1] = pf_pool_alloc((size_t)500 * MIB);
-	pf_pool_free(p[0], (size_t)600 * MIB);
-	pf_pool_free(p[1], (size_t)500 * MIB);
+	pf_pool_free(p[0], (size_t)600 * MIB, true);
+	pf_pool_free(p[1], (size_t)500 * MIB, true);
 	cr_assert_eq(pf_pool_cached(), (size_t)500 * MIB);
 	pf_loader_trim();
 	cr_assert_eq(pf_pool_cached(), 0);
 }
 
-Test(pool, off_when_the_environment_says_so)
+/* A loader that did not ask keeps nothing after pf_loader_free(): no
+ * pool in the cache, no allocation live, its pools' memory given back;
+ * one that asked keeps its pools for the next. */
+Test(pool, a_freed_loader_keeps_nothing_unless_asked, .timeout = 120)
 {
-	void *p;
+	const uint64_t n = 6000;
+	const char *a = dataset(0, n);
+	/* Rows of 16 KiB: pools of tens of MiB, all written. */
+	const char *features = FEATURES ",wide:int32[4096]:default=0";
+	uint64_t live, rss0, rss_after;
+	delivered d;
 
-	/* Read at the first free of the process (each test is a fresh one). */
-	cr_assert_eq(setenv("PODFEED_POOL_CACHE", "0", 1), 0);
-	p = pf_pool_alloc(4 * MIB);
-	cr_assert_not_null(p);
-	pf_pool_free(p, 4 * MIB);
+	run_with(a, 0, n, false, features);	/* the process's first-use costs, paid */
+	pf_loader_trim();
+	live = pf_alloc_live();
+	rss0 = rss_bytes();
+	d = run_with(a, 0, n, false, features);
+	rss_after = rss_bytes();
+	cr_assert_eq(pf_pool_cached(), 0, "a pool kept though not asked");
+	cr_assert_eq(pf_alloc_live(), live, "allocations left behind");
+	cr_assert_gt(d.rss_live, rss0 + 16 * MIB, "the pools were in use (%llu -> %llu)",
+		     (unsigned long long)rss0, (unsigned long long)d.rss_live);
+	cr_assert_lt(rss_after, rss0 + (d.rss_live - rss0) / 4,
+		     "memory not given back: %llu before, %llu live, %llu after",
+		     (unsigned long long)rss0, (unsigned long long)d.rss_live,
+		     (unsigned long long)rss_after);
+
+	d = run_with(a, 0, n, true, features);
+	cr_assert_gt(pf_pool_cached(), 0, "asked to keep its pools");
+	cr_assert_gt(rss_bytes(), rss0 + (d.rss_live - rss0) / 2, "the kept pools stay resident");
+	pf_loader_trim();
 	cr_assert_eq(pf_pool_cached(), 0);
 }

@@ -89,7 +89,8 @@ static const char usage[] =
 	"                       same indexed shards, after a warming read pass,\n"
 	"                       and quote the loader as a ratio to each\n"
 	"  --repeat N           run everything N times, interleaved, and report\n"
-	"                       medians (default 1)\n"
+	"                       medians (default 1); the loader's pools are kept\n"
+	"                       from one run to the next (keep_pools)\n"
 	"  --json               one JSON object on stdout instead of the text\n"
 	"  --quiet              no progress line (drawn on stderr only when it is a\n"
 	"                       terminal: steps, records/s, compressed MB/s read,\n"
@@ -1808,6 +1809,10 @@ int main(int argc, char **argv)
 		cfg.io_timeout_ms = o.io_timeout_ms ? (int)o.io_timeout_ms : PF_IO_TIMEOUT_NONE;
 	cfg.quarantine = o.quarantine;
 	cfg.max_corrupt = o.max_corrupt;
+	/* Runs after the first start on the pools the first one faulted in,
+	 * as a process making loaders one after another does (asked for:
+	 * a loader keeps nothing by default). */
+	cfg.keep_pools = o.repeat > 1;
 	if (o.resume.n) {
 		if (ckpt_check(&o.resume, o.quiet || o.json) < 0) {
 			ret = 2;

@@ -515,6 +515,7 @@ static int evaluate(train_ctx *tc, eval_point *out)
 	e.epochs = 1;
 	e.max_steps = 0;
 	e.remainder = PF_REMAINDER_DROP;
+	e.keep_pools = true;	/* an evaluation loader every --eval-every steps */
 	pf_error_clear(&err);
 	if (pf_loader_create(&l, &e, &err) < 0) {
 		cli_print_error(&err);
