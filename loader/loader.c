@@ -2514,11 +2514,31 @@ static bool slot_full(const pf_loader *l, const batch_slot *b)
 	return __atomic_load_n(&b->filled, __ATOMIC_ACQUIRE) == l->host_batch;
 }
 
+/* A deadline timeout_ns from now on the clock cv_ready waits with
+ * (CLOCK_REALTIME, the default of pthread_cond_init). */
+static struct timespec deadline_in(uint64_t timeout_ns)
+{
+	struct timespec ts;
+	uint64_t ns;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ns = (uint64_t)ts.tv_nsec + timeout_ns % 1000000000u;
+	ts.tv_sec += (time_t)(timeout_ns / 1000000000u + ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
+	return ts;
+}
+
 int pf_loader_next(pf_loader *l, pf_batch **out)
+{
+	return pf_loader_next_timed(l, out, UINT64_MAX);
+}
+
+int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 {
 	uint64_t t0 = now_ns(), dt;
 	unsigned fill = 0;
 	batch_slot *b;
+	struct timespec deadline = { 0 };
 
 	pthread_mutex_lock(&l->mu);
 	/* A caller's mistake changes nothing: no batch is taken, the loader
@@ -2533,6 +2553,8 @@ int pf_loader_next(pf_loader *l, pf_batch **out)
 		pthread_mutex_unlock(&l->mu);
 		return -EBUSY;
 	}
+	if (timeout_ns != UINT64_MAX && timeout_ns)
+		deadline = deadline_in(timeout_ns);
 	for (;;) {
 		b = l->open_head;
 		if (b && slot_full(l, b))
@@ -2543,7 +2565,17 @@ int pf_loader_next(pf_loader *l, pf_batch **out)
 			pthread_mutex_unlock(&l->mu);
 			return ret;
 		}
-		pthread_cond_wait(&l->cv_ready, &l->mu);
+		if (timeout_ns == UINT64_MAX) {
+			pthread_cond_wait(&l->cv_ready, &l->mu);
+			continue;
+		}
+		/* Nothing is taken and nothing counted: the next call goes on
+		 * where this one stopped. */
+		if (timeout_ns == 0 ||
+		    pthread_cond_timedwait(&l->cv_ready, &l->mu, &deadline) == ETIMEDOUT) {
+			pthread_mutex_unlock(&l->mu);
+			return -ETIMEDOUT;
+		}
 	}
 	l->open_head = b->next;
 	if (!l->open_head)

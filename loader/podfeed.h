@@ -370,7 +370,10 @@ typedef struct pf_batch {
 	bool epoch_end;		/* last step of its epoch */
 	uint32_t per_core_batch;
 	uint32_t cores;
-	pf_core_batch *core;	/* cores entries */
+	pf_core_batch *core;	/* cores entries; their blocks lie one after
+				   the other: core[c].block is core[0].block
+				   + c * block_bytes (so a feature of every
+				   core is one strided array) */
 } pf_batch;
 
 typedef struct pf_stage_metrics {
@@ -426,6 +429,13 @@ PF_API int pf_loader_create(pf_loader **out, const pf_loader_config *cfg,
  *  M; release one first"), takes no batch and stops nothing; after a
  *  pf_loader_release() the next call returns the batch it would have. */
 PF_API int pf_loader_next(pf_loader *l, pf_batch **batch);
+/*! pf_loader_next_timed(): pf_loader_next() that waits at most
+ *  timeout_ns (0: not at all; UINT64_MAX: as long as it takes), so that
+ *  a caller can look at other things (a signal, a stop flag) between
+ *  waits.  @return as pf_loader_next(), or -ETIMEDOUT when no batch was
+ *  ready in time: nothing is taken then, and the next call goes on. */
+PF_API int pf_loader_next_timed(pf_loader *l, pf_batch **batch,
+				uint64_t timeout_ns);
 /*! Give a batch back to the loader. */
 PF_API void pf_loader_release(pf_loader *l, pf_batch *batch);
 /*! pf_loader_save_state(): where this host is, as a small versioned

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* podfeed's CPython extension: private to python/ext/ (types and helpers
+ * shared by module.c, loader.c and batch.c). */
+#ifndef PF_EXT_INTERNAL_H
+#define PF_EXT_INTERNAL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL pf_ext_ARRAY_API
+#ifndef PF_EXT_IMPORT_ARRAY
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "podfeed.h"
+
+/* The loader: one pf_loader, and the count of batch slots Python holds.
+ * The pf_loader is freed when the object is closed and nothing uses it any
+ * more: no slot held (arrays may still point into slots) and no next() in
+ * progress on another thread (it runs without the GIL). */
+typedef struct pf_ext_loader {
+	PyObject_HEAD
+	pf_loader *l;
+	pid_t pid;		/* the process that created l (its threads) */
+	uint32_t cores, per_core_batch, prefetch;
+	unsigned held;		/* live slot objects */
+	bool closed;		/* close() was called; l goes when unused */
+	bool busy;		/* a next() is waiting without the GIL */
+	bool done;		/* every epoch delivered */
+	PyObject *names;	/* tuple of feature names */
+	PyObject *dtypes;	/* tuple of numpy dtypes, in spec order */
+	PyObject *weakrefs;
+} pf_ext_loader;
+
+/* A batch slot held by Python: the arrays of a batch point into it, and
+ * each keeps it alive (numpy's .base), so the slot goes back to the loader
+ * when the batch object and its last array are gone. */
+typedef struct pf_ext_slot {
+	PyObject_HEAD
+	pf_ext_loader *loader;	/* strong reference */
+	pf_batch *batch;
+} pf_ext_slot;
+
+extern PyTypeObject pf_ext_loader_type;
+extern PyTypeObject pf_ext_slot_type;
+extern PyTypeObject pf_ext_batch_type;
+extern PyTypeObject pf_ext_tensor_type;
+
+/* The exception classes podfeed/__init__.py registers; NULL until then. */
+extern PyObject *pf_ext_error_classes;	/* dict: name -> class */
+
+/*! pf_ext_raise(): raise the exception for a C error (code < 0, err
+ *  filled or NULL), with .errno, .file, .offset, .offset_kind, .frame,
+ *  .record and .cause.  @return NULL. */
+PyObject *pf_ext_raise(int code, const pf_error *err, const char *what);
+/*! pf_ext_raise_class(): raise an instance of the registered class name
+ *  (e.g. "BatchLimitError") with msg.  @return NULL. */
+PyObject *pf_ext_raise_class(const char *name, PyObject *fallback,
+			     const char *msg);
+
+/*! A Batch over a batch the loader returned; takes the slot. */
+PyObject *pf_ext_batch_new(pf_ext_loader *lo, pf_batch *b);
+/*! The slot's loader no longer holds it (called by the slot's dealloc). */
+void pf_ext_loader_slot_done(pf_ext_loader *lo, pf_batch *b);
+
+#endif

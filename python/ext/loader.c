@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* podfeed's CPython extension: the loader type (LoaderBase; podfeed.Loader
+ * in __init__.py checks the arguments and derives from it).  Opening,
+ * next() without the GIL and with Ctrl-C, close, fork, state, metrics.
+ * Batches and their arrays are batch.c's. */
+#include "ext_internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+/* next() waits for a batch in slices this long, looking at signals
+ * between them, so that Ctrl-C stops a blocked next() within about one
+ * slice (the promise is 100 ms). */
+#define NEXT_SLICE_NS (20u * 1000u * 1000u)
+
+static bool forked(const pf_ext_loader *lo)
+{
+	return lo->pid != getpid();
+}
+
+/* Free the C loader once it is closed and unused.  In a forked child the
+ * loader's threads do not exist: freeing would wait for them forever, so
+ * the child only forgets it (the parent still owns it). */
+static void maybe_free(pf_ext_loader *lo)
+{
+	pf_loader *l = lo->l;
+
+	if (!l || !lo->closed || lo->busy || lo->held)
+		return;
+	lo->l = NULL;
+	if (forked(lo))
+		return;
+	Py_BEGIN_ALLOW_THREADS
+	pf_loader_free(l);
+	Py_END_ALLOW_THREADS
+}
+
+void pf_ext_loader_slot_done(pf_ext_loader *lo, pf_batch *b)
+{
+	if (lo->l && !forked(lo))
+		pf_loader_release(lo->l, b);
+	lo->held--;
+	maybe_free(lo);
+}
+
+static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	pf_ext_loader *lo = (pf_ext_loader *)type->tp_alloc(type, 0);
+
+	(void)args;
+	(void)kw;
+	if (lo) {
+		lo->pid = getpid();
+		lo->closed = true;	/* until _open() */
+	}
+	return (PyObject *)lo;
+}
+
+static void loader_dealloc(pf_ext_loader *lo)
+{
+	PyObject_GC_UnTrack(lo);
+	if (lo->weakrefs)
+		PyObject_ClearWeakRefs((PyObject *)lo);
+	/* Slots hold a reference: none is left, and no next() runs. */
+	lo->closed = true;
+	maybe_free(lo);
+	Py_CLEAR(lo->names);
+	Py_CLEAR(lo->dtypes);
+	Py_TYPE(lo)->tp_free((PyObject *)lo);
+}
+
+static int loader_traverse(pf_ext_loader *lo, visitproc visit, void *arg)
+{
+	Py_VISIT(lo->names);
+	Py_VISIT(lo->dtypes);
+	return 0;
+}
+
+static int npy_type(pf_dtype t)
+{
+	switch (t) {
+	case PF_DTYPE_INT32: return NPY_INT32;
+	case PF_DTYPE_INT64: return NPY_INT64;
+	case PF_DTYPE_FLOAT32: return NPY_FLOAT32;
+	default: return NPY_UINT8;
+	}
+}
+
+/* The C strings of a list of str (each kept alive by the list). */
+static const char **c_strings(PyObject *list, const char *what, size_t *n)
+{
+	Py_ssize_t len;
+	const char **out;
+
+	if (!PyList_Check(list))
+		return PyErr_Format(PyExc_TypeError, "%s: expected a list", what), NULL;
+	len = PyList_GET_SIZE(list);
+	out = PyMem_Calloc((size_t)len + 1, sizeof(*out));
+	if (!out)
+		return (const char **)PyErr_NoMemory();
+	for (Py_ssize_t i = 0; i < len; i++) {
+		PyObject *it = PyList_GET_ITEM(list, i);
+
+		out[i] = PyUnicode_Check(it) ? PyUnicode_AsUTF8(it) : NULL;
+		if (!out[i]) {
+			if (!PyErr_Occurred())
+				PyErr_Format(PyExc_TypeError, "%s: item %zd is not a str",
+					     what, i);
+			PyMem_Free(out);
+			return NULL;
+		}
+	}
+	*n = (size_t)len;
+	return out;
+}
+
+static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
+{
+	static char *names[] = {
+		"paths", "features", "per_core_batch", "cores", "host_index",
+		"num_hosts", "seed", "epochs", "max_steps", "shuffle", "shuffle_window",
+		"remainder_wrap", "threads", "io_depth", "memory_bytes", "prefetch",
+		"on_corrupt_skip", "max_corrupt", "quarantine", "resume",
+		"verify_records", "direct_io", "io_backend", "io_faults", NULL,
+	};
+	pf_loader_config cfg = { 0 };
+	PyObject *paths, *resume = Py_None;
+	const char *features, *quarantine = NULL, *io_backend = NULL, *io_faults = NULL;
+	const char **cpaths = NULL;
+	unsigned long long seed = 0, max_steps = 0, memory = 0, max_corrupt = 0;
+	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0;
+	pf_state_blob *blobs = NULL;
+	Py_buffer *views = NULL;
+	Py_ssize_t nviews = 0;
+	const pf_spec *spec;
+	pf_loader *l = NULL;
+	pf_error err;
+	PyObject *ret = NULL;
+	int rc;
+
+	if (lo->l || lo->held || lo->busy)
+		return PyErr_Format(PyExc_RuntimeError,
+				    "the loader is open or its batches are held; close it "
+				    "and release them first");
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzz", names,
+					 &paths, &features, &cfg.per_core_batch,
+					 &cfg.cores_per_host, &cfg.host_index,
+					 &cfg.num_hosts, &seed, &cfg.epochs, &max_steps,
+					 &shuffle, &cfg.shuffle_window, &wrap, &cfg.threads,
+					 &cfg.io_depth, &memory, &cfg.prefetch, &skip,
+					 &max_corrupt, &quarantine, &resume, &verify, &direct,
+					 &io_backend, &io_faults))
+		return NULL;
+	cpaths = c_strings(paths, "paths", &cfg.npaths);
+	if (!cpaths)
+		return NULL;
+	if (resume != Py_None) {
+		if (!PyList_Check(resume)) {
+			PyErr_SetString(PyExc_TypeError, "resume: expected a list of bytes");
+			goto out;
+		}
+		nviews = PyList_GET_SIZE(resume);
+		views = PyMem_Calloc((size_t)nviews + 1, sizeof(*views));
+		blobs = PyMem_Calloc((size_t)nviews + 1, sizeof(*blobs));
+		if (!views || !blobs) {
+			PyErr_NoMemory();
+			nviews = 0;
+			goto out;
+		}
+		for (Py_ssize_t i = 0; i < nviews; i++) {
+			if (PyObject_GetBuffer(PyList_GET_ITEM(resume, i), &views[i],
+					       PyBUF_SIMPLE) < 0) {
+				nviews = i;
+				goto out;
+			}
+			blobs[i].data = views[i].buf;
+			blobs[i].len = (size_t)views[i].len;
+		}
+		cfg.resume = blobs;
+		cfg.nresume = (size_t)nviews;
+	}
+	cfg.paths = cpaths;
+	cfg.features = features;
+	cfg.seed = seed;
+	cfg.max_steps = max_steps;
+	cfg.shuffle = shuffle;
+	cfg.remainder = wrap ? PF_REMAINDER_WRAP : PF_REMAINDER_DROP;
+	cfg.memory_budget = (size_t)memory;
+	cfg.on_corrupt = skip ? PF_CORRUPT_SKIP : PF_CORRUPT_FAIL;
+	cfg.max_corrupt = max_corrupt;
+	cfg.quarantine = quarantine;
+	cfg.verify_records = verify;
+	cfg.direct_io = direct;
+	cfg.io_backend = io_backend;
+	cfg.io_faults = io_faults;
+
+	pf_error_clear(&err);
+	/* Opening reads every shard's index: no GIL needed, and it may take
+	 * a while over a remote mount. */
+	Py_BEGIN_ALLOW_THREADS
+	rc = pf_loader_create(&l, &cfg, &err);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		pf_ext_raise(rc, &err, NULL);
+		goto out;
+	}
+	spec = pf_loader_spec(l);
+	Py_CLEAR(lo->names);
+	Py_CLEAR(lo->dtypes);
+	lo->names = PyTuple_New(spec->n);
+	lo->dtypes = PyTuple_New(spec->n);
+	for (uint32_t f = 0; lo->names && lo->dtypes && f < spec->n; f++) {
+		PyObject *name = PyUnicode_FromString(spec->f[f].name);
+		PyObject *dt = (PyObject *)PyArray_DescrFromType(npy_type(spec->f[f].dtype));
+
+		if (!name || !dt) {
+			Py_XDECREF(name);
+			Py_XDECREF(dt);
+			Py_CLEAR(lo->names);
+			break;
+		}
+		PyTuple_SET_ITEM(lo->names, f, name);
+		PyTuple_SET_ITEM(lo->dtypes, f, dt);
+	}
+	if (!lo->names || !lo->dtypes) {
+		Py_BEGIN_ALLOW_THREADS
+		pf_loader_free(l);
+		Py_END_ALLOW_THREADS
+		goto out;
+	}
+	lo->l = l;
+	lo->pid = getpid();
+	lo->cores = cfg.cores_per_host ? cfg.cores_per_host : 1;
+	lo->per_core_batch = cfg.per_core_batch;
+	lo->prefetch = cfg.prefetch ? cfg.prefetch : 2;
+	lo->closed = false;
+	lo->done = false;
+	ret = Py_NewRef(Py_None);
+out:
+	for (Py_ssize_t i = 0; i < nviews; i++)
+		PyBuffer_Release(&views[i]);
+	PyMem_Free(views);
+	PyMem_Free(blobs);
+	PyMem_Free(cpaths);
+	return ret;
+}
+
+/* The loader for a call that needs it open, in this process. */
+static pf_loader *usable(pf_ext_loader *lo)
+{
+	if (forked(lo)) {
+		PyErr_Format(PyExc_RuntimeError,
+			     "this podfeed.Loader was created in process %ld and cannot be "
+			     "used in process %ld, a child forked from it: the loader's "
+			     "threads do not survive fork.  Create the loader in the child, "
+			     "or keep it in the parent (torch: DataLoader(num_workers=0))",
+			     (long)lo->pid, (long)getpid());
+		return NULL;
+	}
+	if (lo->closed || !lo->l) {
+		PyErr_SetString(PyExc_ValueError, "the loader is closed");
+		return NULL;
+	}
+	if (lo->busy) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"another thread is inside this loader's next(); a loader is "
+				"read from one thread at a time");
+		return NULL;
+	}
+	return lo->l;
+}
+
+static PyObject *loader_iternext(pf_ext_loader *lo)
+{
+	pf_loader *l = usable(lo);
+	pf_batch *b = NULL;
+	int ret;
+
+	if (!l)
+		return NULL;
+	if (lo->done)
+		return NULL;
+	if (lo->held > lo->prefetch) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg),
+			 "%u batches of this loader are still held, the most it allows "
+			 "(prefetch + 1 = %u): a batch is held until batch.release() (or "
+			 "the end of `with batch:`) and until every array taken from it is "
+			 "gone.  Release one, or copy what you keep (np.array(x)), or raise "
+			 "prefetch.  The loader is unchanged and goes on when you do",
+			 lo->held, lo->prefetch + 1);
+		return pf_ext_raise_class("BatchLimitError", PyExc_RuntimeError, msg);
+	}
+	lo->busy = true;
+	for (;;) {
+		Py_BEGIN_ALLOW_THREADS
+		ret = pf_loader_next_timed(l, &b, NEXT_SLICE_NS);
+		Py_END_ALLOW_THREADS
+		if (ret != -ETIMEDOUT)
+			break;
+		/* Ctrl-C (or any handler that raises) ends the wait; the
+		 * batch on its way is handed out by the next call. */
+		if (PyErr_CheckSignals() < 0) {
+			lo->busy = false;
+			maybe_free(lo);
+			return NULL;
+		}
+	}
+	lo->busy = false;
+	if (lo->closed) {	/* closed by another thread meanwhile */
+		if (ret == 1)
+			pf_loader_release(l, b);
+		maybe_free(lo);
+		PyErr_SetString(PyExc_ValueError, "the loader was closed during next()");
+		return NULL;
+	}
+	if (ret == 0) {
+		lo->done = true;
+		return NULL;
+	}
+	if (ret < 0)
+		return pf_ext_raise(ret, pf_loader_last_error(l), NULL);
+	return pf_ext_batch_new(lo, b);
+}
+
+static PyObject *loader_close(pf_ext_loader *lo, PyObject *unused)
+{
+	(void)unused;
+	lo->closed = true;
+	maybe_free(lo);
+	Py_RETURN_NONE;
+}
+
+static PyObject *loader_save_state(pf_ext_loader *lo, PyObject *unused)
+{
+	pf_loader *l = usable(lo);
+	PyObject *out;
+	int64_t n;
+
+	(void)unused;
+	if (!l)
+		return NULL;
+	n = pf_loader_save_state(l, NULL, 0);
+	if (n < 0)
+		return pf_ext_raise((int)n, NULL, "state_dict");
+	out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+	if (!out)
+		return NULL;
+	n = pf_loader_save_state(l, PyBytes_AS_STRING(out), (size_t)n);
+	if (n < 0) {
+		Py_DECREF(out);
+		return pf_ext_raise((int)n, NULL, "state_dict");
+	}
+	return out;
+}
+
+static PyObject *stage(const pf_stage_metrics *s)
+{
+	return Py_BuildValue("{sKsK}", "busy_ns", (unsigned long long)s->busy_ns,
+			     "wait_ns", (unsigned long long)s->wait_ns);
+}
+
+static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
+{
+	pf_loader *l = usable(lo);
+	pf_loader_metrics m;
+	PyObject *hist, *d;
+
+	(void)unused;
+	if (!l)
+		return NULL;
+	pf_loader_get_metrics(l, &m);
+	hist = PyList_New(PF_IO_HIST_BUCKETS);
+	for (size_t i = 0; hist && i < PF_IO_HIST_BUCKETS; i++) {
+		PyObject *v = PyLong_FromUnsignedLongLong(m.next_hist[i]);
+
+		if (!v) {
+			Py_CLEAR(hist);
+			break;
+		}
+		PyList_SET_ITEM(hist, (Py_ssize_t)i, v);
+	}
+	if (!hist)
+		return NULL;
+#define U(x) (unsigned long long)(x)
+	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsKsKsK}",
+		"records", U(m.records), "steps", U(m.steps),
+		"bytes_read", U(m.bytes_read), "bytes_decompressed", U(m.bytes_decompressed),
+		"remainder_dropped", U(m.remainder_dropped),
+		"remainder_wrapped", U(m.remainder_wrapped),
+		"records_per_epoch", U(m.records_per_epoch),
+		"steps_per_epoch", U(m.steps_per_epoch),
+		"io", stage(&m.io), "decode", stage(&m.decode),
+		"decode_threads", m.decode_threads,
+		"next_wait_ns", U(m.next_wait_ns), "queue_fill_sum", U(m.queue_fill_sum),
+		"next_hist_log2_us", hist, "memory_bytes", U(m.memory_bytes),
+		"io_backend", m.io_backend ? m.io_backend : "",
+		"files_direct", m.files_direct, "io_retries", U(m.io_retries),
+		"io_faults", U(m.io_faults), "io_timeouts", U(m.io_timeouts),
+		"io_short_reads", U(m.io_short_reads), "corrupt_drops", U(m.corrupt_drops),
+		"corrupt_records", U(m.corrupt_records), "holes", U(m.holes),
+		"io_requests", U(m.io_requests));
+#undef U
+	return d;
+}
+
+static PyObject *get_steps_per_epoch(pf_ext_loader *lo, void *unused)
+{
+	pf_loader *l = usable(lo);
+
+	(void)unused;
+	return l ? PyLong_FromUnsignedLongLong(pf_loader_steps_per_epoch(l)) : NULL;
+}
+
+static PyObject *get_spec(pf_ext_loader *lo, void *unused)
+{
+	pf_loader *l = usable(lo);
+	char text[8192];
+
+	(void)unused;
+	if (!l)
+		return NULL;
+	pf_spec_format(pf_loader_spec(l), text, sizeof(text));
+	return PyUnicode_FromString(text);
+}
+
+static PyObject *get_names(pf_ext_loader *lo, void *unused)
+{
+	(void)unused;
+	if (!lo->names)
+		Py_RETURN_NONE;
+	return Py_NewRef(lo->names);
+}
+
+static PyObject *get_closed(pf_ext_loader *lo, void *unused)
+{
+	(void)unused;
+	return PyBool_FromLong(lo->closed);
+}
+
+static PyObject *get_held(pf_ext_loader *lo, void *unused)
+{
+	(void)unused;
+	return PyLong_FromUnsignedLong(lo->held);
+}
+
+static PyObject *get_prefetch(pf_ext_loader *lo, void *unused)
+{
+	(void)unused;
+	return PyLong_FromUnsignedLong(lo->prefetch);
+}
+
+static PyObject *get_shape(pf_ext_loader *lo, void *unused)
+{
+	(void)unused;
+	return Py_BuildValue("(II)", lo->cores, lo->per_core_batch);
+}
+
+static PyMethodDef loader_methods[] = {
+	{ "_open", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
+	  "Open the C loader (podfeed.Loader calls this with checked arguments)." },
+	{ "close", (PyCFunction)loader_close, METH_NOARGS,
+	  "close(): stop the loader's threads and free its memory once no batch\n"
+	  "of it is held.  Calling it again does nothing." },
+	{ "_save_state", (PyCFunction)loader_save_state, METH_NOARGS,
+	  "The C state blob (bytes)." },
+	{ "metrics", (PyCFunction)loader_metrics, METH_NOARGS,
+	  "metrics() -> dict: records and steps delivered, bytes read and\n"
+	  "decompressed, time per stage, next() wait, memory, I/O retries and\n"
+	  "faults, corrupt drops (the C pf_loader_metrics)." },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef loader_getset[] = {
+	{ "steps_per_epoch", (getter)get_steps_per_epoch, NULL,
+	  "Steps every host yields per epoch.", NULL },
+	{ "spec", (getter)get_spec, NULL, "The canonical feature spec.", NULL },
+	{ "features", (getter)get_names, NULL, "Feature names, in spec order.", NULL },
+	{ "closed", (getter)get_closed, NULL, "Whether close() was called.", NULL },
+	{ "held", (getter)get_held, NULL,
+	  "Batches held now (not released, or with arrays alive).", NULL },
+	{ "prefetch", (getter)get_prefetch, NULL,
+	  "Batches made ahead; at most prefetch + 1 may be held.", NULL },
+	{ "_shape", (getter)get_shape, NULL, "(cores, per_core_batch)", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyObject *loader_iter(PyObject *self)
+{
+	return Py_NewRef(self);
+}
+
+PyTypeObject pf_ext_loader_type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "podfeed._podfeed.LoaderBase",
+	.tp_basicsize = sizeof(pf_ext_loader),
+	.tp_dealloc = (destructor)loader_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "The C loader; use podfeed.Loader.",
+	.tp_traverse = (traverseproc)loader_traverse,
+	.tp_weaklistoffset = offsetof(pf_ext_loader, weakrefs),
+	.tp_iter = loader_iter,
+	.tp_iternext = (iternextfunc)loader_iternext,
+	.tp_methods = loader_methods,
+	.tp_getset = loader_getset,
+	.tp_new = loader_new,
+};

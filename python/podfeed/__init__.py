@@ -1,0 +1,480 @@
+# SPDX-License-Identifier: Apache-2.0
+"""podfeed: the host-side input pipeline for training pods, from Python.
+
+    import podfeed
+    with podfeed.Loader("data/", {"tokens": ("int32", 256), "label": "int64"},
+                        per_core_batch=32, cores=8, seed=1) as loader:
+        for batch in loader:
+            step(batch["tokens"], batch["label"])   # numpy [8, 32, 256], no copy
+
+The loader is the C library's (loader/podfeed.h): its threads read, check,
+decompress and decode the shards with the GIL released; a batch's arrays are
+numpy views over the loader's own memory.  See help(podfeed.Loader) for the
+arguments, help(podfeed.Batch) for what a batch holds and how long, and
+podfeed.torch / podfeed.jax for the framework adapters.
+"""
+
+import base64
+import binascii
+import numbers
+import os
+import sys
+
+from . import _podfeed
+from ._podfeed import Batch, Tensor, parse_spec
+
+__all__ = [
+    "Loader", "Batch", "Tensor", "Error", "DataError", "FileError", "ConfigError",
+    "BatchLimitError", "inspect_state", "plan", "parse_spec", "host_identity",
+    "STATE_FORMAT",
+]
+
+STATE_FORMAT = "podfeed-state/1"
+
+
+class Error(Exception):
+    """An error from the podfeed engine.
+
+    Attributes (None where they do not apply):
+      errno        the C error code, positive (e.g. errno.EBADMSG)
+      file         the file it happened in
+      offset       byte offset in it (offset_kind 'file': as stored;
+                   'stream': in the decompressed TFRecord stream)
+      offset_kind  'file', 'stream' or None
+      frame        frame number in an indexed shard
+      record       record number in the file
+      cause        what was wrong, without the place
+    """
+
+    errno = None
+    file = None
+    offset = None
+    offset_kind = None
+    frame = None
+    record = None
+    cause = None
+
+
+class DataError(Error):
+    """Corrupt or unreadable data: a bad CRC, a bad zstd frame, a record
+    that does not decode, a feature missing or of the wrong kind."""
+
+
+class FileError(Error, OSError):
+    """A file or directory that is missing or cannot be opened."""
+
+
+class ConfigError(Error, ValueError):
+    """A configuration the engine refuses (a bad spec, too few records for
+    one global batch, a state of another dataset, ...)."""
+
+
+class BatchLimitError(Error, RuntimeError):
+    """More batches held than the loader's prefetch allows.  Nothing is
+    lost: release a batch (or drop its arrays) and call next() again."""
+
+
+_podfeed._register_errors({
+    "Error": Error, "DataError": DataError, "FileError": FileError,
+    "ConfigError": ConfigError, "BatchLimitError": BatchLimitError,
+})
+
+def _spec_has_default():
+    try:
+        parse_spec("x:int32[1]:default=1")
+        return True
+    except ValueError:
+        return False
+
+
+_SPEC_HAS_DEFAULT = _spec_has_default()
+
+_DTYPES = {"int32": "int32", "int64": "int64", "float32": "float32", "bytes": "bytes",
+           "uint8": "bytes"}
+
+
+def _dtype_name(value, where):
+    """'int32' | 'int64' | 'float32' | 'bytes' from a name or numpy dtype."""
+    name = value
+    if not isinstance(value, str):
+        try:
+            import numpy
+            name = numpy.dtype(value).name
+        except TypeError:
+            raise TypeError(f"features: {where}: dtype must be a str or numpy dtype "
+                            f"(int32, int64, float32, bytes), not {value!r}") from None
+    if name not in _DTYPES:
+        raise ValueError(f"features: {where}: unknown dtype {value!r} "
+                         f"(expected int32, int64, float32 or bytes)")
+    return _DTYPES[name]
+
+
+def _number(value, where):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"features: {where} must be a number, not {value!r}")
+    return repr(float(value)) if isinstance(value, float) else str(int(value))
+
+
+def _feature_spec(features):
+    """The C spec text from a spec string or a dict."""
+    if isinstance(features, str):
+        if not features:
+            raise ValueError("features: the spec is empty")
+        return features
+    if not isinstance(features, dict):
+        raise TypeError("features: expected a spec string such as "
+                        "'tokens:int32[256],label:int64[1]' or a dict "
+                        f"{{name: dtype | (dtype, len) | dict}}, not {type(features).__name__}")
+    if not features:
+        raise ValueError("features: no feature given")
+    parts = []
+    for name, what in features.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"features: a feature name must be a non-empty str, not {name!r}")
+        if any(c in name for c in ",:[] \t\n"):
+            raise ValueError(f"features: feature name {name!r} holds one of , : [ ] "
+                             "or white space")
+        opts = {}
+        if isinstance(what, tuple):
+            if len(what) != 2:
+                raise ValueError(f"features: {name}: a tuple is (dtype, len), not {what!r}")
+            dtype, length = what
+        elif isinstance(what, dict):
+            unknown = set(what) - {"dtype", "len", "pad", "default", "required",
+                                   "scale", "shift", "clip"}
+            if unknown:
+                raise ValueError(f"features: {name}: unknown keys {sorted(unknown)} "
+                                 "(known: dtype, len, pad, default, required, scale, "
+                                 "shift, clip)")
+            if "dtype" not in what:
+                raise ValueError(f"features: {name}: the dict has no 'dtype'")
+            dtype, length = what["dtype"], what.get("len", 1)
+            opts = what
+        else:
+            dtype, length = what, 1
+        dtype = _dtype_name(dtype, name)
+        if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 1:
+            raise ValueError(f"features: {name}: len must be an int >= 1, not {length!r}")
+        text = f"{name}:{dtype}[{int(length)}]"
+        opts = dict(opts)
+        # As tf.train.Example parsing: a feature without a default must be
+        # there (a misspelled name is an error, not a tensor of padding).
+        required = opts.get("required", opts.get("default") is None)
+        if opts.get("default") is not None and not _SPEC_HAS_DEFAULT:
+            # This C library has no default=: an absent feature is all
+            # padding, so the default is the pad.
+            if opts.get("pad") is not None and opts["pad"] != opts["default"]:
+                raise ValueError(f"features: {name}: this podfeed library cannot "
+                                 "have a default other than the pad")
+            opts["pad"], opts["default"] = opts["default"], None
+        for key in ("pad", "default", "scale", "shift"):
+            if opts.get(key) is not None:
+                text += f":{key}={_number(opts[key], f'{name}.{key}')}"
+        if opts.get("clip") is not None:
+            clip = opts["clip"]
+            if not isinstance(clip, (tuple, list)) or len(clip) != 2:
+                raise ValueError(f"features: {name}.clip must be (lo, hi), not {clip!r}")
+            text += (f":clip={_number(clip[0], f'{name}.clip')}:"
+                     f"{_number(clip[1], f'{name}.clip')}")
+        if required:
+            text += ":required"
+        parts.append(text)
+    return ",".join(parts)
+
+
+def _paths(paths):
+    """A list of str from a path, a PathLike or a list of them."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    if not isinstance(paths, (list, tuple)):
+        raise TypeError("paths: expected a str, os.PathLike or a list of them "
+                        f"(files, directories, globs), not {type(paths).__name__}")
+    out = []
+    for p in paths:
+        if not isinstance(p, (str, bytes, os.PathLike)):
+            raise TypeError(f"paths: expected str or os.PathLike items, not {p!r}")
+        p = os.fsdecode(os.fspath(p))
+        if not p:
+            raise ValueError("paths: an empty path")
+        out.append(p)
+    if not out:
+        raise ValueError("paths: no path given")
+    return out
+
+
+def _uint(name, value, lo=0, hi=2**32 - 1, none_ok=False):
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected an int, not {type(value).__name__} {value!r}")
+    value = int(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: {value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def host_identity(host_index=None, num_hosts=None):
+    """(host_index, num_hosts, source): who this host is.
+
+    Explicit arguments win.  What they leave open comes from, in order:
+    jax.process_index()/process_count() when jax is already imported;
+    torch.distributed's rank and world size when it is initialised; else
+    the C library's reading of the environment (Open MPI / PMI ranks,
+    TPU_WORKER_ID, torchrun's RANK/WORLD_SIZE; see host/pf_host.h).  More
+    than one host with no way to know this one is a ValueError, never a
+    silent host 0.
+    """
+    host_index = _uint("host_index", host_index, none_ok=True)
+    num_hosts = _uint("num_hosts", num_hosts, lo=1, none_ok=True)
+    if host_index is not None and num_hosts is not None:
+        if host_index >= num_hosts:
+            raise ValueError(f"host_index: {host_index} is not below num_hosts {num_hosts}")
+        return host_index, num_hosts, "arguments"
+    found = None
+    jax = sys.modules.get("jax")
+    if jax is not None and hasattr(jax, "process_index"):
+        found = (jax.process_index(), jax.process_count(), "jax")
+    if found is None:
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            found = (dist.get_rank(), dist.get_world_size(), "torch.distributed")
+    if found is not None:
+        index = host_index if host_index is not None else found[0]
+        count = num_hosts if num_hosts is not None else found[1]
+        if index >= count:
+            raise ValueError(f"host_index: {index} is not below num_hosts {count} "
+                             f"(from {found[2]})")
+        return index, count, found[2]
+    index, count, source, text = _podfeed.topology(
+        -1 if host_index is None else host_index, -1 if num_hosts is None else num_hosts)
+    if host_index is None and count > 1 and source == "flags":
+        raise ValueError(f"host_index: num_hosts is {count} but nothing says which "
+                         "host this is (no host_index, jax, torch.distributed, MPI, "
+                         "TPU or RANK); give host_index")
+    return index, count, source
+
+
+def _state_blobs(state):
+    """The C blobs of a state dict or a list of them (every old host's)."""
+    states = state if isinstance(state, (list, tuple)) else [state]
+    if not states:
+        raise ValueError("state: an empty list")
+    blobs = []
+    for i, s in enumerate(states):
+        where = "state" if len(states) == 1 else f"state[{i}]"
+        if not isinstance(s, dict):
+            raise TypeError(f"{where}: expected a dict from Loader.state_dict(), "
+                            f"not {type(s).__name__}")
+        if s.get("format") != STATE_FORMAT or not isinstance(s.get("blob"), str):
+            raise ValueError(f"{where}: not a podfeed state (expected format "
+                             f"{STATE_FORMAT!r} and a 'blob')")
+        try:
+            blobs.append(base64.b64decode(s["blob"], validate=True))
+        except binascii.Error as e:
+            raise ValueError(f"{where}: blob is not base64: {e}") from None
+    return blobs
+
+
+def inspect_state(state):
+    """What a state (a state_dict(), or a list of every host's) holds: a
+    dict per host with host_index, num_hosts, cores, per_core_batch,
+    epoch, fresh, step_in_epoch, global_step, records_left,
+    dataset_records; a list of them for a list.  DataError for a state
+    that is damaged or from a newer podfeed."""
+    infos = [_podfeed.inspect_state_blob(b) for b in _state_blobs(state)]
+    return infos if isinstance(state, (list, tuple)) else infos[0]
+
+
+def plan(per_core_batch, cores, hosts, ref_global_batch=0, ref_steps=0, *,
+         records=0, epochs=0, remainder="drop", ref_lr=0.0, rule="none",
+         ref_warmup_steps=0):
+    """The scaling plan of the C library (host/pf_host.h): scaling out keeps
+    per_core_batch and shrinks the steps.
+
+    plan(per_core_batch, cores, hosts, ref_global_batch, ref_steps): a run of
+    ref_steps steps of ref_global_batch records becomes steps of the global
+    batch per_core_batch x cores x hosts, rounded up, e.g. 1,000-record
+    batches for 100 steps -> 4,000-record batches for 25 steps.  Or give
+    records= (and epochs=) for an epoch schedule; ref_lr= with rule=
+    'linear' or 'sqrt' (and ref_warmup_steps=) for the learning rate.
+    Returns a dict: global_batch, host_batch, total_cores, batch_ratio,
+    steps, examples, and per mode steps_exact / extra_examples or
+    steps_per_epoch / dropped_per_epoch, and lr, warmup_steps.
+    """
+    args = [_uint(n, v, hi=2**64 - 1) for n, v in (
+        ("per_core_batch", per_core_batch), ("cores", cores), ("hosts", hosts),
+        ("ref_global_batch", ref_global_batch), ("ref_steps", ref_steps),
+        ("records", records), ("epochs", epochs))]
+    if remainder not in ("drop", "wrap"):
+        raise ValueError(f"remainder: expected 'drop' or 'wrap', not {remainder!r}")
+    if isinstance(ref_lr, bool) or not isinstance(ref_lr, numbers.Real):
+        raise TypeError(f"ref_lr: expected a number, not {ref_lr!r}")
+    if not isinstance(rule, str):
+        raise TypeError(f"rule: expected 'none', 'linear' or 'sqrt', not {rule!r}")
+    return _podfeed.scaling_plan(*args, remainder == "wrap", float(ref_lr), rule,
+                                 _uint("ref_warmup_steps", ref_warmup_steps, hi=2**64 - 1))
+
+
+class Loader(_podfeed.LoaderBase):
+    """Loader(paths, features, per_core_batch, cores=1, host_index=None,
+    num_hosts=None, seed=0, epochs=1, shuffle=True, shuffle_window=8192,
+    remainder="drop", on_corrupt="fail", memory_mib=512, threads=None,
+    state=None, prefetch=2, max_steps=None, io_depth=None, max_corrupt=None,
+    quarantine=None, verify_records=False, direct_io=False, io_backend=None,
+    io_faults=None)
+
+    One loader per host.  Each step it hands each of this host's `cores`
+    cores exactly `per_core_batch` records, as one Batch whose arrays are
+    [cores, per_core_batch, len] numpy views over the loader's memory.
+
+        with podfeed.Loader("gs-mount/train/", "tokens:int32[256],label:int64[1]",
+                            per_core_batch=32, cores=8, seed=7, epochs=3) as loader:
+            for batch in loader:
+                x = batch["tokens"]          # int32 [8, 32, 256], no copy
+                train_step(x, batch["label"])
+
+    Arguments (each checked: TypeError or ValueError naming it):
+      paths           a file, a directory (its files, sorted), a glob
+                      ('data/*.zst'), or a list of them; str or PathLike.
+                      Plain TFRecord, GZIP/ZLIB TFRecord, zstd streams and
+                      podfeed's indexed shards, found from the bytes.
+      features        which tf.train.Example features, as dense tensors:
+                      the C spec string 'name:dtype[len][:pad=V]...,...'
+                      (loader/podfeed.h), or a dict name -> 'int32' (len 1)
+                      | ('int32', 256) | {'dtype': 'int32', 'len': 256,
+                      'pad': 0, 'default': 0, 'required': True, 'scale':
+                      1.0, 'shift': 0.0, 'clip': (lo, hi)}.  dtypes: int32,
+                      int64, float32, bytes (uint8 arrays of len bytes).
+      per_core_batch  records per core per step (>= 1).
+      cores           this host's accelerator cores (>= 1).
+      host_index, num_hosts
+                      which host of the pod this is.  Explicit values win;
+                      else jax (if imported), torch.distributed (if
+                      initialised), else the environment (MPI, TPU,
+                      torchrun); see podfeed.host_identity().  Each host
+                      reads ~1/num_hosts of the data and every host yields
+                      the same number of steps.
+      seed            the order is a pure function of (data, seed, epoch,
+                      topology): the same on every run and thread count.
+      epochs          passes over the data.
+      shuffle         permute frames and shuffle records in a window.
+      shuffle_window  records per shuffle block (rounded up to whole host
+                      batches).
+      remainder       'drop' the records past the last whole global batch
+                      of an epoch, or 'wrap' to fill the last step from the
+                      start of the host's share.
+      on_corrupt      'fail': the first damaged byte ends iteration with a
+                      DataError naming file, offset, frame, record; 'skip':
+                      drop the damage and go on (holes show in batch.valid).
+      memory_mib      memory budget of all the loader's pools, MiB.
+      threads         decode threads (None: one per CPU).
+      state           a state_dict() to resume from (or the list of every
+                      old host's, to resume with another host count).
+      prefetch        batches made ahead; at most prefetch + 1 batches may
+                      be held at once (a held batch counts until it is
+                      released and its arrays are gone).
+      max_steps       stop after this many steps of this run.
+      io_depth, max_corrupt, quarantine, verify_records, direct_io,
+      io_backend, io_faults
+                      as in the C pf_loader_config (io_faults injects read
+                      faults and delays, io/pf_io.h: e.g. 'delay=1s:0.5').
+
+    Iterating yields podfeed.Batch objects and ends after the last epoch.
+    next() runs without the GIL and Ctrl-C interrupts it (the batch on its
+    way is not lost).  Errors of the engine are podfeed.Error subclasses
+    with .file, .offset, .frame, .record, .cause.  Use the loader from one
+    thread, in the process that made it (a forked child gets a clear
+    RuntimeError: make the loader there instead).  close() (or the end of
+    `with`) stops the threads; the memory goes once no batch is held.
+
+    Checkpoints: state_dict() is a small JSON-able dict; Loader(...,
+    state=s) or load_state_dict(s) resumes exactly where it was taken.
+    metrics() says where the time went; steps_per_epoch how many steps an
+    epoch has.
+    """
+
+    def __init__(self, paths, features, per_core_batch, cores=1, host_index=None,
+                 num_hosts=None, seed=0, epochs=1, shuffle=True, shuffle_window=8192,
+                 remainder="drop", on_corrupt="fail", memory_mib=512, threads=None,
+                 state=None, prefetch=2, max_steps=None, io_depth=None,
+                 max_corrupt=None, quarantine=None, verify_records=False,
+                 direct_io=False, io_backend=None, io_faults=None):
+        for name, value in (("shuffle", shuffle), ("verify_records", verify_records),
+                            ("direct_io", direct_io)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name}: expected True or False, not {value!r}")
+        if remainder not in ("drop", "wrap"):
+            raise ValueError(f"remainder: expected 'drop' or 'wrap', not {remainder!r}")
+        if on_corrupt not in ("fail", "skip"):
+            raise ValueError(f"on_corrupt: expected 'fail' or 'skip', not {on_corrupt!r}")
+        for name, value in (("quarantine", quarantine), ("io_backend", io_backend),
+                            ("io_faults", io_faults)):
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise TypeError(f"{name}: expected a str or None, not {value!r}")
+        if isinstance(memory_mib, bool) or not isinstance(memory_mib, numbers.Real):
+            raise TypeError(f"memory_mib: expected a number of MiB, not {memory_mib!r}")
+        if not 1 <= memory_mib <= 1 << 30:
+            raise ValueError(f"memory_mib: {memory_mib} is out of range [1, 2**30]")
+        index, count, self.host_source = host_identity(host_index, num_hosts)
+        self._config = dict(
+            paths=_paths(paths), features=_feature_spec(features),
+            per_core_batch=_uint("per_core_batch", per_core_batch, lo=1),
+            cores=_uint("cores", cores, lo=1),
+            host_index=index, num_hosts=count,
+            seed=_uint("seed", seed, hi=2**64 - 1),
+            epochs=_uint("epochs", epochs, lo=1),
+            max_steps=_uint("max_steps", max_steps, lo=1, hi=2**64 - 1, none_ok=True) or 0,
+            shuffle=shuffle,
+            shuffle_window=_uint("shuffle_window", shuffle_window, lo=1),
+            remainder_wrap=remainder == "wrap",
+            threads=_uint("threads", threads, lo=1, hi=4096, none_ok=True) or 0,
+            io_depth=_uint("io_depth", io_depth, lo=1, hi=65536, none_ok=True) or 0,
+            memory_bytes=int(memory_mib * (1 << 20)),
+            prefetch=_uint("prefetch", prefetch, lo=1, hi=1 << 16),
+            on_corrupt_skip=on_corrupt == "skip",
+            max_corrupt=_uint("max_corrupt", max_corrupt, lo=1, hi=2**64 - 1,
+                              none_ok=True) or 0,
+            quarantine=None if quarantine is None else os.fspath(quarantine),
+            verify_records=verify_records, direct_io=direct_io, io_backend=io_backend,
+            io_faults=io_faults)
+        self.host_index, self.num_hosts = index, count
+        self.cores, self.per_core_batch = self._config["cores"], per_core_batch
+        self._open(**self._config,
+                   resume=None if state is None else _state_blobs(state))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return (f"<podfeed.Loader {state}: host {self.host_index} of {self.num_hosts}, "
+                f"{self.cores} cores x {self.per_core_batch} records, "
+                f"features {self._config['features']!r}>")
+
+    def state_dict(self):
+        """Where this host is, as a small dict of plain values (str, int,
+        bool) that json.dumps, torch.save and Orbax's JSON handler store:
+        'format', 'blob' (the C state, base64) and readable fields
+        (host_index, num_hosts, epoch, step_in_epoch, global_step, ...).
+        Every batch next() has returned counts as delivered, released or
+        not.  Call it between next() calls, from the loader's thread."""
+        blob = self._save_state()
+        info = _podfeed.inspect_state_blob(blob)
+        return {"format": STATE_FORMAT, "blob": base64.b64encode(blob).decode("ascii"),
+                **info}
+
+    def load_state_dict(self, state):
+        """Go on from state (a state_dict(), or a list of every old host's
+        to resume with another host count or batch): the loader is reopened
+        with the same arguments from that point.  No batch may be held."""
+        blobs = _state_blobs(state)
+        if self.held:
+            raise RuntimeError(f"load_state_dict: {self.held} batches of this loader "
+                               "are still held; release them first")
+        self.close()
+        self._open(**self._config, resume=blobs)
+

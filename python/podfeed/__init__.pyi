@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: Apache-2.0
+# Type stub of the podfeed package (the C extension's types included).
+import os
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+_Paths = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
+_Feature = Union[str, np.dtype, Tuple[Union[str, np.dtype], int], Mapping[str, Any]]
+_State = Union[Dict[str, Any], Sequence[Dict[str, Any]]]
+
+STATE_FORMAT: str
+
+class Error(Exception):
+    errno: Optional[int]
+    file: Optional[str]
+    offset: Optional[int]
+    offset_kind: Optional[str]
+    frame: Optional[int]
+    record: Optional[int]
+    cause: Optional[str]
+
+class DataError(Error): ...
+class FileError(Error, OSError): ...
+class ConfigError(Error, ValueError): ...
+class BatchLimitError(Error, RuntimeError): ...
+
+class Tensor:
+    shape: Tuple[int, ...]
+    __array_interface__: Dict[str, Any]
+    def __dlpack__(self, *, stream: Optional[int] = ..., max_version: Any = ...,
+                   dl_device: Any = ..., copy: Optional[bool] = ...) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+class Batch(Mapping[str, np.ndarray]):
+    valid: np.ndarray
+    nvalid: int
+    epoch: int
+    step: int
+    global_step: int
+    epoch_start: bool
+    epoch_end: bool
+    released: bool
+    cores: int
+    per_core_batch: int
+    block: Tuple[int, int]
+    def __getitem__(self, name: str) -> np.ndarray: ...
+    def __iter__(self) -> Iterator[str]: ...
+    def __len__(self) -> int: ...
+    def keys(self) -> List[str]: ...  # type: ignore[override]
+    def items(self) -> List[Tuple[str, np.ndarray]]: ...  # type: ignore[override]
+    def asdict(self) -> Dict[str, np.ndarray]: ...
+    def core(self, i: int) -> Dict[str, np.ndarray]: ...
+    def tensor(self, name: str, core: Optional[int] = ...) -> Tensor: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> "Batch": ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
+class Loader:
+    host_index: int
+    num_hosts: int
+    host_source: str
+    cores: int
+    per_core_batch: int
+    steps_per_epoch: int
+    spec: str
+    features: Tuple[str, ...]
+    closed: bool
+    held: int
+    prefetch: int
+    def __init__(self, paths: _Paths, features: Union[str, Mapping[str, _Feature]],
+                 per_core_batch: int, cores: int = ..., host_index: Optional[int] = ...,
+                 num_hosts: Optional[int] = ..., seed: int = ..., epochs: int = ...,
+                 shuffle: bool = ..., shuffle_window: int = ..., remainder: str = ...,
+                 on_corrupt: str = ..., memory_mib: float = ..., threads: Optional[int] = ...,
+                 state: Optional[_State] = ..., prefetch: int = ...,
+                 max_steps: Optional[int] = ..., io_depth: Optional[int] = ...,
+                 max_corrupt: Optional[int] = ..., quarantine: Optional[str] = ...,
+                 verify_records: bool = ..., direct_io: bool = ...,
+                 io_backend: Optional[str] = ..., io_faults: Optional[str] = ...) -> None: ...
+    def __iter__(self) -> "Loader": ...
+    def __next__(self) -> Batch: ...
+    def __enter__(self) -> "Loader": ...
+    def __exit__(self, *exc: Any) -> bool: ...
+    def close(self) -> None: ...
+    def metrics(self) -> Dict[str, Any]: ...
+    def state_dict(self) -> Dict[str, Any]: ...
+    def load_state_dict(self, state: _State) -> None: ...
+
+def parse_spec(text: str) -> List[Tuple[str, str, int, bool, float]]: ...
+def host_identity(host_index: Optional[int] = ...,
+                  num_hosts: Optional[int] = ...) -> Tuple[int, int, str]: ...
+def inspect_state(state: _State) -> Any: ...
+def plan(per_core_batch: int, cores: int, hosts: int, ref_global_batch: int = ...,
+         ref_steps: int = ..., *, records: int = ..., epochs: int = ...,
+         remainder: str = ..., ref_lr: float = ..., rule: str = ...,
+         ref_warmup_steps: int = ...) -> Dict[str, Any]: ...

@@ -1,0 +1,266 @@
+# SPDX-License-Identifier: Apache-2.0
+# podfeed.Loader and Batch: the C API's batches bit for bit, zero copy,
+# lifetimes, the held-batch limit, errors, argument checks.
+import errno
+import gc
+import shutil
+import zlib
+
+import numpy as np
+import pytest
+
+import podfeed
+from conftest import TOKENS, digests
+
+
+def crc_of(batch):
+    crc = 0
+    for c in range(batch.cores):
+        views = batch.core(c)
+        for name in batch.keys():
+            crc = zlib.crc32(views[name].tobytes(), crc)
+    return crc
+
+
+@pytest.mark.parametrize("cores,pcb,shuffle,host,hosts", [
+    (2, 8, True, 0, 1), (1, 16, False, 0, 1), (3, 5, True, 1, 2)])
+def test_batches_equal_the_c_api(data, cores, pcb, shuffle, host, hosts):
+    want = digests(TOKENS, pcb, cores, 7, shuffle, host, hosts, data / "indexed")
+    with podfeed.Loader(data / "indexed", TOKENS, pcb, cores=cores, seed=7,
+                        shuffle=shuffle, host_index=host, num_hosts=hosts) as loader:
+        got = [(b.epoch, b.step, crc_of(b)) for b in loader]
+    assert len(want) == 2000 // (pcb * cores * hosts)
+    assert got == want
+
+
+def test_arrays_are_views_of_the_loader_block(data):
+    with podfeed.Loader(data / "indexed", TOKENS, 8, cores=2) as loader:
+        b = next(loader)
+        start, size = b.block
+        for name in b.keys():
+            a = b[name]
+            assert a.shape == (2, 8, 64 if name == "tokens" else 1)
+            assert a.base is not None and not a.flags.owndata
+            lo = a.ctypes.data
+            hi = lo + (a.shape[0] - 1) * a.strides[0] + a.shape[1] * a.strides[1]
+            assert start <= lo and hi <= start + size
+            # One core's rows are C-contiguous, and core 1 is core 0's
+            # block further on.
+            c0, c1 = b.core(0)[name], b.core(1)[name]
+            assert c0.flags.c_contiguous and c0.ctypes.data == lo
+            assert c1.ctypes.data == lo + a.strides[0]
+        # Writing through one view shows in another: the same memory.
+        t = b["tokens"]
+        t[1, 2, 3] = 12345
+        assert b.core(1)["tokens"][2, 3] == 12345
+
+
+def test_dlpack_capsule_and_torch(data):
+    torch = pytest.importorskip("torch")
+    with podfeed.Loader(data / "indexed", TOKENS, 8, cores=2) as loader:
+        b = next(loader)
+        t = b.tensor("tokens")
+        assert t.__dlpack_device__() == (1, 0)
+        cap = t.__dlpack__()
+        assert "dltensor" in repr(cap)
+        x = torch.from_dlpack(b.tensor("tokens"))
+        a = b["tokens"]
+        assert x.data_ptr() == a.ctypes.data
+        assert tuple(x.stride()) == tuple(s // 4 for s in a.strides)
+        assert torch.equal(x, torch.from_numpy(a.copy()))
+        assert np.asarray(b.tensor("label", core=1)).ctypes.data == b.core(1)["label"].ctypes.data
+        del cap  # never consumed: its destructor frees it
+        held = loader.held
+        b.release()
+        assert loader.held == held  # x still holds the slot
+        del x, t, a
+        gc.collect()
+        assert loader.held == 0
+
+
+def test_views_outlive_batch_and_loader(data):
+    loader = podfeed.Loader(data / "indexed", TOKENS, 4, prefetch=1, shuffle=False)
+    b = next(loader)
+    kept = b["tokens"]
+    copy = kept.copy()
+    b.release()
+    with pytest.raises(ValueError, match="released"):
+        b["tokens"]
+    # The slot stays out of the loader while the view lives: many more
+    # batches go through the other slots and never touch it.
+    for _ in range(50):
+        with next(loader):
+            pass
+    assert np.array_equal(kept, copy)
+    loader.close()
+    loader.close()  # idempotent
+    assert loader.closed
+    with pytest.raises(ValueError, match="closed"):
+        next(loader)
+    assert np.array_equal(kept, copy)  # memory kept for the view
+    del loader
+    gc.collect()
+    assert np.array_equal(kept, copy)
+    del kept
+
+
+def test_release_returns_the_slot(data):
+    with podfeed.Loader(data / "indexed", TOKENS, 4, prefetch=1) as loader:
+        for _ in range(20):
+            b = next(loader)
+            assert loader.held == 1 and not b.released
+            b.release()
+            assert loader.held == 0 and b.released
+        with next(loader) as b:
+            assert loader.held == 1
+        assert loader.held == 0
+        b = next(loader)
+        del b  # the last reference: the slot goes back
+        assert loader.held == 0
+
+
+def test_too_many_held_batches_is_an_error_and_nothing_is_lost(data):
+    ref = [crc_of(b) for b in podfeed.Loader(data / "indexed", TOKENS, 8, seed=3)]
+    loader = podfeed.Loader(data / "indexed", TOKENS, 8, seed=3, prefetch=2)
+    held = [next(loader) for _ in range(3)]
+    got = [crc_of(b) for b in held]
+    with pytest.raises(podfeed.BatchLimitError, match="prefetch"):
+        next(loader)
+    with pytest.raises(RuntimeError):  # and it is a RuntimeError
+        next(loader)
+    arrays = held[0]["tokens"]
+    held[0].release()
+    with pytest.raises(podfeed.BatchLimitError):  # the array still holds it
+        next(loader)
+    del arrays, held[0]
+    for b in loader:
+        got.append(crc_of(b))
+        b.release()
+    del held
+    assert got == ref
+
+
+def test_batch_attributes(data):
+    with podfeed.Loader(data / "indexed", TOKENS, 10, cores=2, epochs=2) as loader:
+        steps = loader.steps_per_epoch
+        assert steps == 2000 // 20
+        batches = [(b.epoch, b.step, b.global_step, b.epoch_start, b.epoch_end,
+                    b.nvalid, bool(b.valid.all()), b.valid.shape) for b in loader]
+        m = loader.metrics()
+    assert len(batches) == 2 * steps
+    assert batches[0][:5] == (0, 0, 0, True, False)
+    assert batches[steps - 1][:5] == (0, steps - 1, steps - 1, False, True)
+    assert batches[steps][:5] == (1, 0, steps, True, False)
+    assert all(n == 20 and v and shape == (2, 10) for *_, n, v, shape in batches)
+    assert m["records"] == 2 * 2000 and m["steps"] == 2 * steps
+    assert m["steps_per_epoch"] == steps and m["bytes_read"] > 0
+
+
+def test_features_as_dict_and_spec_text(data):
+    spec = {"tokens": ("int32", 64), "label": {"dtype": np.int64, "len": 1, "pad": -1}}
+    with podfeed.Loader(str(data / "indexed"), spec, 8) as a, \
+            podfeed.Loader([data / "indexed" / "part-0000*"], TOKENS + ":pad=-1", 8) as b:
+        assert a.spec.startswith("tokens:int32[64]")
+        assert a.features == ("tokens", "label")
+        for x, y in zip(a, b):
+            assert crc_of(x) == crc_of(y)
+            assert x["label"].dtype == np.int64 and x["tokens"].dtype == np.int32
+
+
+def test_missing_file(data, tmp_path):
+    missing = tmp_path / "nope.tfrecord.zst"
+    with pytest.raises(podfeed.FileError) as e:
+        podfeed.Loader([data / "indexed", missing], TOKENS, 8)
+    assert e.value.file == str(missing) or str(missing) in str(e.value)
+    assert e.value.errno == errno.ENOENT and isinstance(e.value, OSError)
+
+
+def test_corrupt_frame_names_file_and_offset(data, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(data / "indexed", bad)
+    shard = bad / "part-00001-of-00004.tfrecord.zst"
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    with pytest.raises(podfeed.DataError) as e:
+        with podfeed.Loader(bad, TOKENS, 8, shuffle=False) as loader:
+            for _ in loader:
+                pass
+    err = e.value
+    assert err.file == str(shard)
+    assert err.offset is not None and err.offset_kind == "file"
+    assert err.offset <= len(raw) // 3 and err.frame is not None
+    assert err.cause and str(shard) in str(err)
+    assert err.errno == errno.EBADMSG
+
+
+def test_misspelled_feature_is_a_data_error(data):
+    with pytest.raises(podfeed.DataError) as e:
+        with podfeed.Loader(data / "indexed", {"tokenz": ("int32", 64)}, 8) as loader:
+            next(loader)
+    assert "tokenz" in str(e.value)
+    assert e.value.file and e.value.file.endswith(".tfrecord.zst")
+    assert e.value.record is not None or e.value.offset is not None
+    # With a default the feature is optional: padding, no error.
+    with podfeed.Loader(data / "indexed", {"tokenz": {"dtype": "int32", "len": 4,
+                                                      "default": 7}}, 8) as loader:
+        assert (next(loader)["tokenz"] == 7).all()
+
+
+def test_bad_spec_names_the_argument():
+    with pytest.raises(podfeed.ConfigError, match="features") as e:
+        podfeed.parse_spec("tokens:int33[4]")
+    assert isinstance(e.value, ValueError)
+
+
+@pytest.mark.parametrize("kwargs,exc,word", [
+    (dict(paths=3), TypeError, "paths"),
+    (dict(paths=[]), ValueError, "paths"),
+    (dict(features=5), TypeError, "features"),
+    (dict(features={}), ValueError, "features"),
+    (dict(features={"x": ("int32", 0)}), ValueError, "len"),
+    (dict(features={"x": "complex64"}), ValueError, "dtype"),
+    (dict(features={"x": {"dtype": "int32", "size": 3}}), ValueError, "size"),
+    (dict(per_core_batch=0), ValueError, "per_core_batch"),
+    (dict(per_core_batch=1.5), TypeError, "per_core_batch"),
+    (dict(cores=0), ValueError, "cores"),
+    (dict(seed=-1), ValueError, "seed"),
+    (dict(epochs="2"), TypeError, "epochs"),
+    (dict(shuffle=1), TypeError, "shuffle"),
+    (dict(remainder="keep"), ValueError, "remainder"),
+    (dict(on_corrupt="ignore"), ValueError, "on_corrupt"),
+    (dict(memory_mib=0), ValueError, "memory_mib"),
+    (dict(threads=0), ValueError, "threads"),
+    (dict(prefetch=0), ValueError, "prefetch"),
+    (dict(host_index=2, num_hosts=2), ValueError, "host_index"),
+    (dict(num_hosts=0), ValueError, "num_hosts"),
+    (dict(state={"blob": "x"}), ValueError, "state"),
+    (dict(state=[]), ValueError, "state"),
+])
+def test_arguments_are_checked(data, kwargs, exc, word):
+    args = dict(paths=data / "indexed", features=TOKENS, per_core_batch=8)
+    args.update(kwargs)
+    with pytest.raises(exc, match=word):
+        podfeed.Loader(**args)
+
+
+def test_gc_of_running_loader(data):
+    for _ in range(5):
+        loader = podfeed.Loader(data / "indexed", TOKENS, 8, threads=2)
+        next(loader)
+        del loader  # threads running, slots filling
+        gc.collect()
+    loader = podfeed.Loader(data / "indexed", TOKENS, 8)
+    b = next(loader)
+    a = b["tokens"]
+    del loader, b  # the array keeps the loader's memory
+    gc.collect()
+    assert a.shape == (1, 8, 64) and int(a.sum()) >= 0
+
+
+def test_help_reads_as_a_manual():
+    doc = podfeed.Loader.__doc__
+    for word in ("paths", "features", "per_core_batch", "host_index", "state_dict",
+                 "on_corrupt", "Ctrl-C", "prefetch"):
+        assert word in doc
+    assert "release" in podfeed.Batch.__doc__ and "DLPack" in podfeed.Tensor.__doc__
