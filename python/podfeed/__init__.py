@@ -245,12 +245,18 @@ def host_identity(host_index=None, num_hosts=None):
             raise ValueError(f"host_index: {index} is not below num_hosts {count} "
                              f"(from {found[2]})")
         return index, count, found[2]
-    index, count, source, text = _podfeed.topology(
-        -1 if host_index is None else host_index, -1 if num_hosts is None else num_hosts)
+    unknown = (f"host_index: num_hosts is {num_hosts} but nothing says which host "
+               "this is (no host_index, jax, torch.distributed, MPI, TPU or RANK); "
+               f"give host_index 0..{(num_hosts or 1) - 1}")
+    try:
+        index, count, source, _ = _podfeed.topology(
+            -1 if host_index is None else host_index, -1 if num_hosts is None else num_hosts)
+    except ConfigError as e:
+        if host_index is None and num_hosts is not None and num_hosts > 1:
+            raise ValueError(unknown) from e
+        raise
     if host_index is None and count > 1 and source == "flags":
-        raise ValueError(f"host_index: num_hosts is {count} but nothing says which "
-                         "host this is (no host_index, jax, torch.distributed, MPI, "
-                         "TPU or RANK); give host_index")
+        raise ValueError(unknown)
     return index, count, source
 
 
