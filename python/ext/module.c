@@ -33,6 +33,7 @@ static const char *class_of(int code)
 	case -EBADMSG:
 	case -EFBIG:
 	case -EPROTONOSUPPORT:
+	case -ENOMSG:
 		return "DataError";
 	case -ENOENT:
 	case -ENOTDIR:
@@ -69,7 +70,7 @@ static PyObject *int_or_none(int64_t v)
 
 PyObject *pf_ext_raise(int code, const pf_error *err, const char *what)
 {
-	char line[2048];
+	char line[8192];
 	PyObject *cls, *msg, *exc;
 	const char *kind = NULL;
 
@@ -125,12 +126,7 @@ static PyObject *register_errors(PyObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
-static const char *dtype_name(pf_dtype t)
-{
-	return pf_dtype_name(t);
-}
-
-/* _parse_spec(text) -> [(name, dtype, len, required, pad), ...] */
+/* parse_spec(text) -> [{name, dtype, len, pad, default}, ...] */
 static PyObject *parse_spec(PyObject *self, PyObject *args)
 {
 	const char *text;
@@ -153,10 +149,12 @@ static PyObject *parse_spec(PyObject *self, PyObject *args)
 	}
 	out = PyList_New(spec->n);
 	for (uint32_t i = 0; out && i < spec->n; i++) {
-		PyObject *t = Py_BuildValue("(ssIOd)", spec->f[i].name,
-					    dtype_name(spec->f[i].dtype), spec->f[i].len,
-					    spec->f[i].required ? Py_True : Py_False,
-					    spec->f[i].pad);
+		const pf_feature_spec *f = &spec->f[i];
+		PyObject *t = Py_BuildValue("{sssssIsdsN}", "name", f->name,
+					    "dtype", pf_dtype_name(f->dtype), "len", f->len,
+					    "pad", f->pad, "default",
+					    f->has_default ? PyFloat_FromDouble(f->default_value)
+							   : Py_NewRef(Py_None));
 		if (!t) {
 			Py_CLEAR(out);
 			break;
@@ -311,7 +309,7 @@ static PyMethodDef module_methods[] = {
 	{ "_register_errors", register_errors, METH_O,
 	  "Register the exception classes (a dict name -> class)." },
 	{ "parse_spec", parse_spec, METH_VARARGS,
-	  "parse_spec(text) -> [(name, dtype, len, required, pad), ...]\n\n"
+	  "parse_spec(text) -> [{'name', 'dtype', 'len', 'pad', 'default'}, ...]\n\n"
 	  "Parse a feature spec as the loader does; ConfigError names the byte\n"
 	  "offset in text and what was wrong." },
 	{ "inspect_state_blob", inspect_state, METH_VARARGS,

@@ -158,25 +158,31 @@ def _feature_spec(features):
         text = f"{name}:{dtype}[{int(length)}]"
         opts = dict(opts)
         # As tf.train.Example parsing: a feature without a default must be
-        # there (a misspelled name is an error, not a tensor of padding).
-        required = opts.get("required", opts.get("default") is None)
-        if opts.get("default") is not None and not _SPEC_HAS_DEFAULT:
-            # This C library has no default=: an absent feature is all
-            # padding, so the default is the pad.
-            if opts.get("pad") is not None and opts["pad"] != opts["default"]:
+        # in every record (a misspelled name is an error, not a tensor of
+        # padding); required=False without a default means default=pad.
+        default = opts.pop("default", None)
+        if opts.get("required") is False and default is None:
+            default = opts.get("pad") or 0
+        if default is not None and not _SPEC_HAS_DEFAULT:
+            # A library without default=: an absent feature is all padding.
+            if opts.get("pad") is not None and opts["pad"] != default:
                 raise ValueError(f"features: {name}: this podfeed library cannot "
                                  "have a default other than the pad")
-            opts["pad"], opts["default"] = opts["default"], None
-        for key in ("pad", "default", "scale", "shift"):
+            opts["pad"], default = default, None
+        elif default is None and not _SPEC_HAS_DEFAULT:
+            opts["required"] = True
+        for key in ("pad", "scale", "shift"):
             if opts.get(key) is not None:
                 text += f":{key}={_number(opts[key], f'{name}.{key}')}"
+        if default is not None:
+            text += f":default={_number(default, f'{name}.default')}"
         if opts.get("clip") is not None:
             clip = opts["clip"]
             if not isinstance(clip, (tuple, list)) or len(clip) != 2:
                 raise ValueError(f"features: {name}.clip must be (lo, hi), not {clip!r}")
             text += (f":clip={_number(clip[0], f'{name}.clip')}:"
                      f"{_number(clip[1], f'{name}.clip')}")
-        if required:
+        if opts.get("required") and not _SPEC_HAS_DEFAULT:
             text += ":required"
         parts.append(text)
     return ",".join(parts)
@@ -348,9 +354,13 @@ class Loader(_podfeed.LoaderBase):
                       the C spec string 'name:dtype[len][:pad=V]...,...'
                       (loader/podfeed.h), or a dict name -> 'int32' (len 1)
                       | ('int32', 256) | {'dtype': 'int32', 'len': 256,
-                      'pad': 0, 'default': 0, 'required': True, 'scale':
-                      1.0, 'shift': 0.0, 'clip': (lo, hi)}.  dtypes: int32,
-                      int64, float32, bytes (uint8 arrays of len bytes).
+                      'pad': 0, 'default': 0, 'scale': 1.0, 'shift': 0.0,
+                      'clip': (lo, hi)}.  dtypes: int32, int64, float32,
+                      bytes (uint8 arrays of len bytes).  As with
+                      tf.io.FixedLenFeature, a feature without a default
+                      must be in every record (else a DataError naming it,
+                      the file and the record); with 'default' (or
+                      'required': False, default = pad) it is optional.
       per_core_batch  records per core per step (>= 1).
       cores           this host's accelerator cores (>= 1).
       host_index, num_hosts

@@ -195,13 +195,20 @@ def test_corrupt_frame_names_file_and_offset(data, tmp_path):
 
 
 def test_misspelled_feature_is_a_data_error(data):
+    # Indexed shards carry their schema: the loader refuses at once.
     with pytest.raises(podfeed.DataError) as e:
-        with podfeed.Loader(data / "indexed", {"tokenz": ("int32", 64)}, 8) as loader:
+        podfeed.Loader(data / "indexed", {"tokenz": ("int32", 64)}, 8)
+    assert "tokenz" in str(e.value) and "tokens" in e.value.cause
+    assert e.value.file and e.value.file.endswith(".tfrecord.zst")
+    # Plain TFRecords do not: the first record without it says where.
+    with pytest.raises(podfeed.DataError) as e:
+        with podfeed.Loader(data / "plain", {"tokenz": ("int32", 64)}, 8,
+                            shuffle=False) as loader:
             next(loader)
     assert "tokenz" in str(e.value)
-    assert e.value.file and e.value.file.endswith(".tfrecord.zst")
-    assert e.value.record is not None or e.value.offset is not None
-    # With a default the feature is optional: padding, no error.
+    assert e.value.file and str(data / "plain") in e.value.file
+    assert e.value.record is not None and e.value.offset is not None
+    # With a default the feature is optional: the default, no error.
     with podfeed.Loader(data / "indexed", {"tokenz": {"dtype": "int32", "len": 4,
                                                       "default": 7}}, 8) as loader:
         assert (next(loader)["tokenz"] == 7).all()
