@@ -1702,9 +1702,12 @@ static int io_run(pf_loader *l, pf_io *io, const int *file_slot)
 			}
 		}
 		pthread_mutex_lock(&l->mu);
-		if (!l->cfg.max_steps || rstep + er->steps <= l->cfg.max_steps)
+		/* An epoch's remainder is counted by the run that ends it (a
+		 * resumed run counts that of the epoch it finishes). */
+		if (!l->cfg.max_steps || rstep + er->steps <= l->cfg.max_steps) {
 			l->m.remainder_dropped += er->dropped;
-		l->m.remainder_wrapped += er->wrapped;
+			l->m.remainder_wrapped += er->wrapped;
+		}
 		pthread_mutex_unlock(&l->mu);
 		ret = walk_epoch(l, io, er, !resumed, &plan, rstep, &gnext, file_slot);
 		rstep += er->steps;
@@ -1985,6 +1988,33 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	return 0;
 }
 
+/* The remainder of the epoch a state of this topology is inside, for
+ * the report of the run that ends it: the plan's, as a fresh epoch has
+ * it, when the epoch's streams are this topology's; else (the epoch was
+ * cut from another topology's streams) what the state carries. */
+static int resumed_remainder(pf_loader *l, const pf_state *own, pf_error *err)
+{
+	pf_epoch_plan plan = { 0 };
+	int ret;
+
+	if (!same_topology(&own->origin, &l->topo)) {
+		l->resume.dropped = own->epoch_dropped;
+		l->resume.wrapped = own->epoch_wrapped;
+		return 0;
+	}
+	ret = pf_plan_epoch(&plan, l->ds, &l->topo, l->cfg.seed, own->epoch, l->cfg.shuffle,
+			    l->cfg.remainder);
+	if (ret < 0) {
+		pf_plan_release(&plan);
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+				    "cannot plan epoch %u to resume it", own->epoch);
+	}
+	l->resume.dropped = plan.share > plan.quota ? plan.share - plan.quota : 0;
+	l->resume.wrapped = plan.stream_len > plan.share ? plan.stream_len - plan.share : 0;
+	pf_plan_release(&plan);
+	return 0;
+}
+
 /* Restore from cfg->resume: this host's own state when the topology is
  * the one it was saved with (the batches are then those of a run never
  * stopped), else the states of every old host, merged. */
@@ -2044,6 +2074,8 @@ static int restore(pf_loader *l, pf_error *err)
 						   "state of host %u leaves %llu records, not "
 						   "whole batches of %u", own->saver.host_index,
 						   (unsigned long long)left, l->host_batch);
+			if (ret == 0)
+				ret = resumed_remainder(l, own, err);
 			l->resumed = true;
 		}
 	} else if (ret == 0) {
@@ -2669,6 +2701,10 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 		s->origin = er->origin;
 		s->origin_block = er->w;
 		s->origin_permute = er->permute;
+		if (!same_topology(&er->origin, &l->topo)) {
+			s->epoch_dropped = er->dropped;
+			s->epoch_wrapped = er->wrapped;
+		}
 	}
 	s->pieces = pieces;
 	for (size_t i = 0, n = er ? er->npieces : 1; i < n; i++) {

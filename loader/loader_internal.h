@@ -133,6 +133,7 @@ typedef struct pf_state {
 	bool origin_permute;
 	pf_piece *pieces;
 	size_t npieces;
+	uint64_t epoch_dropped, epoch_wrapped;	/* origin != saver only */
 } pf_state;
 
 /*! Encode s into buf (cap bytes).  @return the blob's length (nothing is

@@ -387,7 +387,10 @@ typedef struct pf_loader_metrics {
 	uint64_t bytes_read;		/* compressed bytes read from files */
 	uint64_t bytes_decompressed;	/* TFRecord bytes produced */
 	uint64_t remainder_dropped;	/* records dropped to keep steps equal */
-	uint64_t remainder_wrapped;	/* records repeated to fill the last step */
+	uint64_t remainder_wrapped;	/* records repeated to fill the last step;
+					   both counted for the epochs this run
+					   ends (a resumed run: the one it
+					   finishes, too) */
 	uint64_t records_per_epoch;	/* of the whole dataset */
 	uint64_t steps_per_epoch;
 	pf_stage_metrics io, decode;

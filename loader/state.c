@@ -98,6 +98,8 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 	m.origin_per_core_batch = s->origin.per_core_batch;
 	m.origin_block = s->origin_block;
 	m.origin_permute = s->origin_permute;
+	m.epoch_dropped = s->epoch_dropped;
+	m.epoch_wrapped = s->epoch_wrapped;
 	m.n_remaining = s->npieces;
 	m.remaining = ptrs;
 	len = podfeed__loader_state__get_packed_size(&m);
@@ -226,6 +228,8 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 				   m->origin_per_core_batch };
 	s->origin_block = m->origin_block;
 	s->origin_permute = m->origin_permute;
+	s->epoch_dropped = m->epoch_dropped;
+	s->epoch_wrapped = m->epoch_wrapped;
 	if (m->n_remaining) {
 		s->pieces = pf_calloc(m->n_remaining, sizeof(*s->pieces));
 		if (!s->pieces) {

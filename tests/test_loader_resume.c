@@ -56,7 +56,7 @@ typedef struct steps {
 	uint64_t step[4096];
 	uint64_t *ids;		/* every id handed out, in order */
 	uint64_t nids;
-	uint64_t dropped;
+	uint64_t dropped, wrapped;	/* the runs' remainder metrics, summed */
 } steps;
 
 static blob save(pf_loader *l)
@@ -121,6 +121,7 @@ static blob run(const char *dir, pf_loader_config cfg, const blob *from, size_t 
 	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
 	pf_loader_get_metrics(l, &m);
 	s->dropped += m.remainder_dropped;
+	s->wrapped += m.remainder_wrapped;
 	out = save(l);
 	pf_loader_free(l);
 	return out;
@@ -154,6 +155,20 @@ static void check_exact(const char *d, pf_loader_config cfg, const uint64_t *sto
 		cr_assert_eq(a.n + b.n, ref.n, "stop at %llu: %llu + %llu steps, not %llu",
 			     (unsigned long long)k, (unsigned long long)a.n,
 			     (unsigned long long)b.n, (unsigned long long)ref.n);
+		/* Each epoch's remainder is in the report of the run that ends
+		 * it: the two runs' add up to the unstopped run's.  (k = 0 is
+		 * a loader with no step limit freed at once, whose I/O thread
+		 * may have planned epochs, and counted them, already.) */
+		if (k) {
+			cr_assert_eq(a.dropped + b.dropped, ref.dropped, "stop at %llu: "
+				     "dropped %llu + %llu, not %llu", (unsigned long long)k,
+				     (unsigned long long)a.dropped, (unsigned long long)b.dropped,
+				     (unsigned long long)ref.dropped);
+			cr_assert_eq(a.wrapped + b.wrapped, ref.wrapped, "stop at %llu: "
+				     "wrapped %llu + %llu, not %llu", (unsigned long long)k,
+				     (unsigned long long)a.wrapped, (unsigned long long)b.wrapped,
+				     (unsigned long long)ref.wrapped);
+		}
 		for (uint64_t j = 0; j < b.n; j++) {
 			cr_assert_eq(b.crc[j], ref.crc[k + j], "stop at %llu: step %llu differs",
 				     (unsigned long long)k, (unsigned long long)(k + j));
@@ -185,6 +200,56 @@ Test(resume, same_topology_gives_the_batches_of_a_run_never_stopped, .timeout = 
 	cfg = (pf_loader_config){ .cores_per_host = 3, .per_core_batch = 7, .shuffle = true,
 				  .shuffle_window = 100, .seed = 1, .epochs = 2 };
 	check_exact(d, cfg, stops, 8);
+}
+
+/* A resumed run reports the remainder of the epoch it finishes: at the
+ * same topology (drop and wrap), and when the epoch in progress was cut
+ * from another topology's streams (2 hosts resumed on 1, stopped, resumed
+ * again). */
+Test(resume, the_run_that_ends_an_epoch_reports_its_remainder, .timeout = 120)
+{
+	uint64_t nids;
+	const char *d = dataset(&nids);
+	const uint64_t stops[] = { 1, 30 };
+	pf_loader_config cfg = { .per_core_batch = 64, .threads = 2, .epochs = 2 };
+	static steps ref, h[2], x, y;
+	blob st[2], mid;
+
+	check_exact(d, cfg, stops, 2);
+	cfg.remainder = PF_REMAINDER_WRAP;
+	check_exact(d, cfg, stops, 2);
+
+	/* 6090 records: 2 hosts x 64 take 47 steps each (6016), 74 dropped. */
+	for (uint32_t i = 0; i < 2; i++) {
+		pf_loader_config c = { .host_index = i, .num_hosts = 2, .per_core_batch = 64,
+				       .threads = 2, .epochs = 1 };
+
+		memset(&h[i], 0, sizeof(h[i]));
+		st[i] = run(d, c, NULL, 0, 10, &h[i]);
+		cr_assert_eq(h[i].dropped, 0);
+	}
+	cfg = (pf_loader_config){ .per_core_batch = 64, .threads = 2, .epochs = 1 };
+	memset(&ref, 0, sizeof(ref));
+	free(run(d, cfg, st, 2, ALL, &ref).data);
+	/* 6016 - 1280 = 4736 left: 74 steps of 64 exactly, none dropped; plus
+	 * nothing from the unfinished stream. */
+	cr_assert_eq(ref.n, 74);
+	memset(&x, 0, sizeof(x));
+	memset(&y, 0, sizeof(y));
+	cfg.per_core_batch = 100;
+	mid = run(d, cfg, st, 2, 3, &x);
+	free(run(d, cfg, &mid, 1, ALL, &y).data);
+	cr_assert_eq(x.n + y.n, 47);	/* 4736 / 100 */
+	cr_assert_eq(x.dropped, 0);
+	cr_assert_eq(y.dropped, 36, "the resumed epoch's 4736 - 4700");
+	for (int i = 0; i < 2; i++) {
+		free(st[i].data);
+		steps_free(&h[i]);
+	}
+	free(mid.data);
+	steps_free(&ref);
+	steps_free(&x);
+	steps_free(&y);
 }
 
 Test(resume, a_resumed_run_saves_and_resumes_again, .timeout = 120)

@@ -402,3 +402,22 @@ Test(loadbench, empty_files_are_named, .timeout = 60)
 	cr_assert_eq(json_array_size(json_object_get(o, "empty_files")), 2);
 	json_decref(o);
 }
+
+/* loadbench --resume reports the remainder of the epoch it finishes:
+ * 5000 records in steps of 30 leave 20, whichever run ends the epoch. */
+Test(loadbench, a_resumed_run_reports_the_epoch_remainder, .timeout = 60)
+{
+	const char *d = make_dataset();
+	char args[1024];
+	json_t *o;
+
+	snprintf(args, sizeof(args), "--per-core-batch 30 --steps 13 --save-state %s/s %s/z", d, d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "remainder_dropped"), 0, "the epoch has not ended");
+	json_decref(o);
+	snprintf(args, sizeof(args), "--per-core-batch 30 --resume %s/s %s/z", d, d);
+	o = run_json(args);
+	cr_assert_eq(ju(o, "steps"), DATASET_RECORDS / 30 - 13);
+	cr_assert_eq(ju(o, "remainder_dropped"), DATASET_RECORDS % 30);
+	json_decref(o);
+}
