@@ -3,7 +3,8 @@
 # Runs the shell blocks of markdown files verbatim, so the text cannot
 # drift from what works.  Usage:
 #   tests/readme_run.sh [--installed] FILE.md...
-# Every ```sh block runs, in file order, as one `sh -e` script per file in
+# Every ```sh block runs (```bash, ```shell, ```console are refused, as
+# they would never run), in file order, as one `sh -e` script per file in
 # the current directory (tools/test runs it from the top of the tree with
 # build/tools first on PATH), unless the line right before its fence is
 #   <!-- readme-run: skip, REASON -->       never run (say why)
@@ -25,6 +26,8 @@ for md in "$@"; do
     function fail(msg) { printf "readme_run: %s:%d: %s\n", md, NR, msg > "/dev/stderr"; bad = 1; exit 1 }
     !inblock && /^```/ {
         lang = substr($0, 4); inblock = 1; start = NR; body = ""
+        if (lang ~ /^(bash|shell|console|zsh)$/)
+            fail("a ```" lang " block would never run: write ```sh (run with sh -e)")
         dir = ""
         if (prev ~ /^<!-- readme-run:/) {
             dir = prev

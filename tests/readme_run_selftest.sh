@@ -55,4 +55,7 @@ grep -q 'dir.md:2: unknown directive "skip"' out || fail "wrong message: $(cat o
 printf '%ssh\ntrue\n' "$fence" >open.md
 if "$run" open.md >out 2>&1; then fail "an unclosed block passed"; fi
 grep -q 'open.md:1: block not closed' out || fail "wrong message: $(cat out)"
+printf '%sbash\ntrue\n%s\n' "$fence" "$fence" >bash.md
+if "$run" bash.md >out 2>&1; then fail "a bash block passed"; fi
+grep -q 'bash.md:1: a ```bash block would never run' out || fail "wrong message: $(cat out)"
 echo "readme_run_selftest: ok"
