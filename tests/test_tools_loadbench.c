@@ -421,3 +421,54 @@ Test(loadbench, a_resumed_run_reports_the_epoch_remainder, .timeout = 60)
 	cr_assert_eq(ju(o, "remainder_dropped"), DATASET_RECORDS % 30);
 	json_decref(o);
 }
+
+/* The steady figure: n/a (with why) when the window from the first batch
+ * to the last is under 10 batches or 100 ms (a few prefetched batches
+ * once gave 84 M records/s), else records/s over that window. */
+Test(loadbench, steady_needs_a_window, .timeout = 120)
+{
+	const char *d = make_dataset();
+	char args[1024];
+	json_t *o;
+
+	/* 5000 records in 5 batches: 4 after the first. */
+	snprintf(args, sizeof(args), "--per-core-batch 1000 %s/z", d);
+	o = run_json(args);
+	cr_assert(json_is_null(json_object_get(o, "steady_records_per_s")));
+	cr_assert_str_eq(json_string_value(json_object_get(o, "steady_na")),
+			 "fewer than 10 batches after the first");
+	json_decref(o);
+	/* Many small batches over several epochs. */
+	snprintf(args, sizeof(args), "--per-core-batch 10 --epochs 40 --threads 1 %s/z", d);
+	o = run_json(args);
+	if (json_object_get(o, "steady_na")) {
+		cr_assert_str_eq(json_string_value(json_object_get(o, "steady_na")),
+				 "under 100 ms from the first batch to the last");
+		cr_assert_lt(jd(o, "seconds"), 0.2);
+	} else {
+		double st = jd(o, "steady_records_per_s");
+
+		/* 199,990 records after the first batch, in under the whole run */
+		cr_assert_geq(st, (double)(40 * DATASET_RECORDS - 10) / jd(o, "seconds"));
+	}
+	json_decref(o);
+}
+
+/* A usage error is one line naming the problem and pointing at --help,
+ * not the help text. */
+Test(loadbench, a_usage_error_is_one_line)
+{
+	static const char *const cases[][2] = {
+		{ "--foo x", "loadbench: unknown option '--foo'; see loadbench --help\n" },
+		{ "--per-core-batch", "loadbench: --per-core-batch: a value is required; "
+				      "see loadbench --help\n" },
+		{ "", "loadbench: no shards given; see loadbench --help\n" },
+	};
+	char cmd[1024], out[8192];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "%s %s 2>&1", tu_env_tool("LOADBENCH"), cases[i][0]);
+		cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 2, "%s", out);
+		cr_assert_str_eq(out, cases[i][1]);
+	}
+}

@@ -88,6 +88,7 @@ static const char usage[] =
 	"                       pass (T threads: pread, frame CRC, zstd) over the\n"
 	"                       same indexed shards, after a warming read pass,\n"
 	"                       and quote the loader as a ratio to each\n"
+	"  (steady: first to last batch; n/a under 10 batches or 100 ms)\n"
 	"  --repeat N           run everything N times, interleaved, and report\n"
 	"                       medians (default 1); the loader's pools are kept\n"
 	"                       from one run to the next (keep_pools)\n"
@@ -352,16 +353,16 @@ static int parse_options(int argc, char **argv, options *o)
 			fputs(CKPT_USAGE "\n" TRAIN_USAGE, stdout);
 			return 0;
 		case ':':
-			cli_fail("%s: a value is required", argv[optind - 1]);
-			fputs(usage, stderr);
+			/* Usage errors are one line and a pointer, not the help. */
+			cli_fail("%s: a value is required; see loadbench --help",
+				 argv[optind - 1]);
 			return 2;
 		default:
 			if (c >= TRAIN_OPT_FIRST && c < TRAIN_OPT_LAST) {
 				r = train_parse_option(&o->train, c, optarg);
 				break;
 			}
-			cli_fail("unknown option '%s'", argv[optind - 1]);
-			fputs(usage, stderr);
+			cli_fail("unknown option '%s'; see loadbench --help", argv[optind - 1]);
 			return 2;
 		}
 		if (r < 0)
@@ -385,8 +386,7 @@ static int parse_options(int argc, char **argv, options *o)
 		return 2;
 	}
 	if (optind == argc) {
-		cli_fail("no shards given");
-		fputs(usage, stderr);
+		cli_fail("no shards given; see loadbench --help");
 		return 2;
 	}
 	if (!o->threads) {
@@ -487,7 +487,9 @@ static int default_features(const char *path, char **out)
 typedef struct loader_run {
 	double seconds;		/* from create to the end */
 	double first_batch_ms;	/* from create to the first batch */
-	uint64_t steady_records; /* after the first batch */
+	uint64_t steady_records; /* handed out after the first batch */
+	uint64_t steady_batches; /* batches after the first */
+	double steady_s;	/* from the first batch to the last */
 	uint64_t peak_rss;
 	uint64_t steps_per_epoch;
 	uint64_t steps_run;	/* batches taken by this run */
@@ -578,7 +580,11 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 		if (!t_first)
 			t_first = now_ns();
 		else
+		{
 			out->steady_records += (uint64_t)b->per_core_batch * b->cores;
+			out->steady_batches++;
+			out->steady_s = (double)(now_ns() - t_first) * 1e-9;
+		}
 		if (train_batch(o->tc, b) < 0) {	/* printed why */
 			pf_loader_release(l, b);
 			pf_loader_free(l);
@@ -1005,13 +1011,26 @@ static double ratio(const report *r, double pass_seconds)
 	return pass > 0 ? loader / pass : 0;
 }
 
-/* Records per second after the first batch: without start-up (index
- * reads, pool allocation, pipeline fill). */
-static double steady(const report *r)
-{
-	double s = r->run.seconds - r->run.first_batch_ms * 1e-3;
+/*
+ * The steady rate: records handed out after the first batch, over the
+ * time from the first batch's return to the last one's (start-up, index
+ * reads, pool allocation and the pipeline fill, is left out, and so is
+ * pf_loader_free()).  A window too small to measure (a dataset read in a
+ * few batches that were all prefetched gave 84 M records/s) is no
+ * figure: at least STEADY_MIN_BATCHES batches and STEADY_MIN_S seconds,
+ * else n/a and *why says which was short.
+ */
+#define STEADY_MIN_BATCHES 10u
+#define STEADY_MIN_S 0.1
 
-	return s > 0 ? (double)r->run.steady_records / s : 0;
+static double steady(const report *r, const char **why)
+{
+	*why = NULL;
+	if (r->run.steady_batches < STEADY_MIN_BATCHES)
+		*why = "fewer than 10 batches after the first";
+	else if (r->run.steady_s < STEADY_MIN_S)
+		*why = "under 100 ms from the first batch to the last";
+	return *why ? 0 : (double)r->run.steady_records / r->run.steady_s;
 }
 
 /* Files of 0 bytes are read as 0 records (a compressed one by name is
@@ -1067,8 +1086,15 @@ static void print_text(const report *r)
 	printf("time        %.3f s%s: %.0f records/s, %.1f batches/s\n", s,
 	       o->repeat > 1 ? " (median)" : "", (double)m->records / s,
 	       (double)m->steps / s);
-	if (r->run.seconds * 1e3 > r->run.first_batch_ms)
-		printf("steady      %.0f records/s after the first batch\n", steady(r));
+	{
+		const char *why;
+		double v = steady(r, &why);
+
+		if (why)
+			printf("steady      n/a (%s)\n", why);
+		else
+			printf("steady      %.0f records/s from the first batch to the last\n", v);
+	}
 	printf("read        %.1f MB compressed (%.1f MB/s) in %llu reads, %.1f MB produced "
 	       "(%.1f MB/s)\n", mb(m->bytes_read), mb(m->bytes_read) / s,
 	       (unsigned long long)m->io_requests, mb(m->bytes_decompressed),
@@ -1149,7 +1175,17 @@ static void print_json(const report *r)
 	json_kv_double("seconds", s, true);
 	json_kv_double("records_per_s", (double)m->records / s, true);
 	json_kv_double("batches_per_s", (double)m->steps / s, true);
-	json_kv_double("steady_records_per_s", steady(r), true);
+	{
+		const char *why;
+		double v = steady(r, &why);
+
+		if (why) {
+			printf("\"steady_records_per_s\":null,");
+			json_kv_str("steady_na", why, true);
+		} else {
+			json_kv_double("steady_records_per_s", v, true);
+		}
+	}
 	json_kv_u64("bytes_read", m->bytes_read, true);
 	json_kv_u64("bytes_decompressed", m->bytes_decompressed, true);
 	json_kv_double("mb_per_s_read", mb(m->bytes_read) / s, true);
