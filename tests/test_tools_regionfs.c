@@ -364,9 +364,13 @@ Test(regionfs, mbps_caps_throughput, .fini = teardown, .timeout = 120)
 	stop(SIGINT);
 	json_t *s = stats();
 	cr_assert_eq(ju(s, "read_bytes"), len);
-	/* The bucket, not the reader, set the pace (how long it waited
-	 * depends on how fast the reader is, so only that it did). */
-	cr_assert_gt(jd(s, "bw_wait_s"), 0);
+	/* Near the cap, the bucket, not the reader, set the pace: it made
+	 * the reader wait (how long depends on the reader, so only that it
+	 * did).  A reader slowed below the cap by a loaded machine never
+	 * reaches the bucket's limit and need not wait. */
+	cr_assert(jd(s, "bw_wait_s") > 0 || rate < cap * 0.9,
+		  "read %.1f MB/s, near the %.0f MB/s cap, yet the bucket never "
+		  "made the reader wait", rate, cap);
 	json_decref(s);
 	free(data);
 	free(got);
