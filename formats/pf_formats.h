@@ -656,6 +656,8 @@ PF_API uint32_t pf_shard_index_alignment(const pf_shard_index *ix);
 /*! File offset where the trailing index frames start (end of data). */
 PF_API uint64_t pf_shard_index_data_end(const pf_shard_index *ix);
 PF_API size_t pf_shard_index_schema_count(const pf_shard_index *ix);
+/*! Records the schema was inferred from. */
+PF_API uint64_t pf_shard_index_schema_records(const pf_shard_index *ix);
 PF_API const pf_feature_schema *pf_shard_index_schema(const pf_shard_index *ix,
 						       size_t i);
 /*! Frame holding record number rec (binary search); -1 when past the end. */
@@ -705,6 +707,93 @@ PF_API int pf_shard_writer_close(pf_shard_writer *w, pf_error *err);
 PF_API void pf_shard_writer_free(pf_shard_writer *w);
 PF_API uint64_t pf_shard_writer_records(const pf_shard_writer *w);
 PF_API uint64_t pf_shard_writer_bytes(const pf_shard_writer *w);
+
+/* ------------------------------------------------------------------ */
+/* The dataset manifest                                                 */
+/* ------------------------------------------------------------------ */
+/*
+ * One file beside the shards (PF_MANIFEST_NAME) holding what planning
+ * needs, so that a host plans an epoch from one read instead of opening
+ * every shard: per shard its path (relative to the manifest's
+ * directory), size, mtime, format and record count, an indexed shard's
+ * frames, a stream file's largest record; and the feature schema of the
+ * indexed shards, merged.  Layout (integers little-endian):
+ *
+ *   "PFMF"  u32 version  u64 raw length  u64 payload length
+ *   u32 CRC32C(payload)  u32 0  payload
+ *
+ * payload: one zstd frame holding the podfeed.Manifest protobuf of raw
+ * length bytes (formats/proto/pf_manifest.proto: columnar, packed
+ * varints).  The version is outside the payload so that a newer format
+ * is refused by name before anything is parsed; the CRC makes a damaged
+ * or truncated file an error, never another dataset.  A shard whose
+ * size or mtime no longer match its entry is refused by the reader
+ * (the loader) when it opens it.
+ */
+#define PF_MANIFEST_NAME "podfeed.manifest"
+#define PF_MANIFEST_VERSION 1u
+#define PF_MANIFEST_HEADER 32u
+#define PF_MANIFEST_MAX_RAW (1ull << 30)	/* refuse larger payloads */
+
+typedef enum pf_manifest_format {
+	PF_MANIFEST_INDEXED = 1,	/* an indexed shard: frames known */
+	PF_MANIFEST_STREAM = 2,		/* a stream file (plain, gzip, zlib, zstd) */
+} pf_manifest_format;
+
+typedef struct pf_manifest_shard {
+	const char *path;	/* relative to the manifest's directory */
+	uint64_t size;
+	int64_t mtime_ns;
+	pf_manifest_format format;
+	uint64_t records;
+	uint64_t max_record;	/* stream: its largest record's bytes */
+	uint32_t alignment;	/* indexed: 0 or the frame alignment */
+	uint32_t nframes;	/* indexed: frames (>= 1); stream: 0 */
+	const pf_frame_info *frames;	/* nframes entries */
+} pf_manifest_shard;
+
+typedef struct pf_manifest pf_manifest;
+
+/*! pf_manifest_parse(): check and decode a manifest file's bytes.
+ *  @return 0 with *out (free with pf_manifest_free()); -EBADMSG with err
+ *  naming the byte offset in the file and what was wrong (truncated,
+ *  bad magic or CRC, a payload that does not decompress or unpack,
+ *  arrays of different lengths, frames that do not add up to their
+ *  shard's records or lie outside its size, a path that is absolute,
+ *  empty, climbs out with "..", or repeats); -EPROTONOSUPPORT for a
+ *  newer version; -ENOMEM.  The caller names the file
+ *  (pf_error_set_file()). */
+PF_API int pf_manifest_parse(pf_manifest **out, const void *buf, size_t len,
+			     pf_error *err);
+PF_API void pf_manifest_free(pf_manifest *m);
+PF_API size_t pf_manifest_shards(const pf_manifest *m);
+PF_API const pf_manifest_shard *pf_manifest_get(const pf_manifest *m, size_t i);
+PF_API uint64_t pf_manifest_records(const pf_manifest *m);
+PF_API size_t pf_manifest_schema_count(const pf_manifest *m);
+PF_API const pf_feature_schema *pf_manifest_schema(const pf_manifest *m, size_t i);
+PF_API uint64_t pf_manifest_schema_records(const pf_manifest *m);
+
+/* Builds a manifest in memory: shards added in order, then encoded. */
+typedef struct pf_manifest_builder pf_manifest_builder;
+
+PF_API int pf_manifest_builder_create(pf_manifest_builder **out);
+PF_API void pf_manifest_builder_free(pf_manifest_builder *b);
+/*! Add a shard (everything copied).  @return 0, -EINVAL for an entry
+ *  that does not hold together (the same checks as the parser), or
+ *  -ENOMEM. */
+PF_API int pf_manifest_builder_add(pf_manifest_builder *b, const pf_manifest_shard *s,
+				   pf_error *err);
+/*! Merge n features of schema (sorted by name, as pf_schema_get() and
+ *  pf_shard_index_schema() give them) from `records` records into the
+ *  manifest's schema.  @return 0 or -ENOMEM. */
+PF_API int pf_manifest_builder_add_schema(pf_manifest_builder *b,
+					  const pf_feature_schema *schema, size_t n,
+					  uint64_t records);
+/*! Encode into dst (cap bytes).  @return the manifest's length (nothing
+ *  written when that is over cap: call with cap 0 to ask), or -ENOMEM,
+ *  -EFBIG. */
+PF_API int64_t pf_manifest_builder_encode(pf_manifest_builder *b, void *dst,
+					  size_t cap, pf_error *err);
 
 #ifdef __cplusplus
 }

@@ -91,6 +91,11 @@ uint64_t pf_shard_index_data_end(const pf_shard_index *ix)
 	return ix->data_end;
 }
 
+uint64_t pf_shard_index_schema_records(const pf_shard_index *ix)
+{
+	return ix->schema_records;
+}
+
 size_t pf_shard_index_schema_count(const pf_shard_index *ix)
 {
 	return ix->n_schema;

@@ -164,9 +164,15 @@ int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
 		close(fd);
 		return -ENOMEM;
 	}
-	ret = pf_file_size(fd, &f->size);
-	if (ret < 0)
-		goto fail;
+	{
+		struct stat st;
+
+		ret = fstat(fd, &st) == 0 ? 0 : -errno;
+		if (ret < 0)
+			goto fail;
+		f->size = (uint64_t)st.st_size;
+		f->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	}
 	if (io->regions)
 		f->mount = pf_region_table_lookup(io->regions, path);
 	f->fuse = fstatfs(fd, &sfs) == 0 && sfs.f_type == PF_FUSE_SUPER_MAGIC;
@@ -194,6 +200,11 @@ fail:
 uint64_t pf_io_file_size(const pf_io *io, uint32_t file)
 {
 	return file < io->nfiles ? io->files[file].size : 0;
+}
+
+int64_t pf_io_file_mtime(const pf_io *io, uint32_t file)
+{
+	return file < io->nfiles ? io->files[file].mtime_ns : 0;
 }
 
 const char *pf_io_file_path(const pf_io *io, uint32_t file)

@@ -13,6 +13,7 @@ typedef struct pf_io_file {
 	int fd;
 	int direct_fd;		/* O_DIRECT descriptor, or -1 */
 	uint64_t size;
+	int64_t mtime_ns;
 	pf_io_stats stats;
 	size_t mount;		/* in io->regions, when there is one */
 	bool fuse;		/* on a FUSE file system */

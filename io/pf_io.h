@@ -121,6 +121,8 @@ PF_API int pf_io_add_file(pf_io *io, const char *path, unsigned flags,
 			  pf_error *err);
 PF_API uint64_t pf_io_file_size(const pf_io *io, uint32_t file);
 PF_API const char *pf_io_file_path(const pf_io *io, uint32_t file);
+/*! The file's modification time when it was opened, ns since the epoch. */
+PF_API int64_t pf_io_file_mtime(const pf_io *io, uint32_t file);
 /*! Whether reads of this file go through O_DIRECT (requested and allowed
  *  by its filesystem).  Direct reads need offset, len and buf aligned to
  *  4096; the engine checks and fails the request with -EINVAL if not. */

@@ -628,10 +628,9 @@ static void locate_in_frame(pf_error *err, const pf_unit *u)
 static int lose_frame(pf_loader *l, worker *w, chunk *c, pf_error *cause)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
-	const pf_frame_info *fi = pf_shard_index_frame(l->ds->index[u->file], u->frame);
 	pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
 		      .start = u->offset, .resume = u->offset + u->csize,
-		      .next_record = fi->first_record, .records = (int64_t)u->records };
+		      .next_record = u->first_record, .records = (int64_t)u->records };
 	int ret;
 
 	locate_in_frame(cause, u);
@@ -736,8 +735,7 @@ static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
 static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
-	const pf_shard_index *ix = l->ds->index[u->file];
-	const pf_frame_info *fi = pf_shard_index_frame(ix, u->frame);
+	const pf_frame_info frame = pf_unit_frame(u), *fi = &frame;
 	size_t pos = 0, len;
 	uint64_t end = c->seg.first + c->seg.count;
 	bool skip = l->cfg.on_corrupt == PF_CORRUPT_SKIP;
@@ -1763,13 +1761,13 @@ static void *io_main(void *arg)
 	for (size_t i = 0; ret == 0 && i < l->ds->nfiles; i++) {
 		/* Stream files too (their blocks are read here), never with
 		 * O_DIRECT: their last block is not a multiple of 4 KiB. */
-		bool direct = l->ds->index[i] && l->cfg.direct_io &&
-			      pf_shard_index_alignment(l->ds->index[i]) >= PF_ALIGN;
+		bool direct = l->cfg.direct_io && l->ds->alignment[i] >= PF_ALIGN;
 		ret = pf_io_add_file(io, l->ds->paths[i], direct ? PF_IO_DIRECT : 0, &err);
 		if (ret >= 0) {
 			file_slot[i] = ret;
 			ndirect += pf_io_file_direct(io, (uint32_t)ret);
-			ret = 0;
+			ret = pf_dataset_check_file(l->ds, i, pf_io_file_size(io, (uint32_t)ret),
+						    pf_io_file_mtime(io, (uint32_t)ret), &err);
 		}
 	}
 	pthread_mutex_lock(&l->mu);
@@ -2437,7 +2435,9 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 			.on_corrupt = cfg->on_corrupt, .on_drop = open_drop, .on_drop_ctx = l,
 		};
 
-		ret = pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, err);
+		ret = cfg->ignore_manifest
+			? pf_dataset_open_shards(&l->ds, cfg->paths, cfg->npaths, &scfg, err)
+			: pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, err);
 	}
 	if (ret < 0) {
 		if (l->failed)
@@ -2448,9 +2448,23 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	 * (a misspelled name): say so now, not as padding or at the first
 	 * record that lacks it. */
 	for (size_t i = 0; i < l->ds->nfiles; i++) {
-		if (!l->ds->index[i])
+		const pf_shard_index *ix = l->ds->index[i];
+
+		if (!ix)
 			continue;
-		ret = pf_spec_check_schema(&l->spec, l->ds->index[i], l->ds->paths[i], err);
+		ret = pf_spec_check_schema(&l->spec, pf_shard_index_schema(ix, 0),
+					   pf_shard_index_schema_count(ix),
+					   pf_shard_index_records(ix), l->ds->paths[i], "shard's",
+					   err);
+		if (ret < 0)
+			goto fail;
+	}
+	/* From a manifest: its schema, of every indexed shard merged. */
+	if (l->ds->manifest) {
+		ret = pf_spec_check_schema(&l->spec, pf_manifest_schema(l->ds->manifest, 0),
+					   pf_manifest_schema_count(l->ds->manifest),
+					   pf_manifest_schema_records(l->ds->manifest),
+					   l->ds->manifest_path, "manifest's", err);
 		if (ret < 0)
 			goto fail;
 	}

@@ -50,13 +50,30 @@ typedef struct pf_unit {
 	uint64_t records;
 	uint64_t offset;	/* indexed: the frame's file offset */
 	uint32_t csize, usize;	/* indexed: compressed / uncompressed bytes */
+	uint32_t crc32c;	/* indexed: of the compressed bytes */
+	uint64_t first_record;	/* indexed: its first record's number in the shard */
 } pf_unit;
+
+/* An indexed unit's frame, as its index (or the manifest) describes it. */
+static inline pf_frame_info pf_unit_frame(const pf_unit *u)
+{
+	pf_frame_info fi = { .offset = u->offset, .compressed_size = u->csize,
+			     .uncompressed_size = u->usize, .records = (uint32_t)u->records,
+			     .first_record = u->first_record, .crc32c = u->crc32c };
+	return fi;
+}
 
 typedef struct pf_dataset {
 	char **paths;
 	size_t nfiles;
-	pf_shard_index **index;	/* per file; NULL for stream files */
+	pf_shard_index **index;	/* per file; NULL for stream files, and for
+				   every file of a dataset opened from its
+				   manifest (the units hold the frames) */
 	uint64_t *file_size;
+	uint32_t *alignment;	/* per file: its frames' alignment, or 0 */
+	int64_t *mtime_ns;	/* per file, from the manifest; NULL without one */
+	pf_manifest *manifest;	/* the manifest it was opened from, or NULL */
+	char *manifest_path;
 	pf_unit *units;
 	uint64_t nunits;
 	uint64_t records;
@@ -67,14 +84,35 @@ typedef struct pf_dataset {
 	uint64_t fingerprint;		/* of paths, sizes and record counts */
 } pf_dataset;
 
+/*! Open a dataset: from its manifest when the paths name one
+ *  (pf_manifest_locate()), else pf_dataset_open_shards(). */
+int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
+		    const pf_source_config *scfg, pf_error *err);
 /*! Open every file: indexed shards from their tails; stream files are
  *  read once to count records.  scfg gives the record size limit, the
  *  regions reads are counted in (may be NULL) and the corrupt-data policy:
  *  in skip mode a stream file's records are its intact ones and a damaged
  *  index makes its shard a stream, each drop told to scfg->on_drop. */
-int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
-		    const pf_source_config *scfg, pf_error *err);
+int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
+			   const pf_source_config *scfg, pf_error *err);
 void pf_dataset_free(pf_dataset *ds);
+/* Append file i's units (its frames, or for a stream file one unit of
+ * stream_records records) to ds->units (room made by the caller) and
+ * account them. */
+void pf_dataset_add_units(pf_dataset *ds, size_t i, bool stream, const pf_frame_info *frames,
+			  uint32_t nframes, uint64_t stream_records);
+
+/* manifest_open.c: a dataset from its manifest. */
+/*! Fill an empty ds from the manifest at path, read with one request
+ *  (counted to its mount in scfg->regions).  @return 0, or -errno with
+ *  err naming the manifest, the byte offset and what was wrong. */
+int pf_dataset_open_manifest(pf_dataset *ds, const char *path,
+			     const pf_source_config *scfg, pf_error *err);
+/*! Whether the file of dataset file i, opened and stat()ed to size and
+ *  mtime_ns, is still what the dataset was planned from.  @return 0, or
+ *  -ESTALE with err naming the shard, the manifest and what changed. */
+int pf_dataset_check_file(const pf_dataset *ds, size_t i, uint64_t size, int64_t mtime_ns,
+			  pf_error *err);
 
 /* A contiguous run of records of one unit. */
 typedef struct pf_segment {

@@ -33,6 +33,14 @@ static int push(char ***list, size_t *n, size_t *cap, const char *s)
 	return 0;
 }
 
+/* The dataset manifest describes the shards; it is not one. */
+static bool is_manifest(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return !strcmp(base ? base + 1 : path, PF_MANIFEST_NAME);
+}
+
 static int add_dir(const char *dir, char ***list, size_t *n, size_t *cap,
 		   pf_error *err)
 {
@@ -51,12 +59,17 @@ static int add_dir(const char *dir, char ***list, size_t *n, size_t *cap,
 		char path[4096];
 		struct stat st;
 
-		if (e->d_name[0] == '.')
+		if (e->d_name[0] == '.' || is_manifest(e->d_name))
 			continue;
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
 		    sizeof(path))
 			continue;
-		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+		/* d_type spares a stat per entry (a request each on a
+		 * network mount); stat only where the file system does not
+		 * say, or for a link. */
+		if (e->d_type == DT_REG ||
+		    ((e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) && stat(path, &st) == 0 &&
+		     S_ISREG(st.st_mode)))
 			ret = push(list, n, cap, path);
 	}
 	closedir(d);
@@ -101,7 +114,8 @@ int pf_paths_expand(const char *const *args, size_t nargs, char ***out,
 				break;
 			}
 			for (size_t k = 0; k < g.gl_pathc && ret == 0; k++)
-				ret = push(&list, &n, &cap, g.gl_pathv[k]);
+				if (!is_manifest(g.gl_pathv[k]))
+					ret = push(&list, &n, &cap, g.gl_pathv[k]);
 			globfree(&g);
 		} else {
 			ret = push(&list, &n, &cap, a);

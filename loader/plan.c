@@ -27,6 +27,10 @@ void pf_dataset_free(pf_dataset *ds)
 	pf_paths_free(ds->paths, ds->nfiles);
 	pf_free(ds->index);
 	pf_free(ds->file_size);
+	pf_free(ds->alignment);
+	pf_free(ds->mtime_ns);
+	pf_manifest_free(ds->manifest);
+	free(ds->manifest_path);	/* from pf_manifest_locate() */
 	pf_free(ds->units);
 	pf_free(ds);
 }
@@ -89,8 +93,74 @@ static int count_stream(const char *path, const pf_source_config *scfg, uint64_t
 	return ret;
 }
 
+void pf_dataset_add_units(pf_dataset *ds, size_t i, bool stream, const pf_frame_info *frames,
+			  uint32_t nframes, uint64_t stream_records)
+{
+	uint64_t file_records = 0;
+
+	if (stream) {
+		pf_unit *u = &ds->units[ds->nunits++];
+
+		u->file = (uint32_t)i;
+		u->stream = true;
+		u->records = stream_records;
+		file_records = u->records;
+	}
+	for (uint32_t f = 0; !stream && f < nframes; f++) {
+		const pf_frame_info *fi = &frames[f];
+		pf_unit *u = &ds->units[ds->nunits++];
+
+		u->file = (uint32_t)i;
+		u->frame = f;
+		u->records = fi->records;
+		u->offset = fi->offset;
+		u->csize = fi->compressed_size;
+		u->usize = fi->uncompressed_size;
+		u->crc32c = fi->crc32c;
+		u->first_record = fi->first_record;
+		if (u->csize > ds->max_csize)
+			ds->max_csize = u->csize;
+		if (u->usize > ds->max_usize)
+			ds->max_usize = u->usize;
+		if (u->records > ds->max_unit_records)
+			ds->max_unit_records = u->records;
+		file_records += fi->records;
+	}
+	ds->records += file_records;
+	/* Names are mount-dependent; sizes and counts are not. */
+	ds->fingerprint = pf_mix64(ds->fingerprint ^ ds->file_size[i]);
+	ds->fingerprint = pf_mix64(ds->fingerprint ^ file_records);
+}
+
 int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 		    const pf_source_config *scfg, pf_error *err)
+{
+	char *manifest = NULL;
+	pf_dataset *ds;
+	int ret = pf_manifest_locate(paths, n, &manifest);
+
+	if (ret <= 0)
+		return ret < 0 ? pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+					      "out of memory opening the dataset")
+			       : pf_dataset_open_shards(out, paths, n, scfg, err);
+	ds = pf_calloc(1, sizeof(*ds));
+	if (!ds) {
+		free(manifest);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory opening the dataset");
+	}
+	ds->manifest_path = manifest;
+	ret = pf_dataset_open_manifest(ds, manifest, scfg, err);
+	if (ret < 0) {
+		pf_dataset_free(ds);
+		return ret;
+	}
+	*out = ds;
+	return 0;
+}
+
+int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
+			   const pf_source_config *scfg, pf_error *err)
 {
 	pf_region_table *regions = scfg->regions;
 	pf_dataset *ds = pf_calloc(1, sizeof(*ds));
@@ -113,8 +183,9 @@ int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 	}
 	ds->index = pf_calloc(ds->nfiles, sizeof(*ds->index));
 	ds->file_size = pf_calloc(ds->nfiles, sizeof(*ds->file_size));
+	ds->alignment = pf_calloc(ds->nfiles, sizeof(*ds->alignment));
 	stream_records = pf_calloc(ds->nfiles, sizeof(*stream_records));
-	if (!ds->index || !ds->file_size || !stream_records) {
+	if (!ds->index || !ds->file_size || !ds->alignment || !stream_records) {
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -164,37 +235,14 @@ int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 	}
 	for (size_t i = 0; i < ds->nfiles; i++) {
 		const pf_shard_index *ix = ds->index[i];
-		uint64_t file_records = 0;
 
-		if (!ix) {
-			pf_unit *u = &ds->units[ds->nunits++];
-			u->file = (uint32_t)i;
-			u->stream = true;
-			u->records = stream_records[i];
-			file_records = u->records;
+		if (ix) {
+			ds->alignment[i] = pf_shard_index_alignment(ix);
+			pf_dataset_add_units(ds, i, false, pf_shard_index_frame(ix, 0),
+					     pf_shard_index_frames(ix), 0);
+		} else {
+			pf_dataset_add_units(ds, i, true, NULL, 0, stream_records[i]);
 		}
-		for (uint32_t f = 0; ix && f < pf_shard_index_frames(ix); f++) {
-			const pf_frame_info *fi = pf_shard_index_frame(ix, f);
-			pf_unit *u = &ds->units[ds->nunits++];
-
-			u->file = (uint32_t)i;
-			u->frame = f;
-			u->records = fi->records;
-			u->offset = fi->offset;
-			u->csize = fi->compressed_size;
-			u->usize = fi->uncompressed_size;
-			if (u->csize > ds->max_csize)
-				ds->max_csize = u->csize;
-			if (u->usize > ds->max_usize)
-				ds->max_usize = u->usize;
-			if (u->records > ds->max_unit_records)
-				ds->max_unit_records = u->records;
-			file_records += fi->records;
-		}
-		ds->records += file_records;
-		/* Names are mount-dependent; sizes and counts are not. */
-		ds->fingerprint = pf_mix64(ds->fingerprint ^ ds->file_size[i]);
-		ds->fingerprint = pf_mix64(ds->fingerprint ^ file_records);
 	}
 	pf_free(tail);
 	pf_free(stream_records);

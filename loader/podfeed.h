@@ -119,6 +119,38 @@ PF_API int pf_paths_expand(const char *const *args, size_t n, char ***out,
 PF_API void pf_paths_free(char **list, size_t n);
 
 /* ------------------------------------------------------------------ */
+/* The dataset manifest (pf_formats.h)                                  */
+/* ------------------------------------------------------------------ */
+
+typedef struct pf_manifest_info {
+	uint64_t shards, indexed, streams;	/* files in it; of them */
+	uint64_t records;
+	uint64_t bytes;				/* the shards' bytes */
+	uint64_t manifest_bytes;		/* the manifest's */
+} pf_manifest_info;
+
+/*! pf_manifest_write(): write the manifest of the shards that paths name
+ *  (files, directories, globs; an existing manifest among them is not a
+ *  shard) to out (written to out.tmp, then renamed), every shard's path
+ *  relative to out's directory, which must hold them all.  Indexed shards
+ *  are read from their index tails; stream files are read once to count
+ *  their records.  info (may be NULL) says what it holds.  @return 0, or
+ *  -errno with err naming the file and what was wrong. */
+PF_API int pf_manifest_write(const char *const *paths, size_t n, const char *out,
+			     pf_manifest_info *info, pf_error *err);
+/*! pf_manifest_locate(): whether the dataset paths name a manifest: one
+ *  path that is a manifest file (named "*.manifest") or a directory
+ *  holding PF_MANIFEST_NAME.  @return 1 with *manifest (its path; free
+ *  with free()), 0 when not, or -ENOMEM. */
+PF_API int pf_manifest_locate(const char *const *paths, size_t n, char **manifest);
+/*! pf_manifest_load(): read the manifest at path with one read (counted
+ *  to its mount in regions, which may be NULL) and parse it.  @return 0
+ *  with *out (free with pf_manifest_free()), or -errno with err naming
+ *  the file, the byte offset and what was wrong. */
+PF_API int pf_manifest_load(pf_manifest **out, const char *path, pf_region_table *regions,
+			    pf_error *err);
+
+/* ------------------------------------------------------------------ */
 /* Feature spec: which features, how they become dense tensors          */
 /* ------------------------------------------------------------------ */
 /*
@@ -260,6 +292,12 @@ typedef struct pf_loader_config {
 	const char *const *paths;	/* files, directories or globs */
 	size_t npaths;
 	const char *features;		/* feature spec (see above); required */
+	bool ignore_manifest;		/* plan from the shards themselves even when
+					   paths name a dataset manifest (one
+					   directory holding PF_MANIFEST_NAME, or
+					   the manifest file): then one read plans
+					   the dataset and shards are opened only
+					   to be read */
 
 	uint32_t host_index;		/* 0 .. num_hosts-1 */
 	uint32_t num_hosts;		/* 0: 1 */

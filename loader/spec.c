@@ -1091,12 +1091,9 @@ static unsigned edit_distance(const char *a, const char *b)
 	return row[nb];
 }
 
-int pf_spec_check_schema(const pf_spec *spec, const pf_shard_index *ix,
-			 const char *path, pf_error *err)
+int pf_spec_check_schema(const pf_spec *spec, const pf_feature_schema *schema, size_t n,
+			 uint64_t records, const char *path, const char *whose, pf_error *err)
 {
-	size_t n = pf_shard_index_schema_count(ix);
-	uint64_t records = pf_shard_index_records(ix);
-
 	/* No schema (raw records, an empty shard): nothing to check against. */
 	if (!n || !records)
 		return 0;
@@ -1110,7 +1107,7 @@ int pf_spec_check_schema(const pf_spec *spec, const pf_shard_index *ix,
 		if (fs->has_default)
 			continue;
 		for (size_t k = 0; k < n; k++) {
-			const pf_feature_schema *s = pf_shard_index_schema(ix, k);
+			const pf_feature_schema *s = &schema[k];
 			unsigned d;
 
 			/* A SequenceExample's feature_lists are not features. */
@@ -1132,10 +1129,10 @@ int pf_spec_check_schema(const pf_spec *spec, const pf_shard_index *ix,
 				continue;
 			ret = pf_error_set(err, -ENOMSG, PF_OFFSET_NONE, 0,
 					   "feature spec: '%s' is missing from %llu of the "
-					   "%llu records (by the shard's index): give it "
+					   "%llu records (by the %s index): give it "
 					   ":default=V to make it optional", fs->name,
 					   (unsigned long long)(records - with),
-					   (unsigned long long)records);
+					   (unsigned long long)records, whose);
 		} else {
 			const char *names[16];
 			uint32_t lens[16];
@@ -1143,7 +1140,7 @@ int pf_spec_check_schema(const pf_spec *spec, const pf_shard_index *ix,
 			char list[112], hint[PF_SPEC_MAX_NAME + 24] = "";
 
 			for (size_t k = 0; k < n; k++) {
-				const pf_feature_schema *s = pf_shard_index_schema(ix, k);
+				const pf_feature_schema *s = &schema[k];
 
 				if (s->is_list)
 					continue;
@@ -1159,9 +1156,9 @@ int pf_spec_check_schema(const pf_spec *spec, const pf_shard_index *ix,
 				snprintf(hint, sizeof(hint), "did you mean '%s'? ",
 					 near->name);
 			ret = pf_error_set(err, -ENOMSG, PF_OFFSET_NONE, 0,
-					   "feature spec: '%s' is not in the shard's schema "
+					   "feature spec: '%s' is not in the %s schema "
 					   "(%s); %sa feature with :default=V may be absent",
-					   fs->name, list, hint);
+					   fs->name, whose, list, hint);
 		}
 		pf_error_set_file(err, path);
 		return ret;

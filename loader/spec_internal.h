@@ -17,12 +17,15 @@ void pf_spec_pad_from(const pf_feature_spec *fs, uint8_t *out, uint32_t n);
 int pf_spec_apply_one(const pf_feature_spec *fs, const pf_feature *f,
 		      uint8_t *out, pf_error *err);
 
-/* Check spec against the schema in the index ix of the shard path: every
- * feature without a default must be in every record the index counts.
- * @return 0 (also when ix has no schema), or -ENOMSG with err naming the
- * feature, the shard and the schema's features (and a near name). */
-int pf_spec_check_schema(const pf_spec *spec, const pf_shard_index *ix,
-			 const char *path, pf_error *err);
+/* Check spec against a schema of n features inferred from `records`
+ * records (a shard's index, or a manifest's merged schema) of the file
+ * path (whose: "shard's", "manifest's", for the message): every feature
+ * without a default must be in every record.
+ * @return 0 (also when there is no schema), or -ENOMSG with err naming
+ * the feature, the file and the schema's features (and a near name). */
+int pf_spec_check_schema(const pf_spec *spec, const pf_feature_schema *schema, size_t n,
+			 uint64_t records, const char *path, const char *whose,
+			 pf_error *err);
 
 /* pf_spec_decode() without its closing store fence: rows it streamed
  * (non-temporal stores) may not yet be visible to other threads.  The

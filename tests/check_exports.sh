@@ -20,6 +20,7 @@ cat "$@" | tr '\n' ' ' | grep -oE 'PF_API[^;(]*\(' |
 sed -e 's|/\*.*\*/||' "$map" |
 	awk '/^[[:space:]]*global:/ { on = 1; next }
 	     /^[[:space:]]*local:/ { on = 0 }
+	     /^[[:space:]]*}/ { on = 0 }
 	     on { gsub(/[[:space:];]/, ""); if ($0 != "") print }' |
 	sort > "$tmp/mapped"
 # What the library defines: functions (T), anything else but the version

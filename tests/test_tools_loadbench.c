@@ -357,8 +357,8 @@ Test(loadbench, features_the_records_lack, .timeout = 60)
 		 "'compny:bytes[8],fare:float32[1]' %s/cz 2>&1 >/dev/null | grep -v '^loadbench: host '",
 		 tu_env_tool("LOADBENCH"), d);
 	tu_capture(cmd, out, sizeof(out), NULL);
-	cr_assert(strstr(out, "/cz/part-00000-of-00001.tfrecord.zst: feature spec: 'compny' is "
-			 "not in the shard's schema (company, ") &&
+	cr_assert(strstr(out, "/cz/podfeed.manifest: feature spec: 'compny' is "
+			 "not in the manifest's schema (company, ") &&
 		  strstr(out, "did you mean 'company'?") && strchr(out, '\n') &&
 		  !strchr(out, '\n')[1], "%s", out);
 	snprintf(cmd, sizeof(cmd), "%s --quiet --per-core-batch 5 --features "

@@ -79,6 +79,8 @@ static const char usage[] =
 	"  --prefetch N         ready batches queued (default 2)\n"
 	"  --memory MiB         memory budget for all pools (default 512)\n"
 	"  --direct             O_DIRECT reads of aligned shards\n"
+	"  --no-manifest        plan from the shards even when the one directory\n"
+	"                       given holds a dataset manifest\n"
 	"  --verify-records     also check each record's data CRC inside frames\n"
 	"                       already verified by CRC32C and zstd's checksum\n"
 	REGIONS_USAGE
@@ -168,7 +170,7 @@ typedef struct options {
 	uint64_t per_core_batch, cores, host_index, num_hosts, threads;
 	uint64_t epochs, steps, seed, window, memory_mib, io_depth, prefetch;
 	uint64_t repeat;
-	bool epochs_given, direct, verify, json, baseline, quiet;
+	bool epochs_given, direct, verify, json, baseline, quiet, no_manifest;
 	const char *features;
 	pf_remainder remainder;
 	bool host_index_given, num_hosts_given;	/* else from the environment */
@@ -191,7 +193,7 @@ static int parse_options(int argc, char **argv, options *o)
 	enum {
 		OPT_BATCH = 256, OPT_CORES, OPT_HOSTIDX, OPT_HOSTS, OPT_THREADS, OPT_EPOCHS,
 		OPT_STEPS, OPT_SEED, OPT_WINDOW, OPT_MEMORY, OPT_FEATURES, OPT_REMAINDER,
-		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_VERIFY, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
+		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_NO_MANIFEST, OPT_VERIFY, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
 		OPT_QUIET, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_ON_CORRUPT, OPT_QUARANTINE,
 		OPT_MAX_CORRUPT, OPT_FAULTS, OPT_IO_RETRIES, OPT_IO_TIMEOUT, OPT_HELP,
 	};
@@ -211,6 +213,7 @@ static int parse_options(int argc, char **argv, options *o)
 		{ "io-depth", required_argument, NULL, OPT_DEPTH },
 		{ "prefetch", required_argument, NULL, OPT_PREFETCH },
 		{ "direct", no_argument, NULL, OPT_DIRECT },
+		{ "no-manifest", no_argument, NULL, OPT_NO_MANIFEST },
 		{ "verify-records", no_argument, NULL, OPT_VERIFY },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "baseline", no_argument, NULL, OPT_BASELINE },
@@ -308,6 +311,7 @@ static int parse_options(int argc, char **argv, options *o)
 			r = cli_parse_u64("--repeat", optarg, 1, MAX_REPEAT, false, &o->repeat);
 			break;
 		case OPT_DIRECT: o->direct = true; break;
+		case OPT_NO_MANIFEST: o->no_manifest = true; break;
 		case OPT_VERIFY: o->verify = true; break;
 		case OPT_JSON: o->json = true; break;
 		case OPT_BASELINE: o->baseline = true; break;
@@ -408,10 +412,10 @@ static bool spec_name_ok(const char *name)
 
 /* @return 0 with a malloc'd spec in *out (caller frees), 1 when the file
  * has no usable schema, -1 after printing a failure. */
-static int default_features(const char *path, char **out)
+static int default_features(const char *path, const pf_manifest *man, char **out)
 {
 	pf_source *src = NULL;
-	const pf_shard_index *ix;
+	const pf_shard_index *ix = NULL;
 	pf_error err;
 	size_t cap = 4096, len = 0, n;
 	char *spec;
@@ -419,18 +423,26 @@ static int default_features(const char *path, char **out)
 
 	*out = NULL;
 	pf_error_clear(&err);
-	if (pf_source_open(&src, path, NULL, &err) < 0) {
+	if (!man && pf_source_open(&src, path, NULL, &err) < 0) {
 		cli_print_error(&err);
 		return -1;
 	}
-	ix = pf_source_index(src);
-	n = ix ? pf_shard_index_schema_count(ix) : 0;
+	ix = src ? pf_source_index(src) : NULL;
+	n = man ? pf_manifest_schema_count(man) : ix ? pf_shard_index_schema_count(ix) : 0;
 	if (!n) {
 		pf_source_close(src);
 		return 1;
 	}
-	if (pf_shard_index_records(ix))
+	if (ix && pf_shard_index_records(ix))
 		mean = pf_shard_index_uncompressed_bytes(ix) / pf_shard_index_records(ix);
+	for (size_t i = 0, records = 0, bytes = 0; man && i < pf_manifest_shards(man); i++) {
+		const pf_manifest_shard *s = pf_manifest_get(man, i);
+
+		for (uint32_t f = 0; f < s->nframes; f++)
+			bytes += s->frames[f].uncompressed_size;
+		records += s->nframes ? s->records : 0;
+		mean = records ? bytes / records : 0;
+	}
 	spec = malloc(cap);
 	if (!spec) {
 		pf_source_close(src);
@@ -438,7 +450,8 @@ static int default_features(const char *path, char **out)
 	}
 	spec[0] = '\0';
 	for (size_t i = 0; i < n && i < PF_SPEC_MAX_FEATURES; i++) {
-		const pf_feature_schema *fs = pf_shard_index_schema(ix, i);
+		const pf_feature_schema *fs = man ? pf_manifest_schema(man, i)
+						  : pf_shard_index_schema(ix, i);
 		const char *dtype;
 		uint64_t flen = fs->max_len;
 
@@ -469,7 +482,8 @@ static int default_features(const char *path, char **out)
 					len ? "," : "", fs->name, dtype,
 					(unsigned long long)flen);
 		/* A feature some records lack is optional: 0 for them. */
-		if (fs->records_present - fs->records_unset < pf_shard_index_records(ix))
+		if (fs->records_present - fs->records_unset <
+		    (man ? pf_manifest_schema_records(man) : pf_shard_index_records(ix)))
 			len += (size_t)snprintf(spec + len, cap - len, ":default=0");
 	}
 	pf_source_close(src);
@@ -1753,6 +1767,7 @@ int main(int argc, char **argv)
 	loader_run runs[MAX_REPEAT];
 	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT];
 	char **files = NULL, *inferred = NULL;
+	pf_manifest *manifest = NULL;
 	int nfiles = 0, ret;
 	regions_opts ro;
 
@@ -1786,14 +1801,27 @@ int main(int argc, char **argv)
 	if ((ret = regions_check(&ro, files, nfiles)) != 0)
 		goto out;
 	ret = 1;
+	if (!o.no_manifest) {
+		char *mpath = NULL;
+		int found = pf_manifest_locate((const char *const *)argv + optind,
+					       (size_t)(argc - optind), &mpath);
+
+		pf_error_clear(&err);
+		if (found > 0 && pf_manifest_load(&manifest, mpath, NULL, &err) < 0) {
+			cli_print_error(&err);
+			free(mpath);
+			goto out;
+		}
+		free(mpath);
+	}
 	if (!o.features) {
 		/* From the first file with bytes: an empty one has no index. */
 		int first = 0, d;
 		struct stat st;
 
-		while (first + 1 < nfiles && stat(files[first], &st) == 0 && !st.st_size)
+		while (!manifest && first + 1 < nfiles && stat(files[first], &st) == 0 && !st.st_size)
 			first++;
-		d = default_features(files[first], &inferred);
+		d = default_features(files[first], manifest, &inferred);
 		if (d < 0)
 			goto out;
 		if (d > 0) {
@@ -1816,8 +1844,11 @@ int main(int argc, char **argv)
 	}
 
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.paths = (const char *const *)files;
-	cfg.npaths = (size_t)nfiles;
+	/* With a manifest the loader is given it (the one path named), not
+	 * the files listed. */
+	cfg.paths = manifest ? (const char *const *)argv + optind : (const char *const *)files;
+	cfg.npaths = manifest ? 1 : (size_t)nfiles;
+	cfg.ignore_manifest = o.no_manifest;
 	cfg.features = o.features;
 	cfg.host_index = (uint32_t)o.host_index;
 	cfg.num_hosts = (uint32_t)o.num_hosts;
@@ -1947,6 +1978,7 @@ out:
 	bl_free(&bl);
 	free(r.empty);
 	free(inferred);
+	pf_manifest_free(manifest);
 	cli_free_inputs(files, nfiles);
 	regions_free(&ro);
 	ckpt_free(&o.resume);

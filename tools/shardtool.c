@@ -24,6 +24,7 @@ static const char usage_main[] =
 	"commands:\n"
 	"  synth    make a deterministic synthetic TFRecord dataset\n"
 	"  convert  rewrite any readable records as indexed zstd shards\n"
+	"  manifest write the dataset manifest that plans a dataset in one read\n"
 	"  inspect  format, compression, frames, records, sizes, schema\n"
 	"  verify   check every CRC and the index; exit 1 on the first problem\n"
 	"  cat      print records as JSON lines\n"
@@ -60,7 +61,21 @@ static const char usage_convert[] =
 	"DIR must be empty (hidden files aside) unless --force; any other file\n"
 	"in it, and an input inside it, is refused even with --force (a later\n"
 	"run reading DIR would read it beside the shards; inputs are never\n"
-	"removed).\n";
+	"removed).\n"
+	"DIR/" PF_MANIFEST_NAME " is written too (see `shardtool manifest`).\n";
+
+static const char usage_manifest[] =
+	"usage: shardtool manifest [--out FILE] PATH...\n"
+	"\n"
+	"Writes the dataset manifest of the shards PATH names (files, directories\n"
+	"or globs): every shard's path, size, mtime, format, record count and\n"
+	"frames, and the feature schema, so that every host plans the dataset\n"
+	"from one read instead of opening every shard.  Stream files (plain,\n"
+	"GZIP, zstd without an index) are read once here to count them.  FILE\n"
+	"defaults to DIR/" PF_MANIFEST_NAME " when PATH is one directory; every\n"
+	"shard must be under FILE's directory.  A loader given the directory (or\n"
+	"the manifest) then uses it; a shard changed since is an error when it\n"
+	"is read: run this again after changing shards.\n";
 
 static const char usage_inspect[] =
 	"usage: shardtool inspect [--json] FILE...\n"
@@ -562,11 +577,15 @@ static int count_records(char **inputs, int n, uint64_t *total)
 }
 
 /* "part-NNNNN-of-NNNNN.tfrecord.zst", or that with ".tmp.<digits>" after
- * it (a run that died before its rename): the names convert writes. */
+ * it (a run that died before its rename), or the manifest: the names
+ * convert writes. */
 static bool is_convert_output(const char *name)
 {
 	const char *p = name;
 
+	/* the manifest, and its .tmp (a run that died before the rename) */
+	if (!strcmp(p, PF_MANIFEST_NAME) || !strcmp(p, PF_MANIFEST_NAME ".tmp"))
+		return true;
 	if (strncmp(p, "part-", 5))
 		return false;
 	p += 5;
@@ -644,7 +663,8 @@ static int check_out_dir(const char *out, char **inputs, int n, bool force)
 				ret = 2;
 			} else if (pass == 1 && !is_convert_output(e->d_name)) {
 				cli_fail("convert: --out %s holds %s, which convert did not "
-					 "write (--force replaces only part-NNNNN-of-NNNNN.tfrecord.zst); "
+					 "write (--force replaces only part-NNNNN-of-NNNNN.tfrecord.zst "
+					 "and " PF_MANIFEST_NAME "); "
 					 "move it away or use an empty directory", out, e->d_name);
 				ret = 2;
 			} else if (pass == 2 && unlink(path) < 0) {
@@ -656,6 +676,86 @@ static int check_out_dir(const char *out, char **inputs, int n, bool force)
 	}
 	closedir(dir);
 	return ret;
+}
+
+/* The manifest of the shards convert wrote (and nothing else in dir). */
+static int write_convert_manifest(const char *dir, uint64_t shards)
+{
+	char **paths = calloc(shards, sizeof(*paths));
+	char out[4096];
+	pf_error err;
+	int ret = paths ? 0 : -ENOMEM;
+
+	for (uint64_t i = 0; ret == 0 && i < shards; i++)
+		if (asprintf(&paths[i], "%s/part-%05llu-of-%05llu.tfrecord.zst", dir,
+			     (unsigned long long)i, (unsigned long long)shards) < 0) {
+			paths[i] = NULL;
+			ret = -ENOMEM;
+		}
+	pf_error_clear(&err);
+	snprintf(out, sizeof(out), "%s/%s", dir, PF_MANIFEST_NAME);
+	if (ret == 0)
+		ret = pf_manifest_write((const char *const *)paths, shards, out, NULL, &err);
+	if (ret < 0 && err.code)
+		cli_print_error(&err);
+	else if (ret < 0)
+		cli_fail("convert: out of memory writing the manifest");
+	for (uint64_t i = 0; paths && i < shards; i++)
+		free(paths[i]);
+	free(paths);
+	return ret;
+}
+
+static int cmd_manifest(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "out", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *out = NULL;
+	char buf[4096];
+	pf_manifest_info info;
+	pf_error err;
+	struct stat st;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'h': fputs(usage_manifest, stdout); return 0;
+		default: fputs(usage_manifest, stderr); return 2;
+		}
+	}
+	if (optind == argc) {
+		cli_fail("manifest: name the shards (files, directories or globs)");
+		fputs(usage_manifest, stderr);
+		return 2;
+	}
+	if (!out) {
+		if (argc - optind != 1 || stat(argv[optind], &st) < 0 || !S_ISDIR(st.st_mode)) {
+			cli_fail("manifest: --out FILE is needed unless PATH is one directory");
+			return 2;
+		}
+		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s", argv[optind], PF_MANIFEST_NAME) >=
+		    sizeof(buf)) {
+			cli_fail("manifest: %s: path too long", argv[optind]);
+			return 2;
+		}
+		out = buf;
+	}
+	pf_error_clear(&err);
+	if (pf_manifest_write((const char *const *)argv + optind, (size_t)(argc - optind), out,
+			      &info, &err) < 0) {
+		cli_print_error(&err);
+		return 1;
+	}
+	printf("manifest: %s: %llu shards (%llu indexed, %llu stream files), %llu records, "
+	       "%llu shard bytes, %llu manifest bytes\n", out, (unsigned long long)info.shards,
+	       (unsigned long long)info.indexed, (unsigned long long)info.streams,
+	       (unsigned long long)info.records, (unsigned long long)info.bytes,
+	       (unsigned long long)info.manifest_bytes);
+	return 0;
 }
 
 static int cmd_convert(int argc, char **argv)
@@ -812,6 +912,8 @@ static int cmd_convert(int argc, char **argv)
 				goto out;
 		}
 	}
+	if (write_convert_manifest(out, shards) < 0)
+		goto fail;
 	printf("convert: %llu records from %d input%s into %llu indexed shards under %s\n",
 	       (unsigned long long)total, n, n == 1 ? "" : "s",
 	       (unsigned long long)shards, out);
@@ -1285,6 +1387,7 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{ "synth", cmd_synth },
 		{ "convert", cmd_convert },
+		{ "manifest", cmd_manifest },
 		{ "inspect", cmd_inspect },
 		{ "verify", cmd_verify },
 		{ "cat", cmd_cat },

@@ -1,0 +1,707 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The dataset manifest: build and encode one, check and decode one
+ * (pf_formats.h, "The dataset manifest", says the layout).  Over caller
+ * buffers: reading and writing the file is the caller's. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "formats_internal.h"
+#include "pf_manifest.pb-c.h"
+
+#define MANIFEST_MAX_FRAME (1u << 30)	/* as an indexed shard's */
+#define MANIFEST_MAX_PATH 4095u
+#define MANIFEST_LEVEL 3
+
+static const uint8_t manifest_magic[4] = { 'P', 'F', 'M', 'F' };
+
+struct pf_manifest {
+	pf_manifest_shard *shards;
+	size_t nshards;
+	pf_frame_info *frames;
+	size_t nframes;
+	char *strings;			/* every path, NUL-terminated, one block */
+	pf_feature_schema *schema;	/* names owned */
+	size_t nschema;
+	uint64_t schema_records;
+	uint64_t records;
+};
+
+struct pf_manifest_builder {
+	pf_manifest m;			/* shards' paths owned one by one */
+	size_t shard_cap, frame_cap;
+	uint8_t *blob;			/* the last encoding, until the next add */
+	size_t blob_len;
+};
+
+/* protobuf-c allocates through pf_malloc(); a failure is remembered so
+ * that out of memory is not taken for a corrupt payload. */
+static void *pb_alloc(void *data, size_t size)
+{
+	void *p = pf_malloc(size);
+
+	if (!p)
+		*(bool *)data = true;
+	return p;
+}
+
+static void pb_free(void *data, void *p)
+{
+	(void)data;
+	pf_free(p);
+}
+
+static bool path_ok(const char *p, const char **why)
+{
+	size_t len = strlen(p);
+
+	*why = NULL;
+	if (!len)
+		*why = "is empty";
+	else if (len > MANIFEST_MAX_PATH)
+		*why = "is longer than 4095 bytes";
+	else if (p[0] == '/')
+		*why = "is absolute (paths are relative to the manifest's directory)";
+	for (const char *c = p; !*why && *c;) {
+		size_t n = strcspn(c, "/");
+
+		if (n == 2 && c[0] == '.' && c[1] == '.')
+			*why = "climbs out of the manifest's directory with \"..\"";
+		c += n + (c[n] == '/');
+	}
+	return !*why;
+}
+
+/* A shard entry on its own: path, format, frames inside the file and
+ * adding up to its records.  off: the byte the error names. */
+static int check_shard(const pf_manifest_shard *s, size_t i, uint64_t off, pf_error *err)
+{
+	uint64_t records = 0, prev_end = 0;
+	const char *why = NULL;
+
+#define SHARD_FAIL(fmt, ...)                                                   \
+	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,                \
+			    "manifest shard %zu (%.64s): " fmt, i, s->path, __VA_ARGS__)
+	if (!path_ok(s->path, &why))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+				    "manifest shard %zu: its path \"%.64s\" %s", i, s->path, why);
+	if (s->format != PF_MANIFEST_INDEXED && s->format != PF_MANIFEST_STREAM)
+		SHARD_FAIL("format %u is neither indexed (1) nor stream (2)", (unsigned)s->format);
+	if (s->format == PF_MANIFEST_STREAM) {
+		if (s->nframes)
+			SHARD_FAIL("a stream file with %u frames", s->nframes);
+		if (s->records && !s->size)
+			SHARD_FAIL("%llu records in an empty file", (unsigned long long)s->records);
+		return 0;
+	}
+	if (s->alignment && (s->alignment < 4096 || (s->alignment & (s->alignment - 1))))
+		SHARD_FAIL("alignment %u is not a power of two >= 4096", s->alignment);
+	for (uint32_t f = 0; f < s->nframes; f++) {
+		const pf_frame_info *fi = &s->frames[f];
+
+		if (fi->offset < prev_end)
+			SHARD_FAIL("frame %u at byte %llu overlaps the frame before it (ends at %llu)",
+				   f, (unsigned long long)fi->offset,
+				   (unsigned long long)prev_end);
+		if (s->alignment && (fi->offset & (s->alignment - 1)))
+			SHARD_FAIL("frame %u offset %llu is not a multiple of the alignment %u",
+				   f, (unsigned long long)fi->offset, s->alignment);
+		if (!fi->compressed_size || fi->compressed_size > s->size ||
+		    fi->offset > s->size - fi->compressed_size)
+			SHARD_FAIL("frame %u (%u bytes at byte %llu) lies outside the file's %llu bytes",
+				   f, fi->compressed_size, (unsigned long long)fi->offset,
+				   (unsigned long long)s->size);
+		if (fi->uncompressed_size > MANIFEST_MAX_FRAME)
+			SHARD_FAIL("frame %u uncompressed size %u above the limit of %u", f, fi->uncompressed_size, MANIFEST_MAX_FRAME);
+		if (!fi->records || fi->records > fi->uncompressed_size / PF_TFR_OVERHEAD)
+			SHARD_FAIL("frame %u record count %u impossible for %u bytes", f,
+				   fi->records, fi->uncompressed_size);
+		prev_end = fi->offset + fi->compressed_size;
+		records += fi->records;
+	}
+	if (records != s->records)
+		SHARD_FAIL("its frames hold %llu records, the entry says %llu", (unsigned long long)records, (unsigned long long)s->records);
+#undef SHARD_FAIL
+	return 0;
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+	return strcmp((*(const pf_manifest_shard *const *)a)->path,
+		      (*(const pf_manifest_shard *const *)b)->path);
+}
+
+/* No path twice: one shard read twice would repeat its records. */
+static int check_unique(const pf_manifest *m, uint64_t off, pf_error *err)
+{
+	const pf_manifest_shard **by_path;
+	int ret = 0;
+
+	if (m->nshards < 2)
+		return 0;
+	by_path = pf_malloc(m->nshards * sizeof(*by_path));
+	if (!by_path)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory to check the manifest's paths");
+	for (size_t i = 0; i < m->nshards; i++)
+		by_path[i] = &m->shards[i];
+	qsort(by_path, m->nshards, sizeof(*by_path), cmp_path);
+	for (size_t i = 1; i < m->nshards && !ret; i++)
+		if (!strcmp(by_path[i - 1]->path, by_path[i]->path))
+			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+					   "manifest names shard \"%.64s\" twice (entries %zu and %zu)",
+					   by_path[i]->path,
+					   (size_t)(by_path[i - 1] - m->shards),
+					   (size_t)(by_path[i] - m->shards));
+	pf_free(by_path);
+	return ret;
+}
+
+static void schema_free(pf_feature_schema *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		pf_free((char *)s[i].name);
+	pf_free(s);
+}
+
+void pf_manifest_free(pf_manifest *m)
+{
+	if (!m)
+		return;
+	pf_free(m->shards);
+	pf_free(m->frames);
+	pf_free(m->strings);
+	schema_free(m->schema, m->nschema);
+	pf_free(m);
+}
+
+size_t pf_manifest_shards(const pf_manifest *m)
+{
+	return m->nshards;
+}
+
+const pf_manifest_shard *pf_manifest_get(const pf_manifest *m, size_t i)
+{
+	return i < m->nshards ? &m->shards[i] : NULL;
+}
+
+uint64_t pf_manifest_records(const pf_manifest *m)
+{
+	return m->records;
+}
+
+size_t pf_manifest_schema_count(const pf_manifest *m)
+{
+	return m->nschema;
+}
+
+const pf_feature_schema *pf_manifest_schema(const pf_manifest *m, size_t i)
+{
+	return i < m->nschema ? &m->schema[i] : NULL;
+}
+
+uint64_t pf_manifest_schema_records(const pf_manifest *m)
+{
+	return m->schema_records;
+}
+
+/* The decoded protobuf into m: arrays checked against each other first,
+ * then each shard.  off: the payload's byte in the file. */
+static int from_pb(pf_manifest *m, const Podfeed__Manifest *pb, uint64_t off, pf_error *err)
+{
+	size_t n = pb->n_path, nf = pb->n_frame_offset, strbytes = 0, fi = 0;
+	char *sp;
+
+	if (pb->n_size != n || pb->n_mtime_ns != n || pb->n_format != n || pb->n_records != n ||
+	    pb->n_frames != n || pb->n_alignment != n || pb->n_max_record != n)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+				    "manifest shard arrays differ in length (%zu paths, %zu sizes, "
+				    "%zu mtimes, %zu formats, %zu record counts, %zu frame counts, "
+				    "%zu alignments, %zu largest records)", n, pb->n_size,
+				    pb->n_mtime_ns, pb->n_format, pb->n_records, pb->n_frames,
+				    pb->n_alignment, pb->n_max_record);
+	if (pb->n_frame_compressed_size != nf || pb->n_frame_uncompressed_size != nf ||
+	    pb->n_frame_records != nf || pb->n_frame_crc32c != nf)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+				    "manifest frame arrays differ in length (%zu offsets, %zu "
+				    "compressed sizes, %zu uncompressed sizes, %zu record counts, "
+				    "%zu CRCs)", nf, pb->n_frame_compressed_size,
+				    pb->n_frame_uncompressed_size, pb->n_frame_records,
+				    pb->n_frame_crc32c);
+	{
+		uint64_t total = 0;
+
+		for (size_t i = 0; i < n; i++)
+			total += pb->frames[i];
+		if (total != nf)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+					    "manifest shards count %llu frames in all, the frame "
+					    "arrays hold %zu", (unsigned long long)total, nf);
+	}
+	for (size_t i = 0; i < n; i++)
+		strbytes += strlen(pb->path[i]) + 1;
+	m->shards = pf_calloc(n ? n : 1, sizeof(*m->shards));
+	m->frames = pf_calloc(nf ? nf : 1, sizeof(*m->frames));
+	m->strings = pf_malloc(strbytes ? strbytes : 1);
+	m->schema = pb->n_schema ? pf_calloc(pb->n_schema, sizeof(*m->schema)) : NULL;
+	if (!m->shards || !m->frames || !m->strings || (pb->n_schema && !m->schema))
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for a manifest of %zu shards", n);
+	m->nshards = n;
+	m->nframes = nf;
+	sp = m->strings;
+	for (size_t i = 0; i < n; i++) {
+		pf_manifest_shard *s = &m->shards[i];
+		uint64_t first = 0;
+		size_t len = strlen(pb->path[i]) + 1;
+		int ret;
+
+		memcpy(sp, pb->path[i], len);
+		s->path = sp;
+		sp += len;
+		s->size = pb->size[i];
+		s->mtime_ns = pb->mtime_ns[i];
+		s->format = (pf_manifest_format)pb->format[i];
+		s->records = pb->records[i];
+		s->max_record = pb->max_record[i];
+		s->alignment = pb->alignment[i];
+		s->nframes = pb->frames[i];
+		s->frames = &m->frames[fi];
+		for (uint32_t f = 0; f < s->nframes; f++, fi++) {
+			pf_frame_info *x = &m->frames[fi];
+
+			x->offset = pb->frame_offset[fi];
+			x->compressed_size = pb->frame_compressed_size[fi];
+			x->uncompressed_size = pb->frame_uncompressed_size[fi];
+			x->records = pb->frame_records[fi];
+			x->crc32c = pb->frame_crc32c[fi];
+			x->first_record = first;
+			first += x->records;
+		}
+		ret = check_shard(s, i, off, err);
+		if (ret < 0)
+			return ret;
+		if (m->records + s->records < m->records)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+					    "manifest record counts overflow at shard %zu", i);
+		m->records += s->records;
+	}
+	for (size_t i = 0; i < pb->n_schema; i++) {
+		const Podfeed__FeatureSchema *f = pb->schema[i];
+		pf_feature_schema *s = &m->schema[i];
+
+		if (f->kind > PF_KIND_INT64 || f->records_unset > f->records_present ||
+		    f->records_present > pb->schema_records ||
+		    (i && strcmp(pb->schema[i - 1]->name, f->name) >= 0))
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+					    "manifest schema entry %zu (\"%.64s\") does not hold together "
+					    "(kind %u, unset in %llu of %llu of %llu records, or not "
+					    "sorted by name)", i, f->name, f->kind,
+					    (unsigned long long)f->records_unset,
+					    (unsigned long long)f->records_present,
+					    (unsigned long long)pb->schema_records);
+		s->name = pf_strdup(f->name);
+		if (!s->name)
+			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+					    "no memory for the manifest's schema");
+		m->nschema = i + 1;
+		s->kind = (pf_kind)f->kind;
+		s->is_list = f->is_list;
+		s->mixed = f->mixed;
+		s->records_present = f->records_present;
+		s->records_unset = f->records_unset;
+		s->total_values = f->total_values;
+		s->min_len = f->min_len;
+		s->max_len = f->max_len;
+	}
+	m->schema_records = pb->schema_records;
+	return check_unique(m, off, err);
+}
+
+int pf_manifest_parse(pf_manifest **out, const void *buf, size_t len, pf_error *err)
+{
+	bool pb_failed = false;
+	ProtobufCAllocator pba = { .alloc = pb_alloc, .free = pb_free,
+				   .allocator_data = &pb_failed };
+	const uint8_t *p = buf;
+	Podfeed__Manifest *pb = NULL;
+	pf_manifest *m = NULL;
+	ZSTD_DCtx *dctx = NULL;
+	uint8_t *raw = NULL;
+	uint64_t raw_len, payload_len;
+	unsigned long long content;
+	uint32_t version, crc;
+	size_t got;
+	int ret;
+
+	*out = NULL;
+	if (len < PF_MANIFEST_HEADER)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, len,
+				    "manifest truncated: %zu bytes, its header alone is %u", len,
+				    PF_MANIFEST_HEADER);
+	if (memcmp(p, manifest_magic, 4))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
+				    "not a podfeed manifest (magic %02x%02x%02x%02x, not \"PFMF\")",
+				    p[0], p[1], p[2], p[3]);
+	version = pf_load_le32(p + 4);
+	if (version > PF_MANIFEST_VERSION)
+		return pf_error_set(err, -EPROTONOSUPPORT, PF_OFFSET_FILE, 4,
+				    "manifest version %u is newer than this podfeed's %u (write "
+				    "it again with this shardtool)", version, PF_MANIFEST_VERSION);
+	if (!version)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 4, "manifest version 0");
+	raw_len = pf_load_le64(p + 8);
+	payload_len = pf_load_le64(p + 16);
+	if (raw_len > PF_MANIFEST_MAX_RAW)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 8,
+				    "manifest says its payload is %llu bytes, above the limit of %llu",
+				    (unsigned long long)raw_len, PF_MANIFEST_MAX_RAW);
+	if (payload_len != len - PF_MANIFEST_HEADER)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE,
+				    payload_len < len - PF_MANIFEST_HEADER ? PF_MANIFEST_HEADER +
+				    payload_len : len,
+				    "manifest %s: its header says %llu payload bytes, the file has %zu",
+				    payload_len > len - PF_MANIFEST_HEADER ? "truncated" :
+				    "has bytes past its payload", (unsigned long long)payload_len,
+				    len - PF_MANIFEST_HEADER);
+	if (pf_load_le32(p + 28))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 28,
+				    "manifest header's reserved word is not 0");
+	crc = pf_crc32c(0, p + PF_MANIFEST_HEADER, payload_len);
+	if (crc != pf_load_le32(p + 24))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 24,
+				    "manifest CRC32C mismatch (stored %08x, computed %08x over %llu "
+				    "payload bytes): the file is damaged", pf_load_le32(p + 24), crc,
+				    (unsigned long long)payload_len);
+	content = ZSTD_getFrameContentSize(p + PF_MANIFEST_HEADER, payload_len);
+	if (content != raw_len)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_MANIFEST_HEADER,
+				    "manifest payload is not one zstd frame of %llu bytes",
+				    (unsigned long long)raw_len);
+	raw = pf_malloc(raw_len ? raw_len : 1);
+	dctx = ZSTD_createDCtx_advanced(PF_ZSTD_MEM);
+	if (!raw || !dctx) {
+		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				   "no memory for a manifest of %llu bytes",
+				   (unsigned long long)raw_len);
+		goto out;
+	}
+	got = ZSTD_decompressDCtx(dctx, raw, raw_len, p + PF_MANIFEST_HEADER, payload_len);
+	if (ZSTD_isError(got) || got != raw_len) {
+		ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_MANIFEST_HEADER,
+				   "manifest payload does not decompress: %s",
+				   ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+		goto out;
+	}
+	pb = podfeed__manifest__unpack(&pba, raw_len, raw);
+	if (!pb) {
+		ret = pb_failed ? pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+					       "no memory to unpack the manifest")
+				: pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_MANIFEST_HEADER,
+					       "manifest payload is not a podfeed.Manifest protobuf");
+		goto out;
+	}
+	if (pb->version != version) {
+		ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_MANIFEST_HEADER,
+				   "manifest payload says version %u, its header %u", pb->version,
+				   version);
+		goto out;
+	}
+	m = pf_calloc(1, sizeof(*m));
+	if (!m) {
+		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "no memory for a manifest");
+		goto out;
+	}
+	ret = from_pb(m, pb, PF_MANIFEST_HEADER, err);
+	if (ret < 0)
+		goto out;
+	*out = m;
+	m = NULL;
+out:
+	if (pb)
+		podfeed__manifest__free_unpacked(pb, &pba);
+	ZSTD_freeDCtx(dctx);
+	pf_free(raw);
+	pf_manifest_free(m);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Building                                                             */
+
+int pf_manifest_builder_create(pf_manifest_builder **out)
+{
+	pf_manifest_builder *b = pf_calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	*out = b;
+	return 0;
+}
+
+void pf_manifest_builder_free(pf_manifest_builder *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->m.nshards; i++)
+		pf_free((char *)b->m.shards[i].path);
+	pf_free(b->m.shards);
+	pf_free(b->m.frames);
+	schema_free(b->m.schema, b->m.nschema);
+	pf_free(b->blob);
+	pf_free(b);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc = *cap ? *cap : 64;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (nc < need)
+		nc *= 2;
+	q = pf_realloc(*p, nc * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = nc;
+	return 0;
+}
+
+static void forget_blob(pf_manifest_builder *b)
+{
+	pf_free(b->blob);
+	b->blob = NULL;
+	b->blob_len = 0;
+}
+
+int pf_manifest_builder_add(pf_manifest_builder *b, const pf_manifest_shard *s, pf_error *err)
+{
+	pf_manifest_shard *d;
+	int ret = check_shard(s, b->m.nshards, 0, err);
+
+	if (ret < 0)
+		return -EINVAL;
+	if (grow((void **)&b->m.shards, &b->shard_cap, b->m.nshards + 1, sizeof(*b->m.shards)) ||
+	    grow((void **)&b->m.frames, &b->frame_cap, b->m.nframes + s->nframes,
+		 sizeof(*b->m.frames)))
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for manifest entry %zu", b->m.nshards);
+	d = &b->m.shards[b->m.nshards];
+	*d = *s;
+	d->path = pf_strdup(s->path);
+	if (!d->path)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for manifest entry %zu", b->m.nshards);
+	d->frames = NULL;	/* frames live in b->m.frames, which may move */
+	memcpy(&b->m.frames[b->m.nframes], s->frames, s->nframes * sizeof(*s->frames));
+	b->m.nframes += s->nframes;
+	b->m.nshards++;
+	b->m.records += s->records;
+	forget_blob(b);
+	return 0;
+}
+
+int pf_manifest_builder_add_schema(pf_manifest_builder *b, const pf_feature_schema *schema,
+				   size_t n, uint64_t records)
+{
+	forget_blob(b);
+	b->m.schema_records += records;
+	for (size_t k = 0; k < n; k++) {
+		const pf_feature_schema *f = &schema[k];
+		size_t lo = 0, hi = b->m.nschema;
+		pf_feature_schema *s, *grown;
+
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+
+			if (strcmp(b->m.schema[mid].name, f->name) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < b->m.nschema && !strcmp(b->m.schema[lo].name, f->name)) {
+			s = &b->m.schema[lo];
+			if (s->kind == PF_KIND_NONE)
+				s->kind = f->kind;
+			else if (f->kind != PF_KIND_NONE && f->kind != s->kind)
+				s->mixed = true;
+			s->is_list |= f->is_list;
+			s->mixed |= f->mixed;
+			s->min_len = f->min_len < s->min_len ? f->min_len : s->min_len;
+			s->max_len = f->max_len > s->max_len ? f->max_len : s->max_len;
+			s->records_present += f->records_present;
+			s->records_unset += f->records_unset;
+			s->total_values += f->total_values;
+			continue;
+		}
+		grown = pf_realloc(b->m.schema, (b->m.nschema + 1) * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		b->m.schema = grown;
+		memmove(&grown[lo + 1], &grown[lo], (b->m.nschema - lo) * sizeof(*grown));
+		grown[lo] = *f;
+		grown[lo].name = pf_strdup(f->name);
+		b->m.nschema++;
+		if (!grown[lo].name) {
+			memmove(&grown[lo], &grown[lo + 1], (b->m.nschema - lo - 1) * sizeof(*grown));
+			b->m.nschema--;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* The encoding of b into b->blob. */
+static int encode(pf_manifest_builder *b, pf_error *err)
+{
+	const pf_manifest *m = &b->m;
+	Podfeed__Manifest pb = PODFEED__MANIFEST__INIT;
+	Podfeed__FeatureSchema *fs = NULL, **fsp = NULL;
+	size_t n = m->nshards, nf = m->nframes, raw_len, bound, clen;
+	uint8_t *raw = NULL, *blob = NULL;
+	ZSTD_CCtx *cctx = NULL;
+	int ret = -ENOMEM;
+
+	pb.version = PF_MANIFEST_VERSION;
+	pb.n_path = pb.n_size = pb.n_mtime_ns = pb.n_format = pb.n_records = n;
+	pb.n_frames = pb.n_alignment = pb.n_max_record = n;
+	pb.n_frame_offset = pb.n_frame_compressed_size = pb.n_frame_uncompressed_size = nf;
+	pb.n_frame_records = pb.n_frame_crc32c = nf;
+	pb.path = pf_calloc(n + 1, sizeof(*pb.path));
+	pb.size = pf_calloc(n + 1, sizeof(*pb.size));
+	pb.mtime_ns = pf_calloc(n + 1, sizeof(*pb.mtime_ns));
+	pb.format = pf_calloc(n + 1, sizeof(*pb.format));
+	pb.records = pf_calloc(n + 1, sizeof(*pb.records));
+	pb.frames = pf_calloc(n + 1, sizeof(*pb.frames));
+	pb.alignment = pf_calloc(n + 1, sizeof(*pb.alignment));
+	pb.max_record = pf_calloc(n + 1, sizeof(*pb.max_record));
+	pb.frame_offset = pf_calloc(nf + 1, sizeof(*pb.frame_offset));
+	pb.frame_compressed_size = pf_calloc(nf + 1, sizeof(*pb.frame_compressed_size));
+	pb.frame_uncompressed_size = pf_calloc(nf + 1, sizeof(*pb.frame_uncompressed_size));
+	pb.frame_records = pf_calloc(nf + 1, sizeof(*pb.frame_records));
+	pb.frame_crc32c = pf_calloc(nf + 1, sizeof(*pb.frame_crc32c));
+	if (m->nschema) {
+		fs = pf_calloc(m->nschema, sizeof(*fs));
+		fsp = pf_calloc(m->nschema, sizeof(*fsp));
+	}
+	if (!pb.path || !pb.size || !pb.mtime_ns || !pb.format || !pb.records || !pb.frames ||
+	    !pb.alignment || !pb.max_record || !pb.frame_offset || !pb.frame_compressed_size ||
+	    !pb.frame_uncompressed_size || !pb.frame_records || !pb.frame_crc32c ||
+	    (m->nschema && (!fs || !fsp)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const pf_manifest_shard *s = &m->shards[i];
+
+		pb.path[i] = (char *)s->path;
+		pb.size[i] = s->size;
+		pb.mtime_ns[i] = s->mtime_ns;
+		pb.format[i] = s->format;
+		pb.records[i] = s->records;
+		pb.frames[i] = s->nframes;
+		pb.alignment[i] = s->alignment;
+		pb.max_record[i] = s->max_record;
+	}
+	for (size_t i = 0; i < nf; i++) {
+		const pf_frame_info *fi = &m->frames[i];
+
+		pb.frame_offset[i] = fi->offset;
+		pb.frame_compressed_size[i] = fi->compressed_size;
+		pb.frame_uncompressed_size[i] = fi->uncompressed_size;
+		pb.frame_records[i] = fi->records;
+		pb.frame_crc32c[i] = fi->crc32c;
+	}
+	for (size_t i = 0; i < m->nschema; i++) {
+		const pf_feature_schema *f = &m->schema[i];
+
+		podfeed__feature_schema__init(&fs[i]);
+		fs[i].name = (char *)f->name;
+		fs[i].kind = f->kind;
+		fs[i].is_list = f->is_list;
+		fs[i].records_present = f->records_present;
+		fs[i].records_unset = f->records_unset;
+		fs[i].total_values = f->total_values;
+		fs[i].min_len = f->min_len;
+		fs[i].max_len = f->max_len;
+		fs[i].mixed = f->mixed;
+		fsp[i] = &fs[i];
+	}
+	pb.n_schema = m->nschema;
+	pb.schema = fsp;
+	pb.schema_records = m->schema_records;
+	raw_len = podfeed__manifest__get_packed_size(&pb);
+	if (raw_len > PF_MANIFEST_MAX_RAW) {
+		ret = pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
+				   "a manifest of %zu shards is %zu bytes, above the limit of %llu",
+				   n, raw_len, PF_MANIFEST_MAX_RAW);
+		goto out;
+	}
+	raw = pf_malloc(raw_len ? raw_len : 1);
+	bound = ZSTD_compressBound(raw_len);
+	blob = pf_malloc(PF_MANIFEST_HEADER + bound);
+	cctx = ZSTD_createCCtx_advanced(PF_ZSTD_MEM);
+	if (!raw || !blob || !cctx)
+		goto out;
+	podfeed__manifest__pack(&pb, raw);
+	/* The content size in the frame header: the reader checks it. */
+	clen = ZSTD_compressCCtx(cctx, blob + PF_MANIFEST_HEADER, bound, raw, raw_len,
+				 MANIFEST_LEVEL);
+	if (ZSTD_isError(clen)) {
+		ret = ZSTD_getErrorCode(clen) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO;
+		if (ret == -EIO)
+			pf_error_set(err, ret, PF_OFFSET_NONE, 0, "zstd: %s",
+				     ZSTD_getErrorName(clen));
+		goto out;
+	}
+	memcpy(blob, manifest_magic, 4);
+	pf_store_le32(blob + 4, PF_MANIFEST_VERSION);
+	pf_store_le64(blob + 8, raw_len);
+	pf_store_le64(blob + 16, clen);
+	pf_store_le32(blob + 24, pf_crc32c(0, blob + PF_MANIFEST_HEADER, clen));
+	pf_store_le32(blob + 28, 0);
+	b->blob = blob;
+	b->blob_len = PF_MANIFEST_HEADER + clen;
+	blob = NULL;
+	ret = 0;
+out:
+	if (ret == -ENOMEM && err && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "no memory to encode a manifest of %zu "
+			     "shards", n);
+	ZSTD_freeCCtx(cctx);
+	pf_free(raw);
+	pf_free(blob);
+	pf_free(fs);
+	pf_free(fsp);
+	pf_free(pb.path);
+	pf_free(pb.size);
+	pf_free(pb.mtime_ns);
+	pf_free(pb.format);
+	pf_free(pb.records);
+	pf_free(pb.frames);
+	pf_free(pb.alignment);
+	pf_free(pb.max_record);
+	pf_free(pb.frame_offset);
+	pf_free(pb.frame_compressed_size);
+	pf_free(pb.frame_uncompressed_size);
+	pf_free(pb.frame_records);
+	pf_free(pb.frame_crc32c);
+	return ret;
+}
+
+int64_t pf_manifest_builder_encode(pf_manifest_builder *b, void *dst, size_t cap, pf_error *err)
+{
+	if (!b->blob) {
+		int ret = encode(b, err);
+
+		if (ret < 0)
+			return ret;
+	}
+	if (b->blob_len <= cap)
+		memcpy(dst, b->blob, b->blob_len);
+	return (int64_t)b->blob_len;
+}

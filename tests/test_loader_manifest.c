@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A dataset opened from its manifest: the same batches as without it,
+ * one read to plan, a changed shard refused by name, the manifest never
+ * read as a shard. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+typedef struct digest {
+	int ret;
+	pf_error err;
+	uint64_t steps, records;
+	uint32_t crc;
+	pf_loader_metrics m;
+} digest;
+
+static void run(const char *path, bool ignore_manifest, uint32_t host, uint32_t hosts,
+		digest *d)
+{
+	const char *paths[1] = { path };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1,
+				 .features = "id:int64[1],v:float32[4]:pad=-1",
+				 .per_core_batch = 16, .cores_per_host = 2, .shuffle = true,
+				 .shuffle_window = 100, .seed = 7, .epochs = 2, .threads = 2,
+				 .host_index = host, .num_hosts = hosts,
+				 .ignore_manifest = ignore_manifest };
+	pf_loader *l;
+	pf_batch *b;
+
+	memset(d, 0, sizeof(*d));
+	pf_error_clear(&d->err);
+	d->ret = pf_loader_create(&l, &cfg, &d->err);
+	if (d->ret < 0)
+		return;
+	while ((d->ret = pf_loader_next(l, &b)) == 1) {
+		for (uint32_t c = 0; c < b->cores; c++) {
+			d->crc = pf_crc32c(d->crc, b->core[c].block, b->core[c].block_bytes);
+			d->records += b->per_core_batch;
+		}
+		d->steps++;
+		pf_loader_release(l, b);
+	}
+	if (d->ret < 0)
+		d->err = *pf_loader_last_error(l);
+	pf_loader_get_metrics(l, &d->m);
+	pf_loader_free(l);
+}
+
+/* Indexed shards (one empty), a plain and a gzip stream file. */
+static const char *mixed_dataset(uint64_t *nids)
+{
+	const char *dir = tu_tmpdir();
+	const uint64_t counts[] = { 300, 0, 1000, 17 };
+	char p[512];
+	uint64_t id = 0;
+
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(p, sizeof(p), "%s/s%zu.tfrecord.zst", dir, i);
+		tu_write_id_shard(p, id, counts[i], 2048, 0);
+		id += counts[i];
+	}
+	snprintf(p, sizeof(p), "%s/plain.tfrecord", dir);
+	tu_write_id_stream(p, id, 250, false);
+	id += 250;
+	snprintf(p, sizeof(p), "%s/z.tfrecord.gz", dir);
+	tu_write_id_stream(p, id, 120, true);
+	id += 120;
+	*nids = id;
+	return dir;
+}
+
+static void write_manifest(const char *dir)
+{
+	const char *paths[1] = { dir };
+	char out[512];
+	pf_manifest_info info;
+	pf_error err;
+
+	snprintf(out, sizeof(out), "%s/%s", dir, PF_MANIFEST_NAME);
+	pf_error_clear(&err);
+	cr_assert_eq(pf_manifest_write(paths, 1, out, &info, &err), 0, "%s", err.msg);
+	cr_assert_eq(info.shards, 6);
+	cr_assert_eq(info.indexed, 4);
+	cr_assert_eq(info.streams, 2);
+}
+
+Test(loader_manifest, the_same_batches_with_and_without_it_on_every_host, .timeout = 120)
+{
+	uint64_t nids;
+	const char *dir = mixed_dataset(&nids);
+	char mpath[512];
+	digest with, without;
+
+	write_manifest(dir);
+	for (uint32_t h = 0; h < 3; h++) {
+		run(dir, false, h, 3, &with);
+		cr_assert_eq(with.ret, 0, "%s", with.err.msg);
+		run(dir, true, h, 3, &without);
+		cr_assert_eq(without.ret, 0, "%s", without.err.msg);
+		cr_assert_eq(with.steps, without.steps);
+		cr_assert_eq(with.crc, without.crc, "host %u", h);
+		cr_assert_eq(with.m.records_per_epoch, nids,
+			     "the manifest is not a shard: %llu records",
+			     (unsigned long long)with.m.records_per_epoch);
+		cr_assert_eq(without.m.records_per_epoch, nids);
+	}
+	/* A glob over the directory does not take the manifest for a shard. */
+	snprintf(mpath, sizeof(mpath), "%s/*", dir);
+	run(mpath, false, 2, 3, &without);
+	cr_assert_eq(without.ret, 0, "%s", without.err.msg);
+	cr_assert_eq(without.m.records_per_epoch, nids);
+	cr_assert_eq(without.crc, with.crc);
+	/* The manifest named itself. */
+	snprintf(mpath, sizeof(mpath), "%s/%s", dir, PF_MANIFEST_NAME);
+	run(mpath, false, 2, 3, &without);
+	cr_assert_eq(without.ret, 0, "%s", without.err.msg);
+	cr_assert_eq(without.crc, with.crc);
+}
+
+Test(loader_manifest, a_changed_shard_is_named_with_the_manifest, .timeout = 60)
+{
+	uint64_t nids;
+	const char *dir = mixed_dataset(&nids);
+	char p[512];
+	digest d;
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 1000, 0 } };
+
+	write_manifest(dir);
+	/* Another mtime, the same bytes. */
+	snprintf(p, sizeof(p), "%s/s2.tfrecord.zst", dir);
+	cr_assert_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	run(dir, false, 0, 1, &d);
+	cr_assert_eq(d.ret, -ESTALE, "%d %s", d.ret, d.err.msg);
+	cr_assert(strstr(d.err.file, "s2.tfrecord.zst"), "%s", d.err.file);
+	cr_assert(strstr(d.err.msg, PF_MANIFEST_NAME), "%s", d.err.msg);
+	cr_assert(strstr(d.err.msg, "modified"), "%s", d.err.msg);
+	/* Other bytes: a stream file one record longer. */
+	write_manifest(dir);
+	snprintf(p, sizeof(p), "%s/plain.tfrecord", dir);
+	tu_write_id_stream(p, 0, 251, false);
+	run(dir, false, 0, 1, &d);
+	cr_assert_eq(d.ret, -ESTALE, "%d %s", d.ret, d.err.msg);
+	cr_assert(strstr(d.err.file, "plain.tfrecord"), "%s", d.err.file);
+	cr_assert(strstr(d.err.msg, "bytes"), "%s", d.err.msg);
+	/* Without the manifest the changed file is simply read. */
+	run(dir, true, 0, 1, &d);
+	cr_assert_eq(d.ret, 0, "%s", d.err.msg);
+	cr_assert_eq(d.m.records_per_epoch, nids + 1);
+}
+
+Test(loader_manifest, a_damaged_manifest_is_an_error_naming_it)
+{
+	uint64_t nids;
+	const char *dir = mixed_dataset(&nids);
+	char mpath[512];
+	uint8_t *buf;
+	size_t len;
+	digest d;
+
+	write_manifest(dir);
+	snprintf(mpath, sizeof(mpath), "%s/%s", dir, PF_MANIFEST_NAME);
+	buf = tu_read_file(mpath, &len);
+	buf[len - 3] ^= 0x10;
+	tu_write_file(mpath, buf, len);
+	run(dir, false, 0, 1, &d);
+	cr_assert_eq(d.ret, -EBADMSG);
+	cr_assert(strstr(d.err.file, PF_MANIFEST_NAME), "%s", d.err.file);
+	cr_assert_eq(d.err.offset, 24);
+	cr_assert(strstr(d.err.msg, "CRC32C"), "%s", d.err.msg);
+	tu_write_file(mpath, buf, len - 1);
+	run(dir, false, 0, 1, &d);
+	cr_assert_eq(d.ret, -EBADMSG);
+	cr_assert(strstr(d.err.msg, "truncated"), "%s", d.err.msg);
+	free(buf);
+}
+
+Test(loader_manifest, shardtool_writes_it, .timeout = 60)
+{
+	uint64_t nids;
+	const char *dir = mixed_dataset(&nids);
+	const char *out = tu_tmpdir();
+	char cmd[2048], text[4096], p[512];
+	size_t len;
+	digest a, b;
+	struct stat st;
+
+	snprintf(cmd, sizeof(cmd), "%s manifest %s", tu_env_tool("SHARDTOOL"), dir);
+	cr_assert_eq(tu_capture(cmd, text, sizeof(text), &len), 0, "%s", text);
+	cr_assert(strstr(text, "6 shards (4 indexed, 2 stream files)"), "%s", text);
+	/* convert writes one beside the shards it makes */
+	snprintf(cmd, sizeof(cmd), "%s convert --out %s/c --shards 3 --frame-size 2048 %s",
+		 tu_env_tool("SHARDTOOL"), out, dir);
+	cr_assert_eq(tu_capture(cmd, text, sizeof(text), &len), 0, "%s", text);
+	snprintf(p, sizeof(p), "%s/c/%s", out, PF_MANIFEST_NAME);
+	cr_assert_eq(stat(p, &st), 0, "%s", p);
+	snprintf(p, sizeof(p), "%s/c", out);
+	run(p, false, 0, 1, &a);
+	run(p, true, 0, 1, &b);
+	cr_assert_eq(a.ret, 0, "%s", a.err.msg);
+	cr_assert_eq(a.m.records_per_epoch, nids);
+	cr_assert_eq(a.crc, b.crc);
+	/* One directory or --out */
+	snprintf(cmd, sizeof(cmd), "%s manifest %s/s0.tfrecord.zst 2>&1",
+		 tu_env_tool("SHARDTOOL"), dir);
+	cr_assert_neq(tu_capture(cmd, text, sizeof(text), &len), 0);
+	cr_assert(strstr(text, "--out"), "%s", text);
+	/* A shard outside the manifest's directory is refused. */
+	snprintf(cmd, sizeof(cmd), "%s manifest --out %s/c/x.manifest %s 2>&1",
+		 tu_env_tool("SHARDTOOL"), out, dir);
+	cr_assert_neq(tu_capture(cmd, text, sizeof(text), &len), 0);
+	cr_assert(strstr(text, "not under the manifest's directory"), "%s", text);
+}
