@@ -377,7 +377,8 @@ Test(loadbench, empty_files_are_named, .timeout = 60)
 	json_t *o, *e;
 
 	cr_assert_eq(tu_system(": > %s/z/empty.tfrecord", d), 0);
-	snprintf(args, sizeof(args), "--per-core-batch 50 %s/z", d);
+	/* The files listed, not convert's manifest (which lacks the new). */
+	snprintf(args, sizeof(args), "--per-core-batch 50 --no-manifest %s/z", d);
 	o = run_json(args);
 	cr_assert_eq(ju(o, "records"), DATASET_RECORDS);
 	e = json_object_get(o, "empty_files");
@@ -395,7 +396,8 @@ Test(loadbench, empty_files_are_named, .timeout = 60)
 	tu_capture(cmd, out, sizeof(out), NULL);
 	cr_assert(strstr(out, "/z/empty.tfrecord.zst: byte 0: 0 bytes, but the name says zstd") &&
 		  !strchr(out, '\n')[1], "%s", out);
-	snprintf(args, sizeof(args), "--per-core-batch 50 --on-corrupt skip %s/z", d);
+	snprintf(args, sizeof(args), "--per-core-batch 50 --no-manifest --on-corrupt skip %s/z",
+		 d);
 	o = run_json(args);
 	cr_assert_eq(ju(o, "records"), DATASET_RECORDS);
 	cr_assert_eq(ju(json_object_get(o, "corrupt"), "drops"), 1);

@@ -1813,6 +1813,12 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		free(mpath);
+		/* The manifest is the dataset: a file added since is not read. */
+		if (manifest && pf_manifest_shards(manifest) != (size_t)nfiles)
+			fprintf(stderr, "loadbench: the manifest names %zu shards, %s holds %d "
+				"files: only the manifest's are read (`shardtool manifest` "
+				"again to take the others, or --no-manifest)\n",
+				pf_manifest_shards(manifest), argv[optind], nfiles);
 	}
 	if (!o.features) {
 		/* From the first file with bytes: an empty one has no index. */
