@@ -499,7 +499,8 @@ int pf_manifest_builder_add(pf_manifest_builder *b, const pf_manifest_shard *s, 
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "no memory for manifest entry %zu", b->m.nshards);
 	d->frames = NULL;	/* frames live in b->m.frames, which may move */
-	memcpy(&b->m.frames[b->m.nframes], s->frames, s->nframes * sizeof(*s->frames));
+	if (s->nframes)	/* a stream file has none: no copy from NULL */
+		memcpy(&b->m.frames[b->m.nframes], s->frames, s->nframes * sizeof(*s->frames));
 	b->m.nframes += s->nframes;
 	b->m.nshards++;
 	b->m.records += s->records;
