@@ -511,15 +511,6 @@ struct table {
 	uint32_t mask;
 };
 
-static inline uint32_t name_hash(const char *name, uint32_t len)
-{
-	uint32_t h = 2166136261u;	/* FNV-1a */
-
-	for (uint32_t i = 0; i < len; i++)
-		h = (h ^ (uint8_t)name[i]) * 16777619u;
-	return h;
-}
-
 static inline const char *entry_name(const struct table *t, uint32_t i,
 				     uint32_t *len)
 {
@@ -548,7 +539,7 @@ static int64_t table_slot(struct table *t, const char *name, uint32_t len)
 				return i;
 		}
 	} else {
-		h = name_hash(name, len) & t->mask;
+		h = pf_fnv1a32(name, len) & t->mask;
 		for (; t->slots[h]; h = (h + 1) & t->mask) {
 			i = t->slots[h] - 1;
 			s = entry_name(t, i, &l);

@@ -5,7 +5,7 @@
 #define PF_FORMATS_INTERNAL_H
 
 #include <string.h>
-#include "alloc_internal.h"
+#include "common_internal.h"
 #include "pf_formats.h"
 
 static inline uint32_t pf_load_le32(const void *p)
@@ -22,14 +22,8 @@ static inline uint64_t pf_load_le64(const void *p)
 	return v;
 }
 
-/* The allocator callbacks handed to zstd (ZSTD_customMem), protobuf-c
- * (ProtobufCAllocator) and zlib (z_stream zalloc/zfree), so that their
- * allocations go through pf_malloc() and its test hook (alloc.c).  The
- * opaque argument is unused. */
-void *pf_alloc_cb(void *opaque, size_t size);
-void pf_free_cb(void *opaque, void *p);
-void *pf_zalloc_cb(void *opaque, unsigned items, unsigned size);
-/* For ZSTD_create*_advanced(): define ZSTD_STATIC_LINKING_ONLY before
+/* zstd's allocations through pf_malloc() (alloc_internal.h's callbacks),
+ * for ZSTD_create*_advanced(): define ZSTD_STATIC_LINKING_ONLY before
  * including zstd.h.  Those functions are zstd's experimental API, but
  * ZSTD_customMem has not changed since zstd 1.0, and libzstd.so exports
  * them (Debian 12's 1.5.4 does). */

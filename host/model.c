@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common_internal.h"
 #include "kernels_internal.h"
 
 struct pf_model {
@@ -59,13 +60,6 @@ static void *alloc_aligned(size_t bytes)
 	return p;
 }
 
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* splitmix64 stream with Box-Muller normals: the same seed gives the same
  * parameters on every host, with no library RNG whose sequence might
  * differ between C libraries. */
@@ -75,8 +69,7 @@ typedef struct init_rng {
 
 static double rng_unit(init_rng *r)
 {
-	r->state += 0x9e3779b97f4a7c15ull;
-	return (double)(mix64(r->state) >> 11) * 0x1.0p-53;
+	return pf_unit_double(pf_splitmix64_next(&r->state));
 }
 
 static float rng_normal(init_rng *r)
@@ -222,7 +215,7 @@ int pf_model_create(pf_model **out, const pf_model_config *cfg, pf_error *err)
 	 * independent of embed_dim, and E ~ N(0, 1) lets a mean of a few
 	 * hundred rows still differ between records.
 	 */
-	r.state = mix64(cfg->seed ^ 0x9f0d3a1cull);
+	r.state = pf_mix64_final(cfg->seed ^ 0x9f0d3a1cull);
 	if (cfg->kind == PF_MODEL_SOFTMAX) {
 		fill_normal(&r, m->dense, (size_t)m->in * cfg->classes, 0.01f);
 	} else {

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common_internal.h"
 #include "pf_host.h"
 #include "podfeed.h"
 
@@ -71,14 +71,6 @@ struct pf_trainer {
 	job job;
 	const struct pf_batch *batch;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------ */
 /* The spec's features and the model                                    */
@@ -527,7 +519,7 @@ static int pod_reduce(pf_trainer *t, pf_error *err)
 int pf_trainer_step(pf_trainer *t, const struct pf_batch *b, float lr,
 		    pf_train_step *out, pf_error *err)
 {
-	uint64_t t0 = now_ns(), reduce = 0;
+	uint64_t t0 = pf_now_ns(), reduce = 0;
 	double loss = 0.0;
 	int ret;
 
@@ -549,7 +541,7 @@ int pf_trainer_step(pf_trainer *t, const struct pf_batch *b, float lr,
 		 * the same branch, and none is left in an all-reduce. */
 		double agree[3] = { ret == 0 ? loss : 0.0, ret < 0 ? 1.0 : 0.0,
 				    (double)t->steps };
-		uint64_t r0 = now_ns();
+		uint64_t r0 = pf_now_ns();
 		pf_error perr;
 
 		pf_error_clear(&perr);
@@ -558,7 +550,7 @@ int pf_trainer_step(pf_trainer *t, const struct pf_batch *b, float lr,
 				*err = perr;
 			return -EIO;
 		}
-		reduce += now_ns() - r0;
+		reduce += pf_now_ns() - r0;
 		if (ret < 0)
 			return ret;
 		if (agree[1] > 0)
@@ -582,11 +574,11 @@ int pf_trainer_step(pf_trainer *t, const struct pf_batch *b, float lr,
 				    "trainer: cannot average the cores' gradients: %s",
 				    pf_strerror(ret));
 	if (t->hosts > 1) {
-		uint64_t r0 = now_ns();
+		uint64_t r0 = pf_now_ns();
 
 		if ((ret = pod_reduce(t, err)) < 0)
 			return ret;
-		reduce += now_ns() - r0;
+		reduce += pf_now_ns() - r0;
 	}
 	ret = pf_model_apply(t->model, t->avg, lr);
 	if (ret < 0)
@@ -595,7 +587,7 @@ int pf_trainer_step(pf_trainer *t, const struct pf_batch *b, float lr,
 	t->steps++;
 	if (out) {
 		out->loss = loss;
-		out->compute_ns = now_ns() - t0;
+		out->compute_ns = pf_now_ns() - t0;
 		out->reduce_ns = reduce;
 	}
 	return 0;
@@ -640,27 +632,16 @@ int pf_trainer_eval_reduce(pf_trainer *t, pf_eval_sums *sums, pf_error *err)
 
 /* ------------------------------------------------------------------ */
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 uint64_t pf_model_hash(pf_model *m)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = PF_FNV64_OFFSET;
 	size_t n;
 	uint32_t rows, dim;
 	const float *dense = pf_model_dense(m, &n);
 	const float *table = pf_model_embedding(m, &rows, &dim);
 
-	h = fnv1a(h, dense, n * sizeof(float));
+	h = pf_fnv1a64(h, dense, n * sizeof(float));
 	if (table)
-		h = fnv1a(h, table, (size_t)rows * dim * sizeof(float));
+		h = pf_fnv1a64(h, table, (size_t)rows * dim * sizeof(float));
 	return h;
 }

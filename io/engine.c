@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "io_internal.h"
@@ -19,13 +18,8 @@
 #define PF_IO_FILES_DEFAULT 4096u
 #define PF_FUSE_SUPER_MAGIC 0x65735546	/* linux/magic.h */
 
-uint64_t pf_io_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+_Static_assert(PF_IO_HIST_BUCKETS == PF_HIST_BUCKETS,
+	       "pf_io_stats.hist is common/'s latency histogram");
 
 static const pf_io_backend *backend_by_name(const char *name)
 {
@@ -230,7 +224,7 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 	req->result = 0;
 	req->injected = false;
 	op = io->idle[--io->nidle];
-	*op = (pf_io_op){ .req = req, .start_ns = pf_io_now_ns(),
+	*op = (pf_io_op){ .req = req, .start_ns = pf_now_ns(),
 			  .seq = ++io->requests };
 	io->inflight++;
 	if (req->file >= io->nfiles) {
@@ -256,14 +250,7 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 
 unsigned pf_io_hist_bucket(uint64_t ns)
 {
-	uint64_t us = ns / 1000;
-	unsigned b = 0;
-
-	while (us > 1 && b < PF_IO_HIST_BUCKETS - 1) {
-		us >>= 1;
-		b++;
-	}
-	return b;
+	return pf_hist_bucket(ns);
 }
 
 bool pf_io_account(pf_io *io, pf_io_op *op, int64_t res)
@@ -275,10 +262,10 @@ bool pf_io_account(pf_io *io, pf_io_op *op, int64_t res)
 		pf_io_attempt_plan(&io->policy, op, f->direct_fd >= 0, &f->stats);
 		return false;
 	}
-	lat = pf_io_now_ns() - op->start_ns;
+	lat = pf_now_ns() - op->start_ns;
 	f->stats.ops++;
 	f->stats.busy_ns += lat;
-	f->stats.hist[pf_io_hist_bucket(lat)]++;
+	f->stats.hist[pf_hist_bucket(lat)]++;
 	return true;
 }
 
@@ -289,7 +276,7 @@ void pf_io_complete(pf_io *io, pf_io_op *op)
 
 	if (io->regions && req->file < io->nfiles)
 		pf_region_read_end(io->regions, io->files[req->file].mount, req->result,
-				   pf_io_now_ns() - op->start_ns);
+				   pf_now_ns() - op->start_ns);
 
 	io->done[tail] = req;
 	io->done_count++;
@@ -339,16 +326,5 @@ void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out)
 
 double pf_io_stats_quantile_us(const pf_io_stats *st, double q)
 {
-	uint64_t total = 0, seen = 0;
-
-	for (unsigned i = 0; i < PF_IO_HIST_BUCKETS; i++)
-		total += st->hist[i];
-	if (!total)
-		return 0;
-	for (unsigned i = 0; i < PF_IO_HIST_BUCKETS; i++) {
-		seen += st->hist[i];
-		if ((double)seen >= q * (double)total)
-			return (double)(2ull << i);
-	}
-	return (double)(2ull << (PF_IO_HIST_BUCKETS - 1));
+	return pf_hist_quantile_us(st->hist, q);
 }

@@ -441,22 +441,14 @@ size_t pf_fault_format(const pf_fault_plan *plan, char *dst, size_t cap)
 /* ------------------------------------------------------------------ */
 /* Decisions                                                            */
 
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* Uniform in [0, 1), a pure function of its arguments: the same request
  * and read draw the same whichever thread or back-end issues them. */
 static double draw(uint64_t seed, unsigned rule, uint64_t request, uint32_t issue)
 {
-	uint64_t h = mix64(seed ^ mix64(((uint64_t)rule << 32) | issue) ^
-			   mix64(request * 0xd1b54a32d192ed03ull));
+	uint64_t h = pf_mix64(seed ^ pf_mix64(((uint64_t)rule << 32) | issue) ^
+			      pf_mix64(request * 0xd1b54a32d192ed03ull));
 
-	return (double)(h >> 11) * 0x1.0p-53;
+	return pf_unit_double(h);
 }
 
 /* Which error wins when several hit one read. */

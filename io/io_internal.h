@@ -5,7 +5,7 @@
 
 #include <liburing.h>
 
-#include "alloc_internal.h"
+#include "common_internal.h"
 #include "pf_io.h"
 
 typedef struct pf_io_file {
@@ -182,7 +182,6 @@ extern const pf_io_backend pf_io_pread_backend;
 
 #define PF_IO_DIRECT_ALIGN 4096u
 
-uint64_t pf_io_now_ns(void);
 /* Account a finished read of res bytes (or -errno) of op; @return true
  * when its request is complete (req->result set), false when it must be
  * issued again: the next read is then already planned (in op), and the

@@ -26,7 +26,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "io_internal.h"
@@ -82,14 +81,6 @@ struct pf_region_table {
 	fs_entry *fs;
 	size_t nfs, fs_cap;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------ */
 /* Names and paths                                                      */
@@ -1165,12 +1156,12 @@ static void tally_end(tally *a, uint64_t now, int64_t result, uint64_t latency_n
 	else
 		a->io.bytes += (uint64_t)result;
 	a->io.busy_ns += latency_ns;
-	a->io.hist[pf_io_hist_bucket(latency_ns)]++;
+	a->io.hist[pf_hist_bucket(latency_ns)]++;
 }
 
 void pf_region_read_begin(pf_region_table *t, size_t m)
 {
-	uint64_t now = now_ns();
+	uint64_t now = pf_now_ns();
 
 	if (!t || m >= t->nm)
 		return;
@@ -1184,7 +1175,7 @@ void pf_region_read_begin(pf_region_table *t, size_t m)
 void pf_region_read_end(pf_region_table *t, size_t m, int64_t result,
 			uint64_t latency_ns)
 {
-	uint64_t now = now_ns();
+	uint64_t now = pf_now_ns();
 
 	if (!t || m >= t->nm)
 		return;
@@ -1205,9 +1196,9 @@ int64_t pf_region_pread(pf_region_table *t, size_t m, int fd, void *buf, size_t 
 	if (!t)
 		return pf_file_pread(fd, buf, len, offset, path, err);
 	pf_region_read_begin(t, m);
-	t0 = now_ns();
+	t0 = pf_now_ns();
 	got = pf_file_pread(fd, buf, len, offset, path, err);
-	pf_region_read_end(t, m, got, now_ns() - t0);
+	pf_region_read_end(t, m, got, pf_now_ns() - t0);
 	return got;
 }
 
@@ -1219,7 +1210,7 @@ static void tally_copy(const tally *a, uint64_t now, pf_region_stats *out)
 
 void pf_region_table_mount_stats(pf_region_table *t, size_t m, pf_region_stats *out)
 {
-	uint64_t now = now_ns();
+	uint64_t now = pf_now_ns();
 
 	memset(out, 0, sizeof(*out));
 	if (m >= t->nm)
@@ -1232,7 +1223,7 @@ void pf_region_table_mount_stats(pf_region_table *t, size_t m, pf_region_stats *
 
 void pf_region_table_region_stats(pf_region_table *t, size_t r, pf_region_stats *out)
 {
-	uint64_t now = now_ns();
+	uint64_t now = pf_now_ns();
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&t->mu);
@@ -1251,7 +1242,7 @@ static void tally_reset(tally *a, uint64_t now)
 
 void pf_region_table_reset_stats(pf_region_table *t)
 {
-	uint64_t now = now_ns();
+	uint64_t now = pf_now_ns();
 
 	pthread_mutex_lock(&t->mu);
 	freeze_locked(t);

@@ -188,7 +188,7 @@ static int issue_read(pf_io *io, pf_io_op *a)
 	a->cqes = 1;
 	io->sq_pending++;
 	if (io->policy.timeout_ns) {
-		a->deadline_ns = pf_io_now_ns() + io->policy.timeout_ns;
+		a->deadline_ns = pf_now_ns() + io->policy.timeout_ns;
 		reading_add(io, a);
 	}
 	return 0;
@@ -338,7 +338,7 @@ static int uring_run(pf_io *io, unsigned min)
 
 		got += drain_injected(io);
 		if (io->nreading) {
-			uint64_t now = pf_io_now_ns();
+			uint64_t now = pf_now_ns();
 
 			next = cancel_expired(io, now);
 			next = next == UINT64_MAX ? next : next - now;

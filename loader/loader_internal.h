@@ -1,45 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to loader/: the dataset, the per-epoch plan, and the
- * deterministic random numbers both use. */
+/* Private to loader/: the dataset, the per-epoch plan, checkpoints and the
+ * pools. */
 #ifndef PF_LOADER_INTERNAL_H
 #define PF_LOADER_INTERNAL_H
 
-#include "alloc_internal.h"
+#include "common_internal.h"	/* the allocator, and pf_rng: splitmix64
+				   streams, the one source of randomness
+				   for order */
 #include "podfeed.h"
-
-/* splitmix64: the one source of randomness for order.  Every stream is
- * seeded from (seed, epoch, what) so order never depends on timing. */
-static inline uint64_t pf_mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-__extension__ typedef unsigned __int128 pf_u128;
-
-typedef struct pf_rng {
-	uint64_t s;
-} pf_rng;
-
-static inline pf_rng pf_rng_seed(uint64_t seed, uint64_t a, uint64_t b)
-{
-	pf_rng r = { pf_mix64(seed ^ pf_mix64(a ^ pf_mix64(b + 0x51ed27ull))) };
-	return r;
-}
-
-static inline uint64_t pf_rng_next(pf_rng *r)
-{
-	r->s += 0x9e3779b97f4a7c15ull;
-	return pf_mix64(r->s);
-}
-
-/* Uniform in [0, n) without modulo bias worth caring about (n < 2^32). */
-static inline uint64_t pf_rng_below(pf_rng *r, uint64_t n)
-{
-	return (uint64_t)(((pf_u128)pf_rng_next(r) * n) >> 64);
-}
 
 /* A unit of reading: one frame of an indexed shard, or a whole stream
  * file (plain, gzip, zlib or zstd without an index). */

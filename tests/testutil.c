@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common_internal.h"
 #include "pf_formats.h"
 #include "testutil.h"
 
@@ -114,10 +115,7 @@ const char *tu_env_tool(const char *name)
 
 int64_t tu_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return (int64_t)pf_now_ns();
 }
 
 void tu_sleep_ms(int ms)

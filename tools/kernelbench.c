@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "common_internal.h"
 #include "kernels_internal.h"
 #include "pf_host.h"
 
@@ -37,10 +38,7 @@ static const char usage[] =
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+	return (double)pf_now_ns() * 1e-9;
 }
 
 static void *xalloc(size_t bytes)

@@ -17,6 +17,7 @@
 
 #include "ckpt.h"
 #include "cli.h"
+#include "common_internal.h"
 #include "pf_host.h"
 #include "train.h"
 #include "regions.h"
@@ -106,14 +107,6 @@ static const char usage_pipeline[] =
 	"\n"
 	"Exit status: 0 done, 1 the loader or a pass failed, 2 bad usage,\n"
 	"3 refused to read across regions (--cross-region=refuse).\n";
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static double median(const double *v, unsigned n)
 {
@@ -569,7 +562,7 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 	memset(out, 0, sizeof(*out));
 	pf_error_clear(&err);
 	peak_rss_reset();
-	t0 = now_ns();
+	t0 = pf_now_ns();
 	ret = pf_loader_create(&l, cfg, &err);
 	if (ret < 0) {
 		if (!err.code)
@@ -597,12 +590,12 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 	p.start_ns = p.last_ns = t0;
 	while ((ret = train_next(o->tc, l, &b)) == 1) {
 		if (!t_first)
-			t_first = now_ns();
+			t_first = pf_now_ns();
 		else
 		{
 			out->steady_records += (uint64_t)b->per_core_batch * b->cores;
 			out->steady_batches++;
-			out->steady_s = (double)(now_ns() - t_first) * 1e-9;
+			out->steady_s = (double)(pf_now_ns() - t_first) * 1e-9;
 		}
 		if (train_batch(o->tc, b) < 0) {	/* printed why */
 			pf_loader_release(l, b);
@@ -617,14 +610,14 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 			return 1;
 		}
 		if (p.on) {
-			uint64_t t = now_ns();
+			uint64_t t = pf_now_ns();
 			if (t - p.last_ns >= PROGRESS_NS)
 				progress_draw(&p, l, t);
 		}
 		if (interrupted)
 			break;
 	}
-	out->seconds = (double)(now_ns() - t0) * 1e-9;
+	out->seconds = (double)(pf_now_ns() - t0) * 1e-9;
 	if (p.on)
 		fputs("\r\033[K", stderr);
 	if (ret < 0) {
@@ -958,10 +951,10 @@ static int bl_pass(const bl_set *s, unsigned nthreads, unsigned depth,
 		}
 	}
 	pthread_barrier_wait(&start);
-	t0 = now_ns();
+	t0 = pf_now_ns();
 	for (unsigned i = 0; i < nthreads; i++)
 		pthread_join(t[i].thread, NULL);
-	*seconds = (double)(now_ns() - t0) * 1e-9;
+	*seconds = (double)(pf_now_ns() - t0) * 1e-9;
 	pthread_barrier_destroy(&start);
 	for (unsigned i = 0; i < nthreads && !ret; i++) {
 		if (t[i].ret < 0) {
@@ -1002,15 +995,12 @@ static double mb(uint64_t bytes) { return (double)bytes / 1e6; }
 static void report_derive(report *r)
 {
 	const pf_loader_metrics *m = &r->run.m;
-	pf_io_stats hist;
 	double wall_ns = r->run.seconds * 1e9;
 	unsigned dt = m->decode_threads ? m->decode_threads : 1;
 
-	memset(&hist, 0, sizeof(hist));
-	memcpy(hist.hist, m->next_hist, sizeof(hist.hist));
-	r->p50 = pf_io_stats_quantile_us(&hist, 0.50);
-	r->p90 = pf_io_stats_quantile_us(&hist, 0.90);
-	r->p99 = pf_io_stats_quantile_us(&hist, 0.99);
+	r->p50 = pf_hist_quantile_us(m->next_hist, 0.50);
+	r->p90 = pf_hist_quantile_us(m->next_hist, 0.90);
+	r->p99 = pf_hist_quantile_us(m->next_hist, 0.99);
 	/* Busy fraction per thread of the stage: the I/O stage is one
 	 * thread, decode is decode_threads. */
 	r->f_io = wall_ns > 0 ? (double)m->io.busy_ns / wall_ns : 0;

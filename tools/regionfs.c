@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common_internal.h"
 
 #define NS_PER_MS 1000000.0
 #define BYTES_PER_MB 1e6		/* MB/s as networks and clouds quote it */
@@ -167,12 +168,10 @@ typedef struct regionfs {
 /* ------------------------------------------------------------------ */
 /* Time and seeded draws                                                */
 
+/* pf_now_ns() signed: deadlines here are compared and subtracted. */
 static int64_t now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return (int64_t)pf_now_ns();
 }
 
 /* Wait until deadline (absolute, so a slow wake-up does not add to the
@@ -198,21 +197,11 @@ static bool wait_until(regionfs *fs, int64_t deadline)
 	}
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* The k-th draw of a stream, uniform in [0, 1): a pure function of the
  * seed, so runs repeat whatever thread serves the request. */
 static double draw(uint64_t seed, uint64_t stream, uint64_t k)
 {
-	uint64_t h = mix64(mix64(seed ^ (stream * 0xd1b54a32d192ed03ull)) ^ k);
-
-	return (double)(h >> 11) * 0x1.0p-53;
+	return pf_unit_double(pf_mix64(pf_mix64(seed ^ (stream * 0xd1b54a32d192ed03ull)) ^ k));
 }
 
 enum { DRAW_JITTER = 1, DRAW_EIO = 2, DRAW_STALL = 3 };

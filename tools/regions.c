@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common_internal.h"
 #include "regions.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -33,14 +34,6 @@
 #define SAMPLE_MAX 4096u
 #define READ_DEFAULT (1u << 20)
 #define DEPTH_DEFAULT 8u
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static double mb(uint64_t bytes)
 {
@@ -709,7 +702,7 @@ static int read_pass(pf_region_table *t, const column *c, size_t nfiles, unsigne
 		goto out;
 	}
 	pf_region_table_reset_stats(t);
-	t0 = now_ns();
+	t0 = pf_now_ns();
 	/* Files are opened as their turn comes: an open is a round trip too. */
 	int slot = -1;
 	while (file < nfiles || pf_io_inflight(io)) {
@@ -752,12 +745,12 @@ static int read_pass(pf_region_table *t, const column *c, size_t nfiles, unsigne
 				goto out;
 			}
 			if (!first)
-				first = now_ns();
+				first = pf_now_ns();
 			out->bytes += (uint64_t)done[i]->result;
 			free_req[nfree++] = (unsigned)(uintptr_t)done[i]->user;
 		}
 	}
-	out->seconds = (double)(now_ns() - t0) * 1e-9;
+	out->seconds = (double)(pf_now_ns() - t0) * 1e-9;
 	out->first_byte_ms = first ? (double)(first - t0) * 1e-6 : 0;
 	pf_region_table_mount_stats(t, c->mount, &out->st);
 	ret = 0;

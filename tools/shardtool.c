@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common_internal.h"
 
 #define SYNTH_VOCAB 32000u
 #define SYNTH_TOKEN_CLASSES 8u
@@ -101,32 +102,9 @@ static const char usage_cat[] =
 /* ------------------------------------------------------------------ */
 /* Deterministic randomness: splitmix64, one stream per record.         */
 
-static uint64_t mix64(uint64_t x)
+static double rng_gauss(pf_rng *r)
 {
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-typedef struct rng {
-	uint64_t s;
-} rng;
-
-static uint64_t rng_next(rng *r)
-{
-	r->s += 0x9e3779b97f4a7c15ull;
-	return mix64(r->s);
-}
-
-static double rng_unit(rng *r)	/* [0, 1) */
-{
-	return (double)(rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-static double rng_gauss(rng *r)
-{
-	double u = rng_unit(r), v = rng_unit(r);
+	double u = pf_rng_unit(r), v = pf_rng_unit(r);
 
 	return sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * M_PI * v);
 }
@@ -149,7 +127,7 @@ typedef struct synth {
 /* A token's vote for a class in the hidden teacher, in [-1, 1). */
 static double token_vote(uint64_t seed, uint32_t cls, int64_t id)
 {
-	uint64_t h = mix64(seed ^ mix64((uint64_t)id * SYNTH_TOKEN_CLASSES + cls));
+	uint64_t h = pf_mix64(seed ^ pf_mix64((uint64_t)id * SYNTH_TOKEN_CLASSES + cls));
 
 	return (double)(h >> 11) * 0x1.0p-52 - 1.0;
 }
@@ -157,7 +135,7 @@ static double token_vote(uint64_t seed, uint32_t cls, int64_t id)
 /* Encode record number g into s->out.  @return bytes or -errno. */
 static int64_t synth_record(synth *s, uint64_t g)
 {
-	rng r = { mix64(s->seed) ^ mix64(g + 1) };
+	pf_rng r = { pf_mix64(s->seed) ^ pf_mix64(g + 1) };
 	pf_feature f[2];
 	int64_t label;
 	pf_bytes img;
@@ -171,13 +149,13 @@ static int64_t synth_record(synth *s, uint64_t g)
 
 	switch (s->kind) {
 	case SYNTH_TOKENS: {
-		uint32_t n = 128 + (uint32_t)(rng_next(&r) % 385);
+		uint32_t n = 128 + (uint32_t)(pf_rng_next(&r) % 385);
 		double score[SYNTH_TOKEN_CLASSES] = { 0 };
 		const double logv = log((double)SYNTH_VOCAB + 1.0);
 
 		for (uint32_t i = 0; i < n; i++) {
 			/* P(id) ~ 1/(id+1): log-uniform rank, Zipf with s = 1. */
-			int64_t id = (int64_t)floor(exp(rng_unit(&r) * logv)) - 1;
+			int64_t id = (int64_t)floor(exp(pf_rng_unit(&r) * logv)) - 1;
 			if (id >= (int64_t)SYNTH_VOCAB)
 				id = SYNTH_VOCAB - 1;
 			s->ids[i] = id;
@@ -218,13 +196,13 @@ static int64_t synth_record(synth *s, uint64_t g)
 		break;
 	}
 	case SYNTH_IMAGES: {
-		uint32_t n = (16u << 10) + (uint32_t)(rng_next(&r) % ((48u << 10) + 1));
+		uint32_t n = (16u << 10) + (uint32_t)(pf_rng_next(&r) % ((48u << 10) + 1));
 
 		for (uint32_t i = 0; i < n; i += 8) {
-			uint64_t w = rng_next(&r);
+			uint64_t w = pf_rng_next(&r);
 			memcpy(s->image + i, &w, n - i < 8 ? n - i : 8);
 		}
-		label = (int64_t)(rng_next(&r) % 1000);
+		label = (int64_t)(pf_rng_next(&r) % 1000);
 		img.data = s->image;
 		img.len = n;
 		f[0].name = "image";
@@ -381,14 +359,14 @@ static int cmd_synth(int argc, char **argv)
 		goto out;
 	}
 	{
-		rng tr = { mix64(s.seed ^ 0x7eac4e5ull) };
+		pf_rng tr = { pf_mix64(s.seed ^ 0x7eac4e5ull) };
 		for (uint32_t i = 0; i < SYNTH_DENSE_CLASSES * SYNTH_DENSE_DIM; i++)
 			s.teacher[i] = (float)rng_gauss(&tr);
 	}
 	/* Shard sizes vary: weights in [0.25, 1.75), counts by largest
 	 * remainder so they add up to exactly --records. */
 	{
-		rng wr = { mix64(s.seed ^ 0x5a4dull) };
+		pf_rng wr = { pf_mix64(s.seed ^ 0x5a4dull) };
 		double *w = malloc(shards * sizeof(*w)), sum = 0;
 		uint64_t given = 0;
 
@@ -398,7 +376,7 @@ static int cmd_synth(int argc, char **argv)
 			goto out;
 		}
 		for (uint64_t i = 0; i < shards; i++)
-			sum += (w[i] = 0.25 + 1.5 * rng_unit(&wr));
+			sum += (w[i] = 0.25 + 1.5 * pf_rng_unit(&wr));
 		for (uint64_t i = 0; i < shards; i++)
 			given += (count[i] = (uint64_t)floor((double)records * w[i] / sum));
 		for (uint64_t i = 0; given < records; i = (i + 1) % shards, given++)

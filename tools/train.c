@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common_internal.h"
 #include "train.h"
 
 /* A step is input-bound when it waited more than this share of its time. */
@@ -102,14 +103,6 @@ __attribute__((visibility("default"))) const char *__lsan_default_suppressions(v
 	       "leak:libpmix.so\nleak:libhwloc.so\nleak:libevent\nleak:mca_\n";
 }
 #endif
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------ */
 /* Options                                                              */
@@ -413,11 +406,11 @@ static int grow(train_ctx *tc)
 
 int train_next(train_ctx *tc, pf_loader *l, pf_batch **b)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = pf_now_ns();
 	int ret = pf_loader_next(l, b);
 
 	if (tc)
-		tc->pending_wait = now_ns() - t0;
+		tc->pending_wait = pf_now_ns() - t0;
 	return ret;
 }
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pf_formats.h"
+#include "pf_common.h"
 
 void pf_error_clear(pf_error *err)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to the library (formats/, io/, loader/, host/; never installed):
- * the functions every allocation of the library goes through. */
+/* Private to podfeed (every module; never installed): the functions every
+ * allocation of the library goes through. */
 #ifndef PF_ALLOC_INTERNAL_H
 #define PF_ALLOC_INTERNAL_H
 
@@ -34,5 +34,12 @@ uint64_t pf_alloc_count(void);
 /* TEST HOOK: allocations made and not yet freed.  A cycle that frees all
  * it made leaves it where it found it. */
 uint64_t pf_alloc_live(void);
+
+/* The allocator callbacks handed to zstd (ZSTD_customMem), protobuf-c
+ * (ProtobufCAllocator) and zlib (z_stream zalloc/zfree), so that their
+ * allocations go through pf_malloc() too.  The opaque argument is unused. */
+void *pf_alloc_cb(void *opaque, size_t size);
+void pf_free_cb(void *opaque, void *p);
+void *pf_zalloc_cb(void *opaque, unsigned items, unsigned size);
 
 #endif

@@ -2,10 +2,11 @@
 /* podfeed's allocator: malloc and friends behind one hook that counts every
  * allocation and can make the Nth one fail, for allocation-failure tests. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats_internal.h"
+#include "alloc_internal.h"
 
 /*
  * Every allocation of the library goes through here (and the allocations
