@@ -1,102 +1,180 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* podfeed's allocator: malloc and friends behind one hook that counts every
- * allocation and can make the Nth one fail, for allocation-failure tests. */
+/* podfeed's allocator: every allocation of the library goes through the
+ * pf_allocator in force (malloc and free unless pf_allocator_set() says
+ * otherwise), behind pf_malloc() and friends. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdalign.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc_internal.h"
+#include "pf_common.h"
 
 /*
- * Every allocation of the library goes through here (and the allocations
- * of zstd, zlib and protobuf-c through the callbacks at the end), so that
- * a test can fail each one in turn and check that the error path returns
- * -ENOMEM and leaks nothing (DESIGN/STYLE: "fail the Nth allocation", in
- * the manner of protobuf-c's failing-allocator test).
+ * Every block carries a header just below the address the caller gets:
+ * its size, which pf_realloc() needs to copy a block when the allocator
+ * has no realloc of its own (pf_allocator has none, as zstd's and
+ * protobuf-c's), and its distance from the start of what the allocator
+ * returned, which pf_free() needs for the blocks pf_malloc_aligned()
+ * aligned further.  The header is a multiple of malloc's alignment, so a
+ * block keeps the alignment of what the allocator returned.  The
+ * library's allocations are few and large (hot paths allocate nothing:
+ * pools, arenas), so the 16 bytes each cost nothing measurable.
  *
- * The counters are process-wide and updated with relaxed atomics: the
- * loader's threads allocate too, and each allocation must draw a distinct
- * number so that exactly one of them fails.  The cost is two atomic
- * additions per allocation; the hot paths do not allocate (buffer pools,
- * arenas), so nobody pays it per record.
- *
- * A failure is one-shot: the allocation numbered fail_target fails, those
- * after it succeed again.  That is what makes "for every N" meaningful:
- * run N fails the Nth allocation and only it, so the error path of every
- * allocation site is taken exactly once over the sweep, and any cleanup
- * that itself allocates still can.
+ * The count of blocks live is what lets pf_allocator_set() refuse to
+ * change the allocator under a block: a block is always freed by the
+ * allocator that made it.  It costs one relaxed atomic addition per
+ * allocation and per free.
  */
+typedef struct block_header {
+	size_t size;	/* what the caller asked for */
+	size_t offset;	/* from what the allocator returned to the block */
+} block_header;
 
-static uint64_t alloc_count;	/* allocations attempted so far */
-static uint64_t fail_target;	/* the count that fails; 0: none */
-static uint64_t alloc_live;	/* succeeded and not yet freed */
+#define HEADER_ALIGN (alignof(max_align_t) > 16 ? alignof(max_align_t) : 16)
+#define HEADER ((sizeof(block_header) + HEADER_ALIGN - 1) / HEADER_ALIGN * HEADER_ALIGN)
 
-/* Draw this allocation's number; @return true when it must fail. */
-static bool draw_fails(void)
+static void *libc_alloc(void *opaque, size_t size)
 {
-	uint64_t n = __atomic_add_fetch(&alloc_count, 1, __ATOMIC_RELAXED);
-	uint64_t target = __atomic_load_n(&fail_target, __ATOMIC_RELAXED);
-
-	return target && n == target;
+	(void)opaque;
+	return malloc(size);
 }
 
-static void *counted(void *p)
+static void libc_free(void *opaque, void *p)
 {
-	if (p)
-		__atomic_add_fetch(&alloc_live, 1, __ATOMIC_RELAXED);
+	(void)opaque;
+	free(p);
+}
+
+static const pf_allocator libc_allocator = { libc_alloc, libc_free, NULL };
+
+/* The allocator in force: &libc_allocator or one of the two copies of a
+ * caller's (written while no block is live, then published). */
+static pf_allocator installed[2];
+static unsigned next_slot;
+static const pf_allocator *current = &libc_allocator;
+static pthread_mutex_t set_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t live;	/* blocks made and not freed */
+
+static const pf_allocator *in_force(void)
+{
+	return __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+}
+
+int pf_allocator_set(const pf_allocator *a)
+{
+	int ret = 0;
+
+	if (a && (!a->alloc || !a->free))
+		return -EINVAL;
+	pthread_mutex_lock(&set_mu);
+	if (__atomic_load_n(&live, __ATOMIC_ACQUIRE)) {
+		ret = -EBUSY;
+	} else if (!a) {
+		__atomic_store_n(&current, &libc_allocator, __ATOMIC_RELEASE);
+	} else {
+		pf_allocator *slot = &installed[next_slot];
+
+		next_slot ^= 1;
+		*slot = *a;
+		__atomic_store_n(&current, slot, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&set_mu);
+	return ret;
+}
+
+/* A block of size bytes whose address is a multiple of align (a power of
+ * two; HEADER_ALIGN or more), zeroed when zero says so. */
+static void *block_alloc(size_t size, size_t align, bool zero)
+{
+	const pf_allocator *a = in_force();
+	/* Room to round up to align from wherever the block starts. */
+	size_t extra = HEADER + (align > HEADER_ALIGN ? align - 1 : 0);
+	uint8_t *raw, *p;
+	block_header *h;
+
+	if (size > SIZE_MAX - extra)
+		return NULL;
+	/* calloc() gives large blocks from fresh (already zero) pages. */
+	if (zero && a == &libc_allocator)
+		raw = calloc(1, size + extra);
+	else
+		raw = a->alloc(a->opaque, size + extra);
+	if (!raw)
+		return NULL;
+	p = raw + HEADER;
+	if (align > HEADER_ALIGN)
+		p = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+	h = (block_header *)(p - HEADER);
+	h->size = size;
+	h->offset = (size_t)(p - raw);
+	if (zero && a != &libc_allocator)
+		memset(p, 0, size);
+	__atomic_add_fetch(&live, 1, __ATOMIC_RELAXED);
 	return p;
 }
 
-void pf_alloc_fail_at(uint64_t n)
+static block_header *header_of(void *p)
 {
-	uint64_t now = __atomic_load_n(&alloc_count, __ATOMIC_RELAXED);
-
-	__atomic_store_n(&fail_target, n ? now + n : 0, __ATOMIC_RELAXED);
+	return (block_header *)((uint8_t *)p - HEADER);
 }
 
-uint64_t pf_alloc_count(void)
-{
-	return __atomic_load_n(&alloc_count, __ATOMIC_RELAXED);
-}
-
-uint64_t pf_alloc_live(void)
-{
-	return __atomic_load_n(&alloc_live, __ATOMIC_RELAXED);
-}
-
-/* Size 0 is made 1 byte everywhere: malloc(0) may return NULL, and a NULL
- * must mean only "out of memory" to the callers. */
 void *pf_malloc(size_t size)
 {
-	if (draw_fails())
-		return NULL;
-	return counted(malloc(size ? size : 1));
+	return block_alloc(size, HEADER_ALIGN, false);
 }
 
 void *pf_calloc(size_t n, size_t size)
 {
 	size_t bytes;
 
-	/* Overflow is refused before the hook draws a number, so a sweep
-	 * counts only allocations that could succeed. */
 	if (__builtin_mul_overflow(n, size, &bytes))
 		return NULL;
-	if (draw_fails())
+	return block_alloc(bytes, HEADER_ALIGN, true);
+}
+
+void *pf_malloc_aligned(size_t size, size_t align)
+{
+	if (!align || (align & (align - 1)) || align > 4096)
 		return NULL;
-	return counted(calloc(bytes ? n : 1, bytes ? size : 1));
+	if (align < HEADER_ALIGN)
+		align = HEADER_ALIGN;
+	return block_alloc(size, align, false);
 }
 
 void *pf_realloc(void *p, size_t size)
 {
+	const pf_allocator *a = in_force();
+	block_header *h;
+	size_t align;
 	void *q;
 
-	if (draw_fails())
+	if (!p)
+		return pf_malloc(size);
+	h = header_of(p);
+	if (a == &libc_allocator && h->offset == HEADER) {
+		/* libc's realloc() may grow in place. */
+		uint8_t *raw;
+
+		if (size > SIZE_MAX - HEADER)
+			return NULL;
+		raw = realloc((uint8_t *)p - HEADER, size + HEADER);
+		if (!raw)
+			return NULL;
+		((block_header *)raw)->size = size;
+		return raw + HEADER;
+	}
+	/* A block pf_malloc_aligned() made keeps an alignment at least its
+	 * own: that of its address (at most 4096, as asked). */
+	align = (uintptr_t)p & -(uintptr_t)p;
+	align = h->offset == HEADER ? HEADER_ALIGN : align < 4096 ? align : 4096;
+	q = block_alloc(size, align, false);
+	if (!q)
 		return NULL;
-	q = realloc(p, size ? size : 1);
-	/* Only a new block changes the live count; a moved one is still one. */
-	if (q && !p)
-		__atomic_add_fetch(&alloc_live, 1, __ATOMIC_RELAXED);
+	memcpy(q, p, h->size < size ? h->size : size);
+	pf_free(p);
 	return q;
 }
 
@@ -112,10 +190,15 @@ char *pf_strdup(const char *s)
 
 void pf_free(void *p)
 {
+	const pf_allocator *a;
+	block_header *h;
+
 	if (!p)
 		return;
-	__atomic_sub_fetch(&alloc_live, 1, __ATOMIC_RELAXED);
-	free(p);
+	a = in_force();
+	h = header_of(p);
+	__atomic_sub_fetch(&live, 1, __ATOMIC_RELAXED);
+	a->free(a->opaque, (uint8_t *)p - h->offset);
 }
 
 /* ------------------------------------------------------------------ */
@@ -125,6 +208,15 @@ void *pf_alloc_cb(void *opaque, size_t size)
 {
 	(void)opaque;
 	return pf_malloc(size);
+}
+
+void *pf_alloc_cb_flag(void *failed, size_t size)
+{
+	void *p = pf_malloc(size);
+
+	if (!p)
+		*(bool *)failed = true;
+	return p;
 }
 
 void pf_free_cb(void *opaque, void *p)

@@ -9,36 +9,33 @@
 
 /*
  * Every allocation of the library, and those zstd, zlib and protobuf-c make
- * for it, goes through these, so that a test can make any one of them fail.
- * They behave as their libc namesakes except that a size of 0 allocates
- * one byte (so NULL always means out of memory) and pf_calloc() refuses a
- * count * size that overflows.  Memory from them is released with
- * pf_free(), never free().  Thread-safe.
+ * for it, goes through these, and they through the pf_allocator in force
+ * (pf_common.h: malloc() and free() unless the caller set another).  They
+ * behave as their libc namesakes except that a size of 0 is a valid block
+ * (so NULL always means out of memory) and pf_calloc() refuses a count *
+ * size that overflows.  Memory from them is released with pf_free(), never
+ * free(), and memory from malloc() never with pf_free().  Thread-safe.
  */
 void *pf_malloc(size_t size);
 void *pf_calloc(size_t n, size_t size);
 /* On failure NULL, with p left as it was (still to be freed). */
 void *pf_realloc(void *p, size_t size);
 char *pf_strdup(const char *s);
+/* size bytes at an address that is a multiple of align (a power of two, at
+ * most 4096; less than malloc's alignment is malloc's), for vector code.
+ * Freed with pf_free(); NULL when align is not such a power of two. */
+void *pf_malloc_aligned(size_t size, size_t align);
 /* NULL is a no-op. */
 void pf_free(void *p);
 
-/* TEST HOOK, for allocation-failure tests only: make the nth allocation
- * from now fail (return NULL), once; the allocations after it succeed
- * again.  n = 0 turns the hook off.  Process-wide: an allocation by any
- * thread counts. */
-void pf_alloc_fail_at(uint64_t n);
-/* TEST HOOK: allocations attempted since the process started (failed
- * ones too; a pf_realloc() counts as one). */
-uint64_t pf_alloc_count(void);
-/* TEST HOOK: allocations made and not yet freed.  A cycle that frees all
- * it made leaves it where it found it. */
-uint64_t pf_alloc_live(void);
-
 /* The allocator callbacks handed to zstd (ZSTD_customMem), protobuf-c
  * (ProtobufCAllocator) and zlib (z_stream zalloc/zfree), so that their
- * allocations go through pf_malloc() too.  The opaque argument is unused. */
+ * allocations go through pf_malloc() too.  The opaque argument is unused,
+ * but for pf_alloc_cb_flag()'s: a bool set to true when an allocation
+ * fails (protobuf-c's unpack returns NULL both for bad input and for out
+ * of memory; the flag tells them apart). */
 void *pf_alloc_cb(void *opaque, size_t size);
+void *pf_alloc_cb_flag(void *failed, size_t size);
 void pf_free_cb(void *opaque, void *p);
 void *pf_zalloc_cb(void *opaque, unsigned items, unsigned size);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* podfeed common: what every part of the library shares in its API: the
- * export macro and the error context. */
+ * export macro, the error context and the allocator. */
 #ifndef PF_COMMON_H
 #define PF_COMMON_H
 
@@ -98,6 +98,79 @@ PF_API size_t pf_error_format(const pf_error *err, char *dst, size_t cap);
 
 /*! pf_strerror(): a short name for a -errno code used by podfeed. */
 PF_API const char *pf_strerror(int code);
+
+/* ------------------------------------------------------------------ */
+/* The allocator                                                        */
+/* ------------------------------------------------------------------ */
+/*
+ * Every allocation podfeed makes goes through one allocator, process-wide:
+ * its objects and their buffers, and what zstd, zlib and protobuf-c
+ * allocate for it (they are handed callbacks into it).  It is malloc() and
+ * free() unless pf_allocator_set() installs another, as zstd's
+ * ZSTD_customMem and protobuf-c's ProtobufCAllocator let a caller do.
+ *
+ * What it must do.  alloc(opaque, size) returns size bytes aligned for any
+ * object (as malloc(): alignof(max_align_t)), or NULL when it cannot: the
+ * podfeed call then fails with -ENOMEM, saying so in its pf_error, and
+ * leaks nothing.  size is never 0.  free(opaque, p) releases a block that
+ * alloc returned; p is never NULL.  opaque is passed to both as given.
+ * podfeed asks for a little more than its objects need (a 16-byte header
+ * per block, and room to align the few blocks that want more than malloc's
+ * alignment), and never reallocates in place: growing an array is a new
+ * block, a copy and a free.
+ *
+ * When.  Set it when no podfeed object is alive: before the first is
+ * created, or after the last is freed (loaders, sources, readers, I/O
+ * engines, region tables, indexes, manifests, models, arenas and every
+ * other object with a _free(), _close() or _release()).  While any block
+ * of the allocator in force is still allocated, pf_allocator_set()
+ * refuses with -EBUSY and changes nothing, so a block is always freed by
+ * the allocator that made it.
+ *
+ * Thread-safety.  pf_allocator_set() must not run while another thread is
+ * inside a podfeed call.  The allocator's functions are called from any
+ * thread that calls podfeed and from the threads podfeed starts (a
+ * loader's I/O thread and workers), at the same time: they must be
+ * thread-safe.
+ *
+ * Who frees.  podfeed frees every block it allocated, through the same
+ * allocator, by the time the object that owns it is freed; memory a
+ * podfeed call hands over (pf_paths_expand()'s list) is released by the
+ * podfeed call that says so (pf_paths_free()), never by the caller's
+ * free().
+ *
+ * Outside it, on purpose:
+ *  - The loader's large pools (batch slots, read buffers, stream buffers:
+ *    most of pf_loader_config.memory_budget, pf_loader_metrics.memory_bytes
+ *    says how much) are mapped with mmap(): they are page-aligned, as
+ *    O_DIRECT reads and io_uring's registered buffers need, ask for
+ *    transparent huge pages (a pool is written in full on the first pass,
+ *    and 2 MiB pages cut its page faults 512-fold), and can be kept for
+ *    the next loader (keep_pools) — none of which a malloc-shaped
+ *    allocator can promise.  Their size is bounded by memory_budget, and
+ *    pf_loader_free() unmaps them (or keeps them, when asked, until
+ *    pf_loader_trim()).
+ *  - The read policies of pf_file_pread() (a few hundred bytes for each
+ *    pf_file_set_policy() and each loader created) live as long as the
+ *    process, since a reader may still hold one, and come from malloc().
+ *  - pf_manifest_locate()'s path is malloc()ed for the caller's free(),
+ *    as its comment says.
+ *  - What the C library, liburing and the kernel allocate inside calls
+ *    podfeed makes (glob(), opendir(), realpath(), thread stacks,
+ *    io_uring's rings).
+ */
+typedef struct pf_allocator {
+	void *(*alloc)(void *opaque, size_t size);
+	void (*free)(void *opaque, void *p);
+	void *opaque;
+} pf_allocator;
+
+/*! pf_allocator_set(): make *a (copied) the allocator of every podfeed
+ *  allocation from now on, or with a NULL, malloc() and free() again.
+ *  @return 0; -EINVAL when a lacks alloc or free; -EBUSY when blocks of
+ *  the allocator in force are still allocated (a podfeed object is alive),
+ *  and nothing changed.  Not while another thread is in a podfeed call. */
+PF_API int pf_allocator_set(const pf_allocator *a);
 
 #ifdef __cplusplus
 }

@@ -26,27 +26,11 @@ struct ref_alloc {
 	bool failed;
 };
 
-static void *ref_malloc(void *data, size_t size)
-{
-	struct ref_alloc *ra = data;
-	void *p = pf_malloc(size);
-
-	if (!p)
-		ra->failed = true;
-	return p;
-}
-
-static void ref_free(void *data, void *p)
-{
-	(void)data;
-	pf_free(p);
-}
-
 static void ref_alloc_init(struct ref_alloc *ra)
 {
-	ra->pc.alloc = ref_malloc;
-	ra->pc.free = ref_free;
-	ra->pc.allocator_data = ra;
+	ra->pc.alloc = pf_alloc_cb_flag;
+	ra->pc.free = pf_free_cb;
+	ra->pc.allocator_data = &ra->failed;
 	ra->failed = false;
 }
 

@@ -38,23 +38,6 @@ struct pf_manifest_builder {
 	size_t blob_len;
 };
 
-/* protobuf-c allocates through pf_malloc(); a failure is remembered so
- * that out of memory is not taken for a corrupt payload. */
-static void *pb_alloc(void *data, size_t size)
-{
-	void *p = pf_malloc(size);
-
-	if (!p)
-		*(bool *)data = true;
-	return p;
-}
-
-static void pb_free(void *data, void *p)
-{
-	(void)data;
-	pf_free(p);
-}
-
 static bool path_ok(const char *p, const char **why)
 {
 	size_t len = strlen(p);
@@ -324,8 +307,10 @@ static int from_pb(pf_manifest *m, const Podfeed__Manifest *pb, uint64_t off, pf
 
 int pf_manifest_parse(pf_manifest **out, const void *buf, size_t len, pf_error *err)
 {
+	/* protobuf-c allocates through pf_malloc(); a failure is remembered
+	 * so that out of memory is not taken for a corrupt payload. */
 	bool pb_failed = false;
-	ProtobufCAllocator pba = { .alloc = pb_alloc, .free = pb_free,
+	ProtobufCAllocator pba = { .alloc = pf_alloc_cb_flag, .free = pf_free_cb,
 				   .allocator_data = &pb_failed };
 	const uint8_t *p = buf;
 	Podfeed__Manifest *pb = NULL;

@@ -126,28 +126,6 @@ int64_t pf_shard_index_find_record(const pf_shard_index *ix, uint64_t rec)
 	return lo;
 }
 
-/* protobuf-c returns NULL both for bad input and for a failed allocation;
- * this allocator tells them apart. */
-struct pb_alloc_state {
-	bool failed;
-};
-
-static void *pb_alloc(void *data, size_t size)
-{
-	struct pb_alloc_state *st = data;
-	void *p = pf_malloc(size);
-
-	if (!p)
-		st->failed = true;
-	return p;
-}
-
-static void pb_free(void *data, void *p)
-{
-	(void)data;
-	pf_free(p);
-}
-
 /* The seek table frame: its location and what it says. */
 struct seek_table {
 	uint64_t start;			/* file offset of its skippable header */
@@ -308,9 +286,11 @@ static int64_t copy_schema(pf_shard_index *ix, const Podfeed__ShardIndex *pb,
 int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 			     size_t tail_len, uint64_t file_size, pf_error *err)
 {
-	struct pb_alloc_state pb_state = { false };
+	/* protobuf-c returns NULL both for bad input and for a failed
+	 * allocation: the flag tells them apart. */
+	bool pb_failed = false;
 	ProtobufCAllocator pb_allocator = {
-		.alloc = pb_alloc, .free = pb_free, .allocator_data = &pb_state,
+		.alloc = pf_alloc_cb_flag, .free = pf_free_cb, .allocator_data = &pb_failed,
 	};
 	Podfeed__ShardIndex *pb = NULL;
 	pf_shard_index *ix = NULL;
@@ -413,7 +393,7 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 	pb = podfeed__shard_index__unpack(&pb_allocator, pb_len,
 					  p + PF_SKIP_HEADER);
 	if (!pb) {
-		if (pb_state.failed)
+		if (pb_failed)
 			return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, ix_start,
 					    "no memory to unpack the index");
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE,

@@ -53,11 +53,7 @@ struct pf_grad {
  * that is a multiple of 16 floats.  @return NULL on failure (n may be 0). */
 static void *alloc_aligned(size_t bytes)
 {
-	void *p = NULL;
-
-	if (posix_memalign(&p, 64, bytes ? bytes : 64))
-		return NULL;
-	return p;
+	return pf_malloc_aligned(bytes, 64);
 }
 
 /* splitmix64 stream with Box-Muller normals: the same seed gives the same
@@ -187,7 +183,7 @@ int pf_model_create(pf_model **out, const pf_model_config *cfg, pf_error *err)
 				    cfg->kernels);
 	}
 
-	m = calloc(1, sizeof(*m));
+	m = pf_calloc(1, sizeof(*m));
 	if (!m)
 		goto nomem;
 	m->cfg = *cfg;
@@ -237,9 +233,9 @@ void pf_model_free(pf_model *m)
 {
 	if (!m)
 		return;
-	free(m->dense);
-	free(m->embed);
-	free(m);
+	pf_free(m->dense);
+	pf_free(m->embed);
+	pf_free(m);
 }
 
 const pf_model_config *pf_model_get_config(const pf_model *m)
@@ -284,7 +280,7 @@ double pf_model_step_flops(const pf_model *m, uint32_t rows)
 int pf_workspace_create(const pf_model *m, pf_workspace **out)
 {
 	const pf_model_config *c = &m->cfg;
-	pf_workspace *ws = calloc(1, sizeof(*ws));
+	pf_workspace *ws = pf_calloc(1, sizeof(*ws));
 
 	*out = NULL;
 	if (!ws)
@@ -301,7 +297,7 @@ int pf_workspace_create(const pf_model *m, pf_workspace **out)
 		ws->dhidden = alloc_aligned(hbytes);
 		ws->inv_count = alloc_aligned(c->max_rows * sizeof(float));
 		ws->slot = alloc_aligned((size_t)c->vocab * sizeof(int32_t));
-		ws->touched = calloc((c->vocab + 63) / 64, sizeof(uint64_t));
+		ws->touched = pf_calloc((c->vocab + 63) / 64, sizeof(uint64_t));
 		ws->occ_start = alloc_aligned(((size_t)m->core_rows + 1) *
 					      sizeof(uint32_t));
 		ws->occ_row = alloc_aligned((size_t)c->max_rows * c->seq_len *
@@ -321,16 +317,16 @@ void pf_workspace_free(pf_workspace *ws)
 {
 	if (!ws)
 		return;
-	free(ws->logits);
-	free(ws->hidden);
-	free(ws->dhidden);
-	free(ws->inv_count);
-	free(ws->slot);
-	free(ws->touched);
-	free(ws->occ_start);
-	free(ws->occ_row);
-	free(ws->gemm);
-	free(ws);
+	pf_free(ws->logits);
+	pf_free(ws->hidden);
+	pf_free(ws->dhidden);
+	pf_free(ws->inv_count);
+	pf_free(ws->slot);
+	pf_free(ws->touched);
+	pf_free(ws->occ_start);
+	pf_free(ws->occ_row);
+	pf_free(ws->gemm);
+	pf_free(ws);
 }
 
 int pf_grad_create(const pf_model *m, uint32_t sum_of, pf_grad **out)
@@ -341,7 +337,7 @@ int pf_grad_create(const pf_model *m, uint32_t sum_of, pf_grad **out)
 	*out = NULL;
 	if (sum_of < 1)
 		return -EINVAL;
-	g = calloc(1, sizeof(*g));
+	g = pf_calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	g->kind = m->cfg.kind;
@@ -362,7 +358,7 @@ int pf_grad_create(const pf_model *m, uint32_t sum_of, pf_grad **out)
 		g->ids = alloc_aligned((size_t)g->cap * sizeof(uint32_t));
 		g->rows = alloc_aligned((size_t)g->cap * g->dim * sizeof(float));
 		g->words = (g->vocab + 63) / 64;
-		g->mask = calloc(g->words, sizeof(uint64_t));
+		g->mask = pf_calloc(g->words, sizeof(uint64_t));
 		if (!g->ids || !g->rows || !g->mask)
 			goto nomem;
 	}
@@ -377,11 +373,11 @@ void pf_grad_free(pf_grad *g)
 {
 	if (!g)
 		return;
-	free(g->dense);
-	free(g->ids);
-	free(g->rows);
-	free(g->mask);
-	free(g);
+	pf_free(g->dense);
+	pf_free(g->ids);
+	pf_free(g->rows);
+	pf_free(g->mask);
+	pf_free(g);
 }
 
 static bool same_shape(const pf_grad *a, const pf_grad *b)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_internal.h"
 #include "pf_host.h"
 
 #ifdef PF_HAVE_MPI
@@ -53,7 +54,7 @@ static int mpi_fail(pf_error *err, int rc, const char *what)
 
 int pf_pod_open(pf_pod **out, pf_error *err)
 {
-	pf_pod *p = calloc(1, sizeof(*p));
+	pf_pod *p = pf_calloc(1, sizeof(*p));
 
 	pf_error_clear(err);
 	if (!p)
@@ -67,7 +68,7 @@ int pf_pod_open(pf_pod **out, pf_error *err)
 		/* Only the thread that opened the pod calls MPI. */
 		rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
 		if (rc != MPI_SUCCESS) {
-			free(p);
+			pf_free(p);
 			return mpi_fail(err, rc, "initialisation");
 		}
 		p->mpi = true;
@@ -77,7 +78,7 @@ int pf_pod_open(pf_pod **out, pf_error *err)
 		p->rank = (uint32_t)rank;
 		p->size = (uint32_t)size;
 #else
-		free(p);
+		pf_free(p);
 		return pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
 				    "started by an MPI launcher, but this program has no MPI "
 				    "(libpodfeed.so never links it; podfeed's tools do when "
@@ -96,7 +97,7 @@ void pf_pod_close(pf_pod *p)
 	if (p->mpi)
 		MPI_Finalize();
 #endif
-	free(p);
+	pf_free(p);
 }
 
 uint32_t pf_pod_rank(const pf_pod *p)

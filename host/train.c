@@ -302,18 +302,18 @@ int pf_trainer_create(pf_trainer **out, const pf_trainer_config *cfg,
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "trainer: per-core batch %u is not in [1, %u]",
 				    cfg->per_core_batch, PF_MODEL_MAX_ROWS);
-	t = calloc(1, sizeof(*t));
+	t = pf_calloc(1, sizeof(*t));
 	if (!t)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "trainer: out of memory");
 	t->kind = cfg->model.kind;
 	if (t->kind != PF_MODEL_SOFTMAX && t->kind != PF_MODEL_EMBAG) {
-		free(t);
+		pf_free(t);
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "trainer: unknown model kind %d", (int)cfg->model.kind);
 	}
 	if ((ret = map_features(t, cfg, err)) < 0) {
-		free(t);
+		pf_free(t);
 		return ret;
 	}
 	t->cores = cfg->cores;
@@ -331,12 +331,12 @@ int pf_trainer_create(pf_trainer **out, const pf_trainer_config *cfg,
 	}
 	ret = pf_model_create(&t->model, &mc, err);
 	if (ret < 0) {
-		free(t);
+		pf_free(t);
 		return ret;
 	}
 
-	t->core = calloc(t->cores, sizeof(*t->core));
-	t->grads = calloc(t->cores, sizeof(*t->grads));
+	t->core = pf_calloc(t->cores, sizeof(*t->core));
+	t->grads = pf_calloc(t->cores, sizeof(*t->grads));
 	if (!t->core || !t->grads)
 		goto nomem;
 	for (uint32_t i = 0; i < t->cores; i++) {
@@ -355,7 +355,7 @@ int pf_trainer_create(pf_trainer **out, const pf_trainer_config *cfg,
 		goto nomem;
 	t->mask_words = pf_grad_mask_words(t->avg);
 	if (t->mask_words) {
-		t->mask = calloc(t->mask_words, sizeof(*t->mask));
+		t->mask = pf_calloc(t->mask_words, sizeof(*t->mask));
 		if (!t->mask)
 			goto nomem;
 	}
@@ -406,12 +406,12 @@ void pf_trainer_free(pf_trainer *t)
 		pf_workspace_free(t->core[i].ws);
 		pf_grad_free(t->core[i].g);
 	}
-	free(t->core);
-	free(t->grads);
-	free(t->mask);
+	pf_free(t->core);
+	pf_free(t->grads);
+	pf_free(t->mask);
 	pf_grad_free(t->avg);
 	pf_model_free(t->model);
-	free(t);
+	pf_free(t);
 }
 
 pf_model *pf_trainer_model(pf_trainer *t)

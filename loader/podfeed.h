@@ -317,7 +317,9 @@ typedef struct pf_loader_config {
 
 	unsigned threads;		/* decode workers; 0: number of CPUs */
 	unsigned io_depth;		/* reads in flight; 0: 32 */
-	size_t memory_budget;		/* bytes for all pools; 0: 512 MiB */
+	size_t memory_budget;		/* bytes for all pools (mmap()ed, outside
+					   pf_allocator: pf_common.h says why);
+					   0: 512 MiB */
 	unsigned prefetch;		/* the consumer may hold prefetch + 1 batches; 0: 2 */
 	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
 	bool direct_io;			/* O_DIRECT for aligned indexed shards */

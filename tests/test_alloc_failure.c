@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Allocation failure: every allocation of a create/read/close cycle made to
- * fail in turn (pf_alloc_fail_at), each giving a clean -ENOMEM and leaking
- * nothing, in the manner of protobuf-c's failing-allocator test. */
+ * fail in turn through the public allocator hook (pf_allocator_set(): the
+ * test allocator of testutil.c, tu_alloc_fail_at()), each giving a clean
+ * -ENOMEM and leaking nothing, in the manner of protobuf-c's
+ * failing-allocator test. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -23,15 +25,16 @@
  *     file where the cycle reads one), the failure having been drawn; or
  *   - success with no failure drawn (N past the cycle's last allocation),
  *     which ends the sweep;
- * and pf_alloc_live() must be back where it was before the cycle.  A cycle
+ * and tu_alloc_live() must be back where it was before the cycle.  A cycle
  * that succeeds although its failure was drawn swallowed an out-of-memory
  * error: that fails the test.  The sweep must reach N > K, so a cycle that
  * stops allocating (or a hook that counts nothing) cannot pass unnoticed.
  *
- * The counters are the library's own, so this checks pf_malloc and the
- * callbacks zstd, zlib and protobuf-c get; memory libc allocates for us
- * (opendir, glob) is not in it, and LeakSanitizer covers that in the
- * ASan build.
+ * The counters are the test allocator's, installed with pf_allocator_set()
+ * as a user would, so this checks that every allocation of the library
+ * reaches the hook (pf_malloc and the callbacks zstd, zlib and protobuf-c
+ * get) and is freed through it; memory libc allocates for us (opendir,
+ * glob) is not in it, and LeakSanitizer covers that in the ASan build.
  */
 
 #define CHECK(cond, ...)                                                     \
@@ -45,32 +48,32 @@ typedef int (*cycle_fn)(void *ctx, pf_error *err);
 /* @return the allocations of one clean run. */
 static uint64_t sweep(const char *name, cycle_fn fn, void *ctx, const char *file)
 {
-	uint64_t live0 = pf_alloc_live(), c0 = pf_alloc_count(), clean, n;
+	uint64_t live0 = tu_alloc_live(), c0 = tu_alloc_count(), clean, n;
 	pf_error err;
 	int ret;
 
 	pf_error_clear(&err);
 	ret = fn(ctx, &err);
 	cr_assert_eq(ret, 0, "%s: clean run failed: %d %s", name, ret, err.msg);
-	clean = pf_alloc_count() - c0;
+	clean = tu_alloc_count() - c0;
 	cr_assert_gt(clean, 0, "%s: the cycle made no allocation", name);
-	cr_assert_eq(pf_alloc_live(), live0, "%s: clean run leaked %lld", name,
-		     (long long)(pf_alloc_live() - live0));
+	cr_assert_eq(tu_alloc_live(), live0, "%s: clean run leaked %lld", name,
+		     (long long)(tu_alloc_live() - live0));
 
 	for (n = 1;; n++) {
 		uint64_t before, drawn;
 
 		CHECK(n <= 4 * clean + 64, "%s: N=%llu and still failing (%llu allocations clean)",
 		      name, (unsigned long long)n, (unsigned long long)clean);
-		live0 = pf_alloc_live();
-		before = pf_alloc_count();
+		live0 = tu_alloc_live();
+		before = tu_alloc_count();
 		pf_error_clear(&err);
-		pf_alloc_fail_at(n);
+		tu_alloc_fail_at(n);
 		ret = fn(ctx, &err);
-		pf_alloc_fail_at(0);
-		drawn = pf_alloc_count() - before;
-		CHECK(pf_alloc_live() == live0, "%s: N=%llu leaked %lld allocations (ret %d: %s)",
-		      name, (unsigned long long)n, (long long)(pf_alloc_live() - live0),
+		tu_alloc_fail_at(0);
+		drawn = tu_alloc_count() - before;
+		CHECK(tu_alloc_live() == live0, "%s: N=%llu leaked %lld allocations (ret %d: %s)",
+		      name, (unsigned long long)n, (long long)(tu_alloc_live() - live0),
 		      ret, err.msg);
 		if (ret == 0) {
 			CHECK(drawn < n, "%s: allocation %llu failed but the cycle succeeded",
@@ -501,7 +504,7 @@ Test(alloc_failure, spec_parse_does_not_allocate)
 {
 	pf_spec spec;
 	pf_error err;
-	uint64_t c0 = pf_alloc_count();
+	uint64_t c0 = tu_alloc_count();
 
 	/* Nothing to sweep: the spec is a fixed array in the caller's
 	 * struct.  Say so here, so that a spec that starts to allocate
@@ -510,7 +513,7 @@ Test(alloc_failure, spec_parse_does_not_allocate)
 	cr_assert_eq(pf_spec_parse(&spec, "tokens:int32[256]:pad=0,x:float32[4]:scale=0.5:"
 				   "clip=-3:3,label:int64[1]:required,b:bytes[16]", &err), 0,
 		     "%s", err.msg);
-	cr_assert_eq(pf_alloc_count(), c0, "pf_spec_parse allocates now: sweep it");
+	cr_assert_eq(tu_alloc_count(), c0, "pf_spec_parse allocates now: sweep it");
 }
 
 struct region_ctx {

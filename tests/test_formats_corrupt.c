@@ -1955,24 +1955,24 @@ Test(corrupt, swallowed_next_frame_found_in_history)
 static void alloc_sweep(const uint8_t *file, size_t len, const char *path,
 			const result *want, const char *what)
 {
-	uint64_t base = pf_alloc_live(), n0, count;
+	uint64_t base = tu_alloc_live(), n0, count;
 
 	/* How many allocations one read makes. */
-	n0 = pf_alloc_count();
+	n0 = tu_alloc_count();
 	if (path)
 		read_source(path, false, 777, PF_CORRUPT_SKIP, &rb);
 	else
 		read_stream(file, len, 777, PF_CORRUPT_SKIP, &rb);
-	count = pf_alloc_count() - n0;
+	count = tu_alloc_count() - n0;
 	cr_assert_gt(count, 0);
 	cr_assert(same_result(want, &rb), "%s: a clean rerun differs", what);
 	for (uint64_t k = 1; k <= count; k++) {
-		pf_alloc_fail_at(k);
+		tu_alloc_fail_at(k);
 		if (path)
 			read_source(path, false, 777, PF_CORRUPT_SKIP, &rb);
 		else
 			read_stream(file, len, 777, PF_CORRUPT_SKIP, &rb);
-		pf_alloc_fail_at(0);
+		tu_alloc_fail_at(0);
 		CHECK(rb.ret == 0 || rb.ret == -ENOMEM, "%s: allocation %llu failed: %d (%s)",
 		      what, (unsigned long long)k, rb.ret, rb.err.msg);
 		if (rb.ret == 0)
@@ -1981,8 +1981,8 @@ static void alloc_sweep(const uint8_t *file, size_t len, const char *path,
 		for (int i = 0; i < rb.nrec; i++)
 			CHECK(rb.ids[i] == want->ids[i], "%s: allocation %llu: record %d differs",
 			      what, (unsigned long long)k, i);
-		CHECK(pf_alloc_live() == base, "%s: allocation %llu failed: %llu left", what,
-		      (unsigned long long)k, (unsigned long long)(pf_alloc_live() - base));
+		CHECK(tu_alloc_live() == base, "%s: allocation %llu failed: %llu left", what,
+		      (unsigned long long)k, (unsigned long long)(tu_alloc_live() - base));
 	}
 }
 

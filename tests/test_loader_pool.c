@@ -210,12 +210,12 @@ Test(pool, a_freed_loader_keeps_nothing_unless_asked, .timeout = 120)
 
 	run_with(a, 0, n, false, features);	/* the process's first-use costs, paid */
 	pf_loader_trim();
-	live = pf_alloc_live();
+	live = tu_alloc_live();
 	rss0 = rss_bytes();
 	d = run_with(a, 0, n, false, features);
 	rss_after = rss_bytes();
 	cr_assert_eq(pf_pool_cached(), 0, "a pool kept though not asked");
-	cr_assert_eq(pf_alloc_live(), live, "allocations left behind");
+	cr_assert_eq(tu_alloc_live(), live, "allocations left behind");
 	cr_assert_gt(d.rss_live, rss0 + 16 * MIB, "the pools were in use (%llu -> %llu)",
 		     (unsigned long long)rss0, (unsigned long long)d.rss_live);
 	cr_assert_lt(rss_after, rss0 + (d.rss_live - rss0) / 4,

@@ -269,3 +269,69 @@ void tu_regionfs_stop(pid_t *pid, const char *mnt)
 	if (mnt[0] && tu_is_mounted(mnt) && umount2(mnt, MNT_DETACH) < 0)
 		tu_system("fusermount3 -uz '%s' 2>/dev/null", mnt);
 }
+
+/* ------------------------------------------------------------------ */
+/* The test allocator                                                   */
+
+/* Counters of the allocator every test runs with (tu_alloc_*()): relaxed
+ * atomics, since a loader's threads allocate too and each allocation must
+ * draw a distinct number, so that exactly one of them fails. */
+static struct tu_alloc_state {
+	uint64_t count;		/* allocations asked for, failed ones too */
+	uint64_t live;		/* blocks given and not yet freed */
+	uint64_t fail_target;	/* the count that fails; 0: none */
+} tu_alloc;
+
+static void *tu_alloc_fn(void *opaque, size_t size)
+{
+	struct tu_alloc_state *st = opaque;
+	uint64_t n = __atomic_add_fetch(&st->count, 1, __ATOMIC_RELAXED);
+	uint64_t target = __atomic_load_n(&st->fail_target, __ATOMIC_RELAXED);
+	void *p;
+
+	if (st != &tu_alloc || !size)
+		abort();	/* the hook's contract, broken */
+	if (target && n == target)
+		return NULL;
+	p = malloc(size);
+	if (p)
+		__atomic_add_fetch(&st->live, 1, __ATOMIC_RELAXED);
+	return p;
+}
+
+static void tu_free_fn(void *opaque, void *p)
+{
+	struct tu_alloc_state *st = opaque;
+
+	if (st != &tu_alloc || !p)
+		abort();
+	__atomic_sub_fetch(&st->live, 1, __ATOMIC_RELAXED);
+	free(p);
+}
+
+const pf_allocator tu_allocator = { tu_alloc_fn, tu_free_fn, &tu_alloc };
+
+/* Installed before main(), so that every allocation the library makes in
+ * a test goes through it: nothing is alive yet to refuse it. */
+__attribute__((constructor)) static void tu_alloc_install(void)
+{
+	if (pf_allocator_set(&tu_allocator) != 0)
+		abort();
+}
+
+void tu_alloc_fail_at(uint64_t n)
+{
+	uint64_t now = __atomic_load_n(&tu_alloc.count, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&tu_alloc.fail_target, n ? now + n : 0, __ATOMIC_RELAXED);
+}
+
+uint64_t tu_alloc_count(void)
+{
+	return __atomic_load_n(&tu_alloc.count, __ATOMIC_RELAXED);
+}
+
+uint64_t tu_alloc_live(void)
+{
+	return __atomic_load_n(&tu_alloc.live, __ATOMIC_RELAXED);
+}

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "pf_common.h"
+
 /* Read a whole file into a malloc'd buffer (caller frees); aborts the
  * test with a message when it cannot. */
 uint8_t *tu_read_file(const char *path, size_t *len);
@@ -59,5 +61,17 @@ void tu_need_fuse(void);
 pid_t tu_regionfs_start(const char *args, const char *stats, const char *from,
 			const char *mnt, int timeout_ms);
 void tu_regionfs_stop(pid_t *pid, const char *mnt);
+
+/* The allocator every test runs with: installed through the public
+ * pf_allocator_set() before main(), so that every allocation the library
+ * makes (zstd's, zlib's and protobuf-c's too) goes through it.  It counts
+ * the allocations asked for (failed ones too) and the blocks live, and
+ * makes the nth allocation from now fail, once, with tu_alloc_fail_at(n)
+ * (0 turns that off); the allocations after it succeed again.  A test
+ * that installs another allocator puts tu_allocator back when it ends. */
+extern const pf_allocator tu_allocator;
+void tu_alloc_fail_at(uint64_t n);
+uint64_t tu_alloc_count(void);
+uint64_t tu_alloc_live(void);
 
 #endif

@@ -968,7 +968,7 @@ int regions_main(int argc, char **argv)
 	column *cols = NULL;
 	size_t ncols = 0;
 	char **common = NULL;
-	int ncommon = 0, ret = 2, c;
+	int ncommon = 0, nlisted = 0, ret = 2, c;
 	const char *ratio_ref = "vs fastest in";
 
 	cli_prog = "loadbench regions";
@@ -1051,14 +1051,18 @@ int regions_main(int argc, char **argv)
 			goto out;
 		if (i == 0) {
 			common = names;
-			ncommon = n;
+			ncommon = nlisted = n;
 			continue;
 		}
+		/* The names kept move to the front, in order; those dropped
+		 * stay in the list (pf_paths_free() frees them). */
 		for (int k = 0; k < ncommon; k++) {
-			if (bsearch(&common[k], names, (size_t)n, sizeof(*names), cmp_str))
-				common[kept++] = common[k];
-			else
-				free(common[k]);
+			if (bsearch(&common[k], names, (size_t)n, sizeof(*names), cmp_str)) {
+				char *keep = common[k];
+
+				common[k] = common[kept];
+				common[kept++] = keep;
+			}
 		}
 		ncommon = kept;
 		pf_paths_free(names, (size_t)n);
@@ -1155,7 +1159,7 @@ out:
 	}
 	free(cols);
 	if (common)
-		pf_paths_free(common, (size_t)ncommon);
+		pf_paths_free(common, (size_t)nlisted);
 	regions_free(&ro);
 	return ret;
 }
