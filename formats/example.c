@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tf.train.Example and SequenceExample: the fast decoder, wire format to arena. */
+/* tf.train.Example and SequenceExample: the fast decoder, wire format to
+ * arena (the arena itself is arena.c, the reference decoder example_ref.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -74,34 +75,6 @@
  */
 
 #define PF_LINEAR_MAX 16u	/* map entries searched linearly, no hash */
-
-void *pf_arena_alloc(pf_arena *a, size_t size)
-{
-	size_t off = (a->used + 7u) & ~(size_t)7u;
-
-	if (off < a->used || off > a->cap || size > a->cap - off)
-		return NULL;
-	a->used = off + size;
-	return a->base + off;
-}
-
-int pf_arena_init(pf_arena *a, size_t cap)
-{
-	a->base = pf_malloc(cap);
-	a->cap = a->base ? cap : 0;
-	a->used = 0;
-	return a->base ? 0 : -ENOMEM;
-}
-
-void pf_arena_release(pf_arena *a)
-{
-	if (!a)
-		return;
-	pf_free(a->base);
-	a->base = NULL;
-	a->cap = 0;
-	a->used = 0;
-}
 
 const char *pf_kind_name(pf_kind k)
 {

@@ -40,7 +40,7 @@ void pf_tfr_reader_cut(pf_tfr_reader *r, const char *what);
 /* The number the next delivered record gets. */
 uint64_t pf_tfr_reader_next_index(const pf_tfr_reader *r);
 
-/* Bump-allocate size bytes, 8-byte aligned, from a (example.c); NULL when
+/* Bump-allocate size bytes, 8-byte aligned, from a (arena.c); NULL when
  * they do not fit.  Shared by the fast and the reference Example decoders. */
 void *pf_arena_alloc(pf_arena *a, size_t size);
 

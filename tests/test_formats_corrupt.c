@@ -666,7 +666,7 @@ static void check_codec_drops(const image *img, const damage *d, const result *r
 			return;	/* nothing of it lost (damage zstd or zlib ignores) */
 	/* Damage at byte 0 may hide the file's format: then the bytes up to
 	 * the next header are read as TFRecord, the drop a span from byte 0
-	 * (the sniffing in stream.c). */
+	 * (the sniffing in recstream_skip.c). */
 	for (int i = 0; i < r->ndrop && i < MAX_DROPS; i++)
 		found |= (r->drops[i].offset_kind == PF_OFFSET_FILE &&
 			  r->drops[i].unit == codec_unit &&

@@ -30,7 +30,7 @@
  *   - pf_region_table_scan_mountinfo() finds another number of FUSE
  *     mounts, or skips another number of lines, than the model.
  * The model splits on blanks, decodes \ooo by itself and shares no code
- * with region.c.
+ * with region.c or region_mounts.c.
  */
 
 #define CHECK(cond)                                                          \
