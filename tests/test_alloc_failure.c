@@ -644,7 +644,7 @@ Test(alloc_failure, dataset_and_plan, .init = make_dataset, .fini = free_dataset
 /*
  * In its own executable, alloc_failure_loader: the loader's create, a
  * few steps and free, with every allocation of the cycle failed in turn
- * (loader.c, the dataset, the sources, the index, zstd and the state
+ * (the loader, the dataset, the sources, the index, zstd and the state
  * code all allocate through pf_malloc).
  */
 static int loader_cycle(void *arg, pf_error *err)

@@ -729,7 +729,7 @@ Test(faults, file_pread_with_a_malformed_environment)
 }
 
 /* ------------------------------------------------------------------ */
-/* The loader end to end (loader/loader.c untouched: the environment)    */
+/* The loader end to end (loader/ untouched: the environment)         */
 
 #define DATASET_RECORDS 3000u
 #define FEATURES "tokens:int64[512]:pad=0,label:int64[1]"

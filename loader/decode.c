@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The decode workers: a chunk the I/O thread read (a frame of an indexed
+ * shard: CRC32C, zstd, TFRecord framing) or a sub-segment of a stream
+ * file (through pf_source, its blocks pulled from the I/O thread) into
+ * records, each handed to placement; in skip mode a frame that cannot be
+ * read or decoded is lost whole, its places holes.  Not here: where a
+ * record goes (placement.c), what is read when (schedule.c), the reads
+ * themselves (io_thread.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pipeline_internal.h"
+
+/* Frame errors name the frame; offsets inside it count decompressed
+ * bytes, so the error says which frame and gives the frame's file
+ * offset. */
+static void locate_in_frame(pf_error *err, const pf_unit *u)
+{
+	err->frame = u->frame;
+	if (err->offset_kind == PF_OFFSET_STREAM || err->offset_kind == PF_OFFSET_NONE) {
+		char msg[sizeof(err->msg) + 64];
+
+		snprintf(msg, sizeof(msg), "%s (at byte %llu of frame %u)", err->msg,
+			 (unsigned long long)err->offset, u->frame);
+		snprintf(err->msg, sizeof(err->msg), "%.*s", (int)sizeof(err->msg) - 1, msg);
+		err->offset_kind = PF_OFFSET_FILE;
+		err->offset = u->offset;
+	}
+}
+
+/* Skip mode: the frame of chunk c could not be read or decompressed.  It
+ * is dropped whole (reported by the chunk that holds its first record)
+ * and each of its places in the segment is a hole. */
+static int lose_frame(pf_loader *l, worker *w, chunk *c, pf_error *cause)
+{
+	const pf_unit *u = &l->ds->units[c->seg.unit];
+	pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
+		      .start = u->offset, .resume = u->offset + u->csize,
+		      .next_record = u->first_record, .records = (int64_t)u->records };
+	int ret;
+
+	locate_in_frame(cause, u);
+	d.cause = *cause;
+	if (c->seg.first == 0) {
+		ret = pf_drop_report(l, &d, l->ds->paths[u->file]);
+		if (ret < 0)
+			return ret;
+	}
+	for (uint64_t i = 0; i < c->seg.count; i++)
+		pf_place_hole(l, w, c, c->pos + i);
+	return 0;
+}
+
+/* Skip mode over a decompressed frame: its intact records fill the
+ * frame's places in order (the index gives the count, not which were
+ * lost) and the places left are holes.  A drop is reported by the chunk
+ * whose segment holds the place of the next intact record. */
+static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
+			      const pf_frame_info *fi, size_t len, pf_error *err)
+{
+	const pf_unit *u = &l->ds->units[c->seg.unit];
+	const char *path = l->ds->paths[u->file];
+	uint64_t end = c->seg.first + c->seg.count, i = 0, drops = 0;
+	size_t pos = 0;
+	int ret;
+
+	while (i < end) {
+		pf_record rec;
+		pf_drop d;
+		int r = pf_tfr_next_intact(w->ubuf, len, &pos, 0, l->cfg.max_record_size,
+					   l->cfg.verify_records, &rec, &d);
+
+		if (r == 0)
+			break;
+		if (r == 2) {
+			drops++;
+			d.next_record = fi->first_record + i;
+			d.cause.frame = u->frame;
+			d.cause.record = (int64_t)(fi->first_record + i);
+			if (i >= c->seg.first) {
+				ret = pf_drop_report(l, &d, path);
+				if (ret < 0)
+					return ret;
+			}
+			continue;
+		}
+		rec.index = fi->first_record + i;
+		if (i >= c->seg.first) {
+			ret = pf_place_record(l, w, c, c->pos + (i - c->seg.first), &rec, err);
+			if (ret < 0)
+				return ret;
+		}
+		i++;
+	}
+	if (i == end && end == u->records) {
+		/* The frame's last place is this chunk's: records past the
+		 * index's count have no place, and are dropped together. */
+		pf_record rec;
+		pf_drop d;
+		int r;
+
+		while ((r = pf_tfr_next_intact(w->ubuf, len, &pos, 0, l->cfg.max_record_size,
+					       l->cfg.verify_records, &rec, &d)) == 2)
+			;
+		if (r == 1) {
+			pf_drop x = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_STREAM,
+				      .start = rec.offset, .resume = len,
+				      .next_record = fi->first_record + i, .records = -1 };
+
+			pf_error_clear(&x.cause);
+			pf_error_set(&x.cause, -EBADMSG, PF_OFFSET_STREAM, rec.offset,
+				     "frame %u holds more records than its index entry's %llu",
+				     u->frame, (unsigned long long)u->records);
+			x.cause.frame = u->frame;
+			ret = pf_drop_report(l, &x, path);
+			if (ret < 0)
+				return ret;
+		}
+	}
+	if (i < end && !drops) {
+		/* Fewer records than the index says, and nothing damaged. */
+		pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
+			      .start = u->offset, .resume = u->offset + u->csize,
+			      .next_record = fi->first_record + i,
+			      .records = (int64_t)(u->records - i) };
+
+		pf_error_clear(&d.cause);
+		pf_error_set(&d.cause, -EBADMSG, PF_OFFSET_FILE, u->offset,
+			     "frame %u holds %llu records, its index entry says %llu",
+			     u->frame, (unsigned long long)i, (unsigned long long)u->records);
+		d.cause.frame = u->frame;
+		ret = pf_drop_report(l, &d, path);
+		if (ret < 0)
+			return ret;
+	}
+	for (uint64_t k = i > c->seg.first ? i : c->seg.first; k < end; k++)
+		pf_place_hole(l, w, c, c->pos + (k - c->seg.first));
+	return 0;
+}
+
+static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
+{
+	const pf_unit *u = &l->ds->units[c->seg.unit];
+	const pf_frame_info frame = pf_unit_frame(u), *fi = &frame;
+	size_t pos = 0, len;
+	uint64_t end = c->seg.first + c->seg.count;
+	bool skip = l->cfg.on_corrupt == PF_CORRUPT_SKIP;
+	int64_t n;
+	int ret = 0;
+
+	err->frame = u->frame;
+	if (c->req.result < 0) {
+		*err = c->ioerr;
+		if (!err->code)
+			pf_error_set(err, (int)c->req.result, PF_OFFSET_FILE, u->offset,
+				     "read failed: %s", pf_strerror((int)c->req.result));
+		err->frame = u->frame;
+		return skip ? lose_frame(l, w, c, err) : err->code;
+	}
+	if ((uint64_t)c->req.result < u->csize) {
+		pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, u->offset + (uint64_t)c->req.result,
+			     "file ends inside frame %u (it changed since it was opened?)",
+			     u->frame);
+		return skip ? lose_frame(l, w, c, err) : err->code;
+	}
+	n = pf_frame_decode(w->fdec, fi, c->req.buf, u->csize, w->ubuf,
+			    l->ds->max_usize, err);
+	if (n < 0 && skip && n != -ENOMEM)
+		return lose_frame(l, w, c, err);
+	if (n < 0) {
+		locate_in_frame(err, u);
+		return (int)n;
+	}
+	len = (size_t)n;
+	if (skip)
+		return frame_records_skip(l, w, c, fi, len, err);
+	/* The frame passed its CRC32C and zstd's content checksum, so each
+	 * record's data CRC is checked only on request (the length CRC, which
+	 * guards the framing, always).  Records before the segment are framed
+	 * and skipped; a frame is whole records only, so parsing stops at
+	 * the end. */
+	for (uint64_t i = 0; i < end; i++) {
+		pf_record rec;
+
+		n = l->cfg.verify_records
+			? pf_tfr_parse(w->ubuf + pos, len - pos, pos,
+				       l->cfg.max_record_size, &rec, err)
+			: pf_tfr_parse_verified(w->ubuf + pos, len - pos, pos,
+						l->cfg.max_record_size, &rec, err);
+		if (n == 0)
+			n = pf_tfr_truncation(w->ubuf + pos, len - pos, pos,
+					      l->cfg.max_record_size, err);
+		if (n <= 0) {
+			if (n == 0)
+				pf_error_set(err, -EBADMSG, PF_OFFSET_STREAM, pos,
+					     "frame %u holds %llu records, its index entry says %llu",
+					     u->frame, (unsigned long long)i,
+					     (unsigned long long)u->records);
+			ret = n < 0 ? (int)n : -EBADMSG;
+			break;
+		}
+		pos += (size_t)n;
+		rec.index = fi->first_record + i;
+		if (i < c->seg.first)
+			continue;
+		ret = pf_place_record(l, w, c, c->pos + (i - c->seg.first), &rec, err);
+		if (ret < 0)
+			break;
+	}
+	if (ret < 0)
+		locate_in_frame(err, u);
+	return ret;
+}
+
+/* A stream sub-segment: continue reading the file where the previous
+ * sub-segment stopped (the first one opens it and skips to seg.first). */
+static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
+{
+	const pf_unit *u = &l->ds->units[c->seg.unit];
+	stream_state *ss = c->ss;
+	uint64_t end = c->seg.first + c->seg.count;
+	pf_record rec;
+	int ret = 0;
+
+	if (!ss->src) {
+		/* Pull mode: the I/O thread reads the file (and counts the
+		 * reads to its mount), the source only decodes. */
+		pf_source_config scfg = { .max_record_size = l->cfg.max_record_size,
+					  .ignore_index = true,
+					  .on_corrupt = l->cfg.on_corrupt,
+					  .pull = pf_stream_pull, .pull_ctx = ss,
+					  .file_size = ss->size };
+
+		ret = pf_source_open(&ss->src, l->ds->paths[u->file], &scfg, err);
+		if (ret < 0)
+			return ret;
+	}
+	while (ret == 0) {
+		ret = pf_source_next(ss->src, &rec, err);
+		if (ret == 0)
+			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					   "file ends before record %llu; it held %llu "
+					   "records when it was opened",
+					   (unsigned long long)(end - 1),
+					   (unsigned long long)u->records);
+		if (ret < 0)
+			break;
+		ret = 0;
+		if (rec.index < c->seg.first)
+			continue;
+		if (PF_ARENA_BYTES_FOR(rec.len) > w->arena.cap) {
+			ret = pf_error_set(err, -EFBIG, PF_OFFSET_STREAM, rec.offset,
+					   "record of %llu bytes is larger than when the "
+					   "file was opened", (unsigned long long)rec.len);
+			break;
+		}
+		ret = pf_place_record(l, w, c, c->pos + (rec.index - c->seg.first), &rec, err);
+		if (rec.index + 1 == end)
+			break;
+	}
+	if (ret == 0 && c->ss_last) {
+		/* (Its bytes read were counted as the reads came in.) */
+		pthread_mutex_lock(&l->mu);
+		l->m.bytes_decompressed += pf_source_bytes_out(ss->src);
+		pthread_mutex_unlock(&l->mu);
+		pf_source_close(ss->src);
+		ss->src = NULL;
+	}
+	return ret;
+}
+
+/* The first chunk of the queue a worker may take: any read, or the
+ * next sub-segment of a stream no other worker is reading. */
+static chunk *take_work(pf_loader *l)
+{
+	chunk *prev = NULL;
+
+	for (chunk *c = l->decode_q; c; prev = c, c = c->next) {
+		if (c->ss && (c->ss->busy || c->ss->next_first != c->seg.first))
+			continue;
+		if (prev)
+			prev->next = c->next;
+		else
+			l->decode_q = c->next;
+		if (l->decode_tail == c)
+			l->decode_tail = prev;
+		if (c->ss)
+			c->ss->busy = true;
+		return c;
+	}
+	return NULL;
+}
+
+void *pf_loader_worker_main(void *arg)
+{
+	worker *w = arg;
+	pf_loader *l = w->l;
+
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		uint64_t t0 = now_ns(), t1, waited;
+		pf_error err;
+		chunk *c = NULL;
+		int ret;
+
+		while (!halted(l) && !(c = take_work(l)) && !(l->io_done && !l->decode_q))
+			pthread_cond_wait(&l->cv_decode, &l->mu);
+		if (!c)
+			break;
+		t1 = now_ns();
+		l->m.decode.wait_ns += t1 - t0;
+		/* A stream's time waiting for its blocks is counted as
+		 * waiting (pf_stream_pull()), not as work. */
+		waited = c->ss ? c->ss->wait_ns : 0;
+		pthread_mutex_unlock(&l->mu);
+
+		pf_error_clear(&err);
+		ret = c->ss ? decode_stream(l, w, c, &err) : decode_frame(l, w, c, &err);
+		if (ret < 0) {
+			pf_error_set_file(&err, l->ds->paths[l->ds->units[c->seg.unit].file]);
+		} else {
+			pf_place_flush(l, w);
+			pf_place_done(l, c->g0, c->pos, c->seg.count, c->w);
+		}
+
+		pthread_mutex_lock(&l->mu);
+		waited = c->ss ? c->ss->wait_ns - waited : 0;
+		l->m.decode.busy_ns += now_ns() - t1 - waited;
+		if (c->cbuf >= 0) {
+			l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;
+			l->free_cbuf[l->nfree_cbuf++] = c->cbuf;
+			c->cbuf = -1;
+			pthread_cond_signal(&l->cv_cbuf);
+		}
+		if (c->ss) {
+			c->ss->busy = false;
+			c->ss->next_first += c->seg.count;
+			if (c->ss_last && ret == 0)
+				pf_stream_finish(l, c->ss);
+			pthread_cond_broadcast(&l->cv_decode);
+		}
+		c->next = l->free_chunks;
+		l->free_chunks = c;
+		pthread_cond_signal(&l->cv_chunk);
+		/* The end is when the last decode is accounted, not earlier. */
+		if (--l->chunks_out == 0 && l->io_done)
+			pthread_cond_signal(&l->cv_ready);
+		if (ret < 0) {
+			pf_loader_fail_locked(l, &err, ret);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}

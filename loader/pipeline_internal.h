@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to loader/: the loader's pipeline (struct pf_loader and what its
+ * threads share) and the seams between the files that make it.
+ *
+ * The loader: an I/O thread and decode workers that write every record
+ * straight into its place in a host batch; no record is copied twice.
+ *
+ * Order.  One host's records of one epoch form a stream (the plan's
+ * segments in order, positions 0 .. stream_len-1).  The stream is cut
+ * into shuffle blocks of W records, the shuffle window rounded up to
+ * whole host batches (without shuffling, W is one host batch).  Block k
+ * comes out in a permutation of itself seeded by (seed, epoch, host, k):
+ * the record at position p = kW + r goes to output position kW + perm[r],
+ * which is row o % B of the epoch's step o / B (B: rows of a host batch).
+ * Outputs at or past the epoch's quota (steps x B) are the remainder and
+ * are dropped.  Where a record goes is known before it is read.
+ *
+ *   I/O thread     walks the segments in order.  Before the first segment
+ *                  that reaches a block it opens the block: its
+ *                  permutation, and one batch slot for each of its steps
+ *                  (slots are taken in step order, so this cannot
+ *                  deadlock).  It reads frames of indexed shards through
+ *                  pf_io; blocks wholly in the remainder are not read.
+ *                  Stream files are read through pf_io too, in blocks of
+ *                  PF_READ_DEFAULT bytes, a few ahead of their decoding.
+ *   decode workers take completed reads: frame CRC, zstd, TFRecord
+ *                  framing, decode and preprocessing of each record into
+ *                  its row of its slot; a slot is ready when all its rows
+ *                  are written.  Stream files (no index) are cut into
+ *                  sub-segments that workers decode in order, one at a
+ *                  time per file, taking the file's blocks in order as
+ *                  the I/O thread reads them (pf_source in pull mode).
+ *   consumer       pf_loader_next() hands out slots in step order.
+ *
+ * Every buffer comes from pools sized at creation from the memory
+ * budget; after start-up the hot path does not allocate (except that a
+ * stream file's decoder, pf_source, is made when its turn comes).
+ *
+ * The files, and who calls whom across them:
+ *
+ *   loader.c     the public API: pf_loader_create() (checks the config,
+ *                opens the dataset, calls pf_resume_restore() and
+ *                pf_budget_setup(), starts pf_loader_io_main() and
+ *                pf_loader_worker_main()), pf_loader_next/release/free,
+ *                the metrics; and pf_loader_fail*() and pf_loader_wake_io(),
+ *                which every thread calls.
+ *   budget.c     the memory budget: pool sizes from it (pf_budget_setup()),
+ *                the pools and batch slots built.  Asks resume.c how many
+ *                slots a resumed block can touch (pf_resume_spb()).
+ *   resume.c     checkpoints in the loader: a run started from saved
+ *                states (pf_resume_restore()), and the consumer's position
+ *                saved (pf_loader_save_state()).  The blob's encoding is
+ *                state.c's; the epoch's plan is plan.c's.
+ *   io_thread.c  the I/O thread: its engine and files (pf_loader_io_main()),
+ *                reads in flight (pf_reads_reap(), pf_reads_wait(), which
+ *                the schedule waits in), and the
+ *                blocks of the stream files being decoded (read ahead
+ *                there, handed to their worker by pf_stream_pull(),
+ *                released by pf_stream_finish()).
+ *   schedule.c   what the I/O thread reads, in which order
+ *                (pf_schedule_run()): epochs, pieces, segments; shuffle
+ *                blocks opened with their permutation and batch slots;
+ *                chunks dispatched to the decoders.
+ *   decode.c     the decode workers (pf_loader_worker_main()): frames and
+ *                stream sub-segments into records, each handed to
+ *                placement; the skip mode's lost frames.
+ *   placement.c  one record (or hole) into its row of its batch slot
+ *                (pf_place_record(), pf_place_hole()); the rows counted
+ *                into the slots (pf_place_flush()) and the shuffle blocks
+ *                (pf_place_done()).
+ *   drops.c      corrupt data in skip mode: each drop counted against the
+ *                budget and written to the quarantine log
+ *                (pf_drop_report(), pf_drop_at_open()).
+ */
+#ifndef PF_PIPELINE_INTERNAL_H
+#define PF_PIPELINE_INTERNAL_H
+
+#include <pthread.h>
+#include <time.h>
+
+#include "file_policy_internal.h"
+#include "loader_internal.h"
+
+#define PF_ALIGN 4096u
+#define PF_STREAM_CHUNK_ROWS 1024u
+/* Read buffers per stream being read: the block its worker decodes and
+ * the next one, read meanwhile. */
+#define PF_STREAM_BUFS 2u
+
+typedef struct batch_slot {
+	struct batch_slot *next;
+	pf_batch batch;		/* handed to the consumer */
+	pf_core_batch *core;
+	pf_tensor *tensors;	/* cores x ntensors */
+	uint8_t *mem;
+	uint8_t *valid;		/* cores x per_core_batch: 0 for a hole */
+	bool holes;		/* a hole was placed since it was taken (atomic) */
+	uint32_t filled;	/* rows written (atomic) */
+} batch_slot;
+
+/* A shuffle block of an origin stream, in a ring indexed by its global
+ * number (the blocks this run opens, numbered across pieces and epochs).
+ * Its records come out at block outputs perm[r]; those in [olo, ohi) are
+ * the piece's, and output olo is the run's epoch output ebase. */
+typedef struct sblock {
+	bool open;
+	uint32_t remaining;	/* records not yet decoded or skipped (atomic) */
+	uint32_t nslots;	/* steps with a slot (inside the piece and max_steps) */
+	uint32_t olo, ohi;	/* block outputs the piece delivers */
+	uint64_t ebase;		/* epoch output index of output olo */
+	uint64_t j0;		/* epoch batch of slot[0] */
+	uint64_t first_pos;	/* stream position of its first record */
+	uint32_t *perm;		/* [W] output offset of input offset; NULL: identity */
+	batch_slot **slot;	/* [spb] */
+} sblock;
+
+/* A read buffer of a stream file: block `block` of it (file bytes from
+ * block x PF_READ_DEFAULT on), read by the I/O thread and handed to the
+ * worker decoding the stream.  FREE -> READING (submitted) -> READY (read,
+ * or failed) -> HELD (the record stream is using it) -> FREE (the worker
+ * asked for the next block, or the stream was finished). */
+typedef enum sbuf_state { SBUF_FREE = 0, SBUF_READING, SBUF_READY, SBUF_HELD } sbuf_state;
+
+typedef struct stream_buf {
+	struct stream_buf *submit_next;	/* the I/O thread's reads to submit */
+	struct stream_state *ss;
+	uint8_t *mem;			/* PF_READ_DEFAULT bytes of mem_sbufs */
+	uint64_t block;
+	sbuf_state state;
+	pf_io_req req;			/* req.user points here */
+	pf_error ioerr;			/* a failed read, as the engine tells it */
+} stream_buf;
+
+/* The reading state of one stream segment, shared by its sub-segments.
+ * Its reads (under l->mu): blocks [0, nblocks) of the file, submitted in
+ * order into buf[] (next_read), taken in order by the worker (next_pull). */
+typedef struct stream_state {
+	struct stream_state *next;	/* free list, or the active list */
+	pf_loader *l;
+	pf_source *src;			/* opened by the first sub-segment */
+	uint64_t next_first;		/* record the next sub-segment starts at */
+	bool busy;			/* a worker is decoding from it */
+	uint32_t slot;			/* the file in the I/O engine */
+	uint64_t size, nblocks;
+	uint64_t next_read, next_pull;
+	uint64_t end_block;		/* pull says "end of file" here */
+	unsigned reading;		/* reads in flight */
+	bool finished;			/* its last sub-segment is done: no more reads */
+	stream_buf *held;		/* the block the record stream is using */
+	uint64_t wait_ns;		/* its worker's time waiting for blocks */
+	stream_buf buf[PF_STREAM_BUFS];
+} stream_state;
+
+typedef struct chunk {
+	struct chunk *next;
+	pf_segment seg;
+	uint64_t pos;		/* stream position of record seg.first */
+	uint64_t g0;		/* global number of the block holding pos */
+	uint32_t w;		/* records per block of that stream */
+	stream_state *ss;	/* a stream sub-segment, else NULL */
+	bool ss_last;		/* its last sub-segment */
+	pf_io_req req;
+	pf_error ioerr;		/* a failed read, as the engine tells it */
+	int cbuf;		/* compressed buffer index, or -1 */
+} chunk;
+
+typedef struct worker {
+	pf_loader *l;
+	pthread_t thread;
+	pf_frame_decoder *fdec;
+	uint8_t *ubuf;
+	pf_arena arena;
+	uint8_t *dst[PF_SPEC_MAX_FEATURES];
+	/* Rows written per slot during the current chunk, added to the
+	 * slots' shared counts once at its end: one atomic per slot and
+	 * chunk, not per record (two workers fill the same slots). */
+	uint32_t *tally;	/* [nring x spb], by ring entry and step */
+	uint32_t *touched;	/* tally indexes in use */
+	uint32_t ntouched;
+	bool started;
+} worker;
+
+/* One epoch of this run: the pieces of origin streams this host
+ * delivers, in order.  A fresh epoch is one piece, the host's own stream
+ * up to its quota; a resumed one is what a saved state left. */
+typedef struct epoch_run {
+	uint32_t epoch;
+	pf_topology origin;	/* the topology whose host streams these are */
+	uint32_t w;		/* records per shuffle block of those streams */
+	bool permute;		/* blocks permuted */
+	pf_piece *pieces;
+	size_t npieces;
+	uint64_t steps;		/* batches this run takes from the epoch */
+	uint64_t step0;		/* batch.step of the first */
+	uint64_t dropped;	/* this host's remainder in the epoch */
+	uint64_t wrapped;	/* records repeated to fill the last step */
+} epoch_run;
+
+struct pf_loader {
+	pf_loader_config cfg;
+	pf_topology topo;
+	pf_spec spec;
+	pf_dataset *ds;
+	uint64_t steps_per_epoch;
+	uint32_t epochs;
+	uint32_t host_batch;	/* rows per host batch (B) */
+	uint32_t wblock;	/* records per shuffle block (W, a multiple of B) */
+	uint32_t wmax;		/* the largest W of the run (a resumed epoch's may differ) */
+	uint32_t spb;		/* slots one block can touch */
+	bool shuffle_rows;	/* permute inside blocks */
+
+	/* Where the run starts: a fresh epoch, or a resumed one. */
+	uint32_t start_epoch;
+	uint64_t gstep0;	/* global step of the run's first batch */
+	bool resumed;		/* start_epoch is `resume` */
+	epoch_run resume;
+
+	/* The I/O thread's last slot: the next block may share its step. */
+	uint64_t last_rstep;
+	batch_slot *last_slot;
+
+	/* Corrupt data in skip mode: the quarantine log, or -1. */
+	int qfd;
+	/* The process's read counters at creation (retries, faults and
+	 * timeouts are those of every read path, pf_file_pread()'s too). */
+	pf_io_totals totals0;
+
+	/* What the consumer has been handed (for pf_loader_save_state()). */
+	bool c_any;
+	uint32_t c_epoch;
+	uint64_t c_delivered;	/* records of c_epoch handed out by this run */
+	pf_batch c_last;	/* the last batch handed out */
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv_chunk;	/* a chunk or stream state became free */
+	pthread_cond_t cv_cbuf;		/* a compressed buffer became free */
+	pthread_cond_t cv_decode;	/* work for decoders */
+	pthread_cond_t cv_block;	/* a ring entry became free */
+	pthread_cond_t cv_batch;	/* a batch slot became free */
+	pthread_cond_t cv_ready;	/* a slot filled, or the end */
+	pthread_cond_t cv_init;		/* the I/O thread finished starting */
+	pthread_cond_t cv_stream;	/* a stream block was read */
+	/* The condition variable the I/O thread sleeps on (pf_reads_wait()),
+	 * or NULL while it runs: what a stream's worker does (a buffer given
+	 * back, a stream finished) must wake it whatever it waits for, since
+	 * it has reads to submit then. */
+	pthread_cond_t *io_sleep;
+	bool stop, failed, io_done, io_ready;
+	int io_init_ret;
+	pf_error err;
+
+	/* pools */
+	uint8_t *mem_cbufs, *mem_batches, *mem_sbufs;
+	size_t cbufs_size, batches_size, sbufs_size;
+	uint32_t *mem_perm;
+	batch_slot **mem_slotptr;
+	chunk *chunks;
+	unsigned nchunks, ncbufs;
+	chunk *free_chunks;
+	unsigned chunks_out;		/* taken from the pool, not yet back */
+	stream_state *streams, *free_streams;
+	unsigned nstreams;		/* stream states: streams read at once */
+	stream_state *active, *active_tail;	/* taken, oldest first */
+	int *free_cbuf;
+	unsigned nfree_cbuf;
+	size_t cbuf_bytes;
+	chunk *decode_q, *decode_tail;	/* waiting for a worker */
+	sblock *ring;
+	uint32_t nring;
+	batch_slot *slots, *free_slots;
+	batch_slot *open_head, *open_tail;	/* taken, in step order */
+	unsigned nslots, held;
+	/* The last pf_loader_next() was a caller's mistake (one batch too
+	 * many held): what pf_loader_last_error() says until the next call.
+	 * The consumer's thread only. */
+	bool misused;
+	pf_error misuse;
+	pf_file_policy_scope file_policy;	/* the cfg's read policy, if any */
+	size_t block_bytes;
+	size_t *toff;			/* tensor offsets inside a core block */
+	size_t *fbytes;			/* bytes per record of each feature */
+	uint64_t memory_bytes;
+
+	/* threads */
+	pthread_t io_thread;
+	bool io_started;
+	/* The I/O thread gave up with reads in flight (the engine failed):
+	 * the kernel may still write into the read buffers, which then go
+	 * back to the system, not to the next loader. */
+	bool io_left;
+	worker *workers;
+	unsigned nworkers;
+
+	/* metrics, under mu; the I/O stage is busy when not waiting */
+	pf_loader_metrics m;
+	uint64_t io_start_ns, io_end_ns;
+};
+
+/* ------------------------------------------------------------------ */
+/* Small helpers every file uses                                        */
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline size_t round_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static inline bool halted(const pf_loader *l)
+{
+	return l->stop || l->failed;
+}
+
+static inline sblock *ring_at(const pf_loader *l, uint64_t g)
+{
+	return &l->ring[g % l->nring];
+}
+
+/* ------------------------------------------------------------------ */
+/* The seams                                                            */
+
+/* loader.c */
+/* Record the first failure and wake every thread.  _locked: with l->mu
+ * held. */
+void pf_loader_fail(pf_loader *l, const pf_error *err, int code);
+void pf_loader_fail_locked(pf_loader *l, const pf_error *err, int code);
+/* Wake the I/O thread if it sleeps, whatever it waits for (l->io_sleep).
+ * Call with l->mu held. */
+void pf_loader_wake_io(pf_loader *l);
+
+/* budget.c: size the pools from the memory budget and build them, the
+ * tensor layout and the workers' buffers with them.  @return 0, or
+ * -ENOMEM with err saying what the budget would need. */
+int pf_budget_setup(pf_loader *l, pf_error *err);
+
+/* resume.c */
+/* Restore from cfg->resume into l->start_epoch, l->gstep0 and l->resume.
+ * @return 0, or <0 with err naming the state and what does not match. */
+int pf_resume_restore(pf_loader *l, pf_error *err);
+/* Slots one block of the resumed epoch can touch. */
+uint32_t pf_resume_spb(const pf_loader *l);
+
+/* io_thread.c */
+/* The I/O thread (arg: the loader): makes the engine, adds the files,
+ * reports to pf_loader_create() (l->io_ready), runs pf_schedule_run(). */
+void *pf_loader_io_main(void *arg);
+/* Wait until ready(l, arg) while completing reads in flight and reading
+ * the stream files' blocks.  @return with l->mu held: 0 when ready,
+ * -ECANCELED when the loader halts, or the engine's error. */
+int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint64_t),
+		  uint64_t arg, pthread_cond_t *cv);
+/* Hand finished reads to the decoders; min: wait for at least that many.
+ * @return how many, or the engine's error. */
+int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min);
+/* pf_source's pull callback for a stream being decoded (ctx: its
+ * stream_state): its next block, waiting for the I/O thread to read it. */
+int pf_stream_pull(void *ctx, const uint8_t **buf, size_t *len, pf_error *err);
+/* The stream's last sub-segment is decoded: no more of its blocks are
+ * read.  Call with l->mu held. */
+void pf_stream_finish(pf_loader *l, stream_state *ss);
+
+/* schedule.c: every epoch of the run, read in order (the I/O thread's
+ * work).  file_slot: the dataset's files in the engine.  @return 0, or
+ * the engine's error. */
+int pf_schedule_run(pf_loader *l, pf_io *io, const int *file_slot);
+
+/* decode.c: a decode worker (arg: its worker). */
+void *pf_loader_worker_main(void *arg);
+
+/* placement.c */
+/* Decode record rec, at stream position p of chunk c, into its row (in
+ * skip mode a record that does not decode is a drop and a hole).
+ * @return 0, or <0 with err. */
+int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
+		    const pf_record *rec, pf_error *err);
+/* Position p of chunk c is a hole: its row zeros, marked invalid. */
+void pf_place_hole(pf_loader *l, worker *w, const chunk *c, uint64_t p);
+/* Add the rows the worker wrote to their slots' counts (waking the
+ * consumer when one is full).  Before pf_place_done(). */
+void pf_place_flush(pf_loader *l, worker *w);
+/* The records [pos, pos + count) of a stream of blocks of w records,
+ * whose block holding pos is g0, are done: ring entries come free. */
+void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w);
+
+/* drops.c */
+/* One drop (skip mode) of the file path: counted, logged, checked
+ * against the budget.  @return 0, or <0 (the loader is then failed). */
+int pf_drop_report(pf_loader *l, const pf_drop *d, const char *path);
+/* The dataset's on_drop while it is opened (ctx: the loader): every host
+ * counts the drop, host 0 logs it. */
+int pf_drop_at_open(void *ctx, const pf_drop *d);
+
+#endif

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Placement: one record (or hole) into its row of its batch slot.  Where
+ * a record goes (locate()) follows from its stream position alone: the
+ * shuffle block's permutation and slots, which the schedule opened before
+ * the record was read (schedule.c).  The rows written are counted into
+ * the slots and the blocks here.  Not here: reading or framing the
+ * records (decode.c), or what a drop does beyond the hole (drops.c). */
+#include <errno.h>
+#include <string.h>
+
+#include "pipeline_internal.h"
+#include "spec_internal.h"
+
+/* Account n records of block g as done (decoded or skipped); the ring
+ * entry comes free with the block's last record. */
+static void block_done(pf_loader *l, uint64_t g, uint32_t n)
+{
+	sblock *b = ring_at(l, g);
+
+	if (__atomic_sub_fetch(&b->remaining, n, __ATOMIC_ACQ_REL) == 0) {
+		pthread_mutex_lock(&l->mu);
+		b->open = false;
+		pthread_cond_signal(&l->cv_block);
+		pthread_mutex_unlock(&l->mu);
+	}
+}
+
+/* The same for the records [pos, pos + count) of a stream of blocks of
+ * w records, whose block holding pos is g0. */
+void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w)
+{
+	uint64_t end = pos + count;
+
+	for (uint64_t g = g0, p = pos; p < end; g++) {
+		uint64_t stop = (p / w + 1) * w;
+
+		stop = stop < end ? stop : end;
+		block_done(l, g, (uint32_t)(stop - p));
+		p = stop;
+	}
+}
+
+/* One record into w->dst: straight from the wire bytes (the worker's
+ * arena is scratch for the rare shapes the fast path hands back). */
+static int decode_into(pf_loader *l, worker *w, const pf_record *rec,
+		       pf_error *err)
+{
+	pf_arena_reset(&w->arena);
+	return pf_spec_decode_unfenced(&l->spec, rec->data, (size_t)rec->len, &w->arena,
+				       w->dst, err);
+}
+
+/* The slot and row of stream position p of chunk c: NULL when its
+ * output falls outside the piece or past max_steps (not this run's). */
+static batch_slot *locate(const pf_loader *l, const chunk *c, uint64_t p, uint32_t *row,
+			  size_t *ti)
+{
+	const sblock *b = ring_at(l, c->g0 + (p / c->w - c->pos / c->w));
+	uint32_t r = (uint32_t)(p - b->first_pos);
+	uint32_t o = b->perm ? b->perm[r] : r;
+	uint64_t e, step;
+
+	if (o < b->olo || o >= b->ohi)
+		return NULL;
+	e = b->ebase + (o - b->olo);
+	step = e / l->host_batch - b->j0;
+	if (step >= b->nslots)
+		return NULL;
+	*row = (uint32_t)(e % l->host_batch);
+	*ti = (size_t)(b - l->ring) * l->spb + step;
+	return b->slot[step];
+}
+
+static void tally(worker *w, size_t ti)
+{
+	if (w->tally[ti]++ == 0)
+		w->touched[w->ntouched++] = (uint32_t)ti;
+}
+
+/* Point w->dst at row of slot s. */
+static void aim(const pf_loader *l, worker *w, batch_slot *s, uint32_t row)
+{
+	uint32_t core = row / l->topo.per_core_batch, idx = row % l->topo.per_core_batch;
+
+	for (uint32_t f = 0; f < l->spec.n; f++)
+		w->dst[f] = (uint8_t *)s->core[core].block + l->toff[f] +
+			    (size_t)idx * l->fbytes[f];
+}
+
+/* Position p of chunk c is a hole: a record lost to damage (skip mode).
+ * Its row is zeros and marked invalid; it counts as written. */
+void pf_place_hole(pf_loader *l, worker *w, const chunk *c, uint64_t p)
+{
+	uint32_t row;
+	size_t ti;
+	batch_slot *s = locate(l, c, p, &row, &ti);
+
+	if (!s)
+		return;
+	aim(l, w, s, row);
+	for (uint32_t f = 0; f < l->spec.n; f++)
+		memset(w->dst[f], 0, l->fbytes[f]);
+	s->valid[row] = 0;
+	__atomic_store_n(&s->holes, true, __ATOMIC_RELAXED);	/* published by pf_place_flush() */
+	tally(w, ti);
+}
+
+/* Decode record rec, at stream position p of chunk c, into its row.
+ * Records whose output is not this run's are skipped.  In skip mode a
+ * record that does not decode is dropped (reported with the file) and
+ * its row is a hole. */
+int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
+		    const pf_record *rec, pf_error *err)
+{
+	uint32_t row;
+	size_t ti;
+	batch_slot *s = locate(l, c, p, &row, &ti);
+	int ret;
+
+	if (!s)
+		return 0;
+	aim(l, w, s, row);
+	ret = decode_into(l, w, rec, err);
+	if (ret < 0) {
+		err->record = (int64_t)rec->index;
+		/* A feature missing has no byte of its own: the record's. */
+		if (err->offset_kind == PF_OFFSET_NONE) {
+			err->offset_kind = PF_OFFSET_STREAM;
+			err->offset = rec->offset;
+		}
+		if (ret != -EBADMSG || l->cfg.on_corrupt != PF_CORRUPT_SKIP)
+			return ret;
+		pf_drop d = { .unit = PF_DROP_RECORD, .offset_kind = PF_OFFSET_STREAM,
+			      .start = rec->offset, .resume = rec->offset + rec->len,
+			      .next_record = rec->index + 1, .records = 1, .cause = *err };
+
+		ret = pf_drop_report(l, &d, l->ds->paths[l->ds->units[c->seg.unit].file]);
+		if (ret < 0)
+			return ret;
+		pf_place_hole(l, w, c, p);
+		return 0;
+	}
+	tally(w, ti);
+	return 0;
+}
+
+/* Add the chunk's rows to the slots' counts; wake the consumer when a
+ * slot is full.  Before pf_place_done(): the ring entries must still be the
+ * chunk's. */
+void pf_place_flush(pf_loader *l, worker *w)
+{
+	bool full = false;
+
+	/* Rows streamed by the chunk's decodes are complete before a count
+	 * says so (a locked add is not documented to order non-temporal
+	 * stores on every x86). */
+	pf_spec_fence();
+	for (uint32_t i = 0; i < w->ntouched; i++) {
+		uint32_t ti = w->touched[i];
+		batch_slot *s = l->ring[ti / l->spb].slot[ti % l->spb];
+
+		full |= __atomic_add_fetch(&s->filled, w->tally[ti], __ATOMIC_ACQ_REL) ==
+			l->host_batch;
+		w->tally[ti] = 0;
+	}
+	w->ntouched = 0;
+	if (full) {
+		pthread_mutex_lock(&l->mu);
+		pthread_cond_signal(&l->cv_ready);
+		pthread_mutex_unlock(&l->mu);
+	}
+}

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The schedule: what the I/O thread reads, in which order.  Epoch by
+ * epoch (a fresh one from its plan, a resumed one from its pieces), it
+ * walks the segments of each piece's stream; before the first segment
+ * that reaches a shuffle block it opens the block (its permutation, and a
+ * batch slot for each step its records reach, taken in step order), then
+ * dispatches the segment: one read of a frame, or a stream file's
+ * sub-segments.  Every step waits in pf_reads_wait() (io_thread.c), which
+ * completes reads meanwhile.  Not here: the plan of an epoch (plan.c),
+ * the reads (io_thread.c), the records (decode.c, placement.c). */
+#include <errno.h>
+#include <string.h>
+
+#include "pipeline_internal.h"
+
+/* What pf_reads_wait() waits for: a free chunk, compressed buffer,
+ * stream state, batch slot or ring entry, or the end of the streams. */
+
+static bool chunk_free(const pf_loader *l, uint64_t arg)
+{
+	(void)arg;
+	return l->free_chunks != NULL;
+}
+
+static bool cbuf_free(const pf_loader *l, uint64_t arg)
+{
+	(void)arg;
+	return l->nfree_cbuf != 0;
+}
+
+static bool stream_free(const pf_loader *l, uint64_t arg)
+{
+	(void)arg;
+	return l->free_streams != NULL;
+}
+
+static bool slot_free(const pf_loader *l, uint64_t arg)
+{
+	(void)arg;
+	return l->free_slots != NULL;
+}
+
+static bool ring_free(const pf_loader *l, uint64_t g)
+{
+	return !ring_at(l, g)->open;
+}
+
+static bool streams_idle(const pf_loader *l, uint64_t arg)
+{
+	(void)arg;
+	return l->active == NULL;
+}
+
+/* Where the walk over one piece is. */
+typedef struct walk {
+	const epoch_run *er;
+	uint32_t host;		/* origin host: its stream and block seeds */
+	uint32_t w;		/* records per block */
+	uint64_t begin, end;	/* outputs of that stream the piece delivers */
+	uint64_t out_base;	/* epoch output index of output begin */
+	uint64_t rstep0;	/* run step of the epoch's first batch */
+	uint64_t stream_len;
+	uint64_t kfirst;	/* the piece's first block */
+	uint64_t gbase;		/* global number of block kfirst */
+	uint64_t next_block;	/* the next block to open */
+} walk;
+
+/* Fisher-Yates over [0, n), seeded by (seed, epoch, origin host, block). */
+static void block_perm(const pf_loader *l, uint32_t epoch, uint32_t host, uint64_t k,
+		       uint32_t *perm, uint32_t n)
+{
+	pf_rng r = pf_rng_seed(l->cfg.seed, epoch, pf_mix64(k) ^ (0x626c6b00ull + host));
+
+	for (uint32_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (uint32_t i = n; i > 1; i--) {
+		uint32_t j = (uint32_t)pf_rng_below(&r, i);
+		uint32_t t = perm[i - 1];
+		perm[i - 1] = perm[j];
+		perm[j] = t;
+	}
+}
+
+/* The epoch output index of block k's first output inside the piece. */
+static uint64_t block_out(const walk *wk, uint64_t k)
+{
+	uint64_t first = k * wk->w;
+
+	return wk->out_base + (first > wk->begin ? first - wk->begin : 0);
+}
+
+/* A batch slot for run step r: the last one taken when the previous
+ * block ended inside that step, else a new one at the tail of the open
+ * list.  @return NULL when the loader halts (l->mu not held). */
+static batch_slot *step_slot(pf_loader *l, pf_io *io, const walk *wk, uint64_t j)
+{
+	const epoch_run *er = wk->er;
+	uint64_t r = wk->rstep0 + j;
+	batch_slot *bs;
+
+	if (l->last_slot && l->last_rstep == r)
+		return l->last_slot;
+	if (pf_reads_wait(l, io, slot_free, 0, &l->cv_batch) < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return NULL;
+	}
+	bs = l->free_slots;
+	l->free_slots = bs->next;
+	bs->next = NULL;
+	bs->filled = 0;
+	if (bs->holes) {
+		memset(bs->valid, 1, l->host_batch);
+		for (uint32_t c = 0; c < l->topo.cores; c++)
+			bs->core[c].nvalid = l->topo.per_core_batch;
+		bs->holes = false;
+	}
+	bs->batch.epoch = er->epoch;
+	bs->batch.step = er->step0 + j;
+	bs->batch.global_step = l->gstep0 + r;
+	bs->batch.epoch_start = er->step0 + j == 0;
+	bs->batch.epoch_end = j + 1 == er->steps;
+	if (l->open_tail)
+		l->open_tail->next = bs;
+	else
+		l->open_head = bs;
+	l->open_tail = bs;
+	pthread_mutex_unlock(&l->mu);
+	l->last_slot = bs;
+	l->last_rstep = r;
+	return bs;
+}
+
+/* Open the piece's block k: its ring entry, permutation and a slot for
+ * each step its outputs reach inside max_steps.  @return 0, 1 when the
+ * block starts at or past max_steps (it is opened, with no slots: the
+ * walk ends after the current segment), or <0 with l->mu not held. */
+static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
+{
+	uint64_t g = wk->gbase + (k - wk->kfirst), first = k * wk->w;
+	uint64_t left = wk->stream_len - first;
+	uint32_t n = left < wk->w ? (uint32_t)left : wk->w;
+	uint64_t lo = first > wk->begin ? first : wk->begin;
+	uint64_t hi = first + n < wk->end ? first + n : wk->end;
+	uint64_t e_lo = block_out(wk, k);
+	uint64_t j0 = e_lo / l->host_batch;
+	uint64_t j1 = (e_lo + (hi - lo) - 1) / l->host_batch + 1;
+	int over = 0, ret;
+	sblock *b;
+
+	if (l->cfg.max_steps) {
+		uint64_t cap = l->cfg.max_steps > wk->rstep0 ? l->cfg.max_steps - wk->rstep0 : 0;
+
+		over = j0 >= cap;
+		j1 = j1 < cap ? j1 : cap;
+		j1 = j1 > j0 ? j1 : j0;
+	}
+	ret = pf_reads_wait(l, io, ring_free, g, &l->cv_block);
+	if (ret < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return ret;
+	}
+	b = ring_at(l, g);
+	b->open = true;
+	pthread_mutex_unlock(&l->mu);
+
+	b->remaining = n;
+	b->first_pos = first;
+	b->olo = (uint32_t)(lo - first);
+	b->ohi = (uint32_t)(hi - first);
+	b->ebase = e_lo;
+	b->j0 = j0;
+	b->nslots = 0;
+	b->perm = NULL;
+	if (wk->er->permute && j1 > j0) {
+		b->perm = l->mem_perm + (size_t)(g % l->nring) * l->wmax;
+		block_perm(l, wk->er->epoch, wk->host, k, b->perm, n);
+	}
+	b->slot = l->mem_slotptr + (size_t)(g % l->nring) * l->spb;
+	for (uint64_t j = j0; j < j1; j++) {
+		batch_slot *bs = step_slot(l, io, wk, j);
+
+		if (!bs)
+			return -ECANCELED;
+		b->slot[j - j0] = bs;
+		b->nslots++;
+	}
+	return over;
+}
+
+/* Give chunk c to the decoders. */
+static void enqueue(pf_loader *l, chunk *c)
+{
+	pthread_mutex_lock(&l->mu);
+	c->next = NULL;
+	if (l->decode_tail)
+		l->decode_tail->next = c;
+	else
+		l->decode_q = c;
+	l->decode_tail = c;
+	pthread_cond_broadcast(&l->cv_decode);
+	pthread_mutex_unlock(&l->mu);
+}
+
+static int take_chunk(pf_loader *l, pf_io *io, const walk *wk, uint64_t pos, chunk **out)
+{
+	int ret = pf_reads_wait(l, io, chunk_free, 0, &l->cv_chunk);
+
+	if (ret == 0) {
+		chunk *c = l->free_chunks;
+
+		l->free_chunks = c->next;
+		l->chunks_out++;
+		pf_error_clear(&c->ioerr);
+		c->cbuf = -1;
+		c->ss = NULL;
+		c->ss_last = false;
+		c->pos = pos;
+		c->w = wk->w;
+		c->g0 = wk->gbase + (pos / wk->w - wk->kfirst);
+		*out = c;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return ret;
+}
+
+/* Open the piece's blocks up to k; blocks past max_steps too (with no
+ * slots), so that every block a dispatched read touches is in the ring.
+ * @return 0, 1 when a block past max_steps was opened, or <0. */
+static int open_through(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
+{
+	int over = 0;
+
+	for (; wk->next_block <= k; wk->next_block++) {
+		int ret = open_block(l, io, wk, wk->next_block);
+
+		if (ret < 0)
+			return ret;
+		over |= ret;
+	}
+	return over;
+}
+
+/* A stream segment: sub-segments of at most PF_STREAM_CHUNK_ROWS
+ * records, decoded in order through one shared stream state; each opens
+ * only the blocks it reaches, so a long file never needs the whole
+ * segment's blocks at once.  @return 0, 1 when max_steps was reached, or
+ * <0. */
+static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
+			   uint64_t pos, const int *file_slot)
+{
+	stream_state *ss;
+	int over = 0, ret = pf_reads_wait(l, io, stream_free, 0, &l->cv_chunk);
+
+	if (ret < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return ret;
+	}
+	/* Taken and made active: pf_reads_wait() reads its first blocks from
+	 * here on, while its sub-segments are dispatched. */
+	ss = l->free_streams;
+	l->free_streams = ss->next;
+	ss->src = NULL;
+	ss->busy = false;
+	ss->next_first = seg.first;
+	ss->slot = (uint32_t)file_slot[l->ds->units[seg.unit].file];
+	ss->size = pf_io_file_size(io, ss->slot);
+	ss->nblocks = ss->end_block = (ss->size + PF_READ_DEFAULT - 1) / PF_READ_DEFAULT;
+	ss->next_read = ss->next_pull = 0;
+	ss->reading = 0;
+	ss->finished = false;
+	ss->held = NULL;
+	ss->wait_ns = 0;
+	for (unsigned i = 0; i < PF_STREAM_BUFS; i++)
+		ss->buf[i].state = SBUF_FREE;
+	ss->next = NULL;
+	if (l->active_tail)
+		l->active_tail->next = ss;
+	else
+		l->active = ss;
+	l->active_tail = ss;
+	pthread_mutex_unlock(&l->mu);
+	for (uint64_t done = 0; done < seg.count && !over;) {
+		uint64_t n = seg.count - done;
+		chunk *c = NULL;
+
+		n = n < PF_STREAM_CHUNK_ROWS ? n : PF_STREAM_CHUNK_ROWS;
+		over = open_through(l, io, wk, (pos + done + n - 1) / wk->w);
+		if (over < 0)
+			return over;
+		ret = take_chunk(l, io, wk, pos + done, &c);
+		if (ret < 0)
+			return ret;
+		c->seg = (pf_segment){ seg.unit, seg.first + done, n };
+		c->ss = ss;
+		done += n;
+		/* Past max_steps nothing more is dispatched: this is the
+		 * stream's last sub-segment then too (it finishes the
+		 * stream, which pf_schedule_run() waits for). */
+		c->ss_last = done == seg.count || over;
+		enqueue(l, c);
+	}
+	return over;
+}
+
+/* A frame segment: one read of the frame. */
+static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
+			  pf_segment seg, uint64_t pos, const int *file_slot)
+{
+	const pf_unit *u = &l->ds->units[seg.unit];
+	int slot = file_slot[u->file];
+	uint64_t len = u->csize;
+	chunk *c = NULL;
+	int ret = take_chunk(l, io, wk, pos, &c);
+
+	if (ret < 0)
+		return ret;
+	c->seg = seg;
+	ret = pf_reads_wait(l, io, cbuf_free, 0, &l->cv_cbuf);
+	if (ret < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return ret;
+	}
+	c->cbuf = l->free_cbuf[--l->nfree_cbuf];
+	pthread_mutex_unlock(&l->mu);
+	/* O_DIRECT: an aligned start (frames are aligned) and a length
+	 * rounded up; the tail may be padding. */
+	if (pf_io_file_direct(io, (uint32_t)slot))
+		len = round_up(len, PF_ALIGN);
+	c->req = (pf_io_req){
+		.file = (uint32_t)slot,
+		.offset = u->offset,
+		.len = (uint32_t)len,
+		.buf = l->mem_cbufs + (size_t)c->cbuf * l->cbuf_bytes,
+		.buf_index = pf_io_buffers_registered(io) ? c->cbuf : -1,
+		.user = c,
+	};
+	ret = pf_io_submit(io, &c->req);
+	while (ret == -EBUSY) {
+		ret = pf_reads_reap(l, io, 1);
+		if (ret >= 0)
+			ret = pf_io_submit(io, &c->req);
+	}
+	if (ret == 0)
+		ret = pf_reads_reap(l, io, 0) < 0 ? -EIO : 0;
+	return ret;
+}
+
+/* Walk one piece: the segments of its stream that hold its blocks, each
+ * cut to them; the blocks before the piece and after it are not read.
+ * @return 0, 1 when max_steps is reached, or <0. */
+static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan,
+		      const int *file_slot)
+{
+	uint64_t w = wk->w, pos = 0;
+	uint64_t live_lo = wk->kfirst * w, live_hi = ((wk->end - 1) / w + 1) * w;
+	int over = 0, ret = 0;
+
+	live_hi = live_hi < wk->stream_len ? live_hi : wk->stream_len;
+	for (size_t s = 0; s < plan->nseg && !over && ret >= 0 && pos < live_hi; s++) {
+		pf_segment seg = plan->seg[s];
+		uint64_t lo = pos, hi = pos + seg.count;
+
+		pos = hi;
+		if (hi <= live_lo)
+			continue;
+		if (lo < live_lo) {
+			seg.first += live_lo - lo;
+			lo = live_lo;
+		}
+		hi = hi < live_hi ? hi : live_hi;
+		seg.count = hi - lo;
+		if (l->cfg.max_steps &&
+		    wk->rstep0 + block_out(wk, lo / w) / l->host_batch >= l->cfg.max_steps)
+			return 1;
+		if (l->ds->units[seg.unit].stream) {
+			ret = over = dispatch_stream(l, io, wk, seg, lo, file_slot);
+		} else {
+			/* A frame spans at most the blocks the ring holds. */
+			ret = over = open_through(l, io, wk, (hi - 1) / w);
+			if (ret >= 0)
+				ret = dispatch_frame(l, io, wk, seg, lo, file_slot);
+		}
+	}
+	return ret < 0 ? ret : over;
+}
+
+/* A fresh epoch: this host's own stream up to its quota. */
+static int fresh_epoch(pf_loader *l, uint32_t e, pf_epoch_plan *plan, epoch_run *er,
+		       pf_piece *own)
+{
+	int ret = pf_plan_epoch(plan, l->ds, &l->topo, l->cfg.seed, e, l->cfg.shuffle,
+				l->cfg.remainder);
+
+	if (ret < 0)
+		return ret;
+	*own = (pf_piece){ l->topo.host_index, 0, plan->quota };
+	*er = (epoch_run){
+		.epoch = e, .origin = l->topo, .w = l->wblock, .permute = l->shuffle_rows,
+		.pieces = own, .npieces = plan->quota ? 1 : 0,
+		.steps = plan->quota / l->host_batch,
+		.dropped = plan->share > plan->quota ? plan->share - plan->quota : 0,
+		.wrapped = plan->stream_len > plan->share ? plan->stream_len - plan->share : 0,
+	};
+	return 0;
+}
+
+static void plan_failed(pf_loader *l, int ret, uint32_t host)
+{
+	pf_error err;
+
+	pf_error_clear(&err);
+	pf_error_set(&err, ret, PF_OFFSET_NONE, 0,
+		     ret == -ERANGE ? "host %u has no records to wrap around: "
+		     "fewer records than hosts" : "cannot plan epoch (host %u)", host);
+	pf_loader_fail(l, &err, ret);
+}
+
+/* Walk an epoch's pieces, each through the plan of its origin host. */
+static int walk_epoch(pf_loader *l, pf_io *io, const epoch_run *er, bool own_plan,
+		      pf_epoch_plan *plan, uint64_t rstep0, uint64_t *gnext,
+		      const int *file_slot)
+{
+	uint64_t out_base = 0;
+	int64_t planned = own_plan ? (int64_t)l->topo.host_index : -1;
+	int ret = 0;
+
+	for (size_t i = 0; i < er->npieces && ret == 0; i++) {
+		const pf_piece *pc = &er->pieces[i];
+		walk wk = { .er = er, .host = pc->host, .w = er->w, .begin = pc->begin,
+			    .end = pc->end, .out_base = out_base, .rstep0 = rstep0 };
+
+		if (planned != (int64_t)pc->host) {
+			pf_topology t = er->origin;
+
+			t.host_index = pc->host;
+			ret = pf_plan_epoch(plan, l->ds, &t, l->cfg.seed, er->epoch,
+					    l->cfg.shuffle, l->cfg.remainder);
+			if (ret < 0) {
+				plan_failed(l, ret, pc->host);
+				return ret;
+			}
+			planned = pc->host;
+		}
+		wk.stream_len = plan->stream_len;
+		wk.kfirst = wk.next_block = pc->begin / wk.w;
+		wk.gbase = *gnext;
+		ret = walk_piece(l, io, &wk, plan, file_slot);
+		*gnext += wk.next_block - wk.kfirst;
+		out_base += pc->end - pc->begin;
+	}
+	return ret;
+}
+
+int pf_schedule_run(pf_loader *l, pf_io *io, const int *file_slot)
+{
+	pf_epoch_plan plan = { 0 };
+	uint64_t gnext = 0, rstep = 0;
+	int ret = 0;
+
+	for (uint32_t e = l->start_epoch; e < l->epochs && ret == 0; e++) {
+		bool resumed = e == l->start_epoch && l->resumed;
+		epoch_run fresh;
+		pf_piece own;
+		const epoch_run *er = resumed ? &l->resume : &fresh;
+
+		if (!resumed) {
+			ret = fresh_epoch(l, e, &plan, &fresh, &own);
+			if (ret < 0) {
+				plan_failed(l, ret, l->topo.host_index);
+				break;
+			}
+		}
+		pthread_mutex_lock(&l->mu);
+		/* An epoch's remainder is counted by the run that ends it (a
+		 * resumed run counts that of the epoch it finishes). */
+		if (!l->cfg.max_steps || rstep + er->steps <= l->cfg.max_steps) {
+			l->m.remainder_dropped += er->dropped;
+			l->m.remainder_wrapped += er->wrapped;
+		}
+		pthread_mutex_unlock(&l->mu);
+		ret = walk_epoch(l, io, er, !resumed, &plan, rstep, &gnext, file_slot);
+		rstep += er->steps;
+		if (l->cfg.max_steps && rstep >= l->cfg.max_steps)
+			break;
+	}
+	/* The streams still being decoded need their blocks: read them
+	 * until the last is finished (unless the loader halts). */
+	if (ret >= 0) {
+		int r = pf_reads_wait(l, io, streams_idle, 0, &l->cv_chunk);
+
+		pthread_mutex_unlock(&l->mu);
+		if (r < 0 && r != -ECANCELED)
+			ret = r;
+	}
+	/* Finish what is in flight so no buffer is left with the kernel. */
+	while (pf_io_inflight(io) && pf_reads_reap(l, io, 1) >= 0)
+		;
+	pf_plan_release(&plan);
+	return ret == -ECANCELED || ret == 1 ? 0 : ret;
+}
