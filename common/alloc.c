@@ -178,6 +178,29 @@ void *pf_realloc(void *p, size_t size)
 	return q;
 }
 
+int pf_grow(void *array, size_t *cap, size_t need, size_t elem)
+{
+	void **p = array;
+	size_t n = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need) {
+		if (n > SIZE_MAX / 2)
+			return -ENOMEM;
+		n *= 2;
+	}
+	if (elem && n > SIZE_MAX / elem)
+		return -ENOMEM;
+	q = pf_realloc(*p, n * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
 char *pf_strdup(const char *s)
 {
 	size_t len = strlen(s) + 1;

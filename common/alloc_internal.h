@@ -27,6 +27,10 @@ char *pf_strdup(const char *s);
 void *pf_malloc_aligned(size_t size, size_t align);
 /* NULL is a no-op. */
 void pf_free(void *p);
+/* Make room for need elements of elem bytes in the array *array (room
+ * for *cap now), doubling from 16.  @return 0, or -ENOMEM with *array and
+ * *cap as they were. */
+int pf_grow(void *array, size_t *cap, size_t need, size_t elem);
 
 /* The allocator callbacks handed to zstd (ZSTD_customMem), protobuf-c
  * (ProtobufCAllocator) and zlib (z_stream zalloc/zfree), so that their

@@ -22,12 +22,78 @@ static inline uint64_t pf_load_le64(const void *p)
 	return v;
 }
 
-/* zstd's allocations through pf_malloc() (alloc_internal.h's callbacks),
- * for ZSTD_create*_advanced(): define ZSTD_STATIC_LINKING_ONLY before
- * including zstd.h.  Those functions are zstd's experimental API, but
- * ZSTD_customMem has not changed since zstd 1.0, and libzstd.so exports
- * them (Debian 12's 1.5.4 does). */
-#define PF_ZSTD_MEM ((ZSTD_customMem){ pf_alloc_cb, pf_free_cb, NULL })
+/* ------------------------------------------------------------------ */
+/* Frames of an indexed shard, wherever they are described               */
+
+/* The largest uncompressed frame podfeed writes or reads. */
+#define PF_SHARD_MAX_FRAME (1u << 30)
+
+/* Whether an index's or manifest's alignment can be: 0 (none) or a power
+ * of two of 4096 or more. */
+static inline bool pf_alignment_ok(uint32_t alignment)
+{
+	return !alignment || (alignment >= 4096 && !(alignment & (alignment - 1)));
+}
+
+/* The checks frame i's own fields pass wherever they are read from (a
+ * shard's index, a manifest; shard_index.c): on the alignment (0: none), a
+ * compressed size, an uncompressed size within PF_SHARD_MAX_FRAME, and a
+ * record count its bytes can hold.  Where it lies against its neighbours
+ * and the file is the caller's to check.  @return 0, or -EBADMSG with err
+ * (which may be NULL) "<where>frame <i> ..." at file offset off. */
+int pf_frame_check(const pf_frame_info *fi, uint32_t i, uint32_t alignment,
+		   const char *where, uint64_t off, pf_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Envelopes (envelope.c)                                               */
+/*
+ * The blobs podfeed writes for itself (the dataset manifest, the loader's
+ * checkpoint state) wrap their payload in an envelope, so that a
+ * truncated or damaged one is an error naming the byte rather than
+ * another payload (protobuf parses many truncations as valid messages
+ * with fields missing), and a version from the future is refused by name
+ * before anything is parsed.  Integers little-endian:
+ *
+ *   stored: magic[4] u32 version, u32 payload length, u32 CRC32C(payload),
+ *           then the payload (a 16-byte header);
+ *   zstd:   magic[4] u32 version, u64 raw length, u64 payload length,
+ *           u32 CRC32C(payload), u32 0, then the payload: one zstd frame
+ *           of the raw length's bytes (a 32-byte header).
+ */
+typedef struct pf_envelope_kind {
+	const char *what;	/* names it in errors: "manifest", "state" */
+	char magic[4];
+	uint32_t version;	/* the newest this podfeed writes and reads */
+	bool zstd;		/* which layout */
+	uint64_t max_raw;	/* largest (decompressed) payload accepted */
+	const char *newer_hint;	/* after "version N is newer than ...", or NULL */
+} pf_envelope_kind;
+
+#define PF_ENVELOPE_STORED_HEADER 16u
+#define PF_ENVELOPE_ZSTD_HEADER 32u
+
+/* What pf_envelope_open() found. */
+typedef struct pf_envelope_payload {
+	const uint8_t *data;	/* the (decompressed) payload */
+	size_t len;
+	uint32_t version;
+	uint8_t *owned;		/* zstd: data's buffer, for pf_free() */
+} pf_envelope_payload;
+
+/* Write the header of an envelope whose payload (payload_len bytes; for
+ * zstd, the frame of raw_len bytes of content) already follows it in blob. */
+void pf_envelope_seal(const pf_envelope_kind *k, uint8_t *blob, uint64_t raw_len,
+		      uint64_t payload_len);
+/* A zstd envelope of raw (len bytes) compressed at level, in *out
+ * (pf_free()).  @return its length, or -ENOMEM / -EINVAL / -EIO with err. */
+int64_t pf_envelope_compress(const pf_envelope_kind *k, const void *raw, size_t len,
+			     int level, uint8_t **out, pf_error *err);
+/* Check blob (len bytes) as an envelope of kind k and give its payload in
+ * *out (pointing into blob when stored; pf_free(out->owned) when zstd).
+ * @return 0, or -EBADMSG / -EPROTONOSUPPORT / -ENOMEM with err naming the
+ * byte of blob and what was wrong. */
+int pf_envelope_open(const pf_envelope_kind *k, const void *blob, size_t len,
+		     pf_envelope_payload *out, pf_error *err);
 
 /* Skip mode (tfrecord.c, for the record stream over a codec): the bytes
  * fed so far end where a frame or member was dropped (what names it:

@@ -5,8 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd_errors.h>
-
 #include "stream_internal.h"
 
 const char *pf_compression_name(pf_compression c)

@@ -3,21 +3,23 @@
  * (pf_formats.h, "The dataset manifest", says the layout).  Over caller
  * buffers: reading and writing the file is the caller's. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define ZSTD_STATIC_LINKING_ONLY
-#include <zstd.h>
-#include <zstd_errors.h>
-
-#include "formats_internal.h"
+#include "pb_internal.h"
 #include "pf_manifest.pb-c.h"
 
-#define MANIFEST_MAX_FRAME (1u << 30)	/* as an indexed shard's */
 #define MANIFEST_MAX_PATH 4095u
 #define MANIFEST_LEVEL 3
 
-static const uint8_t manifest_magic[4] = { 'P', 'F', 'M', 'F' };
+/* The file: a zstd envelope (formats_internal.h) around the protobuf. */
+static const pf_envelope_kind manifest_envelope = {
+	.what = "manifest", .magic = { 'P', 'F', 'M', 'F' }, .version = PF_MANIFEST_VERSION,
+	.zstd = true, .max_raw = PF_MANIFEST_MAX_RAW,
+	.newer_hint = " (write it again with this shardtool)",
+};
+_Static_assert(PF_MANIFEST_HEADER == PF_ENVELOPE_ZSTD_HEADER, "the manifest's header");
 
 struct pf_manifest {
 	pf_manifest_shard *shards;
@@ -65,6 +67,7 @@ static int check_shard(const pf_manifest_shard *s, size_t i, uint64_t off, pf_er
 {
 	uint64_t records = 0, prev_end = 0;
 	const char *why = NULL;
+	char where[128];
 
 #define SHARD_FAIL(fmt, ...)                                                   \
 	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,                \
@@ -81,7 +84,7 @@ static int check_shard(const pf_manifest_shard *s, size_t i, uint64_t off, pf_er
 			SHARD_FAIL("%llu records in an empty file", (unsigned long long)s->records);
 		return 0;
 	}
-	if (s->alignment && (s->alignment < 4096 || (s->alignment & (s->alignment - 1))))
+	if (!pf_alignment_ok(s->alignment))
 		SHARD_FAIL("alignment %u is not a power of two >= 4096", s->alignment);
 	for (uint32_t f = 0; f < s->nframes; f++) {
 		const pf_frame_info *fi = &s->frames[f];
@@ -90,19 +93,15 @@ static int check_shard(const pf_manifest_shard *s, size_t i, uint64_t off, pf_er
 			SHARD_FAIL("frame %u at byte %llu overlaps the frame before it (ends at %llu)",
 				   f, (unsigned long long)fi->offset,
 				   (unsigned long long)prev_end);
-		if (s->alignment && (fi->offset & (s->alignment - 1)))
-			SHARD_FAIL("frame %u offset %llu is not a multiple of the alignment %u",
-				   f, (unsigned long long)fi->offset, s->alignment);
-		if (!fi->compressed_size || fi->compressed_size > s->size ||
-		    fi->offset > s->size - fi->compressed_size)
+		if (fi->compressed_size > s->size || fi->offset > s->size - fi->compressed_size)
 			SHARD_FAIL("frame %u (%u bytes at byte %llu) lies outside the file's %llu bytes",
 				   f, fi->compressed_size, (unsigned long long)fi->offset,
 				   (unsigned long long)s->size);
-		if (fi->uncompressed_size > MANIFEST_MAX_FRAME)
-			SHARD_FAIL("frame %u uncompressed size %u above the limit of %u", f, fi->uncompressed_size, MANIFEST_MAX_FRAME);
-		if (!fi->records || fi->records > fi->uncompressed_size / PF_TFR_OVERHEAD)
-			SHARD_FAIL("frame %u record count %u impossible for %u bytes", f,
-				   fi->records, fi->uncompressed_size);
+		if (pf_frame_check(fi, f, s->alignment, "", off, NULL) < 0) {
+			/* Again, to say so: the message is made only then. */
+			snprintf(where, sizeof(where), "manifest shard %zu (%.64s): ", i, s->path);
+			return pf_frame_check(fi, f, s->alignment, where, off, err);
+		}
 		prev_end = fi->offset + fi->compressed_size;
 		records += fi->records;
 	}
@@ -277,8 +276,7 @@ static int from_pb(pf_manifest *m, const Podfeed__Manifest *pb, uint64_t off, pf
 		const Podfeed__FeatureSchema *f = pb->schema[i];
 		pf_feature_schema *s = &m->schema[i];
 
-		if (f->kind > PF_KIND_INT64 || f->records_unset > f->records_present ||
-		    f->records_present > pb->schema_records ||
+		if (pf_schema_pb_fault(f) || f->records_present > pb->schema_records ||
 		    (i && strcmp(pb->schema[i - 1]->name, f->name) >= 0))
 			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
 					    "manifest schema entry %zu (\"%.64s\") does not hold together "
@@ -287,19 +285,10 @@ static int from_pb(pf_manifest *m, const Podfeed__Manifest *pb, uint64_t off, pf
 					    (unsigned long long)f->records_unset,
 					    (unsigned long long)f->records_present,
 					    (unsigned long long)pb->schema_records);
-		s->name = pf_strdup(f->name);
-		if (!s->name)
+		if (pf_schema_from_pb(s, f) < 0)
 			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 					    "no memory for the manifest's schema");
 		m->nschema = i + 1;
-		s->kind = (pf_kind)f->kind;
-		s->is_list = f->is_list;
-		s->mixed = f->mixed;
-		s->records_present = f->records_present;
-		s->records_unset = f->records_unset;
-		s->total_values = f->total_values;
-		s->min_len = f->min_len;
-		s->max_len = f->max_len;
 	}
 	m->schema_records = pb->schema_records;
 	return check_unique(m, off, err);
@@ -312,77 +301,16 @@ int pf_manifest_parse(pf_manifest **out, const void *buf, size_t len, pf_error *
 	bool pb_failed = false;
 	ProtobufCAllocator pba = { .alloc = pf_alloc_cb_flag, .free = pf_free_cb,
 				   .allocator_data = &pb_failed };
-	const uint8_t *p = buf;
 	Podfeed__Manifest *pb = NULL;
 	pf_manifest *m = NULL;
-	ZSTD_DCtx *dctx = NULL;
-	uint8_t *raw = NULL;
-	uint64_t raw_len, payload_len;
-	unsigned long long content;
-	uint32_t version, crc;
-	size_t got;
+	pf_envelope_payload raw;
 	int ret;
 
 	*out = NULL;
-	if (len < PF_MANIFEST_HEADER)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, len,
-				    "manifest truncated: %zu bytes, its header alone is %u", len,
-				    PF_MANIFEST_HEADER);
-	if (memcmp(p, manifest_magic, 4))
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
-				    "not a podfeed manifest (magic %02x%02x%02x%02x, not \"PFMF\")",
-				    p[0], p[1], p[2], p[3]);
-	version = pf_load_le32(p + 4);
-	if (version > PF_MANIFEST_VERSION)
-		return pf_error_set(err, -EPROTONOSUPPORT, PF_OFFSET_FILE, 4,
-				    "manifest version %u is newer than this podfeed's %u (write "
-				    "it again with this shardtool)", version, PF_MANIFEST_VERSION);
-	if (!version)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 4, "manifest version 0");
-	raw_len = pf_load_le64(p + 8);
-	payload_len = pf_load_le64(p + 16);
-	if (raw_len > PF_MANIFEST_MAX_RAW)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 8,
-				    "manifest says its payload is %llu bytes, above the limit of %llu",
-				    (unsigned long long)raw_len, PF_MANIFEST_MAX_RAW);
-	if (payload_len != len - PF_MANIFEST_HEADER)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE,
-				    payload_len < len - PF_MANIFEST_HEADER ? PF_MANIFEST_HEADER +
-				    payload_len : len,
-				    "manifest %s: its header says %llu payload bytes, the file has %zu",
-				    payload_len > len - PF_MANIFEST_HEADER ? "truncated" :
-				    "has bytes past its payload", (unsigned long long)payload_len,
-				    len - PF_MANIFEST_HEADER);
-	if (pf_load_le32(p + 28))
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 28,
-				    "manifest header's reserved word is not 0");
-	crc = pf_crc32c(0, p + PF_MANIFEST_HEADER, payload_len);
-	if (crc != pf_load_le32(p + 24))
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 24,
-				    "manifest CRC32C mismatch (stored %08x, computed %08x over %llu "
-				    "payload bytes): the file is damaged", pf_load_le32(p + 24), crc,
-				    (unsigned long long)payload_len);
-	content = ZSTD_getFrameContentSize(p + PF_MANIFEST_HEADER, payload_len);
-	if (content != raw_len)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_MANIFEST_HEADER,
-				    "manifest payload is not one zstd frame of %llu bytes",
-				    (unsigned long long)raw_len);
-	raw = pf_malloc(raw_len ? raw_len : 1);
-	dctx = ZSTD_createDCtx_advanced(PF_ZSTD_MEM);
-	if (!raw || !dctx) {
-		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-				   "no memory for a manifest of %llu bytes",
-				   (unsigned long long)raw_len);
-		goto out;
-	}
-	got = ZSTD_decompressDCtx(dctx, raw, raw_len, p + PF_MANIFEST_HEADER, payload_len);
-	if (ZSTD_isError(got) || got != raw_len) {
-		ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_MANIFEST_HEADER,
-				   "manifest payload does not decompress: %s",
-				   ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
-		goto out;
-	}
-	pb = podfeed__manifest__unpack(&pba, raw_len, raw);
+	ret = pf_envelope_open(&manifest_envelope, buf, len, &raw, err);
+	if (ret < 0)
+		return ret;
+	pb = podfeed__manifest__unpack(&pba, raw.len, raw.data);
 	if (!pb) {
 		ret = pb_failed ? pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 					       "no memory to unpack the manifest")
@@ -390,10 +318,10 @@ int pf_manifest_parse(pf_manifest **out, const void *buf, size_t len, pf_error *
 					       "manifest payload is not a podfeed.Manifest protobuf");
 		goto out;
 	}
-	if (pb->version != version) {
+	if (pb->version != raw.version) {
 		ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_MANIFEST_HEADER,
 				   "manifest payload says version %u, its header %u", pb->version,
-				   version);
+				   raw.version);
 		goto out;
 	}
 	m = pf_calloc(1, sizeof(*m));
@@ -409,8 +337,7 @@ int pf_manifest_parse(pf_manifest **out, const void *buf, size_t len, pf_error *
 out:
 	if (pb)
 		podfeed__manifest__free_unpacked(pb, &pba);
-	ZSTD_freeDCtx(dctx);
-	pf_free(raw);
+	pf_free(raw.owned);
 	pf_manifest_free(m);
 	return ret;
 }
@@ -441,23 +368,6 @@ void pf_manifest_builder_free(pf_manifest_builder *b)
 	pf_free(b);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t nc = *cap ? *cap : 64;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (nc < need)
-		nc *= 2;
-	q = pf_realloc(*p, nc * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = nc;
-	return 0;
-}
-
 static void forget_blob(pf_manifest_builder *b)
 {
 	pf_free(b->blob);
@@ -472,9 +382,9 @@ int pf_manifest_builder_add(pf_manifest_builder *b, const pf_manifest_shard *s, 
 
 	if (ret < 0)
 		return -EINVAL;
-	if (grow((void **)&b->m.shards, &b->shard_cap, b->m.nshards + 1, sizeof(*b->m.shards)) ||
-	    grow((void **)&b->m.frames, &b->frame_cap, b->m.nframes + s->nframes,
-		 sizeof(*b->m.frames)))
+	if (pf_grow(&b->m.shards, &b->shard_cap, b->m.nshards + 1, sizeof(*b->m.shards)) ||
+	    pf_grow(&b->m.frames, &b->frame_cap, b->m.nframes + s->nframes,
+		    sizeof(*b->m.frames)))
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "no memory for manifest entry %zu", b->m.nshards);
 	d = &b->m.shards[b->m.nshards];
@@ -548,10 +458,10 @@ static int encode(pf_manifest_builder *b, pf_error *err)
 {
 	const pf_manifest *m = &b->m;
 	Podfeed__Manifest pb = PODFEED__MANIFEST__INIT;
-	Podfeed__FeatureSchema *fs = NULL, **fsp = NULL;
-	size_t n = m->nshards, nf = m->nframes, raw_len, bound, clen;
-	uint8_t *raw = NULL, *blob = NULL;
-	ZSTD_CCtx *cctx = NULL;
+	Podfeed__FeatureSchema **fsp = NULL;
+	size_t n = m->nshards, nf = m->nframes, raw_len;
+	uint8_t *raw = NULL;
+	int64_t blob_len;
 	int ret = -ENOMEM;
 
 	pb.version = PF_MANIFEST_VERSION;
@@ -572,14 +482,10 @@ static int encode(pf_manifest_builder *b, pf_error *err)
 	pb.frame_uncompressed_size = pf_calloc(nf + 1, sizeof(*pb.frame_uncompressed_size));
 	pb.frame_records = pf_calloc(nf + 1, sizeof(*pb.frame_records));
 	pb.frame_crc32c = pf_calloc(nf + 1, sizeof(*pb.frame_crc32c));
-	if (m->nschema) {
-		fs = pf_calloc(m->nschema, sizeof(*fs));
-		fsp = pf_calloc(m->nschema, sizeof(*fsp));
-	}
 	if (!pb.path || !pb.size || !pb.mtime_ns || !pb.format || !pb.records || !pb.frames ||
 	    !pb.alignment || !pb.max_record || !pb.frame_offset || !pb.frame_compressed_size ||
 	    !pb.frame_uncompressed_size || !pb.frame_records || !pb.frame_crc32c ||
-	    (m->nschema && (!fs || !fsp)))
+	    pf_schema_to_pb(m->schema, m->nschema, &fsp) < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const pf_manifest_shard *s = &m->shards[i];
@@ -602,21 +508,6 @@ static int encode(pf_manifest_builder *b, pf_error *err)
 		pb.frame_records[i] = fi->records;
 		pb.frame_crc32c[i] = fi->crc32c;
 	}
-	for (size_t i = 0; i < m->nschema; i++) {
-		const pf_feature_schema *f = &m->schema[i];
-
-		podfeed__feature_schema__init(&fs[i]);
-		fs[i].name = (char *)f->name;
-		fs[i].kind = f->kind;
-		fs[i].is_list = f->is_list;
-		fs[i].records_present = f->records_present;
-		fs[i].records_unset = f->records_unset;
-		fs[i].total_values = f->total_values;
-		fs[i].min_len = f->min_len;
-		fs[i].max_len = f->max_len;
-		fs[i].mixed = f->mixed;
-		fsp[i] = &fs[i];
-	}
 	pb.n_schema = m->nschema;
 	pb.schema = fsp;
 	pb.schema_records = m->schema_records;
@@ -627,41 +518,20 @@ static int encode(pf_manifest_builder *b, pf_error *err)
 				   n, raw_len, PF_MANIFEST_MAX_RAW);
 		goto out;
 	}
-	raw = pf_malloc(raw_len ? raw_len : 1);
-	bound = ZSTD_compressBound(raw_len);
-	blob = pf_malloc(PF_MANIFEST_HEADER + bound);
-	cctx = ZSTD_createCCtx_advanced(PF_ZSTD_MEM);
-	if (!raw || !blob || !cctx)
+	raw = pf_malloc(raw_len);
+	if (!raw)
 		goto out;
 	podfeed__manifest__pack(&pb, raw);
-	/* The content size in the frame header: the reader checks it. */
-	clen = ZSTD_compressCCtx(cctx, blob + PF_MANIFEST_HEADER, bound, raw, raw_len,
-				 MANIFEST_LEVEL);
-	if (ZSTD_isError(clen)) {
-		ret = ZSTD_getErrorCode(clen) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO;
-		if (ret == -EIO)
-			pf_error_set(err, ret, PF_OFFSET_NONE, 0, "zstd: %s",
-				     ZSTD_getErrorName(clen));
-		goto out;
-	}
-	memcpy(blob, manifest_magic, 4);
-	pf_store_le32(blob + 4, PF_MANIFEST_VERSION);
-	pf_store_le64(blob + 8, raw_len);
-	pf_store_le64(blob + 16, clen);
-	pf_store_le32(blob + 24, pf_crc32c(0, blob + PF_MANIFEST_HEADER, clen));
-	pf_store_le32(blob + 28, 0);
-	b->blob = blob;
-	b->blob_len = PF_MANIFEST_HEADER + clen;
-	blob = NULL;
-	ret = 0;
+	blob_len = pf_envelope_compress(&manifest_envelope, raw, raw_len, MANIFEST_LEVEL,
+					&b->blob, err);
+	ret = blob_len < 0 ? (int)blob_len : 0;
+	if (ret == 0)
+		b->blob_len = (size_t)blob_len;
 out:
 	if (ret == -ENOMEM && err && !err->code)
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "no memory to encode a manifest of %zu "
 			     "shards", n);
-	ZSTD_freeCCtx(cctx);
 	pf_free(raw);
-	pf_free(blob);
-	pf_free(fs);
 	pf_free(fsp);
 	pf_free(pb.path);
 	pf_free(pb.size);

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Schema inference: what features a stream of examples holds, and how many values. */
+/* Schema inference: what features a stream of examples holds, and how many
+ * values; and the schema's protobuf form, as indexes and manifests carry it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc_internal.h"
-#include "pf_formats.h"
+#include "pb_internal.h"
 
 /*
  * Not a hot path (a writer accounts each record once): a sorted array with
@@ -69,15 +69,8 @@ static pf_feature_schema *lookup(pf_schema *s, const char *name,
 		else
 			hi = mid;
 	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 16;
-		pf_feature_schema *nf = pf_realloc(s->f, cap * sizeof(*nf));
-
-		if (!nf)
-			return NULL;
-		s->f = nf;
-		s->cap = cap;
-	}
+	if (pf_grow(&s->f, &s->cap, s->n + 1, sizeof(*s->f)) < 0)
+		return NULL;
 	if (!(copy = pf_malloc(name_len + 1u)))
 		return NULL;
 	memcpy(copy, name, name_len);
@@ -169,4 +162,63 @@ bool pf_schema_is_fixed(const pf_schema *s, const pf_feature_schema *f)
 {
 	return s->records && f->records_present == s->records &&
 	       f->min_len == f->max_len;
+}
+
+/* ------------------------------------------------------------------ */
+/* The protobuf form (pb_internal.h)                                    */
+
+int pf_schema_to_pb(const pf_feature_schema *schema, size_t n, Podfeed__FeatureSchema ***out)
+{
+	Podfeed__FeatureSchema **ptrs, *fs;
+
+	*out = NULL;
+	if (!n)
+		return 0;
+	/* One block: the pointers, then the messages. */
+	ptrs = pf_calloc(n, sizeof(*ptrs) + sizeof(*fs));
+	if (!ptrs)
+		return -ENOMEM;
+	fs = (Podfeed__FeatureSchema *)(ptrs + n);
+	for (size_t i = 0; i < n; i++) {
+		const pf_feature_schema *f = &schema[i];
+
+		podfeed__feature_schema__init(&fs[i]);
+		fs[i].name = (char *)f->name;
+		fs[i].kind = (uint32_t)f->kind;
+		fs[i].is_list = f->is_list;
+		fs[i].records_present = f->records_present;
+		fs[i].records_unset = f->records_unset;
+		fs[i].total_values = f->total_values;
+		fs[i].min_len = f->min_len;
+		fs[i].max_len = f->max_len;
+		fs[i].mixed = f->mixed;
+		ptrs[i] = &fs[i];
+	}
+	*out = ptrs;
+	return 0;
+}
+
+const char *pf_schema_pb_fault(const Podfeed__FeatureSchema *f)
+{
+	if (f->kind > PF_KIND_INT64)
+		return "an unknown kind";
+	if (f->records_unset > f->records_present)
+		return "more records unset than present";
+	return NULL;
+}
+
+int pf_schema_from_pb(pf_feature_schema *dst, const Podfeed__FeatureSchema *f)
+{
+	dst->name = pf_strdup(f->name ? f->name : "");
+	if (!dst->name)
+		return -ENOMEM;
+	dst->kind = (pf_kind)f->kind;
+	dst->is_list = f->is_list;
+	dst->records_present = f->records_present;
+	dst->records_unset = f->records_unset;
+	dst->total_values = f->total_values;
+	dst->min_len = f->min_len;
+	dst->max_len = f->max_len;
+	dst->mixed = f->mixed;
+	return 0;
 }

@@ -4,12 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ZSTD_STATIC_LINKING_ONLY	/* ZSTD_createDCtx_advanced */
-#include <zstd.h>
-#include <zstd_errors.h>
-
-#include "formats_internal.h"
-#include "pf_index.pb-c.h"
+#include "pb_internal.h"
+#include "zstd_internal.h"
 
 /*
  * The tail of an indexed shard (see shard_writer.c for the whole layout):
@@ -27,8 +23,6 @@
  * corrupt or hostile tail costs at most PF_SHARD_MAX_INDEX bytes.
  */
 
-/* Largest uncompressed frame we accept (the writer makes none larger). */
-#define PF_SHARD_MAX_FRAME (1u << 30)
 #define PF_SKIP_HEADER 8u
 #define PF_INDEX_TRAILER 8u
 #define PF_SEEK_CHECKSUM_FLAG 0x80u
@@ -186,24 +180,17 @@ static int64_t check_frames(pf_shard_index *ix, const Podfeed__ShardIndex *pb,
 
 		if (i == 0 && fi->offset != 0)
 			FRAME_FAIL(i, fi->offset, "index: first frame does not start at offset 0");
-		if (ix->alignment && (fi->offset & (ix->alignment - 1)))
-			FRAME_FAIL(i, fi->offset, "index: frame %u offset not a multiple of the alignment %u",
-				   i, ix->alignment);
-		if (!fi->compressed_size)
-			FRAME_FAIL(i, fi->offset, "index: frame %u has compressed size 0", i);
+		if (pf_frame_check(fi, i, ix->alignment, "index: ", fi->offset, err) < 0) {
+			if (err)
+				err->frame = (int64_t)i;
+			return -EBADMSG;
+		}
 		if (fi->compressed_size > end - fi->offset)
 			FRAME_FAIL(i, fi->offset, i + 1 < n ?
 				   "index: frame %u overlaps the next frame (%u bytes, %llu available)" :
 				   "index: frame %u runs past the end of data (%u bytes, %llu available)",
 				   i, fi->compressed_size,
 				   (unsigned long long)(end - fi->offset));
-		if (fi->uncompressed_size > PF_SHARD_MAX_FRAME)
-			FRAME_FAIL(i, fi->offset, "index: frame %u uncompressed size %u above the limit of %u",
-				   i, fi->uncompressed_size, PF_SHARD_MAX_FRAME);
-		if (!fi->records ||
-		    fi->records > fi->uncompressed_size / PF_TFR_OVERHEAD)
-			FRAME_FAIL(i, fi->offset, "index: frame %u record count %u impossible for %u bytes",
-				   i, fi->records, fi->uncompressed_size);
 		if (fi->first_record != next_record)
 			FRAME_FAIL(i, fi->offset, "index: frame %u first record %llu, expected %llu (running sum of record counts)",
 				   i, (unsigned long long)fi->first_record,
@@ -258,27 +245,17 @@ static int64_t copy_schema(pf_shard_index *ix, const Podfeed__ShardIndex *pb,
 				    "no memory for the index schema");
 	for (size_t i = 0; i < pb->n_schema; i++) {
 		const Podfeed__FeatureSchema *f = pb->schema[i];
-		pf_feature_schema *s = &ix->schema[i];
 
-		if (f->kind > PF_KIND_INT64 || f->records_unset > f->records_present)
+		if (pf_schema_pb_fault(f))
 			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, ix_start,
 					    "index: schema entry %zu does not hold together (kind %u, unset in %llu of %llu records)",
 					    i, f->kind,
 					    (unsigned long long)f->records_unset,
 					    (unsigned long long)f->records_present);
-		s->name = pf_strdup(f->name ? f->name : "");
-		if (!s->name)
+		if (pf_schema_from_pb(&ix->schema[i], f) < 0)
 			return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, ix_start,
 					    "no memory for the index schema");
 		ix->n_schema = i + 1;
-		s->kind = (pf_kind)f->kind;
-		s->is_list = f->is_list;
-		s->records_present = f->records_present;
-		s->records_unset = f->records_unset;
-		s->total_values = f->total_values;
-		s->min_len = f->min_len;
-		s->max_len = f->max_len;
-		s->mixed = f->mixed;
 	}
 	return 0;
 }
@@ -429,8 +406,7 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 			     (unsigned long long)ix_start);
 		goto out;
 	}
-	if (pb->alignment && (pb->alignment < 4096 ||
-			      (pb->alignment & (pb->alignment - 1)))) {
+	if (!pf_alignment_ok(pb->alignment)) {
 		pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, ix_start,
 			     "index alignment %u is not a power of two >= 4096",
 			     pb->alignment);
@@ -496,8 +472,6 @@ int64_t pf_frame_decode(pf_frame_decoder *d, const pf_frame_info *fi,
 			const void *src, size_t src_len, void *dst,
 			size_t dst_cap, pf_error *err)
 {
-	unsigned long long content;
-	size_t frame_len, n;
 	uint32_t crc;
 
 	pf_error_clear(err);
@@ -511,42 +485,27 @@ int64_t pf_frame_decode(pf_frame_decoder *d, const pf_frame_info *fi,
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset,
 				    "frame CRC mismatch (0x%08x, index says 0x%08x)",
 				    crc, fi->crc32c);
-	content = ZSTD_getFrameContentSize(src, src_len);
-	if (content == ZSTD_CONTENTSIZE_ERROR)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset,
-				    "not a zstd frame");
-	if (content == ZSTD_CONTENTSIZE_UNKNOWN)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset,
-				    "zstd frame without a content size");
-	if (content != fi->uncompressed_size)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset,
-				    "zstd frame content size %llu, index says %u",
-				    content, fi->uncompressed_size);
-	if (dst_cap < fi->uncompressed_size)
-		return pf_error_set(err, -ENOBUFS, PF_OFFSET_FILE, fi->offset,
-				    "frame needs %u bytes, buffer holds %zu",
-				    fi->uncompressed_size, dst_cap);
-	/* ZSTD_decompressDCtx would go on into a following frame; the
-	 * index promises exactly one. */
-	frame_len = ZSTD_findFrameCompressedSize(src, src_len);
-	if (ZSTD_isError(frame_len))
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset,
-				    "zstd: %s", ZSTD_getErrorName(frame_len));
-	if (frame_len != src_len)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE,
-				    fi->offset + frame_len,
-				    "%zu bytes after the zstd frame",
-				    src_len - frame_len);
-	n = ZSTD_decompressDCtx(d->dctx, dst, fi->uncompressed_size, src, src_len);
-	if (ZSTD_isError(n) && ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation)
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, fi->offset,
-				    "zstd: out of memory");
-	if (ZSTD_isError(n))
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset,
-				    "zstd: %s", ZSTD_getErrorName(n));
-	if (n != fi->uncompressed_size)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, fi->offset,
-				    "zstd frame gave %zu bytes, index says %u",
-				    n, fi->uncompressed_size);
-	return (int64_t)n;
+	return pf_zstd_decompress_frame(d->dctx, dst, dst_cap, fi->uncompressed_size, src,
+					src_len, fi->offset, "index", err);
+}
+
+int pf_frame_check(const pf_frame_info *fi, uint32_t i, uint32_t alignment,
+		   const char *where, uint64_t off, pf_error *err)
+{
+	if (alignment && (fi->offset & (alignment - 1)))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+				    "%sframe %u offset %llu is not a multiple of the alignment %u",
+				    where, i, (unsigned long long)fi->offset, alignment);
+	if (!fi->compressed_size)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+				    "%sframe %u has compressed size 0", where, i);
+	if (fi->uncompressed_size > PF_SHARD_MAX_FRAME)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+				    "%sframe %u uncompressed size %u above the limit of %u",
+				    where, i, fi->uncompressed_size, PF_SHARD_MAX_FRAME);
+	if (!fi->records || fi->records > fi->uncompressed_size / PF_TFR_OVERHEAD)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+				    "%sframe %u record count %u impossible for %u bytes",
+				    where, i, fi->records, fi->uncompressed_size);
+	return 0;
 }

@@ -4,12 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ZSTD_STATIC_LINKING_ONLY	/* ZSTD_createCCtx_advanced */
-#include <zstd.h>
-#include <zstd_errors.h>
-
-#include "formats_internal.h"
-#include "pf_index.pb-c.h"
+#include "pb_internal.h"
+#include "zstd_internal.h"
 
 /*
  * The file, as written:
@@ -28,8 +24,6 @@
  * seekable decoder assumes.  The index records the zstd frame alone.
  */
 
-/* Largest uncompressed frame; shard_index.c refuses larger ones. */
-#define PF_SHARD_MAX_FRAME (1u << 30)
 /* Largest alignment we pad to (padding is written as zeros). */
 #define PF_SHARD_MAX_ALIGN (16u << 20)
 #define PF_SKIP_HEADER 8u
@@ -127,21 +121,11 @@ int pf_shard_writer_create(pf_shard_writer **out,
 	w->frame_size = c.frame_size;
 	w->align = c.align;
 	w->max_record_size = c.max_record_size;
-	ret = -ENOMEM;
-	w->cctx = ZSTD_createCCtx_advanced(PF_ZSTD_MEM);
-	if (!w->cctx)
+	/* The content checksum catches a bad decompressor or memory, which
+	 * the CRC32C of the compressed bytes cannot. */
+	ret = pf_zstd_cctx_create(&w->cctx, c.level, true);
+	if (ret < 0)
 		goto out;
-	/* Content size in every frame header lets a reader size its buffer
-	 * before decompressing; the content checksum catches a bad
-	 * decompressor or memory, which the CRC32C of the compressed bytes
-	 * cannot. */
-	if (ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel,
-						c.level)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_contentSizeFlag, 1))) {
-		ret = -EINVAL;
-		goto out;
-	}
 	*out = w;
 	return 0;
 out:
@@ -169,23 +153,6 @@ uint64_t pf_shard_writer_records(const pf_shard_writer *w)
 uint64_t pf_shard_writer_bytes(const pf_shard_writer *w)
 {
 	return w->pos;
-}
-
-/* Make room for need elements of elem bytes, doubling.  @return the
- * (possibly moved) array, or NULL with *buf untouched. */
-static void *grow(void *buf, size_t *cap, size_t need, size_t elem)
-{
-	size_t n = *cap ? *cap : 16;
-	void *p;
-
-	if (need <= *cap)
-		return buf;
-	while (n < need)
-		n *= 2;
-	p = pf_realloc(buf, n * elem);
-	if (p)
-		*cap = n;
-	return p;
 }
 
 /* Skippable padding so that the next frame starts on an align boundary.
@@ -225,9 +192,9 @@ static int write_padding(pf_shard_writer *w, uint64_t gap, pf_error *err)
 static int flush_frame(pf_shard_writer *w, pf_error *err)
 {
 	size_t bound, csize;
+	int64_t n;
 	uint64_t gap;
 	struct written_frame *wf;
-	void *p;
 	int ret;
 
 	if (!w->frame_len)
@@ -238,28 +205,18 @@ static int flush_frame(pf_shard_writer *w, pf_error *err)
 		return pf_error_set(err, -EFBIG, PF_OFFSET_FILE, w->pos,
 				    "too many frames for one shard");
 	bound = ZSTD_compressBound(w->frame_len);
-	p = grow(w->compressed, &w->compressed_cap, bound, 1);
-	if (!p)
+	if (pf_grow(&w->compressed, &w->compressed_cap, bound, 1) < 0)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
 				    "no memory for a compressed frame");
-	w->compressed = p;
-	p = grow(w->frames, &w->frames_cap, (size_t)w->n_frames + 1,
-		 sizeof(*w->frames));
-	if (!p)
+	if (pf_grow(&w->frames, &w->frames_cap, (size_t)w->n_frames + 1, sizeof(*w->frames)) < 0)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
 				    "no memory for the frame table");
-	w->frames = p;
 
-	csize = ZSTD_compress2(w->cctx, w->compressed, w->compressed_cap,
-			       w->frame, w->frame_len);
-	if (ZSTD_isError(csize) &&
-	    ZSTD_getErrorCode(csize) == ZSTD_error_memory_allocation)
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
-				    "zstd: no memory to compress a frame");
-	if (ZSTD_isError(csize))
-		return pf_error_set(err, -EIO, PF_OFFSET_FILE, w->pos,
-				    "zstd compression failed: %s",
-				    ZSTD_getErrorName(csize));
+	n = pf_zstd_compress(w->cctx, w->compressed, w->compressed_cap, w->frame,
+			     w->frame_len, w->pos, err);
+	if (n < 0)
+		return (int)n;
+	csize = (size_t)n;
 	/* The padding goes before this frame, so the previous frame's seek
 	 * table size can take it in. */
 	if (w->n_frames) {
@@ -293,7 +250,6 @@ int pf_shard_writer_add(pf_shard_writer *w, const void *data, size_t len,
 			pf_error *err)
 {
 	size_t framed;
-	void *p;
 	int ret;
 
 	pf_error_clear(err);
@@ -319,14 +275,12 @@ int pf_shard_writer_add(pf_shard_writer *w, const void *data, size_t len,
 		if (ret)
 			goto fail;
 	}
-	p = grow(w->frame, &w->frame_cap, w->frame_len + framed, 1);
-	if (!p) {
+	if (pf_grow(&w->frame, &w->frame_cap, w->frame_len + framed, 1) < 0) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_FILE, w->pos,
 				   "no memory for a frame of %zu bytes",
 				   w->frame_len + framed);
 		goto fail;
 	}
-	w->frame = p;
 	/* An empty record may come as (NULL, 0); memcpy wants a pointer. */
 	pf_tfr_encode(w->frame + w->frame_len, framed, len ? data : "", len);
 	w->frame_len += framed;
@@ -376,7 +330,7 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 		       size_t *out_len, pf_error *err)
 {
 	Podfeed__ShardIndex ix = PODFEED__SHARD_INDEX__INIT;
-	Podfeed__FeatureSchema *fs = NULL, **fsp = NULL;
+	Podfeed__FeatureSchema **fsp = NULL;
 	uint64_t *offset = NULL, *first = NULL;
 	uint32_t *csize = NULL, *usize = NULL, *recs = NULL, *crc = NULL;
 	uint32_t n = w->n_frames;
@@ -391,14 +345,9 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 	usize = pf_calloc(alloc_n, sizeof(*usize));
 	recs = pf_calloc(alloc_n, sizeof(*recs));
 	crc = pf_calloc(alloc_n, sizeof(*crc));
-	if (!offset || !first || !csize || !usize || !recs || !crc)
+	if (!offset || !first || !csize || !usize || !recs || !crc ||
+	    pf_schema_to_pb(w->schema, w->n_schema, &fsp) < 0)
 		goto out;
-	if (w->n_schema) {
-		fs = pf_calloc(w->n_schema, sizeof(*fs));
-		fsp = pf_calloc(w->n_schema, sizeof(*fsp));
-		if (!fs || !fsp)
-			goto out;
-	}
 	for (uint32_t i = 0; i < n; i++) {
 		const pf_frame_info *fi = &w->frames[i].info;
 
@@ -408,21 +357,6 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 		usize[i] = fi->uncompressed_size;
 		recs[i] = fi->records;
 		crc[i] = fi->crc32c;
-	}
-	for (size_t i = 0; i < w->n_schema; i++) {
-		const pf_feature_schema *f = &w->schema[i];
-
-		podfeed__feature_schema__init(&fs[i]);
-		fs[i].name = (char *)f->name;
-		fs[i].kind = (uint32_t)f->kind;
-		fs[i].is_list = f->is_list;
-		fs[i].records_present = f->records_present;
-		fs[i].records_unset = f->records_unset;
-		fs[i].total_values = f->total_values;
-		fs[i].min_len = f->min_len;
-		fs[i].max_len = f->max_len;
-		fs[i].mixed = f->mixed;
-		fsp[i] = &fs[i];
 	}
 	ix.version = PF_SHARD_VERSION;
 	ix.records = w->records;
@@ -474,7 +408,6 @@ out:
 	pf_free(usize);
 	pf_free(recs);
 	pf_free(crc);
-	pf_free(fs);
 	pf_free(fsp);
 	return ret;
 }

@@ -6,12 +6,9 @@
 #define PF_STREAM_INTERNAL_H
 
 #include <zlib.h>
-#ifndef ZSTD_STATIC_LINKING_ONLY
-#define ZSTD_STATIC_LINKING_ONLY	/* ZSTD_FRAMEHEADERSIZE_MAX, ZSTD_createDStream_advanced */
-#endif
-#include <zstd.h>
 
 #include "formats_internal.h"
+#include "zstd_internal.h"	/* ZSTD_FRAMEHEADERSIZE_MAX, ZSTD_createDStream_advanced */
 
 struct pf_inflate {
 	pf_compression comp;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pf_host.h"
+#include "podfeed.h"
 
 /* 128 bits hold every product of two 64-bit counts exactly. */
 __extension__ typedef unsigned __int128 u128;
@@ -140,14 +141,14 @@ static int plan_epochs(pf_scaling_plan *p, const pf_scaling_input *in,
 	uint64_t E = in->epochs ? in->epochs : 1;
 	int ret;
 
-	if (in->remainder_wrap) {
-		p->steps_per_epoch = div_up(N, B);
+	/* The loader's rule: the steps every host yields. */
+	p->steps_per_epoch = pf_steps_per_epoch(N, B, in->remainder_wrap ? PF_REMAINDER_WRAP
+									  : PF_REMAINDER_DROP);
+	if (in->remainder_wrap)
 		/* The last step's B - N mod B places are refilled. */
 		p->repeated_per_epoch = N % B ? B - N % B : 0;
-	} else {
-		p->steps_per_epoch = N / B;
+	else
 		p->dropped_per_epoch = N % B;
-	}
 	if (!p->steps_per_epoch)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "scaling plan: %llu records do not fill one global "

@@ -316,6 +316,67 @@ int pf_io_req_error(const pf_io *io, const pf_io_req *req, pf_error *err)
 			     req->file < io->nfiles ? io->files[req->file].path : NULL, err);
 }
 
+int pf_io_run(pf_io *io, pf_io_req *reqs, unsigned nreqs, const pf_io_plan *plan,
+	      pf_error *err)
+{
+	pf_io_req *done[64];
+	unsigned *idle, nidle = 0;
+	bool more = true;
+	int ret = 0;
+
+	pf_error_clear(err);
+	if (!nreqs)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "no request to read with");
+	idle = pf_malloc(nreqs * sizeof(*idle));
+	if (!idle)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for %u requests", nreqs);
+	/* Slot 0 is handed out first. */
+	for (unsigned i = nreqs; i-- > 0;)
+		idle[nidle++] = i;
+	while (!ret && (more || pf_io_inflight(io))) {
+		while (!ret && more && nidle) {
+			unsigned slot = idle[--nidle];
+			int r = plan->next(plan->ctx, slot, &reqs[slot], err);
+
+			if (r <= 0) {
+				idle[nidle++] = slot;
+				more = false;
+				ret = r;
+				break;
+			}
+			reqs[slot].user = (void *)(uintptr_t)slot;
+			r = pf_io_submit(io, &reqs[slot]);
+			if (r < 0) {
+				idle[nidle++] = slot;
+				ret = pf_error_set(err, r, PF_OFFSET_NONE, 0,
+						   "cannot submit a read: %s", pf_strerror(r));
+			}
+		}
+		if (ret || !pf_io_inflight(io))
+			break;
+		int n = pf_io_reap(io, done, 64, 1);
+
+		if (n < 0) {
+			ret = pf_error_set(err, n, PF_OFFSET_NONE, 0,
+					   "the I/O engine failed: %s", pf_strerror(n));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			unsigned slot = (unsigned)(uintptr_t)done[i]->user;
+
+			if (!ret)
+				ret = plan->done(plan->ctx, slot, done[i], err);
+			idle[nidle++] = slot;
+		}
+	}
+	/* No buffer may stay with the kernel when the caller frees it. */
+	while (pf_io_inflight(io) && pf_io_reap(io, done, 64, 1) > 0)
+		;
+	pf_free(idle);
+	return ret < 0 ? ret : 0;
+}
+
 void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out)
 {
 	if (file < io->nfiles)

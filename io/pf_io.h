@@ -146,6 +146,31 @@ PF_API void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out);
  *  failed: Input/output error (after 3 retries)".  @return req->result
  *  (negative), or 0 and err untouched when the request did not fail. */
 PF_API int pf_io_req_error(const pf_io *io, const pf_io_req *req, pf_error *err);
+
+/*! A read plan for pf_io_run(): what to read next, and what to do with
+ *  each read done.  Both run on pf_io_run()'s thread. */
+typedef struct pf_io_plan {
+	/* Fill *req (file, offset, len, buf, buf_index) with the next read,
+	 * for request slot `slot` (0 .. nreqs-1: the slot's buffer is the
+	 * caller's to choose).  @return 1 when it did, 0 when no read is
+	 * left, or -errno to stop (with err saying why). */
+	int (*next)(void *ctx, unsigned slot, pf_io_req *req, pf_error *err);
+	/* The read of slot `slot` completed (req->result says how; a failed
+	 * one is described by pf_io_req_error()); the slot is free again
+	 * when it returns.  @return 0, or -errno to stop (err says why). */
+	int (*done)(void *ctx, unsigned slot, pf_io_req *req, pf_error *err);
+	void *ctx;
+} pf_io_plan;
+
+/*! pf_io_run(): carry out a read plan on io with up to nreqs reads in
+ *  flight, in the requests reqs[0 .. nreqs-1] (their user field is
+ *  pf_io_run()'s): the submit and reap loop every reader of many extents
+ *  writes.  Runs until next() has no read left and every read is done, or
+ *  until a callback or the engine fails; either way no read is in flight
+ *  when it returns, so the buffers may be freed.  @return 0, or the first
+ *  -errno (err says what failed: the callback's error, or the engine's). */
+PF_API int pf_io_run(pf_io *io, pf_io_req *reqs, unsigned nreqs, const pf_io_plan *plan,
+		     pf_error *err);
 /*! The histogram bucket of a latency in nanoseconds. */
 PF_API unsigned pf_io_hist_bucket(uint64_t ns);
 /*! Latency at quantile q (0..1) of a histogram, in microseconds (the

@@ -455,15 +455,8 @@ static int add_fs(pf_region_table *t, const char *path, size_t len,
 	if (!f) {
 		if (t->nfs >= PF_MOUNTINFO_ENTRIES_MAX)
 			return -E2BIG;
-		if (t->nfs == t->fs_cap) {
-			size_t cap = t->fs_cap ? t->fs_cap * 2 : 64;
-			fs_entry *g = pf_realloc(t->fs, cap * sizeof(*g));
-
-			if (!g)
-				return -ENOMEM;
-			t->fs = g;
-			t->fs_cap = cap;
-		}
+		if (pf_grow(&t->fs, &t->fs_cap, t->nfs + 1, sizeof(*t->fs)) < 0)
+			return -ENOMEM;
 		f = &t->fs[t->nfs];
 		memset(f, 0, sizeof(*f));
 		f->path = pf_malloc(len + 1);

@@ -282,6 +282,22 @@ typedef enum pf_remainder {
 	PF_REMAINDER_WRAP,
 } pf_remainder;
 
+/*! pf_steps_per_epoch(): the steps every host of a pod yields in one
+ *  epoch of `records` records, in global batches of `global_batch` records
+ *  (per_core_batch x cores_per_host x num_hosts): floor(records /
+ *  global_batch) with PF_REMAINDER_DROP, the ceiling with
+ *  PF_REMAINDER_WRAP (the last batch filled from the start).  0 for a
+ *  global batch of 0.  The rule the loader follows, and host/'s scaling
+ *  plan with it. */
+static inline uint64_t pf_steps_per_epoch(uint64_t records, uint64_t global_batch,
+					  pf_remainder rem)
+{
+	if (!global_batch)
+		return 0;
+	return records / global_batch +
+	       (rem == PF_REMAINDER_WRAP && records % global_batch != 0);
+}
+
 /* A saved loader state (pf_loader_save_state()), as bytes. */
 typedef struct pf_state_blob {
 	const void *data;

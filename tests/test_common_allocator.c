@@ -303,6 +303,28 @@ static void check_blocks(void)
 	s = pf_strdup("shard");
 	cr_assert_str_eq(s, "shard");
 	pf_free(s);
+
+	/* pf_grow(): doubling room, contents kept, overflow refused. */
+	{
+		uint64_t *arr = NULL, *before;
+		size_t cap = 0;
+
+		cr_assert_eq(pf_grow(&arr, &cap, 5, sizeof(*arr)), 0);
+		cr_assert_eq(cap, 16);
+		for (int i = 0; i < 16; i++)
+			arr[i] = (uint64_t)i * 3;
+		cr_assert_eq(pf_grow(&arr, &cap, 16, sizeof(*arr)), 0);
+		cr_assert_eq(cap, 16, "room enough: nothing changes");
+		cr_assert_eq(pf_grow(&arr, &cap, 100, sizeof(*arr)), 0);
+		cr_assert_eq(cap, 128);
+		for (int i = 0; i < 16; i++)
+			cr_assert_eq(arr[i], (uint64_t)i * 3);
+		before = arr;
+		cr_assert_eq(pf_grow(&arr, &cap, SIZE_MAX / 4, sizeof(*arr)), -ENOMEM);
+		cr_assert_eq(arr, before);
+		cr_assert_eq(cap, 128);
+		pf_free(arr);
+	}
 }
 
 Test(allocator, blocks_under_a_callers_allocator, .fini = back_to_tu)

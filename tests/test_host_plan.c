@@ -307,11 +307,26 @@ Test(plan, epochs_match_pf_plan_steps)
 							cr_assert_eq(ret, -EINVAL);
 							continue;
 						}
+						cr_assert_eq(pf_steps_per_epoch(n, (uint64_t)b * c * h,
+										wrap ? PF_REMAINDER_WRAP
+										     : PF_REMAINDER_DROP), want);
 						cr_assert_eq(ret, 0, "%s", err.msg);
 						cr_assert_eq(p.steps_per_epoch, want);
 						cr_assert_eq(p.steps, 2 * want);
 						cr_assert_eq(p.examples + p.dropped - p.repeated, 2 * n);
 					}
+}
+
+/* The rule at its edges: no overflow near 2^64, 0 for no batch. */
+Test(plan, steps_rule_edges)
+{
+	cr_assert_eq(pf_steps_per_epoch(UINT64_MAX, 2, PF_REMAINDER_WRAP), (UINT64_MAX >> 1) + 1);
+	cr_assert_eq(pf_steps_per_epoch(UINT64_MAX, 2, PF_REMAINDER_DROP), UINT64_MAX >> 1);
+	cr_assert_eq(pf_steps_per_epoch(UINT64_MAX, UINT64_MAX, PF_REMAINDER_WRAP), 1);
+	cr_assert_eq(pf_steps_per_epoch(5, 0, PF_REMAINDER_WRAP), 0);
+	cr_assert_eq(pf_steps_per_epoch(0, 8, PF_REMAINDER_WRAP), 0);
+	cr_assert_eq(pf_steps_per_epoch(7, 8, PF_REMAINDER_DROP), 0);
+	cr_assert_eq(pf_steps_per_epoch(7, 8, PF_REMAINDER_WRAP), 1);
 }
 
 Test(plan, bandwidth_arithmetic)

@@ -101,6 +101,91 @@ ParameterizedTest(int *which, io, reads_whole_file_in_many_requests)
 	free(content);
 }
 
+/* pf_io_run(): a plan of chunk reads over the file, each checked as it
+ * completes; then a plan whose done() fails stops and leaves nothing in
+ * flight, and one whose next() fails says why. */
+typedef struct chunk_plan {
+	int file;
+	size_t len, chunk, next, nchunks, completed, max_inflight;
+	uint8_t *bufs;
+	const uint8_t *content;
+	pf_io *io;
+	size_t fail_at;		/* done() fails at this completion (1-based); 0: never */
+	bool next_fails;
+} chunk_plan;
+
+static int chunk_next(void *ctx, unsigned slot, pf_io_req *req, pf_error *err)
+{
+	chunk_plan *p = ctx;
+
+	if (p->next_fails)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "no plan (test)");
+	if (p->next >= p->nchunks)
+		return 0;
+	*req = (pf_io_req){ .file = (uint32_t)p->file, .offset = p->next++ * p->chunk,
+			    .len = (uint32_t)p->chunk, .buf = p->bufs + slot * p->chunk,
+			    .buf_index = -1 };
+	if (pf_io_inflight(p->io) + 1 > p->max_inflight)
+		p->max_inflight = pf_io_inflight(p->io) + 1;
+	return 1;
+}
+
+static int chunk_done(void *ctx, unsigned slot, pf_io_req *r, pf_error *err)
+{
+	chunk_plan *p = ctx;
+	size_t want = r->offset + p->chunk <= p->len ? p->chunk : p->len - r->offset;
+
+	cr_assert_eq(r->buf, p->bufs + slot * p->chunk, "the slot's buffer");
+	cr_assert_eq(r->result, (int64_t)want);
+	cr_assert_arr_eq(r->buf, p->content + r->offset, want);
+	if (++p->completed == p->fail_at)
+		return pf_error_set(err, -EIO, PF_OFFSET_NONE, 0, "stop here (test)");
+	return 0;
+}
+
+ParameterizedTestParameters(io, run_carries_out_a_plan)
+{
+	static int which[] = { 0, 1 };
+	return cr_make_param_array(int, which, 2);
+}
+
+ParameterizedTest(int *which, io, run_carries_out_a_plan)
+{
+	const size_t len = 1024 * 1024 + 77, chunk = 16384;
+	uint8_t *content, *bufs = malloc(8 * chunk);
+	char *path = make_file(len, &content);
+	pf_io *io = engine(backend_names[*which], NULL, 0, 0);
+	pf_io_req reqs[8];
+	pf_error err;
+	chunk_plan p = { .len = len, .chunk = chunk, .nchunks = (len + chunk - 1) / chunk,
+			 .bufs = bufs, .content = content, .io = io };
+	pf_io_plan plan = { chunk_next, chunk_done, &p };
+
+	p.file = pf_io_add_file(io, path, 0, &err);
+	cr_assert_geq(p.file, 0, "%s", err.msg);
+	cr_assert_eq(pf_io_run(io, reqs, 8, &plan, &err), 0, "%s", err.msg);
+	cr_assert_eq(p.completed, p.nchunks);
+	cr_assert_eq(p.max_inflight, 8, "8 reads in flight at most, and at times");
+	cr_assert_eq(pf_io_inflight(io), 0);
+	cr_assert_eq(err.code, 0);
+
+	p.next = p.completed = 0;
+	p.fail_at = 5;
+	cr_assert_eq(pf_io_run(io, reqs, 8, &plan, &err), -EIO);
+	cr_assert_str_eq(err.msg, "stop here (test)");
+	cr_assert_eq(p.completed, 5, "no done() after the one that failed");
+	cr_assert_lt(p.next, p.nchunks, "no read after it");
+	cr_assert_eq(pf_io_inflight(io), 0, "nothing left in flight");
+
+	p.next_fails = true;
+	cr_assert_eq(pf_io_run(io, reqs, 8, &plan, &err), -EINVAL);
+	cr_assert_str_eq(err.msg, "no plan (test)");
+	cr_assert_eq(pf_io_run(io, reqs, 0, &plan, &err), -EINVAL);
+	pf_io_free(io);
+	free(bufs);
+	free(content);
+}
+
 Test(io, past_end_of_file_and_bad_requests)
 {
 	const char *backends[] = { "uring", "pread" };

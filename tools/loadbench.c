@@ -752,6 +752,66 @@ static void bl_start(bl_thread *t)
 	}
 }
 
+/* The read pass's plan: frames [lo, hi) of the set, each read whole into
+ * the buffer of its request slot. */
+typedef struct bl_reads {
+	bl_thread *t;
+	pf_io *io;
+	int *file_slot;		/* each file's index in the engine, or -1 */
+	uint8_t *bufs;
+	size_t bufsz;
+	size_t next;		/* the next frame to read */
+	size_t *frame;		/* the frame each request slot reads */
+} bl_reads;
+
+static int bl_next(void *ctx, unsigned r, pf_io_req *q, pf_error *err)
+{
+	bl_reads *p = ctx;
+	const bl_set *s = p->t->set;
+	const bl_frame *f;
+	size_t len;
+
+	if (p->next >= p->t->hi)
+		return 0;
+	f = &s->frames[p->next];
+	if (p->file_slot[f->file] < 0) {
+		unsigned fl = p->t->direct && s->aligned[f->file] ? PF_IO_DIRECT : 0;
+		int ret = pf_io_add_file(p->io, s->paths[f->file], fl, err);
+
+		if (ret < 0)
+			return ret;
+		p->file_slot[f->file] = ret;
+	}
+	len = f->fi.compressed_size;
+	if (pf_io_file_direct(p->io, (uint32_t)p->file_slot[f->file]))
+		len = round_up(len, ALIGN);
+	*q = (pf_io_req){
+		.file = (uint32_t)p->file_slot[f->file],
+		.offset = f->fi.offset,
+		.len = (uint32_t)len,
+		.buf = p->bufs + (size_t)r * p->bufsz,
+		.buf_index = pf_io_buffers_registered(p->io) ? (int)r : -1,
+	};
+	p->frame[r] = p->next++;
+	return 1;
+}
+
+static int bl_done(void *ctx, unsigned r, pf_io_req *q, pf_error *err)
+{
+	bl_reads *p = ctx;
+	const bl_set *s = p->t->set;
+	const bl_frame *f = &s->frames[p->frame[r]];
+	int code;
+
+	if (q->result >= (int64_t)f->fi.compressed_size)
+		return 0;
+	code = q->result < 0 ? (int)q->result : -EIO;
+	pf_error_set(err, code, PF_OFFSET_FILE, f->fi.offset, "read pass: %s",
+		     q->result < 0 ? pf_strerror(code) : "short read");
+	pf_error_set_file(err, s->paths[f->file]);
+	return code;
+}
+
 /* Read whole frames through this thread's own I/O engine. */
 static void *bl_read_main(void *arg)
 {
@@ -763,95 +823,39 @@ static void *bl_read_main(void *arg)
 		t->depth = BL_READ_BYTES / bufsz ? (unsigned)(BL_READ_BYTES / bufsz) : 1;
 	pf_io_config icfg = { .queue_depth = t->depth, .max_files = 0,
 			      .buffer_size = bufsz, .nbuffers = t->depth };
-	pf_io_req *reqs = calloc(t->depth, sizeof(*reqs)), *done[64];
-	unsigned *free_req = calloc(t->depth, sizeof(*free_req)), nfree = t->depth;
-	int *slot = malloc(s->nfiles * sizeof(*slot));
-	uint8_t *bufs = aligned_alloc(ALIGN, bufsz * t->depth);
-	pf_io *io = NULL;
-	size_t next = t->lo;
+	pf_io_req *reqs = calloc(t->depth, sizeof(*reqs));
+	bl_reads p = {
+		.t = t, .bufsz = bufsz, .next = t->lo,
+		.file_slot = malloc(s->nfiles * sizeof(int)),
+		.frame = calloc(t->depth, sizeof(size_t)),
+		.bufs = aligned_alloc(ALIGN, bufsz * t->depth),
+	};
+	pf_io_plan plan = { bl_next, bl_done, &p };
 	int ret = -ENOMEM;
 
-	if (!reqs || !free_req || !slot || !bufs)
+	if (!reqs || !p.file_slot || !p.frame || !p.bufs)
 		goto out;
 	for (size_t i = 0; i < s->nfiles; i++)
-		slot[i] = -1;
-	for (unsigned i = 0; i < t->depth; i++)
-		free_req[i] = i;
-	icfg.buffers = bufs;
+		p.file_slot[i] = -1;
+	icfg.buffers = p.bufs;
 	icfg.max_files = (unsigned)(s->nfiles < 4096 ? 4096 : s->nfiles + 1);
-	ret = pf_io_create(&io, &icfg, &t->err);
+	ret = pf_io_create(&p.io, &icfg, &t->err);
 	if (ret < 0)
 		goto out;
-	t->backend = pf_io_backend_name(io);
+	t->backend = pf_io_backend_name(p.io);
 	bl_start(t);
-	while (next < t->hi || pf_io_inflight(io)) {
-		while (next < t->hi && nfree) {
-			const bl_frame *f = &s->frames[next];
-			unsigned r = free_req[--nfree];
-			pf_io_req *q = &reqs[r];
-
-			if (slot[f->file] < 0) {
-				unsigned fl = t->direct && s->aligned[f->file] ? PF_IO_DIRECT : 0;
-				ret = pf_io_add_file(io, s->paths[f->file], fl, &t->err);
-				if (ret < 0)
-					goto out;
-				slot[f->file] = ret;
-			}
-			size_t len = f->fi.compressed_size;
-			if (pf_io_file_direct(io, (uint32_t)slot[f->file]))
-				len = round_up(len, ALIGN);
-			*q = (pf_io_req){
-				.file = (uint32_t)slot[f->file],
-				.offset = f->fi.offset,
-				.len = (uint32_t)len,
-				.buf = bufs + (size_t)r * bufsz,
-				.buf_index = pf_io_buffers_registered(io) ? (int)r : -1,
-				.user = (void *)(uintptr_t)next,
-			};
-			ret = pf_io_submit(io, q);
-			if (ret < 0) {
-				pf_error_set(&t->err, ret, PF_OFFSET_NONE, 0,
-					     "read pass: cannot submit a read: %s", pf_strerror(ret));
-				goto out;
-			}
-			next++;
-		}
-		ret = pf_io_reap(io, done, 64, 1);
-		if (ret < 0) {
-			pf_error_set(&t->err, ret, PF_OFFSET_NONE, 0,
-				     "read pass: I/O engine failed: %s", pf_strerror(ret));
-			goto out;
-		}
-		for (int i = 0; i < ret; i++) {
-			const bl_frame *f = &s->frames[(uintptr_t)done[i]->user];
-
-			if (done[i]->result < (int64_t)f->fi.compressed_size) {
-				int code = done[i]->result < 0 ? (int)done[i]->result : -EIO;
-				pf_error_set(&t->err, code, PF_OFFSET_FILE, f->fi.offset,
-					     "read pass: %s", done[i]->result < 0 ?
-					     pf_strerror(code) : "short read");
-				pf_error_set_file(&t->err, s->paths[f->file]);
-				ret = code;
-				goto out;
-			}
-			free_req[nfree++] = (unsigned)(done[i] - reqs);
-		}
-		ret = 0;
-	}
+	ret = pf_io_run(p.io, reqs, t->depth, &plan, &t->err);
 out:
 	bl_start(t);
-	/* No buffer may stay with the kernel when it is freed. */
-	while (io && pf_io_inflight(io) && pf_io_reap(io, done, 64, 1) >= 0)
-		;
 	if (ret < 0 && !t->err.code)
 		pf_error_set(&t->err, ret, PF_OFFSET_NONE, 0, "read pass: %s",
 			     pf_strerror(ret));
 	t->ret = ret < 0 ? ret : 0;
-	pf_io_free(io);
+	pf_io_free(p.io);
 	free(reqs);
-	free(free_req);
-	free(slot);
-	free(bufs);
+	free(p.frame);
+	free(p.file_slot);
+	free(p.bufs);
 	return NULL;
 }
 

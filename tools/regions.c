@@ -664,29 +664,78 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A read pass's plan: the column's files one after the other, each whole
+ * in reads of read_size, opened as its turn comes (an open is a round trip
+ * too). */
+typedef struct probe {
+	const column *c;
+	pf_io *io;
+	size_t nfiles, file;
+	int slot;		/* the current file's index in the engine, or -1 */
+	uint64_t off;		/* its next read */
+	size_t read_size;
+	uint8_t *bufs;
+	uint64_t first;		/* when the first bytes came, or 0 */
+	uint64_t bytes;
+} probe;
+
+static int probe_next(void *ctx, unsigned r, pf_io_req *q, pf_error *err)
+{
+	probe *p = ctx;
+
+	for (;;) {
+		if (p->file >= p->nfiles)
+			return 0;
+		if (p->slot < 0) {
+			p->slot = pf_io_add_file(p->io, p->c->paths[p->file], 0, err);
+			if (p->slot < 0)
+				return p->slot;
+			p->off = 0;
+		}
+		if (p->off < pf_io_file_size(p->io, (uint32_t)p->slot))
+			break;
+		p->file++;
+		p->slot = -1;
+	}
+	*q = (pf_io_req){ .file = (uint32_t)p->slot, .offset = p->off,
+			  .len = (uint32_t)p->read_size,
+			  .buf = p->bufs + (size_t)r * p->read_size, .buf_index = -1 };
+	p->off += p->read_size;
+	return 1;
+}
+
+static int probe_done(void *ctx, unsigned r, pf_io_req *q, pf_error *err)
+{
+	probe *p = ctx;
+
+	(void)r;
+	if (q->result < 0)
+		return pf_io_req_error(p->io, q, err);
+	if (!p->first)
+		p->first = pf_now_ns();
+	p->bytes += (uint64_t)q->result;
+	return 0;
+}
+
 /* Read every sample file of one column whole through an I/O engine that
  * counts into the table.  @return 0, or 1 after printing why. */
 static int read_pass(pf_region_table *t, const column *c, size_t nfiles, unsigned depth,
 		     size_t read_size, bool warm, pass_result *out)
 {
 	pf_io_config cfg = { .queue_depth = depth, .regions = t };
-	pf_io_req *reqs = calloc(depth, sizeof(*reqs)), *done[64];
-	uint8_t *bufs = NULL;
-	unsigned *free_req = calloc(depth, sizeof(*free_req)), nfree = depth;
-	size_t file = 0;
-	uint64_t off = 0, t0, first = 0;
+	pf_io_req *reqs = calloc(depth, sizeof(*reqs));
+	probe p = { .c = c, .nfiles = nfiles, .slot = -1, .read_size = read_size };
+	pf_io_plan plan = { probe_next, probe_done, &p };
+	uint64_t t0;
 	pf_error err;
-	pf_io *io = NULL;
 	int ret = 1;
 
 	memset(out, 0, sizeof(*out));
 	pf_error_clear(&err);
-	if (!reqs || !free_req || posix_memalign((void **)&bufs, 4096, depth * read_size)) {
+	if (!reqs || posix_memalign((void **)&p.bufs, 4096, depth * read_size)) {
 		cli_fail("out of memory");
 		goto out;
 	}
-	for (unsigned i = 0; i < depth; i++)
-		free_req[i] = i;
 	if (!warm) {
 		for (size_t i = 0; i < nfiles; i++) {
 			int fd = open(c->paths[i], O_RDONLY | O_CLOEXEC);
@@ -697,70 +746,25 @@ static int read_pass(pf_region_table *t, const column *c, size_t nfiles, unsigne
 			}
 		}
 	}
-	if (pf_io_create(&io, &cfg, &err) < 0) {
+	if (pf_io_create(&p.io, &cfg, &err) < 0) {
 		cli_print_error(&err);
 		goto out;
 	}
 	pf_region_table_reset_stats(t);
 	t0 = pf_now_ns();
-	/* Files are opened as their turn comes: an open is a round trip too. */
-	int slot = -1;
-	while (file < nfiles || pf_io_inflight(io)) {
-		while (file < nfiles && nfree) {
-			if (slot < 0) {
-				slot = pf_io_add_file(io, c->paths[file], 0, &err);
-				if (slot < 0) {
-					cli_print_error(&err);
-					goto out;
-				}
-				off = 0;
-			}
-			if (off >= pf_io_file_size(io, (uint32_t)slot)) {
-				file++;
-				slot = -1;
-				continue;
-			}
-			unsigned r = free_req[--nfree];
-			reqs[r] = (pf_io_req){ .file = (uint32_t)slot, .offset = off,
-					       .len = (uint32_t)read_size,
-					       .buf = bufs + (size_t)r * read_size,
-					       .buf_index = -1, .user = (void *)(uintptr_t)r };
-			if (pf_io_submit(io, &reqs[r]) < 0) {
-				cli_fail("%s: cannot submit a read", c->paths[file]);
-				goto out;
-			}
-			off += read_size;
-		}
-		int n = pf_io_reap(io, done, 64, 1);
-		if (n < 0) {
-			cli_fail("the I/O engine failed: %s", pf_strerror(n));
-			goto out;
-		}
-		for (int i = 0; i < n; i++) {
-			if (done[i]->result < 0) {
-				cli_fail("%s: byte %llu: read failed: %s",
-					 pf_io_file_path(io, done[i]->file),
-					 (unsigned long long)done[i]->offset,
-					 pf_strerror((int)done[i]->result));
-				goto out;
-			}
-			if (!first)
-				first = pf_now_ns();
-			out->bytes += (uint64_t)done[i]->result;
-			free_req[nfree++] = (unsigned)(uintptr_t)done[i]->user;
-		}
+	if (pf_io_run(p.io, reqs, depth, &plan, &err) < 0) {
+		cli_print_error(&err);
+		goto out;
 	}
 	out->seconds = (double)(pf_now_ns() - t0) * 1e-9;
-	out->first_byte_ms = first ? (double)(first - t0) * 1e-6 : 0;
+	out->first_byte_ms = p.first ? (double)(p.first - t0) * 1e-6 : 0;
+	out->bytes = p.bytes;
 	pf_region_table_mount_stats(t, c->mount, &out->st);
 	ret = 0;
 out:
-	while (io && pf_io_inflight(io) && pf_io_reap(io, done, 64, 1) > 0)
-		;
-	pf_io_free(io);
+	pf_io_free(p.io);
 	free(reqs);
-	free(free_req);
-	free(bufs);
+	free(p.bufs);
 	return ret;
 }
 
