@@ -1,10 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to loader/: the pieces of spec.c that spec_fast.c reuses, so
- * both paths preprocess with the very same code. */
+/* Private to loader/: what the spec's files share (spec_text.c parses,
+ * spec_apply.c preprocesses, spec_fast.c decodes), so that both decode
+ * paths preprocess with the very same code. */
 #ifndef PF_SPEC_INTERNAL_H
 #define PF_SPEC_INTERNAL_H
 
 #include "podfeed.h"
+
+/* 2^63 and 2^31 as doubles: the first values outside int64 / int32. */
+#define PF_TWO63 9223372036854775808.0
+#define PF_TWO31 2147483648.0
+
+/* v rounded up to a multiple of a (a power of two): a feature's offset in
+ * a row is one of its dtype size, a row's length one of 8. */
+static inline size_t pf_spec_align(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
 
 /* The range integer values of fs are clamped to: the dtype's, or the
  * clip's (int32/int64 dtypes). */
