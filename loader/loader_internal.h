@@ -70,6 +70,15 @@ void pf_dataset_free(pf_dataset *ds);
 void pf_dataset_add_units(pf_dataset *ds, size_t i, bool stream, const pf_frame_info *frames,
 			  uint32_t nframes, uint64_t stream_records);
 
+/* source.c: read the tail of an open file of size bytes (counted to mount
+ * in regions, which may be NULL) and parse its index; *tail (capacity
+ * *tail_cap, the caller's to pf_free()) is grown as needed and reused
+ * across calls.  @return 0 with *ix, -ENODATA for a file without an
+ * index, or another -errno with err. */
+int pf_shard_tail_read(int fd, const char *path, uint64_t size, pf_region_table *regions,
+		       size_t mount, uint8_t **tail, size_t *tail_cap, pf_shard_index **ix,
+		       pf_error *err);
+
 /* manifest_open.c: a dataset from its manifest. */
 /*! Fill an empty ds from the manifest at path, read with one request
  *  (counted to its mount in scfg->regions).  @return 0, or -errno with

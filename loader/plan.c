@@ -35,40 +35,6 @@ void pf_dataset_free(pf_dataset *ds)
 	pf_free(ds);
 }
 
-/* Read the tail of an open file and parse its index.  @return 0 with
- * *ix, -ENODATA for a file without one, or another -errno. */
-static int read_index(int fd, const char *path, uint64_t size, uint8_t **tail,
-		      size_t *tail_cap, pf_shard_index **ix, pf_region_table *regions,
-		      pf_error *err)
-{
-	size_t want = PF_SHARD_TAIL_HINT;
-	size_t mount = regions ? pf_region_table_lookup(regions, path) : 0;
-
-	for (int attempt = 0; attempt < 3; attempt++) {
-		int64_t got, ret;
-
-		if (want > size)
-			want = (size_t)size;
-		if (*tail_cap < want) {
-			uint8_t *t = pf_realloc(*tail, want);
-			if (!t)
-				return -ENOMEM;
-			*tail = t;
-			*tail_cap = want;
-		}
-		got = pf_region_pread(regions, mount, fd, *tail, want, size - want,
-				      path, err);
-		if (got < 0)
-			return (int)got;
-		ret = pf_shard_index_parse(ix, *tail, (size_t)got, size, err);
-		if (ret <= 0)
-			return (int)ret;
-		want = (size_t)ret;
-	}
-	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
-			    "shard index keeps asking for more tail bytes");
-}
-
 /* The records of a stream file: in skip mode its intact ones, the drops
  * reported through the source config's on_drop. */
 static int count_stream(const char *path, const pf_source_config *scfg, uint64_t *records,
@@ -200,8 +166,9 @@ int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
 		}
 		ret = pf_file_size(fd, &ds->file_size[i]);
 		if (ret == 0)
-			ret = read_index(fd, path, ds->file_size[i], &tail, &tail_cap,
-					 &ds->index[i], regions, err);
+			ret = pf_shard_tail_read(fd, path, ds->file_size[i], regions,
+						 regions ? pf_region_table_lookup(regions, path) : 0,
+						 &tail, &tail_cap, &ds->index[i], err);
 		close(fd);
 		if (ret == -EBADMSG && scfg->on_corrupt == PF_CORRUPT_SKIP) {
 			/* A damaged index: dropped, and the shard read as the

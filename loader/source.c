@@ -5,8 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc_internal.h"
-#include "podfeed.h"
+#include "loader_internal.h"
 
 struct pf_source {
 	char *path;
@@ -84,34 +83,48 @@ static int stream_drop(void *ctx, const pf_drop *drop)
 	return report(s, &d, NULL);
 }
 
-static int open_index(pf_source *s, pf_error *err)
+int pf_shard_tail_read(int fd, const char *path, uint64_t size, pf_region_table *regions,
+		       size_t mount, uint8_t **tail, size_t *tail_cap, pf_shard_index **ix,
+		       pf_error *err)
 {
 	size_t want = PF_SHARD_TAIL_HINT;
 
-	for (int attempt = 0; attempt < 2; attempt++) {
-		uint8_t *tail;
+	/* The hint, then the seek table with the index trailer, then the
+	 * index itself: each pass asks for what the last one found. */
+	for (int attempt = 0; attempt < 3; attempt++) {
 		int64_t got, ret;
 
-		if (want > s->file_size)
-			want = s->file_size;
-		tail = pf_malloc(want);
-		if (!tail)
-			return -ENOMEM;
-		got = pf_region_pread(s->regions, s->mount, s->fd, tail, want,
-				      s->file_size - want, s->path, err);
-		if (got < 0) {
-			pf_free(tail);
-			return (int)got;
+		if (want > size)
+			want = (size_t)size;
+		if (*tail_cap < want) {
+			uint8_t *t = pf_realloc(*tail, want);
+
+			if (!t)
+				return -ENOMEM;
+			*tail = t;
+			*tail_cap = want;
 		}
-		ret = pf_shard_index_parse(&s->index, tail, (size_t)got,
-					   s->file_size, err);
-		pf_free(tail);
+		got = pf_region_pread(regions, mount, fd, *tail, want, size - want, path, err);
+		if (got < 0)
+			return (int)got;
+		ret = pf_shard_index_parse(ix, *tail, (size_t)got, size, err);
 		if (ret <= 0)
 			return (int)ret;
 		want = (size_t)ret;	/* the index is larger than the hint */
 	}
 	return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
 			    "shard index keeps asking for more tail bytes");
+}
+
+static int open_index(pf_source *s, pf_error *err)
+{
+	uint8_t *tail = NULL;
+	size_t cap = 0;
+	int ret = pf_shard_tail_read(s->fd, s->path, s->file_size, s->regions, s->mount, &tail,
+				     &cap, &s->index, err);
+
+	pf_free(tail);
+	return ret;
 }
 
 /* Open the file, and its index unless cfg says to ignore it.  @return 0

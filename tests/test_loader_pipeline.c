@@ -936,3 +936,55 @@ Test(loader, a_spec_feature_the_data_lacks_is_named, .timeout = 120)
 	cr_assert_eq(steps, 3);
 	pf_loader_free(l);
 }
+
+/* A shard of 9,000 one-record frames: its seek table alone (8 bytes a
+ * frame at least) is larger than the first tail read
+ * (PF_SHARD_TAIL_HINT), so its index takes three reads (the hint, the
+ * seek table, the index).  pf_source and the loader find it the same
+ * way. */
+Test(loader, an_index_larger_than_the_first_tail_read, .timeout = 120)
+{
+	const char *d = tu_tmpdir();
+	const uint64_t nids = 9000;
+	pf_loader_config cfg = { .per_core_batch = 100, .threads = 2 };
+	run_result r;
+	pf_source *src;
+	pf_record rec;
+	pf_example ex;
+	pf_arena arena;
+	pf_error err;
+	char p[512];
+	uint64_t n = 0;
+	int ret;
+
+	snprintf(p, sizeof(p), "%s/frames.tfrecord.zst", d);
+	tu_write_id_shard(p, 0, nids, 1, 0);
+	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(4096)), 0);
+	pf_error_clear(&err);
+	cr_assert_eq(pf_source_open(&src, p, NULL, &err), 0, "%s", err.msg);
+	cr_assert_not_null(pf_source_index(src), "read as a stream");
+	cr_assert_eq(pf_shard_index_frames(pf_source_index(src)), nids);
+	cr_assert_gt(pf_shard_index_frames(pf_source_index(src)) * 8, PF_SHARD_TAIL_HINT);
+	while ((ret = pf_source_next(src, &rec, &err)) == 1) {
+		const pf_feature *f;
+
+		pf_arena_reset(&arena);
+		cr_assert_eq(pf_example_decode(rec.data, rec.len, &arena, &ex, &err), 0, "%s",
+			     err.msg);
+		f = pf_example_find(&ex, "id");
+		cr_assert_not_null(f);
+		cr_assert_eq(f->v.int64s[0], (int64_t)n, "record %llu", (unsigned long long)n);
+		n++;
+	}
+	cr_assert_eq(ret, 0, "%s", err.msg);
+	cr_assert_eq(n, nids);
+	pf_source_close(src);
+	pf_arena_release(&arena);
+
+	run(d, &cfg, nids, &r);
+	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+	for (uint64_t i = 0; i < nids; i++)
+		cr_assert_eq(r.seen[i], 1, "id %llu seen %u times", (unsigned long long)i,
+			     r.seen[i]);
+	free(r.seen);
+}
