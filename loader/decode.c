@@ -270,6 +270,16 @@ static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	return ret;
 }
 
+void pf_decode_queue(pf_loader *l, chunk *c)
+{
+	c->next = NULL;
+	if (l->decode_tail)
+		l->decode_tail->next = c;
+	else
+		l->decode_q = c;
+	l->decode_tail = c;
+}
+
 /* The first chunk of the queue a worker may take: any read, or the
  * next sub-segment of a stream no other worker is reading. */
 static chunk *take_work(pf_loader *l)

@@ -172,12 +172,7 @@ int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 		}
 		if (done[i]->result < 0)
 			pf_io_req_error(io, done[i], &c->ioerr);	/* retries, timeout */
-		c->next = NULL;
-		if (l->decode_tail)
-			l->decode_tail->next = c;
-		else
-			l->decode_q = c;
-		l->decode_tail = c;
+		pf_decode_queue(l, c);
 		pthread_cond_signal(&l->cv_decode);	/* one worker per read */
 	}
 	pthread_mutex_unlock(&l->mu);
@@ -231,6 +226,18 @@ static stream_buf *pump_streams(pf_loader *l, const pf_io *io)
 	return list;
 }
 
+int pf_reads_submit(pf_loader *l, pf_io *io, pf_io_req *req)
+{
+	int ret = pf_io_submit(io, req);
+
+	while (ret == -EBUSY) {
+		ret = pf_reads_reap(l, io, 1);
+		if (ret >= 0)
+			ret = pf_io_submit(io, req);
+	}
+	return ret;
+}
+
 /* Submit what pump_streams() chose, and push it to the kernel.  @return 0
  * or the engine's error. */
 static int submit_stream_reads(pf_loader *l, pf_io *io, stream_buf *list)
@@ -241,12 +248,7 @@ static int submit_stream_reads(pf_loader *l, pf_io *io, stream_buf *list)
 		stream_buf *sb = list;
 
 		list = sb->submit_next;
-		ret = pf_io_submit(io, &sb->req);
-		while (ret == -EBUSY) {	/* not expected: the room was counted */
-			ret = pf_reads_reap(l, io, 1);
-			if (ret >= 0)
-				ret = pf_io_submit(io, &sb->req);
-		}
+		ret = pf_reads_submit(l, io, &sb->req);	/* the room was counted */
 	}
 	if (ret >= 0)
 		ret = pf_reads_reap(l, io, 0);

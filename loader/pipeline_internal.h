@@ -52,18 +52,20 @@
  *                saved (pf_loader_save_state()).  The blob's encoding is
  *                state.c's; the epoch's plan is plan.c's.
  *   io_thread.c  the I/O thread: its engine and files (pf_loader_io_main()),
- *                reads in flight (pf_reads_reap(), pf_reads_wait(), which
- *                the schedule waits in), and the
- *                blocks of the stream files being decoded (read ahead
- *                there, handed to their worker by pf_stream_pull(),
- *                released by pf_stream_finish()).
+ *                reads in flight (pf_reads_submit(); pf_reads_reap(),
+ *                which hands them to pf_decode_queue(); pf_reads_wait(),
+ *                which the schedule waits in), and the blocks of the
+ *                stream files being decoded (read ahead there, handed to
+ *                their worker by pf_stream_pull(), released by
+ *                pf_stream_finish()).
  *   schedule.c   what the I/O thread reads, in which order
  *                (pf_schedule_run()): epochs, pieces, segments; shuffle
  *                blocks opened with their permutation and batch slots;
  *                chunks dispatched to the decoders.
- *   decode.c     the decode workers (pf_loader_worker_main()): frames and
- *                stream sub-segments into records, each handed to
- *                placement; the skip mode's lost frames.
+ *   decode.c     the decode workers (pf_loader_worker_main()) and their
+ *                queue (pf_decode_queue()): frames and stream sub-segments
+ *                into records, each handed to placement; the skip mode's
+ *                lost frames.
  *   placement.c  one record (or hole) into its row of its batch slot
  *                (pf_place_record(), pf_place_hole()); the rows counted
  *                into the slots (pf_place_flush()) and the shuffle blocks
@@ -358,6 +360,9 @@ int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint
 /* Hand finished reads to the decoders; min: wait for at least that many.
  * @return how many, or the engine's error. */
 int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min);
+/* Submit req, reaping while the engine is full.  @return pf_io_submit()'s
+ * (0), or the engine's error. */
+int pf_reads_submit(pf_loader *l, pf_io *io, pf_io_req *req);
 /* pf_source's pull callback for a stream being decoded (ctx: its
  * stream_state): its next block, waiting for the I/O thread to read it. */
 int pf_stream_pull(void *ctx, const uint8_t **buf, size_t *len, pf_error *err);
@@ -370,8 +375,12 @@ void pf_stream_finish(pf_loader *l, stream_state *ss);
  * the engine's error. */
 int pf_schedule_run(pf_loader *l, pf_io *io, const int *file_slot);
 
-/* decode.c: a decode worker (arg: its worker). */
+/* decode.c */
+/* A decode worker (arg: its worker). */
 void *pf_loader_worker_main(void *arg);
+/* Give chunk c to the decoders: the tail of their queue (the caller wakes
+ * them).  Call with l->mu held. */
+void pf_decode_queue(pf_loader *l, chunk *c);
 
 /* placement.c */
 /* Decode record rec, at stream position p of chunk c, into its row (in

@@ -191,12 +191,7 @@ static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
 static void enqueue(pf_loader *l, chunk *c)
 {
 	pthread_mutex_lock(&l->mu);
-	c->next = NULL;
-	if (l->decode_tail)
-		l->decode_tail->next = c;
-	else
-		l->decode_q = c;
-	l->decode_tail = c;
+	pf_decode_queue(l, c);
 	pthread_cond_broadcast(&l->cv_decode);
 	pthread_mutex_unlock(&l->mu);
 }
@@ -334,12 +329,7 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 		.buf_index = pf_io_buffers_registered(io) ? c->cbuf : -1,
 		.user = c,
 	};
-	ret = pf_io_submit(io, &c->req);
-	while (ret == -EBUSY) {
-		ret = pf_reads_reap(l, io, 1);
-		if (ret >= 0)
-			ret = pf_io_submit(io, &c->req);
-	}
+	ret = pf_reads_submit(l, io, &c->req);
 	if (ret == 0)
 		ret = pf_reads_reap(l, io, 0) < 0 ? -EIO : 0;
 	return ret;
