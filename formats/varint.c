@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats_internal.h"
+#include "varint_internal.h"
 
 /*
  * What a packed run of varints means here is what example.c (and so
@@ -20,86 +20,32 @@
  * Every path produces the same output; they differ in how.  The scalar
  * path reads eight bytes at a time (example.c's unpack_varints).  The
  * vector paths work on fixed blocks of the input (60 bytes for AVX-512,
- * 32 for AVX2), each decoding the varints that END in its block, so
- * nothing a block computes depends on the previous block's result (the
- * only loop-carried values are the output count and the block position).  A chain "decode one varint ->
- * its length -> where the next starts", which every byte-walking decoder
+ * 32 for AVX2), each decoding the varints that end in its block
+ * (AVX-512) or start in it (AVX2), so nothing a block computes depends
+ * on the previous block's result (the only loop-carried values are the
+ * output count, the block position and, for AVX2, whether the byte
+ * before the block ends a varint).  A chain "decode one varint -> its
+ * length -> where the next starts", which every byte-walking decoder
  * has, costs a load latency per step; with 1-, 2- and 3-byte token ids in
  * random order it also mispredicts a branch per value.
  *
  * Inside a block every varint is assumed to be at most 4 bytes (values
  * below 2^28): a byte mask of continuation bits, a check that no four
  * continuation bytes follow each other near the block (so no longer
- * varint ends in it), then each varint's bytes are gathered into a 32-bit
+ * varint is in it), then each varint's bytes are gathered into a 32-bit
  * lane (byte j of lane i = byte start_i + j), the bytes after its
- * terminator cleared (t ^ (t - 1) on the terminator bits), and the 7-bit
- * groups joined with two multiply-adds (maddubs: b0 + 128 b1, madd:
- * w0 + 16384 w1).  Blocks that fail the check (a varint of 5..10 bytes,
- * an error) and the last values when the destination is almost full go
- * through the scalar code, one varint at a time, and the vector loop then
- * goes on with the next block.
+ * terminator cleared, and the 7-bit groups joined with two multiply-adds
+ * (maddubs: b0 + 128 b1, madd: w0 + 16384 w1).  Blocks that fail the
+ * check (a varint of 5..10 bytes, an error) and the last values when the
+ * destination is almost full go through the scalar code, one varint at a
+ * time, and the vector loop then goes on with the next block.
  *
  * AVX-512 (VBMI + VBMI2): the start offsets come from one vpcompressb of
  * 0..63 under the start mask, and one vpermb gathers 16 lanes at a time;
  * a leaner loop (avx512_hot) takes every block with room for 64 values.
- * AVX2: a varint can start at most 3 bytes before an 8-byte piece, so the
- * starts of the varints ending in a piece are a function of the piece's 8
- * terminator bits and of that lead (0..3): a 1024-entry table of 8 start
- * offsets, expanded into a vpshufb control.
+ * AVX2 (varint_avx2.c): every byte of the block is decoded as if a varint
+ * started there, and the lanes that are starts are packed by a vpermd.
  */
-
-#define TERM_BITS 0x8080808080808080ull
-
-/* Lanes hold values < 2^28, so vector clamps use 32-bit lanes; see
- * lane_bounds(). */
-#define LANE_MAX 0x7fffffffll
-
-static inline int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi)
-{
-	if (__builtin_expect((uint64_t)v - (uint64_t)lo <=
-			     (uint64_t)hi - (uint64_t)lo, 1))
-		return v;
-	return v < lo ? lo : hi;
-}
-
-static inline void put(void *dst, size_t i, uint64_t v, int64_t lo, int64_t hi,
-		       int wide)
-{
-	int64_t c = clamp_i64((int64_t)v, lo, hi);
-
-	if (wide)
-		((int64_t *)dst)[i] = c;
-	else
-		((int32_t *)dst)[i] = (int32_t)c;
-}
-
-/* The varint at p (p < end): its length 1..10, with its low 64 bits in
- * *v; 0 when it is not terminated within 10 bytes or before end. */
-static inline size_t varint_one(const uint8_t *p, const uint8_t *end,
-				uint64_t *v)
-{
-	size_t max = (size_t)(end - p) < 10 ? (size_t)(end - p) : 10;
-	uint64_t x = 0;
-
-	for (size_t i = 0; i < max; i++) {
-		x |= (uint64_t)(p[i] & 0x7fu) << (7 * i);
-		if (!(p[i] & 0x80)) {
-			*v = x;
-			return i + 1;
-		}
-	}
-	return 0;
-}
-
-/* The 7-bit groups of the bytes in x (a varint of at most 8 bytes, the
- * bytes past its terminator zero) squeezed together. */
-static inline uint64_t squeeze(uint64_t x)
-{
-	/* Pairs of bytes to 14 bits, pairs of those to 28, then 56. */
-	x = ((x & 0x7f007f007f007f00ull) >> 1) | (x & 0x007f007f007f007full);
-	x = ((x & 0x3fff00003fff0000ull) >> 2) | (x & 0x00003fff00003fffull);
-	return ((x & 0x0fffffff00000000ull) >> 4) | (x & 0x000000000fffffffull);
-}
 
 /*
  * Count the varints in [src + pos, src + len), pos at a varint start, and
@@ -108,8 +54,8 @@ static inline uint64_t squeeze(uint64_t x)
  * of continuation bytes is followed from word to word: only a run of 10
  * or more, or one reaching the end, is an error.
  */
-static int64_t count_rest(const uint8_t *src, size_t pos, size_t len,
-			  size_t *bad)
+int64_t pf_varint_count_rest(const uint8_t *src, size_t pos, size_t len,
+			     size_t *bad)
 {
 	size_t run = 0;		/* continuation bytes just before pos */
 	int64_t n = 0;
@@ -150,84 +96,6 @@ fail:
 	return -EBADMSG;
 }
 
-/*
- * Decode varints from src + *pos while *o < max (the caller's loop, or the
- * rest of the run), at most `limit` of them.  @return 0, or -EBADMSG with
- * *bad.  Advances *pos and *o.
- */
-static inline __attribute__((always_inline))
-int scalar_some(const uint8_t *src, size_t len, size_t *pos, size_t limit,
-		void *dst, size_t *o, size_t max, int64_t lo, int64_t hi,
-		size_t *bad, int wide)
-{
-	const uint8_t *end = src + len;
-
-	for (size_t k = 0; k < limit; k++) {
-		uint64_t v;
-		size_t n = varint_one(src + *pos, end, &v);
-
-		if (!n) {
-			if (bad)
-				*bad = *pos;
-			return -EBADMSG;
-		}
-		if (*o < max)
-			put(dst, *o, v, lo, hi, wide);
-		++*o;
-		*pos += n;
-	}
-	return 0;
-}
-
-/*
- * The portable path, from a varint start at pos with o values already
- * stored.  Eight bytes at a time while there are 8 bytes and room for 8
- * values: every varint ending in the word is taken from the word, by
- * masks and shifts, with no branch on its length.
- */
-static inline __attribute__((always_inline))
-int64_t scalar_from(const uint8_t *src, size_t len, size_t pos, size_t o,
-		    void *dst, size_t max, int64_t lo, int64_t hi, size_t *bad,
-		    int wide)
-{
-	int64_t rest;
-
-	while (o < max && pos < len) {
-		if (len - pos >= 8 && max - o >= 8) {
-			uint64_t w = pf_load_le64(src + pos);
-			uint64_t term = ~w & TERM_BITS;
-
-			if (term == TERM_BITS) {
-				for (int k = 0; k < 8; k++)
-					put(dst, o + (size_t)k, (w >> (8 * k)) & 0xff,
-					    lo, hi, wide);
-				o += 8;
-				pos += 8;
-				continue;
-			}
-			if (term) {
-				pos += (64u - (unsigned)__builtin_clzll(term)) >> 3;
-				for (unsigned shift = 0; term; term &= term - 1) {
-					uint64_t upto = term ^ (term - 1);
-
-					put(dst, o++, squeeze((w & upto) >> shift),
-					    lo, hi, wide);
-					shift = (unsigned)__builtin_ctzll(term) + 1;
-				}
-				continue;
-			}
-			/* 9 or 10 bytes, or an error: the byte loop. */
-		}
-		if (scalar_some(src, len, &pos, 1, dst, &o, max, lo, hi, bad,
-				wide) < 0)
-			return -EBADMSG;
-	}
-	if (pos == len)
-		return (int64_t)o;
-	rest = count_rest(src, pos, len, bad);
-	return rest < 0 ? rest : (int64_t)o + rest;
-}
-
 static int64_t scalar_i64(const uint8_t *src, size_t len, int64_t *dst,
 			  size_t max, int64_t lo, int64_t hi, size_t *bad)
 {
@@ -240,22 +108,6 @@ static int64_t scalar_i32(const uint8_t *src, size_t len, int32_t *dst,
 	return scalar_from(src, len, 0, 0, dst, max, lo, hi, bad, 0);
 }
 
-/*
- * Vector lanes hold values in [0, 2^28).  Clamping such a value v to
- * [lo, hi] equals clamping it to [max(lo, 0), min(hi, 2^31 - 1)] in 32-bit
- * lanes, provided that interval is not empty (hi >= 0, lo < 2^31).  When
- * it is empty every lane would get the same bound; that case (a clip
- * entirely below 0 or above 2^31) is left to the scalar path.
- */
-static inline bool lane_bounds(int64_t lo, int64_t hi, int32_t *l, int32_t *h)
-{
-	if (hi < 0 || lo > LANE_MAX)
-		return false;
-	*l = (int32_t)(lo < 0 ? 0 : lo);
-	*h = (int32_t)(hi > LANE_MAX ? LANE_MAX : hi);
-	return true;
-}
-
 /* Where the varint after the last terminator of a block starts: the
  * position after the highest set bit of t (bit i = byte base + i). */
 static inline size_t after_last(size_t base, uint64_t t)
@@ -263,10 +115,10 @@ static inline size_t after_last(size_t base, uint64_t t)
 	return base + 64u - (unsigned)__builtin_clzll(t);
 }
 
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define BLOCK 32u	/* input bytes per AVX2 step */
 #ifndef AVX512_GROUPS
 #define AVX512_GROUPS 4	/* 16 lanes each: 60-byte blocks; 3 (48) and 2 (32)
 				   measured 12% and 25% slower: the one
@@ -596,174 +448,6 @@ static int64_t avx512_i32(const uint8_t *src, size_t len, int32_t *dst,
 	return avx512_run(src, len, dst, max, lo, hi, bad, 0, AVX512_GROUPS, 1);
 }
 
-/* ------------------------------------------------------------------ */
-/* AVX2 + BMI2                                                          */
-/* ------------------------------------------------------------------ */
-
-#define AVX2_TARGET __attribute__((target("avx2,bmi,bmi2,popcnt")))
-
-/*
- * piece_starts[lead << 8 | term]: for an 8-byte piece at offset 8 of a
- * 16-byte window, whose terminator bits are term and before which the
- * varint running into it has `lead` bytes (0..3), the window offsets at
- * which the varints ending in the piece start, one per byte.
- */
-static uint64_t piece_starts[4 << 8];
-static pthread_once_t piece_once = PTHREAD_ONCE_INIT;
-
-static void build_piece_starts(void)
-{
-	for (unsigned lead = 0; lead < 4; lead++)
-		for (unsigned term = 0; term < 256; term++) {
-			uint64_t e = 0;
-			unsigned k = 0, start = 8 - lead;
-
-			for (unsigned b = 0; b < 8; b++)
-				if (term & (1u << b)) {
-					e |= (uint64_t)start << (8 * k++);
-					start = 8 + b + 1;
-				}
-			piece_starts[lead << 8 | term] = e;
-		}
-}
-
-/* Lanes [0, max - o) of v to dst[o..]: all 8, or the first few (through
- * a buffer: vpmaskmov stores are slow on some CPUs). */
-AVX2_TARGET static inline __attribute__((always_inline))
-void avx2_store(void *dst, size_t o, size_t max, __m256i v, int wide)
-{
-	if (__builtin_expect(o + 8 > max, 0)) {
-		uint32_t lanes[8];
-		size_t n = max - o;
-
-		if (o >= max)
-			return;
-		_mm256_storeu_si256((__m256i *)(void *)lanes, v);
-		for (size_t i = 0; i < n; i++)
-			if (wide)
-				((int64_t *)dst)[o + i] = lanes[i];
-			else
-				((int32_t *)dst)[o + i] = (int32_t)lanes[i];
-		return;
-	}
-	if (wide) {
-		int64_t *d = (int64_t *)dst + o;
-
-		_mm256_storeu_si256((__m256i *)(void *)d,
-				    _mm256_cvtepu32_epi64(_mm256_castsi256_si128(v)));
-		_mm256_storeu_si256((__m256i *)(void *)(d + 4),
-				    _mm256_cvtepu32_epi64(_mm256_extracti128_si256(v, 1)));
-	} else {
-		_mm256_storeu_si256((__m256i *)(void *)((int32_t *)dst + o), v);
-	}
-}
-
-/*
- * Block at pos: the window is the 48 bytes from pos - 8 (bit i = byte
- * pos - 8 + i), four 8-byte pieces at window offsets 8, 16, 24, 32, piece
- * k decoded from the 16 window bytes at 8k.  Windows crossing either end
- * of the input are copied into a zeroed buffer.
- */
-AVX2_TARGET static inline __attribute__((always_inline))
-int64_t avx2_run(const uint8_t *src, size_t len, void *dst, size_t max,
-		 int64_t lo, int64_t hi, size_t *bad, int wide, int clamp)
-{
-	const __m256i spread = _mm256_setr_epi8(
-		0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
-		4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
-	const __m256i byte_in_lane = _mm256_set1_epi32(0x03020100);
-	const __m256i top = _mm256_set1_epi32((int)0x80808080u);
-	const __m256i low7 = _mm256_set1_epi32(0x7f7f7f7f);
-	const __m256i mul7 = _mm256_set1_epi16((short)-32767);	/* bytes 1, 128 */
-	const __m256i mul14 = _mm256_set1_epi32(0x40000001);
-	const __m256i one = _mm256_set1_epi32(1);
-	uint8_t buf[48];
-	size_t pos = 0, vstart = 0, o = 0;
-	__m256i l, h;
-	int32_t l32, h32;
-
-	if (len < 8 || !lane_bounds(lo, hi, &l32, &h32))
-		return scalar_from(src, len, 0, 0, dst, max, lo, hi, bad, wide);
-	pthread_once(&piece_once, build_piece_starts);
-	l = _mm256_set1_epi32(l32);
-	h = _mm256_set1_epi32(h32);
-	while (pos < len && o < max) {
-		const uint8_t *w;
-		uint64_t c, t, r4, ends;
-		unsigned n;
-
-		if (pos >= 8 && len - pos >= 40) {
-			w = src + pos - 8;
-			t = (1ull << 48) - 1;
-		} else {
-			size_t from = pos >= 8 ? pos - 8 : 0;
-			size_t skip = from - (pos - 8);
-			size_t n_in = len - from < 48 - skip ? len - from : 48 - skip;
-
-			memset(buf, 0, sizeof(buf));
-			memcpy(buf + skip, src + from, n_in);
-			w = buf;
-			t = (1ull << (n_in + skip)) - 1;
-		}
-		c = (uint32_t)_mm256_movemask_epi8(_mm256_loadu_si256((const __m256i *)(const void *)w)) |
-		    (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)(w + 32))) << 32;
-		t &= ~c;
-		r4 = c & (c >> 1) & (c >> 2) & (c >> 3);
-		ends = t & (0xffffffffull << 8);
-		n = (unsigned)__builtin_popcountll(ends);
-		if (r4 & (0xffffffffull << 4)) {
-			if (scalar_some(src, len, &vstart, n, dst, &o, max, lo, hi,
-					bad, wide) < 0)
-				return -EBADMSG;
-			pos += BLOCK;
-			continue;
-		}
-		for (unsigned k = 0; k < 4; k++) {
-			unsigned term = (unsigned)(t >> (8 * k + 8)) & 0xffu;
-			/* The 4 bytes before the piece hold a terminator (no run
-			 * of 4), unless they are past the end (and then so is the
-			 * piece, term 0): the lead is their leading zero count. */
-			unsigned lead = (unsigned)__builtin_clz((((unsigned)(t >> (8 * k + 4)) & 0xfu) | 1u) << 28);
-			__m256i s, d, tb, keep, v;
-
-			s = _mm256_set1_epi64x((long long)piece_starts[lead << 8 | term]);
-			s = _mm256_add_epi8(_mm256_shuffle_epi8(s, spread), byte_in_lane);
-			d = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(w + 8 * k)));
-			d = _mm256_shuffle_epi8(d, s);
-			tb = _mm256_andnot_si256(d, top);
-			keep = _mm256_xor_si256(tb, _mm256_sub_epi32(tb, one));
-			v = _mm256_and_si256(_mm256_and_si256(d, keep), low7);
-			v = _mm256_madd_epi16(_mm256_maddubs_epi16(mul7, v), mul14);
-			if (clamp)
-				v = _mm256_min_epi32(_mm256_max_epi32(v, l), h);
-			avx2_store(dst, o, max, v, wide);
-			o += (unsigned)__builtin_popcount(term);
-		}
-		if (ends)
-			vstart = after_last(pos - 8, ends);
-		pos += BLOCK;
-	}
-	return scalar_from(src, len, vstart, o, dst, max, lo, hi, bad, wide);
-}
-
-AVX2_TARGET
-static int64_t avx2_i64(const uint8_t *src, size_t len, int64_t *dst,
-			size_t max, int64_t lo, int64_t hi, size_t *bad)
-{
-	if (lo <= 0 && hi >= (1 << 28) - 1)	/* no lane value is clamped */
-		return avx2_run(src, len, dst, max, lo, hi, bad, 1, 0);
-	return avx2_run(src, len, dst, max, lo, hi, bad, 1, 1);
-}
-
-AVX2_TARGET
-static int64_t avx2_i32(const uint8_t *src, size_t len, int32_t *dst,
-			size_t max, int32_t lo, int32_t hi, size_t *bad)
-{
-	if (lo <= 0 && hi >= (1 << 28) - 1)
-		return avx2_run(src, len, dst, max, lo, hi, bad, 0, 0);
-	return avx2_run(src, len, dst, max, lo, hi, bad, 0, 1);
-}
-
 static bool have_avx512(void)
 {
 	__builtin_cpu_init();
@@ -772,14 +456,6 @@ static bool have_avx512(void)
 	       __builtin_cpu_supports("avx512vl") &&
 	       __builtin_cpu_supports("avx512vbmi") &&
 	       __builtin_cpu_supports("avx512vbmi2") &&
-	       __builtin_cpu_supports("bmi2") &&
-	       __builtin_cpu_supports("popcnt");
-}
-
-static bool have_avx2(void)
-{
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") &&
 	       __builtin_cpu_supports("bmi2") &&
 	       __builtin_cpu_supports("popcnt");
 }
@@ -794,7 +470,7 @@ static bool have_scalar(void)
 const pf_varint_ops pf_varint_paths[] = {
 #if defined(__x86_64__)
 	{ "avx512", have_avx512, avx512_i64, avx512_i32 },
-	{ "avx2", have_avx2, avx2_i64, avx2_i32 },
+	{ "avx2", pf_varint_have_avx2, pf_varint_avx2_i64, pf_varint_avx2_i32 },
 #endif
 	{ "scalar", have_scalar, scalar_i64, scalar_i32 },
 	{ NULL, NULL, NULL, NULL },

@@ -119,9 +119,12 @@ static void fill_avx512(uint8_t *dst, const uint8_t *line, size_t lines)
 __attribute__((target("avx")))
 static void copy_avx(uint8_t *dst, const uint8_t *src, size_t lines)
 {
-	for (size_t i = 0; i < 2 * lines; i++)
-		_mm256_stream_si256((__m256i *)(void *)(dst + 32 * i),
-				    _mm256_load_si256((const __m256i *)(const void *)(src + 32 * i)));
+	for (size_t i = 0; i < lines; i++) {
+		_mm256_stream_si256((__m256i *)(void *)(dst + 64 * i),
+				    _mm256_load_si256((const __m256i *)(const void *)(src + 64 * i)));
+		_mm256_stream_si256((__m256i *)(void *)(dst + 64 * i + 32),
+				    _mm256_load_si256((const __m256i *)(const void *)(src + 64 * i + 32)));
+	}
 }
 
 __attribute__((target("avx")))
@@ -154,16 +157,23 @@ static void fill_sse2(uint8_t *dst, const uint8_t *line, size_t lines)
 static stream_ops streaming;	/* copy NULL: ordinary stores */
 static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
 
+/* The widest stores the CPU has, within what PODFEED_SIMD allows: with
+ * avx2 or scalar there (to measure a machine without AVX-512, or without
+ * AVX, on one that has them) the rows get the stores such a machine
+ * would use, as the varints get its decoder. */
 static void choose_stream(void)
 {
 	const char *want = getenv("PODFEED_STREAM");
+	const char *simd = getenv("PODFEED_SIMD");
+	bool no512 = simd && (!strcmp(simd, "avx2") || !strcmp(simd, "scalar"));
+	bool noavx = simd && !strcmp(simd, "scalar");
 
 	if (want && !strcmp(want, "0"))
 		return;
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx512f"))
+	if (__builtin_cpu_supports("avx512f") && !no512)
 		streaming = (stream_ops){ copy_avx512, fill_avx512 };
-	else if (__builtin_cpu_supports("avx"))
+	else if (__builtin_cpu_supports("avx") && !noavx)
 		streaming = (stream_ops){ copy_avx, fill_avx };
 	else
 		streaming = (stream_ops){ copy_sse2, fill_sse2 };
@@ -189,26 +199,31 @@ static void stream_row(struct walk *w, const pf_feature_spec *fs, uint8_t *out,
 	size_t off = (uintptr_t)out & 63u, head = (64u - off) & 63u;
 	size_t full, lines, tail, from;
 
-	/* The stage from the last value to the end of its line (or of the
-	 * row); the pad line.  The pad is pf_spec_pad_from()'s: the value
-	 * converted to the dtype, repeated. */
+	/* The pad line, and the stage from the last value to the end of its
+	 * line (or of the row): a line of pad after the value (the stage has
+	 * room for it, store_ints()).  The pad is pf_spec_pad_from()'s: the
+	 * value converted to the dtype once, repeated.  (Converting it per
+	 * lane, and padding the stage a value at a time, cost ~250 of the
+	 * ~3,800 instructions of a tokens:int32[512] record.) */
 	full = (off + data + 63u) / 64u * 64u - off;
 	if (full > bytes)
 		full = bytes;
-	for (size_t b = 0; b < 64; b += size) {
-		if (fs->dtype == PF_DTYPE_INT64) {
-			int64_t v = (int64_t)fs->pad;
+	if (fs->dtype == PF_DTYPE_INT64) {
+		int64_t v = (int64_t)fs->pad;
+
+		for (size_t b = 0; b < 64; b += sizeof(v))
 			memcpy(padline + b, &v, sizeof(v));
-		} else {
-			int32_t v = (int32_t)fs->pad;
+	} else {
+		int32_t v = (int32_t)fs->pad;
+
+		for (size_t b = 0; b < 64; b += sizeof(v))
 			memcpy(padline + b, &v, sizeof(v));
-		}
 	}
-	for (size_t b = data; b < full; b += size)
-		memcpy(stage + b, padline, size);
+	memcpy(stage + data, padline, 64);
 	if (head > bytes)
 		head = bytes;
-	memcpy(out, stage, head);
+	if (head)
+		memcpy(out, stage, head);
 	lines = (bytes - head) / 64u;
 	tail = bytes - head - 64u * lines;
 	/* Lines [head, full) from the stage, the rest from the pad line. */

@@ -528,6 +528,79 @@ Test(varint, max_values_and_negatives)
 	check_all(buf, len, "specials");
 }
 
+Test(varint, int32_limits_at_every_offset)
+{
+	/* Into int32 a value saturates; the vector paths take varints of 1-4
+	 * bytes (values < 2^28) in their lanes and leave longer ones to the
+	 * scalar code, per block.  Each value at and around the int32 limits,
+	 * and at the 4-byte limit, at every offset of a run of token ids
+	 * (so in every lane and group of the first blocks, and across their
+	 * edges), decoded into int32 (saturated, and under a clip) and int64,
+	 * with max at the count and short of it. */
+	static const uint64_t edge[] = {
+		INT32_MAX, (uint64_t)INT32_MAX + 1, (uint64_t)INT32_MIN,
+		(uint64_t)INT32_MIN - 1, (uint64_t)-1, (1u << 28) - 1, 1u << 28,
+		UINT32_MAX, (uint64_t)UINT32_MAX + 1, (1ull << 35) - 1,
+	};
+	uint8_t buf[160 * 10];
+
+	for (size_t e = 0; e < sizeof(edge) / sizeof(edge[0]); e++)
+		for (size_t at = 0; at < 100; at++) {
+			rng r = { e * 1000 + at };
+			size_t len = 0, count = 0;
+
+			for (; count < at; count++)
+				len += put_varint(buf + len, next(&r) % 20000,
+						  varint_len(next(&r) % 20000));
+			len += put_varint(buf + len, edge[e], varint_len(edge[e]));
+			for (count++; count < at + 60; count++) {
+				uint64_t v = next(&r) % 20000;
+
+				len += put_varint(buf + len, v, varint_len(v));
+			}
+			uint8_t *src = malloc(len);
+
+			memcpy(src, buf, len);
+			check_one(src, len, count, INT32_MIN, INT32_MAX, "int32 edge");
+			check_one(src, len, count, INT64_MIN, INT64_MAX, "int64 edge");
+			check_one(src, len, count, -1000, 1000000, "clip edge");
+			check_one(src, len, at + 1, INT32_MIN, INT32_MAX, "int32 edge, max after it");
+			check_one(src, len, at, INT32_MIN, INT32_MAX, "int32 edge, max before it");
+			free(src);
+		}
+}
+
+Test(varint, runs_end_at_every_offset_of_the_last_blocks)
+{
+	/* The AVX2 path reads 40 bytes for a 32-byte block and takes the
+	 * blocks near the end through a zeroed copy: runs of 1- to 4-byte
+	 * varints ending at every offset past the last whole window, whole
+	 * and cut inside their last varint (an error at its start). */
+	uint8_t buf[200];
+
+	for (unsigned wide = 1; wide <= 4; wide++)
+		for (size_t len = 8; len < 140; len++) {
+			rng r = { len * 4 + wide };
+			size_t n = 0;
+
+			while (n + wide < len) {
+				uint64_t v = next(&r) % 300;
+
+				n += put_varint(buf + n, v, varint_len(v));
+			}
+			/* the last varint: `wide` bytes, ending at or past len */
+			n += put_varint(buf + n, 5, wide);
+			for (size_t cut = len; cut <= n && cut <= len + 3; cut++) {
+				uint8_t *src = malloc(cut);
+
+				memcpy(src, buf, cut);
+				check_one(src, cut, 512, INT32_MIN, INT32_MAX, "end");
+				check_one(src, cut, 512, INT64_MIN, INT64_MAX, "end 64");
+				free(src);
+			}
+		}
+}
+
 Test(varint, dispatch_and_set_impl)
 {
 	const char *name = pf_varint_impl();

@@ -1219,3 +1219,28 @@ Test(specdecode, streaming_off_same_bytes)
 		streamed_row("v:int64[512]:pad=-1", 300, off, off);
 	streamed_row("v:int32[512]", 600, 4, 1);
 }
+
+/* PODFEED_SIMD=avx2 and =scalar also choose the streaming stores of a
+ * machine without AVX-512 (AVX) or without AVX (SSE2), read at first
+ * use: each in its own process, on whatever this CPU has.  Same bytes,
+ * at every offset of the row in its line. */
+static void streamed_rows_under(const char *simd)
+{
+	setenv("PODFEED_SIMD", simd, 1);
+	for (size_t off = 0; off < 64; off += 4) {
+		streamed_row("v:int32[512]:pad=-1", 300, off, off);
+		streamed_row("v:int32[300]:pad=-3:clip=0:20000", 301, off, off + 1);
+	}
+	for (size_t off = 0; off < 64; off += 8)
+		streamed_row("v:int64[512]:pad=7", 700, off, off + 2);
+}
+
+Test(specdecode, podfeed_simd_avx2_streams_the_same_bytes)
+{
+	streamed_rows_under("avx2");
+}
+
+Test(specdecode, podfeed_simd_scalar_streams_the_same_bytes)
+{
+	streamed_rows_under("scalar");
+}
