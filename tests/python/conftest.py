@@ -42,3 +42,40 @@ def digests(features, per_core_batch, cores, seed, shuffle, host, hosts, *paths)
               int(shuffle), host, hosts, *paths)
     return [(int(e), int(s), int(c, 16)) for e, s, c in
             (line.split() for line in out.splitlines())]
+
+
+# A test skipped because a package is missing (pytest.importorskip) is not
+# a pass.  tools/test installs every package the tests use
+# (tools/install-deps) and sets PODFEED_TEST_NO_MISSING=1: there, such a
+# skip fails the run, naming the package.  A plain `meson test` says what
+# was skipped and why (-rs), and passes.
+_missing = []
+
+
+def _note_missing(report):
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2]
+        if "could not import" in reason:
+            _missing.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_collectreport(report):
+    _note_missing(report)
+
+
+def pytest_runtest_logreport(report):
+    _note_missing(report)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _missing and os.environ.get("PODFEED_TEST_NO_MISSING") == "1":
+        terminalreporter.write_line(
+            "FAILED: tests skipped for a missing package (tools/install-deps "
+            "installs it):", red=True)
+        for line in _missing:
+            terminalreporter.write_line("  " + line, red=True)
+
+
+def pytest_sessionfinish(session):
+    if _missing and os.environ.get("PODFEED_TEST_NO_MISSING") == "1":
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
