@@ -118,7 +118,7 @@ static Py_ssize_t feature_index(pf_ext_batch *bo, PyObject *name)
 		if (PyTuple_GET_ITEM(names, i) == name)
 			return i;
 	if (!PyUnicode_Check(name)) {
-		PyErr_Format(PyExc_TypeError, "a feature name is a str, not %.100s",
+		PyErr_Format(PyExc_TypeError, "name: a feature name is a str, not %.100s",
 			     Py_TYPE(name)->tp_name);
 		return -1;
 	}
@@ -247,17 +247,35 @@ static PyObject *batch_asdict(pf_ext_batch *bo, PyObject *unused)
 	return items(bo, -1);
 }
 
+/* The core index arg names, checked against the batch's cores: 0 with
+ * *core set, or -1 with TypeError / IndexError naming the argument. */
+static int core_index(pf_ext_batch *bo, PyObject *arg, long *core)
+{
+	long c;
+
+	if (PyBool_Check(arg) || !PyIndex_Check(arg)) {
+		PyErr_Format(PyExc_TypeError, "core: expected an int, not %.100s",
+			     Py_TYPE(arg)->tp_name);
+		return -1;
+	}
+	c = PyLong_AsLong(arg);
+	if (c == -1 && PyErr_Occurred())
+		return -1;
+	if (c < 0 || c >= (long)bo->b->cores) {
+		PyErr_Format(PyExc_IndexError, "core: %ld is not a core of this batch "
+			     "(0..%u)", c, bo->b->cores - 1);
+		return -1;
+	}
+	*core = c;
+	return 0;
+}
+
 static PyObject *batch_core(pf_ext_batch *bo, PyObject *arg)
 {
-	long c = PyLong_AsLong(arg);
+	long c;
 
-	if (c == -1 && PyErr_Occurred())
+	if (!live(bo) || core_index(bo, arg, &c) < 0)
 		return NULL;
-	if (!live(bo))
-		return NULL;
-	if (c < 0 || c >= (long)bo->b->cores)
-		return PyErr_Format(PyExc_IndexError, "core %ld: this batch has cores 0..%u",
-				    c, bo->b->cores - 1);
 	return items(bo, c);
 }
 
@@ -375,6 +393,18 @@ static PyObject *tensor_dlpack(pf_ext_tensor *t, PyObject *args, PyObject *kw)
 	if (copy == Py_True)
 		return PyErr_Format(PyExc_BufferError,
 				    "copy=True: podfeed exports its own memory only");
+	if (device != Py_None) {
+		PyObject *cpu = Py_BuildValue("(ii)", 1, 0);
+		int same = cpu ? PyObject_RichCompareBool(device, cpu, Py_EQ) : -1;
+
+		Py_XDECREF(cpu);
+		if (same < 0)
+			return NULL;
+		if (!same)
+			return PyErr_Format(PyExc_BufferError,
+					    "dl_device: the memory is on the CPU, (1, 0), "
+					    "not %R", device);
+	}
 	d = PyMem_RawCalloc(1, sizeof(*d));
 	if (!d)
 		return PyErr_NoMemory();
@@ -450,10 +480,13 @@ static void tensor_dealloc(pf_ext_tensor *t)
 static PyMethodDef tensor_methods[] = {
 	{ "__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "__dlpack__(*, stream=None) -> a \"dltensor\" capsule over the loader's\n"
-	  "memory (no copy); the capsule keeps the batch's memory alive." },
+	  "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n"
+	  "--\n\n"
+	  "A \"dltensor\" capsule over the loader's memory (no copy); it keeps\n"
+	  "the batch's memory alive until its consumer is done.  stream must be\n"
+	  "None (CPU memory), dl_device None or (1, 0), copy not True." },
 	{ "__dlpack_device__", (PyCFunction)tensor_dlpack_device, METH_NOARGS,
-	  "(1, 0): CPU memory." },
+	  "__dlpack_device__($self, /)\n--\n\n(1, 0): CPU memory, device 0." },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -492,15 +525,8 @@ static PyObject *batch_tensor(pf_ext_batch *bo, PyObject *args, PyObject *kw)
 	f = feature_index(bo, name);
 	if (f < 0)
 		return NULL;
-	if (core_obj != Py_None) {
-		core = PyLong_AsLong(core_obj);
-		if (core == -1 && PyErr_Occurred())
-			return NULL;
-		if (core < 0 || core >= (long)bo->b->cores)
-			return PyErr_Format(PyExc_IndexError,
-					    "core %ld: this batch has cores 0..%u", core,
-					    bo->b->cores - 1);
-	}
+	if (core_obj != Py_None && core_index(bo, core_obj, &core) < 0)
+		return NULL;
 	t = PyObject_New(pf_ext_tensor, &pf_ext_tensor_type);
 	if (!t)
 		return NULL;
@@ -572,22 +598,28 @@ static PyGetSetDef batch_getset[] = {
 };
 
 static PyMethodDef batch_methods[] = {
-	{ "keys", (PyCFunction)batch_keys, METH_NOARGS, "Feature names, in spec order." },
+	{ "keys", (PyCFunction)batch_keys, METH_NOARGS,
+	  "keys($self, /)\n--\n\nFeature names, in spec order." },
 	{ "items", (PyCFunction)batch_items, METH_NOARGS,
-	  "[(name, array [cores, per_core_batch, len]), ...]" },
+	  "items($self, /)\n--\n\n[(name, array [cores, per_core_batch, len]), ...]" },
 	{ "asdict", (PyCFunction)batch_asdict, METH_NOARGS,
-	  "{name: array [cores, per_core_batch, len]} (views, no copy)." },
+	  "asdict($self, /)\n--\n\n{name: array [cores, per_core_batch, len]} (views, no copy)." },
 	{ "core", (PyCFunction)batch_core, METH_O,
-	  "core(i) -> {name: array [per_core_batch, len]}: core i's views." },
+	  "core($self, core, /)\n--\n\n"
+	  "{name: array [per_core_batch, len]}: core's views, each C-contiguous." },
 	{ "tensor", (PyCFunction)(void (*)(void))batch_tensor, METH_VARARGS | METH_KEYWORDS,
-	  "tensor(name, core=None) -> podfeed.Tensor: the feature as a DLPack\n"
-	  "producer (torch.from_dlpack, jax.dlpack.from_dlpack), no copy." },
+	  "tensor($self, /, name, core=None)\n--\n\n"
+	  "The feature name (of every core, or of core) as a podfeed.Tensor, a\n"
+	  "DLPack producer: torch.from_dlpack(t) and jax.dlpack.from_dlpack(t)\n"
+	  "take it without a copy." },
 	{ "release", (PyCFunction)batch_release, METH_NOARGS,
-	  "release(): this batch is done.  Its memory goes back to the loader now,\n"
+	  "release($self, /)\n--\n\n"
+	  "This batch is done.  Its memory goes back to the loader now,\n"
 	  "or, when arrays taken from it are still alive, as soon as the last of\n"
 	  "them is gone (they stay valid until then).  No new array can be taken." },
-	{ "__enter__", batch_enter, METH_NOARGS, NULL },
-	{ "__exit__", (PyCFunction)batch_exit, METH_VARARGS, "release()" },
+	{ "__enter__", batch_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nThe batch." },
+	{ "__exit__", (PyCFunction)batch_exit, METH_VARARGS,
+	  "__exit__($self, *exc)\n--\n\nrelease()" },
 	{ NULL, NULL, 0, NULL },
 };
 

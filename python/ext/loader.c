@@ -462,14 +462,36 @@ static PyMethodDef loader_methods[] = {
 	{ "_open", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
 	  "Open the C loader (podfeed.Loader calls this with checked arguments)." },
 	{ "close", (PyCFunction)loader_close, METH_NOARGS,
-	  "close(): stop the loader's threads and free its memory once no batch\n"
-	  "of it is held.  Calling it again does nothing." },
+	  "close($self, /)\n--\n\n"
+	  "Stop the loader's threads; its memory goes once no batch of it is\n"
+	  "held (arrays alive stay valid).  Calling it again does nothing;\n"
+	  "the end of `with podfeed.Loader(...)` calls it." },
 	{ "_save_state", (PyCFunction)loader_save_state, METH_NOARGS,
-	  "The C state blob (bytes)." },
+	  "_save_state($self, /)\n--\n\nThe C state blob (bytes)." },
 	{ "metrics", (PyCFunction)loader_metrics, METH_NOARGS,
-	  "metrics() -> dict: records and steps delivered, bytes read and\n"
-	  "decompressed, time per stage, next() wait, memory, I/O retries and\n"
-	  "faults, corrupt drops (the C pf_loader_metrics)." },
+	  "metrics($self, /)\n--\n\n"
+	  "Where the time and the data went, as a dict (the C pf_loader_metrics):\n"
+	  "  records, steps       delivered to this process so far\n"
+	  "  records_per_epoch, steps_per_epoch\n"
+	  "  remainder_dropped, remainder_wrapped\n"
+	  "                       records dropped to keep every host's steps\n"
+	  "                       equal / repeated to fill the last step\n"
+	  "  bytes_read           bytes read from files (compressed)\n"
+	  "  bytes_decompressed   TFRecord bytes they gave\n"
+	  "  io_requests          reads the I/O engine completed\n"
+	  "  io, decode           {'busy_ns', 'wait_ns'} of the reader and of\n"
+	  "                       the decode threads (decode_threads of them)\n"
+	  "  next_wait_ns         time next() waited for a batch\n"
+	  "  next_hist_log2_us    next() latencies: count per power of 2 in us\n"
+	  "  queue_fill_sum       batches ready, summed over next() calls\n"
+	  "  memory_bytes         the pools allocated from memory_mib\n"
+	  "  io_backend           'uring' or 'pread'; files_direct: O_DIRECT files\n"
+	  "  io_retries, io_faults, io_timeouts, io_short_reads\n"
+	  "                       reads retried, changed by io_faults, timed out,\n"
+	  "                       short\n"
+	  "  corrupt_drops, corrupt_records, holes\n"
+	  "                       on_corrupt='skip': units dropped, the records\n"
+	  "                       they held, rows handed out empty" },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -309,9 +309,8 @@ static PyMethodDef module_methods[] = {
 	{ "_register_errors", register_errors, METH_O,
 	  "Register the exception classes (a dict name -> class)." },
 	{ "parse_spec", parse_spec, METH_VARARGS,
-	  "parse_spec(text) -> [{'name', 'dtype', 'len', 'pad', 'default'}, ...]\n\n"
-	  "Parse a feature spec as the loader does; ConfigError names the byte\n"
-	  "offset in text and what was wrong." },
+	  "parse_spec($module, text, /)\n--\n\n"
+	  "[{'name', 'dtype', 'len', 'pad', 'default'}, ...] (podfeed.parse_spec)." },
 	{ "inspect_state_blob", inspect_state, METH_VARARGS,
 	  "inspect_state_blob(blob) -> dict: what a C state blob holds." },
 	{ "topology", topology, METH_VARARGS,

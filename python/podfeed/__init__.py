@@ -16,12 +16,13 @@ podfeed.torch / podfeed.jax for the framework adapters.
 
 import base64
 import binascii
+import math
 import numbers
 import os
 import sys
 
 from . import _podfeed
-from ._podfeed import Batch, Tensor, parse_spec
+from ._podfeed import Batch, Tensor
 
 __all__ = [
     "Loader", "Batch", "Tensor", "Error", "DataError", "FileError", "ConfigError",
@@ -79,15 +80,17 @@ _podfeed._register_errors({
     "ConfigError": ConfigError, "BatchLimitError": BatchLimitError,
 })
 
-def _spec_has_default():
-    try:
-        parse_spec("x:int32[1]:default=1")
-        return True
-    except ValueError:
-        return False
 
+def parse_spec(text):
+    """parse_spec(text) -> [{'name', 'dtype', 'len', 'pad', 'default'}, ...]
 
-_SPEC_HAS_DEFAULT = _spec_has_default()
+    Parse a feature spec string ('tokens:int32[256],label:int64[1]:pad=-1')
+    as the loader does.  A malformed spec is a ConfigError (a ValueError)
+    naming the byte offset in text and what was wrong."""
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected a feature spec str, not {type(text).__name__}")
+    return _podfeed.parse_spec(text)
+
 
 _DTYPES = {"int32": "int32", "int64": "int64", "float32": "float32", "bytes": "bytes",
            "uint8": "bytes"}
@@ -157,20 +160,15 @@ def _feature_spec(features):
             raise ValueError(f"features: {name}: len must be an int >= 1, not {length!r}")
         text = f"{name}:{dtype}[{int(length)}]"
         opts = dict(opts)
+        if not isinstance(opts.get("required", False), bool):
+            raise TypeError(f"features: {name}.required must be True or False, "
+                            f"not {opts['required']!r}")
         # As tf.train.Example parsing: a feature without a default must be
         # in every record (a misspelled name is an error, not a tensor of
         # padding); required=False without a default means default=pad.
         default = opts.pop("default", None)
         if opts.get("required") is False and default is None:
             default = opts.get("pad") or 0
-        if default is not None and not _SPEC_HAS_DEFAULT:
-            # A library without default=: an absent feature is all padding.
-            if opts.get("pad") is not None and opts["pad"] != default:
-                raise ValueError(f"features: {name}: this podfeed library cannot "
-                                 "have a default other than the pad")
-            opts["pad"], default = default, None
-        elif default is None and not _SPEC_HAS_DEFAULT:
-            opts["required"] = True
         for key in ("pad", "scale", "shift"):
             if opts.get(key) is not None:
                 text += f":{key}={_number(opts[key], f'{name}.{key}')}"
@@ -182,8 +180,6 @@ def _feature_spec(features):
                 raise ValueError(f"features: {name}.clip must be (lo, hi), not {clip!r}")
             text += (f":clip={_number(clip[0], f'{name}.clip')}:"
                      f"{_number(clip[1], f'{name}.clip')}")
-        if opts.get("required") and not _SPEC_HAS_DEFAULT:
-            text += ":required"
         parts.append(text)
     return ",".join(parts)
 
@@ -208,6 +204,24 @@ def _paths(paths):
     return out
 
 
+def _choice(name, value, choices, none_ok=False):
+    """value, one of the str choices (TypeError / ValueError naming name)."""
+    if value is None and none_ok:
+        return None
+    expected = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected {expected}, not {type(value).__name__} {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name}: expected {expected}, not {value!r}")
+    return value
+
+
+def _flag(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected True or False, not {value!r}")
+    return value
+
+
 def _uint(name, value, lo=0, hi=2**32 - 1, none_ok=False):
     if value is None and none_ok:
         return None
@@ -217,6 +231,36 @@ def _uint(name, value, lo=0, hi=2**32 - 1, none_ok=False):
     if not lo <= value <= hi:
         raise ValueError(f"{name}: {value} is out of range [{lo}, {hi}]")
     return value
+
+
+# The C loader's configuration errors name what is wrong in words; the
+# Python argument each comes from, by the start of its message (the tests
+# hold these to the C library's messages).
+_C_MESSAGE_ARGUMENT = (
+    ("feature spec", "features"),
+    ("fault spec", "io_faults"),
+    ("memory budget", "memory_mib"),
+    ("cannot open the quarantine log", "quarantine"),
+    ("the dataset names no files", "paths"),
+)
+
+
+def _named_error(e, paths):
+    """e with the Python argument in front of its message when the C
+    library's message says which (a budget too small becomes a
+    ConfigError); else e itself."""
+    text = str(e)
+    for start, argument in _C_MESSAGE_ARGUMENT:
+        if (e.cause or "").startswith(start):
+            cls = ConfigError if argument == "memory_mib" else type(e)
+            if argument == "paths":
+                text += f" (paths {paths!r})"
+            named = cls(f"{argument}: {text}")
+            for attr in ("errno", "file", "offset", "offset_kind", "frame", "record",
+                         "cause"):
+                setattr(named, attr, getattr(e, attr))
+            return named
+    return e
 
 
 def host_identity(host_index=None, num_hosts=None):
@@ -313,18 +357,35 @@ def plan(per_core_batch, cores, hosts, ref_global_batch=0, ref_steps=0, *,
     steps, examples, and per mode steps_exact / extra_examples or
     steps_per_epoch / dropped_per_epoch, and lr, warmup_steps.
     """
-    args = [_uint(n, v, hi=2**64 - 1) for n, v in (
-        ("per_core_batch", per_core_batch), ("cores", cores), ("hosts", hosts),
-        ("ref_global_batch", ref_global_batch), ("ref_steps", ref_steps),
-        ("records", records), ("epochs", epochs))]
-    if remainder not in ("drop", "wrap"):
-        raise ValueError(f"remainder: expected 'drop' or 'wrap', not {remainder!r}")
+    u64 = 2**64 - 1
+    per_core_batch = _uint("per_core_batch", per_core_batch, lo=1, hi=u64)
+    cores = _uint("cores", cores, lo=1, hi=u64)
+    hosts = _uint("hosts", hosts, lo=1, hi=u64)
+    ref_global_batch = _uint("ref_global_batch", ref_global_batch, hi=u64)
+    ref_steps = _uint("ref_steps", ref_steps, hi=u64)
+    records = _uint("records", records, hi=u64)
+    epochs = _uint("epochs", epochs, hi=u64)
+    ref_warmup_steps = _uint("ref_warmup_steps", ref_warmup_steps, hi=u64)
+    remainder = _choice("remainder", remainder, ("drop", "wrap"))
+    rule = _choice("rule", rule, ("none", "linear", "sqrt"))
     if isinstance(ref_lr, bool) or not isinstance(ref_lr, numbers.Real):
         raise TypeError(f"ref_lr: expected a number, not {ref_lr!r}")
-    if not isinstance(rule, str):
-        raise TypeError(f"rule: expected 'none', 'linear' or 'sqrt', not {rule!r}")
-    return _podfeed.scaling_plan(*args, remainder == "wrap", float(ref_lr), rule,
-                                 _uint("ref_warmup_steps", ref_warmup_steps, hi=2**64 - 1))
+    if not (ref_lr == 0 or (math.isfinite(ref_lr) and ref_lr > 0)):
+        raise ValueError(f"ref_lr: expected a finite number above 0 (or 0: none), "
+                         f"not {ref_lr!r}")
+    if ref_steps and not ref_global_batch:
+        raise ValueError("ref_steps: needs ref_global_batch (the plan keeps "
+                         "ref_steps x ref_global_batch examples)")
+    if ref_steps and (records or epochs):
+        raise ValueError("ref_steps: give ref_steps or records (and epochs), not both")
+    if epochs and not records:
+        raise ValueError("epochs: needs records, the dataset's record count")
+    if rule != "none" and not (ref_lr and ref_global_batch):
+        raise ValueError(f"rule: {rule!r} scales ref_lr by the batch ratio: it needs "
+                         "ref_lr and ref_global_batch")
+    return _podfeed.scaling_plan(per_core_batch, cores, hosts, ref_global_batch, ref_steps,
+                                 records, epochs, remainder == "wrap", float(ref_lr), rule,
+                                 ref_warmup_steps)
 
 
 class Loader(_podfeed.LoaderBase):
@@ -415,48 +476,67 @@ class Loader(_podfeed.LoaderBase):
                  state=None, prefetch=2, max_steps=None, io_depth=None,
                  max_corrupt=None, quarantine=None, verify_records=False,
                  direct_io=False, io_backend=None, io_faults=None):
-        for name, value in (("shuffle", shuffle), ("verify_records", verify_records),
-                            ("direct_io", direct_io)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name}: expected True or False, not {value!r}")
-        if remainder not in ("drop", "wrap"):
-            raise ValueError(f"remainder: expected 'drop' or 'wrap', not {remainder!r}")
-        if on_corrupt not in ("fail", "skip"):
-            raise ValueError(f"on_corrupt: expected 'fail' or 'skip', not {on_corrupt!r}")
-        for name, value in (("quarantine", quarantine), ("io_backend", io_backend),
-                            ("io_faults", io_faults)):
-            if value is not None and not isinstance(value, (str, os.PathLike)):
-                raise TypeError(f"{name}: expected a str or None, not {value!r}")
+        u64 = 2**64 - 1
+        shuffle = _flag("shuffle", shuffle)
+        verify_records = _flag("verify_records", verify_records)
+        direct_io = _flag("direct_io", direct_io)
+        remainder = _choice("remainder", remainder, ("drop", "wrap"))
+        on_corrupt = _choice("on_corrupt", on_corrupt, ("fail", "skip"))
+        io_backend = _choice("io_backend", io_backend, ("uring", "pread"), none_ok=True)
+        if io_faults is not None and not isinstance(io_faults, str):
+            raise TypeError(f"io_faults: expected a fault spec str or None, not {io_faults!r}")
+        if quarantine is not None:
+            if not isinstance(quarantine, (str, os.PathLike)):
+                raise TypeError(f"quarantine: expected a file path or None, not {quarantine!r}")
+            quarantine = os.fsdecode(os.fspath(quarantine))
+        max_corrupt = _uint("max_corrupt", max_corrupt, lo=1, hi=u64, none_ok=True)
+        for name, value in (("quarantine", quarantine), ("max_corrupt", max_corrupt)):
+            if value is not None and on_corrupt != "skip":
+                raise ValueError(f"{name}: only with on_corrupt='skip' (with 'fail' "
+                                 "the first damage ends the run)")
         if isinstance(memory_mib, bool) or not isinstance(memory_mib, numbers.Real):
             raise TypeError(f"memory_mib: expected a number of MiB, not {memory_mib!r}")
         if not 1 <= memory_mib <= 1 << 30:
             raise ValueError(f"memory_mib: {memory_mib} is out of range [1, 2**30]")
+        per_core_batch = _uint("per_core_batch", per_core_batch, lo=1)
+        cores = _uint("cores", cores, lo=1)
+        if per_core_batch * cores > 2**31 - 1:
+            raise ValueError(f"per_core_batch: {per_core_batch} x {cores} cores is "
+                             "over 2**31 - 1 records a step")
+        shuffle_window = _uint("shuffle_window", shuffle_window, lo=1)
+        host_batch = per_core_batch * cores
+        if shuffle and -(-shuffle_window // host_batch) * host_batch > 2**30:
+            raise ValueError(f"shuffle_window: {shuffle_window} records, in whole host "
+                             f"batches of {host_batch}, is over 2**30")
         index, count, self.host_source = host_identity(host_index, num_hosts)
         self._config = dict(
             paths=_paths(paths), features=_feature_spec(features),
-            per_core_batch=_uint("per_core_batch", per_core_batch, lo=1),
-            cores=_uint("cores", cores, lo=1),
+            per_core_batch=per_core_batch, cores=cores,
             host_index=index, num_hosts=count,
-            seed=_uint("seed", seed, hi=2**64 - 1),
+            seed=_uint("seed", seed, hi=u64),
             epochs=_uint("epochs", epochs, lo=1),
-            max_steps=_uint("max_steps", max_steps, lo=1, hi=2**64 - 1, none_ok=True) or 0,
-            shuffle=shuffle,
-            shuffle_window=_uint("shuffle_window", shuffle_window, lo=1),
+            max_steps=_uint("max_steps", max_steps, lo=1, hi=u64, none_ok=True) or 0,
+            shuffle=shuffle, shuffle_window=shuffle_window,
             remainder_wrap=remainder == "wrap",
             threads=_uint("threads", threads, lo=1, hi=4096, none_ok=True) or 0,
             io_depth=_uint("io_depth", io_depth, lo=1, hi=65536, none_ok=True) or 0,
             memory_bytes=int(memory_mib * (1 << 20)),
             prefetch=_uint("prefetch", prefetch, lo=1, hi=1 << 16),
-            on_corrupt_skip=on_corrupt == "skip",
-            max_corrupt=_uint("max_corrupt", max_corrupt, lo=1, hi=2**64 - 1,
-                              none_ok=True) or 0,
-            quarantine=None if quarantine is None else os.fspath(quarantine),
-            verify_records=verify_records, direct_io=direct_io, io_backend=io_backend,
-            io_faults=io_faults)
+            on_corrupt_skip=on_corrupt == "skip", max_corrupt=max_corrupt or 0,
+            quarantine=quarantine, verify_records=verify_records, direct_io=direct_io,
+            io_backend=io_backend, io_faults=io_faults)
         self.host_index, self.num_hosts = index, count
-        self.cores, self.per_core_batch = self._config["cores"], per_core_batch
-        self._open(**self._config,
-                   resume=None if state is None else _state_blobs(state))
+        self.cores, self.per_core_batch = cores, per_core_batch
+        self._reopen(None if state is None else _state_blobs(state))
+
+    def _reopen(self, resume):
+        try:
+            self._open(**self._config, resume=resume)
+        except Error as e:
+            named = _named_error(e, self._config["paths"])
+            if named is e:
+                raise
+            raise named from None
 
     def __enter__(self):
         return self
@@ -492,5 +572,5 @@ class Loader(_podfeed.LoaderBase):
             raise RuntimeError(f"load_state_dict: {self.held} batches of this loader "
                                "are still held; release them first")
         self.close()
-        self._open(**self._config, resume=blobs)
+        self._reopen(blobs)
 

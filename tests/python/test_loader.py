@@ -3,6 +3,7 @@
 # lifetimes, the held-batch limit, errors, argument checks.
 import errno
 import gc
+import inspect
 import shutil
 import zlib
 
@@ -224,35 +225,176 @@ def test_bad_spec_names_the_argument():
     assert isinstance(e.value, ValueError)
 
 
-@pytest.mark.parametrize("kwargs,exc,word", [
+# Every argument of Loader, a wrong type and a wrong value: TypeError or
+# ValueError whose message starts with the argument's name.
+LOADER_BAD = [
     (dict(paths=3), TypeError, "paths"),
+    (dict(paths=["x", 3]), TypeError, "paths"),
     (dict(paths=[]), ValueError, "paths"),
+    (dict(paths=""), ValueError, "paths"),
     (dict(features=5), TypeError, "features"),
+    (dict(features=""), ValueError, "features"),
     (dict(features={}), ValueError, "features"),
-    (dict(features={"x": ("int32", 0)}), ValueError, "len"),
-    (dict(features={"x": "complex64"}), ValueError, "dtype"),
-    (dict(features={"x": {"dtype": "int32", "size": 3}}), ValueError, "size"),
-    (dict(per_core_batch=0), ValueError, "per_core_batch"),
+    (dict(features={3: "int32"}), TypeError, "features"),
+    (dict(features={"a,b": "int32"}), ValueError, "features"),
+    (dict(features={"x": ("int32", 0)}), ValueError, "features"),
+    (dict(features={"x": ("int32", 2, 3)}), ValueError, "features"),
+    (dict(features={"x": "complex64"}), ValueError, "features"),
+    (dict(features={"x": object()}), TypeError, "features"),
+    (dict(features={"x": {"dtype": "int32", "size": 3}}), ValueError, "features"),
+    (dict(features={"x": {"len": 3}}), ValueError, "features"),
+    (dict(features={"x": {"dtype": "int32", "pad": "0"}}), TypeError, "features"),
+    (dict(features={"x": {"dtype": "int32", "clip": 3}}), ValueError, "features"),
+    (dict(features={"x": {"dtype": "int32", "required": "yes"}}), TypeError, "features"),
+    (dict(features="tokens:int33[4]"), ValueError, "features"),
     (dict(per_core_batch=1.5), TypeError, "per_core_batch"),
+    (dict(per_core_batch=0), ValueError, "per_core_batch"),
+    (dict(per_core_batch=2**31), ValueError, "per_core_batch"),
+    (dict(cores="2"), TypeError, "cores"),
     (dict(cores=0), ValueError, "cores"),
+    (dict(host_index="0", num_hosts=2), TypeError, "host_index"),
+    (dict(host_index=2, num_hosts=2), ValueError, "host_index"),
+    (dict(num_hosts=2.0), TypeError, "num_hosts"),
+    (dict(num_hosts=0), ValueError, "num_hosts"),
+    (dict(seed=None), TypeError, "seed"),
     (dict(seed=-1), ValueError, "seed"),
     (dict(epochs="2"), TypeError, "epochs"),
+    (dict(epochs=0), ValueError, "epochs"),
     (dict(shuffle=1), TypeError, "shuffle"),
+    (dict(shuffle_window=1.0), TypeError, "shuffle_window"),
+    (dict(shuffle_window=0), ValueError, "shuffle_window"),
+    (dict(shuffle_window=2**31), ValueError, "shuffle_window"),
+    (dict(remainder=1), TypeError, "remainder"),
     (dict(remainder="keep"), ValueError, "remainder"),
+    (dict(on_corrupt=None), TypeError, "on_corrupt"),
     (dict(on_corrupt="ignore"), ValueError, "on_corrupt"),
+    (dict(memory_mib="512"), TypeError, "memory_mib"),
     (dict(memory_mib=0), ValueError, "memory_mib"),
+    (dict(memory_mib=float("nan")), ValueError, "memory_mib"),
+    (dict(memory_mib=1), ValueError, "memory_mib"),  # the C loader: too small
+    (dict(threads=1.0), TypeError, "threads"),
     (dict(threads=0), ValueError, "threads"),
-    (dict(prefetch=0), ValueError, "prefetch"),
-    (dict(host_index=2, num_hosts=2), ValueError, "host_index"),
-    (dict(num_hosts=0), ValueError, "num_hosts"),
+    (dict(state="abc"), TypeError, "state"),
     (dict(state={"blob": "x"}), ValueError, "state"),
+    (dict(state={"format": "podfeed-state/1", "blob": "@@"}), ValueError, "state"),
     (dict(state=[]), ValueError, "state"),
-])
+    (dict(prefetch=None), TypeError, "prefetch"),
+    (dict(prefetch=0), ValueError, "prefetch"),
+    (dict(max_steps="1"), TypeError, "max_steps"),
+    (dict(max_steps=0), ValueError, "max_steps"),
+    (dict(io_depth=[1]), TypeError, "io_depth"),
+    (dict(io_depth=0), ValueError, "io_depth"),
+    (dict(max_corrupt=1.0, on_corrupt="skip"), TypeError, "max_corrupt"),
+    (dict(max_corrupt=0, on_corrupt="skip"), ValueError, "max_corrupt"),
+    (dict(max_corrupt=5), ValueError, "max_corrupt"),  # without on_corrupt='skip'
+    (dict(quarantine=3, on_corrupt="skip"), TypeError, "quarantine"),
+    (dict(quarantine="q.jsonl"), ValueError, "quarantine"),  # without 'skip'
+    (dict(quarantine="/nonexistent/dir/q.jsonl", on_corrupt="skip"), OSError, "quarantine"),
+    (dict(verify_records="yes"), TypeError, "verify_records"),
+    (dict(direct_io=0), TypeError, "direct_io"),
+    (dict(io_backend=1), TypeError, "io_backend"),
+    (dict(io_backend="aio"), ValueError, "io_backend"),
+    (dict(io_faults=5), TypeError, "io_faults"),
+    (dict(io_faults="what=3"), ValueError, "io_faults"),
+]
+
+
+def test_every_loader_argument_is_in_the_list():
+    checked = {word for _, _, word in LOADER_BAD}
+    params = set(inspect.signature(podfeed.Loader).parameters)
+    assert params == checked
+
+
+@pytest.mark.parametrize("kwargs,exc,word", LOADER_BAD)
 def test_arguments_are_checked(data, kwargs, exc, word):
     args = dict(paths=data / "indexed", features=TOKENS, per_core_batch=8)
     args.update(kwargs)
-    with pytest.raises(exc, match=word):
+    with pytest.raises(exc) as e:
         podfeed.Loader(**args)
+    assert str(e.value).startswith(word + ":"), str(e.value)
+
+
+def test_an_empty_directory_names_the_paths(tmp_path):
+    with pytest.raises(podfeed.FileError) as e:
+        podfeed.Loader(tmp_path, TOKENS, 8)
+    assert str(e.value).startswith("paths:") and str(tmp_path) in str(e.value)
+
+
+def test_a_named_c_error_keeps_its_fields(data):
+    # features/io_faults/memory_mib are named from the C message; the
+    # exception keeps the class and fields the C error gave.
+    with pytest.raises(podfeed.ConfigError) as e:
+        podfeed.Loader(data / "indexed", "tokens:int32[4]x", 8)
+    assert e.value.errno == errno.EINVAL and e.value.cause.startswith("feature spec")
+    with pytest.raises(podfeed.ConfigError) as e:
+        podfeed.Loader(data / "indexed", TOKENS, 8, memory_mib=1)
+    assert e.value.errno == errno.ENOMEM and "MiB" in e.value.cause
+
+
+PLAN_BAD = [
+    (dict(per_core_batch="8"), TypeError, "per_core_batch"),
+    (dict(per_core_batch=0), ValueError, "per_core_batch"),
+    (dict(cores=0), ValueError, "cores"),
+    (dict(hosts=-1), ValueError, "hosts"),
+    (dict(ref_global_batch=1.0), TypeError, "ref_global_batch"),
+    (dict(ref_steps=10), ValueError, "ref_steps"),
+    (dict(ref_steps=10, ref_global_batch=64, records=100), ValueError, "ref_steps"),
+    (dict(records=-5), ValueError, "records"),
+    (dict(epochs=2), ValueError, "epochs"),
+    (dict(remainder="keep"), ValueError, "remainder"),
+    (dict(ref_lr="0.1"), TypeError, "ref_lr"),
+    (dict(ref_lr=-1.0), ValueError, "ref_lr"),
+    (dict(ref_lr=float("inf")), ValueError, "ref_lr"),
+    (dict(rule=None), TypeError, "rule"),
+    (dict(rule="cubic"), ValueError, "rule"),
+    (dict(rule="linear"), ValueError, "rule"),
+    (dict(ref_warmup_steps=-1), ValueError, "ref_warmup_steps"),
+]
+
+
+def test_every_plan_argument_is_in_the_list():
+    assert set(inspect.signature(podfeed.plan).parameters) == {w for *_, w in PLAN_BAD}
+
+
+@pytest.mark.parametrize("kwargs,exc,word", PLAN_BAD)
+def test_plan_arguments_are_checked(kwargs, exc, word):
+    args = dict(per_core_batch=8, cores=2, hosts=1)
+    args.update(kwargs)
+    with pytest.raises(exc) as e:
+        podfeed.plan(**args)
+    assert str(e.value).startswith(word + ":"), str(e.value)
+
+
+def test_other_arguments_are_checked(data):
+    for call, exc, word in [
+        (lambda: podfeed.parse_spec(3), TypeError, "text"),
+        (lambda: podfeed.inspect_state("x"), TypeError, "state"),
+        (lambda: podfeed.host_identity("1"), TypeError, "host_index"),
+        (lambda: podfeed.host_identity(0, 0), ValueError, "num_hosts"),
+    ]:
+        with pytest.raises(exc) as e:
+            call()
+        assert str(e.value).startswith(word + ":"), str(e.value)
+    with podfeed.Loader(data / "indexed", TOKENS, 8, cores=2) as loader:
+        b = next(loader)
+        for call, exc, word in [
+            (lambda: b.core("0"), TypeError, "core"),
+            (lambda: b.core(True), TypeError, "core"),
+            (lambda: b.core(2), IndexError, "core"),
+            (lambda: b.tensor(3), TypeError, "name"),
+            (lambda: b.tensor("tokens", core=1.0), TypeError, "core"),
+            (lambda: b.tensor("tokens", core=-1), IndexError, "core"),
+            (lambda: b.tensor("tokens").__dlpack__(stream=1), BufferError, "stream"),
+            (lambda: b.tensor("tokens").__dlpack__(copy=True), BufferError, "copy"),
+            (lambda: b.tensor("tokens").__dlpack__(dl_device=(2, 0)), BufferError,
+             "dl_device"),
+        ]:
+            with pytest.raises(exc) as e:
+                call()
+            assert str(e.value).startswith(word), str(e.value)
+        with pytest.raises(KeyError, match="tokenz"):
+            b["tokenz"]
+        b.release()
 
 
 def test_gc_of_running_loader(data):
