@@ -485,7 +485,7 @@ static PyMethodDef loader_methods[] = {
 	  "  next_hist_log2_us    next() latencies: count per power of 2 in us\n"
 	  "  queue_fill_sum       batches ready, summed over next() calls\n"
 	  "  memory_bytes         the pools allocated from memory_mib\n"
-	  "  io_backend           'uring' or 'pread'; files_direct: O_DIRECT files\n"
+	  "  io_backend           'io_uring' or 'pread'; files_direct: O_DIRECT files\n"
 	  "  io_retries, io_faults, io_timeouts, io_short_reads\n"
 	  "                       reads retried, changed by io_faults, timed out,\n"
 	  "                       short\n"

@@ -270,9 +270,12 @@ def host_identity(host_index=None, num_hosts=None):
     jax.process_index()/process_count() when jax is already imported;
     torch.distributed's rank and world size when it is initialised; else
     the C library's reading of the environment (Open MPI / PMI ranks,
-    TPU_WORKER_ID, torchrun's RANK/WORLD_SIZE; see host/pf_host.h).  More
-    than one host with no way to know this one is a ValueError, never a
-    silent host 0.
+    TPU_WORKER_ID, torchrun's RANK/WORLD_SIZE; see host/pf_host.h).  With
+    num_hosts alone, the index comes from a source that says that many
+    hosts.  More than one host with no way to know this one is a
+    ValueError, never a silent host 0.  source is 'arguments', 'jax',
+    'torch.distributed', or the environment's: 'mpi', 'tpu', 'torch',
+    'single' (nothing set: one host).
     """
     host_index = _uint("host_index", host_index, none_ok=True)
     num_hosts = _uint("num_hosts", num_hosts, lo=1, none_ok=True)
@@ -288,26 +291,32 @@ def host_identity(host_index=None, num_hosts=None):
         dist = sys.modules.get("torch.distributed")
         if dist is not None and dist.is_available() and dist.is_initialized():
             found = (dist.get_rank(), dist.get_world_size(), "torch.distributed")
-    if found is not None:
-        index = host_index if host_index is not None else found[0]
-        count = num_hosts if num_hosts is not None else found[1]
-        if index >= count:
-            raise ValueError(f"host_index: {index} is not below num_hosts {count} "
-                             f"(from {found[2]})")
-        return index, count, found[2]
-    unknown = (f"host_index: num_hosts is {num_hosts} but nothing says which host "
-               "this is (no host_index, jax, torch.distributed, MPI, TPU or RANK); "
-               f"give host_index 0..{(num_hosts or 1) - 1}")
-    try:
-        index, count, source, _ = _podfeed.topology(
-            -1 if host_index is None else host_index, -1 if num_hosts is None else num_hosts)
-    except ConfigError as e:
-        if host_index is None and num_hosts is not None and num_hosts > 1:
-            raise ValueError(unknown) from e
-        raise
-    if host_index is None and count > 1 and source == "flags":
-        raise ValueError(unknown)
-    return index, count, source
+    if found is None:
+        # The C library's reading of the environment (a malformed
+        # variable is a ConfigError naming it).
+        found = _podfeed.topology(-1, -1)[:3]
+    found_index, found_count, source = found
+    if host_index is None and num_hosts is None:
+        return found_index, found_count, source
+    # One argument given: it wins, the other comes from what was found.
+    if host_index is None:
+        if num_hosts == 1:
+            return 0, 1, "arguments"
+        if found_count != num_hosts:
+            what = ("nothing says which host this is (no host_index, jax, "
+                    "torch.distributed, MPI, TPU or RANK)" if source == "single"
+                    else f"{source} says {found_count} hosts")
+            raise ValueError(f"host_index: num_hosts is {num_hosts} but {what}; give "
+                             f"host_index 0..{num_hosts - 1}")
+        return found_index, num_hosts, source
+    if source == "single":
+        raise ValueError(f"num_hosts: host_index is {host_index} but nothing gives the "
+                         "host count (no num_hosts, jax, torch.distributed, MPI, TPU or "
+                         "WORLD_SIZE); give num_hosts")
+    if host_index >= found_count:
+        raise ValueError(f"host_index: {host_index} is not below the {found_count} hosts "
+                         f"{source} says")
+    return host_index, found_count, source
 
 
 def _state_blobs(state):
@@ -405,69 +414,104 @@ class Loader(_podfeed.LoaderBase):
             for batch in loader:
                 x = batch["tokens"]          # int32 [8, 32, 256], no copy
                 train_step(x, batch["label"])
+            state = loader.state_dict()      # JSON-able: resume with state=
 
-    Arguments (each checked: TypeError or ValueError naming it):
+    Arguments (each checked: a TypeError or ValueError whose message starts
+    with the argument's name):
       paths           a file, a directory (its files, sorted), a glob
                       ('data/*.zst'), or a list of them; str or PathLike.
                       Plain TFRecord, GZIP/ZLIB TFRecord, zstd streams and
-                      podfeed's indexed shards, found from the bytes.
+                      podfeed's indexed shards, told apart by their bytes;
+                      a directory with a podfeed.manifest is planned from it.
       features        which tf.train.Example features, as dense tensors:
-                      the C spec string 'name:dtype[len][:pad=V]...,...'
-                      (loader/podfeed.h), or a dict name -> 'int32' (len 1)
-                      | ('int32', 256) | {'dtype': 'int32', 'len': 256,
-                      'pad': 0, 'default': 0, 'scale': 1.0, 'shift': 0.0,
-                      'clip': (lo, hi)}.  dtypes: int32, int64, float32,
-                      bytes (uint8 arrays of len bytes).  As with
+                      the spec string 'name:dtype[len][:pad=V]...,...'
+                      (podfeed.parse_spec() checks one), or a dict name ->
+                      'int32' (len 1) | ('int32', 256) | {'dtype': 'int32',
+                      'len': 256, 'pad': 0, 'default': 0, 'scale': 1.0,
+                      'shift': 0.0, 'clip': (lo, hi)}.  dtypes: int32,
+                      int64, float32, bytes (uint8 arrays of len bytes).
+                      pad fills a row shorter than len.  As with
                       tf.io.FixedLenFeature, a feature without a default
                       must be in every record (else a DataError naming it,
                       the file and the record); with 'default' (or
                       'required': False, default = pad) it is optional.
+                      float32 values become value * scale + shift, then
+                      are clipped to clip.
       per_core_batch  records per core per step (>= 1).
-      cores           this host's accelerator cores (>= 1).
+      cores           this host's accelerator cores (>= 1): the arrays'
+                      first axis.
       host_index, num_hosts
                       which host of the pod this is.  Explicit values win;
                       else jax (if imported), torch.distributed (if
                       initialised), else the environment (MPI, TPU,
                       torchrun); see podfeed.host_identity().  Each host
                       reads ~1/num_hosts of the data and every host yields
-                      the same number of steps.
+                      the same number of steps.  num_hosts > 1 with
+                      nothing saying which host this is: a ValueError.
       seed            the order is a pure function of (data, seed, epoch,
                       topology): the same on every run and thread count.
-      epochs          passes over the data.
-      shuffle         permute frames and shuffle records in a window.
-      shuffle_window  records per shuffle block (rounded up to whole host
-                      batches).
+      epochs          passes over the data (a resumed run goes on to the
+                      same count).
+      shuffle         permute the frames and shuffle records in a window;
+                      False: the files' order.
+      shuffle_window  records per shuffle block, rounded up to whole host
+                      batches (at most 2**30).
       remainder       'drop' the records past the last whole global batch
                       of an epoch, or 'wrap' to fill the last step from the
                       start of the host's share.
       on_corrupt      'fail': the first damaged byte ends iteration with a
                       DataError naming file, offset, frame, record; 'skip':
                       drop the damage and go on (holes show in batch.valid).
-      memory_mib      memory budget of all the loader's pools, MiB.
+      memory_mib      memory budget of all the loader's pools, MiB; too
+                      small for the batches and reads: a ConfigError that
+                      says what it needs.
       threads         decode threads (None: one per CPU).
       state           a state_dict() to resume from (or the list of every
-                      old host's, to resume with another host count).
+                      old host's, to resume with another host count or
+                      host batch).
       prefetch        batches made ahead; at most prefetch + 1 batches may
                       be held at once (a held batch counts until it is
                       released and its arrays are gone).
-      max_steps       stop after this many steps of this run.
-      io_depth, max_corrupt, quarantine, verify_records, direct_io,
-      io_backend, io_faults
-                      as in the C pf_loader_config (io_faults injects read
-                      faults and delays, io/pf_io.h: e.g. 'delay=1s:0.5').
+      max_steps       stop after this many steps of this run (None: after
+                      the last epoch).
+      io_depth        reads in flight (None: 32).
+      max_corrupt     on_corrupt='skip': damaged units allowed; one more
+                      ends iteration with a DataError (None: no limit).
+      quarantine      on_corrupt='skip': a file to append a JSON line to
+                      per unit dropped (file, offset, unit, records, cause).
+      verify_records  also check each record's CRC inside frames already
+                      checked by their CRC32C and zstd checksum (streams:
+                      always checked).
+      direct_io       read aligned indexed shards with O_DIRECT (past the
+                      page cache).
+      io_backend      'uring' or 'pread' (None: $PODFEED_IO, else io_uring,
+                      falling back to pread where it is refused).
+      io_faults       inject read faults and delays, for tests: e.g.
+                      'eio@7,short:0.05,delay=200ms:0.1,seed=42' (kinds
+                      eio, short, enoent, hang, delay=D; '@N' the Nth
+                      request, ':F' a fraction of reads).
 
-    Iterating yields podfeed.Batch objects and ends after the last epoch.
-    next() runs without the GIL and Ctrl-C interrupts it (the batch on its
-    way is not lost).  Errors of the engine are podfeed.Error subclasses
-    with .file, .offset, .frame, .record, .cause.  Use the loader from one
-    thread, in the process that made it (a forked child gets a clear
+    Iterating yields podfeed.Batch objects (help(podfeed.Batch)) and ends
+    after the last epoch.  next() runs without the GIL and Ctrl-C
+    interrupts it within ~20 ms (the batch on its way is not lost).  More
+    batches held than prefetch allows: a BatchLimitError, the loader
+    unchanged.  Errors of the engine are podfeed.Error subclasses
+    (DataError, FileError, ConfigError) with .file, .offset, .frame,
+    .record, .cause.  Use the loader from one thread, in the process that
+    made it (a forked child, e.g. a torch DataLoader worker, gets a clear
     RuntimeError: make the loader there instead).  close() (or the end of
     `with`) stops the threads; the memory goes once no batch is held.
+    Garbage collection of an open loader closes it.
 
     Checkpoints: state_dict() is a small JSON-able dict; Loader(...,
-    state=s) or load_state_dict(s) resumes exactly where it was taken.
-    metrics() says where the time went; steps_per_epoch how many steps an
-    epoch has.
+    state=s) or load_state_dict(s) resumes exactly where it was taken,
+    also with another host count given every old host's state.
+
+    Attributes: host_index, num_hosts and host_source (where they came
+    from, as podfeed.host_identity() says), cores, per_core_batch,
+    steps_per_epoch, spec (the canonical spec string), features (names),
+    prefetch, held (batches held now), closed.  metrics() says where the
+    time went.
     """
 
     def __init__(self, paths, features, per_core_batch, cores=1, host_index=None,

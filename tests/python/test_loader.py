@@ -4,6 +4,8 @@
 import errno
 import gc
 import inspect
+import pydoc
+import re
 import shutil
 import zlib
 
@@ -154,7 +156,15 @@ def test_batch_attributes(data):
     assert batches[steps][:5] == (1, 0, steps, True, False)
     assert all(n == 20 and v and shape == (2, 10) for *_, n, v, shape in batches)
     assert m["records"] == 2 * 2000 and m["steps"] == 2 * steps
-    assert m["steps_per_epoch"] == steps and m["bytes_read"] > 0
+    assert m["steps_per_epoch"] == steps and m["records_per_epoch"] == 2000
+    assert m["remainder_dropped"] == 0 and m["holes"] == m["corrupt_drops"] == 0
+    # zstd shards: more bytes out than in; one read per frame, each epoch
+    assert 0 < m["bytes_read"] < m["bytes_decompressed"] and m["io_requests"] > 0
+    assert sum(m["next_hist_log2_us"]) >= m["steps"] and m["memory_bytes"] > 0
+    assert m["io_backend"] in ("io_uring", "pread") and set(m["io"]) == {"busy_ns",
+                                                                         "wait_ns"}
+    for key in m:  # each key is in metrics()'s docstring
+        assert key in podfeed.Loader.metrics.__doc__, key
 
 
 def test_features_as_dict_and_spec_text(data):
@@ -413,7 +423,29 @@ def test_gc_of_running_loader(data):
 
 def test_help_reads_as_a_manual():
     doc = podfeed.Loader.__doc__
-    for word in ("paths", "features", "per_core_batch", "host_index", "state_dict",
-                 "on_corrupt", "Ctrl-C", "prefetch"):
+    args = doc[doc.index("Arguments"):doc.index("Iterating yields")]
+    described = set()
+    for line in args.splitlines():
+        # "      name  what it is", or "      a, b" described on the next lines
+        m = re.match(r"      (\w+(?:, \w+)*)(?:  |$)", line)
+        if m:
+            described |= set(m.group(1).split(", "))
+    assert described == set(inspect.signature(podfeed.Loader).parameters)
+    for word in ("state_dict", "Ctrl-C", "BatchLimitError", "DataError", "fork",
+                 "metrics()", "Attributes"):
         assert word in doc
+    # every public method and attribute says what it is
+    loader_attrs = {"host_index", "num_hosts", "host_source", "cores", "per_core_batch"}
+    for cls in (podfeed.Loader, podfeed.Batch, podfeed.Tensor):
+        for name in dir(cls):
+            if name.startswith("_") or name in loader_attrs:
+                continue
+            assert getattr(cls, name).__doc__, f"{cls.__name__}.{name}"
+    assert all(a in doc for a in loader_attrs)
     assert "release" in podfeed.Batch.__doc__ and "DLPack" in podfeed.Tensor.__doc__
+    for fn in (podfeed.plan, podfeed.inspect_state, podfeed.host_identity,
+               podfeed.parse_spec):
+        assert len(fn.__doc__) > 200, fn.__name__
+    text = pydoc.render_doc(podfeed.Loader, renderer=pydoc.plaintext)
+    assert "per_core_batch, cores=1, host_index=None" in text  # the signature
+    assert "next_wait_ns" in text  # metrics() lists what it returns

@@ -89,10 +89,16 @@ def test_inspect_state_and_damage(data):
         podfeed.inspect_state(bad)
 
 
-def test_host_identity():
+def test_host_identity(data):
     assert podfeed.host_identity(2, 4) == (2, 4, "arguments")
-    with pytest.raises(ValueError, match="host_index"):
+    assert podfeed.host_identity() == (0, 1, "single")
+    assert podfeed.host_identity(None, 1) == (0, 1, "arguments")
+    with pytest.raises(ValueError, match="^host_index: num_hosts is 4 but nothing says"):
         podfeed.host_identity(None, 4)
+    with pytest.raises(ValueError, match="^num_hosts: host_index is 1 but nothing gives"):
+        podfeed.host_identity(1)
+    with pytest.raises(ValueError, match="^host_index"):  # the loader: the same
+        podfeed.Loader(data / "indexed", TOKENS, 8, num_hosts=4)
 
 
 def test_host_identity_from_torch_distributed(monkeypatch):
@@ -106,12 +112,25 @@ def test_host_identity_from_torch_distributed(monkeypatch):
     jax = types.SimpleNamespace(process_index=lambda: 1, process_count=lambda: 2)
     monkeypatch.setitem(sys.modules, "jax", jax)
     assert podfeed.host_identity() == (1, 2, "jax")
+    # a single-process jax says nothing about four hosts: never a silent host 0
+    jax = types.SimpleNamespace(process_index=lambda: 0, process_count=lambda: 1)
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    with pytest.raises(ValueError, match="^host_index: num_hosts is 4 but jax says 1"):
+        podfeed.host_identity(None, 4)
 
 
 def test_host_identity_from_the_environment(monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
     assert podfeed.host_identity() == (1, 3, "torch")
+    # an argument wins over the environment; the other comes from it
+    assert podfeed.host_identity(0) == (0, 3, "torch")
+    assert podfeed.host_identity(None, 3) == (1, 3, "torch")
+    with pytest.raises(ValueError, match="^host_index: 3 is not below the 3 hosts torch"):
+        podfeed.host_identity(3)
+    # another host count than the environment's leaves this host unknown
+    with pytest.raises(ValueError, match="^host_index: num_hosts is 4 but torch says 3"):
+        podfeed.host_identity(None, 4)
     monkeypatch.setenv("RANK", "x")
     with pytest.raises(ValueError, match="RANK"):
         podfeed.host_identity()
