@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The decode workers: a chunk the I/O thread read (a frame of an indexed
- * shard: CRC32C, zstd, TFRecord framing) or a sub-segment of a stream
- * file (through pf_source, its blocks pulled from the I/O thread) into
- * records, each handed to placement; in skip mode a frame that cannot be
- * read or decoded is lost whole, its places holes.  Not here: where a
- * record goes (placement.c), what is read when (schedule.c), the reads
- * themselves (io_thread.c). */
+/* The decode workers and their queue: a chunk the I/O thread read (a
+ * frame of an indexed shard: CRC32C, zstd, TFRecord framing) or a
+ * sub-segment of a stream file (through its pf_source, fed the blocks the
+ * I/O thread read) into records, each handed to placement; in skip mode
+ * a frame that cannot be read or decoded is lost whole, its places holes.
+ * A worker never waits for a read: a sub-segment whose next block is not
+ * in yet is parked on its stream (streams.c) and the worker takes other
+ * work.  Not here: where a record goes (placement.c), what is read when
+ * (schedule.c), the reads themselves (io_thread.c, streams.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -213,8 +215,12 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	return ret;
 }
 
-/* A stream sub-segment: continue reading the file where the previous
- * sub-segment stopped (the first one opens it and skips to seg.first). */
+/* A stream sub-segment: continue the file's records where the previous
+ * sub-segment stopped (the first one opens the stream's source and skips
+ * to seg.first), feeding the source the blocks the I/O thread read.
+ * @return 0 when the sub-segment is decoded, 1 when it waits for the
+ * stream's next block (the caller parks it: taken again, it goes on from
+ * where it stopped), or <0 with err. */
 static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
@@ -224,20 +230,24 @@ static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	int ret = 0;
 
 	if (!ss->src) {
-		/* Pull mode: the I/O thread reads the file (and counts the
+		/* Push mode: the I/O thread reads the file (and counts the
 		 * reads to its mount), the source only decodes. */
 		pf_source_config scfg = { .max_record_size = l->cfg.max_record_size,
-					  .ignore_index = true,
-					  .on_corrupt = l->cfg.on_corrupt,
-					  .pull = pf_stream_pull, .pull_ctx = ss,
-					  .file_size = ss->size };
+					  .on_corrupt = l->cfg.on_corrupt };
 
-		ret = pf_source_open(&ss->src, l->ds->paths[u->file], &scfg, err);
+		ret = pf_source_open_push(&ss->src, l->ds->paths[u->file], &scfg, ss->size,
+					  err);
 		if (ret < 0)
 			return ret;
 	}
 	while (ret == 0) {
 		ret = pf_source_next(ss->src, &rec, err);
+		if (ret == PF_SOURCE_HUNGRY) {
+			ret = pf_stream_feed(l, ss, err);
+			if (ret == 1)
+				return 1;
+			continue;
+		}
 		if (ret == 0)
 			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 					   "file ends before record %llu; it held %llu "
@@ -309,7 +319,7 @@ void *pf_loader_worker_main(void *arg)
 
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		uint64_t t0 = now_ns(), t1, waited;
+		uint64_t t0 = now_ns(), t1;
 		pf_error err;
 		chunk *c = NULL;
 		int ret;
@@ -320,9 +330,6 @@ void *pf_loader_worker_main(void *arg)
 			break;
 		t1 = now_ns();
 		l->m.decode.wait_ns += t1 - t0;
-		/* A stream's time waiting for its blocks is counted as
-		 * waiting (pf_stream_pull()), not as work. */
-		waited = c->ss ? c->ss->wait_ns : 0;
 		pthread_mutex_unlock(&l->mu);
 
 		pf_error_clear(&err);
@@ -330,13 +337,19 @@ void *pf_loader_worker_main(void *arg)
 		if (ret < 0) {
 			pf_error_set_file(&err, l->ds->paths[l->ds->units[c->seg.unit].file]);
 		} else {
+			/* A parked sub-segment's rows too: a slot it filled
+			 * must not wait for its next block. */
 			pf_place_flush(l, w);
-			pf_place_done(l, c->g0, c->pos, c->seg.count, c->w);
+			if (ret == 0)
+				pf_place_done(l, c->g0, c->pos, c->seg.count, c->w);
 		}
 
 		pthread_mutex_lock(&l->mu);
-		waited = c->ss ? c->ss->wait_ns - waited : 0;
-		l->m.decode.busy_ns += now_ns() - t1 - waited;
+		l->m.decode.busy_ns += now_ns() - t1;
+		if (ret == 1) {
+			pf_stream_park(l, c->ss, c);	/* no longer this worker's */
+			continue;
+		}
 		if (c->cbuf >= 0) {
 			l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;
 			l->free_cbuf[l->nfree_cbuf++] = c->cbuf;

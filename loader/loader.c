@@ -30,7 +30,6 @@ static void wake_all(pf_loader *l)
 	pthread_cond_broadcast(&l->cv_block);
 	pthread_cond_broadcast(&l->cv_batch);
 	pthread_cond_broadcast(&l->cv_ready);
-	pthread_cond_broadcast(&l->cv_stream);
 }
 
 /* Wake the I/O thread if it sleeps, whatever it waits for.  Call with mu
@@ -101,7 +100,6 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	pthread_cond_init(&l->cv_batch, NULL);
 	pthread_cond_init(&l->cv_ready, NULL);
 	pthread_cond_init(&l->cv_init, NULL);
-	pthread_cond_init(&l->cv_stream, NULL);
 
 	l->topo.host_index = cfg->host_index;
 	l->topo.num_hosts = cfg->num_hosts ? cfg->num_hosts : 1;
@@ -505,6 +503,5 @@ void pf_loader_free(pf_loader *l)
 	pthread_cond_destroy(&l->cv_batch);
 	pthread_cond_destroy(&l->cv_ready);
 	pthread_cond_destroy(&l->cv_init);
-	pthread_cond_destroy(&l->cv_stream);
 	pf_free(l);
 }

@@ -79,6 +79,18 @@ int pf_shard_tail_read(int fd, const char *path, uint64_t size, pf_region_table 
 		       size_t mount, uint8_t **tail, size_t *tail_cap, pf_shard_index **ix,
 		       pf_error *err);
 
+/* Push mode (the loader's stream files, read by its I/O thread): a stream
+ * file the source neither opens nor reads (its size is file_size); the
+ * caller pushes its pieces in file order, cut as pull mode's are
+ * (podfeed.h).  pf_source_next() returns PF_SOURCE_HUNGRY when it is done
+ * with the piece pushed last (the caller may reuse that memory) and needs
+ * the next: push it with pf_source_push() (len 0: the file has ended) and
+ * call again.  A piece stays the source's until then. */
+#define PF_SOURCE_HUNGRY 2
+int pf_source_open_push(pf_source **out, const char *path, const pf_source_config *cfg,
+			uint64_t file_size, pf_error *err);
+void pf_source_push(pf_source *s, const uint8_t *piece, size_t len);
+
 /* manifest_open.c: a dataset from its manifest. */
 /*! Fill an empty ds from the manifest at path, read with one request
  *  (counted to its mount in scfg->regions).  @return 0, or -errno with

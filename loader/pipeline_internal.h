@@ -22,14 +22,19 @@
  *                  deadlock).  It reads frames of indexed shards through
  *                  pf_io; blocks wholly in the remainder are not read.
  *                  Stream files are read through pf_io too, in blocks of
- *                  PF_READ_DEFAULT bytes, a few ahead of their decoding.
+ *                  PF_READ_DEFAULT bytes, a few ahead of their decoding,
+ *                  each block pushed to its stream when it is in.
  *   decode workers take completed reads: frame CRC, zstd, TFRecord
  *                  framing, decode and preprocessing of each record into
  *                  its row of its slot; a slot is ready when all its rows
  *                  are written.  Stream files (no index) are cut into
  *                  sub-segments that workers decode in order, one at a
- *                  time per file, taking the file's blocks in order as
- *                  the I/O thread reads them (pf_source in pull mode).
+ *                  time per file, feeding the file's blocks in order to
+ *                  its pf_source (push mode).  A sub-segment whose next
+ *                  block is not in yet is parked on its stream, and the
+ *                  I/O thread queues it again with the block: workers
+ *                  never wait for a read, and data flows one way, from
+ *                  the I/O thread to the workers.
  *   consumer       pf_loader_next() hands out slots in step order.
  *
  * Every buffer comes from pools sized at creation from the memory
@@ -54,10 +59,15 @@
  *   io_thread.c  the I/O thread: its engine and files (pf_loader_io_main()),
  *                reads in flight (pf_reads_submit(); pf_reads_reap(),
  *                which hands them to pf_decode_queue(); pf_reads_wait(),
- *                which the schedule waits in), and the blocks of the
- *                stream files being decoded (read ahead there, handed to
- *                their worker by pf_stream_pull(), released by
- *                pf_stream_finish()).
+ *                which the schedule waits in and which submits the
+ *                stream files' next blocks: which ones is streams.c's).
+ *   streams.c    the blocks of the stream files being decoded: which to
+ *                read next (pf_stream_pump(), for pf_reads_wait()), each
+ *                pushed to its stream when read (pf_stream_read_done(),
+ *                from pf_reads_reap()); the worker's side: a block fed to
+ *                the stream's source (pf_stream_feed()), a sub-segment
+ *                parked for the next (pf_stream_park()), the stream done
+ *                (pf_stream_finish()).
  *   schedule.c   what the I/O thread reads, in which order
  *                (pf_schedule_run()): epochs, pieces, segments; shuffle
  *                blocks opened with their permutation and batch slots;
@@ -117,10 +127,10 @@ typedef struct sblock {
 } sblock;
 
 /* A read buffer of a stream file: block `block` of it (file bytes from
- * block x PF_READ_DEFAULT on), read by the I/O thread and handed to the
- * worker decoding the stream.  FREE -> READING (submitted) -> READY (read,
- * or failed) -> HELD (the record stream is using it) -> FREE (the worker
- * asked for the next block, or the stream was finished). */
+ * block x PF_READ_DEFAULT on), read by the I/O thread and pushed to the
+ * stream.  FREE -> READING (submitted) -> READY (read, or failed) -> HELD
+ * (fed to the stream's source) -> FREE (the source is done with it, or
+ * the stream was finished). */
 typedef enum sbuf_state { SBUF_FREE = 0, SBUF_READING, SBUF_READY, SBUF_HELD } sbuf_state;
 
 typedef struct stream_buf {
@@ -135,7 +145,7 @@ typedef struct stream_buf {
 
 /* The reading state of one stream segment, shared by its sub-segments.
  * Its reads (under l->mu): blocks [0, nblocks) of the file, submitted in
- * order into buf[] (next_read), taken in order by the worker (next_pull). */
+ * order into buf[] (next_read), fed in order to the source (next_feed). */
 typedef struct stream_state {
 	struct stream_state *next;	/* free list, or the active list */
 	pf_loader *l;
@@ -144,12 +154,13 @@ typedef struct stream_state {
 	bool busy;			/* a worker is decoding from it */
 	uint32_t slot;			/* the file in the I/O engine */
 	uint64_t size, nblocks;
-	uint64_t next_read, next_pull;
-	uint64_t end_block;		/* pull says "end of file" here */
+	uint64_t next_read, next_feed;
+	uint64_t end_block;		/* the source is fed "end of file" here */
 	unsigned reading;		/* reads in flight */
 	bool finished;			/* its last sub-segment is done: no more reads */
-	stream_buf *held;		/* the block the record stream is using */
-	uint64_t wait_ns;		/* its worker's time waiting for blocks */
+	stream_buf *held;		/* the block fed to the source last */
+	struct chunk *parked;		/* its sub-segment, waiting for block
+					   next_feed */
 	stream_buf buf[PF_STREAM_BUFS];
 } stream_state;
 
@@ -241,7 +252,6 @@ struct pf_loader {
 	pthread_cond_t cv_batch;	/* a batch slot became free */
 	pthread_cond_t cv_ready;	/* a slot filled, or the end */
 	pthread_cond_t cv_init;		/* the I/O thread finished starting */
-	pthread_cond_t cv_stream;	/* a stream block was read */
 	/* The condition variable the I/O thread sleeps on (pf_reads_wait()),
 	 * or NULL while it runs: what a stream's worker does (a buffer given
 	 * back, a stream finished) must wake it whatever it waits for, since
@@ -363,9 +373,25 @@ int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min);
 /* Submit req, reaping while the engine is full.  @return pf_io_submit()'s
  * (0), or the engine's error. */
 int pf_reads_submit(pf_loader *l, pf_io *io, pf_io_req *req);
-/* pf_source's pull callback for a stream being decoded (ctx: its
- * stream_state): its next block, waiting for the I/O thread to read it. */
-int pf_stream_pull(void *ctx, const uint8_t **buf, size_t *len, pf_error *err);
+
+/* streams.c */
+/* The reads the active streams want now, marked READING, as a list (by
+ * submit_next) for the I/O thread to submit after unlocking.  Call with
+ * l->mu held.  @return the list, or NULL. */
+stream_buf *pf_stream_pump(pf_loader *l, const pf_io *io);
+/* The stream buffer a read is for (its req.user), or NULL for a frame's
+ * chunk. */
+stream_buf *pf_stream_buf_of(const pf_loader *l, void *user);
+/* A stream block's read is in: pushed to its stream, the sub-segment
+ * parked for it queued again.  Call with l->mu held. */
+void pf_stream_read_done(pf_loader *l, pf_io *io, stream_buf *sb);
+/* Feed the stream's next block to its source, the one before going back
+ * to the I/O thread.  @return 0 when fed, 1 when it is not read yet, or
+ * <0 with err (a failed read). */
+int pf_stream_feed(pf_loader *l, stream_state *ss, pf_error *err);
+/* Chunk c (of ss) waits for the stream's next block.  Call with l->mu
+ * held; c is no longer the caller's. */
+void pf_stream_park(pf_loader *l, stream_state *ss, chunk *c);
 /* The stream's last sub-segment is decoded: no more of its blocks are
  * read.  Call with l->mu held. */
 void pf_stream_finish(pf_loader *l, stream_state *ss);

@@ -64,7 +64,7 @@ typedef struct pf_source_config {
  * of PF_READ_DEFAULT bytes at offsets k x PF_READ_DEFAULT (the last one
  * shorter) give the numbers of the source's own reads (and so the
  * loader's, which counts a stream's records when it opens the dataset
- * and reads them through its I/O engine in pull mode).
+ * and reads them again through its I/O engine, cut the same way).
  */
 
 /*

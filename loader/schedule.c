@@ -260,11 +260,11 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 	ss->slot = (uint32_t)file_slot[l->ds->units[seg.unit].file];
 	ss->size = pf_io_file_size(io, ss->slot);
 	ss->nblocks = ss->end_block = (ss->size + PF_READ_DEFAULT - 1) / PF_READ_DEFAULT;
-	ss->next_read = ss->next_pull = 0;
+	ss->next_read = ss->next_feed = 0;
 	ss->reading = 0;
 	ss->finished = false;
 	ss->held = NULL;
-	ss->wait_ns = 0;
+	ss->parked = NULL;
 	for (unsigned i = 0; i < PF_STREAM_BUFS; i++)
 		ss->buf[i].state = SBUF_FREE;
 	ss->next = NULL;

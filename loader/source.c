@@ -32,8 +32,9 @@ struct pf_source {
 	bool frame_damaged;		/* something in it was dropped */
 	uint32_t frame_intact;		/* its records that passed so far */
 
-	/* streams: read here with pread into rbuf, or pulled from the
-	 * caller (cfg->pull), whose pieces are fed as they are */
+	/* streams: read here with pread into rbuf, pulled from the caller
+	 * (cfg->pull), or pushed by it (push mode, pf_source_push()); the
+	 * caller's pieces are fed as they are */
 	pf_recstream *rs;
 	uint8_t *rbuf;
 	size_t rbuf_cap;
@@ -41,6 +42,12 @@ struct pf_source {
 	bool fed_eof, done;
 	int (*pull)(void *ctx, const uint8_t **buf, size_t *len, pf_error *err);
 	void *pull_ctx;
+	bool push;			/* push mode */
+	bool starved;			/* push mode: said PF_SOURCE_HUNGRY, and
+					   has not been fed since */
+	const uint8_t *pushed;		/* the piece pushed, not yet fed */
+	size_t pushed_len;
+	bool has_pushed;
 
 	uint64_t bytes_out;		/* indexed (streams: pf_recstream_total_out) */
 
@@ -214,8 +221,10 @@ static int check_empty(pf_source *s, pf_error *err)
 	return report(s, &d, err);
 }
 
-int pf_source_open(pf_source **out, const char *path,
-		   const pf_source_config *cfg, pf_error *err)
+/* pf_source_open(), or with push pf_source_open_push() of a stream file of
+ * push_size bytes. */
+static int open_source(pf_source **out, const char *path, const pf_source_config *cfg,
+		       bool push, uint64_t push_size, pf_error *err)
 {
 	pf_recstream_config rcfg = { 0 };
 	pf_source *s = pf_calloc(1, sizeof(*s));
@@ -244,12 +253,13 @@ int pf_source_open(pf_source **out, const char *path,
 	s->skip_mode = cfg && cfg->on_corrupt == PF_CORRUPT_SKIP;
 	s->on_drop = cfg ? cfg->on_drop : NULL;
 	s->on_drop_ctx = cfg ? cfg->on_drop_ctx : NULL;
-	s->pull = cfg ? cfg->pull : NULL;
+	s->push = push;
+	s->pull = cfg && !push ? cfg->pull : NULL;
 	s->pull_ctx = cfg ? cfg->pull_ctx : NULL;
-	if (s->pull && cfg->ignore_index) {
+	if (push || (s->pull && cfg->ignore_index)) {
 		/* A stream whose bytes come from the caller: nothing here
 		 * reads the file, so it is not even opened. */
-		s->file_size = cfg->file_size;
+		s->file_size = push ? push_size : cfg->file_size;
 	} else {
 		ret = open_file(s, cfg, err);
 		if (ret == 0) {
@@ -269,7 +279,7 @@ int pf_source_open(pf_source **out, const char *path,
 		rcfg.on_drop = stream_drop;
 		rcfg.on_drop_ctx = s;
 	}
-	if (!s->pull) {
+	if (!s->pull && !s->push) {
 		s->rbuf_cap = cfg && cfg->read_size ? cfg->read_size : PF_READ_DEFAULT;
 		s->rbuf = pf_malloc(s->rbuf_cap);
 		if (!s->rbuf) {
@@ -288,6 +298,25 @@ fail:
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "%s", pf_strerror(ret));
 	pf_source_close(s);
 	return ret;
+}
+
+int pf_source_open(pf_source **out, const char *path,
+		   const pf_source_config *cfg, pf_error *err)
+{
+	return open_source(out, path, cfg, false, 0, err);
+}
+
+int pf_source_open_push(pf_source **out, const char *path, const pf_source_config *cfg,
+			uint64_t file_size, pf_error *err)
+{
+	return open_source(out, path, cfg, true, file_size, err);
+}
+
+void pf_source_push(pf_source *s, const uint8_t *piece, size_t len)
+{
+	s->pushed = piece;
+	s->pushed_len = len;
+	s->has_pushed = true;
 }
 
 void pf_source_close(pf_source *s)
@@ -528,14 +557,19 @@ static int next_indexed_skip(pf_source *s, pf_record *rec, pf_error *err)
 	}
 }
 
-/* The next piece of a stream file: pulled from the caller, or read into
- * rbuf.  Either way the record stream is done with the previous piece
- * (pf_recstream_next() returned 0).  @return its length (0: the end), or
- * <0 with err. */
+/* The next piece of a stream file: pushed or pulled by the caller, or
+ * read into rbuf.  Either way the record stream is done with the previous
+ * piece (pf_recstream_next() returned 0).  @return its length (0: the
+ * end), or <0 with err. */
 static int64_t next_piece(pf_source *s, const uint8_t **piece, pf_error *err)
 {
 	int64_t got;
 
+	if (s->push) {
+		s->has_pushed = false;
+		*piece = s->pushed;
+		return (int64_t)s->pushed_len;
+	}
 	if (s->pull) {
 		size_t len = 0;
 		int ret = s->pull(s->pull_ctx, piece, &len, err);
@@ -555,19 +589,27 @@ static int next_stream(pf_source *s, pf_record *rec, pf_error *err)
 {
 	for (;;) {
 		const uint8_t *piece = NULL;
-		int ret = pf_recstream_next(s->rs, rec, err);
+		int ret;
 
-		if (ret != 0)
-			return ret;
-		if (s->fed_eof) {
-			if (!s->done) {
-				s->done = true;
-				ret = pf_recstream_finish(s->rs, err);
-				if (ret < 0)
-					return ret;
+		/* Starved: the record stream said it needs more, and waits for
+		 * the piece the caller is to push. */
+		if (!s->starved) {
+			ret = pf_recstream_next(s->rs, rec, err);
+			if (ret != 0)
+				return ret;
+			if (s->fed_eof) {
+				if (!s->done) {
+					s->done = true;
+					ret = pf_recstream_finish(s->rs, err);
+					if (ret < 0)
+						return ret;
+				}
+				return 0;
 			}
-			return 0;
 		}
+		s->starved = s->push && !s->has_pushed;
+		if (s->starved)
+			return PF_SOURCE_HUNGRY;
 		int64_t got = next_piece(s, &piece, err);
 
 		if (got < 0)

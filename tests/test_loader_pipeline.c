@@ -988,3 +988,41 @@ Test(loader, an_index_larger_than_the_first_tail_read, .timeout = 120)
 			     r.seen[i]);
 	free(r.seen);
 }
+
+/* Stream blocks that come in late and out of order (a random half of the
+ * reads delayed): a stream's sub-segment whose next block is not in yet
+ * is parked while the workers go on with other work, and goes on when
+ * the block comes; the batches are those of a run without delays, at
+ * every thread count. */
+Test(loader, late_stream_blocks_change_no_batch, .timeout = 240)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+	run_result ref, r;
+
+	snprintf(p, sizeof(p), "%s/a.tfrecord", d);
+	cr_assert_gt(write_padded_stream(p, 2400, false, 0), 3 * PF_READ_DEFAULT);
+	snprintf(p, sizeof(p), "%s/b.tfrecord.gz", d);
+	tu_write_id_stream(p, 2400, 40000, true);
+	snprintf(p, sizeof(p), "%s/c.tfrecord.zst", d);
+	tu_write_id_shard(p, 42400, 7600, 4096, 0);
+	for (unsigned t = 1; t <= 3; t += 2) {
+		pf_loader_config cfg = { .per_core_batch = 50, .cores_per_host = 2,
+					 .shuffle = true, .shuffle_window = 500, .seed = 5,
+					 .threads = t };
+
+		run(d, &cfg, 50000, &ref);
+		cr_assert_eq(ref.ret, 0, "%s", ref.err.msg);
+		cr_assert_eq(ref.steps, 500);
+		for (uint64_t i = 0; i < 50000; i++)
+			cr_assert_eq(ref.seen[i], 1, "record %llu", (unsigned long long)i);
+		cfg.io_faults = "delay=20ms:0.5,seed=3";
+		run(d, &cfg, 50000, &r);
+		cr_assert_eq(r.ret, 0, "%s", r.err.msg);
+		cr_assert_eq(r.digest, ref.digest, "%u threads: the delays changed the batches", t);
+		cr_assert_gt(r.m.io_faults, 0);
+		cr_assert_eq(r.m.bytes_read, ref.m.bytes_read);
+		free(r.seen);
+		free(ref.seen);
+	}
+}
