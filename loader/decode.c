@@ -319,7 +319,7 @@ void *pf_loader_worker_main(void *arg)
 
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		uint64_t t0 = now_ns(), t1;
+		uint64_t t0 = pf_now_ns(), t1;
 		pf_error err;
 		chunk *c = NULL;
 		int ret;
@@ -328,7 +328,7 @@ void *pf_loader_worker_main(void *arg)
 			pthread_cond_wait(&l->cv_decode, &l->mu);
 		if (!c)
 			break;
-		t1 = now_ns();
+		t1 = pf_now_ns();
 		l->m.decode.wait_ns += t1 - t0;
 		pthread_mutex_unlock(&l->mu);
 
@@ -345,7 +345,7 @@ void *pf_loader_worker_main(void *arg)
 		}
 
 		pthread_mutex_lock(&l->mu);
-		l->m.decode.busy_ns += now_ns() - t1;
+		l->m.decode.busy_ns += pf_now_ns() - t1;
 		if (ret == 1) {
 			pf_stream_park(l, c->ss, c);	/* no longer this worker's */
 			continue;

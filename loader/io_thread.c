@@ -14,13 +14,13 @@
 int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 {
 	pf_io_req *done[64];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = pf_now_ns();
 	int n = pf_io_reap(io, done, 64, min);
 
 	if (n < 0)
 		return n;
 	pthread_mutex_lock(&l->mu);
-	l->m.io.wait_ns += min ? now_ns() - t0 : 0;
+	l->m.io.wait_ns += min ? pf_now_ns() - t0 : 0;
 	if (n == 0) {
 		pthread_mutex_unlock(&l->mu);
 		return 0;
@@ -106,12 +106,12 @@ int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint
 		if (ready(l, arg))
 			return 0;
 		if (pf_io_inflight(io) == 0) {
-			uint64_t t0 = now_ns();
+			uint64_t t0 = pf_now_ns();
 
 			l->io_sleep = cv;
 			pthread_cond_wait(cv, &l->mu);
 			l->io_sleep = NULL;
-			l->m.io.wait_ns += now_ns() - t0;
+			l->m.io.wait_ns += pf_now_ns() - t0;
 			pthread_mutex_unlock(&l->mu);
 			continue;
 		}
@@ -171,7 +171,7 @@ void *pf_loader_io_main(void *arg)
 	pthread_mutex_lock(&l->mu);
 	l->io_init_ret = ret;
 	l->io_ready = true;
-	l->io_start_ns = now_ns();
+	l->io_start_ns = pf_now_ns();
 	if (ret < 0)
 		l->err = err;
 	else
@@ -198,7 +198,7 @@ void *pf_loader_io_main(void *arg)
 		pf_io_file_stats(io, (uint32_t)file_slot[i], &st);
 		l->m.io_short_reads += st.short_reads;
 	}
-	l->io_end_ns = now_ns();
+	l->io_end_ns = pf_now_ns();
 	l->io_done = true;
 	l->io_left = io && pf_io_inflight(io);
 	pthread_cond_broadcast(&l->cv_decode);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pipeline_internal.h"
@@ -317,7 +318,7 @@ int pf_loader_next(pf_loader *l, pf_batch **out)
 
 int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 {
-	uint64_t t0 = now_ns(), dt;
+	uint64_t t0 = pf_now_ns(), dt;
 	unsigned fill = 0;
 	batch_slot *b;
 	struct timespec deadline = { 0 };
@@ -366,9 +367,9 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 		fill++;
 	l->held++;
 	l->m.queue_fill_sum += fill;
-	dt = now_ns() - t0;
+	dt = pf_now_ns() - t0;
 	l->m.next_wait_ns += dt;
-	l->m.next_hist[pf_io_hist_bucket(dt)]++;
+	l->m.next_hist[pf_hist_bucket(dt)]++;
 	l->m.steps++;
 	l->m.records += l->host_batch;
 	if (__atomic_load_n(&b->holes, __ATOMIC_RELAXED)) {
@@ -429,7 +430,7 @@ void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m)
 		m->io_timeouts = t.timeouts - l->totals0.timeouts;
 	}
 	if (l->io_start_ns) {
-		uint64_t end = l->io_end_ns ? l->io_end_ns : now_ns();
+		uint64_t end = l->io_end_ns ? l->io_end_ns : pf_now_ns();
 		uint64_t span = end - l->io_start_ns;
 		m->io.busy_ns = span > m->io.wait_ns ? span - m->io.wait_ns : 0;
 	}

@@ -18,14 +18,8 @@ static int cmp_str(const void *a, const void *b)
 
 static int push(char ***list, size_t *n, size_t *cap, const char *s)
 {
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		char **l = pf_realloc(*list, nc * sizeof(*l));
-		if (!l)
-			return -ENOMEM;
-		*list = l;
-		*cap = nc;
-	}
+	if (pf_grow(list, cap, *n + 1, sizeof(**list)) < 0)
+		return -ENOMEM;
 	(*list)[*n] = pf_strdup(s);
 	if (!(*list)[*n])
 		return -ENOMEM;

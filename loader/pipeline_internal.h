@@ -88,7 +88,6 @@
 #define PF_PIPELINE_INTERNAL_H
 
 #include <pthread.h>
-#include <time.h>
 
 #include "file_policy_internal.h"
 #include "loader_internal.h"
@@ -310,14 +309,6 @@ struct pf_loader {
 
 /* ------------------------------------------------------------------ */
 /* Small helpers every file uses                                        */
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static inline size_t round_up(size_t v, size_t a)
 {

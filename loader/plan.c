@@ -226,25 +226,15 @@ fail:
 
 uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem)
 {
-	uint64_t global = (uint64_t)t->per_core_batch * t->cores * t->num_hosts;
-
-	if (!global)
-		return 0;
-	return rem == PF_REMAINDER_WRAP ? (records + global - 1) / global
-					: records / global;
+	return pf_steps_per_epoch(records, (uint64_t)t->per_core_batch * t->cores * t->num_hosts,
+				  rem);
 }
 
 static int add_segment(pf_epoch_plan *p, uint64_t unit, uint64_t first,
 		       uint64_t count)
 {
-	if (p->nseg == p->cap) {
-		size_t nc = p->cap ? p->cap * 2 : 64;
-		pf_segment *s = pf_realloc(p->seg, nc * sizeof(*s));
-		if (!s)
-			return -ENOMEM;
-		p->seg = s;
-		p->cap = nc;
-	}
+	if (pf_grow(&p->seg, &p->cap, p->nseg + 1, sizeof(*p->seg)) < 0)
+		return -ENOMEM;
 	p->seg[p->nseg++] = (pf_segment){ unit, first, count };
 	p->stream_len += count;
 	return 0;

@@ -17,23 +17,6 @@
 
 static const uint8_t state_magic[4] = { 'P', 'F', 'S', 'T' };
 
-/* protobuf-c allocates through pf_malloc(), remembering a failure so
- * that out of memory is not taken for a corrupt payload. */
-static void *pb_alloc(void *data, size_t size)
-{
-	void *p = pf_malloc(size);
-
-	if (!p)
-		*(bool *)data = true;
-	return p;
-}
-
-static void pb_free(void *data, void *p)
-{
-	(void)data;
-	pf_free(p);
-}
-
 static void put_le32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)v;
@@ -166,7 +149,10 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 	Podfeed__LoaderState *m;
 	uint32_t version, plen, crc;
 	bool oom = false;
-	ProtobufCAllocator pb = { .alloc = pb_alloc, .free = pb_free, .allocator_data = &oom };
+	/* protobuf-c allocates through pf_malloc(), a failure remembered so
+	 * that out of memory is not taken for a corrupt payload. */
+	ProtobufCAllocator pb = { .alloc = pf_alloc_cb_flag, .free = pf_free_cb,
+				  .allocator_data = &oom };
 	int ret;
 
 	memset(s, 0, sizeof(*s));
