@@ -534,7 +534,7 @@ PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
  *  loader changed in the process outlives it: its memory goes back to
  *  the system (unless cfg->keep_pools), and pf_file_pread()'s policy to
  *  the one before it (see io_faults above).  What a loader reads from
- *  the environment is in README.md, "Environment variables". */
+ *  the environment is in docs/api.md, "Environment variables". */
 PF_API void pf_loader_free(pf_loader *l);
 /*! Return the pools loaders freed with keep_pools left to the system.
  *  Thread-safe. */

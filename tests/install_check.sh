@@ -23,7 +23,7 @@ bin=$(dirname "$(find "$root" -name shardtool)")
     fail "podfeed.pc, libpodfeed.so or shardtool is missing from the install"
 "$src/tests/check_needed.sh" "$lib"
 
-# What a user of another prefix sets (README, "Build and install"); the
+# What a user of another prefix sets (README, "From C"); the
 # sysroot maps the .pc's /usr/local paths into the DESTDIR.
 export PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_SYSROOT_DIR="$root"
 export LD_LIBRARY_PATH="$(dirname "$lib")" PATH="$bin:$PATH"
