@@ -474,6 +474,13 @@ PF_API int pf_pod_or_u64(pf_pod *p, uint64_t *buf, size_t n, pf_error *err);
 PF_API int pf_pod_gather(pf_pod *p, const void *mine, size_t len, void *all,
 			 pf_error *err);
 PF_API int pf_pod_barrier(pf_pod *p, pf_error *err);
+/*! len bytes from every host into all (size x len bytes, rank order) on
+ *  every host.  pod is a pf_pod *: the signature is podfeed.h's
+ *  pf_allgather_fn, so that a pod opening a dataset together sets
+ *  `cfg.allgather = pf_pod_allgather; cfg.allgather_ctx = pod;`.
+ *  @return 0, -EINVAL for len over INT_MAX, -EIO when MPI fails. */
+PF_API int pf_pod_allgather(void *pod, const void *mine, size_t len, void *all,
+			    pf_error *err);
 
 /* ------------------------------------------------------------------ */
 /* The trainer (host/train.c)                                           */

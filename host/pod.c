@@ -186,6 +186,28 @@ int pf_pod_gather(pf_pod *p, const void *mine, size_t len, void *all, pf_error *
 	return 0;
 }
 
+int pf_pod_allgather(void *pod, const void *mine, size_t len, void *all, pf_error *err)
+{
+	pf_pod *p = pod;
+
+	pf_error_clear(err);
+	if (len > (size_t)INT_MAX)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "all-gather of %zu bytes per host is too large", len);
+#ifdef PF_HAVE_MPI
+	if (p->mpi) {
+		int rc = MPI_Allgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE,
+				       MPI_COMM_WORLD);
+
+		return rc == MPI_SUCCESS ? 0 : mpi_fail(err, rc, "all-gather");
+	}
+#endif
+	(void)p;
+	if (len)
+		memcpy(all, mine, len);
+	return 0;
+}
+
 int pf_pod_barrier(pf_pod *p, pf_error *err)
 {
 	pf_error_clear(err);

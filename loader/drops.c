@@ -119,3 +119,14 @@ int pf_drop_at_open(void *ctx, const pf_drop *d)
 
 	return note_drop(l, d, d->cause.file, l->topo.host_index == 0);
 }
+
+/* Drops found counting stream files: when the pod split the counting,
+ * only the host that counted the file finds them, and logs them; every
+ * host counts them (the others after the exchange: pf_loader_create()). */
+int pf_drop_at_count(void *ctx, const pf_drop *d)
+{
+	pf_loader *l = ctx;
+
+	return note_drop(l, d, d->cause.file,
+			 l->topo.host_index == 0 || (l->cfg.allgather && l->topo.num_hosts > 1));
+}

@@ -19,7 +19,6 @@
 #include "spec_internal.h"
 
 #define PF_BUDGET_DEFAULT (512ull << 20)
-#define PF_WINDOW_DEFAULT 8192u
 #define PF_IO_DEPTH_DEFAULT 32u
 
 /* Wake every thread waiting on the loader.  Call with mu held. */
@@ -64,19 +63,21 @@ void pf_loader_fail(pf_loader *l, const pf_error *err, int code)
 	pthread_mutex_unlock(&l->mu);
 }
 
-static unsigned ncpus(void)
+/* How this loader opens its dataset (plan.c, count.c). */
+static pf_open_config open_config(pf_loader *l)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n > 0 ? (unsigned)n : 1;
+	return (pf_open_config){ .threads = l->nworkers, .host_index = l->topo.host_index,
+				 .num_hosts = l->topo.num_hosts, .allgather = l->cfg.allgather,
+				 .allgather_ctx = l->cfg.allgather_ctx, .count_drop = pf_drop_at_count,
+				 .count_drop_ctx = l };
 }
 
 int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 {
+	uint64_t t_create = pf_now_ns();
 	pf_error local;
-	pf_loader *l;
-	uint32_t window;
-	int ret;
+	pf_loader *l = NULL;
+	int ret = 0;
 
 	pf_error_clear(err);
 	if (!err) {
@@ -84,12 +85,20 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		err = &local;
 	}
 	if (!cfg || !cfg->npaths || !cfg->features || !cfg->per_core_batch)
-		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "the loader needs paths, a feature spec and a per-core batch");
-	l = pf_calloc(1, sizeof(*l));
-	if (!l)
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-				    "out of memory creating the loader");
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "the loader needs paths, a feature spec and a per-core batch");
+	else if (!(l = pf_calloc(1, sizeof(*l))))
+		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				   "out of memory creating the loader");
+	if (ret < 0) {
+		/* The other hosts of a pod wait for this one's part. */
+		if (cfg)
+			pf_dataset_open_abandon(&(pf_open_config){
+				.host_index = cfg->host_index, .num_hosts = cfg->num_hosts,
+				.allgather = cfg->allgather, .allgather_ctx = cfg->allgather_ctx },
+				err);
+		return ret;
+	}
 	l->cfg = *cfg;
 	l->qfd = -1;
 	pf_error_clear(&l->err);
@@ -124,20 +133,12 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	l->cfg.max_record_size = cfg->max_record_size ? cfg->max_record_size
 						      : PF_MAX_RECORD_DEFAULT;
 	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
-	l->nworkers = cfg->threads ? cfg->threads : ncpus();
+	l->nworkers = cfg->threads ? cfg->threads : pf_cpus();
 	l->host_batch = l->topo.cores * l->topo.per_core_batch;
-	/* The shuffle block: the window in whole host batches; shuffle_window
-	 * 1 is no shuffle within the window. */
-	window = cfg->shuffle ? (cfg->shuffle_window ? cfg->shuffle_window
-						     : PF_WINDOW_DEFAULT) : 1;
-	l->shuffle_rows = window > 1;
-	if (round_up(window, l->host_batch) > (1u << 30)) {
-		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				   "shuffle window of %u records (in whole host batches of %u) "
-				   "is over 2^30 records", window, l->host_batch);
+	ret = pf_plan_block(cfg->shuffle, cfg->shuffle_window, l->host_batch, &l->wblock,
+			    &l->shuffle_rows, err);
+	if (ret < 0)
 		goto fail;
-	}
-	l->wblock = (uint32_t)round_up(window, l->host_batch);
 
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
 	if (ret < 0)
@@ -171,14 +172,41 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 			.on_corrupt = cfg->on_corrupt, .on_drop = pf_drop_at_open, .on_drop_ctx = l,
 		};
 
+		pf_open_config ocfg = open_config(l);
+
+		l->open_tried = true;
 		ret = cfg->ignore_manifest
-			? pf_dataset_open_shards(&l->ds, cfg->paths, cfg->npaths, &scfg, err)
-			: pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, err);
+			? pf_dataset_open_shards(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err)
+			: pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err);
 	}
 	if (ret < 0) {
 		if (l->failed)
 			*err = l->err;	/* the corrupt-data budget, or the log */
 		goto fail;
+	}
+	l->create_start_ns = t_create;
+	l->m.open_manifest_ns = l->ds->open.manifest.ns;
+	l->m.open_index_ns = l->ds->open.index.ns;
+	l->m.open_count_ns = l->ds->open.count.ns;
+	l->m.open_exchange_ns = l->ds->open.exchange.ns;
+	l->m.open_files = l->ds->open.manifest.files + l->ds->open.index.files;
+	l->m.open_count_files = l->ds->open.count.files;
+	l->m.open_count_bytes = l->ds->open.count.bytes;
+	l->m.open_count_decompressed = l->ds->open.count_decompressed;
+	/* Drops the other hosts found counting their streams: this host's
+	 * too, against the same budget. */
+	if (l->ds->open.remote_drops) {
+		l->m.corrupt_drops += l->ds->open.remote_drops;
+		l->m.corrupt_records += l->ds->open.remote_dropped;
+		if (l->cfg.max_corrupt && l->m.corrupt_drops > l->cfg.max_corrupt) {
+			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					   "more than %llu corrupt units dropped (the budget): %llu "
+					   "counting the stream files, %llu of them on other hosts",
+					   (unsigned long long)l->cfg.max_corrupt,
+					   (unsigned long long)l->m.corrupt_drops,
+					   (unsigned long long)l->ds->open.remote_drops);
+			goto fail;
+		}
 	}
 	/* A spec feature the shards' records lack is a mistake in the spec
 	 * (a misspelled name): say so now, not as padding or at the first
@@ -278,6 +306,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		}
 		l->workers[i].started = true;
 	}
+	l->m.create_ns = pf_now_ns() - t_create;
 	*out = l;
 	return 0;
 fail:
@@ -285,6 +314,11 @@ fail:
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory creating the loader");
 	if (ret == -EAGAIN && !err->code)
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "cannot start loader threads");
+	if (!l->open_tried) {
+		pf_open_config ocfg = open_config(l);
+
+		pf_dataset_open_abandon(&ocfg, err);
+	}
 	pf_loader_free(l);
 	return ret;
 }
@@ -372,6 +406,8 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	l->m.next_hist[pf_hist_bucket(dt)]++;
 	l->m.steps++;
 	l->m.records += l->host_batch;
+	if (!l->m.first_batch_ns)
+		l->m.first_batch_ns = pf_now_ns() - l->create_start_ns;
 	if (__atomic_load_n(&b->holes, __ATOMIC_RELAXED)) {
 		for (uint32_t c = 0; c < l->topo.cores; c++) {
 			pf_core_batch *cb = &b->core[c];

@@ -9,6 +9,15 @@
 				   for order */
 #include "podfeed.h"
 
+/* Mixed into pf_dataset.digest for each file: its size, and its record
+ * count when it has an index (a stream file's comes from counting). */
+static inline uint64_t pf_dataset_digest_file(uint64_t digest, uint64_t size, bool stream,
+					      uint64_t records)
+{
+	digest = pf_mix64(digest ^ size);
+	return pf_mix64(digest ^ (stream ? 0x73747265616dull /* "stream" */ : records));
+}
+
 /* A unit of reading: one frame of an indexed shard, or a whole stream
  * file (plain, gzip, zlib or zstd without an index). */
 typedef struct pf_unit {
@@ -31,6 +40,28 @@ static inline pf_frame_info pf_unit_frame(const pf_unit *u)
 	return fi;
 }
 
+/* One phase of opening a dataset: its time, the files it opened, and
+ * the reads it made and their bytes (counted in the source config's
+ * regions; 0 without them). */
+typedef struct pf_open_phase {
+	uint64_t ns;
+	uint64_t files;
+	uint64_t reads, bytes;
+} pf_open_phase;
+
+/* What opening the dataset cost this host, by phase. */
+typedef struct pf_open_stats {
+	pf_open_phase manifest;	/* reading and parsing the manifest */
+	pf_open_phase index;	/* every shard's index tail (no manifest) */
+	pf_open_phase count;	/* the stream files this host counted */
+	pf_open_phase exchange;	/* the pod's collectives (waiting included) */
+	uint64_t count_decompressed;	/* TFRecord bytes counting produced */
+	uint64_t streams;		/* stream files to count, on all hosts */
+	bool count_split;		/* the pod split the counting */
+	uint64_t remote_drops;		/* drops other hosts found counting */
+	uint64_t remote_dropped;	/* the records they held, where known */
+} pf_open_stats;
+
 typedef struct pf_dataset {
 	char **paths;
 	size_t nfiles;
@@ -50,19 +81,52 @@ typedef struct pf_dataset {
 	bool any_stream;
 	uint64_t max_stream_record;	/* largest record of a stream file */
 	uint64_t fingerprint;		/* of paths, sizes and record counts */
+	uint64_t digest;		/* of sizes and indexed record counts: what
+					   every host of a pod must agree on before
+					   counting stream files */
+	pf_open_stats open;
 } pf_dataset;
 
+/*! Online CPUs (at least 1): the default count of worker threads. */
+unsigned pf_cpus(void);
+
+/* How a dataset is opened beyond its files (pf_dataset_open()). */
+typedef struct pf_open_config {
+	unsigned threads;		/* stream files counted at once; 0: 1 */
+	uint32_t host_index, num_hosts;	/* this host of the pod (0 hosts: 1) */
+	/* The pod's all-gather (podfeed.h, pf_loader_config.allgather);
+	 * NULL, or one host: this host counts every stream file. */
+	pf_allgather_fn allgather;
+	void *allgather_ctx;
+	/* Drops found counting stream files (skip mode), from the counting
+	 * threads at once; NULL: the source config's on_drop. */
+	pf_drop_fn count_drop;
+	void *count_drop_ctx;
+} pf_open_config;
+
 /*! Open a dataset: from its manifest when the paths name one
- *  (pf_manifest_locate()), else pf_dataset_open_shards(). */
+ *  (pf_manifest_locate()), else as pf_dataset_open_shards().  ocfg (may
+ *  be NULL: one host, one thread) says how stream files are counted;
+ *  with a collective and more than one host the call is collective:
+ *  every host must make it, and on every host it fails (each host naming
+ *  the first that failed) or plans the same dataset. */
 int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
-		    const pf_source_config *scfg, pf_error *err);
+		    const pf_source_config *scfg, const pf_open_config *ocfg, pf_error *err);
 /*! Open every file: indexed shards from their tails; stream files are
- *  read once to count records.  scfg gives the record size limit, the
- *  regions reads are counted in (may be NULL) and the corrupt-data policy:
- *  in skip mode a stream file's records are its intact ones and a damaged
- *  index makes its shard a stream, each drop told to scfg->on_drop. */
+ *  read once to count records (count.c: on ocfg's threads, split among
+ *  the hosts of a pod with a collective).  scfg gives the record size
+ *  limit, the regions reads are counted in (may be NULL) and the
+ *  corrupt-data policy: in skip mode a stream file's records are its
+ *  intact ones and a damaged index makes its shard a stream, each drop
+ *  told to scfg->on_drop (counting's to ocfg's count_drop). */
 int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
-			   const pf_source_config *scfg, pf_error *err);
+			   const pf_source_config *scfg, const pf_open_config *ocfg,
+			   pf_error *err);
+/*! A host that fails before it can open the dataset still takes its
+ *  part in the pod's collective (with ocfg's allgather and more than one
+ *  host), so that the others fail naming it instead of waiting for it;
+ *  why is err (code < 0).  Otherwise nothing. */
+void pf_dataset_open_abandon(const pf_open_config *ocfg, const pf_error *why);
 void pf_dataset_free(pf_dataset *ds);
 /* Append file i's units (its frames, or for a stream file one unit of
  * stream_records records) to ds->units (room made by the caller) and
@@ -90,6 +154,34 @@ int pf_shard_tail_read(int fd, const char *path, uint64_t size, pf_region_table 
 int pf_source_open_push(pf_source **out, const char *path, const pf_source_config *cfg,
 			uint64_t file_size, pf_error *err);
 void pf_source_push(pf_source *s, const uint8_t *piece, size_t len);
+
+/* count.c: stream files counted, and the pod's agreement on the dataset. */
+/*! Whether the pod takes part in opening (a collective, more than one
+ *  host). */
+static inline bool pf_open_collective(const pf_open_config *ocfg)
+{
+	return ocfg && ocfg->allgather && ocfg->num_hosts > 1;
+}
+/*! The host that counts the stream file of ordinal j (among the
+ *  dataset's stream files, in file order) in a pod of hosts. */
+static inline uint32_t pf_count_owner(uint64_t j, uint32_t hosts)
+{
+	return hosts > 1 ? (uint32_t)(j % hosts) : 0;
+}
+/*! The pod's vote after each host opened (or failed to open, status <0
+ *  with why) its dataset: every host learns whether all succeeded and
+ *  planned the same files (ds->digest, the manifest or not).  @return 0,
+ *  or <0 with err naming the host that failed (this one: why as is) or
+ *  how the hosts disagree. */
+int pf_dataset_vote(const pf_dataset *ds, int status, const pf_error *why,
+		    const pf_open_config *ocfg, pf_error *err);
+/*! Count the stream files of ds (the files without an index) into
+ *  records[i] (i: the file), and ds->max_stream_record: this host's
+ *  share on ocfg's threads, the rest from the other hosts through the
+ *  collective (after pf_dataset_vote()).  @return 0, or <0 with err
+ *  naming the file (and the host that counted it). */
+int pf_dataset_count_streams(pf_dataset *ds, uint64_t *records, const pf_source_config *scfg,
+			     const pf_open_config *ocfg, pf_error *err);
 
 /* manifest_open.c: a dataset from its manifest. */
 /*! Fill an empty ds from the manifest at path, read with one request
@@ -121,6 +213,22 @@ typedef struct pf_epoch_plan {
 typedef struct pf_topology {
 	uint32_t host_index, num_hosts, cores, per_core_batch;
 } pf_topology;
+
+#define PF_WINDOW_DEFAULT 8192u
+
+/*! The shuffle block of a host's stream (loader.c's header says how a
+ *  stream is cut into blocks): the shuffle window (shuffle_window, 0:
+ *  PF_WINDOW_DEFAULT; 1 without shuffle) rounded up to whole host
+ *  batches, into *block, and whether each block is permuted (a window
+ *  over 1).  @return 0, or -EINVAL with err when the block would pass
+ *  2^30 records. */
+int pf_plan_block(bool shuffle, uint32_t shuffle_window, uint32_t host_batch, uint32_t *block,
+		  bool *permute, pf_error *err);
+/*! Block k of origin host `host`'s stream of epoch `epoch`: the record at
+ *  offset r of the block comes out at offset perm[r] (n records; a
+ *  Fisher-Yates permutation seeded by (seed, epoch, host, k)). */
+void pf_plan_block_perm(uint64_t seed, uint32_t epoch, uint32_t host, uint64_t k,
+			uint32_t *perm, uint32_t n);
 
 /*! Steps per epoch for this topology. */
 uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem);

@@ -142,11 +142,13 @@ int pf_dataset_open_manifest(pf_dataset *ds, const char *path, const pf_source_c
 		goto out;
 	}
 	ds->fingerprint = pf_mix64(ds->nfiles);
+	ds->digest = pf_mix64(ds->nfiles);
 	for (size_t i = 0; i < ds->nfiles; i++) {
 		const pf_manifest_shard *s = pf_manifest_get(ds->manifest, i);
 		bool stream = s->format == PF_MANIFEST_STREAM;
 
 		pf_dataset_add_units(ds, i, stream, s->frames, s->nframes, s->records);
+		ds->digest = pf_dataset_digest_file(ds->digest, s->size, stream, s->records);
 		if (stream) {
 			ds->any_stream = true;
 			if (s->max_record > ds->max_stream_record)

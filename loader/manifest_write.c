@@ -160,7 +160,8 @@ int pf_manifest_write(const char *const *paths, size_t n, const char *out,
 		strcpy(dir, "/");
 	/* A stream file's records are its intact ones only in skip mode;
 	 * a manifest is of sound data, so any damage fails it here. */
-	ret = pf_dataset_open_shards(&ds, paths, n, &scfg, err);
+	ret = pf_dataset_open_shards(&ds, paths, n, &scfg,
+				     &(pf_open_config){ .threads = pf_cpus() }, err);
 	if (ret == 0)
 		ret = pf_manifest_builder_create(&b);
 	/* Units are in file order: add_shard() walks them along. */

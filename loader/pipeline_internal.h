@@ -295,6 +295,8 @@ struct pf_loader {
 	/* threads */
 	pthread_t io_thread;
 	bool io_started;
+	bool open_tried;	/* pf_dataset_open() was called (the pod voted) */
+	uint64_t create_start_ns;	/* when pf_loader_create() began */
 	/* The I/O thread gave up with reads in flight (the engine failed):
 	 * the kernel may still write into the read buffers, which then go
 	 * back to the system, not to the next loader. */
@@ -419,7 +421,9 @@ void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint
  * against the budget.  @return 0, or <0 (the loader is then failed). */
 int pf_drop_report(pf_loader *l, const pf_drop *d, const char *path);
 /* The dataset's on_drop while it is opened (ctx: the loader): every host
- * counts the drop, host 0 logs it. */
+ * counts the drop, host 0 logs it; while stream files are counted, the
+ * host that counted the file logs it when the pod split the counting. */
 int pf_drop_at_open(void *ctx, const pf_drop *d);
+int pf_drop_at_count(void *ctx, const pf_drop *d);
 
 #endif

@@ -17,6 +17,13 @@
 
 #include "loader_internal.h"
 
+unsigned pf_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (unsigned)n : 1;
+}
+
 void pf_dataset_free(pf_dataset *ds)
 {
 	if (!ds)
@@ -33,30 +40,6 @@ void pf_dataset_free(pf_dataset *ds)
 	free(ds->manifest_path);	/* from pf_manifest_locate() */
 	pf_free(ds->units);
 	pf_free(ds);
-}
-
-/* The records of a stream file: in skip mode its intact ones, the drops
- * reported through the source config's on_drop. */
-static int count_stream(const char *path, const pf_source_config *scfg, uint64_t *records,
-			uint64_t *largest, pf_error *err)
-{
-	pf_source_config cfg = *scfg;
-	pf_source *src;
-	pf_record rec;
-	int ret;
-
-	*records = 0;
-	cfg.ignore_index = true;
-	ret = pf_source_open(&src, path, &cfg, err);
-	if (ret < 0)
-		return ret;
-	while ((ret = pf_source_next(src, &rec, err)) == 1) {
-		(*records)++;
-		if (rec.len > *largest)
-			*largest = rec.len;
-	}
-	pf_source_close(src);
-	return ret;
 }
 
 void pf_dataset_add_units(pf_dataset *ds, size_t i, bool stream, const pf_frame_info *frames,
@@ -98,71 +81,66 @@ void pf_dataset_add_units(pf_dataset *ds, size_t i, bool stream, const pf_frame_
 	ds->fingerprint = pf_mix64(ds->fingerprint ^ file_records);
 }
 
-int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
-		    const pf_source_config *scfg, pf_error *err)
+/* Reads and their bytes counted in regions so far, over every mount. */
+static void region_totals(pf_region_table *t, uint64_t *reads, uint64_t *bytes)
 {
-	char *manifest = NULL;
-	pf_dataset *ds;
-	int ret = pf_manifest_locate(paths, n, &manifest);
+	*reads = *bytes = 0;
+	for (size_t m = 0; t && m < pf_region_table_mounts(t); m++) {
+		pf_region_stats st;
 
-	if (ret <= 0)
-		return ret < 0 ? pf_error_set(err, ret, PF_OFFSET_NONE, 0,
-					      "out of memory opening the dataset")
-			       : pf_dataset_open_shards(out, paths, n, scfg, err);
-	ds = pf_calloc(1, sizeof(*ds));
-	if (!ds) {
-		free(manifest);
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-				    "out of memory opening the dataset");
+		pf_region_table_mount_stats(t, m, &st);
+		*reads += st.io.ops;
+		*bytes += st.io.bytes;
 	}
-	ds->manifest_path = manifest;
-	ret = pf_dataset_open_manifest(ds, manifest, scfg, err);
-	if (ret < 0) {
-		pf_dataset_free(ds);
-		return ret;
-	}
-	*out = ds;
-	return 0;
 }
 
-int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
-			   const pf_source_config *scfg, pf_error *err)
+static void phase_begin(pf_open_phase *ph, pf_region_table *t)
+{
+	region_totals(t, &ph->reads, &ph->bytes);
+	ph->ns = pf_now_ns();
+}
+
+static void phase_end(pf_open_phase *ph, pf_region_table *t)
+{
+	uint64_t reads, bytes;
+
+	ph->ns = pf_now_ns() - ph->ns;
+	region_totals(t, &reads, &bytes);
+	ph->reads = reads - ph->reads;
+	ph->bytes = bytes - ph->bytes;
+}
+
+/* Every file's index tail: its frames, or none (a stream file, counted
+ * later).  Fills ds->paths, sizes, indexes, the digest and
+ * ds->open.index; ds->open.streams says how many files have no index. */
+static int read_tails(pf_dataset *ds, const char *const *paths, size_t n,
+		      const pf_source_config *scfg, pf_error *err)
 {
 	pf_region_table *regions = scfg->regions;
-	pf_dataset *ds = pf_calloc(1, sizeof(*ds));
 	uint8_t *tail = NULL;
-	size_t tail_cap = 0, ucap = 0;
-	uint64_t *stream_records = NULL;
+	size_t tail_cap = 0;
 	int ret;
 
-	if (!ds)
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-				    "out of memory opening the dataset");
+	phase_begin(&ds->open.index, regions);
 	ret = pf_paths_expand(paths, n, &ds->paths, err);
 	if (ret < 0)
-		goto fail;
+		return ret;
 	ds->nfiles = (size_t)ret;
-	if (ds->nfiles == 0) {
-		ret = pf_error_set(err, -ENOENT, PF_OFFSET_NONE, 0,
-				   "the dataset names no files");
-		goto fail;
-	}
+	if (ds->nfiles == 0)
+		return pf_error_set(err, -ENOENT, PF_OFFSET_NONE, 0, "the dataset names no files");
 	ds->index = pf_calloc(ds->nfiles, sizeof(*ds->index));
 	ds->file_size = pf_calloc(ds->nfiles, sizeof(*ds->file_size));
 	ds->alignment = pf_calloc(ds->nfiles, sizeof(*ds->alignment));
-	stream_records = pf_calloc(ds->nfiles, sizeof(*stream_records));
-	if (!ds->index || !ds->file_size || !ds->alignment || !stream_records) {
-		ret = -ENOMEM;
-		goto fail;
-	}
-	ds->fingerprint = pf_mix64(ds->nfiles);
+	if (!ds->index || !ds->file_size || !ds->alignment)
+		return -ENOMEM;
+	ds->digest = pf_mix64(ds->nfiles);
 	for (size_t i = 0; i < ds->nfiles; i++) {
 		const char *path = ds->paths[i];
 		int fd = pf_file_open(path, err);
 
 		if (fd < 0) {
 			ret = fd;
-			goto fail;
+			break;
 		}
 		ret = pf_file_size(fd, &ds->file_size[i]);
 		if (ret == 0)
@@ -184,22 +162,35 @@ int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
 		}
 		if (ret == -ENODATA) {
 			pf_error_clear(err);
-			ret = count_stream(path, scfg, &stream_records[i],
-					   &ds->max_stream_record, err);
+			ds->open.streams++;
 			ds->any_stream = true;
+			ret = 0;
 		}
 		if (ret < 0) {
 			pf_error_set_file(err, path);
-			goto fail;
+			break;
 		}
-		ucap += ds->index[i] ? pf_shard_index_frames(ds->index[i]) : 1;
+		ds->digest = pf_dataset_digest_file(ds->digest, ds->file_size[i], !ds->index[i],
+						    ds->index[i] ? pf_shard_index_records(ds->index[i])
+								 : 0);
 	}
+	ds->open.index.files = ds->nfiles;
+	phase_end(&ds->open.index, regions);
+	pf_free(tail);
+	return ret;
+}
 
+/* The units of a dataset opened from its files' tails. */
+static int add_file_units(pf_dataset *ds, const uint64_t *stream_records)
+{
+	uint64_t ucap = 0;
+
+	for (size_t i = 0; i < ds->nfiles; i++)
+		ucap += ds->index[i] ? pf_shard_index_frames(ds->index[i]) : 1;
 	ds->units = pf_calloc(ucap ? ucap : 1, sizeof(*ds->units));
-	if (!ds->units) {
-		ret = -ENOMEM;
-		goto fail;
-	}
+	if (!ds->units)
+		return -ENOMEM;
+	ds->fingerprint = pf_mix64(ds->nfiles);
 	for (size_t i = 0; i < ds->nfiles; i++) {
 		const pf_shard_index *ix = ds->index[i];
 
@@ -211,17 +202,65 @@ int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
 			pf_dataset_add_units(ds, i, true, NULL, 0, stream_records[i]);
 		}
 	}
-	pf_free(tail);
-	pf_free(stream_records);
-	*out = ds;
 	return 0;
-fail:
+}
+
+/* Open from the manifest the paths name (when use_manifest and they
+ * name one), else from every file.  With the pod's collective every host
+ * gets here, and votes once whatever happens before (count.c). */
+static int open_dataset(pf_dataset **out, const char *const *paths, size_t n, bool use_manifest,
+			const pf_source_config *scfg, const pf_open_config *ocfg, pf_error *err)
+{
+	pf_dataset *ds = pf_calloc(1, sizeof(*ds));
+	uint64_t *stream_records = NULL;
+	char *manifest = NULL;
+	int ret = ds ? 0 : -ENOMEM;
+
+	if (ret == 0 && use_manifest)
+		ret = pf_manifest_locate(paths, n, &manifest);
+	if (ret > 0) {
+		ds->manifest_path = manifest;
+		phase_begin(&ds->open.manifest, scfg->regions);
+		ret = pf_dataset_open_manifest(ds, manifest, scfg, err);
+		ds->open.manifest.files = 1;
+		phase_end(&ds->open.manifest, scfg->regions);
+	} else if (ret == 0) {
+		ret = read_tails(ds, paths, n, scfg, err);
+	}
 	if (ret == -ENOMEM && err && !err->code)
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory opening the dataset");
-	pf_free(tail);
+	if (ret < 0 || ds->manifest) {
+		/* Nothing to count: the vote alone. */
+		if (pf_open_collective(ocfg))
+			ret = pf_dataset_vote(ret < 0 ? NULL : ds, ret, err, ocfg, err);
+	} else {
+		stream_records = pf_calloc(ds->nfiles, sizeof(*stream_records));
+		ret = pf_dataset_count_streams(ds, stream_records, scfg, ocfg, err);
+		if (ret == 0)
+			ret = add_file_units(ds, stream_records);
+	}
+	if (ret == -ENOMEM && err && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory opening the dataset");
 	pf_free(stream_records);
-	pf_dataset_free(ds);
-	return ret;
+	if (ret < 0) {
+		pf_dataset_free(ds);
+		return ret;
+	}
+	*out = ds;
+	return 0;
+}
+
+int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
+		    const pf_source_config *scfg, const pf_open_config *ocfg, pf_error *err)
+{
+	return open_dataset(out, paths, n, true, scfg, ocfg, err);
+}
+
+int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
+			   const pf_source_config *scfg, const pf_open_config *ocfg,
+			   pf_error *err)
+{
+	return open_dataset(out, paths, n, false, scfg, ocfg, err);
 }
 
 uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem)
@@ -296,6 +335,37 @@ int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 		}
 	}
 	return ret;
+}
+
+int pf_plan_block(bool shuffle, uint32_t shuffle_window, uint32_t host_batch, uint32_t *block,
+		  bool *permute, pf_error *err)
+{
+	/* shuffle_window 1 is no shuffle within the window. */
+	uint64_t window = shuffle ? (shuffle_window ? shuffle_window : PF_WINDOW_DEFAULT) : 1;
+	uint64_t w = host_batch ? (window + host_batch - 1) / host_batch * host_batch : window;
+
+	*permute = window > 1;
+	if (w > (1u << 30))
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "shuffle window of %llu records (in whole host batches of %u) "
+				    "is over 2^30 records", (unsigned long long)window, host_batch);
+	*block = (uint32_t)w;
+	return 0;
+}
+
+void pf_plan_block_perm(uint64_t seed, uint32_t epoch, uint32_t host, uint64_t k,
+			uint32_t *perm, uint32_t n)
+{
+	pf_rng r = pf_rng_seed(seed, epoch, pf_mix64(k) ^ (0x626c6b00ull + host));
+
+	for (uint32_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (uint32_t i = n; i > 1; i--) {
+		uint32_t j = (uint32_t)pf_rng_below(&r, i);
+		uint32_t t = perm[i - 1];
+		perm[i - 1] = perm[j];
+		perm[j] = t;
+	}
 }
 
 void pf_plan_release(pf_epoch_plan *p)

@@ -304,6 +304,14 @@ typedef struct pf_state_blob {
 	size_t len;
 } pf_state_blob;
 
+/*! An all-gather among the hosts of a pod: every host gives len bytes
+ *  (mine; len is the same on every host) and receives every host's, host
+ *  h's at all + h x len (num_hosts x len bytes).  @return 0, or <0 with
+ *  err saying why.  host/pf_host.h's pf_pod_allgather() is one, over MPI
+ *  (ctx: the pf_pod). */
+typedef int (*pf_allgather_fn)(void *ctx, const void *mine, size_t len, void *all,
+			       pf_error *err);
+
 typedef struct pf_loader_config {
 	const char *const *paths;	/* files, directories or globs */
 	size_t npaths;
@@ -398,6 +406,24 @@ typedef struct pf_loader_config {
 	 * evaluation loader, loadbench --repeat).  false: everything goes
 	 * back to the system at pf_loader_free(). */
 	bool keep_pools;
+
+	/* The pod's collective, for opening the dataset.  With it and more
+	 * than one host, pf_loader_create() is collective: every host must
+	 * call it (a host that fails before it opens the dataset still takes
+	 * its part, so that the others fail naming it rather than wait); the
+	 * hosts check that they plan the same dataset (the same files,
+	 * sizes and record counts; all from the manifest or all without),
+	 * and without a manifest they split the counting of stream files:
+	 * host h counts the stream files j (in file order among them) with
+	 * j % num_hosts == h, and the counts are exchanged, so that a host
+	 * decompresses about 1/num_hosts of the streams before its first
+	 * batch instead of all of them (a drop found counting, in skip mode,
+	 * is logged by the host that counted it and counted by every host).
+	 * Called from the thread that calls pf_loader_create(), a few times.
+	 * NULL: this host counts every stream file itself, on `threads`
+	 * threads at once. */
+	pf_allgather_fn allgather;
+	void *allgather_ctx;
 } pf_loader_config;
 
 /* One feature of one core's batch: values[per_core_batch][len]. */
@@ -470,6 +496,27 @@ typedef struct pf_loader_metrics {
 	 * file (a few blocks past what a stream's last segment needs may
 	 * be read ahead); their bytes are bytes_read. */
 	uint64_t io_requests;
+
+	/* Fields below were appended after 0.1 (the struct only grows).
+	 * Opening the dataset in pf_loader_create(), which the first batch
+	 * waits for, by phase: */
+	uint64_t open_manifest_ns;	/* reading and parsing the manifest */
+	uint64_t open_index_ns;		/* every shard's index tail (no manifest) */
+	uint64_t open_count_ns;		/* counting this host's stream files (no
+					   manifest; allgather: its share) */
+	uint64_t open_exchange_ns;	/* the pod's collectives (allgather), waiting
+					   for the other hosts included */
+	uint64_t open_files;		/* files opened to plan: 1 (the manifest) or
+					   every shard */
+	uint64_t open_count_files;	/* stream files this host counted */
+	uint64_t open_count_bytes;	/* their bytes, read whole */
+	uint64_t open_count_decompressed; /* TFRecord bytes counting produced */
+	uint64_t create_ns;		/* pf_loader_create() in all: the open, the
+					   pools, the threads */
+	uint64_t first_batch_ns;	/* from the start of pf_loader_create() to
+					   the first batch pf_loader_next() returned
+					   (0 before); minus create_ns: the first
+					   reads */
 } pf_loader_metrics;
 
 /*! pf_loader_create(): open the dataset (indexed shards through their

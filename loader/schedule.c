@@ -65,22 +65,6 @@ typedef struct walk {
 	uint64_t next_block;	/* the next block to open */
 } walk;
 
-/* Fisher-Yates over [0, n), seeded by (seed, epoch, origin host, block). */
-static void block_perm(const pf_loader *l, uint32_t epoch, uint32_t host, uint64_t k,
-		       uint32_t *perm, uint32_t n)
-{
-	pf_rng r = pf_rng_seed(l->cfg.seed, epoch, pf_mix64(k) ^ (0x626c6b00ull + host));
-
-	for (uint32_t i = 0; i < n; i++)
-		perm[i] = i;
-	for (uint32_t i = n; i > 1; i--) {
-		uint32_t j = (uint32_t)pf_rng_below(&r, i);
-		uint32_t t = perm[i - 1];
-		perm[i - 1] = perm[j];
-		perm[j] = t;
-	}
-}
-
 /* The epoch output index of block k's first output inside the piece. */
 static uint64_t block_out(const walk *wk, uint64_t k)
 {
@@ -173,7 +157,7 @@ static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
 	b->perm = NULL;
 	if (wk->er->permute && j1 > j0) {
 		b->perm = l->mem_perm + (size_t)(g % l->nring) * l->wmax;
-		block_perm(l, wk->er->epoch, wk->host, k, b->perm, n);
+		pf_plan_block_perm(l->cfg.seed, wk->er->epoch, wk->host, k, b->perm, n);
 	}
 	b->slot = l->mem_slotptr + (size_t)(g % l->nring) * l->spb;
 	for (uint64_t j = j0; j < j1; j++) {

@@ -618,7 +618,7 @@ static int dataset_cycle(void *arg, pf_error *err)
 	int ret;
 
 	(void)arg;
-	ret = pf_dataset_open(&d, paths, 5, &(pf_source_config){ 0 }, err);
+	ret = pf_dataset_open(&d, paths, 5, &(pf_source_config){ 0 }, NULL, err);
 	if (ret < 0)
 		return ret;
 	CHECK(d->records == 5 * NRECORDS, "dataset records");

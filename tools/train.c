@@ -338,7 +338,7 @@ static int make_trainer(train_ctx *tc, const pf_spec *spec)
 }
 
 int train_start(train_ctx **out, const train_options *t,
-		const pf_loader_config *cfg, const pf_spec *spec, uint64_t repeat)
+		pf_loader_config *cfg, const pf_spec *spec, uint64_t repeat)
 {
 	train_ctx *tc = calloc(1, sizeof(*tc));
 	int ret;
@@ -369,6 +369,11 @@ int train_start(train_ctx **out, const train_options *t,
 	}
 	if ((ret = open_pod(tc, cfg)) != 0)
 		return ret;
+	if (tc->mpi && tc->hosts > 1) {
+		cfg->allgather = pf_pod_allgather;
+		cfg->allgather_ctx = tc->pod;
+	}
+	tc->cfg = *cfg;
 	if (!t->on)
 		return 0;
 	if ((ret = make_plan(tc)) != 0 || (ret = make_trainer(tc, spec)) != 0)

@@ -116,11 +116,13 @@ int train_parse_option(train_options *t, int opt, const char *arg);
  *  malloc'd and may be replaced (the caller frees).  @return 0 or -ENOMEM. */
 int train_fit_features(const train_options *t, char **spec);
 
-/*! Open the pod (MPI when launched by mpirun) and, with a model, make the
- *  trainer for cfg's topology and spec and the learning-rate plan.
+/*! Open the pod (MPI when launched by mpirun), give cfg its all-gather
+ *  (the hosts open the dataset together: they check they plan the same
+ *  one and split the counting of stream files) and, with a model, make
+ *  the trainer for cfg's topology and spec and the learning-rate plan.
  *  @return 0 with *out, or the exit status (1 or 2) after printing why. */
 int train_start(train_ctx **out, const train_options *t,
-		const pf_loader_config *cfg, const pf_spec *spec,
+		pf_loader_config *cfg, const pf_spec *spec,
 		uint64_t repeat);
 
 /*! pf_loader_next(), timed as the step's input wait. */
