@@ -127,7 +127,7 @@ int pf_paths_expand(const char *const *args, size_t nargs, char ***out,
 
 void pf_paths_free(char **list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; list && i < n; i++)
 		pf_free(list[i]);
 	pf_free(list);
 }

@@ -587,6 +587,121 @@ PF_API void pf_loader_free(pf_loader *l);
  *  Thread-safe. */
 PF_API void pf_loader_trim(void);
 
+/* ------------------------------------------------------------------ */
+/* The pod simulation                                                   */
+/* ------------------------------------------------------------------ */
+/*
+ * Plans one epoch of a dataset as each host of a pod of num_hosts would,
+ * in one process, with the loader's own code: the dataset opened as
+ * pf_loader_create() opens it (from its manifest when the paths name
+ * one), and every host's plan and shuffle blocks made by the functions
+ * a loader uses.  It reports, per host, what it reads to plan, what its
+ * first batch needs, its steps and its records; for the pod, what the
+ * bucket sees at start, with the manifest and without it.  And it checks
+ * the plans by enumerating every record each host delivers: the same
+ * steps on every host, no record delivered by two hosts (a host's own
+ * repeats under PF_REMAINDER_WRAP aside), and the records delivered are
+ * the epoch's but its remainder.
+ *
+ * Requests are counted as a bucket mounted through a FUSE file system
+ * (gcsfuse, regionfs) sees them: a file opened is one metadata request,
+ * each read one request; reads and bytes are those the open really made
+ * (counted in a region table).  Without a manifest every host opens
+ * every shard and reads its index tail, and counts stream files; a pod
+ * with a collective (pf_loader_config.allgather) splits that counting,
+ * which the per-host figures show.  What a host's first batch needs: the
+ * frames (and stream files, whole: where a record lies in a stream is not
+ * known before it is decompressed) that hold the records of its first
+ * step, and the shards they are in.
+ */
+#define PF_PODSIM_MAX_HOSTS 65536u
+
+typedef struct pf_podsim_config {
+	const char *const *paths;	/* the dataset, as pf_loader_config */
+	size_t npaths;
+	bool ignore_manifest;		/* plan from the shards themselves */
+	uint32_t num_hosts;		/* 1 .. PF_PODSIM_MAX_HOSTS */
+	uint32_t cores_per_host;	/* 0: 1 */
+	uint32_t per_core_batch;	/* required */
+	uint64_t seed;
+	uint32_t epoch;			/* the epoch planned, from 0 */
+	bool shuffle;
+	uint32_t shuffle_window;	/* as pf_loader_config */
+	pf_remainder remainder;
+	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
+	unsigned threads;		/* stream files counted at once; 0: CPUs */
+	/* With a manifest: also open the dataset as a host without it does
+	 * (every shard's tail, every stream file counted), to measure that
+	 * too; otherwise the pod's figures without a manifest stay 0. */
+	bool measure_without_manifest;
+} pf_podsim_config;
+
+/* What one host does (the open's figures are the host's own; every
+ * host's are the same but for a split counting of stream files). */
+typedef struct pf_podsim_host {
+	uint64_t steps;			/* in the epoch */
+	uint64_t records_owned;		/* its range of the epoch's records */
+	uint64_t records_delivered;	/* steps x host batch */
+	uint64_t records_dropped;	/* owned, past its last step */
+	uint64_t records_wrapped;	/* repeated to fill its last step */
+	uint64_t units, files, bytes;	/* frames and stream files its plan reads,
+					   the shards they are in, their bytes */
+	/* Opening the dataset as it was opened (the manifest, or every shard
+	 * and this host's share of stream counting). */
+	uint64_t open_files, open_reads, open_bytes;
+	/* Without the manifest (measured, or the dataset has none): every
+	 * shard's tail, and this host's share of counting stream files when
+	 * the pod splits it (each stream file read whole, in reads of
+	 * PF_READ_DEFAULT bytes). */
+	uint64_t bare_files, bare_reads, bare_bytes;
+	uint64_t bare_count_files, bare_count_bytes;	/* of them, counting */
+	/* What its first batch needs. */
+	uint64_t first_files, first_units, first_reads, first_bytes;
+} pf_podsim_host;
+
+typedef struct pf_podsim_summary {
+	uint32_t num_hosts, cores_per_host, per_core_batch;
+	uint64_t global_batch;
+	uint32_t block;			/* records per shuffle block */
+	bool manifest;			/* planned from a manifest */
+	uint64_t manifest_bytes;
+	uint64_t shards, indexed, streams;
+	uint64_t units, records, bytes;	/* frames and stream files, records,
+					   the shards' bytes */
+	uint64_t steps;			/* per epoch, on every host (when equal) */
+	uint64_t remainder_dropped, remainder_wrapped;
+	/* The bucket at start, every host: opening (as opened, and without
+	 * the manifest when measured) and before the first batches.
+	 * Requests: files opened + reads. */
+	uint64_t open_requests, open_bytes;
+	bool bare_measured;
+	uint64_t bare_requests, bare_bytes;
+	uint64_t first_requests, first_bytes;
+	/* Time: opening as one host did, without the manifest (when
+	 * measured), planning every host, and the checks. */
+	uint64_t open_ns, bare_open_ns, plan_ns, check_ns;
+	/* The checks, over every record each host delivers. */
+	bool steps_equal;		/* every host the same steps, each one full */
+	bool disjoint;			/* no record delivered by two hosts */
+	bool complete;			/* the union: the epoch minus the remainder */
+	uint64_t delivered;		/* records delivered, all hosts */
+	uint64_t distinct;		/* of them, distinct */
+	const char *problem;		/* the first check that failed, said; NULL */
+} pf_podsim_summary;
+
+typedef struct pf_podsim pf_podsim;
+
+/*! pf_podsim_run(): open the dataset and plan the epoch as each host of
+ *  the pod.  A failed check is a finding, not an error: the summary says
+ *  it.  @return 0 with *out (free with pf_podsim_free()), or -errno with
+ *  err saying why (a bad config, the dataset's error, -ENOMEM). */
+PF_API int pf_podsim_run(pf_podsim **out, const pf_podsim_config *cfg, pf_error *err);
+PF_API void pf_podsim_free(pf_podsim *s);
+/*! The pod's figures and the checks; valid while s lives. */
+PF_API const pf_podsim_summary *pf_podsim_summary_get(const pf_podsim *s);
+/*! Host h's figures (h < num_hosts; else NULL); valid while s lives. */
+PF_API const pf_podsim_host *pf_podsim_host_get(const pf_podsim *s, uint32_t h);
+
 #ifdef __cplusplus
 }
 #endif

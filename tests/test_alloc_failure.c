@@ -637,6 +637,39 @@ Test(alloc_failure, dataset_and_plan, .init = make_dataset, .fini = free_dataset
 	sweep("pf_dataset_open + pf_plan_epoch", dataset_cycle, NULL, NULL);
 }
 
+/* The pod simulation: from the files (streams counted on two threads),
+ * and from their manifest, measured without it too. */
+static int podsim_cycle(void *arg, pf_error *err)
+{
+	const char *const files[] = { ds.indexed, ds.gzip, ds.zstd, ds.plain, ds.zlib };
+	const char *manifest = arg;
+	pf_podsim_config cfg = { .paths = manifest ? &manifest : files,
+				 .npaths = manifest ? 1 : 5, .num_hosts = 3, .cores_per_host = 2,
+				 .per_core_batch = 4, .shuffle = true, .shuffle_window = 16,
+				 .threads = 2, .measure_without_manifest = true };
+	pf_podsim *sim;
+	int ret = pf_podsim_run(&sim, &cfg, err);
+
+	if (ret < 0)
+		return ret;
+	CHECK(pf_podsim_summary_get(sim)->complete, "the simulation's checks");
+	CHECK(pf_podsim_summary_get(sim)->manifest == (manifest != NULL), "the manifest");
+	pf_podsim_free(sim);
+	return 0;
+}
+
+Test(alloc_failure, pod_simulation, .init = make_dataset, .fini = free_dataset)
+{
+	const char *const files[] = { ds.indexed, ds.gzip, ds.zstd, ds.plain, ds.zlib };
+	char manifest[700];
+	pf_error err;
+
+	sweep("pf_podsim_run", podsim_cycle, NULL, NULL);
+	snprintf(manifest, sizeof(manifest), "%s/ds.manifest", ds.dir);
+	cr_assert_eq(pf_manifest_write(files, 5, manifest, NULL, &err), 0, "%s", err.msg);
+	sweep("pf_podsim_run (manifest)", podsim_cycle, manifest, NULL);
+}
+
 #else /* PF_ALLOC_FAILURE_LOADER */
 
 /* ------------------------------------------------------------------ */

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "common_internal.h"
+#include "podsim.h"
 
 #define SYNTH_VOCAB 32000u
 #define SYNTH_TOKEN_CLASSES 8u
@@ -26,6 +27,7 @@ static const char usage_main[] =
 	"  synth    make a deterministic synthetic TFRecord dataset\n"
 	"  convert  rewrite any readable records as indexed zstd shards\n"
 	"  manifest write the dataset manifest that plans a dataset in one read\n"
+	"  podsim   plan an epoch as each host of a pod, report and check it\n"
 	"  inspect  format, compression, frames, records, sizes, schema\n"
 	"  verify   check every CRC and the index; exit 1 on the first problem\n"
 	"  cat      print records as JSON lines\n"
@@ -1366,6 +1368,7 @@ int main(int argc, char **argv)
 		{ "synth", cmd_synth },
 		{ "convert", cmd_convert },
 		{ "manifest", cmd_manifest },
+		{ "podsim", podsim_main },
 		{ "inspect", cmd_inspect },
 		{ "verify", cmd_verify },
 		{ "cat", cmd_cat },
