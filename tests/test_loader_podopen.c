@@ -368,22 +368,6 @@ Test(loader_podopen, drops_found_counting_are_counted_on_every_host, .timeout = 
 /* ------------------------------------------------------------------ */
 /* Under mpirun                                                         */
 
-#define CLEAN_ENV                                                            \
-	"env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK "   \
-	"-u PMI_RANK -u PMI_SIZE -u TPU_WORKER_ID -u TPU_WORKER_HOSTNAMES "    \
-	"-u CLOUD_TPU_TASK_ID -u RANK -u WORLD_SIZE "                          \
-	"OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-
-static void need_mpirun(void)
-{
-#ifndef PF_TEST_HAVE_MPI
-	cr_skip_test("podfeed was built without MPI (meson -Dmpi=disabled, or no "
-		     "libopenmpi-dev)");
-#endif
-	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
-		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
-}
-
 /* The child's JSON lines, one per rank, by host. */
 static void run_ranks(const char *args, json_t *by_host[HOSTS])
 {
@@ -391,7 +375,7 @@ static void run_ranks(const char *args, json_t *by_host[HOSTS])
 	char cmd[2048];
 	char *line, *save = NULL;
 
-	snprintf(cmd, sizeof(cmd), CLEAN_ENV "mpirun --oversubscribe -np %u %s %s 2>&1",
+	snprintf(cmd, sizeof(cmd), TU_MPI_ENV "mpirun --oversubscribe -np %u %s %s 2>&1",
 		 HOSTS, tu_env_tool("POD_OPEN_CHILD"), args);
 	tu_capture(cmd, out, sizeof(out), NULL);
 	memset(by_host, 0, HOSTS * sizeof(*by_host));
@@ -426,7 +410,7 @@ Test(loader_podopen, four_mpi_ranks_each_decompress_a_quarter, .timeout = 240)
 	json_t *rank[HOSTS];
 	char args[1024];
 
-	need_mpirun();
+	tu_need_mpirun();
 	dir = stream_dataset(&bytes, &plain);
 	for (uint32_t h = 0; h < HOSTS; h++)
 		alone[h].path = dir;

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,23 @@ Test(loader_podsim, a_thousand_and_twenty_four_hosts, .timeout = 300)
 	pf_manifest_free(d.manifest);
 }
 
+/* shardtool ARGS (stdout and stderr) into out.  @return its exit status. */
+static int shardtool(char *out, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int shardtool(char *out, size_t cap, const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int n = snprintf(cmd, sizeof(cmd), "%s ", tu_env_tool("SHARDTOOL"));
+
+	va_start(ap, fmt);
+	vsnprintf(cmd + n, sizeof(cmd) - (size_t)n - 8, fmt, ap);
+	va_end(ap);
+	strcat(cmd, " 2>&1");
+	return WEXITSTATUS(tu_capture(cmd, out, cap, NULL));
+}
+
 /* shardtool podsim prints the library's figures: JSON as the summary
  * and hosts say, text with the checks, exit 0; bad usage named, exit 2;
  * a dataset that is not there, exit 1 naming it. */
@@ -304,7 +322,6 @@ Test(loader_podsim, shardtool_prints_it, .timeout = 120)
 	const pf_podsim_summary *sum;
 	json_t *o, *hosts, *h3;
 	json_error_t je;
-	char cmd[2048];
 	pf_podsim *sim;
 	pf_error err;
 	dataset d;
@@ -315,10 +332,9 @@ Test(loader_podsim, shardtool_prints_it, .timeout = 120)
 	cfg.paths = paths;
 	cr_assert_eq(pf_podsim_run(&sim, &cfg, &err), 0, "%s", err.msg);
 	sum = pf_podsim_summary_get(sim);
-	snprintf(cmd, sizeof(cmd), "%s podsim --hosts 7 --per-core-batch %u --shuffle-window 16 "
-		 "--seed 11 --json %s", tu_env_tool("SHARDTOOL"), PCB, d.dir);
-	st = tu_capture(cmd, out, sizeof(out), NULL);
-	cr_assert_eq(WEXITSTATUS(st), 0, "%s", out);
+	st = shardtool(out, sizeof(out), "podsim --hosts 7 --per-core-batch %u --shuffle-window 16 "
+		       "--seed 11 --json %s", PCB, d.dir);
+	cr_assert_eq(st, 0, "%s", out);
 	o = json_loads(out, 0, &je);
 	cr_assert_not_null(o, "%s: %s", je.text, out);
 	cr_assert(json_is_true(json_object_get(json_object_get(o, "checks"), "disjoint")));
@@ -339,26 +355,17 @@ Test(loader_podsim, shardtool_prints_it, .timeout = 120)
 	json_decref(o);
 	pf_podsim_free(sim);
 
-	snprintf(cmd, sizeof(cmd), "%s podsim --hosts 7 --per-core-batch %u %s",
-		 tu_env_tool("SHARDTOOL"), PCB, d.dir);
-	st = tu_capture(cmd, out, sizeof(out), NULL);
-	cr_assert_eq(WEXITSTATUS(st), 0, "%s", out);
+	st = shardtool(out, sizeof(out), "podsim --hosts 7 --per-core-batch %u %s", PCB, d.dir);
+	cr_assert_eq(st, 0, "%s", out);
 	cr_assert(strstr(out, "checks      equal steps: yes; disjoint records: yes; union = "
 			 "epoch - remainder: yes"), "%s", out);
 	cr_assert(strstr(out, "open        a host: 1 file, 1 read, "), "%s", out);
 
-	snprintf(cmd, sizeof(cmd), "%s podsim %s 2>&1", tu_env_tool("SHARDTOOL"), d.dir);
-	st = tu_capture(cmd, out, sizeof(out), NULL);
-	cr_assert_eq(WEXITSTATUS(st), 2);
+	cr_assert_eq(shardtool(out, sizeof(out), "podsim %s", d.dir), 2);
 	cr_assert(strstr(out, "--hosts H is required"), "%s", out);
-	snprintf(cmd, sizeof(cmd), "%s podsim --hosts 0 %s 2>&1", tu_env_tool("SHARDTOOL"), d.dir);
-	st = tu_capture(cmd, out, sizeof(out), NULL);
-	cr_assert_eq(WEXITSTATUS(st), 2);
+	cr_assert_eq(shardtool(out, sizeof(out), "podsim --hosts 0 %s", d.dir), 2);
 	cr_assert(strstr(out, "--hosts: '0'"), "%s", out);
-	snprintf(cmd, sizeof(cmd), "%s podsim --hosts 2 /nonexistent/podfeed 2>&1",
-		 tu_env_tool("SHARDTOOL"));
-	st = tu_capture(cmd, out, sizeof(out), NULL);
-	cr_assert_eq(WEXITSTATUS(st), 1);
+	cr_assert_eq(shardtool(out, sizeof(out), "podsim --hosts 2 /nonexistent/podfeed"), 1);
 	cr_assert(strstr(out, "/nonexistent/podfeed"), "%s", out);
 	pf_manifest_free(d.manifest);
 }

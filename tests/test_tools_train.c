@@ -14,14 +14,6 @@
 
 #include "testutil.h"
 
-/* The launcher variables of the test runner itself must not leak in;
- * as root Open MPI needs both ALLOW variables. */
-#define CLEAN_ENV                                                            \
-	"env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK "   \
-	"-u PMI_RANK -u PMI_SIZE -u TPU_WORKER_ID -u TPU_WORKER_HOSTNAMES "    \
-	"-u CLOUD_TPU_TASK_ID -u RANK -u WORLD_SIZE "                          \
-	"OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-
 /* Run a shell command; stdout into a malloc'd string (caller frees),
  * stderr into err (when given).  @return the exit status. */
 static int run(char **out, char *err, size_t err_cap, const char *fmt, ...)
@@ -122,16 +114,6 @@ static void make_data(const char *d, bool tokens)
 
 #define SOFTMAX "--model softmax --classes 10 --features x:float32[256],label:int32[1]"
 
-static void need_mpirun(void)
-{
-#ifndef PF_TEST_HAVE_MPI
-	cr_skip_test("podfeed was built without MPI (meson -Dmpi=disabled, or no "
-		     "libopenmpi-dev)");
-#endif
-	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
-		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
-}
-
 /* ------------------------------------------------------------------ */
 /* One host                                                             */
 
@@ -145,7 +127,7 @@ Test(train_tool, softmax_report_and_the_same_bits_at_any_thread_count,
 
 	make_data(d, false);
 	for (int threads = 1; threads <= 2; threads++) {
-		cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s --json --quiet "
+		cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "%s --json --quiet "
 				 SOFTMAX " --per-core-batch 16 --cores 2 --steps 60 "
 				 "--threads %d --lr 0.2 --eval %s/eval --eval-every 30 "
 				 "--log-every 20 %s/train", tu_env_tool("LOADBENCH"), threads,
@@ -197,7 +179,7 @@ Test(train_tool, text_report, .timeout = 60)
 	char *out, err[4096];
 
 	make_data(d, false);
-	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s --quiet " SOFTMAX
+	cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "%s --quiet " SOFTMAX
 			 " --per-core-batch 32 --steps 20 --threads 1 --eval %s/eval "
 			 "%s/train", tu_env_tool("LOADBENCH"), d, d), 0, "%s", err);
 	cr_assert(strstr(out, "\ntrain       softmax ("), "%s", out);
@@ -209,7 +191,7 @@ Test(train_tool, text_report, .timeout = 60)
 	cr_assert_null(strstr(out, "\npod "), "%s", out);
 	free(out);
 	/* --model none: the report as before */
-	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s --quiet --model none "
+	cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "%s --quiet --model none "
 			 "--per-core-batch 32 --threads 1 %s/train", tu_env_tool("LOADBENCH"),
 			 d), 0, "%s", err);
 	cr_assert(strstr(out, "bottleneck  "), "%s", out);
@@ -224,7 +206,7 @@ Test(train_tool, embag_reads_the_index_schema_as_int32_with_pad, .timeout = 60)
 	json_t *o;
 
 	make_data(d, true);
-	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s --json --quiet --model "
+	cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "%s --json --quiet --model "
 			 "embag --classes 8 --vocab 32000 --embed-dim 8 --cores 2 "
 			 "--per-core-batch 8 --steps 20 --threads 1 %s/tok",
 			 tu_env_tool("LOADBENCH"), d), 0, "%s", err);
@@ -265,7 +247,7 @@ Test(train_tool, bad_specs_and_options, .timeout = 60)
 	make_data(d, false);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *out, err[4096];
-		int st = run(&out, err, sizeof(err), CLEAN_ENV "%s --quiet --threads 1 %s "
+		int st = run(&out, err, sizeof(err), TU_MPI_ENV "%s --quiet --threads 1 %s "
 			     "%s/train", tu_env_tool("LOADBENCH"), cases[i].args, d);
 
 		cr_assert_eq(st, cases[i].status, "%s: status %d: %s", cases[i].args, st, err);
@@ -328,14 +310,14 @@ Test(pod_tool, two_and_four_ranks_softmax, .timeout = 180)
 	const char *d = tu_tmpdir();
 	char *out, err[16384];
 
-	need_mpirun();
+	tu_need_mpirun();
 	make_data(d, false);
 	for (unsigned np = 2; np <= 4; np += 2) {
 		/* 2,560 records, global batch 16 x np: 160 / np steps */
 		unsigned steps = 2560 / (16 * np);
 		json_t *o;
 
-		cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "mpirun --oversubscribe "
+		cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "mpirun --oversubscribe "
 				 "-np %u %s --json --quiet " SOFTMAX " --per-core-batch 16 "
 				 "--threads 1 --memory 64 --lr 0.1 --lr-rule linear "
 				 "--ref-global-batch 16 --warmup-steps 8 --eval %s/eval %s/train",
@@ -363,10 +345,10 @@ Test(pod_tool, two_ranks_embag_and_the_text_report, .timeout = 180)
 	char *out, err[16384];
 	json_t *o;
 
-	need_mpirun();
+	tu_need_mpirun();
 	make_data(d, true);
 	/* 2 cores a host: the mask protocol over hosts and cores */
-	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "mpirun --oversubscribe -np 2 "
+	cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "mpirun --oversubscribe -np 2 "
 			 "%s --json --quiet --model embag --classes 8 --vocab 32000 "
 			 "--embed-dim 8 --embed-lr-scale 50 --cores 2 --per-core-batch 10 "
 			 "--threads 1 --memory 128 %s/tok", tu_env_tool("LOADBENCH"), d), 0,
@@ -377,7 +359,7 @@ Test(pod_tool, two_ranks_embag_and_the_text_report, .timeout = 180)
 	json_decref(o);
 	free(out);
 
-	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "mpirun --oversubscribe -np 2 "
+	cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "mpirun --oversubscribe -np 2 "
 			 "%s --quiet --model none --per-core-batch 10 --threads 1 "
 			 "--memory 128 %s/tok", tu_env_tool("LOADBENCH"), d), 0, "%s", err);
 	cr_assert(strstr(out, "\npod         2 hosts (mpi): "), "%s", out);
@@ -396,9 +378,9 @@ Test(pod_tool, a_failing_step_stops_every_rank, .timeout = 120)
 	const char *d = tu_tmpdir();
 	char *out, err[16384];
 
-	need_mpirun();
+	tu_need_mpirun();
 	make_data(d, false);
-	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "mpirun --oversubscribe -np 2 "
+	cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "mpirun --oversubscribe -np 2 "
 			 "%s --json --quiet --model softmax --classes 5 --features "
 			 "x:float32[256],label:int32[1] --per-core-batch 16 --threads 1 "
 			 "--memory 64 %s/train", tu_env_tool("LOADBENCH"), d), 1, "%s", err);
@@ -412,9 +394,9 @@ Test(pod_tool, ladder_of_one_and_two_hosts, .timeout = 180)
 	char *out, err[16384];
 	json_t *o, *rungs;
 
-	need_mpirun();
+	tu_need_mpirun();
 	make_data(d, false);
-	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s ladder --hosts 1,2 --json "
+	cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "%s ladder --hosts 1,2 --json "
 			 SOFTMAX " --per-core-batch 16 --threads 1 --memory 64 %s/train",
 			 tu_env_tool("LOADBENCH"), d), 0, "%s", err);
 	o = parse(out);
@@ -445,7 +427,7 @@ Test(pod_tool, ladder_of_one_and_two_hosts, .timeout = 180)
 	json_decref(o);
 	free(out);
 
-	cr_assert_eq(run(&out, err, sizeof(err), CLEAN_ENV "%s ladder --hosts 1,2 "
+	cr_assert_eq(run(&out, err, sizeof(err), TU_MPI_ENV "%s ladder --hosts 1,2 "
 			 "--per-core-batch 16 --threads 1 --memory 64 %s/train",
 			 tu_env_tool("LOADBENCH"), d), 0, "%s", err);
 	cr_assert(strstr(out, "hosts   records/s (pod)"), "%s", out);

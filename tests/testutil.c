@@ -335,3 +335,13 @@ uint64_t tu_alloc_live(void)
 {
 	return __atomic_load_n(&tu_alloc.live, __ATOMIC_RELAXED);
 }
+
+void tu_need_mpirun(void)
+{
+#ifndef PF_TEST_HAVE_MPI
+	cr_skip_test("podfeed was built without MPI (meson -Dmpi=disabled, or no "
+		     "libopenmpi-dev)");
+#endif
+	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
+		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
+}
