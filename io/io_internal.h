@@ -170,6 +170,12 @@ struct pf_io {
 	bool files_registered;
 	uint32_t files_synced;	/* files[0, files_synced) are in the ring's table */
 	bool buffers_registered;
+	/* A sparse buffer table: buffer i is put in it at its first read
+	 * (buf_live[i]), not all at creation. */
+	uint8_t *buffers_base;
+	size_t buffer_size;
+	unsigned nbuffers;
+	uint8_t *buf_live;	/* [nbuffers]; NULL: all registered at creation */
 	unsigned sq_pending;	/* sqes prepared, not yet submitted */
 
 	/* pread: requests queued, run at reap time */

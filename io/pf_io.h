@@ -83,7 +83,11 @@ typedef struct pf_io_stats {
 typedef struct pf_io_config {
 	unsigned queue_depth;	/* in-flight requests; 0: 64 */
 	unsigned max_files;	/* file table size; 0: 4096 */
-	void *buffers;		/* optional region to register: nbuffers x buffer_size */
+	void *buffers;		/* optional region to register: nbuffers x buffer_size
+				   (io_uring: each buffer at its first read,
+				   where the kernel has sparse tables (5.19),
+				   else all at creation; a buffer never read
+				   into is never pinned) */
 	size_t buffer_size;
 	unsigned nbuffers;
 	const char *backend;	/* "uring", "pread", or NULL: $PODFEED_IO, else uring */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "pf_io.h"
 #include "testutil.h"
@@ -264,4 +266,52 @@ Test(io, backend_choice)
 	pf_io_free(io);
 	unsetenv("PODFEED_IO");
 	pf_io_free(NULL);
+}
+
+/* Registered buffers are pinned as they are first read into, not all at
+ * creation: a buffer no read used has no page in memory (the loader's
+ * first batch reads into a few of its read buffers, and registering all
+ * of them at once faulted in 21 MiB before its first read). */
+Test(io, buffers_are_registered_at_their_first_read)
+{
+	const size_t bsize = 1u << 20;
+	const unsigned nbufs = 8;
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned char vec[(1u << 20) / 4096];
+	uint8_t *content, *bufs;
+	char *path = make_file(bsize, &content);
+	pf_io_req req, *done;
+	pf_io *io;
+	pf_error err;
+	int f;
+
+	bufs = mmap(NULL, bsize * nbufs, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(bufs, MAP_FAILED);
+	(void)madvise(bufs, bsize * nbufs, MADV_NOHUGEPAGE);	/* a page is a page */
+	io = engine("uring", bufs, bsize, nbufs);
+	if (!pf_io_buffers_registered(io))
+		cr_skip_test("io_uring refused to register buffers here (RLIMIT_MEMLOCK)");
+	f = pf_io_add_file(io, path, 0, &err);
+	cr_assert_geq(f, 0, "%s", err.msg);
+	req = (pf_io_req){ .file = (uint32_t)f, .offset = 0, .len = (uint32_t)bsize,
+			   .buf = bufs + 2 * bsize, .buf_index = 2 };
+	cr_assert_eq(pf_io_submit(io, &req), 0);
+	cr_assert_eq(pf_io_reap(io, &done, 1, 1), 1);
+	cr_assert_eq(req.result, (int64_t)bsize, "%s", pf_strerror((int)req.result));
+	cr_assert_eq(memcmp(bufs + 2 * bsize, content, bsize), 0);
+	for (unsigned b = 0; b < nbufs; b++) {
+		size_t resident = 0;
+
+		cr_assert_eq(mincore(bufs + b * bsize, bsize, vec), 0);
+		for (size_t i = 0; i < bsize / (size_t)page; i++)
+			resident += vec[i] & 1;
+		if (b == 2)
+			cr_assert_eq(resident, bsize / (size_t)page, "the buffer read into");
+		else
+			cr_assert_eq(resident, 0, "buffer %u was never read into but has %zu "
+				     "pages in memory", b, resident);
+	}
+	pf_io_free(io);
+	munmap(bufs, bsize * nbufs);
+	free(content);
 }
