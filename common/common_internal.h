@@ -18,6 +18,9 @@
 
 /* CLOCK_MONOTONIC in nanoseconds: for intervals, never for dates. */
 uint64_t pf_now_ns(void);
+/* The calling thread's CPU time in nanoseconds: what work costs, whatever
+ * else the machine runs. */
+uint64_t pf_thread_cpu_ns(void);
 
 /* ------------------------------------------------------------------ */
 /* splitmix64 and seeded streams                                        */

@@ -3,8 +3,12 @@
  * shuffle permutations and chunks the loader has, sized at creation to
  * fit cfg.memory_budget (fewer reads in flight, then the least lookahead
  * that works, before refusing with what it would need), and the pools
- * built from that plan: every buffer the hot path uses.  Not here: where
- * the pools come from (pool.c), or what fills them. */
+ * built from that plan: every buffer the hot path uses.  The plan is
+ * the most the loader may use; read buffers are handed out as the reads
+ * need them, under the limit autotune sets (at the start, the few the
+ * first batch needs), and the slots for a prefetch autotune may choose
+ * when it does.  Not here: where the pools come from (pool.c), or what
+ * fills them. */
 #include <errno.h>
 #include <string.h>
 
@@ -163,9 +167,23 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 		l->block_bytes = round_up(l->block_bytes +
 					  l->fbytes[f] * l->topo.per_core_batch, 64);
 	}
+	l->depth_plan = l->cfg.io_depth;
 	ret = plan_memory(l, &p, err);
 	if (ret < 0)
 		return ret;
+	/* PF_AUTO may raise prefetch: the slots for the most it may choose,
+	 * where the budget has room for them (made only when chosen). */
+	l->prefetch_max = l->cfg.prefetch;
+	if (l->tune.prefetch.automatic && l->cfg.prefetch < PF_PREFETCH_AUTO_MAX) {
+		size_t more = (size_t)(PF_PREFETCH_AUTO_MAX - l->cfg.prefetch) *
+			      l->topo.cores * l->block_bytes;
+
+		if (plan_total(&p) + more <= l->cfg.memory_budget) {
+			l->nslots += PF_PREFETCH_AUTO_MAX - l->cfg.prefetch;
+			p.batches += more;
+			l->prefetch_max = PF_PREFETCH_AUTO_MAX;
+		}
+	}
 
 	l->chunks = pf_calloc(l->nchunks, sizeof(*l->chunks));
 	l->streams = pf_calloc(l->nstreams, sizeof(*l->streams));
@@ -201,17 +219,17 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 		ss->next = l->free_streams;
 		l->free_streams = ss;
 	}
-	for (unsigned i = 0; i < l->ncbufs; i++)
-		l->free_cbuf[l->nfree_cbuf++] = (int)i;
+	/* Read buffers are made as the reads need them
+	 * (pf_budget_cbuf_ready()); the slots for the prefetch of now, the
+	 * rest when it is raised. */
 	for (unsigned i = 0; i < l->nslots; i++) {
 		batch_slot *s = &l->slots[i];
 
 		s->mem = l->mem_batches + (size_t)i * l->topo.cores * l->block_bytes;
 		if (setup_slot(l, s) < 0)
 			return -ENOMEM;
-		s->next = l->free_slots;
-		l->free_slots = s;
 	}
+	pf_budget_grow_slots(l, l->cfg.prefetch);
 	for (unsigned i = 0; i < l->nworkers; i++) {
 		worker *w = &l->workers[i];
 
@@ -229,4 +247,29 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 	}
 	l->memory_bytes = plan_total(&p);
 	return 0;
+}
+
+bool pf_budget_cbuf_ready(pf_loader *l)
+{
+	/* Made in index order, taken most recently freed first: the buffers
+	 * in use stay few and warm, and one never needed is never touched
+	 * (nor pinned: the engine registers a buffer at its first read). */
+	if (l->cbufs_made - l->nfree_cbuf >= l->cbuf_limit)
+		return false;
+	if (!l->nfree_cbuf && l->cbufs_made < l->ncbufs)
+		l->free_cbuf[l->nfree_cbuf++] = (int)l->cbufs_made++;
+	return l->nfree_cbuf != 0;
+}
+
+void pf_budget_grow_slots(pf_loader *l, unsigned prefetch)
+{
+	unsigned want = l->nslots - (l->prefetch_max - prefetch);
+
+	for (; l->slots_made < want; l->slots_made++) {
+		batch_slot *s = &l->slots[l->slots_made];
+
+		s->next = l->free_slots;
+		l->free_slots = s;
+	}
+	pthread_cond_broadcast(&l->cv_batch);	/* the I/O thread may wait for one */
 }

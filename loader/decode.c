@@ -319,16 +319,20 @@ void *pf_loader_worker_main(void *arg)
 
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		uint64_t t0 = pf_now_ns(), t1;
+		uint64_t t0 = pf_now_ns(), t1, cpu0;
 		pf_error err;
 		chunk *c = NULL;
 		int ret;
 
-		while (!halted(l) && !(c = take_work(l)) && !(l->io_done && !l->decode_q))
+		/* Workers past the threads autotune chose park here. */
+		while (!halted(l) &&
+		       !(c = (unsigned)(w - l->workers) < l->active_workers ? take_work(l) : NULL) &&
+		       !(l->io_done && !l->decode_q))
 			pthread_cond_wait(&l->cv_decode, &l->mu);
 		if (!c)
 			break;
 		t1 = pf_now_ns();
+		cpu0 = pf_thread_cpu_ns();
 		l->m.decode.wait_ns += t1 - t0;
 		pthread_mutex_unlock(&l->mu);
 
@@ -346,6 +350,8 @@ void *pf_loader_worker_main(void *arg)
 
 		pthread_mutex_lock(&l->mu);
 		l->m.decode.busy_ns += pf_now_ns() - t1;
+		/* A parked stream chunk's records count when it is done. */
+		pf_tune_decoded(l, ret == 1 ? 0 : c->seg.count, c->cbuf >= 0, pf_thread_cpu_ns() - cpu0);
 		if (ret == 1) {
 			pf_stream_park(l, c->ss, c);	/* no longer this worker's */
 			continue;

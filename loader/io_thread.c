@@ -37,6 +37,8 @@ int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 		}
 		if (done[i]->result < 0)
 			pf_io_req_error(io, done[i], &c->ioerr);	/* retries, timeout */
+		else
+			pf_tune_read(l, pf_now_ns() - c->submit_ns);
 		pf_decode_queue(l, c);
 		pthread_cond_signal(&l->cv_decode);	/* one worker per read */
 	}

@@ -128,6 +128,9 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		goto fail;
 	}
 	l->epochs = cfg->epochs ? cfg->epochs : 1;
+	l->tune.threads.automatic = cfg->threads == PF_AUTO;
+	l->tune.io_depth.automatic = cfg->io_depth == PF_AUTO;
+	l->tune.prefetch.automatic = cfg->prefetch == PF_AUTO;
 	l->cfg.memory_budget = cfg->memory_budget ? cfg->memory_budget : PF_BUDGET_DEFAULT;
 	l->cfg.io_depth = cfg->io_depth ? cfg->io_depth : PF_IO_DEPTH_DEFAULT;
 	l->cfg.max_record_size = cfg->max_record_size ? cfg->max_record_size
@@ -281,7 +284,7 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 	if (ret < 0)
 		goto fail;
 	l->m.memory_bytes = l->memory_bytes;
-	l->m.decode_threads = l->nworkers;
+	pf_tune_start(l);
 
 	/* Start: I/O first (it reports whether the engine came up). */
 	if (pthread_create(&l->io_thread, NULL, pf_loader_io_main, l)) {
@@ -358,6 +361,7 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	struct timespec deadline = { 0 };
 
 	pthread_mutex_lock(&l->mu);
+	pf_tune_next_entry(l, t0);
 	/* A caller's mistake changes nothing: no batch is taken, the loader
 	 * goes on, and the call after a release is the one this should
 	 * have been. */
@@ -426,6 +430,7 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	l->c_any = true;
 	l->c_delivered += l->host_batch;
 	l->c_last = b->batch;
+	pf_tune_next_taken(l, t0 + dt, dt);
 	pthread_mutex_unlock(&l->mu);
 	*out = &b->batch;
 	return 1;
@@ -457,6 +462,7 @@ void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	*m = l->m;
+	m->decode_threads = l->active_workers;
 	{
 		pf_io_totals t;
 

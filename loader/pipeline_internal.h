@@ -50,8 +50,14 @@
  *                the metrics; and pf_loader_fail*() and pf_loader_wake_io(),
  *                which every thread calls.
  *   budget.c     the memory budget: pool sizes from it (pf_budget_setup()),
- *                the pools and batch slots built.  Asks resume.c how many
- *                slots a resumed block can touch (pf_resume_spb()).
+ *                the pools and batch slots built, and grown as they are
+ *                needed (pf_budget_cbuf_ready(), pf_budget_grow_slots()).
+ *                Asks resume.c how many slots a resumed block can touch
+ *                (pf_resume_spb()).
+ *   autotune.c   threads, reads in flight and prefetch where the config
+ *                says PF_AUTO: chosen from the reads' latency, the decode
+ *                time and the consumer's gaps (pf_tune_*()), each choice
+ *                with its reason (pf_loader_tuning()).
  *   resume.c     checkpoints in the loader: a run started from saved
  *                states (pf_resume_restore()), and the consumer's position
  *                saved (pf_loader_save_state()).  The blob's encoding is
@@ -174,6 +180,7 @@ typedef struct chunk {
 	pf_io_req req;
 	pf_error ioerr;		/* a failed read, as the engine tells it */
 	int cbuf;		/* compressed buffer index, or -1 */
+	uint64_t submit_ns;	/* when its read was submitted */
 } chunk;
 
 typedef struct worker {
@@ -304,6 +311,32 @@ struct pf_loader {
 	worker *workers;
 	unsigned nworkers;
 
+	/* What the pools hold now (budget.c): read buffers made so far
+	 * (indexes [0, cbufs_made), the rest of the ncbufs planned made when
+	 * needed) and how many may be in use (reads in flight and frames
+	 * being decoded); batch slots made (the rest of nslots made when
+	 * prefetch is raised). */
+	unsigned cbufs_made, cbuf_limit;
+	unsigned slots_made;
+
+	/* Autotune (autotune.c), under mu. */
+	pf_tuning tune;
+	unsigned active_workers;	/* workers that take work: workers[0, n) */
+	unsigned prefetch_max;		/* the slots planned allow this much */
+	unsigned depth_plan;		/* reads in flight the config or PF_AUTO's
+					   most asked, before the budget's cut */
+	uint64_t tune_reads;		/* frame reads measured */
+	uint64_t tune_read_ewma;	/* their latency, ns (moving average) */
+	uint64_t tune_frames, tune_records;	/* decoded so far */
+	uint64_t tune_frame_ewma;	/* a frame's decode, CPU ns (moving average) */
+	uint64_t tune_cpu_ns;		/* decode CPU time of every chunk */
+	uint64_t tune_gap_ns, tune_gap_max_ns;	/* the consumer between next() calls */
+	uint64_t tune_gap_cpu_ns;	/* of which on its CPU */
+	uint64_t tune_last_cpu_ns;	/* its CPU time when next() last returned */
+	uint64_t tune_gaps, tune_waits;		/* gaps counted; next() calls that waited */
+	uint64_t tune_last_ns;		/* when next() last returned a batch */
+	uint64_t tune_first_ns;		/* when the first batch was returned */
+
 	/* metrics, under mu; the I/O stage is busy when not waiting */
 	pf_loader_metrics m;
 	uint64_t io_start_ns, io_end_ns;
@@ -343,6 +376,28 @@ void pf_loader_wake_io(pf_loader *l);
  * tensor layout and the workers' buffers with them.  @return 0, or
  * -ENOMEM with err saying what the budget would need. */
 int pf_budget_setup(pf_loader *l, pf_error *err);
+
+/* budget.c, the pools as they grow (with l->mu held) */
+/* A read buffer can be taken now: one is free, or one more is made, and
+ * fewer than l->cbuf_limit are in use. */
+bool pf_budget_cbuf_ready(pf_loader *l);
+/* The consumer may hold prefetch + 1 batches: make the slots for it. */
+void pf_budget_grow_slots(pf_loader *l, unsigned prefetch);
+
+/* autotune.c (with l->mu held) */
+/* The starting values, after pf_budget_setup() (which sized the pools
+ * for the most PF_AUTO may choose): the limits in the pools, and each
+ * choice said. */
+void pf_tune_start(pf_loader *l);
+/* A frame's read took ns, from submit to reap. */
+void pf_tune_read(pf_loader *l, uint64_t ns);
+/* A chunk of `records` was decoded (frame: of a frame read) in cpu_ns
+ * of its worker's CPU time. */
+void pf_tune_decoded(pf_loader *l, uint64_t records, bool frame, uint64_t cpu_ns);
+/* pf_loader_next() is called (entry) and returns a batch (taken), having
+ * waited `waited` ns for it. */
+void pf_tune_next_entry(pf_loader *l, uint64_t t);
+void pf_tune_next_taken(pf_loader *l, uint64_t t, uint64_t waited);
 
 /* resume.c */
 /* Restore from cfg->resume into l->start_epoch, l->gstep0 and l->resume.

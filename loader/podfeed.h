@@ -312,6 +312,12 @@ typedef struct pf_state_blob {
 typedef int (*pf_allgather_fn)(void *ctx, const void *mine, size_t len, void *all,
 			       pf_error *err);
 
+/* pf_loader_config's threads, io_depth and prefetch: chosen by the loader
+ * (pf_loader_tuning()). */
+#define PF_AUTO 0u
+#define PF_PREFETCH_AUTO_MAX 8u
+#define PF_TUNE_BATCHES 16u
+
 typedef struct pf_loader_config {
 	const char *const *paths;	/* files, directories or globs */
 	size_t npaths;
@@ -339,12 +345,23 @@ typedef struct pf_loader_config {
 					   host's stream comes out permuted; 0: 8192 */
 	pf_remainder remainder;
 
-	unsigned threads;		/* decode workers; 0: number of CPUs */
-	unsigned io_depth;		/* reads in flight; 0: 32 */
+	/* PF_AUTO (0, the default) for threads, io_depth and prefetch: the
+	 * loader picks from what it measures in the first batches, and
+	 * pf_loader_tuning() says what it chose and why. */
+	unsigned threads;		/* decode workers; PF_AUTO: up to the CPUs
+					   this process may run on, as many as
+					   decoding needs beside the consumer */
+	unsigned io_depth;		/* reads in flight; PF_AUTO: as many as the
+					   measured read latency needs to keep the
+					   decoders busy, at most 32 */
 	size_t memory_budget;		/* bytes for all pools (mmap()ed, outside
 					   pf_allocator: pf_common.h says why);
 					   0: 512 MiB */
-	unsigned prefetch;		/* the consumer may hold prefetch + 1 batches; 0: 2 */
+	unsigned prefetch;		/* the consumer may hold prefetch + 1 batches;
+					   PF_AUTO: 2, raised (up to
+					   PF_PREFETCH_AUTO_MAX, as the budget
+					   allows) when the consumer's stalls need
+					   more batches ready; never lowered */
 	uint64_t max_record_size;	/* 0: PF_MAX_RECORD_DEFAULT */
 	bool direct_io;			/* O_DIRECT for aligned indexed shards */
 	bool verify_records;		/* also check each record's data CRC inside
@@ -519,6 +536,22 @@ typedef struct pf_loader_metrics {
 					   reads */
 } pf_loader_metrics;
 
+/* One setting of the pipeline, as the loader runs it. */
+typedef struct pf_tuning_choice {
+	unsigned value;		/* in force now */
+	bool automatic;		/* PF_AUTO: the loader's choice, else the config's */
+	bool measured;		/* chosen from measurements; false: the
+				   starting value (too few batches yet) or
+				   the config's */
+	char why[256];		/* one line: what was measured, why this value */
+} pf_tuning_choice;
+
+typedef struct pf_tuning {
+	pf_tuning_choice threads;	/* decode workers taking work */
+	pf_tuning_choice io_depth;	/* frame reads in flight */
+	pf_tuning_choice prefetch;	/* the consumer may hold prefetch + 1 */
+} pf_tuning;
+
 /*! pf_loader_create(): open the dataset (indexed shards through their
  *  index; stream files are scanned once to count records), plan this
  *  host's share, size every pool from the memory budget, start threads.
@@ -575,6 +608,12 @@ PF_API int pf_state_inspect(const void *blob, size_t len, pf_state_info *info,
  *  pf_loader_next() or pf_loader_free(); the consumer's thread. */
 PF_API const pf_error *pf_loader_last_error(const pf_loader *l);
 PF_API void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m);
+/*! pf_loader_tuning(): the threads, reads in flight and prefetch in force,
+ *  each with whether the loader chose it (PF_AUTO) and why, in one line.
+ *  threads and prefetch are chosen once, after the first
+ *  PF_TUNE_BATCHES batches; io_depth follows the reads' latency all along.
+ *  Thread-safe. */
+PF_API void pf_loader_tuning(const pf_loader *l, pf_tuning *out);
 PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);
 PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
 /*! Stop threads and free everything.  NULL is a no-op.  Nothing the

@@ -22,10 +22,13 @@ static bool chunk_free(const pf_loader *l, uint64_t arg)
 	return l->free_chunks != NULL;
 }
 
+/* A read buffer free, or made now (the pool grows as reads need it, up
+ * to the limit autotune sets): the one predicate that changes the
+ * loader, under l->mu as every predicate runs. */
 static bool cbuf_free(const pf_loader *l, uint64_t arg)
 {
 	(void)arg;
-	return l->nfree_cbuf != 0;
+	return pf_budget_cbuf_ready((pf_loader *)l);
 }
 
 static bool stream_free(const pf_loader *l, uint64_t arg)
@@ -313,6 +316,7 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 		.buf_index = pf_io_buffers_registered(io) ? c->cbuf : -1,
 		.user = c,
 	};
+	c->submit_ns = pf_now_ns();
 	ret = pf_reads_submit(l, io, &c->req);
 	if (ret == 0)
 		ret = pf_reads_reap(l, io, 0) < 0 ? -EIO : 0;

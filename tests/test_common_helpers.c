@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* common/'s helpers against their published definitions: splitmix64's
  * reference outputs, FNV-1a's test vectors, and the log2 histogram's
- * bucket edges and quantiles. */
+ * bucket edges and quantiles; the clocks. */
 #include <criterion/criterion.h>
 #include <string.h>
+#include <time.h>
 
 #include "common_internal.h"
 
@@ -99,4 +100,21 @@ Test(common_clock, monotonic)
 
 	cr_assert_gt(a, 0);
 	cr_assert_geq(b, a);
+}
+
+/* The thread CPU clock counts this thread's work and not its sleep. */
+Test(common_clock, thread_cpu_counts_work_not_sleep)
+{
+	uint64_t c0 = pf_thread_cpu_ns(), w0 = pf_now_ns(), c1, c2;
+	volatile uint64_t x = 0;
+	struct timespec nap = { 0, 50 * 1000000 };
+
+	while (pf_thread_cpu_ns() - c0 < 20 * 1000000)
+		x += 1;
+	c1 = pf_thread_cpu_ns();
+	cr_assert_geq(pf_now_ns() - w0, c1 - c0, "CPU time past wall time");
+	nanosleep(&nap, NULL);
+	c2 = pf_thread_cpu_ns();
+	cr_assert_lt(c2 - c1, 10 * 1000000, "50 ms asleep counted %llu ns of CPU",
+		     (unsigned long long)(c2 - c1));
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,9 +80,13 @@ static const char usage[] =
 /* Two strings: one would pass the 4095 bytes C99 promises to hold. */
 static const char usage_pipeline[] =
 	"pipeline:\n"
-	"  --threads T          decode threads (default: number of CPUs)\n"
-	"  --io-depth N         reads in flight (default 32)\n"
-	"  --prefetch N         ready batches queued (default 2)\n"
+	"  --threads T|auto     decode threads (default auto: from the first\n"
+	"                       batches, up to the number of CPUs; the report\n"
+	"                       says what was chosen and why)\n"
+	"  --io-depth N|auto    reads in flight (default auto: as many as the\n"
+	"                       measured read latency needs, at most 32)\n"
+	"  --prefetch N|auto    ready batches queued (default auto: 2, more when\n"
+	"                       the consumer stalls)\n"
 	"  --memory MiB         memory budget for all pools (default 512)\n"
 	"  --direct             O_DIRECT reads of aligned shards\n"
 	"  --no-manifest        plan from the shards even when the one directory\n"
@@ -164,7 +169,9 @@ static uint64_t peak_rss_bytes(void)
 
 typedef struct options {
 	pf_loader_config cfg;
-	uint64_t per_core_batch, cores, host_index, num_hosts, threads;
+	uint64_t per_core_batch, cores, host_index, num_hosts;
+	uint64_t threads_arg;	/* --threads: PF_AUTO or a count */
+	uint64_t threads;	/* the baseline passes' threads: the count, or the CPUs */
 	uint64_t epochs, steps, seed, window, memory_mib, io_depth, prefetch;
 	uint64_t repeat;
 	bool epochs_given, direct, verify, json, baseline, quiet, no_manifest;
@@ -185,6 +192,16 @@ typedef struct options {
 } options;
 
 /* @return -1 to go on, else the exit status. */
+/* N in [1, max], or "auto": PF_AUTO. */
+static int parse_auto(const char *flag, const char *text, uint64_t max, uint64_t *v)
+{
+	if (!strcmp(text, "auto")) {
+		*v = PF_AUTO;
+		return 0;
+	}
+	return cli_parse_u64(flag, text, 1, max, false, v);
+}
+
 static int parse_options(int argc, char **argv, options *o)
 {
 	enum {
@@ -238,8 +255,8 @@ static int parse_options(int argc, char **argv, options *o)
 	o->epochs = 1;
 	o->window = DEFAULT_WINDOW;
 	o->memory_mib = DEFAULT_MEMORY_MIB;
-	o->io_depth = 32;
-	o->prefetch = 2;
+	o->io_depth = PF_AUTO;
+	o->prefetch = PF_AUTO;
 	o->repeat = 1;
 	o->remainder = PF_REMAINDER_DROP;
 	opterr = 0;
@@ -265,7 +282,7 @@ static int parse_options(int argc, char **argv, options *o)
 			o->num_hosts_given = true;
 			break;
 		case OPT_THREADS:
-			r = cli_parse_u64("--threads", optarg, 1, 1024, false, &o->threads);
+			r = parse_auto("--threads", optarg, 1024, &o->threads_arg);
 			break;
 		case OPT_EPOCHS:
 			r = cli_parse_u64("--epochs", optarg, 1, UINT32_MAX, false, &o->epochs);
@@ -299,10 +316,10 @@ static int parse_options(int argc, char **argv, options *o)
 			}
 			break;
 		case OPT_DEPTH:
-			r = cli_parse_u64("--io-depth", optarg, 1, 4096, false, &o->io_depth);
+			r = parse_auto("--io-depth", optarg, 4096, &o->io_depth);
 			break;
 		case OPT_PREFETCH:
-			r = cli_parse_u64("--prefetch", optarg, 1, 1024, false, &o->prefetch);
+			r = parse_auto("--prefetch", optarg, 1024, &o->prefetch);
 			break;
 		case OPT_REPEAT:
 			r = cli_parse_u64("--repeat", optarg, 1, MAX_REPEAT, false, &o->repeat);
@@ -391,6 +408,7 @@ static int parse_options(int argc, char **argv, options *o)
 		cli_fail("no shards given; see loadbench --help");
 		return 2;
 	}
+	o->threads = o->threads_arg;
 	if (!o->threads) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		o->threads = n > 0 ? (uint64_t)n : 1;
@@ -506,6 +524,7 @@ typedef struct loader_run {
 	uint64_t steps_per_epoch;
 	uint64_t steps_run;	/* batches taken by this run */
 	pf_loader_metrics m;
+	pf_tuning tune;		/* threads, reads in flight, prefetch: in force, and why */
 } loader_run;
 
 typedef struct progress {
@@ -631,6 +650,7 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 	}
 	out->first_batch_ms = t_first ? (double)(t_first - t0) * 1e-6 : 0;
 	pf_loader_get_metrics(l, &out->m);
+	pf_loader_tuning(l, &out->tune);
 	out->peak_rss = peak_rss_bytes();
 	if (o->save_state && ckpt_save(o->save_state, l) < 0) {
 		pf_loader_free(l);
@@ -1078,6 +1098,38 @@ static void print_empty(const report *r)
 	printf("\n");
 }
 
+/* What the loader ran with, one line each: the value, whether the loader
+ * chose it (auto) or the flag did, and why. */
+static const struct tuning_row {
+	const char *name;
+	size_t off;
+} tuning_rows[] = {
+	{ "threads", offsetof(pf_tuning, threads) },
+	{ "io_depth", offsetof(pf_tuning, io_depth) },
+	{ "prefetch", offsetof(pf_tuning, prefetch) },
+};
+
+static const pf_tuning_choice *tuning_at(const pf_tuning *t, size_t i)
+{
+	return (const pf_tuning_choice *)((const char *)t + tuning_rows[i].off);
+}
+
+static void print_tuning(const pf_tuning *t)
+{
+	for (size_t i = 0; i < sizeof(tuning_rows) / sizeof(tuning_rows[0]); i++) {
+		const pf_tuning_choice *c = tuning_at(t, i);
+
+		printf("%-11s %u (%s): %s\n", tuning_rows[i].name, c->value,
+		       c->automatic ? "auto" : "set", c->why);
+	}
+}
+
+/* The baseline's reads in flight: --io-depth, or the loader's most. */
+static unsigned bl_depth(const options *o)
+{
+	return o->io_depth ? (unsigned)o->io_depth : 32;
+}
+
 static void print_text(const report *r)
 {
 	const options *o = r->o;
@@ -1131,8 +1183,9 @@ static void print_text(const report *r)
 		       "rows handed out%s%s\n", (unsigned long long)m->corrupt_drops,
 		       (unsigned long long)m->corrupt_records, (unsigned long long)m->holes,
 		       o->quarantine ? "; logged to " : "", o->quarantine ? o->quarantine : "");
-	printf("io          %s, depth %llu", m->io_backend ? m->io_backend : "none",
-	       (unsigned long long)o->io_depth);
+	print_tuning(&r->run.tune);
+	printf("io          %s, depth %u", m->io_backend ? m->io_backend : "none",
+	       r->run.tune.io_depth.value);
 	if (o->direct)
 		printf(", O_DIRECT on %u of %zu files (aligned indexed shards only)",
 		       m->files_direct, r->nfiles);
@@ -1174,6 +1227,25 @@ static void json_kv_str(const char *key, const char *v, bool comma)
 	cli_json_string(stdout, v, strlen(v));
 	if (comma)
 		putchar(',');
+}
+
+/* "tuning":{"threads":{"value":2,"auto":true,"measured":true,"why":"..."},...}, */
+static void json_tuning(const pf_tuning *t)
+{
+	size_t n = sizeof(tuning_rows) / sizeof(tuning_rows[0]);
+
+	printf("\"tuning\":{");
+	for (size_t i = 0; i < n; i++) {
+		const pf_tuning_choice *c = tuning_at(t, i);
+
+		printf("\"%s\":{", tuning_rows[i].name);
+		json_kv_u64("value", c->value, true);
+		printf("\"auto\":%s,\"measured\":%s,", c->automatic ? "true" : "false",
+		       c->measured ? "true" : "false");
+		json_kv_str("why", c->why, false);
+		printf("}%s", i + 1 < n ? "," : "");
+	}
+	printf("},");
 }
 
 static void print_json(const report *r)
@@ -1231,8 +1303,9 @@ static void print_json(const report *r)
 	json_kv_u64("io_timeouts", m->io_timeouts, true);
 	json_kv_u64("io_short_reads", m->io_short_reads, true);
 	json_kv_u64("files_direct", m->files_direct, true);
-	json_kv_u64("io_depth", o->io_depth, true);
+	json_kv_u64("io_depth", r->run.tune.io_depth.value, true);
 	json_kv_u64("threads", m->decode_threads, true);
+	json_tuning(&r->run.tune);
 	json_kv_u64("files", r->nfiles, true);
 	printf("\"empty_files\":[");
 	for (size_t i = 0, k = 0; i < r->nfiles; i++)
@@ -1866,7 +1939,7 @@ int main(int argc, char **argv)
 	cfg.shuffle = o.window > 0;
 	cfg.shuffle_window = (uint32_t)o.window;
 	cfg.remainder = o.remainder;
-	cfg.threads = (unsigned)o.threads;
+	cfg.threads = (unsigned)o.threads_arg;
 	cfg.io_depth = (unsigned)o.io_depth;
 	cfg.memory_budget = (size_t)o.memory_mib << 20;
 	cfg.prefetch = (unsigned)o.prefetch;
@@ -1916,7 +1989,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		/* Warm the page cache so every pass reads from the same place. */
-		if (bl_pass(&bl, (unsigned)o.threads, (unsigned)o.io_depth, o.direct,
+		if (bl_pass(&bl, (unsigned)o.threads, bl_depth(&o), o.direct,
 			    bl_read_main, &warm, NULL))
 			goto out;
 	}
@@ -1932,7 +2005,7 @@ int main(int argc, char **argv)
 		secs[i] = runs[i].seconds;
 		if (!o.baseline)
 			continue;
-		if (bl_pass(&bl, (unsigned)o.threads, (unsigned)o.io_depth, o.direct,
+		if (bl_pass(&bl, (unsigned)o.threads, bl_depth(&o), o.direct,
 			    bl_read_main, &read_s[i], &r.bl_backend) ||
 		    bl_pass(&bl, (unsigned)o.threads, 0, false, bl_decompress_main,
 			    &dec_s[i], NULL))
