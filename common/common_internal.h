@@ -14,6 +14,25 @@
 #include "pf_common.h"
 
 /* ------------------------------------------------------------------ */
+/* Sized structs (abi.c; pf_common.h, "the ABI promise")                 */
+
+/* Copy a caller's struct of src_size bytes into the library's dst of
+ * dst_size: the bytes the caller's header lacks are zeroed; bytes beyond
+ * the library's struct must be zero (-E2BIG naming the first one set);
+ * a src_size below min_size (the smallest the struct ever was) is
+ * -EINVAL.  what names the struct in the message. */
+int pf_struct_in(void *dst, size_t dst_size, const void *src, size_t src_size,
+		 size_t min_size, const char *what, pf_error *err);
+/* Copy the library's struct out into the caller's of dst_size bytes: cut
+ * to it, or zero-extended when the caller's header is the newer. */
+void pf_struct_out(void *dst, size_t dst_size, const void *src, size_t src_size);
+
+/* The size of TYPE up to and including FIELD: a struct's size as of the
+ * header whose last field FIELD was. */
+#define PF_SIZE_THROUGH(type, field) \
+	(offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* ------------------------------------------------------------------ */
 /* The clock (clock.c)                                                  */
 
 /* CLOCK_MONOTONIC in nanoseconds: for intervals, never for dates. */

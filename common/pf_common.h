@@ -172,6 +172,44 @@ typedef struct pf_allocator {
  *  and nothing changed.  Not while another thread is in a podfeed call. */
 PF_API int pf_allocator_set(const pf_allocator *a);
 
+/* ------------------------------------------------------------------ */
+/* Version and the ABI promise                                          */
+/* ------------------------------------------------------------------ */
+
+/* The version of these headers; pf_version() says the library's, which
+ * may be newer (meson.build checks PF_VERSION_STRING against the
+ * project's version). */
+#define PF_VERSION_MAJOR 0
+#define PF_VERSION_MINOR 5
+#define PF_VERSION_PATCH 0
+#define PF_VERSION_NUMBER (PF_VERSION_MAJOR * 10000 + PF_VERSION_MINOR * 100 + PF_VERSION_PATCH)
+#define PF_VERSION_STRING "0.5.0"
+
+/*! pf_version(): the running library's PF_VERSION_NUMBER (as
+ *  ZSTD_versionNumber()); pf_version_string() its PF_VERSION_STRING. */
+PF_API unsigned pf_version(void);
+PF_API const char *pf_version_string(void);
+
+/*
+ * The ABI promise of libpodfeed.so.0 (docs/api.md, "ABI"):
+ * - A function, once exported, stays, with its meaning, in the version
+ *   node it was added in (libpodfeed.map); new ones go into new nodes.
+ * - The structs the loader's API passes in and out (pf_loader_config,
+ *   pf_loader_metrics, pf_state_info) grow only at their end, and cross
+ *   the boundary with their size, as openat2()'s struct open_how does:
+ *   pf_loader_create() and the others are inline wrappers in podfeed.h
+ *   that pass sizeof the caller's struct to an exported *_sized function.
+ *   A program built against an older, smaller header gets the fields it
+ *   lacks zeroed (each field's zero is its default); one built against a
+ *   newer header runs on an older library as long as the fields that
+ *   library does not know are left zero, and is refused (-E2BIG, naming
+ *   the first byte set) when it asked for something the library cannot
+ *   do.  Out-structs are filled up to the caller's size.
+ * - The other public structs (pf_io_config, the formats' and the host's
+ *   configs) are fixed within the soname: a new field there is a new
+ *   soname.
+ */
+
 #ifdef __cplusplus
 }
 #endif

@@ -243,9 +243,12 @@ void pf_tune_next_taken(pf_loader *l, uint64_t t, uint64_t waited)
 		tune_prefetch(l, gap_ns, batches, t);
 }
 
-void pf_loader_tuning(const pf_loader *l, pf_tuning *out)
+void pf_loader_tuning_sized(const pf_loader *l, pf_tuning *out, size_t out_size)
 {
+	pf_tuning t;
+
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
-	*out = l->tune;
+	t = l->tune;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+	pf_struct_out(out, out_size, &t, sizeof(t));
 }

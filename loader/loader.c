@@ -72,9 +72,16 @@ static pf_open_config open_config(pf_loader *l)
 				 .count_drop_ctx = l };
 }
 
-int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
+/* The config's size as of the first sized ABI (0.5): the least any
+ * caller may pass (abi_compat.c gives it for programs built before). */
+#define CONFIG_SIZE_0_5 PF_LOADER_CONFIG_SIZE_0_5
+
+int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
+			   pf_error *err)
 {
 	uint64_t t_create = pf_now_ns();
+	pf_loader_config config;
+	const pf_loader_config *cfg = &config;
 	pf_error local;
 	pf_loader *l = NULL;
 	int ret = 0;
@@ -84,7 +91,15 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 		pf_error_clear(&local);
 		err = &local;
 	}
-	if (!cfg || !cfg->npaths || !cfg->features || !cfg->per_core_batch)
+	/* A config this library cannot read is every host's (one binary):
+	 * no host waits for another's part then. */
+	if (!ucfg)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "no loader config given");
+	ret = pf_struct_in(&config, sizeof(config), ucfg, cfg_size, CONFIG_SIZE_0_5,
+			   "pf_loader_config", err);
+	if (ret < 0)
+		return ret;
+	if (!cfg->npaths || !cfg->features || !cfg->per_core_batch)
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "the loader needs paths, a feature spec and a per-core batch");
 	else if (!(l = pf_calloc(1, sizeof(*l))))
@@ -92,11 +107,10 @@ int pf_loader_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err
 				   "out of memory creating the loader");
 	if (ret < 0) {
 		/* The other hosts of a pod wait for this one's part. */
-		if (cfg)
-			pf_dataset_open_abandon(&(pf_open_config){
-				.host_index = cfg->host_index, .num_hosts = cfg->num_hosts,
-				.allgather = cfg->allgather, .allgather_ctx = cfg->allgather_ctx },
-				err);
+		pf_dataset_open_abandon(&(pf_open_config){
+			.host_index = cfg->host_index, .num_hosts = cfg->num_hosts,
+			.allgather = cfg->allgather, .allgather_ctx = cfg->allgather_ctx },
+			err);
 		return ret;
 	}
 	l->cfg = *cfg;
@@ -458,8 +472,10 @@ const pf_error *pf_loader_last_error(const pf_loader *l)
 	return l->failed ? &l->err : NULL;
 }
 
-void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m)
+void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *um, size_t m_size)
 {
+	pf_loader_metrics metrics, *m = &metrics;
+
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	*m = l->m;
 	m->decode_threads = l->active_workers;
@@ -477,6 +493,7 @@ void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m)
 		m->io.busy_ns = span > m->io.wait_ns ? span - m->io.wait_ns : 0;
 	}
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+	pf_struct_out(um, m_size, m, sizeof(*m));
 }
 
 uint64_t pf_loader_steps_per_epoch(const pf_loader *l)
@@ -548,3 +565,4 @@ void pf_loader_free(pf_loader *l)
 	pthread_cond_destroy(&l->cv_init);
 	pf_free(l);
 }
+

@@ -441,6 +441,8 @@ typedef struct pf_loader_config {
 	 * threads at once. */
 	pf_allgather_fn allgather;
 	void *allgather_ctx;
+	/* New fields go here, at the end, only (pf_common.h, "the ABI
+	 * promise"): their zero is their default. */
 } pf_loader_config;
 
 /* One feature of one core's batch: values[per_core_batch][len]. */
@@ -534,6 +536,8 @@ typedef struct pf_loader_metrics {
 					   the first batch pf_loader_next() returned
 					   (0 before); minus create_ns: the first
 					   reads */
+	/* New fields go here, at the end, only (pf_common.h, "the ABI
+	 * promise"): their zero is their default. */
 } pf_loader_metrics;
 
 /* One setting of the pipeline, as the loader runs it. */
@@ -550,6 +554,8 @@ typedef struct pf_tuning {
 	pf_tuning_choice threads;	/* decode workers taking work */
 	pf_tuning_choice io_depth;	/* frame reads in flight */
 	pf_tuning_choice prefetch;	/* the consumer may hold prefetch + 1 */
+	/* New fields go here, at the end, only (pf_common.h, "the ABI
+	 * promise"). */
 } pf_tuning;
 
 /*! pf_loader_create(): open the dataset (indexed shards through their
@@ -557,8 +563,15 @@ typedef struct pf_tuning {
  *  host's share, size every pool from the memory budget, start threads.
  *  @return 0 with *out, or -errno with err (may be NULL) saying why;
  *  -EINVAL for a dataset too small for one step (above). */
-PF_API int pf_loader_create(pf_loader **out, const pf_loader_config *cfg,
-			    pf_error *err);
+PF_API int pf_loader_create_sized(pf_loader **out, const pf_loader_config *cfg,
+				  size_t cfg_size, pf_error *err);
+static inline int pf_loader_create(pf_loader **out, const pf_loader_config *cfg,
+				   pf_error *err)
+{
+	/* The ABI promise (pf_common.h): the library learns which header
+	 * the caller was built with from the size of its config. */
+	return pf_loader_create_sized(out, cfg, sizeof(*cfg), err);
+}
 /*! pf_loader_next(): block until the next host batch is ready.
  *  @return 1 with *batch (valid until pf_loader_release()), 0 when all
  *  epochs are done, <0 on error (pf_loader_last_error() says what and
@@ -594,26 +607,45 @@ typedef struct pf_state_info {
 	uint64_t global_step;		/* batches delivered in all */
 	uint64_t records_left;		/* of the epoch, on this host */
 	uint64_t dataset_records;
+	/* New fields go here, at the end, only (pf_common.h, "the ABI
+	 * promise"): their zero is their default. */
 } pf_state_info;
 
 /*! pf_state_inspect(): check a blob (envelope, CRC, format version,
  *  fields) and say what it holds.  @return 0, or -EBADMSG (truncated,
  *  corrupt), -EPROTONOSUPPORT (a newer format) with err naming the byte
  *  offset in the blob and what was wrong. */
-PF_API int pf_state_inspect(const void *blob, size_t len, pf_state_info *info,
-			    pf_error *err);
+PF_API int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *info,
+				  size_t info_size, pf_error *err);
+static inline int pf_state_inspect(const void *blob, size_t len, pf_state_info *info,
+				   pf_error *err)
+{
+	return pf_state_inspect_sized(blob, len, info, sizeof(*info), err);
+}
 /*! Why the last pf_loader_next() failed: a caller's mistake that changed
  *  nothing (-EBUSY), or else the error that ended the loader; NULL when
  *  neither (a -EBUSY is forgotten at the next call).  Valid until the next
  *  pf_loader_next() or pf_loader_free(); the consumer's thread. */
 PF_API const pf_error *pf_loader_last_error(const pf_loader *l);
-PF_API void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m);
+/*! The loader's figures so far (any thread).  Through the inline
+ *  wrapper: filled up to the caller's sizeof(pf_loader_metrics). */
+PF_API void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *m,
+					size_t m_size);
+static inline void pf_loader_get_metrics(const pf_loader *l, pf_loader_metrics *m)
+{
+	pf_loader_get_metrics_sized(l, m, sizeof(*m));
+}
 /*! pf_loader_tuning(): the threads, reads in flight and prefetch in force,
  *  each with whether the loader chose it (PF_AUTO) and why, in one line.
  *  threads and prefetch are chosen once, after the first
  *  PF_TUNE_BATCHES batches; io_depth follows the reads' latency all along.
- *  Thread-safe. */
-PF_API void pf_loader_tuning(const pf_loader *l, pf_tuning *out);
+ *  Thread-safe.  Through the inline wrapper: filled up to the caller's
+ *  sizeof(pf_tuning). */
+PF_API void pf_loader_tuning_sized(const pf_loader *l, pf_tuning *out, size_t out_size);
+static inline void pf_loader_tuning(const pf_loader *l, pf_tuning *out)
+{
+	pf_loader_tuning_sized(l, out, sizeof(*out));
+}
 PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);
 PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
 /*! Stop threads and free everything.  NULL is a no-op.  Nothing the

@@ -242,8 +242,10 @@ void pf_state_release(pf_state *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int pf_state_inspect(const void *blob, size_t len, pf_state_info *info, pf_error *err)
+int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
+			   size_t info_size, pf_error *err)
 {
+	pf_state_info info;
 	pf_state s;
 	int ret;
 
@@ -251,7 +253,7 @@ int pf_state_inspect(const void *blob, size_t len, pf_state_info *info, pf_error
 	ret = pf_state_decode(&s, blob, len, err);
 	if (ret < 0)
 		return ret;
-	*info = (pf_state_info){
+	info = (pf_state_info){
 		.host_index = s.saver.host_index, .num_hosts = s.saver.num_hosts,
 		.cores_per_host = s.saver.cores, .per_core_batch = s.saver.per_core_batch,
 		.epoch = s.epoch, .fresh = s.fresh, .step_in_epoch = s.step_in_epoch,
@@ -259,5 +261,7 @@ int pf_state_inspect(const void *blob, size_t len, pf_state_info *info, pf_error
 		.dataset_records = s.records,
 	};
 	pf_state_release(&s);
+	pf_struct_out(uinfo, info_size, &info, sizeof(info));
 	return 0;
 }
+

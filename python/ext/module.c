@@ -345,7 +345,8 @@ PyMODINIT_FUNC PyInit__podfeed(void)
 	if (PyModule_AddType(m, &pf_ext_loader_type) < 0 ||
 	    PyModule_AddType(m, &pf_ext_batch_type) < 0 ||
 	    PyModule_AddType(m, &pf_ext_tensor_type) < 0 ||
-	    PyModule_AddIntConstant(m, "PREFETCH_DEFAULT", 2) < 0) {
+	    PyModule_AddIntConstant(m, "PREFETCH_DEFAULT", 2) < 0 ||
+	    PyModule_AddStringConstant(m, "version", pf_version_string()) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

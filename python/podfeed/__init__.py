@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 STATE_FORMAT = "podfeed-state/1"
+# The C library's pf_version_string(): the one the extension runs on.
+__version__ = _podfeed.version
 
 
 class Error(Exception):

@@ -12,6 +12,7 @@ _Feature = Union[str, np.dtype, Tuple[Union[str, np.dtype], int], Mapping[str, A
 _State = Union[Dict[str, Any], Sequence[Dict[str, Any]]]
 
 STATE_FORMAT: str
+__version__: str
 
 class Error(Exception):
     errno: Optional[int]

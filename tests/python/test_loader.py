@@ -449,3 +449,16 @@ def test_help_reads_as_a_manual():
     text = pydoc.render_doc(podfeed.Loader, renderer=pydoc.plaintext)
     assert "per_core_batch, cores=1, host_index=None" in text  # the signature
     assert "next_wait_ns" in text  # metrics() lists what it returns
+
+
+def test_version_is_the_projects():
+    # The C library's pf_version_string(), the same as the package's
+    # metadata in pyproject.toml and meson's project version.
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[2]
+    pyproject = (root / "pyproject.toml").read_text()
+    meson = (root / "meson.build").read_text()
+    want = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    assert podfeed.__version__ == want
+    assert re.search(r"version : '%s'" % re.escape(want), meson)
+    assert re.fullmatch(r"\d+\.\d+\.\d+", podfeed.__version__)
