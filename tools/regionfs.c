@@ -924,13 +924,10 @@ int main(int argc, char **argv)
 		cli_fail("libfuse refused the options");
 		goto out;
 	}
-	if (fuse_mount(fuse, fs.mountpoint) != 0) {
-		cli_fail("cannot mount %s (is /dev/fuse usable, and fusermount3 installed?)",
-			 fs.opt.mountpoint);
-		goto out;
-	}
-	mounted = true;
-	fs.start_ns = now_ns();
+	/* The handlers before the mount: a SIGINT that comes as soon as the
+	 * mount shows (a test, a user quick on Ctrl-C) ends the loop, which
+	 * then unmounts, instead of killing the process with the mount left
+	 * behind. */
 	se = fuse_get_session(fuse);
 	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0) {
@@ -938,6 +935,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	signals = true;
+	if (fuse_mount(fuse, fs.mountpoint) != 0) {
+		cli_fail("cannot mount %s (is /dev/fuse usable, and fusermount3 installed?)",
+			 fs.opt.mountpoint);
+		goto out;
+	}
+	mounted = true;
+	fs.start_ns = now_ns();
 	if (fuse_daemonize(fs.opt.foreground) != 0) {
 		cli_fail("cannot detach from the terminal");
 		goto out;
