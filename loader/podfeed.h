@@ -339,7 +339,11 @@ typedef struct pf_loader_config {
 					   the same count); 0: 1 */
 	uint64_t max_steps;		/* stop after this many steps of this run;
 					   0: no limit */
-	bool shuffle;			/* frame permutation + window shuffle */
+	bool shuffle;			/* false (the default, as in tf.data and
+					   Grain): records in the files' order;
+					   true: frames permuted each epoch and
+					   records shuffled in a window (loadbench
+					   --shuffle) */
 	uint32_t shuffle_window;	/* records, rounded up to whole host batches:
 					   each block of that many records of the
 					   host's stream comes out permuted; 0: 8192 */

@@ -145,7 +145,7 @@ Test(loadbench, topology_steps_and_epochs)
 	/* Two hosts: each yields the same floor(records / global) steps. */
 	for (int h = 0; h < 2; h++) {
 		snprintf(args, sizeof(args), "--per-core-batch 25 --cores 2 --num-hosts 2 "
-			 "--host-index %d --threads 1 --shuffle-window 0 %s/z", h, d);
+			 "--host-index %d --threads 1 %s/z", h, d);
 		json_t *o = run_json(args);
 		cr_assert_eq(ju(o, "steps"), DATASET_RECORDS / 100);
 		cr_assert_eq(ju(o, "records"), ju(o, "steps") * 50);
@@ -461,10 +461,10 @@ Test(loadbench, steady_needs_a_window, .timeout = 120)
 Test(loadbench, a_usage_error_is_one_line)
 {
 	static const char *const cases[][2] = {
-		{ "--foo x", "loadbench: unknown option '--foo'; see loadbench --help\n" },
+		{ "--foo x", "loadbench: unknown option '--foo'; try 'loadbench --help'\n" },
 		{ "--per-core-batch", "loadbench: --per-core-batch: a value is required; "
-				      "see loadbench --help\n" },
-		{ "", "loadbench: no shards given; see loadbench --help\n" },
+				      "try 'loadbench --help'\n" },
+		{ "", "loadbench: no shards given; try 'loadbench --help'\n" },
 	};
 	char cmd[1024], out[8192];
 

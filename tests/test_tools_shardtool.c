@@ -308,7 +308,7 @@ Test(shardtool, convert_refuses_a_non_empty_out_dir)
 		snprintf(cmd, sizeof(cmd), "%s convert %s--out %s/raw %s/raw 2>&1",
 			 tool(), force ? "--force " : "", d, d);
 		cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 2, "%s", out);
-		cr_assert(strstr(out, "shardtool: convert: input ") &&
+		cr_assert(strstr(out, "shardtool convert: input ") &&
 			  strstr(out, "is inside --out ") && one_line(out),
 			  "%s", out);
 	}

@@ -17,7 +17,9 @@
 /* Loader states are small; anything near this is not one. */
 #define CKPT_MAX_BYTES (64u << 20)
 
-int ckpt_load(ckpt_set *set, const char *path)
+/* Read the state file path into set.  @return 0, or -errno after a
+ * usage error naming it. */
+static int ckpt_load(ckpt_set *set, const char *path)
 {
 	struct stat sb;
 	uint8_t *buf = NULL;
@@ -25,17 +27,17 @@ int ckpt_load(ckpt_set *set, const char *path)
 	int fd, ret = 0;
 
 	if (set->n == CKPT_MAX_FILES) {
-		cli_fail("--resume: at most %u states", CKPT_MAX_FILES);
+		cli_usage("--resume: at most %u states", CKPT_MAX_FILES);
 		return -E2BIG;
 	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &sb) < 0) {
 		ret = -errno;
-		cli_fail("--resume: %s: %s", path, strerror(errno));
+		cli_usage("--resume: %s: %s", path, strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > CKPT_MAX_BYTES) {
-		cli_fail("--resume: %s: not a loader state (%s)", path,
+		cli_usage("--resume: %s: not a loader state (%s)", path,
 			 S_ISREG(sb.st_mode) ? "over 64 MiB" : "not a regular file");
 		ret = -EINVAL;
 		goto out;
@@ -43,7 +45,7 @@ int ckpt_load(ckpt_set *set, const char *path)
 	buf = malloc(sb.st_size ? (size_t)sb.st_size : 1);
 	if (!buf) {
 		ret = -ENOMEM;
-		cli_fail("--resume: %s: out of memory", path);
+		cli_usage("--resume: %s: out of memory", path);
 		goto out;
 	}
 	while (got < (size_t)sb.st_size) {
@@ -53,13 +55,18 @@ int ckpt_load(ckpt_set *set, const char *path)
 			continue;
 		if (n <= 0) {
 			ret = n < 0 ? -errno : -EIO;
-			cli_fail("--resume: %s: %s", path, n < 0 ? strerror(errno)
+			cli_usage("--resume: %s: %s", path, n < 0 ? strerror(errno)
 								  : "file shrank while read");
 			goto out;
 		}
 		got += (size_t)n;
 	}
-	set->path[set->n] = path;
+	set->path[set->n] = strdup(path);
+	if (!set->path[set->n]) {
+		ret = -ENOMEM;
+		cli_usage("--resume: %s: out of memory", path);
+		goto out;
+	}
 	set->data[set->n] = buf;
 	set->blob[set->n] = (pf_state_blob){ buf, got };
 	set->n++;
@@ -68,6 +75,19 @@ out:
 	if (fd >= 0)
 		close(fd);
 	free(buf);
+	return ret;
+}
+
+int ckpt_add(void *field, const char *value)
+{
+	ckpt_set *set = field;
+	char *list = strdup(value);
+	int ret = list ? 0 : -ENOMEM;
+
+	for (char *save = NULL, *f = list ? strtok_r(list, ",", &save) : NULL; f && ret == 0;
+	     f = strtok_r(NULL, ",", &save))
+		ret = ckpt_load(set, f);
+	free(list);
 	return ret;
 }
 
@@ -102,8 +122,10 @@ int ckpt_check(const ckpt_set *set, bool quiet)
 
 void ckpt_free(ckpt_set *set)
 {
-	for (unsigned i = 0; i < set->n; i++)
+	for (unsigned i = 0; i < set->n; i++) {
 		free(set->data[i]);
+		free(set->path[i]);
+	}
 	memset(set, 0, sizeof(*set));
 }
 

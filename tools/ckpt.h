@@ -9,27 +9,17 @@
 
 #define CKPT_MAX_FILES 64u
 
-#define CKPT_USAGE \
-	"checkpoints:\n" \
-	"  --save-state FILE    write this host's loader state to FILE (atomically)\n" \
-	"                       at the end, on SIGINT/SIGTERM (then exit 130), and\n" \
-	"                       every --save-every N steps\n" \
-	"  --save-every N       steps between saves (default: only at the end)\n" \
-	"  --resume FILE        continue from a saved state; repeat it (or give\n" \
-	"                       FILE,FILE...) with every old host's state to resume\n" \
-	"                       on another host count or host batch; --epochs counts\n" \
-	"                       from the first epoch, --steps from the resume\n"
-
 typedef struct ckpt_set {
-	const char *path[CKPT_MAX_FILES];
+	char *path[CKPT_MAX_FILES];
 	uint8_t *data[CKPT_MAX_FILES];
 	pf_state_blob blob[CKPT_MAX_FILES];
 	unsigned n;
 } ckpt_set;
 
-/*! Read the state file path into set.  @return 0, or -errno after
- *  printing why. */
-int ckpt_load(ckpt_set *set, const char *path);
+/*! --resume FILE[,FILE...]: read each state file into the ckpt_set at
+ *  field (a CLI_CALL of an option table).  @return 0, or <0 after a
+ *  usage error naming the file. */
+int ckpt_add(void *field, const char *value);
 /*! Check every state (envelope, CRC, version) and, unless quiet, say on
  *  stderr where each resumes.  @return 0, or -1 after printing the error
  *  naming the file and byte offset. */

@@ -5,7 +5,6 @@
  * of one model step.  Single-threaded throughout: the compute stage runs one
  * such thread per core. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,21 +19,6 @@
 #ifdef PF_HAVE_CBLAS
 #include <cblas.h>
 #endif
-
-static const char usage[] =
-	"usage: kernelbench [--runs N] [--min-ms MS] [--quick] [--json]\n"
-	"  Prints GFLOP/s (the median of N runs, default 5, each repeating a\n"
-	"  call for at least MS milliseconds, default 40) of:\n"
-	"    the FMA peak of one core (independent FMA chains; AVX2 and,\n"
-	"      where the CPU has it, AVX-512),\n"
-	"    pf_sgemm with the avx2 and portable kernels and the BLAS's\n"
-	"      cblas_sgemm (one thread) on the models' shapes and squares,\n"
-	"      each round also timing the AVX2 FMA loop (column peak): the\n"
-	"      ratios are medians of per-round ratios,\n"
-	"    one pf_model_grad() step of each model on each path.\n"
-	"  Runs of the candidates are interleaved so that load from other\n"
-	"  processes falls on all of them alike.  --quick: fewer, smaller\n"
-	"  shapes.  --json: one JSON object instead of the table.\n";
 
 static double now_s(void)
 {
@@ -120,6 +104,8 @@ typedef struct bench_opts {
 	int runs;
 	double min_s;
 	bool quick, json;
+	uint64_t runs_flag;		/* the flags, before they are applied */
+	double min_ms;
 	double (*peak_fn)(uint64_t);	/* the AVX2 FMA loop, or NULL */
 	uint64_t peak_iters;		/* lasting about min_s */
 } bench_opts;
@@ -408,16 +394,35 @@ static void json_num(const char *key, double v, bool comma)
 		printf("\"%s\":%.4g%s", key, v, comma ? "," : "");
 }
 
+static const cli_opt options_cli[] = {
+	{ CLI_U64, "runs", .arg = "N", .off = offsetof(bench_opts, runs_flag), .min = 1,
+	  .max = 64, .help = "runs; the medians are printed (default 5)" },
+	{ CLI_DOUBLE, "min-ms", .arg = "MS", .off = offsetof(bench_opts, min_ms), .lo = 0,
+	  .hi = 10000, .above = true,
+	  .help = "each run repeats a call for at least MS milliseconds (default 40)" },
+	{ CLI_FLAG, "quick", .off = offsetof(bench_opts, quick),
+	  .help = "fewer, smaller shapes" },
+	{ CLI_FLAG, "json", .off = offsetof(bench_opts, json),
+	  .help = "one JSON object instead of the table" },
+	{ CLI_END },
+};
+
+static const cli_command kernelbench_command = {
+	.name = "kernelbench",
+	.usage = "usage: kernelbench [--runs N] [--min-ms MS] [--quick] [--json]\n",
+	.about = "Prints GFLOP/s of: the FMA peak of one core (independent FMA chains;\n"
+		 "AVX2 and, where the CPU has it, AVX-512); pf_sgemm with the avx2 and\n"
+		 "portable kernels and the BLAS's cblas_sgemm (one thread) on the models'\n"
+		 "shapes and squares, each round also timing the AVX2 FMA loop (column\n"
+		 "peak): the ratios are medians of per-round ratios; one pf_model_grad()\n"
+		 "step of each model on each path.  Runs of the candidates are\n"
+		 "interleaved so that load from other processes falls on all of them\n"
+		 "alike.\n",
+	.opts = options_cli,
+};
+
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "runs", required_argument, NULL, 'r' },
-		{ "min-ms", required_argument, NULL, 'm' },
-		{ "quick", no_argument, NULL, 'q' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	/* The models' shapes at a per-core batch of 256 (softmax: 256
 	 * features, 10 classes; embag: 64-wide embeddings, 8 classes), then
 	 * squares where a BLAS is at its best. */
@@ -434,42 +439,17 @@ int main(int argc, char **argv)
 	bench_opts o = { .runs = 5, .min_s = 0.04 };
 	size_t nshapes = sizeof(shapes) / sizeof(shapes[0]);
 	double peak_ymm = NAN, peak_zmm = NAN;
-	int opt;
+	int ret, first;
 
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'r':
-			o.runs = atoi(optarg);
-			if (o.runs < 1 || o.runs > 64) {
-				fprintf(stderr, "kernelbench: --runs: '%s' is not in [1, 64]\n", optarg);
-				return 2;
-			}
-			break;
-		case 'm':
-			o.min_s = atof(optarg) * 1e-3;
-			if (!(o.min_s > 0 && o.min_s <= 10)) {
-				fprintf(stderr, "kernelbench: --min-ms: '%s' is not in (0, 10000]\n", optarg);
-				return 2;
-			}
-			break;
-		case 'q':
-			o.quick = true;
-			break;
-		case 'j':
-			o.json = true;
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
-		default:
-			fputs(usage, stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kernelbench: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
+	o.runs_flag = (uint64_t)o.runs;
+	o.min_ms = o.min_s * 1e3;
+	ret = cli_parse(&kernelbench_command, argc, argv, &o, &first);
+	if (ret >= 0)
+		return ret;
+	if (first < argc)
+		return cli_usage("unexpected argument '%s'", argv[first]);
+	o.runs = (int)o.runs_flag;
+	o.min_s = o.min_ms * 1e-3;
 	if (o.quick)
 		nshapes = 5;
 #ifdef PF_HAVE_OPENBLAS

@@ -12,32 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "train.h"
+#include "loadbench.h"
 
 #define MAX_RUNGS 16
 #define EFFICIENCY_FLOOR 0.90
 #define OUTPUT_MAX (64u << 20)
-
-static const char ladder_usage[] =
-	"usage: loadbench ladder --hosts H1,H2,... [loadbench options] SHARD...\n"
-	"\n"
-	"Runs `mpirun --oversubscribe -np H loadbench --json --quiet OPTIONS\n"
-	"SHARD...` for each rung H in turn (each rank one host of a pod of H),\n"
-	"and prints each rung's pod throughput, throughput per host, and scaling\n"
-	"efficiency: throughput(H) / (H x throughput(1)), the first rung standing\n"
-	"in for 1 host when 1 is not a rung.  The first rung under 90% is\n"
-	"flagged: scale no further before finding why.  All other options go to\n"
-	"loadbench as they are (--model, --steps, --cores, ...).\n"
-	"\n"
-	"  --hosts LIST         rungs, ascending (e.g. 1,2,4)\n"
-	"  --mpirun PATH        the launcher (default: mpirun on PATH)\n"
-	"  --json               the ladder as one JSON object on stdout\n"
-	"  --help               this text\n"
-	"\n"
-	"As root, OMPI_ALLOW_RUN_AS_ROOT and its confirmation are set for the\n"
-	"rungs.  Exit status: 0 done (flagged or not), 1 a rung failed or mpirun\n"
-	"is missing, 2 bad usage.\n";
 
 typedef struct rung {
 	uint64_t hosts;
@@ -45,38 +24,99 @@ typedef struct rung {
 	bool steps_equal;
 } rung;
 
-/* "1,2,4" ascending, each in [1, 4096]. */
-static int parse_hosts(const char *text, rung *r, unsigned *n)
+typedef struct ladder_opts {
+	rung r[MAX_RUNGS];
+	unsigned n;
+	bool hosts_given, json, quiet;
+	const char *mpirun;
+	options lb;		/* loadbench's options: checked, passed on */
+	char **rest;		/* what the rungs are given */
+	int nrest;
+} ladder_opts;
+
+/* --hosts "1,2,4": ascending, each in [1, 4096]. */
+static int parse_hosts(void *field, const char *text)
 {
+	ladder_opts *o = field;
 	const char *s = text;
 
-	*n = 0;
+	o->n = 0;
 	while (*s) {
 		char item[32];
 		const char *end = strchr(s, ',');
 		size_t len = end ? (size_t)(end - s) : strlen(s);
 
-		if (*n == MAX_RUNGS || len == 0 || len >= sizeof(item)) {
-			cli_fail("--hosts: '%s' is not a list of up to %u host counts",
-				 text, MAX_RUNGS);
+		if (o->n == MAX_RUNGS || len == 0 || len >= sizeof(item)) {
+			cli_usage("--hosts: '%s' is not a list of up to %u host counts", text,
+				  MAX_RUNGS);
 			return -EINVAL;
 		}
 		memcpy(item, s, len);
 		item[len] = '\0';
-		if (cli_parse_u64("--hosts", item, 1, 4096, false, &r[*n].hosts) < 0)
+		if (cli_parse_u64("--hosts", item, 1, 4096, false, &o->r[o->n].hosts) < 0)
 			return -EINVAL;
-		if (*n && r[*n].hosts <= r[*n - 1].hosts) {
-			cli_fail("--hosts: '%s' does not ascend", text);
+		if (o->n && o->r[o->n].hosts <= o->r[o->n - 1].hosts) {
+			cli_usage("--hosts: '%s' does not ascend", text);
 			return -EINVAL;
 		}
-		(*n)++;
+		o->n++;
 		s += len + (end ? 1 : 0);
 	}
-	if (!*n) {
-		cli_fail("--hosts: empty list");
+	if (!o->n) {
+		cli_usage("--hosts: empty list");
 		return -EINVAL;
 	}
+	o->hosts_given = true;
 	return 0;
+}
+
+/* The ladder's own options come first: --json and --quiet are also
+ * loadbench's, and getopt_long takes the first of two equal names. */
+static const cli_opt ladder_own[] = {
+	{ CLI_CALL, "hosts", .arg = "LIST", .call = parse_hosts,
+	  .help = "rungs, ascending (e.g. 1,2,4)" },
+	{ CLI_STRING, "mpirun", .arg = "PATH", .off = offsetof(ladder_opts, mpirun),
+	  .help = "the launcher (default: mpirun on PATH)" },
+	{ CLI_FLAG, "json", .off = offsetof(ladder_opts, json),
+	  .help = "the ladder as one JSON object on stdout" },
+	{ CLI_FLAG, "quiet", .off = offsetof(ladder_opts, quiet), .more = true,
+	  .help = "accepted; the rungs are always quiet" },
+	{ CLI_END },
+};
+
+static const cli_opt ladder_cli[] = {
+	{ CLI_INCLUDE, .table = ladder_own },
+	{ CLI_SECTION, .help = "loadbench's options, passed to every rung:" },
+	{ CLI_INCLUDE, .table = loadbench_cli, .off = offsetof(ladder_opts, lb), .more = true },
+	{ CLI_END },
+};
+
+static const cli_command ladder_command = {
+	.name = "loadbench ladder",
+	.usage = "usage: loadbench ladder --hosts H1,H2,... [loadbench options] SHARD...\n",
+	.about = "Runs `mpirun --oversubscribe -np H loadbench --json --quiet OPTIONS\n"
+		 "SHARD...` for each rung H in turn (each rank one host of a pod of H),\n"
+		 "and prints each rung's pod throughput, throughput per host, and scaling\n"
+		 "efficiency: throughput(H) / (H x throughput(1)), the first rung standing\n"
+		 "in for 1 host when 1 is not a rung.  The first rung under 90% is\n"
+		 "flagged: scale no further before finding why.  All other options go to\n"
+		 "loadbench as they are (--model, --steps, --cores, ...).\n",
+	.opts = ladder_cli,
+	.footer = "As root, OMPI_ALLOW_RUN_AS_ROOT and its confirmation are set for the\n"
+		  "rungs.  Exit status: 0 done (flagged or not), 1 a rung failed or mpirun\n"
+		  "is missing, 2 bad usage.\n",
+};
+
+/* Every option that is not the ladder's own goes to the rungs as given. */
+static void pass_on(void *ctx, const cli_opt *opt, char *const *args, int n)
+{
+	ladder_opts *o = ctx;
+
+	for (const cli_opt *own = ladder_own; own->type != CLI_END; own++)
+		if (opt == own)
+			return;
+	for (int i = 0; i < n; i++)
+		o->rest[o->nrest++] = args[i];
 }
 
 /* An executable named name on PATH (or name itself when it has a '/'). */
@@ -217,69 +257,39 @@ static int run_rung(const char *mpirun, const char *self, rung *r, int nargs,
 
 int ladder_main(int argc, char **argv)
 {
-	rung r[MAX_RUNGS];
-	unsigned n = 0;
-	const char *mpirun = "mpirun";
+	ladder_opts o = { .mpirun = "mpirun" };
+	rung *r = o.r;
+	unsigned n;
+	const char *mpirun;
 	char self[4096];
 	char **rest;
-	int nrest = 0, flagged = -1;
-	bool json = false, hosts_given = false;
+	int nrest, flagged = -1, ret, first;
+	bool json;
 	ssize_t len;
 
-	cli_prog = "loadbench ladder";
-	rest = calloc((size_t)argc + 1, sizeof(*rest));
-	if (!rest) {
+	loadbench_defaults(&o.lb);
+	o.rest = calloc((size_t)argc + 1, sizeof(*o.rest));
+	if (!o.rest) {
 		cli_fail("out of memory");
 		return 1;
 	}
-	/* Our own options are taken out; the rest is loadbench's. */
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (!strcmp(a, "--help")) {
-			fputs(ladder_usage, stdout);
-			free(rest);
-			return 0;
-		} else if (!strcmp(a, "--json")) {
-			json = true;
-		} else if (!strcmp(a, "--hosts") || !strcmp(a, "--mpirun")) {
-			if (i + 1 == argc) {
-				cli_fail("%s: a value is required", a);
-				free(rest);
-				return 2;
-			}
-			if (!strcmp(a, "--mpirun")) {
-				mpirun = argv[++i];
-			} else {
-				if (parse_hosts(argv[++i], r, &n) < 0) {
-					free(rest);
-					return 2;
-				}
-				hosts_given = true;
-			}
-		} else if (!strncmp(a, "--hosts=", 8)) {
-			if (parse_hosts(a + 8, r, &n) < 0) {
-				free(rest);
-				return 2;
-			}
-			hosts_given = true;
-		} else if (!strcmp(a, "--quiet")) {
-			/* the rungs are always quiet */
-		} else {
-			rest[nrest++] = argv[i];
-		}
+	ret = cli_parse_each(&ladder_command, argc, argv, &o, &first, pass_on, &o);
+	ckpt_free(&o.lb.resume);
+	if (ret < 0 && !o.hosts_given)
+		ret = cli_usage("--hosts is required (e.g. --hosts 1,2,4)");
+	if (ret < 0 && first == argc)
+		ret = cli_usage("no shards given");
+	if (ret >= 0) {
+		free(o.rest);
+		return ret;
 	}
-	if (!hosts_given) {
-		cli_fail("--hosts is required (e.g. --hosts 1,2,4)");
-		fputs(ladder_usage, stderr);
-		free(rest);
-		return 2;
-	}
-	if (!nrest) {
-		cli_fail("no shards given");
-		free(rest);
-		return 2;
-	}
+	for (int i = first; i < argc; i++)
+		o.rest[o.nrest++] = argv[i];
+	rest = o.rest;
+	nrest = o.nrest;
+	n = o.n;
+	mpirun = o.mpirun;
+	json = o.json;
 	if (!on_path(mpirun)) {
 		cli_fail("%s not found: the ladder runs each rung under Open MPI's mpirun "
 			 "(Debian package openmpi-bin; tools/install-deps installs it)",

@@ -7,7 +7,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt.h"
-#include "cli.h"
 #include "common_internal.h"
-#include "pf_host.h"
-#include "train.h"
-#include "regions.h"
+#include "loadbench.h"
 
 #define ALIGN 4096u
 #define DEFAULT_WINDOW 8192u
@@ -30,88 +25,6 @@
 #define MAX_REPEAT 101u
 #define BL_READ_BYTES (256u << 20)	/* read-pass buffers per thread */
 
-static const char corrupt_usage[] =
-	"faults and corrupt data:\n"
-	"  --faults SPEC        inject read faults (io/pf_io.h; e.g. eio:0.01,seed=3;\n"
-	"                       default $PODFEED_FAULTS)\n"
-	"  --io-retries N       transient read errors retried (default 3; 0: none)\n"
-	"  --io-timeout-ms MS   each read's limit (default 60000; 0: none)\n"
-	"  --on-corrupt fail|skip  stop with an error naming file, offset, frame,\n"
-	"                       record and cause (default), or drop the smallest\n"
-	"                       damaged unit, count it and go on (rows of records\n"
-	"                       lost in an indexed frame come out empty, marked)\n"
-	"  --quarantine FILE    skip: append a JSON line per drop to FILE\n"
-	"  --max-corrupt N      skip: stop with an error after N drops\n";
-
-static const char usage[] =
-	"usage: loadbench [options] SHARD...\n"
-	"       loadbench plan [options]   (the scaling plan: loadbench plan --help)\n"
-	"       loadbench ladder --hosts 1,2,4 [options] SHARD...  (loadbench ladder --help)\n"
-	"\n"
-	"Runs the podfeed loader over the shards (files, directories or globs)\n"
-	"and reports throughput, where the time goes (the bottleneck stage),\n"
-	"next() latency, time to first batch, and memory.\n"
-	"\n"
-	"topology and schedule:\n"
-	"  --per-core-batch N   records per core per step (default 32)\n"
-	"  --cores C            cores on this host (default 1)\n"
-	"  --num-hosts H        hosts in the pod\n"
-	"  --host-index I       this host, 0..H-1 (both by default from the\n"
-	"                       launcher: MPI, TPU_WORKER_ID, RANK/WORLD_SIZE;\n"
-	"                       else host 0 of 1; what is set must agree;\n"
-	"                       --num-hosts H > 1 needs an index)\n"
-	"  --epochs E           passes over the data (default 1; with --steps\n"
-	"                       alone: as many as the steps need)\n"
-	"  --steps S            stop after S steps in all\n"
-	"  --seed S             shuffle seed (default 0)\n"
-	"  --shuffle-window W   records in the shuffle window (default 8192;\n"
-	"                       0 turns shuffling off)\n"
-	"  --remainder drop|wrap  the records past the last whole step of an\n"
-	"                       epoch (default drop)\n"
-
-	"  --features SPEC      feature spec, e.g. \"tokens:int32[256],label:int64[1]\"\n"
-	"                       (default: from the schema in the first file's\n"
-	"                       index: int64 -> int64[max_len], float -> float32\n"
-	"                       [max_len], bytes -> bytes[mean record size rounded\n"
-	"                       up to 64], default=0 where some records lack it;\n"
-	"                       sequence lists are left out)\n"
-	;
-
-/* Two strings: one would pass the 4095 bytes C99 promises to hold. */
-static const char usage_pipeline[] =
-	"pipeline:\n"
-	"  --threads T|auto     decode threads (default auto: from the first\n"
-	"                       batches, up to the number of CPUs; the report\n"
-	"                       says what was chosen and why)\n"
-	"  --io-depth N|auto    reads in flight (default auto: as many as the\n"
-	"                       measured read latency needs, at most 32)\n"
-	"  --prefetch N|auto    ready batches queued (default auto: 2, more when\n"
-	"                       the consumer stalls)\n"
-	"  --memory MiB         memory budget for all pools (default 512)\n"
-	"  --direct             O_DIRECT reads of aligned shards\n"
-	"  --no-manifest        plan from the shards even when the one directory\n"
-	"                       given holds a dataset manifest\n"
-	"  --verify-records     also check each record's data CRC inside frames\n"
-	"                       already verified by CRC32C and zstd's checksum\n"
-	REGIONS_USAGE
-	"report:\n"
-	"  --baseline           also time a pure read pass (T threads, one I/O\n"
-	"                       engine each, whole frames) and a pure decompress\n"
-	"                       pass (T threads: pread, frame CRC, zstd) over the\n"
-	"                       same indexed shards, after a warming read pass,\n"
-	"                       and quote the loader as a ratio to each\n"
-	"  (steady: first to last batch; n/a under 10 batches or 100 ms)\n"
-	"  --repeat N           run everything N times, interleaved, and report\n"
-	"                       medians (default 1); the loader's pools are kept\n"
-	"                       from one run to the next (keep_pools)\n"
-	"  --json               one JSON object on stdout instead of the text\n"
-	"  --quiet              no progress line (drawn on stderr only when it is a\n"
-	"                       terminal: steps, records/s, compressed MB/s read,\n"
-	"                       batches ready at next(), ETA)\n"
-	"  --help               this text\n"
-	"\n"
-	"Exit status: 0 done, 1 the loader or a pass failed, 2 bad usage,\n"
-	"3 refused to read across regions (--cross-region=refuse).\n";
 
 static double median(const double *v, unsigned n)
 {
@@ -167,87 +80,141 @@ static uint64_t peak_rss_bytes(void)
 /* ------------------------------------------------------------------ */
 /* Options                                                              */
 
-typedef struct options {
-	pf_loader_config cfg;
-	uint64_t per_core_batch, cores, host_index, num_hosts;
-	uint64_t threads_arg;	/* --threads: PF_AUTO or a count */
-	uint64_t threads;	/* the baseline passes' threads: the count, or the CPUs */
-	uint64_t epochs, steps, seed, window, memory_mib, io_depth, prefetch;
-	uint64_t repeat;
-	bool epochs_given, direct, verify, json, baseline, quiet, no_manifest;
-	const char *features;
-	pf_remainder remainder;
-	bool host_index_given, num_hosts_given;	/* else from the environment */
-	const char *save_state;
-	uint64_t save_every;
-	pf_corrupt_policy on_corrupt;
-	const char *quarantine;
-	uint64_t max_corrupt;
-	const char *faults;
-	uint64_t io_retries, io_timeout_ms;
-	bool io_retries_given, io_timeout_given;
-	ckpt_set resume;
-	train_options train;	/* --model and the rest: tools/train.c */
-	train_ctx *tc;
-} options;
-
-/* @return -1 to go on, else the exit status. */
-/* N in [1, max], or "auto": PF_AUTO. */
-static int parse_auto(const char *flag, const char *text, uint64_t max, uint64_t *v)
+/* --shuffle-window W: W >= 1.  0 turned shuffling off before shuffling
+ * was off by default: say so rather than only "out of range". */
+static int parse_window(void *field, const char *v)
 {
-	if (!strcmp(text, "auto")) {
-		*v = PF_AUTO;
-		return 0;
+	if (!strcmp(v, "0")) {
+		cli_usage("--shuffle-window: 0 is no window (shuffling is off unless "
+			  "--shuffle or --shuffle-window W is given)");
+		return -EINVAL;
 	}
-	return cli_parse_u64(flag, text, 1, max, false, v);
+	return cli_parse_u64("--shuffle-window", v, 1, UINT32_MAX, true, field);
 }
 
-static int parse_options(int argc, char **argv, options *o)
-{
-	enum {
-		OPT_BATCH = 256, OPT_CORES, OPT_HOSTIDX, OPT_HOSTS, OPT_THREADS, OPT_EPOCHS,
-		OPT_STEPS, OPT_SEED, OPT_WINDOW, OPT_MEMORY, OPT_FEATURES, OPT_REMAINDER,
-		OPT_DEPTH, OPT_PREFETCH, OPT_DIRECT, OPT_NO_MANIFEST, OPT_VERIFY, OPT_JSON, OPT_BASELINE, OPT_REPEAT,
-		OPT_QUIET, OPT_SAVE, OPT_SAVE_EVERY, OPT_RESUME, OPT_ON_CORRUPT, OPT_QUARANTINE,
-		OPT_MAX_CORRUPT, OPT_FAULTS, OPT_IO_RETRIES, OPT_IO_TIMEOUT, OPT_HELP,
-	};
-	static const struct option opts[] = {
-		{ "per-core-batch", required_argument, NULL, OPT_BATCH },
-		{ "cores", required_argument, NULL, OPT_CORES },
-		{ "host-index", required_argument, NULL, OPT_HOSTIDX },
-		{ "num-hosts", required_argument, NULL, OPT_HOSTS },
-		{ "threads", required_argument, NULL, OPT_THREADS },
-		{ "epochs", required_argument, NULL, OPT_EPOCHS },
-		{ "steps", required_argument, NULL, OPT_STEPS },
-		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "shuffle-window", required_argument, NULL, OPT_WINDOW },
-		{ "memory", required_argument, NULL, OPT_MEMORY },
-		{ "features", required_argument, NULL, OPT_FEATURES },
-		{ "remainder", required_argument, NULL, OPT_REMAINDER },
-		{ "io-depth", required_argument, NULL, OPT_DEPTH },
-		{ "prefetch", required_argument, NULL, OPT_PREFETCH },
-		{ "direct", no_argument, NULL, OPT_DIRECT },
-		{ "no-manifest", no_argument, NULL, OPT_NO_MANIFEST },
-		{ "verify-records", no_argument, NULL, OPT_VERIFY },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "baseline", no_argument, NULL, OPT_BASELINE },
-		{ "repeat", required_argument, NULL, OPT_REPEAT },
-		{ "quiet", no_argument, NULL, OPT_QUIET },
-		{ "save-state", required_argument, NULL, OPT_SAVE },
-		{ "save-every", required_argument, NULL, OPT_SAVE_EVERY },
-		{ "resume", required_argument, NULL, OPT_RESUME },
-		{ "on-corrupt", required_argument, NULL, OPT_ON_CORRUPT },
-		{ "quarantine", required_argument, NULL, OPT_QUARANTINE },
-		{ "max-corrupt", required_argument, NULL, OPT_MAX_CORRUPT },
-		{ "faults", required_argument, NULL, OPT_FAULTS },
-		{ "io-retries", required_argument, NULL, OPT_IO_RETRIES },
-		{ "io-timeout-ms", required_argument, NULL, OPT_IO_TIMEOUT },
-		TRAIN_LONG_OPTIONS,
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ 0 },
-	};
-	int c;
+#define O(field) offsetof(options, field)
+#define SEEN(field) CLI_SEEN(options, field)
 
+const cli_opt loadbench_cli[] = {
+	{ CLI_SECTION, .help = "topology and schedule:" },
+	{ CLI_U64, "per-core-batch", .arg = "N", .off = O(per_core_batch), .min = 1,
+	  .max = 1u << 24, .suffix = true, .help = "records per core per step (default 32)" },
+	{ CLI_U64, "cores", .arg = "C", .off = O(cores), .min = 1, .max = 4096,
+	  .help = "cores on this host (default 1)" },
+	{ CLI_U64, "num-hosts", .arg = "H", .off = O(num_hosts), .min = 1, .max = UINT32_MAX,
+	  .seen = SEEN(num_hosts_given), .more = true, .help = "hosts in the pod" },
+	{ CLI_U64, "host-index", .arg = "I", .off = O(host_index), .max = UINT32_MAX - 1,
+	  .seen = SEEN(host_index_given), .more = true,
+	  .help = "this host, 0..H-1 (both by default from the launcher: MPI, "
+		  "TPU_WORKER_ID, RANK/WORLD_SIZE; else host 0 of 1; what is set "
+		  "must agree; --num-hosts H > 1 needs an index)" },
+	{ CLI_U64, "epochs", .arg = "E", .off = O(epochs), .min = 1, .max = UINT32_MAX,
+	  .seen = SEEN(epochs_given),
+	  .help = "passes over the data (default 1; --steps alone: enough)" },
+	{ CLI_U64, "steps", .arg = "S", .off = O(steps), .min = 1, .max = UINT64_MAX,
+	  .suffix = true, .help = "stop after S steps in all" },
+	{ CLI_FLAG, "shuffle", .off = O(shuffle),
+	  .help = "shuffle: frames permuted, records in a window of 8192 (default "
+		  "off: the files' order, as pf_loader_config and tf.data)" },
+	{ CLI_CALL, "shuffle-window", .arg = "W", .off = O(window), .call = parse_window,
+	  .seen = SEEN(window_given), .more = true,
+	  .help = "records in the shuffle window (default 8192); implies --shuffle" },
+	{ CLI_U64, "seed", .arg = "S", .off = O(seed), .max = UINT64_MAX, .more = true,
+	  .help = "shuffle seed (default 0)" },
+	{ CLI_CHOICE, "remainder", .arg = "drop|wrap", .off = O(remainder),
+	  .choices = "drop|wrap", .more = true,
+	  .help = "the records past the last whole step of an epoch (default drop)" },
+	{ CLI_STRING, "features", .arg = "SPEC", .off = O(features),
+	  .help = "the feature spec (default: from the shards' schema)" },
+	{ CLI_NOTE, .more = true,
+	  .help = "A spec is e.g. \"tokens:int32[256],label:int64[1]\" (loader/podfeed.h).  "
+		  "Without --features: from the schema in the first file's index "
+		  "(or the manifest's): int64 -> int64[max_len], float -> "
+		  "float32[max_len], bytes -> bytes[mean record size rounded up to "
+		  "64], default=0 where some records lack it; sequence lists are left "
+		  "out." },
+	{ CLI_SECTION, .help = "pipeline:" },
+	{ CLI_U64, "threads", .arg = "T", .off = O(threads), .min = 1, .max = 1024,
+	  .help = "decode threads (default: number of CPUs)" },
+	{ CLI_U64, "io-depth", .arg = "N", .off = O(io_depth), .min = 1, .max = 4096,
+	  .more = true, .help = "reads in flight (default 32)" },
+	{ CLI_U64, "prefetch", .arg = "N", .off = O(prefetch), .min = 1, .max = 1024,
+	  .more = true, .help = "ready batches queued (default 2)" },
+	{ CLI_U64, "memory", .arg = "MiB", .off = O(memory_mib), .min = 1, .max = 1u << 20,
+	  .more = true, .help = "memory budget for all pools (default 512)" },
+	{ CLI_FLAG, "direct", .off = O(direct), .more = true,
+	  .help = "O_DIRECT reads of aligned shards" },
+	{ CLI_FLAG, "no-manifest", .off = O(no_manifest), .more = true,
+	  .help = "plan from the shards even when the one directory given holds a "
+		  "dataset manifest" },
+	{ CLI_FLAG, "verify-records", .off = O(verify), .more = true,
+	  .help = "also check each record's data CRC inside frames already verified "
+		  "by CRC32C and zstd's checksum" },
+	{ CLI_INCLUDE, .table = regions_cli, .off = O(ro), .more = true },
+	{ CLI_SECTION, .help = "report:" },
+	{ CLI_FLAG, "baseline", .off = O(baseline),
+	  .help = "also time pure read and decompress passes over the indexed "
+		  "shards; the loader as a ratio to each" },
+	{ CLI_U64, "repeat", .arg = "N", .off = O(repeat), .min = 1, .max = MAX_REPEAT,
+	  .help = "run N times, interleaved; medians (default 1)" },
+	{ CLI_FLAG, "json", .off = O(json), .help = "one JSON object on stdout instead of the text" },
+	{ CLI_FLAG, "quiet", .off = O(quiet), .more = true,
+	  .help = "no progress line (drawn on stderr only when it is a terminal: "
+		  "steps, records/s, compressed MB/s read, batches ready at next(), "
+		  "ETA)" },
+	{ CLI_NOTE, .more = true,
+	  .help = "--repeat keeps the loader's pools from one run to the next.  "
+		  "The read pass: T threads, one I/O engine each, whole frames; the "
+		  "decompress pass: T threads, pread, frame CRC, zstd; both after a "
+		  "warming read pass.  steady: records/s from the first batch to the "
+		  "last; n/a under 10 batches or 100 ms." },
+	{ CLI_SECTION, .help = "faults and corrupt data:" },
+	{ CLI_STRING, "faults", .arg = "SPEC", .off = O(faults), .more = true,
+	  .help = "inject read faults (io/pf_io.h; e.g. eio:0.01,seed=3; default "
+		  "$PODFEED_FAULTS)" },
+	{ CLI_U64, "io-retries", .arg = "N", .off = O(io_retries), .max = 1000,
+	  .seen = SEEN(io_retries_given), .more = true,
+	  .help = "transient read errors retried (default 3; 0: none)" },
+	{ CLI_U64, "io-timeout-ms", .arg = "MS", .off = O(io_timeout_ms), .max = INT32_MAX,
+	  .seen = SEEN(io_timeout_given), .more = true,
+	  .help = "each read's limit (default 60000; 0: none)" },
+	{ CLI_CHOICE, "on-corrupt", .arg = "fail|skip", .off = O(on_corrupt),
+	  .choices = "fail|skip", .more = true,
+	  .help = "stop with an error naming file, offset, frame, record and cause "
+		  "(default), or drop the smallest damaged unit, count it and go on "
+		  "(rows of records lost in an indexed frame come out empty, marked)" },
+	{ CLI_STRING, "quarantine", .arg = "FILE", .off = O(quarantine), .more = true,
+	  .help = "skip: append a JSON line per drop to FILE" },
+	{ CLI_U64, "max-corrupt", .arg = "N", .off = O(max_corrupt), .min = 1,
+	  .max = UINT64_MAX, .more = true, .help = "skip: stop with an error after N drops" },
+	{ CLI_SECTION, .help = "checkpoints:" },
+	{ CLI_STRING, "save-state", .arg = "FILE", .off = O(save_state), .more = true,
+	  .help = "write this host's loader state to FILE (atomically) at the end, on "
+		  "SIGINT/SIGTERM (then exit 130), and every --save-every N steps" },
+	{ CLI_U64, "save-every", .arg = "N", .off = O(save_every), .min = 1,
+	  .max = UINT64_MAX, .more = true,
+	  .help = "steps between saves (default: only at the end)" },
+	{ CLI_CALL, "resume", .arg = "FILE", .off = O(resume), .call = ckpt_add, .more = true,
+	  .help = "continue from a saved state; repeat it (or give FILE,FILE...) with "
+		  "every old host's state to resume on another host count or host "
+		  "batch; --epochs counts from the first epoch, --steps from the "
+		  "resume" },
+	{ CLI_INCLUDE, .table = train_cli, .off = O(train), .more = true },
+	{ CLI_END },
+};
+
+static const cli_command loadbench_command = {
+	.name = "loadbench",
+	.usage = "usage: loadbench [options] SHARD...\n"
+		 "       loadbench plan|ladder|regions [options]  (loadbench COMMAND --help)\n",
+	.about = "Runs the podfeed loader over the shards (files, directories or globs)\n"
+		 "and reports throughput, the bottleneck stage, next() latency, memory.\n",
+	.opts = loadbench_cli,
+	.footer = "Exit status: 0 done, 1 failed, 2 bad usage, 3 refused across regions.\n",
+};
+
+void loadbench_defaults(options *o)
+{
 	memset(o, 0, sizeof(*o));
 	o->per_core_batch = 32;
 	o->cores = 1;
@@ -255,160 +222,37 @@ static int parse_options(int argc, char **argv, options *o)
 	o->epochs = 1;
 	o->window = DEFAULT_WINDOW;
 	o->memory_mib = DEFAULT_MEMORY_MIB;
-	o->io_depth = PF_AUTO;
-	o->prefetch = PF_AUTO;
+	o->io_depth = 32;
+	o->prefetch = 2;
 	o->repeat = 1;
 	o->remainder = PF_REMAINDER_DROP;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		int r = 0;
+	regions_defaults(&o->ro);
+	train_defaults(&o->train);
+}
 
-		switch (c) {
-		case OPT_BATCH:
-			r = cli_parse_u64("--per-core-batch", optarg, 1, 1u << 24, true,
-					  &o->per_core_batch);
-			break;
-		case OPT_CORES:
-			r = cli_parse_u64("--cores", optarg, 1, 4096, false, &o->cores);
-			break;
-		case OPT_HOSTIDX:
-			r = cli_parse_u64("--host-index", optarg, 0, UINT32_MAX - 1, false,
-					  &o->host_index);
-			o->host_index_given = true;
-			break;
-		case OPT_HOSTS:
-			r = cli_parse_u64("--num-hosts", optarg, 1, UINT32_MAX, false,
-					  &o->num_hosts);
-			o->num_hosts_given = true;
-			break;
-		case OPT_THREADS:
-			r = parse_auto("--threads", optarg, 1024, &o->threads_arg);
-			break;
-		case OPT_EPOCHS:
-			r = cli_parse_u64("--epochs", optarg, 1, UINT32_MAX, false, &o->epochs);
-			o->epochs_given = true;
-			break;
-		case OPT_STEPS:
-			r = cli_parse_u64("--steps", optarg, 1, UINT64_MAX, true, &o->steps);
-			break;
-		case OPT_SEED:
-			r = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, false, &o->seed);
-			break;
-		case OPT_WINDOW:
-			r = cli_parse_u64("--shuffle-window", optarg, 0, UINT32_MAX, true,
-					  &o->window);
-			break;
-		case OPT_MEMORY:
-			r = cli_parse_u64("--memory", optarg, 1, 1u << 20, false,
-					  &o->memory_mib);
-			break;
-		case OPT_FEATURES:
-			o->features = optarg;
-			break;
-		case OPT_REMAINDER:
-			if (!strcmp(optarg, "drop"))
-				o->remainder = PF_REMAINDER_DROP;
-			else if (!strcmp(optarg, "wrap"))
-				o->remainder = PF_REMAINDER_WRAP;
-			else {
-				cli_fail("--remainder: '%s' is not drop or wrap", optarg);
-				r = -EINVAL;
-			}
-			break;
-		case OPT_DEPTH:
-			r = parse_auto("--io-depth", optarg, 4096, &o->io_depth);
-			break;
-		case OPT_PREFETCH:
-			r = parse_auto("--prefetch", optarg, 1024, &o->prefetch);
-			break;
-		case OPT_REPEAT:
-			r = cli_parse_u64("--repeat", optarg, 1, MAX_REPEAT, false, &o->repeat);
-			break;
-		case OPT_DIRECT: o->direct = true; break;
-		case OPT_NO_MANIFEST: o->no_manifest = true; break;
-		case OPT_VERIFY: o->verify = true; break;
-		case OPT_JSON: o->json = true; break;
-		case OPT_BASELINE: o->baseline = true; break;
-		case OPT_QUIET: o->quiet = true; break;
-		case OPT_SAVE: o->save_state = optarg; break;
-		case OPT_SAVE_EVERY:
-			r = cli_parse_u64("--save-every", optarg, 1, UINT64_MAX, false,
-					  &o->save_every);
-			break;
-		case OPT_ON_CORRUPT:
-			if (!strcmp(optarg, "fail")) {
-				o->on_corrupt = PF_CORRUPT_FAIL;
-			} else if (!strcmp(optarg, "skip")) {
-				o->on_corrupt = PF_CORRUPT_SKIP;
-			} else {
-				cli_fail("--on-corrupt: '%s' is not fail or skip", optarg);
-				r = -EINVAL;
-			}
-			break;
-		case OPT_QUARANTINE: o->quarantine = optarg; break;
-		case OPT_FAULTS: o->faults = optarg; break;
-		case OPT_IO_RETRIES:
-			r = cli_parse_u64("--io-retries", optarg, 0, 1000, false, &o->io_retries);
-			o->io_retries_given = true;
-			break;
-		case OPT_IO_TIMEOUT:
-			r = cli_parse_u64("--io-timeout-ms", optarg, 0, INT32_MAX, false,
-					  &o->io_timeout_ms);
-			o->io_timeout_given = true;
-			break;
-		case OPT_MAX_CORRUPT:
-			r = cli_parse_u64("--max-corrupt", optarg, 1, UINT64_MAX, false,
-					  &o->max_corrupt);
-			break;
-		case OPT_RESUME:
-			for (char *f = strtok(optarg, ","); f && r == 0; f = strtok(NULL, ","))
-				r = ckpt_load(&o->resume, f);
-			break;
-		case OPT_HELP:
-			fputs(usage, stdout);
-			fputs(usage_pipeline, stdout);
-			fputs("\n", stdout);
-			fputs(corrupt_usage, stdout);
-			fputs(CKPT_USAGE "\n" TRAIN_USAGE, stdout);
-			return 0;
-		case ':':
-			/* Usage errors are one line and a pointer, not the help. */
-			cli_fail("%s: a value is required; see loadbench --help",
-				 argv[optind - 1]);
-			return 2;
-		default:
-			if (c >= TRAIN_OPT_FIRST && c < TRAIN_OPT_LAST) {
-				r = train_parse_option(&o->train, c, optarg);
-				break;
-			}
-			cli_fail("unknown option '%s'; see loadbench --help", argv[optind - 1]);
-			return 2;
-		}
-		if (r < 0)
-			return 2;
-	}
+/* @return -1 to go on (*first: the first shard's index in argv), else
+ * the exit status. */
+static int parse_options(int argc, char **argv, options *o, int *first)
+{
+	int ret;
+
+	loadbench_defaults(o);
+	ret = cli_parse(&loadbench_command, argc, argv, o, first);
+	if (ret >= 0)
+		return ret;
+	o->shuffle |= o->window_given;
 	/* One of the two alone is checked with the environment's. */
-	if (o->host_index_given && o->num_hosts_given &&
-	    o->host_index >= o->num_hosts) {
-		cli_fail("--host-index: %llu is not below --num-hosts %llu",
-			 (unsigned long long)o->host_index,
-			 (unsigned long long)o->num_hosts);
-		return 2;
-	}
-	if ((o->quarantine || o->max_corrupt) && o->on_corrupt != PF_CORRUPT_SKIP) {
-		cli_fail("%s: needs --on-corrupt skip",
-			 o->quarantine ? "--quarantine" : "--max-corrupt");
-		return 2;
-	}
-	if (o->save_every && !o->save_state) {
-		cli_fail("--save-every: needs --save-state FILE");
-		return 2;
-	}
-	if (optind == argc) {
-		cli_fail("no shards given; see loadbench --help");
-		return 2;
-	}
-	o->threads = o->threads_arg;
+	if (o->host_index_given && o->num_hosts_given && o->host_index >= o->num_hosts)
+		return cli_usage("--host-index: %llu is not below --num-hosts %llu",
+				 (unsigned long long)o->host_index,
+				 (unsigned long long)o->num_hosts);
+	if ((o->quarantine || o->max_corrupt) && o->on_corrupt != PF_CORRUPT_SKIP)
+		return cli_usage("%s: needs --on-corrupt skip",
+				 o->quarantine ? "--quarantine" : "--max-corrupt");
+	if (o->save_every && !o->save_state)
+		return cli_usage("--save-every: needs --save-state FILE");
+	if (*first == argc)
+		return cli_usage("no shards given");
 	if (!o->threads) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		o->threads = n > 0 ? (uint64_t)n : 1;
@@ -524,7 +368,6 @@ typedef struct loader_run {
 	uint64_t steps_per_epoch;
 	uint64_t steps_run;	/* batches taken by this run */
 	pf_loader_metrics m;
-	pf_tuning tune;		/* threads, reads in flight, prefetch: in force, and why */
 } loader_run;
 
 typedef struct progress {
@@ -650,7 +493,6 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 	}
 	out->first_batch_ms = t_first ? (double)(t_first - t0) * 1e-6 : 0;
 	pf_loader_get_metrics(l, &out->m);
-	pf_loader_tuning(l, &out->tune);
 	out->peak_rss = peak_rss_bytes();
 	if (o->save_state && ckpt_save(o->save_state, l) < 0) {
 		pf_loader_free(l);
@@ -1098,38 +940,6 @@ static void print_empty(const report *r)
 	printf("\n");
 }
 
-/* What the loader ran with, one line each: the value, whether the loader
- * chose it (auto) or the flag did, and why. */
-static const struct tuning_row {
-	const char *name;
-	size_t off;
-} tuning_rows[] = {
-	{ "threads", offsetof(pf_tuning, threads) },
-	{ "io_depth", offsetof(pf_tuning, io_depth) },
-	{ "prefetch", offsetof(pf_tuning, prefetch) },
-};
-
-static const pf_tuning_choice *tuning_at(const pf_tuning *t, size_t i)
-{
-	return (const pf_tuning_choice *)((const char *)t + tuning_rows[i].off);
-}
-
-static void print_tuning(const pf_tuning *t)
-{
-	for (size_t i = 0; i < sizeof(tuning_rows) / sizeof(tuning_rows[0]); i++) {
-		const pf_tuning_choice *c = tuning_at(t, i);
-
-		printf("%-11s %u (%s): %s\n", tuning_rows[i].name, c->value,
-		       c->automatic ? "auto" : "set", c->why);
-	}
-}
-
-/* The baseline's reads in flight: --io-depth, or the loader's most. */
-static unsigned bl_depth(const options *o)
-{
-	return o->io_depth ? (unsigned)o->io_depth : 32;
-}
-
 static void print_text(const report *r)
 {
 	const options *o = r->o;
@@ -1144,6 +954,11 @@ static void print_text(const report *r)
 	       (unsigned long long)o->host_index, (unsigned long long)o->num_hosts,
 	       (unsigned long long)o->cores, (unsigned long long)o->per_core_batch,
 	       (unsigned long long)global);
+	if (o->shuffle)
+		printf("order       shuffled: frames permuted, records in a window of %llu, "
+		       "seed %llu\n", (unsigned long long)o->window, (unsigned long long)o->seed);
+	else
+		printf("order       the files' order (not shuffled: --shuffle)\n");
 	printf("records     %llu in %llu steps (%llu steps an epoch, %llu records in the data)\n",
 	       (unsigned long long)m->records, (unsigned long long)m->steps,
 	       (unsigned long long)m->steps_per_epoch,
@@ -1183,9 +998,8 @@ static void print_text(const report *r)
 		       "rows handed out%s%s\n", (unsigned long long)m->corrupt_drops,
 		       (unsigned long long)m->corrupt_records, (unsigned long long)m->holes,
 		       o->quarantine ? "; logged to " : "", o->quarantine ? o->quarantine : "");
-	print_tuning(&r->run.tune);
-	printf("io          %s, depth %u", m->io_backend ? m->io_backend : "none",
-	       r->run.tune.io_depth.value);
+	printf("io          %s, depth %llu", m->io_backend ? m->io_backend : "none",
+	       (unsigned long long)o->io_depth);
 	if (o->direct)
 		printf(", O_DIRECT on %u of %zu files (aligned indexed shards only)",
 		       m->files_direct, r->nfiles);
@@ -1227,25 +1041,6 @@ static void json_kv_str(const char *key, const char *v, bool comma)
 	cli_json_string(stdout, v, strlen(v));
 	if (comma)
 		putchar(',');
-}
-
-/* "tuning":{"threads":{"value":2,"auto":true,"measured":true,"why":"..."},...}, */
-static void json_tuning(const pf_tuning *t)
-{
-	size_t n = sizeof(tuning_rows) / sizeof(tuning_rows[0]);
-
-	printf("\"tuning\":{");
-	for (size_t i = 0; i < n; i++) {
-		const pf_tuning_choice *c = tuning_at(t, i);
-
-		printf("\"%s\":{", tuning_rows[i].name);
-		json_kv_u64("value", c->value, true);
-		printf("\"auto\":%s,\"measured\":%s,", c->automatic ? "true" : "false",
-		       c->measured ? "true" : "false");
-		json_kv_str("why", c->why, false);
-		printf("}%s", i + 1 < n ? "," : "");
-	}
-	printf("},");
 }
 
 static void print_json(const report *r)
@@ -1303,9 +1098,8 @@ static void print_json(const report *r)
 	json_kv_u64("io_timeouts", m->io_timeouts, true);
 	json_kv_u64("io_short_reads", m->io_short_reads, true);
 	json_kv_u64("files_direct", m->files_direct, true);
-	json_kv_u64("io_depth", r->run.tune.io_depth.value, true);
+	json_kv_u64("io_depth", o->io_depth, true);
 	json_kv_u64("threads", m->decode_threads, true);
-	json_tuning(&r->run.tune);
 	json_kv_u64("files", r->nfiles, true);
 	printf("\"empty_files\":[");
 	for (size_t i = 0, k = 0; i < r->nfiles; i++)
@@ -1319,6 +1113,9 @@ static void print_json(const report *r)
 	json_kv_u64("records_per_epoch", m->records_per_epoch, true);
 	json_kv_u64("steps_per_epoch", m->steps_per_epoch, true);
 	json_kv_u64("repeat", o->repeat, true);
+	printf("\"shuffle\":%s,", o->shuffle ? "true" : "false");
+	json_kv_u64("shuffle_window", o->shuffle ? o->window : 0, true);
+	json_kv_u64("seed", o->seed, true);
 	printf("\"topology\":{");
 	json_kv_u64("num_hosts", o->num_hosts, true);
 	json_kv_u64("host_index", o->host_index, true);
@@ -1401,64 +1198,77 @@ static int resolve_topology(bool index_given, uint64_t *host_index,
 /* ------------------------------------------------------------------ */
 /* loadbench plan: the scaling plan                                     */
 
-static const char plan_usage[] =
-	"usage: loadbench plan --per-core-batch b [options]\n"
-	"\n"
-	"The scaling plan of a pod of H hosts with C cores each: the global\n"
-	"batch B = b x C x H, the train steps that keep the examples of a\n"
-	"reference run (or the steps of an epoch schedule, as the loader cuts\n"
-	"them), the learning rate and warm-up, what does not divide evenly and\n"
-	"what is dropped, and the input bandwidth a host and the pod need.\n"
-	"\n"
-	"the pod:\n"
-	"  --per-core-batch b   records per core per step (required)\n"
-	"  --cores C            cores per host (default 1)\n"
-	"  --hosts H            hosts (default 1)\n"
-	"a reference run:\n"
-	"  --ref-global-batch B0  its global batch\n"
-	"  --ref-steps S0       its train steps: the plan keeps S0 x B0 examples,\n"
-	"                       S0 x B0 / B steps, rounded up when not whole\n"
-	"  --ref-lr L0          its learning rate\n"
-	"  --rule none|linear|sqrt  the plan's rate: L0, L0 x B/B0 or\n"
-	"                       L0 x sqrt(B/B0) (default none)\n"
-	"  --warmup-steps W0    its warm-up, kept as examples: W0 x B0 / B steps,\n"
-	"                       rounded up (taken as is without B0); the rate\n"
-	"                       ramps linearly to its value over them\n"
-	"or an epoch schedule:\n"
-	"  --records N          records in the dataset\n"
-	"  --epochs E           passes over them (default 1)\n"
-	"  --remainder drop|wrap  the N mod B records past the last whole step:\n"
-	"                       dropped, or the last step filled by repeating\n"
-	"                       records, as the loader does (default drop)\n"
-	"input bandwidth:\n"
-	"  --step-time-ms T     one train step's time\n"
-	"  --record-bytes R     bytes read per record (compressed, as stored)\n"
-	"  --measured-mbps M    MB/s one host read in a loadbench run (its\n"
-	"                       \"MB/s read\"), printed beside the need\n"
-	"  --json               one JSON object on stdout instead of the table\n"
-	"  --help               this text\n"
-	"\n"
-	"Exit status: 0 done, 2 bad usage or an impossible plan.\n";
+typedef struct plan_opts {
+	pf_scaling_input in;
+	int rule, remainder;
+	double mbps;
+	bool json, batch_given;
+} plan_opts;
 
-/* A finite number above 0 (strtod's syntax, no leading space). */
-static int plan_parse_positive(const char *flag, const char *text, double *out)
-{
-	char *end;
-	double v;
+#define P(field) offsetof(plan_opts, field)
 
-	errno = 0;
-	v = strtod(text, &end);
-	if (!*text || *end || end == text || text[0] == ' ' || text[0] == '\t') {
-		cli_fail("%s: '%s' is not a number", flag, text);
-		return -EINVAL;
-	}
-	if (errno == ERANGE || !isfinite(v) || !(v > 0)) {
-		cli_fail("%s: '%s' is not a finite number above 0", flag, text);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
+static const cli_opt plan_cli[] = {
+	{ CLI_SECTION, .help = "the pod:" },
+	/* b, C and H may be 0 here: the plan says why that cannot be. */
+	{ CLI_U64, "per-core-batch", .arg = "b", .off = P(in.per_core_batch),
+	  .max = UINT64_MAX, .suffix = true, .seen = CLI_SEEN(plan_opts, batch_given),
+	  .help = "records per core per step (required)" },
+	{ CLI_U64, "cores", .arg = "C", .off = P(in.cores), .max = UINT64_MAX,
+	  .help = "cores per host (default 1)" },
+	{ CLI_U64, "hosts", .arg = "H", .off = P(in.hosts), .max = UINT64_MAX,
+	  .help = "hosts (default 1)" },
+	/* In the plan 0 means "not given": refused as a value. */
+	{ CLI_SECTION, .help = "a reference run:" },
+	{ CLI_U64, "ref-global-batch", .arg = "B0", .off = P(in.ref_global_batch), .min = 1,
+	  .max = UINT64_MAX, .suffix = true, .help = "its global batch" },
+	{ CLI_U64, "ref-steps", .arg = "S0", .off = P(in.ref_steps), .min = 1,
+	  .max = UINT64_MAX, .suffix = true,
+	  .help = "its train steps: the plan keeps S0 x B0 examples, S0 x B0 / B "
+		  "steps, rounded up when not whole" },
+	{ CLI_DOUBLE, "ref-lr", .arg = "L0", .off = P(in.ref_lr), .lo = 0, .hi = 1e308,
+	  .above = true, .help = "its learning rate" },
+	{ CLI_CHOICE, "rule", .arg = "none|linear|sqrt", .off = P(rule),
+	  .choices = "none|linear|sqrt",
+	  .help = "the plan's rate: L0, L0 x B/B0 or L0 x sqrt(B/B0) (default none)" },
+	{ CLI_U64, "warmup-steps", .arg = "W0", .off = P(in.ref_warmup_steps),
+	  .max = UINT64_MAX, .suffix = true,
+	  .help = "its warm-up, kept as examples: W0 x B0 / B steps, rounded up "
+		  "(taken as is without B0); the rate ramps linearly to its value "
+		  "over them" },
+	{ CLI_SECTION, .help = "or an epoch schedule:" },
+	{ CLI_U64, "records", .arg = "N", .off = P(in.records), .min = 1, .max = UINT64_MAX,
+	  .suffix = true, .help = "records in the dataset" },
+	{ CLI_U64, "epochs", .arg = "E", .off = P(in.epochs), .min = 1, .max = UINT64_MAX,
+	  .help = "passes over them (default 1)" },
+	{ CLI_CHOICE, "remainder", .arg = "drop|wrap", .off = P(remainder),
+	  .choices = "drop|wrap",
+	  .help = "the N mod B records past the last whole step: dropped, or the "
+		  "last step filled by repeating records, as the loader does "
+		  "(default drop)" },
+	{ CLI_SECTION, .help = "input bandwidth:" },
+	{ CLI_DOUBLE, "step-time-ms", .arg = "T", .off = P(in.step_time_ms), .lo = 0,
+	  .hi = 1e308, .above = true, .help = "one train step's time" },
+	{ CLI_DOUBLE, "record-bytes", .arg = "R", .off = P(in.record_bytes), .lo = 0,
+	  .hi = 1e308, .above = true, .help = "bytes read per record (compressed, as stored)" },
+	{ CLI_DOUBLE, "measured-mbps", .arg = "M", .off = P(mbps), .lo = 0, .hi = 1e308,
+	  .above = true,
+	  .help = "MB/s one host read in a loadbench run (its \"MB/s read\"), printed "
+		  "beside the need" },
+	{ CLI_FLAG, "json", .off = P(json), .help = "one JSON object on stdout instead of the table" },
+	{ CLI_END },
+};
+
+static const cli_command plan_command = {
+	.name = "loadbench plan",
+	.usage = "usage: loadbench plan --per-core-batch b [options]\n",
+	.about = "The scaling plan of a pod of H hosts with C cores each: the global\n"
+		 "batch B = b x C x H, the train steps that keep the examples of a\n"
+		 "reference run (or the steps of an epoch schedule, as the loader cuts\n"
+		 "them), the learning rate and warm-up, what does not divide evenly and\n"
+		 "what is dropped, and the input bandwidth a host and the pod need.\n",
+	.opts = plan_cli,
+	.footer = "Exit status: 0 done, 2 bad usage or an impossible plan.\n",
+};
 
 /* v with thousands separators ("4,096"), in buf. */
 static const char *plan_grouped(uint64_t v, char buf[32])
@@ -1695,136 +1505,28 @@ static void plan_print_json(const pf_scaling_input *in, const pf_scaling_plan *p
 /* `loadbench plan ...` (argv[0] is "plan").  @return the exit status. */
 static int plan_main(int argc, char **argv)
 {
-	enum {
-		P_BATCH = 256, P_CORES, P_HOSTS, P_REF_BATCH, P_REF_STEPS, P_REF_LR,
-		P_RULE, P_WARMUP, P_RECORDS, P_EPOCHS, P_REMAINDER, P_STEP_MS,
-		P_RECORD_BYTES, P_MEASURED, P_JSON, P_HELP,
-	};
-	static const struct option opts[] = {
-		{ "per-core-batch", required_argument, NULL, P_BATCH },
-		{ "cores", required_argument, NULL, P_CORES },
-		{ "hosts", required_argument, NULL, P_HOSTS },
-		{ "ref-global-batch", required_argument, NULL, P_REF_BATCH },
-		{ "ref-steps", required_argument, NULL, P_REF_STEPS },
-		{ "ref-lr", required_argument, NULL, P_REF_LR },
-		{ "rule", required_argument, NULL, P_RULE },
-		{ "warmup-steps", required_argument, NULL, P_WARMUP },
-		{ "records", required_argument, NULL, P_RECORDS },
-		{ "epochs", required_argument, NULL, P_EPOCHS },
-		{ "remainder", required_argument, NULL, P_REMAINDER },
-		{ "step-time-ms", required_argument, NULL, P_STEP_MS },
-		{ "record-bytes", required_argument, NULL, P_RECORD_BYTES },
-		{ "measured-mbps", required_argument, NULL, P_MEASURED },
-		{ "json", no_argument, NULL, P_JSON },
-		{ "help", no_argument, NULL, P_HELP },
-		{ 0 },
-	};
-	pf_scaling_input in = { .cores = 1, .hosts = 1 };
+	plan_opts o = { .in = { .cores = 1, .hosts = 1 } };
 	pf_scaling_plan p;
 	pf_error err;
-	bool json = false, batch_given = false;
-	double mbps = 0;
-	int c;
+	int ret, first;
 
-	cli_prog = "loadbench plan";
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		int r = 0;
-
-		switch (c) {
-		/* b, C and H may be 0 here: the plan says why that cannot be. */
-		case P_BATCH:
-			r = cli_parse_u64("--per-core-batch", optarg, 0, UINT64_MAX, true,
-					  &in.per_core_batch);
-			batch_given = true;
-			break;
-		case P_CORES:
-			r = cli_parse_u64("--cores", optarg, 0, UINT64_MAX, false, &in.cores);
-			break;
-		case P_HOSTS:
-			r = cli_parse_u64("--hosts", optarg, 0, UINT64_MAX, false, &in.hosts);
-			break;
-		/* In the plan 0 means "not given": refuse it as a value. */
-		case P_REF_BATCH:
-			r = cli_parse_u64("--ref-global-batch", optarg, 1, UINT64_MAX, true,
-					  &in.ref_global_batch);
-			break;
-		case P_REF_STEPS:
-			r = cli_parse_u64("--ref-steps", optarg, 1, UINT64_MAX, true,
-					  &in.ref_steps);
-			break;
-		case P_REF_LR:
-			r = plan_parse_positive("--ref-lr", optarg, &in.ref_lr);
-			break;
-		case P_RULE:
-			if (pf_lr_rule_parse(optarg, &in.rule) < 0) {
-				cli_fail("--rule: '%s' is not none, linear or sqrt", optarg);
-				r = -EINVAL;
-			}
-			break;
-		case P_WARMUP:
-			r = cli_parse_u64("--warmup-steps", optarg, 0, UINT64_MAX, true,
-					  &in.ref_warmup_steps);
-			break;
-		case P_RECORDS:
-			r = cli_parse_u64("--records", optarg, 1, UINT64_MAX, true, &in.records);
-			break;
-		case P_EPOCHS:
-			r = cli_parse_u64("--epochs", optarg, 1, UINT64_MAX, false, &in.epochs);
-			break;
-		case P_REMAINDER:
-			if (!strcmp(optarg, "drop"))
-				in.remainder_wrap = false;
-			else if (!strcmp(optarg, "wrap"))
-				in.remainder_wrap = true;
-			else {
-				cli_fail("--remainder: '%s' is not drop or wrap", optarg);
-				r = -EINVAL;
-			}
-			break;
-		case P_STEP_MS:
-			r = plan_parse_positive("--step-time-ms", optarg, &in.step_time_ms);
-			break;
-		case P_RECORD_BYTES:
-			r = plan_parse_positive("--record-bytes", optarg, &in.record_bytes);
-			break;
-		case P_MEASURED:
-			r = plan_parse_positive("--measured-mbps", optarg, &mbps);
-			in.measured_host_bytes_per_s = mbps * 1e6;
-			break;
-		case P_JSON: json = true; break;
-		case P_HELP: fputs(plan_usage, stdout); return 0;
-		case ':':
-			cli_fail("%s: a value is required", argv[optind - 1]);
-			fputs(plan_usage, stderr);
-			return 2;
-		default:
-			cli_fail("unknown option '%s'", argv[optind - 1]);
-			fputs(plan_usage, stderr);
-			return 2;
-		}
-		if (r < 0)
-			return 2;
-	}
-	if (optind < argc) {
-		cli_fail("unexpected argument '%s'", argv[optind]);
-		return 2;
-	}
-	if (!batch_given) {
-		cli_fail("--per-core-batch is required");
-		fputs(plan_usage, stderr);
-		return 2;
-	}
+	ret = cli_parse(&plan_command, argc, argv, &o, &first);
+	if (ret >= 0)
+		return ret;
+	o.in.rule = (pf_lr_rule)o.rule;
+	o.in.remainder_wrap = o.remainder == PF_REMAINDER_WRAP;
+	o.in.measured_host_bytes_per_s = o.mbps * 1e6;
+	if (first < argc)
+		return cli_usage("unexpected argument '%s'", argv[first]);
+	if (!o.batch_given)
+		return cli_usage("--per-core-batch is required");
 	pf_error_clear(&err);
-	if (pf_scaling_plan_compute(&p, &in, &err) < 0) {
-		cli_fail("%s", err.msg);
-		return 2;
-	}
-	if (json)
-		plan_print_json(&in, &p);
+	if (pf_scaling_plan_compute(&p, &o.in, &err) < 0)
+		return cli_usage("%s", err.msg);
+	if (o.json)
+		plan_print_json(&o.in, &p);
 	else
-		plan_print_text(&in, &p);
+		plan_print_text(&o.in, &p);
 	return 0;
 }
 
@@ -1840,27 +1542,26 @@ int main(int argc, char **argv)
 	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT];
 	char **files = NULL, *inferred = NULL;
 	pf_manifest *manifest = NULL;
-	int nfiles = 0, ret;
-	regions_opts ro;
+	int nfiles = 0, ret, first;
+	static const cli_subcommand subcommands[] = {
+		{ "plan", "the scaling plan of a pod", plan_main },
+		{ "ladder", "runs of 1, 2, 4... hosts and their scaling efficiency",
+		  ladder_main },
+		{ "regions", "the same files read from each declared mount", regions_main },
+		{ 0 },
+	};
+	const cli_subcommand *sub = argc > 1 ? cli_find_subcommand(subcommands, argv[1]) : NULL;
 
-	if (argc > 1 && !strcmp(argv[1], "plan"))
-		return plan_main(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "ladder"))
-		return ladder_main(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "regions"))
-		return regions_main(argc - 1, argv + 1);
-	cli_prog = "loadbench";
-	ret = regions_take_options(&argc, argv, &ro);
-	if (ret >= 0)
-		return ret;
-	ret = parse_options(argc, argv, &o);
+	if (sub)
+		return sub->main(argc - 1, argv + 1);
+	ret = parse_options(argc, argv, &o, &first);
 	if (ret >= 0)
 		return ret;
 	if (resolve_topology(o.host_index_given, &o.host_index, o.num_hosts_given,
 			     &o.num_hosts))
 		return 2;
 	raise_fd_limit();
-	nfiles = cli_expand_inputs(argv + optind, argc - optind, &files);
+	nfiles = cli_expand_inputs(argv + first, argc - first, &files);
 	if (nfiles < 0)
 		return 1;
 	if (nfiles == 0) {
@@ -1870,13 +1571,13 @@ int main(int argc, char **argv)
 	ret = 1;
 	memset(&r, 0, sizeof(r));
 	/* Before anything is read: a refusal must read nothing. */
-	if ((ret = regions_check(&ro, files, nfiles)) != 0)
+	if ((ret = regions_check(&o.ro, files, nfiles)) != 0)
 		goto out;
 	ret = 1;
 	if (!o.no_manifest) {
 		char *mpath = NULL;
-		int found = pf_manifest_locate((const char *const *)argv + optind,
-					       (size_t)(argc - optind), &mpath);
+		int found = pf_manifest_locate((const char *const *)argv + first,
+					       (size_t)(argc - first), &mpath);
 
 		pf_error_clear(&err);
 		if (found > 0 && pf_manifest_load(&manifest, mpath, NULL, &err) < 0) {
@@ -1890,22 +1591,21 @@ int main(int argc, char **argv)
 			fprintf(stderr, "loadbench: the manifest names %zu shards, %s holds %d "
 				"files: only the manifest's are read (`shardtool manifest` "
 				"again to take the others, or --no-manifest)\n",
-				pf_manifest_shards(manifest), argv[optind], nfiles);
+				pf_manifest_shards(manifest), argv[first], nfiles);
 	}
 	if (!o.features) {
 		/* From the first file with bytes: an empty one has no index. */
-		int first = 0, d;
+		int f = 0, d;
 		struct stat st;
 
-		while (!manifest && first + 1 < nfiles && stat(files[first], &st) == 0 && !st.st_size)
-			first++;
-		d = default_features(files[first], manifest, &inferred);
+		while (!manifest && f + 1 < nfiles && stat(files[f], &st) == 0 && !st.st_size)
+			f++;
+		d = default_features(files[f], manifest, &inferred);
 		if (d < 0)
 			goto out;
 		if (d > 0) {
-			cli_fail("--features is required: %s has no schema in an index",
-				 files[first]);
-			ret = 2;
+			ret = cli_usage("--features is required: %s has no schema in an index",
+					files[f]);
 			goto out;
 		}
 		if (train_fit_features(&o.train, &inferred) < 0)
@@ -1916,15 +1616,14 @@ int main(int argc, char **argv)
 	if (pf_spec_parse(&spec, o.features, &err) < 0) {
 		char line[PF_ERROR_LINE_MAX];
 		pf_error_format(&err, line, sizeof(line));
-		cli_fail("--features: %s", line);
-		ret = 2;
+		ret = cli_usage("--features: %s", line);
 		goto out;
 	}
 
 	memset(&cfg, 0, sizeof(cfg));
 	/* With a manifest the loader is given it (the one path named), not
 	 * the files listed. */
-	cfg.paths = manifest ? (const char *const *)argv + optind : (const char *const *)files;
+	cfg.paths = manifest ? (const char *const *)argv + first : (const char *const *)files;
 	cfg.npaths = manifest ? 1 : (size_t)nfiles;
 	cfg.ignore_manifest = o.no_manifest;
 	cfg.features = o.features;
@@ -1936,17 +1635,17 @@ int main(int argc, char **argv)
 	/* --steps alone runs as many epochs as the steps need. */
 	cfg.epochs = o.steps && !o.epochs_given ? UINT32_MAX : (uint32_t)o.epochs;
 	cfg.max_steps = o.steps;
-	cfg.shuffle = o.window > 0;
+	cfg.shuffle = o.shuffle;
 	cfg.shuffle_window = (uint32_t)o.window;
-	cfg.remainder = o.remainder;
-	cfg.threads = (unsigned)o.threads_arg;
+	cfg.remainder = (pf_remainder)o.remainder;
+	cfg.threads = (unsigned)o.threads;
 	cfg.io_depth = (unsigned)o.io_depth;
 	cfg.memory_budget = (size_t)o.memory_mib << 20;
 	cfg.prefetch = (unsigned)o.prefetch;
 	cfg.direct_io = o.direct;
 	cfg.verify_records = o.verify;
-	cfg.regions = ro.table;
-	cfg.on_corrupt = o.on_corrupt;
+	cfg.regions = o.ro.table;
+	cfg.on_corrupt = (pf_corrupt_policy)o.on_corrupt;
 	cfg.io_faults = o.faults;
 	if (o.io_retries_given)
 		cfg.io_retries = o.io_retries ? (int)o.io_retries : PF_IO_RETRIES_NONE;
@@ -1989,7 +1688,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		/* Warm the page cache so every pass reads from the same place. */
-		if (bl_pass(&bl, (unsigned)o.threads, bl_depth(&o), o.direct,
+		if (bl_pass(&bl, (unsigned)o.threads, (unsigned)o.io_depth, o.direct,
 			    bl_read_main, &warm, NULL))
 			goto out;
 	}
@@ -2001,11 +1700,11 @@ int main(int argc, char **argv)
 			ret = rr;
 			goto out;
 		}
-		regions_run_done(&ro, runs[i].seconds);
+		regions_run_done(&o.ro, runs[i].seconds);
 		secs[i] = runs[i].seconds;
 		if (!o.baseline)
 			continue;
-		if (bl_pass(&bl, (unsigned)o.threads, bl_depth(&o), o.direct,
+		if (bl_pass(&bl, (unsigned)o.threads, (unsigned)o.io_depth, o.direct,
 			    bl_read_main, &read_s[i], &r.bl_backend) ||
 		    bl_pass(&bl, (unsigned)o.threads, 0, false, bl_decompress_main,
 			    &dec_s[i], NULL))
@@ -2028,8 +1727,8 @@ int main(int argc, char **argv)
 		if (fabs(secs[i] - r.seconds) < fabs(secs[best] - r.seconds))
 			best = i;
 	r.run = runs[best];
-	ro.report_run = best;
-	r.regions = &ro;
+	o.ro.report_run = best;
+	r.regions = &o.ro;
 	for (unsigned i = 0; i < o.repeat; i++)
 		if (runs[i].peak_rss > r.run.peak_rss)
 			r.run.peak_rss = runs[i].peak_rss;
@@ -2048,7 +1747,7 @@ int main(int argc, char **argv)
 		print_json(&r);
 	} else {
 		print_text(&r);
-		regions_print_text(&ro);
+		regions_print_text(&o.ro);
 		train_print_text(o.tc);
 	}
 	ret = 0;
@@ -2058,7 +1757,7 @@ out:
 	free(inferred);
 	pf_manifest_free(manifest);
 	cli_free_inputs(files, nfiles);
-	regions_free(&ro);
+	regions_free(&o.ro);
 	ckpt_free(&o.resume);
 	return train_end(o.tc, ret);
 }

@@ -3,7 +3,6 @@
  * reference measured in the same run (medians of interleaved runs). */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,38 +16,6 @@
 #include "example.pb-c.h"
 
 extern char **environ;
-
-static const char usage[] =
-	"usage: pfbench crc [--mib N] [--runs R]\n"
-	"       pfbench decompress [--runs R] FILE...\n"
-	"       pfbench decode [--runs R] FILE...\n"
-	"       pfbench specdecode [--runs R] [--spec SPEC]... [--rows N] [--simd NAME]\n"
-	"                          FILE...\n"
-	"       pfbench varint [--runs R] FILE...\n"
-	"\n"
-	"crc         CRC32C (dispatched and portable) GB/s against memcpy\n"
-	"decompress  reading indexed shards through podfeed (one thread: read,\n"
-	"            frame CRC, zstd, TFRecord framing and CRCs) against\n"
-	"            `zstd -qdc FILE > /dev/null` on the same files\n"
-	"decode      tf.train.Example decoding, podfeed's fast path against\n"
-	"            protobuf-c unpack + free, records in memory\n"
-	"specdecode  pf_spec_decode (one pass, wire bytes to tensors) against\n"
-	"            pf_example_decode + pf_spec_apply_to, per varint path, with\n"
-	"            zstd decompression of the same records (1 MiB frames,\n"
-	"            level 3) as the yardstick, and the pipeline (each frame\n"
-	"            decompressed, then its records decoded: a loader thread's\n"
-	"            work without I/O) against zstd alone; default specs\n"
-	"            tokens:int32[512],label:int32[1] and the same as int64;\n"
-	"            --rows N: destination rows, record i into row i %% N (default\n"
-	"            256: a batch that stays in L2; the loader's batch slots are\n"
-	"            ~128 MiB, so e.g. 32768 rows of int64[512] (128 MiB) is what\n"
-	"            it sees); --simd NAME: that varint path only\n"
-	"varint      pf_varint_decode_i32/_i64 alone on every int64 list of the\n"
-	"            records (packed as on the wire), per path\n"
-	"Runs are interleaved (ours, reference, ours, ...) and medians reported;\n"
-	"one JSON object per line on stdout.  --cpu times the thread's CPU time\n"
-	"instead of the wall clock (for specdecode, varint and crc on a busy\n"
-	"machine).\n";
 
 /* --cpu: time the benchmark thread's CPU time, not the wall clock (on a
  * machine shared with other work, time spent preempted is not ours; the
@@ -736,70 +703,121 @@ static int bench_varint(char **files, int n, int runs)
 	return 0;
 }
 
+typedef struct bench_opts {
+	uint64_t runs, mib, rows;
+	const char *simd;
+	const char *specs[16];
+	int nspecs;
+	bool cpu;
+} bench_opts;
+
+static int add_spec(void *field, const char *v)
+{
+	bench_opts *o = field;
+
+	if (o->nspecs == 16) {
+		cli_usage("--spec: at most 16");
+		return -EINVAL;
+	}
+	o->specs[o->nspecs++] = v;
+	return 0;
+}
+
+static const cli_opt bench_cli[] = {
+	{ CLI_U64, "runs", .arg = "R", .off = offsetof(bench_opts, runs), .min = 1, .max = 64,
+	  .help = "interleaved runs; medians (default 7)" },
+	{ CLI_U64, "mib", .arg = "N", .off = offsetof(bench_opts, mib), .min = 1, .max = 4096,
+	  .help = "crc: MiB of data (default 64)" },
+	{ CLI_CALL, "spec", .arg = "SPEC", .call = add_spec,
+	  .help = "specdecode: a feature spec (repeatable; default "
+		  "tokens:int32[512],label:int32[1] and the same as int64)" },
+	{ CLI_U64, "rows", .arg = "N", .off = offsetof(bench_opts, rows), .min = 1,
+	  .max = 1u << 20,
+	  .help = "specdecode: destination rows, record i into row i % N (default 256: "
+		  "a batch that stays in L2; the loader's batch slots are ~128 MiB, "
+		  "so e.g. 32768 rows of int64[512] (128 MiB) is what it sees)" },
+	{ CLI_STRING, "simd", .arg = "NAME", .off = offsetof(bench_opts, simd),
+	  .help = "specdecode: that varint path only" },
+	{ CLI_FLAG, "cpu", .off = offsetof(bench_opts, cpu),
+	  .help = "time the thread's CPU time instead of the wall clock (for "
+		  "specdecode, varint and crc on a busy machine)" },
+	{ CLI_END },
+};
+
+static const cli_command bench_command = {
+	.name = "pfbench",
+	.usage = "usage: pfbench crc [--mib N] [--runs R]\n"
+		 "       pfbench decompress [--runs R] FILE...\n"
+		 "       pfbench decode [--runs R] FILE...\n"
+		 "       pfbench specdecode [--runs R] [--spec SPEC]... [--rows N] [--simd NAME]\n"
+		 "                          FILE...\n"
+		 "       pfbench varint [--runs R] FILE...\n",
+	.about = "crc         CRC32C (dispatched and portable) GB/s against memcpy\n"
+		 "decompress  reading indexed shards through podfeed (one thread: read,\n"
+		 "            frame CRC, zstd, TFRecord framing and CRCs) against\n"
+		 "            `zstd -qdc FILE > /dev/null` on the same files\n"
+		 "decode      tf.train.Example decoding, podfeed's fast path against\n"
+		 "            protobuf-c unpack + free, records in memory\n"
+		 "specdecode  pf_spec_decode (one pass, wire bytes to tensors) against\n"
+		 "            pf_example_decode + pf_spec_apply_to, per varint path, with\n"
+		 "            zstd decompression of the same records (1 MiB frames,\n"
+		 "            level 3) as the yardstick, and the pipeline (each frame\n"
+		 "            decompressed, then its records decoded: a loader thread's\n"
+		 "            work without I/O) against zstd alone\n"
+		 "varint      pf_varint_decode_i32/_i64 alone on every int64 list of the\n"
+		 "            records (packed as on the wire), per path\n"
+		 "Runs are interleaved (ours, reference, ours, ...) and medians reported;\n"
+		 "one JSON object per line on stdout.\n",
+	.opts = bench_cli,
+};
+
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "runs", required_argument, NULL, 'r' },
-		{ "mib", required_argument, NULL, 'm' },
-		{ "spec", required_argument, NULL, 's' },
-		{ "rows", required_argument, NULL, 'w' },
-		{ "simd", required_argument, NULL, 'i' },
-		{ "cpu", no_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	uint64_t runs = 7, mib = 64, rows = 256;
-	const char *cmd, *simd = NULL;
+	static const char *const benches[] = { "crc", "decompress", "decode", "specdecode",
+					       "varint" };
+	bench_opts o = { .runs = 7, .mib = 64, .rows = 256 };
+	uint64_t runs, mib;
+	const char *cmd, *simd;
 	char **files = NULL;
-	const char *specs[16];
-	int c, nfiles = 0, nspecs = 0, ret;
+	const char **specs;
+	int nfiles = 0, nspecs, ret, first;
+	bool known = false;
 
 	cli_prog = "pfbench";
-	if (argc < 2 || !strcmp(argv[1], "--help")) {
-		fputs(usage, argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "--help-all") ||
+			 !strcmp(argv[1], "-h"))) {
+		cli_help(&bench_command, stdout, true);
+		return 0;
 	}
+	if (argc < 2)
+		return cli_usage("name a benchmark");
 	cmd = argv[1];
+	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
+		known |= !strcmp(cmd, benches[i]);
+	if (!known)
+		return cli_usage("unknown benchmark '%s'", cmd);
+	ret = cli_parse(&bench_command, argc - 1, argv + 1, &o, &first);
+	if (ret >= 0)
+		return ret;
 	argc--;
 	argv++;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			if (cli_parse_u64("--runs", optarg, 1, 64, false, &runs))
-				return 2;
-			break;
-		case 'm':
-			if (cli_parse_u64("--mib", optarg, 1, 4096, false, &mib))
-				return 2;
-			break;
-		case 's':
-			if (nspecs == 16) {
-				cli_fail("at most 16 --spec");
-				return 2;
-			}
-			specs[nspecs++] = optarg;
-			break;
-		case 'w':
-			if (cli_parse_u64("--rows", optarg, 1, 1u << 20, false, &rows))
-				return 2;
-			bench_rows = (size_t)rows;
-			break;
-		case 'i':
-			simd = optarg;
-			break;
-		case 'c':
-			bench_clock = CLOCK_THREAD_CPUTIME_ID;
-			break;
-		case 'h': fputs(usage, stdout); return 0;
-		default: fputs(usage, stderr); return 2;
-		}
-	}
+	runs = o.runs;
+	mib = o.mib;
+	bench_rows = (size_t)o.rows;
+	simd = o.simd;
+	specs = o.specs;
+	nspecs = o.nspecs;
+	if (o.cpu)
+		bench_clock = CLOCK_THREAD_CPUTIME_ID;
 	if (!strcmp(cmd, "crc"))
 		return bench_crc(mib, (int)runs);
-	nfiles = cli_expand_inputs(argv + optind, argc - optind, &files);
+	if (first == argc)
+		return cli_usage("%s: no input files", cmd);
+	nfiles = cli_expand_inputs(argv + first, argc - first, &files);
 	if (nfiles <= 0) {
-		cli_fail("%s: no input files", cmd);
-		return 2;
+		if (nfiles == 0)
+			cli_fail("%s: the inputs name no files", cmd);
+		return 1;
 	}
 	if (!strcmp(cmd, "decompress"))
 		ret = bench_decompress(files, nfiles, (int)runs);
@@ -810,10 +828,8 @@ int main(int argc, char **argv)
 			       bench_specdecode(files, nfiles, (int)runs, default_specs, 2, simd);
 	else if (!strcmp(cmd, "varint"))
 		ret = bench_varint(files, nfiles, (int)runs);
-	else {
-		cli_fail("unknown benchmark '%s'", cmd);
-		ret = 2;
-	}
+	else
+		ret = cli_usage("unknown benchmark '%s'", cmd);
 	cli_free_inputs(files, nfiles);
 	return ret;
 }

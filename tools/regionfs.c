@@ -20,7 +20,6 @@
 #include <fcntl.h>
 #include <fuse.h>
 #include <fuse_lowlevel.h>	/* fuse_session_exited() */
-#include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,55 +41,6 @@
 #define DEFAULT_READ_AHEAD_KB 1024u	/* FUSE's largest request: 256 pages */
 #define MAX_DELAY_MS 600000.0	/* ten minutes: anything more is a typo */
 #define WAIT_SLICE_NS 10000000	/* a wait looks for an interrupt this often */
-
-static const char usage[] =
-	"usage: regionfs [options] BACKING_DIR MOUNTPOINT\n"
-	"\n"
-	"Mounts BACKING_DIR read-only at MOUNTPOINT through FUSE and makes it\n"
-	"behave like a bucket in another region: each request waits a round\n"
-	"trip, reads share a bandwidth cap, and reads can be made to fail.\n"
-	"Only reading is supported (the loader only reads): writes fail with\n"
-	"EROFS.  The backing files must not change while mounted.\n"
-	"\n"
-	"  --rtt-ms MS      round-trip time added once per read request and per\n"
-	"                   lookup/getattr, open and opendir (default 0; decimals\n"
-	"                   allowed)\n"
-	"  --jitter-ms MS   add a uniform random delay in [0, MS] to every round\n"
-	"                   trip (default 0)\n"
-	"  --mbps MB/S      cap the bytes of all reads together at MB/S\n"
-	"                   (1 MB = 10^6 bytes; default: no cap).  A token\n"
-	"                   bucket shared by all threads; it starts full\n"
-	"  --burst BYTES    the token bucket's size: bytes that may pass at once\n"
-	"                   after an idle spell (default 1M; K, M, G suffixes)\n"
-	"  --eio-rate P     fail this fraction of read requests with EIO, 0..1\n"
-	"                   (default 0)\n"
-	"  --stall-rate P   this fraction of read requests never answer: each\n"
-	"                   waits until the reader gives up (the kernel\n"
-	"                   interrupts it; it then fails with EINTR) or the\n"
-	"                   mount stops, 0..1 (default 0)\n"
-	"  --seed N         seed of the jitter, error and stall draws (default 0): the\n"
-	"                   k-th round trip and the k-th read always draw the\n"
-	"                   same, so a single-threaded reader sees the same run\n"
-	"  --threads N      requests served at once (default 16); more wait in\n"
-	"                   the kernel's queue, like a client's connection pool\n"
-	"  --read-ahead-kb KB  the mount's kernel readahead (default 1024, so a\n"
-	"                   sequential read arrives in 1 MiB requests, as with\n"
-	"                   gcsfuse's recommended setting; 0 keeps the kernel's\n"
-	"                   128).  Needs root; otherwise a warning\n"
-	"  --direct-io      bypass the page cache: every read(2) reaches regionfs\n"
-	"                   (by default, pages read stay cached until the file is\n"
-	"                   opened again, as with gcsfuse)\n"
-	"  --allow-other    let other users read the mount\n"
-	"  --stats FILE     at exit, write the counters as JSON to FILE (- for\n"
-	"                   stderr): requests of each kind, bytes read, injected\n"
-	"                   errors, time spent waiting\n"
-	"  -f, --foreground stay in the foreground (default: detach once mounted)\n"
-	"  -h, --help       this text\n"
-	"\n"
-	"A read of n bytes completes no sooner than one round trip after it\n"
-	"arrived, and no sooner than its n bytes fit the token bucket: over a\n"
-	"long read the rate is MB/S, after an idle spell BYTES pass at once.\n"
-	"SIGINT, SIGTERM or `fusermount3 -u MOUNTPOINT` unmount and exit 0.\n";
 
 typedef struct options {
 	double rtt_ms;
@@ -631,138 +581,91 @@ static const struct fuse_operations rfs_ops = {
 /* ------------------------------------------------------------------ */
 /* Options                                                              */
 
-/* A plain decimal number ("30", "2.5", ".5") in [min, max]: no signs,
- * exponents, hex, inf or nan, so a typo cannot pass as a value. */
-static int parse_decimal(const char *flag, const char *text, double min,
-			 double max, double *out)
-{
-	const char *p = text;
-	int digits = 0, dots = 0;
-	double v;
+#define O(field) offsetof(options, field)
 
-	if (!text || !*text) {
-		cli_fail("%s: a value is required", flag);
-		return -EINVAL;
-	}
-	if (*text == '-') {
-		cli_fail("%s: '%s' must not be negative", flag, text);
-		return -EINVAL;
-	}
-	for (; *p; p++) {
-		if (*p >= '0' && *p <= '9')
-			digits++;
-		else if (*p == '.')
-			dots++;
-		else
-			break;
-	}
-	if (*p || !digits || dots > 1) {
-		cli_fail("%s: '%s' is not a number (like 30 or 2.5)", flag, text);
-		return -EINVAL;
-	}
-	v = strtod(text, NULL);
-	if (v < min || v > max) {
-		cli_fail("%s: '%s' is out of range [%g, %g]", flag, text, min, max);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
+static const cli_opt options_cli[] = {
+	{ CLI_DOUBLE, "rtt-ms", .arg = "MS", .off = O(rtt_ms), .hi = MAX_DELAY_MS, .plain = true,
+	  .help = "round-trip time added once per read request and per "
+		  "lookup/getattr, open and opendir (default 0; decimals allowed)" },
+	{ CLI_DOUBLE, "jitter-ms", .arg = "MS", .off = O(jitter_ms), .hi = MAX_DELAY_MS,
+	  .plain = true,
+	  .help = "add a uniform random delay in [0, MS] to every round trip (default 0)" },
+	{ CLI_DOUBLE, "mbps", .arg = "MB/S", .off = O(mbps), .hi = 1e6, .above = true,
+	  .plain = true,
+	  .help = "cap the bytes of all reads together at MB/S (1 MB = 10^6 bytes; "
+		  "default: no cap).  A token bucket shared by all threads; it starts "
+		  "full" },
+	{ CLI_U64, "burst", .arg = "BYTES", .off = O(burst), .min = 4096, .max = 1ull << 40,
+	  .suffix = true,
+	  .help = "the token bucket's size: bytes that may pass at once after an idle "
+		  "spell (default 1M; K, M, G suffixes)" },
+	{ CLI_DOUBLE, "eio-rate", .arg = "P", .off = O(eio_rate), .hi = 1, .plain = true,
+	  .help = "fail this fraction of read requests with EIO, 0..1 (default 0)" },
+	{ CLI_DOUBLE, "stall-rate", .arg = "P", .off = O(stall_rate), .hi = 1, .plain = true,
+	  .more = true,
+	  .help = "this fraction of read requests never answer: each waits until the "
+		  "reader gives up (the kernel interrupts it; it then fails with "
+		  "EINTR) or the mount stops, 0..1 (default 0)" },
+	{ CLI_U64, "seed", .arg = "N", .off = O(seed), .max = UINT64_MAX, .more = true,
+	  .help = "seed of the jitter, error and stall draws (default 0): the k-th "
+		  "round trip and the k-th read always draw the same, so a "
+		  "single-threaded reader sees the same run" },
+	{ CLI_U64, "threads", .arg = "N", .off = O(threads), .min = 1, .max = 1024,
+	  .more = true,
+	  .help = "requests served at once (default 16); more wait in the kernel's "
+		  "queue, like a client's connection pool" },
+	{ CLI_U64, "read-ahead-kb", .arg = "KB", .off = O(read_ahead_kb), .max = 1u << 20,
+	  .more = true,
+	  .help = "the mount's kernel readahead (default 1024, so a sequential read "
+		  "arrives in 1 MiB requests, as with gcsfuse's recommended setting; 0 "
+		  "keeps the kernel's 128).  Needs root; otherwise a warning" },
+	{ CLI_FLAG, "direct-io", .off = O(direct_io), .more = true,
+	  .help = "bypass the page cache: every read(2) reaches regionfs (by default, "
+		  "pages read stay cached until the file is opened again, as with "
+		  "gcsfuse)" },
+	{ CLI_FLAG, "allow-other", .off = O(allow_other), .more = true,
+	  .help = "let other users read the mount" },
+	{ CLI_STRING, "stats", .arg = "FILE", .off = O(stats_path),
+	  .help = "at exit, write the counters as JSON to FILE (- for stderr): "
+		  "requests of each kind, bytes read, injected errors, time spent "
+		  "waiting" },
+	{ CLI_FLAG, "foreground", .letter = 'f', .off = O(foreground),
+	  .help = "stay in the foreground (default: detach once mounted)" },
+	{ CLI_END },
+};
 
-enum {
-	OPT_RTT = 256, OPT_JITTER, OPT_MBPS, OPT_BURST, OPT_EIO, OPT_STALL, OPT_SEED,
-	OPT_THREADS, OPT_READ_AHEAD, OPT_DIRECT, OPT_ALLOW_OTHER, OPT_STATS,
+static const cli_command regionfs_command = {
+	.name = "regionfs",
+	.usage = "usage: regionfs [options] BACKING_DIR MOUNTPOINT\n",
+	.about = "Mounts BACKING_DIR read-only at MOUNTPOINT through FUSE and makes it\n"
+		 "behave like a bucket in another region: each request waits a round\n"
+		 "trip, reads share a bandwidth cap, and reads can be made to fail.\n"
+		 "Only reading is supported (the loader only reads): writes fail with\n"
+		 "EROFS.  The backing files must not change while mounted.\n",
+	.opts = options_cli,
+	.footer = "A read of n bytes completes no sooner than one round trip after it\n"
+		  "arrived, and no sooner than its n bytes fit the token bucket: over a\n"
+		  "long read the rate is MB/S, after an idle spell BYTES pass at once.\n"
+		  "SIGINT, SIGTERM or `fusermount3 -u MOUNTPOINT` unmount and exit 0.\n",
 };
 
 /* @return -1 to go on, else the exit status (0 for --help, 2 for misuse). */
 static int parse_options(int argc, char **argv, options *o)
 {
-	static const struct option longopts[] = {
-		{ "rtt-ms", required_argument, NULL, OPT_RTT },
-		{ "jitter-ms", required_argument, NULL, OPT_JITTER },
-		{ "mbps", required_argument, NULL, OPT_MBPS },
-		{ "burst", required_argument, NULL, OPT_BURST },
-		{ "eio-rate", required_argument, NULL, OPT_EIO },
-		{ "stall-rate", required_argument, NULL, OPT_STALL },
-		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "threads", required_argument, NULL, OPT_THREADS },
-		{ "read-ahead-kb", required_argument, NULL, OPT_READ_AHEAD },
-		{ "direct-io", no_argument, NULL, OPT_DIRECT },
-		{ "allow-other", no_argument, NULL, OPT_ALLOW_OTHER },
-		{ "stats", required_argument, NULL, OPT_STATS },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
+	int ret, first;
 
 	memset(o, 0, sizeof(*o));
 	o->burst = DEFAULT_BURST;
 	o->threads = DEFAULT_THREADS;
 	o->read_ahead_kb = DEFAULT_READ_AHEAD_KB;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":fh", longopts, NULL)) != -1) {
-		int r = 0;
-
-		switch (c) {
-		case OPT_RTT:
-			r = parse_decimal("--rtt-ms", optarg, 0, MAX_DELAY_MS, &o->rtt_ms);
-			break;
-		case OPT_JITTER:
-			r = parse_decimal("--jitter-ms", optarg, 0, MAX_DELAY_MS, &o->jitter_ms);
-			break;
-		case OPT_MBPS:
-			r = parse_decimal("--mbps", optarg, 0, 1e6, &o->mbps);
-			if (!r && o->mbps <= 0) {
-				cli_fail("--mbps: '%s' must be above 0 (leave the flag out for no cap)",
-					 optarg);
-				r = -EINVAL;
-			}
-			break;
-		case OPT_BURST:
-			r = cli_parse_u64("--burst", optarg, 4096, 1ull << 40, true, &o->burst);
-			break;
-		case OPT_EIO:
-			r = parse_decimal("--eio-rate", optarg, 0, 1, &o->eio_rate);
-			break;
-		case OPT_STALL:
-			r = parse_decimal("--stall-rate", optarg, 0, 1, &o->stall_rate);
-			break;
-		case OPT_SEED:
-			r = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, false, &o->seed);
-			break;
-		case OPT_THREADS:
-			r = cli_parse_u64("--threads", optarg, 1, 1024, false, &o->threads);
-			break;
-		case OPT_READ_AHEAD:
-			r = cli_parse_u64("--read-ahead-kb", optarg, 0, 1u << 20, false,
-					  &o->read_ahead_kb);
-			break;
-		case OPT_DIRECT: o->direct_io = true; break;
-		case OPT_ALLOW_OTHER: o->allow_other = true; break;
-		case OPT_STATS: o->stats_path = optarg; break;
-		case 'f': o->foreground = true; break;
-		case 'h': fputs(usage, stdout); return 0;
-		case ':':
-			cli_fail("%s: a value is required", argv[optind - 1]);
-			fputs(usage, stderr);
-			return 2;
-		default:
-			cli_fail("unknown option '%s'", argv[optind - 1]);
-			fputs(usage, stderr);
-			return 2;
-		}
-		if (r < 0)
-			return 2;
-	}
-	if (argc - optind != 2) {
-		cli_fail(argc - optind < 2 ? "BACKING_DIR and MOUNTPOINT are required"
-					   : "too many arguments: expected BACKING_DIR MOUNTPOINT");
-		fputs(usage, stderr);
-		return 2;
-	}
-	o->backing = argv[optind];
-	o->mountpoint = argv[optind + 1];
+	ret = cli_parse(&regionfs_command, argc, argv, o, &first);
+	if (ret >= 0)
+		return ret;
+	if (argc - first != 2)
+		return cli_usage(argc - first < 2 ? "BACKING_DIR and MOUNTPOINT are required"
+				 : "too many arguments: expected BACKING_DIR MOUNTPOINT");
+	o->backing = argv[first];
+	o->mountpoint = argv[first + 1];
 	return -1;
 }
 

@@ -17,7 +17,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,111 +57,57 @@ static const char *origin_name(pf_mount_origin o)
 /* ------------------------------------------------------------------ */
 /* Options                                                              */
 
-static int parse_price(const char *text, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(text, &end);
-	if (!*text || *end || errno == ERANGE || !isfinite(v) || v < 0) {
-		cli_fail("--egress-usd-per-gib: '%s' is not a price (a number >= 0)", text);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
-static int parse_policy(const char *text, regions_policy *out)
-{
-	if (!strcmp(text, "warn"))
-		*out = REGIONS_WARN;
-	else if (!strcmp(text, "refuse"))
-		*out = REGIONS_REFUSE;
-	else if (!strcmp(text, "allow"))
-		*out = REGIONS_ALLOW;
-	else {
-		cli_fail("--cross-region: '%s' is not warn, refuse or allow", text);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static int add_list(const char **list, unsigned *n, const char *flag, const char *v)
 {
 	if (*n >= REGIONS_MAX_FLAGS) {
-		cli_fail("%s: more than %u given", flag, REGIONS_MAX_FLAGS);
+		cli_usage("%s: more than %u given", flag, REGIONS_MAX_FLAGS);
 		return -EINVAL;
 	}
 	list[(*n)++] = v;
 	return 0;
 }
 
-/* One region option (name without "--") with its value.  @return 0 or
- * -EINVAL after printing why. */
-static int take_one(regions_opts *ro, const char *name, const char *v)
+static int add_mount(void *field, const char *v)
 {
-	if (!strcmp(name, "region")) {
-		ro->region = v;
-		return 0;
-	}
-	if (!strcmp(name, "mount"))
-		return add_list(ro->mount, &ro->nmount, "--mount", v);
-	if (!strcmp(name, "mounts"))
-		return add_list(ro->mounts_file, &ro->nmounts_file, "--mounts", v);
-	if (!strcmp(name, "cross-region"))
-		return parse_policy(v, &ro->policy);
-	return parse_price(v, &ro->usd_per_gib);
+	regions_opts *ro = field;
+
+	return add_list(ro->mount, &ro->nmount, "--mount", v);
 }
 
-static const char *const option_names[] = {
-	"region", "mount", "mounts", "cross-region", "egress-usd-per-gib",
+static int add_mounts_file(void *field, const char *v)
+{
+	regions_opts *ro = field;
+
+	return add_list(ro->mounts_file, &ro->nmounts_file, "--mounts", v);
+}
+
+const cli_opt regions_cli[] = {
+	{ CLI_SECTION, .help = "storage regions:" },
+	{ CLI_STRING, "region", .arg = "R", .more = true, .off = offsetof(regions_opts, region),
+	  .help = "this host's region (default $PODFEED_REGION; on GCP the metadata "
+		  "server's instance/zone without its zone letter, e.g. us-central1)" },
+	{ CLI_CALL, "mount", .arg = "PATH=REGION", .more = true, .call = add_mount,
+	  .help = "files under PATH live in REGION (repeatable; longest prefix wins)" },
+	{ CLI_CALL, "mounts", .arg = "FILE", .more = true, .call = add_mounts_file,
+	  .help = "a mount table: one \"PATH REGION\" a line, # comments" },
+	{ CLI_CHOICE, "cross-region", .arg = "warn|refuse|allow", .more = true,
+	  .choices = "warn|refuse|allow", .off = offsetof(regions_opts, policy),
+	  .help = "shards in another region than the host's: warn before reading "
+		  "(default), refuse to run (exit 3, nothing read), or say nothing" },
+	{ CLI_DOUBLE, "egress-usd-per-gib", .arg = "P", .more = true,
+	  .off = offsetof(regions_opts, usd_per_gib), .lo = 0, .hi = 1e9,
+	  .what = "a price (a number >= 0)",
+	  .help = "price of reading 1 GiB across regions, for the report's estimate "
+		  "(default 0.02).  FUSE mounts such as gcsfuse are found in "
+		  "/proc/self/mountinfo and reported even without a region; "
+		  "`loadbench regions --help` measures each mount before a run" },
+	{ CLI_END },
 };
 
-int regions_take_options(int *argc, char **argv, regions_opts *ro)
+void regions_defaults(regions_opts *ro)
 {
-	int in = 1, out = 1;
-
 	memset(ro, 0, sizeof(*ro));
 	ro->usd_per_gib = REGIONS_USD_PER_GIB_DEFAULT;
-	while (in < *argc) {
-		const char *a = argv[in], *name = NULL, *value = NULL;
-		size_t len = 0;
-
-		if (!strcmp(a, "--")) {
-			while (in < *argc)
-				argv[out++] = argv[in++];
-			break;
-		}
-		for (size_t k = 0; a[0] == '-' && a[1] == '-' &&
-				   k < sizeof(option_names) / sizeof(option_names[0]); k++) {
-			len = strlen(option_names[k]);
-			if (!strncmp(a + 2, option_names[k], len) &&
-			    (a[2 + len] == '\0' || a[2 + len] == '=')) {
-				name = option_names[k];
-				break;
-			}
-		}
-		if (!name) {
-			argv[out++] = argv[in++];
-			continue;
-		}
-		if (a[2 + len] == '=') {
-			value = a + 3 + len;
-			in++;
-		} else if (in + 1 < *argc) {
-			value = argv[in + 1];
-			in += 2;
-		} else {
-			cli_fail("--%s: a value is required", name);
-			return 2;
-		}
-		if (take_one(ro, name, value) < 0)
-			return 2;
-	}
-	*argc = out;
-	argv[out] = NULL;
-	return -1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -619,29 +564,44 @@ void regions_print_json(const regions_opts *ro)
 /* ------------------------------------------------------------------ */
 /* loadbench regions: the same sample read from each declared mount     */
 
-static const char regions_usage[] =
-	"usage: loadbench regions [options] [SUBDIR]\n"
-	"\n"
-	"Reads the same sample of shard files from each declared mount (the\n"
-	"files under MOUNT/SUBDIR whose names all the mounts share) and prints\n"
-	"one column per mount: region, file system, MB/s, time to the first\n"
-	"byte, read latency, the ratio to the fastest in-region mount, and the\n"
-	"estimated egress cost.  Each file's cached pages are dropped first\n"
-	"(posix_fadvise), so a local disk is read from the disk.\n"
-	"\n"
-	"  --region R, --mount PATH=REGION, --mounts FILE, --egress-usd-per-gib P\n"
-	"                       as for a loadbench run (the mounts to compare are\n"
-	"                       those declared)\n"
-	"  --sample N           files per mount (default 4)\n"
-	"  --io-depth N         reads in flight (default 8)\n"
-	"  --read-size BYTES    bytes per read (default 1M; K, M suffixes)\n"
-	"  --repeat N           passes, interleaved over the mounts; medians\n"
-	"                       (default 1)\n"
-	"  --warm               keep cached pages (measure the page cache instead)\n"
-	"  --json               one JSON object on stdout instead of the table\n"
-	"  --help               this text\n"
-	"\n"
-	"Exit status: 0 done, 1 a read failed, 2 bad usage.\n";
+typedef struct bench_opts {
+	regions_opts ro;
+	uint64_t sample, depth, read_size, repeat;
+	bool warm, json;
+} bench_opts;
+
+static const cli_opt bench_cli[] = {
+	{ CLI_INCLUDE, .table = regions_cli, .off = offsetof(bench_opts, ro) },
+	{ CLI_SECTION, .help = "the passes:" },
+	{ CLI_U64, "sample", .arg = "N", .off = offsetof(bench_opts, sample), .min = 1,
+	  .max = SAMPLE_MAX, .help = "files per mount (default 4)" },
+	{ CLI_U64, "io-depth", .arg = "N", .off = offsetof(bench_opts, depth), .min = 1,
+	  .max = 256, .help = "reads in flight (default 8)" },
+	{ CLI_U64, "read-size", .arg = "BYTES", .off = offsetof(bench_opts, read_size),
+	  .min = 4096, .max = 64u << 20, .suffix = true,
+	  .help = "bytes per read (default 1M; K, M suffixes)" },
+	{ CLI_U64, "repeat", .arg = "N", .off = offsetof(bench_opts, repeat), .min = 1,
+	  .max = 101, .help = "passes, interleaved over the mounts; medians (default 1)" },
+	{ CLI_FLAG, "warm", .off = offsetof(bench_opts, warm),
+	  .help = "keep cached pages (measure the page cache instead)" },
+	{ CLI_FLAG, "json", .off = offsetof(bench_opts, json),
+	  .help = "one JSON object on stdout instead of the table" },
+	{ CLI_END },
+};
+
+static const cli_command bench_command = {
+	.name = "loadbench regions",
+	.usage = "usage: loadbench regions [options] [SUBDIR]\n",
+	.about = "Reads the same sample of shard files from each declared mount (the\n"
+		 "files under MOUNT/SUBDIR whose names all the mounts share: the mounts\n"
+		 "compared are those --mount and --mounts declare) and prints one column\n"
+		 "per mount: region, file system, MB/s, time to the first byte, read\n"
+		 "latency, the ratio to the fastest in-region mount, and the estimated\n"
+		 "egress cost.  Each file's cached pages are dropped first\n"
+		 "(posix_fadvise), so a local disk is read from the disk.\n",
+	.opts = bench_cli,
+	.footer = "Exit status: 0 done, 1 a read failed, 2 bad usage.\n",
+};
 
 typedef struct pass_result {
 	double seconds, first_byte_ms;
@@ -953,71 +913,33 @@ static void print_json_table(const column *cols, size_t n, char **sample, size_t
 
 int regions_main(int argc, char **argv)
 {
-	enum { R_SAMPLE = 256, R_DEPTH, R_READ, R_REPEAT, R_WARM, R_JSON, R_HELP };
-	static const struct option opts[] = {
-		{ "sample", required_argument, NULL, R_SAMPLE },
-		{ "io-depth", required_argument, NULL, R_DEPTH },
-		{ "read-size", required_argument, NULL, R_READ },
-		{ "repeat", required_argument, NULL, R_REPEAT },
-		{ "warm", no_argument, NULL, R_WARM },
-		{ "json", no_argument, NULL, R_JSON },
-		{ "help", no_argument, NULL, R_HELP },
-		{ 0 },
-	};
-	uint64_t nsample = SAMPLE_DEFAULT, depth = DEPTH_DEFAULT, read_size = READ_DEFAULT;
-	uint64_t repeat = 1;
-	bool warm = false, json = false;
-	const char *subdir = NULL;
+	bench_opts o = { .sample = SAMPLE_DEFAULT, .depth = DEPTH_DEFAULT,
+			 .read_size = READ_DEFAULT, .repeat = 1 };
 	regions_opts ro;
+	uint64_t nsample, depth, read_size, repeat;
+	bool warm, json;
+	const char *subdir = NULL;
 	column *cols = NULL;
 	size_t ncols = 0;
 	char **common = NULL;
-	int ncommon = 0, nlisted = 0, ret = 2, c;
+	int ncommon = 0, nlisted = 0, ret, first;
 	const char *ratio_ref = "vs fastest in";
 
-	cli_prog = "loadbench regions";
-	ret = regions_take_options(&argc, argv, &ro);
+	regions_defaults(&o.ro);
+	ret = cli_parse(&bench_command, argc, argv, &o, &first);
 	if (ret >= 0)
 		return ret;
-	ret = 2;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		int r = 0;
-
-		switch (c) {
-		case R_SAMPLE:
-			r = cli_parse_u64("--sample", optarg, 1, SAMPLE_MAX, false, &nsample);
-			break;
-		case R_DEPTH:
-			r = cli_parse_u64("--io-depth", optarg, 1, 256, false, &depth);
-			break;
-		case R_READ:
-			r = cli_parse_u64("--read-size", optarg, 4096, 64u << 20, true, &read_size);
-			break;
-		case R_REPEAT:
-			r = cli_parse_u64("--repeat", optarg, 1, 101, false, &repeat);
-			break;
-		case R_WARM: warm = true; break;
-		case R_JSON: json = true; break;
-		case R_HELP: fputs(regions_usage, stdout); return 0;
-		case ':':
-			cli_fail("%s: a value is required", argv[optind - 1]);
-			return 2;
-		default:
-			cli_fail("unknown option '%s'", argv[optind - 1]);
-			fputs(regions_usage, stderr);
-			return 2;
-		}
-		if (r < 0)
-			return 2;
-	}
-	if (optind + 1 < argc) {
-		cli_fail("one SUBDIR at most ('%s' is one more)", argv[optind + 1]);
-		return 2;
-	}
-	if (optind < argc)
-		subdir = argv[optind];
+	ro = o.ro;
+	nsample = o.sample;
+	depth = o.depth;
+	read_size = o.read_size;
+	repeat = o.repeat;
+	warm = o.warm;
+	json = o.json;
+	if (first + 1 < argc)
+		return cli_usage("one SUBDIR at most ('%s' is one more)", argv[first + 1]);
+	if (first < argc)
+		subdir = argv[first];
 	ret = build_table(&ro);
 	if (ret)
 		goto out;

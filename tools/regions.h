@@ -12,24 +12,6 @@
 #define REGIONS_MAX_RUNS 101u
 #define REGIONS_USD_PER_GIB_DEFAULT 0.02
 
-/* The option lines of loadbench's usage. */
-#define REGIONS_USAGE \
-	"storage regions:\n" \
-	"  --region R           this host's region (default $PODFEED_REGION; on\n" \
-	"                       GCP the metadata server's instance/zone without\n" \
-	"                       its zone letter, e.g. us-central1)\n" \
-	"  --mount PATH=REGION  files under PATH live in REGION (repeatable;\n" \
-	"                       longest prefix wins)\n" \
-	"  --mounts FILE        a mount table: one \"PATH REGION\" a line, # comments\n" \
-	"  --cross-region warn|refuse|allow  shards in another region than the\n" \
-	"                       host's: warn before reading (default), refuse to\n" \
-	"                       run (exit 3, nothing read), or say nothing\n" \
-	"  --egress-usd-per-gib P  price of reading 1 GiB across regions, for the\n" \
-	"                       report's estimate (default 0.02)\n" \
-	"  (FUSE mounts such as gcsfuse are found in /proc/self/mountinfo and\n" \
-	"  reported even without a region; `loadbench regions --help` measures\n" \
-	"  each mount before a run)\n"
-
 typedef enum regions_policy {
 	REGIONS_WARN = 0,
 	REGIONS_REFUSE,
@@ -50,7 +32,7 @@ typedef struct regions_opts {
 	unsigned nmount;
 	const char *mounts_file[REGIONS_MAX_FLAGS];
 	unsigned nmounts_file;
-	regions_policy policy;
+	int policy;			/* regions_policy */
 	double usd_per_gib;
 
 	/* from regions_check() */
@@ -68,10 +50,10 @@ typedef struct regions_opts {
 	unsigned report_run;		/* which run the report shows */
 } regions_opts;
 
-/*! Take the region options out of argv (shifting the rest down, *argc
- *  updated) so the caller's parser never sees them.  @return -1 to go
- *  on, else an exit status (2, after printing why). */
-int regions_take_options(int *argc, char **argv, regions_opts *ro);
+/* The region options, for a command's option table (CLI_INCLUDE with
+ * .off the regions_opts in its options); regions_defaults() first. */
+extern const cli_opt regions_cli[];
+void regions_defaults(regions_opts *ro);
 
 /*! Build the region table (flags, mount table files, FUSE mounts), give
  *  every file its mount and region, and say on stderr, before anything

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,87 +18,6 @@
 #define SYNTH_TOKEN_CLASSES 8u
 #define SYNTH_DENSE_DIM 256u
 #define SYNTH_DENSE_CLASSES 10u
-
-static const char usage_main[] =
-	"usage: shardtool COMMAND [options] ...\n"
-	"\n"
-	"commands:\n"
-	"  synth    make a deterministic synthetic TFRecord dataset\n"
-	"  convert  rewrite any readable records as indexed zstd shards\n"
-	"  manifest write the dataset manifest that plans a dataset in one read\n"
-	"  podsim   plan an epoch as each host of a pod, report and check it\n"
-	"  inspect  format, compression, frames, records, sizes, schema\n"
-	"  verify   check every CRC and the index; exit 1 on the first problem\n"
-	"  cat      print records as JSON lines\n"
-	"\n"
-	"`shardtool COMMAND --help` for each command's options.\n";
-
-static const char usage_synth[] =
-	"usage: shardtool synth --kind tokens|dense|images --records N --shards S\n"
-	"                       --out DIR [--seed SEED]\n"
-	"\n"
-	"Writes S plain TFRecord shards of tf.train.Example (sizes vary) to DIR:\n"
-	"  tokens  'tokens': Zipf-like int64 ids (vocab 32000), 128-512 per record;\n"
-	"          'label': int64 class from a hidden teacher (8 classes)\n"
-	"  dense   'x': 256 Gaussian floats; 'label': argmax of a hidden linear\n"
-	"          teacher (10 classes)\n"
-	"  images  'image': incompressible 16-64 KiB bytes; 'label': int64 0..999\n"
-	"The same seed gives the same bytes; record i is the same whatever S is.\n";
-
-static const char usage_convert[] =
-	"usage: shardtool convert --out DIR [--shards M] [--frame-size BYTES]\n"
-	"                         [--level L] [--align 4096] INPUT...\n"
-	"\n"
-	"Reads every record of the inputs (plain, GZIP, ZLIB, zstd or indexed;\n"
-	"files, directories or globs, in the order given) and writes M indexed\n"
-	"shards part-NNNNN-of-MMMMM.tfrecord.zst to DIR, records and their order\n"
-	"unchanged, split by record count.  M defaults to the number of inputs.\n"
-	"  --frame-size  target uncompressed bytes per zstd frame (default 1M)\n"
-	"  --level       zstd level 1..19 (default 3)\n"
-	"  --align       align frames to this power of two >= 4096 (O_DIRECT)\n"
-	"  --force       DIR may hold an earlier convert's output: every file\n"
-	"                named part-NNNNN-of-NNNNN.tfrecord.zst (any count) and\n"
-	"                its .tmp.PID leftovers are removed first, then the new\n"
-	"                shards are written\n"
-	"DIR must be empty (hidden files aside) unless --force; any other file\n"
-	"in it, and an input inside it, is refused even with --force (a later\n"
-	"run reading DIR would read it beside the shards; inputs are never\n"
-	"removed).\n"
-	"DIR/" PF_MANIFEST_NAME " is written too (see `shardtool manifest`).\n";
-
-static const char usage_manifest[] =
-	"usage: shardtool manifest [--out FILE] PATH...\n"
-	"\n"
-	"Writes the dataset manifest of the shards PATH names (files, directories\n"
-	"or globs): every shard's path, size, mtime, format, record count and\n"
-	"frames, and the feature schema, so that every host plans the dataset\n"
-	"from one read instead of opening every shard.  Stream files (plain,\n"
-	"GZIP, zstd without an index) are read once here to count them.  FILE\n"
-	"defaults to DIR/" PF_MANIFEST_NAME " when PATH is one directory; every\n"
-	"shard must be under FILE's directory.  A loader given the directory (or\n"
-	"the manifest) then uses it; a shard changed since is an error when it\n"
-	"is read: run this again after changing shards.\n";
-
-static const char usage_inspect[] =
-	"usage: shardtool inspect [--json] FILE...\n"
-	"\n"
-	"Prints each file's format, compression, frames, records, sizes,\n"
-	"compression ratio and the inferred feature schema.  With --json, one\n"
-	"JSON object per file per line.\n";
-
-static const char usage_verify[] =
-	"usage: shardtool verify FILE...\n"
-	"\n"
-	"Checks every record CRC, and for indexed shards the index, every frame\n"
-	"CRC, the record counts and the zstd stream as a whole.  Exit 0 only\n"
-	"when everything is clean; else prints the first problem of each bad\n"
-	"file (file, byte offset, what) and exits 1.\n";
-
-static const char usage_cat[] =
-	"usage: shardtool cat [--range A:B] FILE\n"
-	"\n"
-	"Prints records A (inclusive) to B (exclusive) as JSON lines with their\n"
-	"feature values; A: and :B are open ranges.\n";
 
 /* ------------------------------------------------------------------ */
 /* Deterministic randomness: splitmix64, one stream per record.         */
@@ -289,61 +207,63 @@ static int close_out(int fd, const char *tmp, const char *path, bool ok)
 	return 0;
 }
 
+typedef struct synth_opts {
+	int kind;		/* synth_kind */
+	uint64_t records, shards, seed;
+	const char *out;
+	bool kind_given;
+} synth_opts;
+
+static const cli_opt synth_cli[] = {
+	{ CLI_CHOICE, "kind", .arg = "tokens|dense|images", .choices = "tokens|dense|images",
+	  .off = offsetof(synth_opts, kind), .seen = CLI_SEEN(synth_opts, kind_given),
+	  .help = "tokens: 'tokens', Zipf-like int64 ids (vocab 32000), 128-512 per "
+		  "record, and 'label', an int64 class from a hidden teacher (8 "
+		  "classes); dense: 'x', 256 Gaussian floats, and 'label', the argmax "
+		  "of a hidden linear teacher (10 classes); images: 'image', "
+		  "incompressible 16-64 KiB bytes, and 'label', int64 0..999" },
+	{ CLI_U64, "records", .arg = "N", .off = offsetof(synth_opts, records),
+	  .max = 1ull << 40, .suffix = true, .help = "records in all" },
+	{ CLI_U64, "shards", .arg = "S", .off = offsetof(synth_opts, shards), .min = 1,
+	  .max = 1000000, .help = "shards (their sizes vary)" },
+	{ CLI_STRING, "out", .arg = "DIR", .off = offsetof(synth_opts, out),
+	  .help = "the directory to write them to" },
+	{ CLI_U64, "seed", .arg = "SEED", .off = offsetof(synth_opts, seed), .max = UINT64_MAX,
+	  .help = "the same seed gives the same bytes (default 1)" },
+	{ CLI_END },
+};
+
+static const cli_command synth_command = {
+	.name = "shardtool synth",
+	.usage = "usage: shardtool synth --kind tokens|dense|images --records N --shards S\n"
+		 "                       --out DIR [--seed SEED]\n",
+	.about = "Writes S plain TFRecord shards of tf.train.Example to DIR; record i is\n"
+		 "the same whatever S is.\n",
+	.opts = synth_cli,
+};
+
 static int cmd_synth(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "kind", required_argument, NULL, 'k' },
-		{ "records", required_argument, NULL, 'n' },
-		{ "shards", required_argument, NULL, 's' },
-		{ "out", required_argument, NULL, 'o' },
-		{ "seed", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
+	synth_opts so = { .seed = 1 };
 	synth s = { .kind = SYNTH_TOKENS, .seed = 1 };
-	uint64_t records = 0, shards = 0, *count = NULL;
-	const char *out = NULL, *kind = NULL;
-	int c, ret = 2;
+	uint64_t records, shards, *count = NULL;
+	const char *out, *kind;
+	int ret, first;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'k': kind = optarg; break;
-		case 'n':
-			if (cli_parse_u64("--records", optarg, 0, 1ull << 40, true, &records))
-				return 2;
-			break;
-		case 's':
-			if (cli_parse_u64("--shards", optarg, 1, 1000000, false, &shards))
-				return 2;
-			break;
-		case 'o': out = optarg; break;
-		case 'S':
-			if (cli_parse_u64("--seed", optarg, 0, UINT64_MAX, false, &s.seed))
-				return 2;
-			break;
-		case 'h': fputs(usage_synth, stdout); return 0;
-		default: fputs(usage_synth, stderr); return 2;
-		}
-	}
-	if (optind != argc) {
-		cli_fail("synth: unexpected argument '%s'", argv[optind]);
-		return 2;
-	}
-	if (!kind || !out || !shards) {
-		cli_fail("synth: --kind, --records, --shards and --out are required");
-		fputs(usage_synth, stderr);
-		return 2;
-	}
-	if (!strcmp(kind, "tokens"))
-		s.kind = SYNTH_TOKENS;
-	else if (!strcmp(kind, "dense"))
-		s.kind = SYNTH_DENSE;
-	else if (!strcmp(kind, "images"))
-		s.kind = SYNTH_IMAGES;
-	else {
-		cli_fail("synth: --kind: '%s' is not tokens, dense or images", kind);
-		return 2;
-	}
+	ret = cli_parse(&synth_command, argc, argv, &so, &first);
+	if (ret >= 0)
+		return ret;
+	if (first != argc)
+		return cli_usage("unexpected argument '%s'", argv[first]);
+	if (!so.kind_given || !so.out || !so.shards)
+		return cli_usage("--kind, --records, --shards and --out are required");
+	ret = 2;
+	s.kind = (synth_kind)so.kind;
+	s.seed = so.seed;
+	records = so.records;
+	shards = so.shards;
+	out = so.out;
+	kind = s.kind == SYNTH_TOKENS ? "tokens" : s.kind == SYNTH_DENSE ? "dense" : "images";
 	if (ensure_dir(out) < 0)
 		return 1;
 
@@ -407,7 +327,7 @@ static int cmd_synth(int argc, char **argv)
 			size_t fl;
 
 			if (n < 0) {
-				cli_fail("synth: record %llu does not fit", (unsigned long long)g);
+				cli_fail("record %llu does not fit", (unsigned long long)g);
 				ok = false;
 				break;
 			}
@@ -629,26 +549,23 @@ static int check_out_dir(const char *out, char **inputs, int n, bool force)
 
 					if (stat(inputs[i], &in) == 0 && in.st_dev == st.st_dev &&
 					    in.st_ino == st.st_ino) {
-						cli_fail("convert: input %s is inside --out %s: a run "
+						ret = cli_usage("input %s is inside --out %s: a run "
 							 "reading %s would read it and its copy; "
 							 "write to another directory", inputs[i], out, out);
-						ret = 2;
 					}
 				}
 			} else if (pass == 1 && !force) {
-				cli_fail("convert: --out %s is not empty (it holds %s): a run "
-					 "reading it would read old files beside the new shards; "
-					 "use an empty directory, or --force to replace an "
-					 "earlier convert's output", out, e->d_name);
-				ret = 2;
+				ret = cli_usage("--out %s is not empty (it holds %s): a run "
+						"reading it would read old files beside the new shards; "
+						"use an empty directory, or --force to replace an "
+						"earlier convert's output", out, e->d_name);
 			} else if (pass == 1 && !is_convert_output(e->d_name)) {
-				cli_fail("convert: --out %s holds %s, which convert did not "
-					 "write (--force replaces only part-NNNNN-of-NNNNN.tfrecord.zst "
-					 "and " PF_MANIFEST_NAME "); "
-					 "move it away or use an empty directory", out, e->d_name);
-				ret = 2;
+				ret = cli_usage("--out %s holds %s, which convert did not "
+						"write (--force replaces only part-NNNNN-of-NNNNN.tfrecord.zst "
+						"and " PF_MANIFEST_NAME "); "
+						"move it away or use an empty directory", out, e->d_name);
 			} else if (pass == 2 && unlink(path) < 0) {
-				cli_fail("convert: --force: cannot remove %s: %s", path,
+				cli_fail("--force: cannot remove %s: %s", path,
 					 strerror(errno));
 				ret = 1;
 			}
@@ -679,53 +596,65 @@ static int write_convert_manifest(const char *dir, uint64_t shards)
 	if (ret < 0 && err.code)
 		cli_print_error(&err);
 	else if (ret < 0)
-		cli_fail("convert: out of memory writing the manifest");
+		cli_fail("out of memory writing the manifest");
 	for (uint64_t i = 0; paths && i < shards; i++)
 		free(paths[i]);
 	free(paths);
 	return ret;
 }
 
+typedef struct manifest_opts {
+	const char *out;
+} manifest_opts;
+
+static const cli_opt manifest_cli[] = {
+	{ CLI_STRING, "out", .arg = "FILE", .off = offsetof(manifest_opts, out),
+	  .help = "where to write it (default: DIR/" PF_MANIFEST_NAME " when PATH is one "
+		  "directory)" },
+	{ CLI_END },
+};
+
+static const cli_command manifest_command = {
+	.name = "shardtool manifest",
+	.usage = "usage: shardtool manifest [--out FILE] PATH...\n",
+	.about = "Writes the dataset manifest of the shards PATH names (files, directories\n"
+		 "or globs): every shard's path, size, mtime, format, record count and\n"
+		 "frames, and the feature schema, so that every host plans the dataset\n"
+		 "from one read instead of opening every shard.  Stream files (plain,\n"
+		 "GZIP, zstd without an index) are read once here to count them.  Every\n"
+		 "shard must be under FILE's directory.  A loader given the directory (or\n"
+		 "the manifest) then uses it; a shard changed since is an error when it\n"
+		 "is read: run this again after changing shards.\n",
+	.opts = manifest_cli,
+};
+
 static int cmd_manifest(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "out", required_argument, NULL, 'o' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	const char *out = NULL;
+	manifest_opts mo = { 0 };
+	const char *out;
 	char buf[4096];
 	pf_manifest_info info;
 	pf_error err;
 	struct stat st;
-	int c;
+	int ret, first;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 'h': fputs(usage_manifest, stdout); return 0;
-		default: fputs(usage_manifest, stderr); return 2;
-		}
-	}
-	if (optind == argc) {
-		cli_fail("manifest: name the shards (files, directories or globs)");
-		fputs(usage_manifest, stderr);
-		return 2;
-	}
+	ret = cli_parse(&manifest_command, argc, argv, &mo, &first);
+	if (ret >= 0)
+		return ret;
+	out = mo.out;
+	if (first == argc)
+		return cli_usage("name the shards (files, directories or globs)");
 	if (!out) {
-		if (argc - optind != 1 || stat(argv[optind], &st) < 0 || !S_ISDIR(st.st_mode)) {
-			cli_fail("manifest: --out FILE is needed unless PATH is one directory");
-			return 2;
-		}
-		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s", argv[optind], PF_MANIFEST_NAME) >=
+		if (argc - first != 1 || stat(argv[first], &st) < 0 || !S_ISDIR(st.st_mode))
+			return cli_usage("--out FILE is needed unless PATH is one directory");
+		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s", argv[first], PF_MANIFEST_NAME) >=
 		    sizeof(buf)) {
-			cli_fail("manifest: %s: path too long", argv[optind]);
-			return 2;
+			return cli_usage("%s: path too long", argv[first]);
 		}
 		out = buf;
 	}
 	pf_error_clear(&err);
-	if (pf_manifest_write((const char *const *)argv + optind, (size_t)(argc - optind), out,
+	if (pf_manifest_write((const char *const *)argv + first, (size_t)(argc - first), out,
 			      &info, &err) < 0) {
 		cli_print_error(&err);
 		return 1;
@@ -738,69 +667,90 @@ static int cmd_manifest(int argc, char **argv)
 	return 0;
 }
 
+typedef struct convert_opts {
+	const char *out;
+	uint64_t shards, frame_size, level, align;
+	bool force;
+} convert_opts;
+
+static int check_align(void *field, const char *v)
+{
+	uint64_t *align = field;
+
+	if (cli_parse_u64("--align", v, 4096, 1u << 30, true, align) < 0)
+		return -EINVAL;
+	if (*align & (*align - 1)) {
+		cli_usage("--align: %llu is not a power of two", (unsigned long long)*align);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const cli_opt convert_cli[] = {
+	{ CLI_STRING, "out", .arg = "DIR", .off = offsetof(convert_opts, out),
+	  .help = "the directory to write the shards to (required; empty unless --force)" },
+	{ CLI_U64, "shards", .arg = "M", .off = offsetof(convert_opts, shards), .min = 1,
+	  .max = 1000000, .help = "shards to write (default: the number of inputs)" },
+	{ CLI_U64, "frame-size", .arg = "BYTES", .off = offsetof(convert_opts, frame_size),
+	  .min = 1, .max = 1ull << 30, .suffix = true,
+	  .help = "target uncompressed bytes per zstd frame (default 1M)" },
+	{ CLI_U64, "level", .arg = "L", .off = offsetof(convert_opts, level), .min = 1,
+	  .max = 19, .help = "zstd level 1..19 (default 3)" },
+	{ CLI_CALL, "align", .arg = "BYTES", .off = offsetof(convert_opts, align),
+	  .call = check_align,
+	  .help = "align frames to this power of two >= 4096 (O_DIRECT)" },
+	{ CLI_FLAG, "force", .off = offsetof(convert_opts, force),
+	  .help = "DIR may hold an earlier convert's output: every file named "
+		  "part-NNNNN-of-NNNNN.tfrecord.zst (any count), " PF_MANIFEST_NAME
+		  " and their leftovers are removed first, then the new shards are "
+		  "written" },
+	{ CLI_END },
+};
+
+static const cli_command convert_command = {
+	.name = "shardtool convert",
+	.usage = "usage: shardtool convert --out DIR [--shards M] [--frame-size BYTES]\n"
+		 "                         [--level L] [--align 4096] [--force] INPUT...\n",
+	.about = "Reads every record of the inputs (plain, GZIP, ZLIB, zstd or indexed;\n"
+		 "files, directories or globs, in the order given) and writes M indexed\n"
+		 "shards part-NNNNN-of-MMMMM.tfrecord.zst to DIR, records and their order\n"
+		 "unchanged, split by record count, and DIR/" PF_MANIFEST_NAME " (see\n"
+		 "`shardtool manifest`).\n",
+	.opts = convert_cli,
+	.footer = "DIR must be empty (hidden files aside) unless --force; any other file\n"
+		  "in it, and an input inside it, is refused even with --force (a later\n"
+		  "run reading DIR would read it beside the shards; inputs are never\n"
+		  "removed).\n",
+};
+
 static int cmd_convert(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "out", required_argument, NULL, 'o' },
-		{ "shards", required_argument, NULL, 's' },
-		{ "frame-size", required_argument, NULL, 'f' },
-		{ "level", required_argument, NULL, 'l' },
-		{ "align", required_argument, NULL, 'a' },
-		{ "force", no_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	bool force = false;
-	pf_shard_writer_config wcfg = { .frame_size = PF_SHARD_FRAME_DEFAULT, .level = 3 };
-	uint64_t shards = 0, v, total, done = 0;
-	const char *out = NULL;
+	convert_opts co = { .frame_size = PF_SHARD_FRAME_DEFAULT, .level = 3 };
+	bool force;
+	pf_shard_writer_config wcfg;
+	uint64_t shards, total, done = 0;
+	const char *out;
 	char **inputs = NULL;
-	int n = 0, c, ret = 1;
+	int n = 0, ret, first;
 	out_shard o = { .fd = -1 };
 	uint64_t cur = 0, cur_end = 0, written_shards = 0;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o': out = optarg; break;
-		case 's':
-			if (cli_parse_u64("--shards", optarg, 1, 1000000, false, &shards))
-				return 2;
-			break;
-		case 'f':
-			if (cli_parse_u64("--frame-size", optarg, 1, 1ull << 30, true, &v))
-				return 2;
-			wcfg.frame_size = v;
-			break;
-		case 'l':
-			if (cli_parse_u64("--level", optarg, 1, 19, false, &v))
-				return 2;
-			wcfg.level = (int)v;
-			break;
-		case 'a':
-			if (cli_parse_u64("--align", optarg, 4096, 1u << 30, true, &v))
-				return 2;
-			if (v & (v - 1)) {
-				cli_fail("--align: %llu is not a power of two",
-					 (unsigned long long)v);
-				return 2;
-			}
-			wcfg.align = (uint32_t)v;
-			break;
-		case 'F': force = true; break;
-		case 'h': fputs(usage_convert, stdout); return 0;
-		default: fputs(usage_convert, stderr); return 2;
-		}
-	}
-	if (!out || optind == argc) {
-		cli_fail("convert: --out and at least one input are required");
-		fputs(usage_convert, stderr);
-		return 2;
-	}
-	n = cli_expand_inputs(argv + optind, argc - optind, &inputs);
+	ret = cli_parse(&convert_command, argc, argv, &co, &first);
+	if (ret >= 0)
+		return ret;
+	if (!co.out || first == argc)
+		return cli_usage("--out and at least one input are required");
+	ret = 1;
+	out = co.out;
+	shards = co.shards;
+	force = co.force;
+	wcfg = (pf_shard_writer_config){ .frame_size = co.frame_size, .level = (int)co.level,
+					 .align = (uint32_t)co.align };
+	n = cli_expand_inputs(argv + first, argc - first, &inputs);
 	if (n < 0)
 		return 1;
 	if (n == 0) {
-		cli_fail("convert: the inputs name no files");
+		cli_fail("the inputs name no files");
 		return 1;
 	}
 	if (!shards)
@@ -841,7 +791,7 @@ static int cmd_convert(int argc, char **argv)
 				if (o.fd < 0 ||
 				    pf_shard_writer_create(&o.w, &wcfg, sink_fd, &o.fd) < 0 ||
 				    pf_schema_create(&o.schema) < 0) {
-					cli_fail("convert: cannot start %s", o.path);
+					cli_fail("cannot start %s", o.path);
 					pf_source_close(src);
 					goto fail;
 				}
@@ -869,7 +819,7 @@ static int cmd_convert(int argc, char **argv)
 		}
 	}
 	if (done != total) {
-		cli_fail("convert: inputs changed while converting (%llu records, counted %llu)",
+		cli_fail("inputs changed while converting (%llu records, counted %llu)",
 			 (unsigned long long)done, (unsigned long long)total);
 		goto fail;
 	}
@@ -1091,30 +1041,38 @@ out:
 	return ret;
 }
 
+typedef struct inspect_opts {
+	bool json;
+} inspect_opts;
+
+static const cli_opt inspect_cli[] = {
+	{ CLI_FLAG, "json", .off = offsetof(inspect_opts, json),
+	  .help = "one JSON object per file per line" },
+	{ CLI_END },
+};
+
+static const cli_command inspect_command = {
+	.name = "shardtool inspect",
+	.usage = "usage: shardtool inspect [--json] FILE...\n",
+	.about = "Prints each file's format, compression, frames, records, sizes,\n"
+		 "compression ratio and the inferred feature schema.\n",
+	.opts = inspect_cli,
+};
+
 static int cmd_inspect(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	bool json = false;
+	inspect_opts io = { 0 };
+	bool json;
 	char **inputs;
-	int n, c, bad = 0;
+	int n, bad = 0, ret, first;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j': json = true; break;
-		case 'h': fputs(usage_inspect, stdout); return 0;
-		default: fputs(usage_inspect, stderr); return 2;
-		}
-	}
-	if (optind == argc) {
-		cli_fail("inspect: no files given");
-		fputs(usage_inspect, stderr);
-		return 2;
-	}
-	n = cli_expand_inputs(argv + optind, argc - optind, &inputs);
+	ret = cli_parse(&inspect_command, argc, argv, &io, &first);
+	if (ret >= 0)
+		return ret;
+	json = io.json;
+	if (first == argc)
+		return cli_usage("no files given");
+	n = cli_expand_inputs(argv + first, argc - first, &inputs);
 	if (n < 0)
 		return 1;
 	for (int i = 0; i < n; i++)
@@ -1200,27 +1158,29 @@ bad:
 	return ret < 0 ? ret : -EBADMSG;
 }
 
+static const cli_opt no_options[] = { { CLI_END } };
+
+static const cli_command verify_command = {
+	.name = "shardtool verify",
+	.usage = "usage: shardtool verify FILE...\n",
+	.about = "Checks every record CRC, and for indexed shards the index, every frame\n"
+		 "CRC, the record counts and the zstd stream as a whole.  Exit 0 only\n"
+		 "when everything is clean; else prints the first problem of each bad\n"
+		 "file (file, byte offset, what) and exits 1.\n",
+	.opts = no_options,
+};
+
 static int cmd_verify(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	char **inputs;
-	int n, c, bad = 0;
+	int n, bad = 0, ret, first;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'h': fputs(usage_verify, stdout); return 0;
-		default: fputs(usage_verify, stderr); return 2;
-		}
-	}
-	if (optind == argc) {
-		cli_fail("verify: no files given");
-		fputs(usage_verify, stderr);
-		return 2;
-	}
-	n = cli_expand_inputs(argv + optind, argc - optind, &inputs);
+	ret = cli_parse(&verify_command, argc, argv, NULL, &first);
+	if (ret >= 0)
+		return ret;
+	if (first == argc)
+		return cli_usage("no files given");
+	n = cli_expand_inputs(argv + first, argc - first, &inputs);
 	if (n < 0)
 		return 1;
 	for (int i = 0; i < n; i++)
@@ -1270,37 +1230,50 @@ static void print_features_json(FILE *f, const pf_feature *fs, uint32_t n)
 	fputc('}', f);
 }
 
+typedef struct cat_opts {
+	uint64_t from, to;
+} cat_opts;
+
+static int parse_range(void *field, const char *v)
+{
+	cat_opts *o = field;
+
+	return cli_parse_range("--range", v, &o->from, &o->to);
+}
+
+static const cli_opt cat_cli[] = {
+	{ CLI_CALL, "range", .arg = "A:B", .call = parse_range,
+	  .help = "records A (inclusive) to B (exclusive); A: and :B are open ranges "
+		  "(default: all)" },
+	{ CLI_END },
+};
+
+static const cli_command cat_command = {
+	.name = "shardtool cat",
+	.usage = "usage: shardtool cat [--range A:B] FILE\n",
+	.about = "Prints records as JSON lines with their feature values.\n",
+	.opts = cat_cli,
+};
+
 static int cmd_cat(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "range", required_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	uint64_t from = 0, to = UINT64_MAX;
+	cat_opts co = { .from = 0, .to = UINT64_MAX };
+	uint64_t from, to;
 	pf_source *src;
 	decoder dec = { 0 };
 	pf_record rec;
 	pf_error err;
-	int c, ret;
+	int ret, first;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			if (cli_parse_range("--range", optarg, &from, &to) < 0)
-				return 2;
-			break;
-		case 'h': fputs(usage_cat, stdout); return 0;
-		default: fputs(usage_cat, stderr); return 2;
-		}
-	}
-	if (argc - optind != 1) {
-		cli_fail("cat: exactly one FILE is required");
-		fputs(usage_cat, stderr);
-		return 2;
-	}
+	ret = cli_parse(&cat_command, argc, argv, &co, &first);
+	if (ret >= 0)
+		return ret;
+	from = co.from;
+	to = co.to;
+	if (argc - first != 1)
+		return cli_usage("exactly one FILE is required");
 	pf_error_clear(&err);
-	if (pf_source_open(&src, argv[optind], NULL, &err) < 0) {
+	if (pf_source_open(&src, argv[first], NULL, &err) < 0) {
 		cli_print_error(&err);
 		return 1;
 	}
@@ -1361,33 +1334,33 @@ static int cmd_cat(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		int (*fn)(int, char **);
-	} cmds[] = {
-		{ "synth", cmd_synth },
-		{ "convert", cmd_convert },
-		{ "manifest", cmd_manifest },
-		{ "podsim", podsim_main },
-		{ "inspect", cmd_inspect },
-		{ "verify", cmd_verify },
-		{ "cat", cmd_cat },
+	static const cli_subcommand cmds[] = {
+		{ "synth", "make a deterministic synthetic TFRecord dataset", cmd_synth },
+		{ "convert", "rewrite any readable records as indexed zstd shards", cmd_convert },
+		{ "manifest", "write the dataset manifest that plans a dataset in one read",
+		  cmd_manifest },
+		{ "podsim", "plan an epoch as each host of a pod, report and check it",
+		  podsim_main },
+		{ "inspect", "format, compression, frames, records, sizes, schema", cmd_inspect },
+		{ "verify", "check every CRC and the index; exit 1 on the first problem",
+		  cmd_verify },
+		{ "cat", "print records as JSON lines", cmd_cat },
+		{ 0 },
 	};
+	const cli_subcommand *cmd;
 
 	cli_prog = "shardtool";
-	if (argc < 2) {
-		fputs(usage_main, stderr);
-		return 2;
-	}
+	if (argc < 2)
+		return cli_usage("a command is required");
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-	    !strcmp(argv[1], "help")) {
-		fputs(usage_main, stdout);
+	    !strcmp(argv[1], "--help-all") || !strcmp(argv[1], "help")) {
+		fputs("usage: shardtool COMMAND [options] ...\n\n", stdout);
+		cli_help_subcommands(cmds, stdout);
+		fputs("\n`shardtool COMMAND --help` for each command's options.\n", stdout);
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(argv[1], cmds[i].name))
-			return cmds[i].fn(argc - 1, argv + 1);
-	cli_fail("unknown command '%s'", argv[1]);
-	fputs(usage_main, stderr);
-	return 2;
+	cmd = cli_find_subcommand(cmds, argv[1]);
+	if (!cmd)
+		return cli_usage("unknown command '%s'", argv[1]);
+	return cmd->main(argc - 1, argv + 1);
 }

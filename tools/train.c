@@ -107,83 +107,84 @@ __attribute__((visibility("default"))) const char *__lsan_default_suppressions(v
 /* ------------------------------------------------------------------ */
 /* Options                                                              */
 
-static int parse_rate(const char *flag, const char *text, double *out)
+static int add_eval(void *field, const char *v)
 {
-	char *end;
-	double v;
+	train_options *t = field;
 
-	errno = 0;
-	v = strtod(text, &end);
-	if (!*text || *end || text[0] == ' ' || errno == ERANGE || !isfinite(v) ||
-	    !(v > 0)) {
-		cli_fail("%s: '%s' is not a finite number above 0", flag, text);
+	if (t->neval == sizeof(t->eval) / sizeof(t->eval[0])) {
+		cli_usage("--eval: at most %zu paths (give a directory or a glob)",
+			  sizeof(t->eval) / sizeof(t->eval[0]));
 		return -EINVAL;
 	}
-	*out = v;
+	t->eval[t->neval++] = v;
 	return 0;
 }
 
-int train_parse_option(train_options *t, int opt, const char *arg)
+#define T(field) offsetof(train_options, field)
+
+const cli_opt train_cli[] = {
+	{ CLI_SECTION, .help = "training (the compute stage):" },
+	{ CLI_CHOICE, "model", .arg = "softmax|embag|none", .off = T(model),
+	  .choices = "softmax|embag|none",
+	  .help = "train a model on the batches, one worker thread per core (none, "
+		  "the default: only consume): softmax regression over a "
+		  "float32[dim] feature, or a bag of embeddings over int32[seq_len] "
+		  "token ids (the feature's pad value is the pad id); both with an "
+		  "int32[1] label.  Without --features the index schema's int64 "
+		  "features are read as int32, and embag's tokens with pad=-1" },
+	{ CLI_U64, "classes", .arg = "K", .off = T(classes), .min = 2,
+	  .max = PF_MODEL_MAX_CLASSES, .help = "label classes (required with a model)" },
+	{ CLI_U64, "vocab", .arg = "V", .off = T(vocab), .min = 1, .max = PF_MODEL_MAX_VOCAB,
+	  .suffix = true, .help = "embag: token ids lie in [0, V) (required)" },
+	{ CLI_U64, "embed-dim", .arg = "D", .off = T(embed_dim), .min = 1,
+	  .max = PF_MODEL_MAX_DIM, .help = "embag: floats per embedding row (default 32)" },
+	{ CLI_DOUBLE, "embed-lr-scale", .arg = "S", .off = T(embed_lr_scale), .lo = 0,
+	  .hi = 1e300, .above = true,
+	  .help = "embag: the table's rate is lr x S (default 1)" },
+	{ CLI_STRING, "input-feature", .arg = "NAME", .off = T(input),
+	  .help = "the model's input (default: the only feature of its dtype)" },
+	{ CLI_STRING, "label-feature", .arg = "NAME", .off = T(label),
+	  .help = "the label (default \"label\")" },
+	{ CLI_DOUBLE, "lr", .arg = "L0", .off = T(lr), .seen = CLI_SEEN(train_options, lr_given),
+	  .lo = 0, .hi = 1e300, .above = true,
+	  .help = "reference learning rate (default 0.1)" },
+	{ CLI_CHOICE, "lr-rule", .arg = "none|linear|sqrt", .off = T(rule),
+	  .choices = "none|linear|sqrt",
+	  .help = "this run's rate: L0, L0 x B/B0 or L0 x sqrt(B/B0), B the global "
+		  "batch (default none)" },
+	{ CLI_U64, "ref-global-batch", .arg = "B0", .off = T(ref_batch), .min = 1,
+	  .max = UINT64_MAX, .suffix = true,
+	  .help = "the reference batch (linear and sqrt need it)" },
+	{ CLI_U64, "warmup-steps", .arg = "W0", .off = T(warmup), .max = UINT64_MAX,
+	  .suffix = true, .help = "reference warm-up, kept in examples: W0 x B0 / B "
+				  "steps (rounded up); the rate ramps up over them" },
+	{ CLI_CALL, "eval", .arg = "PATH", .call = add_eval,
+	  .help = "held-out data (repeatable): mean loss and accuracy at the end" },
+	{ CLI_U64, "eval-every", .arg = "N", .off = T(eval_every), .min = 1,
+	  .max = UINT64_MAX, .suffix = true, .help = "also evaluate every N steps" },
+	{ CLI_U64, "log-every", .arg = "N", .off = T(log_every), .min = 1, .max = UINT64_MAX,
+	  .suffix = true, .help = "a loss line every N steps on stderr (with --json, in "
+				  "the report's train.curve)" },
+	{ CLI_NOTE, .help = "Each step's input wait (time blocked in the loader's next()) "
+		  "and compute (gradients, host average, pod all-reduce, update) are "
+		  "timed.  A step is input-bound when its input wait is more than 5% of "
+		  "its time (wait + compute); the verdict is input-bound when more than "
+		  "half the steps are.  The first step, which waits for the pipeline to "
+		  "fill, is left out of both (its wait is reported as time to first "
+		  "batch)." },
+	{ CLI_SECTION, .help = "pod:" },
+	{ CLI_NOTE, .help = "Under `mpirun -np H loadbench ...` each rank is one host "
+		  "(topology from MPI) and rank 0 prints the pod report: throughput in "
+		  "all and per host, the slowest host, every host's steps.  `loadbench "
+		  "ladder --help` runs rungs of 1, 2, 4... hosts and their scaling "
+		  "efficiency." },
+	{ CLI_END },
+};
+
+void train_defaults(train_options *t)
 {
-	switch (opt) {
-	case TRAIN_OPT_MODEL:
-		if (!strcmp(arg, "none")) {
-			t->on = false;
-			return 0;
-		}
-		if (pf_model_kind_parse(arg, &t->kind) < 0) {
-			cli_fail("--model: '%s' is not softmax, embag or none", arg);
-			return -EINVAL;
-		}
-		t->on = true;
-		return 0;
-	case TRAIN_OPT_CLASSES:
-		return cli_parse_u64("--classes", arg, 2, PF_MODEL_MAX_CLASSES, false,
-				     &t->classes);
-	case TRAIN_OPT_VOCAB:
-		return cli_parse_u64("--vocab", arg, 1, PF_MODEL_MAX_VOCAB, true, &t->vocab);
-	case TRAIN_OPT_EMBED_DIM:
-		return cli_parse_u64("--embed-dim", arg, 1, PF_MODEL_MAX_DIM, false,
-				     &t->embed_dim);
-	case TRAIN_OPT_EMBED_LR_SCALE:
-		return parse_rate("--embed-lr-scale", arg, &t->embed_lr_scale);
-	case TRAIN_OPT_INPUT:
-		t->input = arg;
-		return 0;
-	case TRAIN_OPT_LABEL:
-		t->label = arg;
-		return 0;
-	case TRAIN_OPT_LR:
-		t->lr_given = true;
-		return parse_rate("--lr", arg, &t->lr);
-	case TRAIN_OPT_LR_RULE:
-		if (pf_lr_rule_parse(arg, &t->rule) < 0) {
-			cli_fail("--lr-rule: '%s' is not none, linear or sqrt", arg);
-			return -EINVAL;
-		}
-		return 0;
-	case TRAIN_OPT_REF_BATCH:
-		return cli_parse_u64("--ref-global-batch", arg, 1, UINT64_MAX, true,
-				     &t->ref_batch);
-	case TRAIN_OPT_WARMUP:
-		return cli_parse_u64("--warmup-steps", arg, 0, UINT64_MAX, true, &t->warmup);
-	case TRAIN_OPT_EVAL:
-		if (t->neval == sizeof(t->eval) / sizeof(t->eval[0])) {
-			cli_fail("--eval: at most %zu paths (give a directory or a glob)",
-				 sizeof(t->eval) / sizeof(t->eval[0]));
-			return -EINVAL;
-		}
-		t->eval[t->neval++] = arg;
-		return 0;
-	case TRAIN_OPT_EVAL_EVERY:
-		return cli_parse_u64("--eval-every", arg, 1, UINT64_MAX, true,
-				     &t->eval_every);
-	case TRAIN_OPT_LOG_EVERY:
-		return cli_parse_u64("--log-every", arg, 1, UINT64_MAX, true,
-				     &t->log_every);
-	}
-	cli_fail("unknown training option %d", opt);
-	return -EINVAL;
+	memset(t, 0, sizeof(*t));
+	t->model = TRAIN_MODEL_NONE;
 }
 
 int train_fit_features(const train_options *t, char **spec)
@@ -193,7 +194,7 @@ int train_fit_features(const train_options *t, char **spec)
 	char *out;
 	bool padded = false;
 
-	if (!t->on)
+	if (t->model == TRAIN_MODEL_NONE)
 		return 0;
 	out = malloc(cap);
 	if (!out)
@@ -219,7 +220,7 @@ int train_fit_features(const train_options *t, char **spec)
 			memcpy(out + len, colon + 6, n - name_len - 6);
 			len += n - name_len - 6;
 			/* embag: ids start at 0, so padding must be another value */
-			if (t->kind == PF_MODEL_EMBAG && !is_label && !padded &&
+			if (t->model == PF_MODEL_EMBAG && !is_label && !padded &&
 			    (!t->input || (strlen(t->input) == name_len &&
 					   !memcmp(s, t->input, name_len)))) {
 				memcpy(out + len, ":pad=-1", 7);
@@ -248,7 +249,7 @@ static int open_pod(train_ctx *tc, const pf_loader_config *cfg)
 
 	pf_error_clear(&err);
 	ret = pf_pod_open(&tc->pod, &err);
-	if (ret == -ENOTSUP && !tc->o.on) {
+	if (ret == -ENOTSUP && tc->o.model == TRAIN_MODEL_NONE) {
 		/* Only consuming, each process can still read its share
 		 * alone, as the topology says; training cannot. */
 		cli_fail("pod: %s; each process runs its share alone, with no pod "
@@ -269,10 +270,9 @@ static int open_pod(train_ctx *tc, const pf_loader_config *cfg)
 	 * is a lone host running the share the topology names. */
 	if (tc->mpi && tc->hosts > 1 &&
 	    (tc->rank != cfg->host_index || tc->hosts != cfg->num_hosts)) {
-		cli_fail("pod: MPI says rank %u of %u, but the topology is host %u of %u "
-			 "(--host-index and --num-hosts must not contradict mpirun)",
-			 tc->rank, tc->hosts, cfg->host_index, cfg->num_hosts);
-		return 2;
+		return cli_usage("pod: MPI says rank %u of %u, but the topology is host %u of "
+				 "%u (--host-index and --num-hosts must not contradict mpirun)",
+				 tc->rank, tc->hosts, cfg->host_index, cfg->num_hosts);
 	}
 	return 0;
 }
@@ -286,14 +286,13 @@ static int make_plan(train_ctx *tc)
 		.ref_global_batch = tc->o.ref_batch,
 		.ref_lr = tc->o.lr,
 		.ref_warmup_steps = tc->o.warmup,
-		.rule = tc->o.rule,
+		.rule = (pf_lr_rule)tc->o.rule,
 	};
 	pf_error err;
 
 	pf_error_clear(&err);
 	if (pf_scaling_plan_compute(&tc->plan, &in, &err) < 0) {
-		cli_fail("learning rate: %s", err.msg);
-		return 2;
+		return cli_usage("learning rate: %s", err.msg);
 	}
 	tc->global_batch = tc->plan.global_batch;
 	return 0;
@@ -303,7 +302,7 @@ static int make_trainer(train_ctx *tc, const pf_spec *spec)
 {
 	pf_trainer_config tcfg = {
 		.model = {
-			.kind = tc->o.kind,
+			.kind = (pf_model_kind)tc->o.model,
 			.classes = (uint32_t)tc->o.classes,
 			.vocab = (uint32_t)tc->o.vocab,
 			.embed_dim = (uint32_t)(tc->o.embed_dim ? tc->o.embed_dim
@@ -321,18 +320,20 @@ static int make_trainer(train_ctx *tc, const pf_spec *spec)
 	pf_error err;
 
 	if (!tc->o.classes) {
-		cli_fail("--model %s needs --classes (the labels' count)",
-			 pf_model_kind_name(tc->o.kind));
+		cli_usage("--model %s needs --classes (the labels' count)",
+			 pf_model_kind_name((pf_model_kind)tc->o.model));
 		return 2;
 	}
-	if (tc->o.kind == PF_MODEL_EMBAG && !tc->o.vocab) {
-		cli_fail("--model embag needs --vocab (token ids lie in [0, V))");
+	if (tc->o.model == PF_MODEL_EMBAG && !tc->o.vocab) {
+		cli_usage("--model embag needs --vocab (token ids lie in [0, V))");
 		return 2;
 	}
 	pf_error_clear(&err);
 	if (pf_trainer_create(&tc->tr, &tcfg, &err) < 0) {
+		if (err.code == -EINVAL)
+			return cli_usage("%s", err.msg);
 		cli_fail("%s", err.msg);
-		return err.code == -EINVAL ? 2 : 1;
+		return 1;
 	}
 	return 0;
 }
@@ -354,17 +355,17 @@ int train_start(train_ctx **out, const train_options *t,
 	if (!tc->o.lr_given)
 		tc->o.lr = DEFAULT_LR;
 	tc->hosts = 1;
-	if (!t->on && (t->neval || t->eval_every || t->log_every)) {
-		cli_fail("--eval, --eval-every and --log-every need --model softmax or embag");
+	if (t->model == TRAIN_MODEL_NONE && (t->neval || t->eval_every || t->log_every)) {
+		cli_usage("--eval, --eval-every and --log-every need --model softmax or embag");
 		return 2;
 	}
-	if (t->on && repeat > 1) {
-		cli_fail("--repeat: a model trains once; run loadbench again for "
+	if (t->model != TRAIN_MODEL_NONE && repeat > 1) {
+		cli_usage("--repeat: a model trains once; run loadbench again for "
 			 "another sample");
 		return 2;
 	}
 	if (t->eval_every && !t->neval) {
-		cli_fail("--eval-every needs --eval PATH");
+		cli_usage("--eval-every needs --eval PATH");
 		return 2;
 	}
 	if ((ret = open_pod(tc, cfg)) != 0)
@@ -374,7 +375,7 @@ int train_start(train_ctx **out, const train_options *t,
 		cfg->allgather_ctx = tc->pod;
 	}
 	tc->cfg = *cfg;
-	if (!t->on)
+	if (t->model == TRAIN_MODEL_NONE)
 		return 0;
 	if ((ret = make_plan(tc)) != 0 || (ret = make_trainer(tc, spec)) != 0)
 		return ret;

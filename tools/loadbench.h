@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* loadbench's parts: the options every part sees, and each part's entry
+ * (loadbench.c: the run; ladder.c, regions.c, plan: the subcommands). */
+#ifndef PF_TOOLS_LOADBENCH_H
+#define PF_TOOLS_LOADBENCH_H
+
+#include "ckpt.h"
+#include "cli.h"
+#include "pf_host.h"
+#include "regions.h"
+#include "train.h"
+
+typedef struct options {
+	uint64_t per_core_batch, cores, host_index, num_hosts, threads;
+	uint64_t epochs, steps, seed, window, memory_mib, io_depth, prefetch;
+	uint64_t repeat;
+	bool epochs_given, direct, verify, json, baseline, quiet, no_manifest;
+	bool shuffle, window_given;
+	const char *features;
+	int remainder;			/* pf_remainder */
+	bool host_index_given, num_hosts_given;	/* else from the environment */
+	const char *save_state;
+	uint64_t save_every;
+	int on_corrupt;			/* pf_corrupt_policy */
+	const char *quarantine;
+	uint64_t max_corrupt;
+	const char *faults;
+	uint64_t io_retries, io_timeout_ms;
+	bool io_retries_given, io_timeout_given;
+	ckpt_set resume;
+	regions_opts ro;	/* --region and the rest: tools/regions.c */
+	train_options train;	/* --model and the rest: tools/train.c */
+	train_ctx *tc;
+} options;
+
+/* loadbench's option table and its defaults (ladder checks the options
+ * it passes on against them). */
+extern const cli_opt loadbench_cli[];
+void loadbench_defaults(options *o);
+
+#endif
