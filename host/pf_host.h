@@ -586,6 +586,102 @@ PF_API uint64_t pf_trainer_steps(const pf_trainer *t);
  *  the table), to compare models across hosts and runs. */
 PF_API uint64_t pf_model_hash(pf_model *m);
 
+/* ------------------------------------------------------------------ */
+/* Step timing and the train and pod reports (host/report.c)            */
+/* ------------------------------------------------------------------ */
+/*
+ * A training run's log: each step's input wait (the consumer's time in
+ * pf_loader_next() for that step's batch), its compute (pf_train_step's,
+ * the pod's collectives among it), loss and rate; the loss curve; the
+ * held-out evaluations.  From it come the step times and the verdict: a
+ * step is input-bound when its input wait is more than 5% of its time
+ * (wait + compute), and the run is input-bound when more than half its
+ * steps are.  The first step, which waits for the pipeline to fill, is
+ * left out of both (its wait is the time to the first batch).  The report
+ * sections (loader/podfeed.h, "Reports") say the same as loadbench.
+ */
+struct pf_report;
+struct pf_loader_metrics;
+typedef struct pf_train_log pf_train_log;
+
+#define PF_INPUT_BOUND_SHARE 0.05	/* of a step's time, waited */
+#define PF_LOSS_WINDOW 10u		/* steps averaged at either end */
+
+/* A point of the loss curve. */
+typedef struct pf_train_point {
+	uint64_t step;		/* steps done */
+	double loss;		/* mean training loss of the steps since the last point */
+	uint64_t steps;		/* how many steps that is */
+	double lr;		/* the rate of the last step */
+} pf_train_point;
+
+/* A held-out evaluation. */
+typedef struct pf_train_eval {
+	uint64_t step;		/* after this many steps */
+	double loss, accuracy;	/* mean cross-entropy; share of arg-max == label */
+	uint64_t records;	/* evaluated */
+	uint64_t dropped;	/* not evaluated: the remainder of a global batch */
+} pf_train_eval;
+
+/* The log's figures; times in ms, over the steps after the first. */
+typedef struct pf_train_figures {
+	uint64_t steps, timed_steps, bound_steps;
+	double step_ms_p50, step_ms_p90, step_ms_p99;
+	double compute_ms_p50, wait_ms_p50, reduce_ms_p50;
+	double wait_fraction;		/* waited / (waited + computed) */
+	double bound_fraction;		/* bound_steps / timed_steps */
+	double first_wait_ms;		/* the first step's wait */
+	double loss_first, loss_last;	/* means of the first and last
+					   PF_LOSS_WINDOW steps */
+	double loss_final_step;
+	const char *verdict;		/* "input-bound" or "compute-bound" */
+} pf_train_figures;
+
+/*! pf_train_log_create(): an empty log that closes a curve point every
+ *  log_every steps (0: only at pf_train_log_close()).  @return 0 with *out
+ *  (free with pf_train_log_free()), or -ENOMEM. */
+PF_API int pf_train_log_create(pf_train_log **out, uint64_t log_every);
+PF_API void pf_train_log_free(pf_train_log *l);
+/*! pf_train_log_step(): one step: its batch's wait, what pf_trainer_step()
+ *  said, its rate.  @return 1 with *point (may be NULL) when the step
+ *  closed a curve point, 0, or -ENOMEM. */
+PF_API int pf_train_log_step(pf_train_log *l, uint64_t wait_ns, const pf_train_step *st,
+			     double lr, pf_train_point *point);
+/*! pf_train_log_close(): at the end: the last curve point when steps were
+ *  taken since one.  @return 1 with *point (may be NULL), 0, or -ENOMEM. */
+PF_API int pf_train_log_close(pf_train_log *l, pf_train_point *point);
+/*! pf_train_log_eval(): a held-out evaluation after the steps so far:
+ *  sums over the pod (pf_trainer_eval_reduce()), dropped records; the
+ *  final one is the report's "eval", the others its "eval_curve".
+ *  @return 0 with *out (may be NULL), or -ENOMEM. */
+PF_API int pf_train_log_eval(pf_train_log *l, const pf_eval_sums *sums, uint64_t dropped,
+			     bool final, pf_train_eval *out);
+/*! pf_train_log_figures(): the figures so far.  @return 0 or -ENOMEM. */
+PF_API int pf_train_log_figures(const pf_train_log *l, pf_train_figures *out);
+
+/*! pf_report_add_train(): the "train" section: the model and its
+ *  kernels, the rate from the plan (in its input, plan what
+ *  pf_scaling_plan_compute() made of it), the loss at both ends, the
+ *  held-out evaluation, step times, GFLOP/s, the input wait and the
+ *  verdict, the loss curve.  @return 0, -EEXIST, -ENOMEM; err says which. */
+PF_API int pf_report_add_train(struct pf_report *r, pf_trainer *t,
+			       const pf_scaling_input *in, const pf_scaling_plan *plan,
+			       const pf_train_log *log, pf_error *err);
+
+/*! pf_report_add_pod(): a collective: every host of the pod calls it
+ *  with its own figures (host_index, the loader's metrics m over seconds;
+ *  t and log when it trains, else NULL), and host 0 adds the "pod"
+ *  section to r (the others' r may be NULL): throughput in all (records
+ *  over the slowest host's time) and per host, the straggler, every
+ *  host's steps and, with a model, whether every host holds the same
+ *  parameters.  A pod of one host (no MPI) adds nothing.  @return 0, 1 on
+ *  host 0 when the hosts took different numbers of steps (the section
+ *  says so; every host must take the same), -EIO (the pod's transport),
+ *  -EEXIST, -ENOMEM. */
+PF_API int pf_report_add_pod(struct pf_report *r, pf_pod *pod, uint32_t host_index,
+			     const struct pf_loader_metrics *m, double seconds, pf_trainer *t,
+			     const pf_train_log *log, pf_error *err);
+
 #ifdef __cplusplus
 }
 #endif

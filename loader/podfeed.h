@@ -3,6 +3,8 @@
 #ifndef PODFEED_H
 #define PODFEED_H
 
+#include <stdio.h>
+
 #include "pf_formats.h"
 #include "pf_io.h"
 
@@ -776,6 +778,201 @@ PF_API void pf_podsim_free(pf_podsim *s);
 PF_API const pf_podsim_summary *pf_podsim_summary_get(const pf_podsim *s);
 /*! Host h's figures (h < num_hosts; else NULL); valid while s lives. */
 PF_API const pf_podsim_host *pf_podsim_host_get(const pf_podsim *s, uint32_t h);
+
+/* ------------------------------------------------------------------ */
+/* Reports (loader/report.c, loader/report_regions.c)                   */
+/* ------------------------------------------------------------------ */
+/*
+ * What a run did, as loadbench prints it: lines for people and one JSON
+ * object for programs, both made from the same figures by the same code,
+ * so that loadbench, the host tools and the Python package say the same.
+ * Make a report, add the sections that apply (each copies what it needs:
+ * the inputs may go after the call), then format or print it:
+ *
+ *   pf_report_create(&r);
+ *   pf_report_add_loader(r, &cfg, &metrics, &run, err);    the loader's figures
+ *   pf_report_add_baseline(r, &passes, err);              raw passes beside it
+ *   pf_report_add_regions(r, usage, run_index, err);      per region and mount
+ *   pf_report_add_train(r, ...), pf_report_add_pod(...)   (host/pf_host.h)
+ *   pf_report_print(r, PF_REPORT_TEXT, stdout);
+ *
+ * Sections come out in the order added, each kind at most once.  In JSON
+ * the loader's members are the object's own (records, steps, seconds,
+ * records_per_s, bottleneck, stages, next_latency_us, ..., topology) and
+ * the others sit under their names ("baseline", "regions", "train",
+ * "pod"); the keys are stable, since programs read them.  A number JSON
+ * cannot hold (NaN, an infinity) is the string "NaN", "Infinity" or
+ * "-Infinity"; a string that is not UTF-8 is read as Latin-1.  JSON is
+ * made by jansson, whose allocations go through its own allocator
+ * (json_set_alloc_funcs(), the application's to set), not podfeed's.  A
+ * report is not thread-safe.
+ */
+typedef struct pf_report pf_report;
+
+typedef enum pf_report_output {
+	PF_REPORT_TEXT = 0,	/* lines of "label       figures" */
+	PF_REPORT_JSON,		/* one object on one line */
+} pf_report_output;
+
+/* The defaults pf_loader_config's zeroes stand for, as reports state them. */
+#define PF_LOADER_BUDGET_DEFAULT (512ull << 20)	/* memory_budget */
+#define PF_LOADER_IO_DEPTH_DEFAULT 32u			/* io_depth */
+#define PF_LOADER_WINDOW_DEFAULT 8192u			/* shuffle_window */
+
+/*! pf_report_create(): an empty report.  @return 0 with *out (free with
+ *  pf_report_free()), or -ENOMEM. */
+PF_API int pf_report_create(pf_report **out);
+/*! NULL is a no-op. */
+PF_API void pf_report_free(pf_report *r);
+/*! pf_report_format(): the report as text or JSON into dst (as snprintf:
+ *  at most cap - 1 bytes and a NUL when cap > 0), ending in a newline.
+ *  @return its whole length (call with cap 0 to size a buffer). */
+PF_API int64_t pf_report_format(const pf_report *r, pf_report_output fmt, char *dst,
+				size_t cap);
+/*! pf_report_print(): the same, written to f.  @return 0, -ENOMEM or
+ *  -EIO (f refused it). */
+PF_API int pf_report_print(const pf_report *r, pf_report_output fmt, FILE *f);
+
+/* What the caller knows of one loader run that the loader does not: when
+ * its consumer started and stopped, and which files the dataset is. */
+typedef struct pf_run_info {
+	double seconds;		/* pf_loader_create() to the last batch (> 0) */
+	double first_batch_ms;	/* pf_loader_create() to the first batch */
+	double steady_seconds;	/* the first batch's return to the last one's */
+	uint64_t steady_records; /* records of the batches after the first */
+	uint64_t steady_batches; /* batches after the first */
+	uint64_t peak_rss_bytes; /* the process's peak; 0: not known */
+	unsigned runs;		/* the figures are medians of this many runs
+				   (0: one run) */
+	const char *const *files; /* the dataset's files (pf_paths_expand()):
+				   counted, and those of 0 bytes named; NULL:
+				   neither */
+	size_t nfiles;
+} pf_run_info;
+
+/* What the loader's figures say about where the time went. */
+typedef struct pf_loader_verdict {
+	double io_busy;		/* the I/O thread's busy share of the run */
+	double decode_busy;	/* a decode thread's, on average */
+	double consumer_wait;	/* the consumer's time blocked in next() */
+	const char *bottleneck;	/* "io" or "decode": the busier stage */
+	double next_p50_us, next_p90_us, next_p99_us;	/* next()'s latency */
+	/* Records after the first batch over the time from its return to
+	 * the last one's; with fewer than 10 batches after the first or under
+	 * 100 ms there is none (0) and steady_na says why. */
+	double steady_records_per_s;
+	const char *steady_na;
+} pf_loader_verdict;
+
+/*! pf_loader_verdict_compute(): the verdict of a run of m (its
+ *  pf_loader_get_metrics()) timed as run says.  Pure; thread-safe. */
+PF_API void pf_loader_verdict_compute(const pf_loader_metrics *m, const pf_run_info *run,
+				      pf_loader_verdict *out);
+
+/*! pf_report_add_loader(): the loader's section: files, features,
+ *  topology, order, records, time and rates, the steady rate, bytes
+ *  read, each stage's busy share and the bottleneck, next() latency,
+ *  memory against the budget, the remainder, empty files, corrupt data
+ *  and the I/O engine.  cfg is the loader's configuration (its host
+ *  index and count as resolved), m its metrics.  @return 0, -EINVAL (run
+ *  has no time), -EEXIST (a loader section is there), -ENOMEM. */
+PF_API int pf_report_add_loader(pf_report *r, const pf_loader_config *cfg,
+				const pf_loader_metrics *m, const pf_run_info *run,
+				pf_error *err);
+
+/* Raw passes over the same indexed shards (what loadbench --baseline
+ * times): reading whole frames, and pread + frame CRC + zstd. */
+typedef struct pf_baseline {
+	double read_seconds, decompress_seconds;	/* > 0 */
+	uint64_t bytes;			/* compressed bytes read */
+	uint64_t bytes_decompressed;	/* what they decompress to */
+	uint64_t files, frames;
+	unsigned threads;
+	const char *io_backend;		/* of the read pass; NULL: "none" */
+} pf_baseline;
+
+/*! pf_report_add_baseline(): the passes' rates and the loader as a ratio
+ *  to each (its decompressed MB/s over the pass's), after the loader's
+ *  section.  @return 0, -EINVAL (no loader section, or a pass without
+ *  time), -EEXIST, -ENOMEM. */
+PF_API int pf_report_add_baseline(pf_report *r, const pf_baseline *b, pf_error *err);
+
+/* Storage regions: which regions the dataset lives in, and what a run
+ * read from each (io/pf_io.h has the region table). */
+typedef struct pf_region_usage pf_region_usage;
+
+typedef enum pf_cross_region {
+	PF_CROSS_REGION_WARN = 0,	/* say so before reading (the default) */
+	PF_CROSS_REGION_REFUSE,		/* refuse to read */
+	PF_CROSS_REGION_ALLOW,		/* say nothing */
+} pf_cross_region;
+
+#define PF_EGRESS_USD_PER_GIB_DEFAULT 0.02
+
+typedef struct pf_region_usage_config {
+	pf_cross_region policy;
+	double usd_per_gib;		/* the egress estimate's price (>= 0) */
+	const char *host_source;	/* where the host's region came from
+					   ("--region", "PODFEED_REGION"; see
+					   pf_region_host()), or NULL */
+} pf_region_usage_config;
+
+/*! pf_region_usage_create(): give each of the dataset's files its mount
+ *  and region in t and count their bytes per region and per mount.  t
+ *  must outlive the usage; its counters are what runs read.  @return 0
+ *  with *out (free with pf_region_usage_free()), -EINVAL (a bad price),
+ *  -ENOMEM. */
+PF_API int pf_region_usage_create(pf_region_usage **out, pf_region_table *t,
+				  const char *const *files, size_t nfiles,
+				  const pf_region_usage_config *cfg, pf_error *err);
+PF_API void pf_region_usage_free(pf_region_usage *u);
+
+/*! pf_region_usage_check(): what to say before anything is read, a line
+ *  at a time through say(ctx, line): the host's region, and per region
+ *  other than the host's its share of the dataset's bytes with a warning
+ *  (cross-region, policy warn), a refusal (policy refuse) or a note
+ *  (undeclared FUSE mounts, or the host's region not set).  Lines start
+ *  "warning: ", "note: " or "refusing "; a tool prefixes its name.
+ *  @return 1 when the policy refuses (nothing may be read), else 0. */
+PF_API int pf_region_usage_check(const pf_region_usage *u,
+				 void (*say)(void *ctx, const char *line), void *ctx);
+
+/*! pf_region_usage_run_done(): after a run of seconds: keep the table's
+ *  counters as the next run and zero them.  @return the run's number
+ *  (from 0), or -ENOMEM. */
+PF_API int pf_region_usage_run_done(pf_region_usage *u, double seconds);
+
+/*! pf_report_add_regions(): run number run's section: per region and
+ *  mount the files, share, MB read, MB/s over the time the region had
+ *  reads in flight, read latency, that time over the run's, the
+ *  cross-region rate against the in-region one, and the egress estimate.
+ *  The text is left out when nothing says regions matter (no host
+ *  region, no declared mount, no FUSE mount holding files); the JSON is
+ *  always there.  @return 0, -EINVAL (no such run), -EEXIST, -ENOMEM. */
+PF_API int pf_report_add_regions(pf_report *r, const pf_region_usage *u, size_t run,
+				 pf_error *err);
+
+/* ------------------------------------------------------------------ */
+/* The spec from the data (loader/spec_infer.c)                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct pf_spec_infer_config {
+	bool ignore_manifest;	/* as pf_loader_config's */
+	bool int64_as_int32;	/* int64 features as int32 (token ids and
+				   labels, as a model takes them) */
+} pf_spec_infer_config;
+
+/*! pf_spec_infer(): a feature spec for the dataset paths name, from the
+ *  schema in its manifest or else in the first file with bytes' index:
+ *  int64 -> int64[max_len] (int32 with int64_as_int32), float ->
+ *  float32[max_len], bytes -> bytes[the mean record size rounded up to
+ *  64], ":default=0" where some records lack the feature; sequence
+ *  lists, features of mixed kinds and names the spec cannot carry are
+ *  left out.  cfg may be NULL.  @return 0 with *out (the spec's text;
+ *  free with free()), -ENODATA when there is no schema (err names the
+ *  file), or -errno with err naming the file and what was wrong. */
+PF_API int pf_spec_infer(const char *const *paths, size_t n, const pf_spec_infer_config *cfg,
+			 char **out, pf_error *err);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "alloc_internal.h"
 #include "cli.h"
 
 const char *cli_prog = "podfeed";
@@ -140,38 +141,23 @@ void cli_free_inputs(char **list, int n)
 	pf_paths_free(list, (size_t)n);
 }
 
-void cli_json_string(FILE *f, const void *s, size_t len)
+int cli_json_fprint(FILE *f, json_t *o, bool bad)
 {
-	const uint8_t *p = s;
+	char *line = bad ? NULL : pf_json_line(o);
 
-	fputc('"', f);
-	for (size_t i = 0; i < len; i++) {
-		uint8_t c = p[i];
-
-		switch (c) {
-		case '"': fputs("\\\"", f); break;
-		case '\\': fputs("\\\\", f); break;
-		case '\n': fputs("\\n", f); break;
-		case '\r': fputs("\\r", f); break;
-		case '\t': fputs("\\t", f); break;
-		default:
-			if (c < 0x20 || c >= 0x7f)
-				fprintf(f, "\\u%04x", c);
-			else
-				fputc(c, f);
-		}
+	json_decref(o);
+	if (!line) {
+		cli_fail("out of memory for the JSON output");
+		return 1;
 	}
-	fputc('"', f);
+	fprintf(f, "%s\n", line);
+	pf_free(line);
+	return 0;
 }
 
-void cli_json_double(FILE *f, double v)
+int cli_json_print(json_t *o, bool bad)
 {
-	if (isnan(v))
-		fputs("\"NaN\"", f);
-	else if (isinf(v))
-		fputs(v > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
-	else
-		fprintf(f, "%.9g", v);
+	return cli_json_fprint(stdout, o, bad);
 }
 
 /* ------------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "podfeed.h"
+#include "report_internal.h"
 
 /* The program name for messages ("shardtool", "loadbench plan"). */
 extern const char *cli_prog;
@@ -145,10 +146,13 @@ void cli_print_error(const pf_error *err);
 /*! Print a message to stderr prefixed with the program name. */
 void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* JSON output.  Strings are escaped per RFC 8259; bytes that are not
- * printable ASCII come out as \u00XX. */
-void cli_json_string(FILE *f, const void *s, size_t len);
-void cli_json_double(FILE *f, double v);
+/*! JSON output: o (built with jansson and the library's pf_json_*()
+ *  helpers of loader/report_internal.h) as one line on stdout, and o
+ *  decref'd.  bad: a member could not be made.  @return 0, or 1 after
+ *  saying the memory ran out. */
+int cli_json_print(json_t *o, bool bad);
+/*! The same on f. */
+int cli_json_fprint(FILE *f, json_t *o, bool bad);
 
 /*! The median of v[0..n) (n > 0), sorting v in place: the middle value,
  *  or the mean of the two middle ones. */

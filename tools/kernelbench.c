@@ -386,12 +386,16 @@ static const char *blas_name(void)
 #endif
 }
 
-static void json_num(const char *key, double v, bool comma)
+/* A figure to 4 significant digits, as the table gives them; NaN (not
+ * measured here) is null. */
+static json_t *sig4(double v)
 {
+	char buf[32];
+
 	if (isnan(v))
-		printf("\"%s\":null%s", key, comma ? "," : "");
-	else
-		printf("\"%s\":%.4g%s", key, v, comma ? "," : "");
+		return json_null();
+	snprintf(buf, sizeof(buf), "%.4g", v);
+	return pf_json_num(strtod(buf, NULL));
 }
 
 static const cli_opt options_cli[] = {
@@ -440,6 +444,8 @@ int main(int argc, char **argv)
 	size_t nshapes = sizeof(shapes) / sizeof(shapes[0]);
 	double peak_ymm = NAN, peak_zmm = NAN;
 	int ret, first;
+	json_t *jo = NULL, *jarr = NULL;
+	bool bad = false;
 
 	o.runs_flag = (uint64_t)o.runs;
 	o.min_ms = o.min_s * 1e3;
@@ -469,15 +475,13 @@ int main(int argc, char **argv)
 #endif
 
 	if (o.json) {
-		printf("{\"kernels\":\"%s\",\"blas\":", pf_kernels_impl());
-		if (blas_name())
-			printf("\"%s\",", blas_name());
-		else
-			printf("null,");
-		printf("\"runs\":%d,", o.runs);
-		json_num("fma_peak_avx2_gflops", peak_ymm, true);
-		json_num("fma_peak_avx512_gflops", peak_zmm, true);
-		printf("\"gemm\":[");
+		jo = json_object();
+		jarr = json_array();
+		pf_json_put(jo, "kernels", pf_json_str(pf_kernels_impl()), &bad);
+		pf_json_put(jo, "blas", pf_json_str(blas_name()), &bad);
+		pf_json_put(jo, "runs", pf_json_u64((uint64_t)o.runs), &bad);
+		pf_json_put(jo, "fma_peak_avx2_gflops", sig4(peak_ymm), &bad);
+		pf_json_put(jo, "fma_peak_avx512_gflops", sig4(peak_zmm), &bad);
 	} else {
 		printf("kernelbench: one thread; median of %d runs; GFLOP/s\n", o.runs);
 		printf("BLAS: %s\n", blas_name() ? blas_name() : "none found at build time");
@@ -495,16 +499,23 @@ int main(int argc, char **argv)
 		double worst = fmax(r.diff[C_AVX2], r.diff[C_BLAS]);
 
 		if (o.json) {
-			printf("%s{\"shape\":\"%s\",\"ta\":%d,\"tb\":%d,\"m\":%zu,\"n\":%zu,\"k\":%zu,",
-			       i ? "," : "", s->name, s->ta, s->tb, s->m, s->n, s->k);
-			json_num("avx2", r.gflops[C_AVX2], true);
-			json_num("portable", r.gflops[C_PORTABLE], true);
-			json_num("blas", r.gflops[C_BLAS], true);
-			json_num("fma_peak", r.peak, true);
-			json_num("avx2_per_blas", r.avx2_per_blas, true);
-			json_num("avx2_per_peak", r.avx2_per_peak, true);
-			json_num("max_rel_diff", worst, false);
-			printf("}");
+			json_t *e = json_object();
+
+			pf_json_put(e, "shape", pf_json_str(s->name), &bad);
+			pf_json_put(e, "ta", json_integer(s->ta), &bad);
+			pf_json_put(e, "tb", json_integer(s->tb), &bad);
+			pf_json_put(e, "m", pf_json_u64(s->m), &bad);
+			pf_json_put(e, "n", pf_json_u64(s->n), &bad);
+			pf_json_put(e, "k", pf_json_u64(s->k), &bad);
+			pf_json_put(e, "avx2", sig4(r.gflops[C_AVX2]), &bad);
+			pf_json_put(e, "portable", sig4(r.gflops[C_PORTABLE]), &bad);
+			pf_json_put(e, "blas", sig4(r.gflops[C_BLAS]), &bad);
+			pf_json_put(e, "fma_peak", sig4(r.peak), &bad);
+			pf_json_put(e, "avx2_per_blas", sig4(r.avx2_per_blas), &bad);
+			pf_json_put(e, "avx2_per_peak", sig4(r.avx2_per_peak), &bad);
+			pf_json_put(e, "max_rel_diff", sig4(worst), &bad);
+			if (json_array_append_new(jarr, e))
+				bad = true;
 		} else {
 			printf("%-22s %5zu %5zu %5zu %8.1f %8.1f %8.1f %7.1f %9.2f %8.0f%% %9.1e\n",
 			       s->name, s->m, s->n, s->k, r.gflops[C_AVX2],
@@ -512,23 +523,28 @@ int main(int argc, char **argv)
 			       r.avx2_per_blas, 100.0 * r.avx2_per_peak, worst);
 		}
 	}
-	if (o.json)
-		printf("],\"model_step\":[");
-	else
+	if (o.json) {
+		pf_json_put(jo, "gemm", jarr, &bad);
+		jarr = json_array();
+	} else
 		printf("\n%-40s %8s %8s\n", "pf_model_grad, 256 rows (embag: 256 ids)",
 		       "ms", "GFLOP/s");
-	for (int kind = 0, first = 1; kind < 2; kind++)
+	for (int kind = 0; kind < 2; kind++)
 		for (int c = 0; c < 2; c++) {
 			const char *kn = c == 0 ? "avx2" : "portable";
 			if (!pf_kernels_supported(kn))
 				continue;
 			step_result r = bench_model((pf_model_kind)kind, kn, &o);
 			if (o.json) {
-				printf("%s{\"model\":\"%s\",\"kernels\":\"%s\",", first ? "" : ",",
-				       pf_model_kind_name((pf_model_kind)kind), kn);
-				json_num("ms", r.ms, true);
-				json_num("gflops", r.gflops, false);
-				printf("}");
+				json_t *e = json_object();
+
+				pf_json_put(e, "model",
+					    pf_json_str(pf_model_kind_name((pf_model_kind)kind)), &bad);
+				pf_json_put(e, "kernels", pf_json_str(kn), &bad);
+				pf_json_put(e, "ms", sig4(r.ms), &bad);
+				pf_json_put(e, "gflops", sig4(r.gflops), &bad);
+				if (json_array_append_new(jarr, e))
+					bad = true;
 			} else {
 				printf("%-40s %8.3f %8.1f\n", kind == PF_MODEL_EMBAG ?
 				       (c == 0 ? "embag (dim 64, 8 classes), avx2" :
@@ -537,9 +553,10 @@ int main(int argc, char **argv)
 						 "softmax (256 x 10), portable"),
 				       r.ms, r.gflops);
 			}
-			first = 0;
 		}
-	if (o.json)
-		printf("]}\n");
+	if (o.json) {
+		pf_json_put(jo, "model_step", jarr, &bad);
+		return cli_json_print(jo, bad);
+	}
 	return 0;
 }

@@ -5,7 +5,6 @@
  * throughput and the scaling efficiency per rung, flagging the first
  * rung under 90%. */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,23 +196,13 @@ static int run_capture(char *const *argv, char **out)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* The number after "key": at or after from, or NAN. */
-static double json_number_after(const char *from, const char *key)
-{
-	char pat[64];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = from ? strstr(from, pat) : NULL;
-	return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
 static int run_rung(const char *mpirun, const char *self, rung *r, int nargs,
 		    char **args)
 {
 	char np[32], *out = NULL;
 	char **argv = calloc((size_t)nargs + 10, sizeof(*argv));
-	const char *pod;
+	json_t *report, *pod;
+	json_error_t jerr;
 	int k = 0, status;
 
 	if (!argv) {
@@ -242,16 +231,22 @@ static int run_rung(const char *mpirun, const char *self, rung *r, int nargs,
 		free(out);
 		return 1;
 	}
-	pod = strstr(out, "\"pod\":{");
-	r->pod_rps = json_number_after(pod, "records_per_s");
-	r->per_host_rps = json_number_after(pod, "per_host_records_per_s");
-	r->steps_equal = pod && strstr(pod, "\"steps_equal\":true");
+	/* Rank 0's report is the one JSON object on the rung's stdout. */
+	report = json_loads(out, JSON_DISABLE_EOF_CHECK, &jerr);
 	free(out);
-	if (!pod || !(r->pod_rps >= 0) || !(r->per_host_rps >= 0)) {
-		cli_fail("the rung of %llu hosts printed no pod report",
-			 (unsigned long long)r->hosts);
+	pod = json_object_get(report, "pod");
+	if (!json_is_number(json_object_get(pod, "records_per_s")) ||
+	    !json_is_number(json_object_get(pod, "per_host_records_per_s"))) {
+		cli_fail("the rung of %llu hosts printed no pod report%s%s",
+			 (unsigned long long)r->hosts, report ? "" : ": ",
+			 report ? "" : jerr.text);
+		json_decref(report);
 		return 1;
 	}
+	r->pod_rps = json_number_value(json_object_get(pod, "records_per_s"));
+	r->per_host_rps = json_number_value(json_object_get(pod, "per_host_records_per_s"));
+	r->steps_equal = json_is_true(json_object_get(pod, "steps_equal"));
+	json_decref(report);
 	return 0;
 }
 
@@ -324,23 +319,24 @@ int ladder_main(int argc, char **argv)
 	}
 	free(rest);
 	if (json) {
-		printf("{\"rungs\":[");
+		json_t *o = json_object(), *arr = json_array(), *e;
+		bool bad = false;
+
 		for (unsigned i = 0; i < n; i++) {
-			printf("%s{\"hosts\":%llu,\"records_per_s\":", i ? "," : "",
-			       (unsigned long long)r[i].hosts);
-			cli_json_double(stdout, r[i].pod_rps);
-			printf(",\"per_host_records_per_s\":");
-			cli_json_double(stdout, r[i].per_host_rps);
-			printf(",\"efficiency\":");
-			cli_json_double(stdout, r[i].efficiency);
-			printf(",\"steps_equal\":%s}", r[i].steps_equal ? "true" : "false");
+			e = json_object();
+			pf_json_put(e, "hosts", pf_json_u64(r[i].hosts), &bad);
+			pf_json_put(e, "records_per_s", pf_json_num(r[i].pod_rps), &bad);
+			pf_json_put(e, "per_host_records_per_s", pf_json_num(r[i].per_host_rps),
+				    &bad);
+			pf_json_put(e, "efficiency", pf_json_num(r[i].efficiency), &bad);
+			pf_json_put(e, "steps_equal", pf_json_bool(r[i].steps_equal), &bad);
+			if (json_array_append_new(arr, e))
+				bad = true;
 		}
-		printf("],\"first_under_90\":");
-		if (flagged >= 0)
-			printf("%llu}\n", (unsigned long long)r[flagged].hosts);
-		else
-			printf("null}\n");
-		return 0;
+		pf_json_put(o, "rungs", arr, &bad);
+		pf_json_put(o, "first_under_90", flagged >= 0 ? pf_json_u64(r[flagged].hosts)
+							      : json_null(), &bad);
+		return cli_json_print(o, bad);
 	}
 	printf("%-6s %16s %16s %11s  %s\n", "hosts", "records/s (pod)", "per host",
 	       "efficiency", "steps");

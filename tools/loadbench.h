@@ -38,4 +38,41 @@ typedef struct options {
 extern const cli_opt loadbench_cli[];
 void loadbench_defaults(options *o);
 
+/* --baseline (baseline.c): every frame of the indexed shards, split among
+ * T threads. */
+typedef struct bl_frame {
+	uint32_t file;
+	pf_frame_info fi;
+} bl_frame;
+
+typedef struct bl_set {
+	char **paths;
+	size_t nfiles;
+	bool *aligned;		/* frames aligned for O_DIRECT */
+	bl_frame *frames;
+	size_t nframes;
+	size_t nindexed;
+	uint64_t cbytes, ubytes;
+	uint32_t max_c, max_u;
+} bl_set;
+
+
+/*! The frames of the indexed shards among paths (streams are left out).
+ *  @return 0, or -1 after printing why. */
+int baseline_load(bl_set *s, char **paths, size_t n);
+void baseline_free(bl_set *s);
+/*! One read pass (whole frames, one I/O engine a thread, depth reads in
+ *  flight) or decompress pass (pread, frame CRC, zstd) on threads
+ *  threads.  @return 0 with its wall time in *seconds (and the read
+ *  pass's engine in *backend), or 1 after printing why. */
+int baseline_read(const bl_set *s, unsigned threads, unsigned depth, bool direct,
+		  double *seconds, const char **backend);
+int baseline_decompress(const bl_set *s, unsigned threads, double *seconds);
+
+/* The subcommands: `loadbench plan` (plan.c), `loadbench ladder`
+ * (ladder.c), `loadbench regions` (regions_bench.c).  argv[0] is the
+ * subcommand.  @return the exit status. */
+int plan_main(int argc, char **argv);
+int ladder_main(int argc, char **argv);
+
 #endif

@@ -3,6 +3,7 @@
  * reference measured in the same run (medians of interleaved runs). */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,42 @@ extern char **environ;
  * decompress benchmark's zstd child is not counted then). */
 static clockid_t bench_clock = CLOCK_MONOTONIC;
 
+/* One benchmark's figures: a name and a string (s), a count (u; d < 0) or
+ * a number rounded to d decimals, as the figures have always been given. */
+typedef struct field {
+	const char *key;
+	double v;
+	int d;
+	uint64_t u;
+	const char *s;
+} field;
+
+/* {"bench":NAME, the fields...} as one JSON line.  @return 0, or 1 after
+ * saying the memory ran out. */
+static int line(const char *bench, const field *f)
+{
+	json_t *o = json_object();
+	bool bad = false;
+
+	pf_json_put(o, "bench", pf_json_str(bench), &bad);
+	for (; f->key; f++) {
+		json_t *v;
+
+		if (f->s)
+			v = pf_json_str(f->s);
+		else if (f->d < 0)
+			v = pf_json_u64(f->u);
+		else if (!isfinite(f->v))
+			v = pf_json_num(f->v);
+		else if (f->d == 0)
+			v = json_integer((json_int_t)llround(f->v));
+		else
+			v = json_real(round(f->v * pow(10, f->d)) / pow(10, f->d));
+		pf_json_put(o, f->key, v, &bad);
+	}
+	return cli_json_print(o, bad);
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -38,6 +75,7 @@ static int bench_crc(uint64_t mib, int runs)
 	uint8_t *src = malloc(len), *dst = malloc(len);
 	double t_crc[64], t_port[64], t_cpy[64];
 	volatile uint32_t sink = 0;
+	int ret;
 
 	if (!src || !dst)
 		return 1;
@@ -60,13 +98,14 @@ static int bench_crc(uint64_t mib, int runs)
 	double gb = (double)len / 1e9;
 	double crc = gb / cli_median(t_crc, runs), port = gb / cli_median(t_port, runs),
 	       cpy = gb / cli_median(t_cpy, runs);
-	printf("{\"bench\":\"crc32c\",\"impl\":\"%s\",\"bytes\":%zu,\"runs\":%d,"
-	       "\"crc32c_gbps\":%.2f,\"portable_gbps\":%.2f,\"memcpy_gbps\":%.2f,"
-	       "\"ratio_to_memcpy\":%.2f}\n", pf_crc32c_impl(), len, runs, crc, port,
-	       cpy, crc / cpy);
+	ret = line("crc32c", (const field[]){
+		{ "impl", .s = pf_crc32c_impl() }, { "bytes", .u = len, .d = -1 },
+		{ "runs", .u = (uint64_t)runs, .d = -1 }, { "crc32c_gbps", .v = crc, .d = 2 },
+		{ "portable_gbps", .v = port, .d = 2 }, { "memcpy_gbps", .v = cpy, .d = 2 },
+		{ "ratio_to_memcpy", .v = crc / cpy, .d = 2 }, { 0 } });
 	free(src);
 	free(dst);
-	return sink == 0xdeadbeef;	/* keep the work alive */
+	return ret | (sink == 0xdeadbeef);	/* keep the work alive */
 }
 
 /* ------------------------------------------------------------------ */
@@ -144,14 +183,14 @@ static int bench_decompress(char **files, int n, int runs)
 		t_zstd[r] = t2 - t1;
 	}
 	double pf = cli_median(t_pf, runs), zs = cli_median(t_zstd, runs);
-	printf("{\"bench\":\"decompress\",\"files\":%d,\"records\":%llu,"
-	       "\"compressed_bytes\":%llu,\"uncompressed_bytes\":%llu,\"runs\":%d,"
-	       "\"podfeed_seconds\":%.4f,\"zstd_cli_seconds\":%.4f,"
-	       "\"podfeed_mbps\":%.1f,\"zstd_cli_mbps\":%.1f,\"ratio_to_zstd\":%.3f}\n",
-	       n, (unsigned long long)records, (unsigned long long)in,
-	       (unsigned long long)out, runs, pf, zs, (double)out / pf / 1e6,
-	       (double)out / zs / 1e6, zs / pf);
-	return 0;
+	return line("decompress", (const field[]){
+		{ "files", .u = (uint64_t)n, .d = -1 }, { "records", .u = records, .d = -1 },
+		{ "compressed_bytes", .u = in, .d = -1 },
+		{ "uncompressed_bytes", .u = out, .d = -1 },
+		{ "runs", .u = (uint64_t)runs, .d = -1 }, { "podfeed_seconds", .v = pf, .d = 4 },
+		{ "zstd_cli_seconds", .v = zs, .d = 4 }, { "podfeed_mbps", .v = (double)out / pf / 1e6, .d = 1 },
+		{ "zstd_cli_mbps", .v = (double)out / zs / 1e6, .d = 1 }, { "ratio_to_zstd", .v = zs / pf, .d = 3 },
+		{ 0 } });
 }
 
 /* ------------------------------------------------------------------ */
@@ -216,6 +255,7 @@ static int bench_decode(char **files, int n, int runs)
 	pf_arena arena;
 	double t_fast[64], t_pbc[64];
 	uint64_t values = 0;
+	int ret;
 
 	if (load_records(files, n, &rs) < 0 ||
 	    pf_arena_init(&arena, PF_ARENA_BYTES_FOR(rs.max_len)) < 0)
@@ -251,18 +291,20 @@ static int bench_decode(char **files, int n, int runs)
 		t_pbc[r] = t2 - t1;
 	}
 	double fast = cli_median(t_fast, runs), pbc = cli_median(t_pbc, runs);
-	printf("{\"bench\":\"decode\",\"file\":\"%s\",\"records\":%zu,\"bytes\":%zu,"
-	       "\"values\":%llu,\"runs\":%d,\"fast_records_per_s\":%.0f,"
-	       "\"fast_mbps\":%.1f,\"protobuf_c_records_per_s\":%.0f,"
-	       "\"protobuf_c_mbps\":%.1f,\"speedup\":%.2f}\n",
-	       files[0], rs.n, rs.len, (unsigned long long)values, runs,
-	       (double)rs.n / fast, (double)rs.len / fast / 1e6,
-	       (double)rs.n / pbc, (double)rs.len / pbc / 1e6, pbc / fast);
+	ret = line("decode", (const field[]){
+		{ "file", .s = files[0] }, { "records", .u = rs.n, .d = -1 },
+		{ "bytes", .u = rs.len, .d = -1 }, { "values", .u = values, .d = -1 },
+		{ "runs", .u = (uint64_t)runs, .d = -1 },
+		{ "fast_records_per_s", .v = (double)rs.n / fast, .d = 0 },
+		{ "fast_mbps", .v = (double)rs.len / fast / 1e6, .d = 1 },
+		{ "protobuf_c_records_per_s", .v = (double)rs.n / pbc, .d = 0 },
+		{ "protobuf_c_mbps", .v = (double)rs.len / pbc / 1e6, .d = 1 },
+		{ "speedup", .v = pbc / fast, .d = 2 }, { 0 } });
 	pf_arena_release(&arena);
 	free(rs.data);
 	free(rs.off);
 	free(rs.rlen);
-	return 0;
+	return ret;
 }
 
 /* ------------------------------------------------------------------ */
@@ -529,22 +571,24 @@ static int bench_specdecode(char **files, int n, int runs,
 			double fast = cli_median(t_fast, runs), slow = cli_median(t_slow, runs),
 			       zs = cli_median(t_zstd, runs), pipe = cli_median(t_pipe, runs);
 			double per = 1e9 / (double)rs.n;
-			printf("{\"bench\":\"specdecode\",\"spec\":\"%s\",\"simd\":\"%s\","
-			       "\"records\":%zu,\"bytes\":%zu,\"values\":%llu,\"rows\":%zu,"
-			       "\"runs\":%d,"
-			       "\"rejected\":%d,"
-			       "\"fast_records_per_s\":%.0f,\"fast_ns_per_record\":%.1f,"
-			       "\"fast_ns_per_value\":%.3f,"
-			       "\"slow_records_per_s\":%.0f,\"slow_ns_per_record\":%.1f,"
-			       "\"slow_ns_per_value\":%.3f,\"speedup\":%.2f,"
-			       "\"zstd_ns_per_record\":%.1f,\"fast_to_zstd\":%.3f,"
-			       "\"pipeline_ns_per_record\":%.1f,\"zstd_to_pipeline\":%.3f}\n",
-			       spec_texts[s], paths[p], rs.n, rs.len,
-			       (unsigned long long)values, bench_rows, runs,
-			       bad_fast / (2 * runs + 1),
-			       (double)rs.n / fast, fast * per, fast * 1e9 / (double)values,
-			       (double)rs.n / slow, slow * per, slow * 1e9 / (double)values,
-			       slow / fast, zs * per, fast / zs, pipe * per, zs / pipe);
+			if (line("specdecode", (const field[]){
+				{ "spec", .s = spec_texts[s] }, { "simd", .s = paths[p] },
+				{ "records", .u = rs.n, .d = -1 }, { "bytes", .u = rs.len, .d = -1 },
+				{ "values", .u = values, .d = -1 },
+				{ "rows", .u = bench_rows, .d = -1 },
+				{ "runs", .u = (uint64_t)runs, .d = -1 },
+				{ "rejected", .u = (uint64_t)(bad_fast / (2 * runs + 1)), .d = -1 },
+				{ "fast_records_per_s", .v = (double)rs.n / fast, .d = 0 },
+				{ "fast_ns_per_record", .v = fast * per, .d = 1 },
+				{ "fast_ns_per_value", .v = fast * 1e9 / (double)values, .d = 3 },
+				{ "slow_records_per_s", .v = (double)rs.n / slow, .d = 0 },
+				{ "slow_ns_per_record", .v = slow * per, .d = 1 },
+				{ "slow_ns_per_value", .v = slow * 1e9 / (double)values, .d = 3 },
+				{ "speedup", .v = slow / fast, .d = 2 }, { "zstd_ns_per_record", .v = zs * per, .d = 1 },
+				{ "fast_to_zstd", .v = fast / zs, .d = 3 },
+				{ "pipeline_ns_per_record", .v = pipe * per, .d = 1 },
+				{ "zstd_to_pipeline", .v = zs / pipe, .d = 3 }, { 0 } }))
+				return 1;
 			fflush(stdout);
 		}
 		for (uint32_t k = 0; k < spec->n; k++) {
@@ -643,7 +687,7 @@ static double time_varint(const lists *l, void *dst, int wide, int *bad)
 static int bench_varint(char **files, int n, int runs)
 {
 	const char *paths[4];
-	int npaths = simd_paths(paths), bad = 0;
+	int npaths = simd_paths(paths), bad = 0, ret = 0;
 	double t32[4][64], t64[4][64];
 	pf_arena arena;
 	recset rs;
@@ -681,15 +725,17 @@ static int bench_varint(char **files, int n, int runs)
 	for (int p = 0; p < npaths; p++) {
 		double a = cli_median(t32[p], runs), b = cli_median(t64[p], runs);
 
-		printf("{\"bench\":\"varint\",\"simd\":\"%s\",\"lists\":%zu,\"values\":%zu,"
-		       "\"bytes\":%zu,\"runs\":%d,\"i32_mvalues_per_s\":%.1f,"
-		       "\"i32_ns_per_value\":%.3f,\"i64_mvalues_per_s\":%.1f,"
-		       "\"i64_ns_per_value\":%.3f,\"i32_speedup_over_scalar\":%.2f,"
-		       "\"i64_speedup_over_scalar\":%.2f}\n",
-		       paths[p], l.n, l.values, l.len, runs,
-		       (double)l.values / a / 1e6, a * 1e9 / (double)l.values,
-		       (double)l.values / b / 1e6, b * 1e9 / (double)l.values,
-		       scalar32 / a, scalar64 / b);
+		if (line("varint", (const field[]){
+			{ "simd", .s = paths[p] }, { "lists", .u = l.n, .d = -1 },
+			{ "values", .u = l.values, .d = -1 }, { "bytes", .u = l.len, .d = -1 },
+			{ "runs", .u = (uint64_t)runs, .d = -1 },
+			{ "i32_mvalues_per_s", .v = (double)l.values / a / 1e6, .d = 1 },
+			{ "i32_ns_per_value", .v = a * 1e9 / (double)l.values, .d = 3 },
+			{ "i64_mvalues_per_s", .v = (double)l.values / b / 1e6, .d = 1 },
+			{ "i64_ns_per_value", .v = b * 1e9 / (double)l.values, .d = 3 },
+			{ "i32_speedup_over_scalar", .v = scalar32 / a, .d = 2 },
+			{ "i64_speedup_over_scalar", .v = scalar64 / b, .d = 2 }, { 0 } }))
+			ret = 1;
 	}
 	free(dst);
 	free(l.data);
@@ -700,7 +746,7 @@ static int bench_varint(char **files, int n, int runs)
 	free(rs.data);
 	free(rs.off);
 	free(rs.rlen);
-	return 0;
+	return ret;
 }
 
 typedef struct bench_opts {

@@ -744,35 +744,34 @@ static uint64_t ld(_Atomic uint64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-static void write_stats(FILE *f, regionfs *fs)
+static int write_stats(FILE *f, regionfs *fs)
 {
 	counters *n = &fs->n;
+	json_t *o = json_object();
+	bool bad = false;
 
-	fprintf(f, "{\"getattr\":%llu,\"open\":%llu,\"opendir\":%llu,\"readdir\":%llu,"
-		"\"reads\":%llu,\"read_bytes\":%llu,\"read_max\":%llu,\"eio_injected\":%llu,"
-		"\"stalled\":%llu,\"interrupted\":%llu,\"round_trips\":%llu,\"rtt_wait_s\":",
-		(unsigned long long)ld(&n->getattr), (unsigned long long)ld(&n->open),
-		(unsigned long long)ld(&n->opendir), (unsigned long long)ld(&n->readdir),
-		(unsigned long long)ld(&n->reads), (unsigned long long)ld(&n->read_bytes),
-		(unsigned long long)ld(&n->read_max), (unsigned long long)ld(&n->eio_injected),
-		(unsigned long long)ld(&n->stalled), (unsigned long long)ld(&n->interrupted),
-		(unsigned long long)ld(&n->trips));
-	cli_json_double(f, (double)ld(&n->rtt_wait_ns) / 1e9);
-	fputs(",\"bw_wait_s\":", f);
-	cli_json_double(f, (double)ld(&n->bw_wait_ns) / 1e9);
-	fputs(",\"mounted_s\":", f);
-	cli_json_double(f, (double)(now_ns() - fs->start_ns) / 1e9);
-	fputs(",\"rtt_ms\":", f);
-	cli_json_double(f, fs->opt.rtt_ms);
-	fputs(",\"jitter_ms\":", f);
-	cli_json_double(f, fs->opt.jitter_ms);
-	fputs(",\"mbps\":", f);
-	cli_json_double(f, fs->opt.mbps);
-	fprintf(f, ",\"burst\":%llu,\"eio_rate\":", (unsigned long long)fs->opt.burst);
-	cli_json_double(f, fs->opt.eio_rate);
-	fputs(",\"stall_rate\":", f);
-	cli_json_double(f, fs->opt.stall_rate);
-	fprintf(f, ",\"seed\":%llu}\n", (unsigned long long)fs->opt.seed);
+	pf_json_put(o, "getattr", pf_json_u64(ld(&n->getattr)), &bad);
+	pf_json_put(o, "open", pf_json_u64(ld(&n->open)), &bad);
+	pf_json_put(o, "opendir", pf_json_u64(ld(&n->opendir)), &bad);
+	pf_json_put(o, "readdir", pf_json_u64(ld(&n->readdir)), &bad);
+	pf_json_put(o, "reads", pf_json_u64(ld(&n->reads)), &bad);
+	pf_json_put(o, "read_bytes", pf_json_u64(ld(&n->read_bytes)), &bad);
+	pf_json_put(o, "read_max", pf_json_u64(ld(&n->read_max)), &bad);
+	pf_json_put(o, "eio_injected", pf_json_u64(ld(&n->eio_injected)), &bad);
+	pf_json_put(o, "stalled", pf_json_u64(ld(&n->stalled)), &bad);
+	pf_json_put(o, "interrupted", pf_json_u64(ld(&n->interrupted)), &bad);
+	pf_json_put(o, "round_trips", pf_json_u64(ld(&n->trips)), &bad);
+	pf_json_put(o, "rtt_wait_s", pf_json_num((double)ld(&n->rtt_wait_ns) / 1e9), &bad);
+	pf_json_put(o, "bw_wait_s", pf_json_num((double)ld(&n->bw_wait_ns) / 1e9), &bad);
+	pf_json_put(o, "mounted_s", pf_json_num((double)(now_ns() - fs->start_ns) / 1e9), &bad);
+	pf_json_put(o, "rtt_ms", pf_json_num(fs->opt.rtt_ms), &bad);
+	pf_json_put(o, "jitter_ms", pf_json_num(fs->opt.jitter_ms), &bad);
+	pf_json_put(o, "mbps", pf_json_num(fs->opt.mbps), &bad);
+	pf_json_put(o, "burst", pf_json_u64(fs->opt.burst), &bad);
+	pf_json_put(o, "eio_rate", pf_json_num(fs->opt.eio_rate), &bad);
+	pf_json_put(o, "stall_rate", pf_json_num(fs->opt.stall_rate), &bad);
+	pf_json_put(o, "seed", pf_json_u64(fs->opt.seed), &bad);
+	return cli_json_fprint(f, o, bad);
 }
 
 /* ------------------------------------------------------------------ */
@@ -876,7 +875,8 @@ out:
 	if (fs.opt.stats_path && mounted) {
 		FILE *f = stats ? stats : stderr;
 
-		write_stats(f, &fs);
+		if (write_stats(f, &fs))
+			status = 1;
 		if (stats && fclose(stats) != 0) {
 			cli_fail("--stats %s: %s", fs.opt.stats_path, strerror(errno));
 			status = 1;

@@ -865,28 +865,31 @@ out:
 
 /* ------------------------------------------------------------------ */
 
-static void print_schema_json(FILE *f, const pf_feature_schema *fs, size_t n,
-			      uint64_t records)
+static json_t *schema_json(const pf_feature_schema *fs, size_t n, uint64_t records,
+			   bool *bad)
 {
-	fputs("[", f);
+	json_t *arr = json_array();
+
 	for (size_t i = 0; i < n; i++) {
 		const pf_feature_schema *s = &fs[i];
 		bool fixed = s->records_present == records && s->records_unset == 0 &&
 			     s->min_len == s->max_len && !s->mixed;
+		json_t *o = json_object();
 
-		fprintf(f, "%s{\"name\":", i ? "," : "");
-		cli_json_string(f, s->name, strlen(s->name));
-		fprintf(f, ",\"kind\":\"%s\",\"list\":%s,\"mixed\":%s,\"fixed\":%s,"
-			"\"min_len\":%llu,\"max_len\":%llu,\"records_present\":%llu,"
-			"\"records_unset\":%llu,\"total_values\":%llu}",
-			pf_kind_name(s->kind), s->is_list ? "true" : "false",
-			s->mixed ? "true" : "false", fixed ? "true" : "false",
-			(unsigned long long)s->min_len, (unsigned long long)s->max_len,
-			(unsigned long long)s->records_present,
-			(unsigned long long)s->records_unset,
-			(unsigned long long)s->total_values);
+		pf_json_put(o, "name", pf_json_str(s->name), bad);
+		pf_json_put(o, "kind", pf_json_str(pf_kind_name(s->kind)), bad);
+		pf_json_put(o, "list", pf_json_bool(s->is_list), bad);
+		pf_json_put(o, "mixed", pf_json_bool(s->mixed), bad);
+		pf_json_put(o, "fixed", pf_json_bool(fixed), bad);
+		pf_json_put(o, "min_len", pf_json_u64(s->min_len), bad);
+		pf_json_put(o, "max_len", pf_json_u64(s->max_len), bad);
+		pf_json_put(o, "records_present", pf_json_u64(s->records_present), bad);
+		pf_json_put(o, "records_unset", pf_json_u64(s->records_unset), bad);
+		pf_json_put(o, "total_values", pf_json_u64(s->total_values), bad);
+		if (json_array_append_new(arr, o))
+			*bad = true;
 	}
-	fputs("]", f);
+	return arr;
 }
 
 static void print_schema_text(const pf_feature_schema *fs, size_t n, uint64_t records)
@@ -999,20 +1002,27 @@ static int inspect_one(const char *path, bool json)
 		const char *msg = dec.raw ? "raw" : records ? kind_label(dec.kind) : "empty";
 
 		if (json) {
-			fputs("{\"file\":", stdout);
-			cli_json_string(stdout, path, strlen(path));
-			printf(",\"format\":\"%s\",\"compression\":\"%s\",\"records\":%llu,"
-			       "\"frames\":%llu,\"file_bytes\":%llu,\"uncompressed_bytes\":%llu,"
-			       "\"ratio\":", format, comp, (unsigned long long)records,
-			       (unsigned long long)frames, (unsigned long long)fsize,
-			       (unsigned long long)ubytes);
-			cli_json_double(stdout, ratio);
-			printf(",\"message\":\"%s\"", msg);
+			json_t *o = json_object();
+			bool bad = false;
+
+			pf_json_put(o, "file", pf_json_str(path), &bad);
+			pf_json_put(o, "format", pf_json_str(format), &bad);
+			pf_json_put(o, "compression", pf_json_str(comp), &bad);
+			pf_json_put(o, "records", pf_json_u64(records), &bad);
+			pf_json_put(o, "frames", pf_json_u64(frames), &bad);
+			pf_json_put(o, "file_bytes", pf_json_u64(fsize), &bad);
+			pf_json_put(o, "uncompressed_bytes", pf_json_u64(ubytes), &bad);
+			pf_json_put(o, "ratio", pf_json_num(ratio), &bad);
+			pf_json_put(o, "message", pf_json_str(msg), &bad);
 			if (ix)
-				printf(",\"alignment\":%u", pf_shard_index_alignment(ix));
-			fputs(",\"schema\":", stdout);
-			print_schema_json(stdout, fs, fs ? nfs : 0, records);
-			fputs("}\n", stdout);
+				pf_json_put(o, "alignment",
+					    pf_json_u64(pf_shard_index_alignment(ix)), &bad);
+			pf_json_put(o, "schema", schema_json(fs, fs ? nfs : 0, records, &bad),
+				    &bad);
+			if (cli_json_print(o, bad)) {
+				ret = -ENOMEM;
+				goto out;
+			}
 		} else {
 			printf("%s\n", path);
 			printf("  format       %s%s\n", format,
@@ -1194,40 +1204,92 @@ static int cmd_verify(int argc, char **argv)
 
 /* ------------------------------------------------------------------ */
 
-static void print_values_json(FILE *f, const pf_feature *ft)
+/* A feature's values; bytes as Latin-1 (each byte one code point), so
+ * that any bytes come out and can be had back. */
+static json_t *values_json(const pf_feature *ft, bool *bad)
 {
-	fputc('[', f);
+	json_t *arr = json_array();
+
 	for (uint32_t i = 0; i < ft->count; i++) {
-		if (i)
-			fputc(',', f);
+		json_t *v = NULL;
+
 		switch (ft->kind) {
 		case PF_KIND_BYTES:
-			cli_json_string(f, ft->v.bytes[i].data, ft->v.bytes[i].len);
+			v = pf_json_latin1(ft->v.bytes[i].data, ft->v.bytes[i].len);
 			break;
 		case PF_KIND_FLOAT:
-			cli_json_double(f, ft->v.floats[i]);
+			v = pf_json_num(ft->v.floats[i]);
 			break;
 		case PF_KIND_INT64:
-			fprintf(f, "%lld", (long long)ft->v.int64s[i]);
+			v = json_integer(ft->v.int64s[i]);
 			break;
 		case PF_KIND_NONE:
-			break;
+			continue;
 		}
+		if (json_array_append_new(arr, v))
+			*bad = true;
 	}
-	fputc(']', f);
+	return arr;
 }
 
-static void print_features_json(FILE *f, const pf_feature *fs, uint32_t n)
+static json_t *feature_json(const pf_feature *ft, bool *bad)
 {
-	fputc('{', f);
-	for (uint32_t i = 0; i < n; i++) {
-		fprintf(f, "%s", i ? "," : "");
-		cli_json_string(f, fs[i].name, fs[i].name_len);
-		fprintf(f, ":{\"kind\":\"%s\",\"values\":", pf_kind_name(fs[i].kind));
-		print_values_json(f, &fs[i]);
-		fputc('}', f);
+	json_t *o = json_object();
+
+	pf_json_put(o, "kind", pf_json_str(pf_kind_name(ft->kind)), bad);
+	pf_json_put(o, "values", values_json(ft, bad), bad);
+	return o;
+}
+
+static json_t *features_json(const pf_feature *fs, uint32_t n, bool *bad)
+{
+	json_t *o = json_object();
+
+	for (uint32_t i = 0; i < n; i++)
+		pf_json_putn(o, fs[i].name, fs[i].name_len, feature_json(&fs[i], bad), bad);
+	return o;
+}
+
+/* One record as a JSON line: its number, offset and size, and its
+ * features (an Example's, or a SequenceExample's context and lists), or
+ * the payload itself when it is not an Example. */
+static int record_json(decoder *dec, const pf_record *rec)
+{
+	json_t *o = json_object();
+	pf_example ex;
+	pf_error derr;
+	bool bad = false;
+
+	pf_json_put(o, "record", pf_json_u64(rec->index), &bad);
+	pf_json_put(o, "offset", pf_json_u64(rec->offset), &bad);
+	pf_json_put(o, "bytes", pf_json_u64(rec->len), &bad);
+	pf_error_clear(&derr);
+	if (decode_record(dec, rec, &ex, &derr) == 0) {
+		if (dec->kind == PF_MSG_SEQUENCE_EXAMPLE) {
+			json_t *lists = json_object();
+
+			pf_json_put(o, "context", features_json(ex.features, ex.n_features, &bad),
+				    &bad);
+			for (uint32_t i = 0; i < ex.n_lists; i++) {
+				const pf_feature_list *l = &ex.lists[i];
+				json_t *steps = json_array();
+
+				for (uint32_t k = 0; k < l->steps; k++)
+					if (json_array_append_new(steps, feature_json(&l->step[k], &bad)))
+						bad = true;
+				pf_json_putn(lists, l->name, l->name_len, steps, &bad);
+			}
+			pf_json_put(o, "feature_lists", lists, &bad);
+		} else {
+			pf_json_put(o, "features", features_json(ex.features, ex.n_features, &bad),
+				    &bad);
+		}
+	} else {
+		/* Not an Example: show the payload itself. */
+		pf_json_put(o, "raw", pf_json_latin1(rec->data, rec->len), &bad);
+		dec->decided = false;
 	}
-	fputc('}', f);
+	return cli_json_print(o, bad);
 }
 
 typedef struct cat_opts {
@@ -1258,6 +1320,7 @@ static const cli_command cat_command = {
 static int cmd_cat(int argc, char **argv)
 {
 	cat_opts co = { .from = 0, .to = UINT64_MAX };
+	bool failed = false;
 	uint64_t from, to;
 	pf_source *src;
 	decoder dec = { 0 };
@@ -1283,53 +1346,20 @@ static int cmd_cat(int argc, char **argv)
 		pf_source_seek_record(src, from < total ? from : total);
 	}
 	while ((ret = pf_source_next(src, &rec, &err)) == 1) {
-		pf_example ex;
-		pf_error derr;
-
 		if (rec.index < from)
 			continue;
 		if (rec.index >= to)
 			break;
-		printf("{\"record\":%llu,\"offset\":%llu,\"bytes\":%llu",
-		       (unsigned long long)rec.index, (unsigned long long)rec.offset,
-		       (unsigned long long)rec.len);
-		pf_error_clear(&derr);
-		if (decode_record(&dec, &rec, &ex, &derr) == 0) {
-			if (dec.kind == PF_MSG_SEQUENCE_EXAMPLE) {
-				fputs(",\"context\":", stdout);
-				print_features_json(stdout, ex.features, ex.n_features);
-				fputs(",\"feature_lists\":{", stdout);
-				for (uint32_t i = 0; i < ex.n_lists; i++) {
-					const pf_feature_list *l = &ex.lists[i];
-					fprintf(stdout, "%s", i ? "," : "");
-					cli_json_string(stdout, l->name, l->name_len);
-					fputs(":[", stdout);
-					for (uint32_t k = 0; k < l->steps; k++) {
-						fprintf(stdout, "%s{\"kind\":\"%s\",\"values\":",
-							k ? "," : "", pf_kind_name(l->step[k].kind));
-						print_values_json(stdout, &l->step[k]);
-						fputc('}', stdout);
-					}
-					fputc(']', stdout);
-				}
-				fputc('}', stdout);
-			} else {
-				fputs(",\"features\":", stdout);
-				print_features_json(stdout, ex.features, ex.n_features);
-			}
-		} else {
-			/* Not an Example: show the payload itself. */
-			fputs(",\"raw\":", stdout);
-			cli_json_string(stdout, rec.data, rec.len);
-			dec.decided = false;
+		if (record_json(&dec, &rec)) {
+			failed = true;	/* said why */
+			break;
 		}
-		fputs("}\n", stdout);
 	}
 	if (ret < 0)
 		cli_print_error(&err);
 	pf_arena_release(&dec.arena);
 	pf_source_close(src);
-	return ret < 0 ? 1 : 0;
+	return ret < 0 || failed ? 1 : 0;
 }
 
 int main(int argc, char **argv)

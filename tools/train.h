@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* loadbench's compute stage and pod: the --model options, the trainer on
- * the loader's batches with per-step timing, held-out evaluation, the
- * report's train and pod sections, and `loadbench ladder`. */
+ * the loader's batches with per-step timing, held-out evaluation, and the
+ * report's train and pod sections (made by the library). */
 #ifndef PF_TOOLS_TRAIN_H
 #define PF_TOOLS_TRAIN_H
 
@@ -36,9 +36,10 @@ typedef struct train_ctx train_ctx;
 extern const cli_opt train_cli[];
 void train_defaults(train_options *t);
 
-/*! Features inferred from the index schema, fitted to the model: int64
- *  features become int32 and embag's input gets pad=-1.  *spec is
- *  malloc'd and may be replaced (the caller frees).  @return 0 or -ENOMEM. */
+/*! Features inferred from the index schema (pf_spec_infer() with
+ *  int64_as_int32 when a model trains), fitted to the model: embag's
+ *  input gets pad=-1.  *spec is malloc'd and may be replaced (the caller
+ *  frees).  @return 0, -EINVAL or -ENOMEM. */
 int train_fit_features(const train_options *t, char **spec);
 
 /*! Open the pod (MPI when launched by mpirun), give cfg its all-gather
@@ -57,24 +58,23 @@ int train_next(train_ctx *tc, pf_loader *l, pf_batch **b);
  *  after printing why. */
 int train_batch(train_ctx *tc, pf_batch *b);
 
-/*! After the runs: the held-out evaluation and the pod's gather (every
- *  host calls it).  m and seconds are this host's loader figures.
- *  @return 0, or 1 after printing why. */
-int train_finish(train_ctx *tc, const pf_loader_metrics *m, double seconds);
+/*! After the runs: the loss curve's last point and the held-out
+ *  evaluation.  @return 0, or 1 after printing why. */
+int train_finish(train_ctx *tc);
+
+/*! The report's train section (host 0, with a model) and pod section
+ *  (every host calls it: the pod's figures are gathered), m and seconds
+ *  being this host's loader figures.  @return 0, or 1 after printing why
+ *  (train_end() then also fails a pod whose hosts took different steps). */
+int train_report(train_ctx *tc, pf_report *r, const pf_loader_metrics *m, double seconds);
 
 /*! Whether this process prints the report (rank 0, or a lone host). */
 bool train_reports(const train_ctx *tc);
-void train_print_text(const train_ctx *tc);
-/*! The report's train and pod members, each with a leading comma. */
-void train_print_json(const train_ctx *tc);
 
 /*! Free everything and close the pod.  After a failure (status != 0) in
  *  a pod of several hosts it exits at once without MPI_Finalize, so that
  *  mpirun ends the others rather than leave them in a collective.
  *  @return status. */
 int train_end(train_ctx *tc, int status);
-
-/*! `loadbench ladder ...` (argv[0] is "ladder").  @return the status. */
-int ladder_main(int argc, char **argv);
 
 #endif

@@ -1,0 +1,612 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Reports: a pf_report's sections (text and JSON made from the same
+ * figures), the loader's section with its bottleneck verdict, and the
+ * baseline passes beside it.  The regions' section is report_regions.c's,
+ * the train and pod sections host/report.c's.  Machine output goes through
+ * jansson only. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "alloc_internal.h"
+#include "common_internal.h"
+#include "report_internal.h"
+
+/* ------------------------------------------------------------------ */
+/* Text and JSON                                                        */
+
+void pf_text_printf(pf_text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (t->failed)
+		return;
+	for (;;) {
+		size_t room = t->cap - t->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(t->s ? t->s + t->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			t->failed = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			t->len += (size_t)n;
+			return;
+		}
+		size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)n;
+		char *g = pf_realloc(t->s, cap);
+
+		if (!g) {
+			t->failed = true;
+			return;
+		}
+		t->s = g;
+		t->cap = cap;
+	}
+}
+
+void pf_text_free(pf_text *t)
+{
+	pf_free(t->s);
+	memset(t, 0, sizeof(*t));
+}
+
+json_t *pf_json_num(double v)
+{
+	if (isnan(v))
+		return json_string("NaN");
+	if (isinf(v))
+		return json_string(v > 0 ? "Infinity" : "-Infinity");
+	return json_real(v);
+}
+
+json_t *pf_json_u64(uint64_t v)
+{
+	return v <= INT64_MAX ? json_integer((json_int_t)v) : json_real((double)v);
+}
+
+json_t *pf_json_bool(bool v)
+{
+	return json_boolean(v);
+}
+
+/* s[0..len) as UTF-8 with each byte its own code point (Latin-1): two
+ * bytes for each above 0x7f.  @return the string (pf_free()), or NULL. */
+static char *latin1(const void *s, size_t len, size_t *out_len)
+{
+	const uint8_t *p = s;
+	char *u = pf_malloc(2 * len + 1);
+	size_t n = 0;
+
+	if (!u)
+		return NULL;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] < 0x80) {
+			u[n++] = (char)p[i];
+		} else {
+			u[n++] = (char)(0xc0 | (p[i] >> 6));
+			u[n++] = (char)(0x80 | (p[i] & 0x3f));
+		}
+	}
+	u[n] = '\0';
+	*out_len = n;
+	return u;
+}
+
+json_t *pf_json_latin1(const void *s, size_t len)
+{
+	size_t n;
+	char *u = latin1(s, len, &n);
+	json_t *v = u ? json_stringn(u, n) : NULL;
+
+	pf_free(u);
+	return v;
+}
+
+json_t *pf_json_strn(const void *s, size_t len)
+{
+	json_t *v;
+
+	if (!s)
+		return json_null();
+	v = json_stringn(s, len);	/* NULL unless valid UTF-8 */
+	return v ? v : pf_json_latin1(s, len);
+}
+
+json_t *pf_json_str(const char *s)
+{
+	return pf_json_strn(s, s ? strlen(s) : 0);
+}
+
+void pf_json_putn(json_t *obj, const void *key, size_t len, json_t *v, bool *bad)
+{
+	size_t n;
+	char *u;
+
+	/* A key as pf_json_strn() writes a string; json_object_setn_new()
+	 * takes v's reference even when it fails. */
+	if (obj && json_object_setn_new(obj, key, len, v) == 0)
+		return;
+	if (!obj || !(u = latin1(key, len, &n))) {
+		*bad = true;
+		return;
+	}
+	if (json_object_setn_new(obj, u, n, v) < 0)
+		*bad = true;
+	pf_free(u);
+}
+
+void pf_json_put(json_t *obj, const char *key, json_t *v, bool *bad)
+{
+	/* json_object_set_new() takes v's reference even when it fails. */
+	if (!obj || json_object_set_new(obj, key, v) < 0)
+		*bad = true;
+}
+
+char *pf_json_line(const json_t *obj)
+{
+	char *s = json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9) |
+				  JSON_PRESERVE_ORDER);
+	char *copy = NULL;
+
+	/* jansson's buffer, malloc'd: the caller frees ours. */
+	if (s) {
+		size_t n = strlen(s) + 1;
+
+		copy = pf_malloc(n);
+		if (copy)
+			memcpy(copy, s, n);
+		free(s);
+	}
+	return copy;
+}
+
+/* ------------------------------------------------------------------ */
+/* The report                                                           */
+
+typedef struct section {
+	pf_report_kind kind;
+	char *text;		/* lines, each ending in '\n' */
+	char *json;		/* the members, without the braces ("" when none) */
+} section;
+
+struct pf_report {
+	section sec[PF_SECTION_KINDS];
+	size_t n;
+	/* The loader's figures the baseline section is quoted against. */
+	bool loader;
+	double loader_seconds;
+	uint64_t loader_decompressed;
+};
+
+int pf_report_create(pf_report **out)
+{
+	*out = pf_calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void pf_report_free(pf_report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		pf_free(r->sec[i].text);
+		pf_free(r->sec[i].json);
+	}
+	pf_free(r);
+}
+
+int pf_report_section(pf_report *r, pf_report_kind kind, pf_text *text, json_t *members,
+		      bool bad, pf_error *err)
+{
+	static const char *const names[] = { "loader", "baseline", "regions", "train", "pod" };
+	char *json = NULL, *owned = NULL;
+	int ret = -ENOMEM;
+
+	for (size_t i = 0; i < r->n; i++)
+		if (r->sec[i].kind == kind) {
+			ret = pf_error_set(err, -EEXIST, PF_OFFSET_NONE, 0,
+					   "the report has a %s section already", names[kind]);
+			goto out;
+		}
+	if (!bad && !text->failed && members)
+		json = pf_json_line(members);
+	if (!json)
+		goto nomem;
+	/* "{...}": keep what is inside the braces. */
+	json[strlen(json) - 1] = '\0';
+	owned = pf_malloc(strlen(json));
+	if (!owned)
+		goto nomem;
+	memcpy(owned, json + 1, strlen(json));
+	r->sec[r->n++] = (section){ .kind = kind, .text = text->s ? text->s : NULL,
+				    .json = owned };
+	if (!text->s) {
+		r->sec[r->n - 1].text = pf_malloc(1);
+		if (!r->sec[r->n - 1].text) {
+			r->n--;
+			pf_free(owned);
+			goto nomem;
+		}
+		r->sec[r->n - 1].text[0] = '\0';
+	}
+	text->s = NULL;
+	ret = 0;
+	goto out;
+nomem:
+	ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+			   "out of memory for the report's %s section", names[kind]);
+out:
+	pf_free(json);
+	pf_text_free(text);
+	json_decref(members);
+	return ret;
+}
+
+/* Append s to dst at *n within cap (as snprintf: *n counts it all). */
+static void put(char *dst, size_t cap, size_t *n, const char *s)
+{
+	size_t len = strlen(s);
+
+	if (*n < cap) {
+		size_t room = cap - *n - 1;
+
+		memcpy(dst + *n, s, len < room ? len : room);
+	}
+	*n += len;
+}
+
+int64_t pf_report_format(const pf_report *r, pf_report_output fmt, char *dst, size_t cap)
+{
+	size_t n = 0, members = 0;
+
+	if (fmt == PF_REPORT_JSON)
+		put(dst, cap, &n, "{");
+	for (size_t i = 0; i < r->n; i++) {
+		if (fmt == PF_REPORT_TEXT) {
+			put(dst, cap, &n, r->sec[i].text);
+		} else if (r->sec[i].json[0]) {
+			if (members++)
+				put(dst, cap, &n, ",");
+			put(dst, cap, &n, r->sec[i].json);
+		}
+	}
+	if (fmt == PF_REPORT_JSON)
+		put(dst, cap, &n, "}\n");
+	if (cap)
+		dst[n < cap ? n : cap - 1] = '\0';
+	return (int64_t)n;
+}
+
+int pf_report_print(const pf_report *r, pf_report_output fmt, FILE *f)
+{
+	int64_t n = pf_report_format(r, fmt, NULL, 0);
+	char *s = pf_malloc((size_t)n + 1);
+	int ret = 0;
+
+	if (!s)
+		return -ENOMEM;
+	pf_report_format(r, fmt, s, (size_t)n + 1);
+	if (fwrite(s, 1, (size_t)n, f) != (size_t)n || fflush(f) != 0)
+		ret = -EIO;
+	pf_free(s);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* The loader's section                                                 */
+
+/* The steady window's floor: a dataset read in a few batches that were
+ * all prefetched gave 84 M records/s over too short a window. */
+#define STEADY_MIN_BATCHES 10u
+#define STEADY_MIN_S 0.1
+#define EMPTY_NAMED 4u		/* empty files named in the text */
+
+static double mb(uint64_t bytes)
+{
+	return (double)bytes / 1e6;
+}
+
+void pf_loader_verdict_compute(const pf_loader_metrics *m, const pf_run_info *run,
+			       pf_loader_verdict *out)
+{
+	double wall_ns = run->seconds * 1e9;
+	unsigned dt = m->decode_threads ? m->decode_threads : 1;
+
+	memset(out, 0, sizeof(*out));
+	out->next_p50_us = pf_hist_quantile_us(m->next_hist, 0.50);
+	out->next_p90_us = pf_hist_quantile_us(m->next_hist, 0.90);
+	out->next_p99_us = pf_hist_quantile_us(m->next_hist, 0.99);
+	/* Busy fraction per thread of the stage: the I/O stage is one
+	 * thread, decode is decode_threads. */
+	out->io_busy = wall_ns > 0 ? (double)m->io.busy_ns / wall_ns : 0;
+	out->decode_busy = wall_ns > 0 ? (double)m->decode.busy_ns / wall_ns / dt : 0;
+	out->consumer_wait = wall_ns > 0 ? (double)m->next_wait_ns / wall_ns : 0;
+	out->bottleneck = out->decode_busy > out->io_busy ? "decode" : "io";
+	/* Records handed out after the first batch, over the time from the
+	 * first batch's return to the last one's: start-up (index reads,
+	 * pools, the pipeline's fill) and pf_loader_free() left out. */
+	if (run->steady_batches < STEADY_MIN_BATCHES)
+		out->steady_na = "fewer than 10 batches after the first";
+	else if (run->steady_seconds < STEADY_MIN_S)
+		out->steady_na = "under 100 ms from the first batch to the last";
+	else
+		out->steady_records_per_s = (double)run->steady_records / run->steady_seconds;
+}
+
+/* The names of the files of 0 bytes among files (a compressed one by name
+ * is damaged data, which the loader has already failed on or dropped;
+ * a dataset rarely means to hold one). */
+static size_t count_empty(const pf_run_info *run, bool *empty)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; run->files && i < run->nfiles; i++) {
+		struct stat st;
+
+		empty[i] = stat(run->files[i], &st) == 0 && S_ISREG(st.st_mode) && !st.st_size;
+		n += empty[i];
+	}
+	return n;
+}
+
+static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader_metrics *m,
+			const pf_run_info *run, const pf_loader_verdict *v, const bool *empty,
+			size_t nempty)
+{
+	double s = run->seconds;
+	uint64_t hosts = cfg->num_hosts ? cfg->num_hosts : 1;
+	uint64_t cores = cfg->cores_per_host ? cfg->cores_per_host : 1;
+	uint64_t budget = cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT;
+
+	if (run->files)
+		pf_text_printf(t, "files       %zu\n", run->nfiles);
+	pf_text_printf(t, "features    %s\n", cfg->features ? cfg->features : "");
+	pf_text_printf(t, "topology    host %u of %llu, %llu cores x %u per-core batch"
+		       " (global batch %llu)\n", cfg->host_index, (unsigned long long)hosts,
+		       (unsigned long long)cores, cfg->per_core_batch,
+		       (unsigned long long)(cfg->per_core_batch * cores * hosts));
+	if (cfg->shuffle)
+		pf_text_printf(t, "order       shuffled: frames permuted, records in a window "
+			       "of %u, seed %llu\n", cfg->shuffle_window ? cfg->shuffle_window
+			       : PF_LOADER_WINDOW_DEFAULT, (unsigned long long)cfg->seed);
+	else
+		pf_text_printf(t, "order       the files' order (not shuffled)\n");
+	pf_text_printf(t, "records     %llu in %llu steps (%llu steps an epoch, %llu records "
+		       "in the data)\n", (unsigned long long)m->records,
+		       (unsigned long long)m->steps, (unsigned long long)m->steps_per_epoch,
+		       (unsigned long long)m->records_per_epoch);
+	pf_text_printf(t, "time        %.3f s%s: %.0f records/s, %.1f batches/s\n", s,
+		       run->runs > 1 ? " (median)" : "", (double)m->records / s,
+		       (double)m->steps / s);
+	if (v->steady_na)
+		pf_text_printf(t, "steady      n/a (%s)\n", v->steady_na);
+	else
+		pf_text_printf(t, "steady      %.0f records/s from the first batch to the last\n",
+			       v->steady_records_per_s);
+	pf_text_printf(t, "read        %.1f MB compressed (%.1f MB/s) in %llu reads, %.1f MB "
+		       "produced (%.1f MB/s)\n", mb(m->bytes_read), mb(m->bytes_read) / s,
+		       (unsigned long long)m->io_requests, mb(m->bytes_decompressed),
+		       mb(m->bytes_decompressed) / s);
+	pf_text_printf(t, "stages      busy per thread: io %.0f%% (1 thread), decode %.0f%% (%u "
+		       "threads); consumer waited %.0f%%\n", v->io_busy * 100,
+		       v->decode_busy * 100, m->decode_threads, v->consumer_wait * 100);
+	pf_text_printf(t, "bottleneck  %s\n", v->bottleneck);
+	pf_text_printf(t, "next()      p50 %.0f us, p90 %.0f us, p99 %.0f us; first batch %.1f ms\n",
+		       v->next_p50_us, v->next_p90_us, v->next_p99_us, run->first_batch_ms);
+	pf_text_printf(t, "memory      peak RSS %.1f MiB; budget %llu MiB, pools %.1f MiB\n",
+		       (double)run->peak_rss_bytes / 1048576.0,
+		       (unsigned long long)(budget >> 20), (double)m->memory_bytes / 1048576.0);
+	pf_text_printf(t, "remainder   %llu records dropped, %llu wrapped\n",
+		       (unsigned long long)m->remainder_dropped,
+		       (unsigned long long)m->remainder_wrapped);
+	if (nempty) {
+		size_t named = 0;
+
+		pf_text_printf(t, "empty       %zu file%s of 0 bytes, 0 records:", nempty,
+			       nempty == 1 ? "" : "s");
+		for (size_t i = 0; i < run->nfiles && named < EMPTY_NAMED; i++)
+			if (empty[i])
+				pf_text_printf(t, "%s %s", named++ ? "," : "", run->files[i]);
+		if (nempty > named)
+			pf_text_printf(t, " and %zu more", nempty - named);
+		pf_text_printf(t, "\n");
+	}
+	if (cfg->on_corrupt == PF_CORRUPT_SKIP || m->corrupt_drops)
+		pf_text_printf(t, "corrupt     %llu units dropped (%llu records known lost), %llu "
+			       "empty rows handed out%s%s\n", (unsigned long long)m->corrupt_drops,
+			       (unsigned long long)m->corrupt_records,
+			       (unsigned long long)m->holes, cfg->quarantine ? "; logged to " : "",
+			       cfg->quarantine ? cfg->quarantine : "");
+	pf_text_printf(t, "io          %s, depth %u", m->io_backend ? m->io_backend : "none",
+		       cfg->io_depth ? cfg->io_depth : PF_LOADER_IO_DEPTH_DEFAULT);
+	if (cfg->direct_io)
+		pf_text_printf(t, ", O_DIRECT on %u of %zu files (aligned indexed shards only)",
+			       m->files_direct, run->nfiles);
+	if (m->io_retries || m->io_faults || m->io_timeouts || m->io_short_reads)
+		pf_text_printf(t, "; %llu retries, %llu faults injected, %llu timeouts, %llu "
+			       "short reads", (unsigned long long)m->io_retries,
+			       (unsigned long long)m->io_faults, (unsigned long long)m->io_timeouts,
+			       (unsigned long long)m->io_short_reads);
+	pf_text_printf(t, "\n");
+}
+
+static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics *m,
+			   const pf_run_info *run, const pf_loader_verdict *v, const bool *empty,
+			   bool *bad)
+{
+	double s = run->seconds;
+	uint64_t hosts = cfg->num_hosts ? cfg->num_hosts : 1;
+	uint64_t cores = cfg->cores_per_host ? cfg->cores_per_host : 1;
+	uint64_t budget = cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT;
+	json_t *o = json_object(), *sub;
+
+	pf_json_put(o, "records", pf_json_u64(m->records), bad);
+	pf_json_put(o, "steps", pf_json_u64(m->steps), bad);
+	pf_json_put(o, "seconds", pf_json_num(s), bad);
+	pf_json_put(o, "records_per_s", pf_json_num((double)m->records / s), bad);
+	pf_json_put(o, "batches_per_s", pf_json_num((double)m->steps / s), bad);
+	if (v->steady_na) {
+		pf_json_put(o, "steady_records_per_s", json_null(), bad);
+		pf_json_put(o, "steady_na", pf_json_str(v->steady_na), bad);
+	} else {
+		pf_json_put(o, "steady_records_per_s", pf_json_num(v->steady_records_per_s), bad);
+	}
+	pf_json_put(o, "bytes_read", pf_json_u64(m->bytes_read), bad);
+	pf_json_put(o, "bytes_decompressed", pf_json_u64(m->bytes_decompressed), bad);
+	pf_json_put(o, "mb_per_s_read", pf_json_num(mb(m->bytes_read) / s), bad);
+	pf_json_put(o, "mb_per_s_decompressed", pf_json_num(mb(m->bytes_decompressed) / s), bad);
+	pf_json_put(o, "bottleneck", pf_json_str(v->bottleneck), bad);
+	sub = json_object();
+	pf_json_put(sub, "io", pf_json_num(v->io_busy), bad);
+	pf_json_put(sub, "decode", pf_json_num(v->decode_busy), bad);
+	pf_json_put(sub, "consumer_wait", pf_json_num(v->consumer_wait), bad);
+	pf_json_put(o, "stages", sub, bad);
+	sub = json_object();
+	pf_json_put(sub, "p50", pf_json_num(v->next_p50_us), bad);
+	pf_json_put(sub, "p90", pf_json_num(v->next_p90_us), bad);
+	pf_json_put(sub, "p99", pf_json_num(v->next_p99_us), bad);
+	pf_json_put(o, "next_latency_us", sub, bad);
+	pf_json_put(o, "first_batch_ms", pf_json_num(run->first_batch_ms), bad);
+	pf_json_put(o, "peak_rss_bytes", pf_json_u64(run->peak_rss_bytes), bad);
+	pf_json_put(o, "memory_budget_bytes", pf_json_u64(budget), bad);
+	pf_json_put(o, "memory_pool_bytes", pf_json_u64(m->memory_bytes), bad);
+	pf_json_put(o, "remainder_dropped", pf_json_u64(m->remainder_dropped), bad);
+	pf_json_put(o, "remainder_wrapped", pf_json_u64(m->remainder_wrapped), bad);
+	sub = json_object();
+	pf_json_put(sub, "drops", pf_json_u64(m->corrupt_drops), bad);
+	pf_json_put(sub, "records_lost", pf_json_u64(m->corrupt_records), bad);
+	pf_json_put(sub, "holes", pf_json_u64(m->holes), bad);
+	pf_json_put(o, "corrupt", sub, bad);
+	pf_json_put(o, "io_backend", pf_json_str(m->io_backend ? m->io_backend : "none"), bad);
+	pf_json_put(o, "io_requests", pf_json_u64(m->io_requests), bad);
+	pf_json_put(o, "io_retries", pf_json_u64(m->io_retries), bad);
+	pf_json_put(o, "io_faults_injected", pf_json_u64(m->io_faults), bad);
+	pf_json_put(o, "io_timeouts", pf_json_u64(m->io_timeouts), bad);
+	pf_json_put(o, "io_short_reads", pf_json_u64(m->io_short_reads), bad);
+	pf_json_put(o, "files_direct", pf_json_u64(m->files_direct), bad);
+	pf_json_put(o, "io_depth", pf_json_u64(cfg->io_depth ? cfg->io_depth
+							 : PF_LOADER_IO_DEPTH_DEFAULT), bad);
+	pf_json_put(o, "threads", pf_json_u64(m->decode_threads), bad);
+	if (run->files) {
+		pf_json_put(o, "files", pf_json_u64(run->nfiles), bad);
+		sub = json_array();
+		for (size_t i = 0; i < run->nfiles; i++)
+			if (empty[i] && json_array_append_new(sub, pf_json_str(run->files[i])))
+				*bad = true;
+		pf_json_put(o, "empty_files", sub, bad);
+	}
+	pf_json_put(o, "features", pf_json_str(cfg->features ? cfg->features : ""), bad);
+	pf_json_put(o, "records_per_epoch", pf_json_u64(m->records_per_epoch), bad);
+	pf_json_put(o, "steps_per_epoch", pf_json_u64(m->steps_per_epoch), bad);
+	pf_json_put(o, "repeat", pf_json_u64(run->runs ? run->runs : 1), bad);
+	pf_json_put(o, "shuffle", pf_json_bool(cfg->shuffle), bad);
+	pf_json_put(o, "shuffle_window", pf_json_u64(!cfg->shuffle ? 0 : cfg->shuffle_window ?
+				cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT), bad);
+	pf_json_put(o, "seed", pf_json_u64(cfg->seed), bad);
+	sub = json_object();
+	pf_json_put(sub, "num_hosts", pf_json_u64(hosts), bad);
+	pf_json_put(sub, "host_index", pf_json_u64(cfg->host_index), bad);
+	pf_json_put(sub, "cores", pf_json_u64(cores), bad);
+	pf_json_put(sub, "per_core_batch", pf_json_u64(cfg->per_core_batch), bad);
+	pf_json_put(sub, "global_batch", pf_json_u64(cfg->per_core_batch * cores * hosts), bad);
+	pf_json_put(o, "topology", sub, bad);
+	return o;
+}
+
+int pf_report_add_loader(pf_report *r, const pf_loader_config *cfg,
+			 const pf_loader_metrics *m, const pf_run_info *run, pf_error *err)
+{
+	pf_loader_verdict v;
+	pf_text t = { 0 };
+	bool bad = false, *empty;
+	size_t nempty;
+	int ret;
+
+	pf_error_clear(err);
+	if (!(run->seconds > 0))
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the run's seconds must be above 0 (%g)", run->seconds);
+	empty = pf_calloc(run->files && run->nfiles ? run->nfiles : 1, sizeof(*empty));
+	if (!empty)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory for the report's loader section");
+	nempty = count_empty(run, empty);
+	pf_loader_verdict_compute(m, run, &v);
+	loader_text(&t, cfg, m, run, &v, empty, nempty);
+	ret = pf_report_section(r, PF_SECTION_LOADER, &t, loader_json(cfg, m, run, &v, empty,
+								       &bad), bad, err);
+	pf_free(empty);
+	if (ret == 0) {
+		r->loader = true;
+		r->loader_seconds = run->seconds;
+		r->loader_decompressed = m->bytes_decompressed;
+	}
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* The baseline passes                                                  */
+
+/* The loader's decompressed MB/s over a pass's, on the same kind of
+ * bytes. */
+static double ratio(const pf_report *r, const pf_baseline *b, double pass_seconds)
+{
+	double loader = (double)r->loader_decompressed / r->loader_seconds;
+	double pass = (double)b->bytes_decompressed / pass_seconds;
+
+	return pass > 0 ? loader / pass : 0;
+}
+
+int pf_report_add_baseline(pf_report *r, const pf_baseline *b, pf_error *err)
+{
+	pf_text t = { 0 };
+	json_t *o, *sub;
+	bool bad = false;
+
+	pf_error_clear(err);
+	if (!r->loader)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the baseline is quoted against the loader: add its "
+				    "section first");
+	if (!(b->read_seconds > 0) || !(b->decompress_seconds > 0))
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "a pass's seconds must be above 0 (read %g, decompress %g)",
+				    b->read_seconds, b->decompress_seconds);
+	pf_text_printf(&t, "baseline    %llu indexed files, %llu frames, %.1f MB -> %.1f MB, %u "
+		       "threads\n", (unsigned long long)b->files, (unsigned long long)b->frames,
+		       mb(b->bytes), mb(b->bytes_decompressed), b->threads);
+	pf_text_printf(&t, "  read        %.3f s: %.1f MB/s read (%.1f MB/s "
+		       "decompressed-equivalent), %s\n", b->read_seconds,
+		       mb(b->bytes) / b->read_seconds, mb(b->bytes_decompressed) / b->read_seconds,
+		       b->io_backend ? b->io_backend : "none");
+	pf_text_printf(&t, "  decompress  %.3f s: %.1f MB/s decompressed\n", b->decompress_seconds,
+		       mb(b->bytes_decompressed) / b->decompress_seconds);
+	pf_text_printf(&t, "  loader      %.1f MB/s decompressed: %.2fx the read pass, %.2fx the "
+		       "decompress pass\n", mb(r->loader_decompressed) / r->loader_seconds,
+		       ratio(r, b, b->read_seconds), ratio(r, b, b->decompress_seconds));
+	o = json_object();
+	sub = json_object();
+	pf_json_put(sub, "read_seconds", pf_json_num(b->read_seconds), &bad);
+	pf_json_put(sub, "decompress_seconds", pf_json_num(b->decompress_seconds), &bad);
+	pf_json_put(sub, "read_mb_per_s", pf_json_num(mb(b->bytes) / b->read_seconds), &bad);
+	pf_json_put(sub, "decompress_mb_per_s",
+		    pf_json_num(mb(b->bytes_decompressed) / b->decompress_seconds), &bad);
+	pf_json_put(sub, "bytes", pf_json_u64(b->bytes), &bad);
+	pf_json_put(sub, "bytes_decompressed", pf_json_u64(b->bytes_decompressed), &bad);
+	pf_json_put(sub, "files", pf_json_u64(b->files), &bad);
+	pf_json_put(sub, "frames", pf_json_u64(b->frames), &bad);
+	pf_json_put(sub, "threads", pf_json_u64(b->threads), &bad);
+	pf_json_put(sub, "io_backend", pf_json_str(b->io_backend ? b->io_backend : "none"), &bad);
+	pf_json_put(o, "baseline", sub, &bad);
+	pf_json_put(o, "ratio_to_read", pf_json_num(ratio(r, b, b->read_seconds)), &bad);
+	pf_json_put(o, "ratio_to_decompress", pf_json_num(ratio(r, b, b->decompress_seconds)),
+		    &bad);
+	return pf_report_section(r, PF_SECTION_BASELINE, &t, o, bad, err);
+}
