@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `shardtool inspect`, `verify` and `cat`: what a shard holds, whether
+ * every check passes, its records as JSON lines. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shardtool.h"
+
+/* ------------------------------------------------------------------ */
+
+static json_t *schema_json(const pf_feature_schema *fs, size_t n, uint64_t records,
+			   bool *bad)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; i < n; i++) {
+		const pf_feature_schema *s = &fs[i];
+		bool fixed = s->records_present == records && s->records_unset == 0 &&
+			     s->min_len == s->max_len && !s->mixed;
+		json_t *o = json_object();
+
+		pf_json_put(o, "name", pf_json_str(s->name), bad);
+		pf_json_put(o, "kind", pf_json_str(pf_kind_name(s->kind)), bad);
+		pf_json_put(o, "list", pf_json_bool(s->is_list), bad);
+		pf_json_put(o, "mixed", pf_json_bool(s->mixed), bad);
+		pf_json_put(o, "fixed", pf_json_bool(fixed), bad);
+		pf_json_put(o, "min_len", pf_json_u64(s->min_len), bad);
+		pf_json_put(o, "max_len", pf_json_u64(s->max_len), bad);
+		pf_json_put(o, "records_present", pf_json_u64(s->records_present), bad);
+		pf_json_put(o, "records_unset", pf_json_u64(s->records_unset), bad);
+		pf_json_put(o, "total_values", pf_json_u64(s->total_values), bad);
+		if (json_array_append_new(arr, o))
+			*bad = true;
+	}
+	return arr;
+}
+
+static void print_schema_text(const pf_feature_schema *fs, size_t n, uint64_t records)
+{
+	for (size_t i = 0; i < n; i++) {
+		const pf_feature_schema *s = &fs[i];
+		bool fixed = s->records_present == records && s->records_unset == 0 &&
+			     s->min_len == s->max_len && !s->mixed;
+
+		printf("    %-28s %-6s%s ", s->name, pf_kind_name(s->kind),
+		       s->is_list ? " list" : "");
+		if (fixed)
+			printf("fixed %llu", (unsigned long long)s->min_len);
+		else
+			printf("variable %llu..%llu", (unsigned long long)s->min_len,
+			       (unsigned long long)s->max_len);
+		if (s->records_present < records || s->records_unset)
+			printf(", in %llu/%llu records, unset in %llu",
+			       (unsigned long long)s->records_present,
+			       (unsigned long long)records,
+			       (unsigned long long)s->records_unset);
+		if (s->mixed)
+			printf(", MIXED KINDS");
+		putchar('\n');
+	}
+}
+
+static int inspect_one(const char *path, bool json)
+{
+	pf_source *src;
+	pf_schema *schema = NULL;
+	decoder dec = { 0 };
+	pf_record rec;
+	pf_error err;
+	const pf_shard_index *ix;
+	uint64_t records = 0, frames = 0, ubytes, fsize;
+	const pf_feature_schema *fs = NULL;
+	pf_feature_schema *copy = NULL;
+	size_t nfs = 0;
+	int ret;
+
+	pf_error_clear(&err);
+	ret = pf_source_open(&src, path, NULL, &err);
+	if (ret < 0) {
+		cli_print_error(&err);
+		return ret;
+	}
+	ix = pf_source_index(src);
+	fsize = pf_source_file_size(src);
+	if (ix && pf_shard_index_schema_count(ix)) {
+		/* The index carries the schema: no scan needed. */
+		records = pf_shard_index_records(ix);
+		frames = pf_shard_index_frames(ix);
+		ubytes = pf_shard_index_uncompressed_bytes(ix);
+		nfs = pf_shard_index_schema_count(ix);
+		copy = calloc(nfs, sizeof(*copy));
+		if (!copy) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < nfs; i++)
+			copy[i] = *pf_shard_index_schema(ix, i);
+		fs = copy;
+		rec.data = NULL;
+		dec.kind = PF_MSG_EXAMPLE;
+		dec.decided = true;
+		for (size_t i = 0; i < nfs; i++)
+			if (copy[i].is_list)
+				dec.kind = PF_MSG_SEQUENCE_EXAMPLE;
+	} else {
+		ret = pf_schema_create(&schema);
+		if (ret < 0)
+			goto out;
+		while ((ret = pf_source_next(src, &rec, &err)) == 1) {
+			pf_example ex;
+			pf_error derr;
+
+			records++;
+			if (dec.raw)
+				continue;
+			pf_error_clear(&derr);
+			if (decode_record(&dec, &rec, &ex, &derr) == 0)
+				pf_schema_add(schema, &ex);
+			else
+				dec.raw = true;
+		}
+		if (ret < 0) {
+			cli_print_error(&err);
+			goto out;
+		}
+		if (ix)
+			frames = pf_shard_index_frames(ix);
+		ubytes = pf_source_bytes_out(src);
+		if (!dec.raw) {
+			nfs = pf_schema_count(schema);
+			copy = calloc(nfs ? nfs : 1, sizeof(*copy));
+			if (!copy) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			for (size_t i = 0; i < nfs; i++)
+				copy[i] = *pf_schema_get(schema, i);
+			fs = copy;
+		}
+	}
+	{
+		const char *format = ix ? "indexed" : "tfrecord";
+		const char *comp = pf_compression_name(pf_source_compression(src));
+		double ratio = fsize ? (double)ubytes / (double)fsize : 0.0;
+		const char *msg = dec.raw ? "raw" : records ? kind_label(dec.kind) : "empty";
+
+		if (json) {
+			json_t *o = json_object();
+			bool bad = false;
+
+			pf_json_put(o, "file", pf_json_str(path), &bad);
+			pf_json_put(o, "format", pf_json_str(format), &bad);
+			pf_json_put(o, "compression", pf_json_str(comp), &bad);
+			pf_json_put(o, "records", pf_json_u64(records), &bad);
+			pf_json_put(o, "frames", pf_json_u64(frames), &bad);
+			pf_json_put(o, "file_bytes", pf_json_u64(fsize), &bad);
+			pf_json_put(o, "uncompressed_bytes", pf_json_u64(ubytes), &bad);
+			pf_json_put(o, "ratio", pf_json_num(ratio), &bad);
+			pf_json_put(o, "message", pf_json_str(msg), &bad);
+			if (ix)
+				pf_json_put(o, "alignment",
+					    pf_json_u64(pf_shard_index_alignment(ix)), &bad);
+			pf_json_put(o, "schema", schema_json(fs, fs ? nfs : 0, records, &bad),
+				    &bad);
+			if (cli_json_print(o, bad)) {
+				ret = -ENOMEM;
+				goto out;
+			}
+		} else {
+			printf("%s\n", path);
+			printf("  format       %s%s\n", format,
+			       ix && pf_shard_index_alignment(ix) ? " (frames aligned)" : "");
+			printf("  compression  %s\n", comp);
+			printf("  records      %llu\n", (unsigned long long)records);
+			if (ix)
+				printf("  frames       %llu\n", (unsigned long long)frames);
+			printf("  bytes        %llu on disk, %llu TFRecord (ratio %.2f)\n",
+			       (unsigned long long)fsize, (unsigned long long)ubytes, ratio);
+			printf("  message      %s\n", msg);
+			if (fs && nfs) {
+				printf("  schema\n");
+				print_schema_text(fs, nfs, records);
+			}
+		}
+	}
+	ret = 0;
+out:
+	if (ret == -ENOMEM)
+		cli_fail("%s: out of memory", path);
+	free(copy);
+	pf_schema_free(schema);
+	pf_arena_release(&dec.arena);
+	pf_source_close(src);
+	return ret;
+}
+
+typedef struct inspect_opts {
+	bool json;
+} inspect_opts;
+
+static const cli_opt inspect_cli[] = {
+	{ CLI_FLAG, "json", .off = offsetof(inspect_opts, json),
+	  .help = "one JSON object per file per line" },
+	{ CLI_END },
+};
+
+static const cli_command inspect_command = {
+	.name = "shardtool inspect",
+	.usage = "usage: shardtool inspect [--json] FILE...\n",
+	.about = "Prints each file's format, compression, frames, records, sizes,\n"
+		 "compression ratio and the inferred feature schema.\n",
+	.opts = inspect_cli,
+};
+
+int cmd_inspect(int argc, char **argv)
+{
+	inspect_opts io = { 0 };
+	bool json;
+	char **inputs;
+	int n, bad = 0, ret, first;
+
+	ret = cli_parse(&inspect_command, argc, argv, &io, &first);
+	if (ret >= 0)
+		return ret;
+	json = io.json;
+	if (first == argc)
+		return cli_usage("no files given");
+	n = cli_expand_inputs(argv + first, argc - first, &inputs);
+	if (n < 0)
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (inspect_one(inputs[i], json) < 0)
+			bad++;
+	cli_free_inputs(inputs, n);
+	return bad ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* Read every record through src; @return records or <0 (err set). */
+static int64_t drain(pf_source *src, pf_error *err)
+{
+	pf_record rec;
+	int64_t n = 0;
+	int ret;
+
+	while ((ret = pf_source_next(src, &rec, err)) == 1)
+		n++;
+	return ret < 0 ? ret : n;
+}
+
+static int verify_one(const char *path)
+{
+	pf_source *src = NULL;
+	pf_error err;
+	int64_t n;
+	int ret;
+
+	pf_error_clear(&err);
+	ret = pf_source_open(&src, path, NULL, &err);
+	if (ret < 0)
+		goto bad;
+	n = drain(src, &err);
+	if (n < 0) {
+		ret = (int)n;
+		goto bad;
+	}
+	if (pf_source_index(src)) {
+		const pf_shard_index *ix = pf_source_index(src);
+		pf_source *stream = NULL;
+		int64_t m;
+
+		if ((uint64_t)n != pf_shard_index_records(ix)) {
+			ret = pf_error_set(&err, -EBADMSG, PF_OFFSET_NONE, 0,
+					   "index says %llu records, frames hold %lld",
+					   (unsigned long long)pf_shard_index_records(ix),
+					   (long long)n);
+			pf_error_set_file(&err, path);
+			goto bad;
+		}
+		/* The file must also be a plain zstd stream of TFRecords:
+		 * padding, index and seek table frames included. */
+		pf_source_config scfg = { .ignore_index = true };
+		ret = pf_source_open(&stream, path, &scfg, &err);
+		if (ret < 0)
+			goto bad;
+		m = drain(stream, &err);
+		pf_source_close(stream);
+		if (m < 0) {
+			ret = (int)m;
+			goto bad;
+		}
+		if (m != n) {
+			ret = pf_error_set(&err, -EBADMSG, PF_OFFSET_NONE, 0,
+					   "read as a zstd stream it holds %lld records, "
+					   "through the index %lld", (long long)m, (long long)n);
+			pf_error_set_file(&err, path);
+			goto bad;
+		}
+		printf("%s: OK (indexed, %u frames, %lld records)\n", path,
+		       pf_shard_index_frames(ix), (long long)n);
+	} else {
+		printf("%s: OK (%s, %lld records)\n", path,
+		       pf_compression_name(pf_source_compression(src)), (long long)n);
+	}
+	pf_source_close(src);
+	return 0;
+bad:
+	cli_print_error(&err);
+	pf_source_close(src);
+	return ret < 0 ? ret : -EBADMSG;
+}
+
+static const cli_opt no_options[] = { { CLI_END } };
+
+static const cli_command verify_command = {
+	.name = "shardtool verify",
+	.usage = "usage: shardtool verify FILE...\n",
+	.about = "Checks every record CRC, and for indexed shards the index, every frame\n"
+		 "CRC, the record counts and the zstd stream as a whole.  Exit 0 only\n"
+		 "when everything is clean; else prints the first problem of each bad\n"
+		 "file (file, byte offset, what) and exits 1.\n",
+	.opts = no_options,
+};
+
+int cmd_verify(int argc, char **argv)
+{
+	char **inputs;
+	int n, bad = 0, ret, first;
+
+	ret = cli_parse(&verify_command, argc, argv, NULL, &first);
+	if (ret >= 0)
+		return ret;
+	if (first == argc)
+		return cli_usage("no files given");
+	n = cli_expand_inputs(argv + first, argc - first, &inputs);
+	if (n < 0)
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (verify_one(inputs[i]) < 0)
+			bad++;
+	cli_free_inputs(inputs, n);
+	if (bad)
+		fprintf(stderr, "%s: %d of %d files failed verification\n", cli_prog, bad, n);
+	return bad ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* A feature's values; bytes as Latin-1 (each byte one code point), so
+ * that any bytes come out and can be had back. */
+static json_t *values_json(const pf_feature *ft, bool *bad)
+{
+	json_t *arr = json_array();
+
+	for (uint32_t i = 0; i < ft->count; i++) {
+		json_t *v = NULL;
+
+		switch (ft->kind) {
+		case PF_KIND_BYTES:
+			v = pf_json_latin1(ft->v.bytes[i].data, ft->v.bytes[i].len);
+			break;
+		case PF_KIND_FLOAT:
+			v = pf_json_num(ft->v.floats[i]);
+			break;
+		case PF_KIND_INT64:
+			v = json_integer(ft->v.int64s[i]);
+			break;
+		case PF_KIND_NONE:
+			continue;
+		}
+		if (json_array_append_new(arr, v))
+			*bad = true;
+	}
+	return arr;
+}
+
+static json_t *feature_json(const pf_feature *ft, bool *bad)
+{
+	json_t *o = json_object();
+
+	pf_json_put(o, "kind", pf_json_str(pf_kind_name(ft->kind)), bad);
+	pf_json_put(o, "values", values_json(ft, bad), bad);
+	return o;
+}
+
+static json_t *features_json(const pf_feature *fs, uint32_t n, bool *bad)
+{
+	json_t *o = json_object();
+
+	for (uint32_t i = 0; i < n; i++)
+		pf_json_putn(o, fs[i].name, fs[i].name_len, feature_json(&fs[i], bad), bad);
+	return o;
+}
+
+/* One record as a JSON line: its number, offset and size, and its
+ * features (an Example's, or a SequenceExample's context and lists), or
+ * the payload itself when it is not an Example. */
+static int record_json(decoder *dec, const pf_record *rec)
+{
+	json_t *o = json_object();
+	pf_example ex;
+	pf_error derr;
+	bool bad = false;
+
+	pf_json_put(o, "record", pf_json_u64(rec->index), &bad);
+	pf_json_put(o, "offset", pf_json_u64(rec->offset), &bad);
+	pf_json_put(o, "bytes", pf_json_u64(rec->len), &bad);
+	pf_error_clear(&derr);
+	if (decode_record(dec, rec, &ex, &derr) == 0) {
+		if (dec->kind == PF_MSG_SEQUENCE_EXAMPLE) {
+			json_t *lists = json_object();
+
+			pf_json_put(o, "context", features_json(ex.features, ex.n_features, &bad),
+				    &bad);
+			for (uint32_t i = 0; i < ex.n_lists; i++) {
+				const pf_feature_list *l = &ex.lists[i];
+				json_t *steps = json_array();
+
+				for (uint32_t k = 0; k < l->steps; k++)
+					if (json_array_append_new(steps, feature_json(&l->step[k], &bad)))
+						bad = true;
+				pf_json_putn(lists, l->name, l->name_len, steps, &bad);
+			}
+			pf_json_put(o, "feature_lists", lists, &bad);
+		} else {
+			pf_json_put(o, "features", features_json(ex.features, ex.n_features, &bad),
+				    &bad);
+		}
+	} else {
+		/* Not an Example: show the payload itself. */
+		pf_json_put(o, "raw", pf_json_latin1(rec->data, rec->len), &bad);
+		dec->decided = false;
+	}
+	return cli_json_print(o, bad);
+}
+
+typedef struct cat_opts {
+	uint64_t from, to;
+} cat_opts;
+
+static int parse_range(void *field, const char *v)
+{
+	cat_opts *o = field;
+
+	return cli_parse_range("--range", v, &o->from, &o->to);
+}
+
+static const cli_opt cat_cli[] = {
+	{ CLI_CALL, "range", .arg = "A:B", .call = parse_range,
+	  .help = "records A (inclusive) to B (exclusive); A: and :B are open ranges "
+		  "(default: all)" },
+	{ CLI_END },
+};
+
+static const cli_command cat_command = {
+	.name = "shardtool cat",
+	.usage = "usage: shardtool cat [--range A:B] FILE\n",
+	.about = "Prints records as JSON lines with their feature values.\n",
+	.opts = cat_cli,
+};
+
+int cmd_cat(int argc, char **argv)
+{
+	cat_opts co = { .from = 0, .to = UINT64_MAX };
+	bool failed = false;
+	uint64_t from, to;
+	pf_source *src;
+	decoder dec = { 0 };
+	pf_record rec;
+	pf_error err;
+	int ret, first;
+
+	ret = cli_parse(&cat_command, argc, argv, &co, &first);
+	if (ret >= 0)
+		return ret;
+	from = co.from;
+	to = co.to;
+	if (argc - first != 1)
+		return cli_usage("exactly one FILE is required");
+	pf_error_clear(&err);
+	if (pf_source_open(&src, argv[first], NULL, &err) < 0) {
+		cli_print_error(&err);
+		return 1;
+	}
+	/* Indexed shards jump to the first frame wanted. */
+	if (from && pf_source_index(src)) {
+		uint64_t total = pf_shard_index_records(pf_source_index(src));
+		pf_source_seek_record(src, from < total ? from : total);
+	}
+	while ((ret = pf_source_next(src, &rec, &err)) == 1) {
+		if (rec.index < from)
+			continue;
+		if (rec.index >= to)
+			break;
+		if (record_json(&dec, &rec)) {
+			failed = true;	/* said why */
+			break;
+		}
+	}
+	if (ret < 0)
+		cli_print_error(&err);
+	pf_arena_release(&dec.arena);
+	pf_source_close(src);
+	return ret < 0 || failed ? 1 : 0;
+}
