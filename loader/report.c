@@ -126,18 +126,21 @@ json_t *pf_json_str(const char *s)
 
 void pf_json_putn(json_t *obj, const void *key, size_t len, json_t *v, bool *bad)
 {
+	json_t *utf8 = json_stringn(key, len);	/* NULL unless valid UTF-8 */
 	size_t n;
-	char *u;
+	char *u = NULL;
 
-	/* A key as pf_json_strn() writes a string; json_object_setn_new()
+	/* A key as pf_json_strn() writes a string.  json_object_setn_new()
 	 * takes v's reference even when it fails. */
-	if (obj && json_object_setn_new(obj, key, len, v) == 0)
-		return;
-	if (!obj || !(u = latin1(key, len, &n))) {
+	json_decref(utf8);
+	if (!utf8 && !(u = latin1(key, len, &n))) {
+		json_decref(v);
 		*bad = true;
 		return;
 	}
-	if (json_object_setn_new(obj, u, n, v) < 0)
+	if (!obj)
+		json_decref(v);
+	if (!obj || json_object_setn_new(obj, u ? u : key, u ? n : len, v) < 0)
 		*bad = true;
 	pf_free(u);
 }
@@ -145,6 +148,8 @@ void pf_json_putn(json_t *obj, const void *key, size_t len, json_t *v, bool *bad
 void pf_json_put(json_t *obj, const char *key, json_t *v, bool *bad)
 {
 	/* json_object_set_new() takes v's reference even when it fails. */
+	if (!obj)
+		json_decref(v);
 	if (!obj || json_object_set_new(obj, key, v) < 0)
 		*bad = true;
 }

@@ -14,6 +14,7 @@
 
 #include "formats_internal.h"
 #include "loader_internal.h"
+#include "pf_host.h"
 #include "podfeed.h"
 #include "testutil.h"
 
@@ -566,6 +567,72 @@ Test(alloc_failure, region_table)
 	snprintf(c.table_file, sizeof(c.table_file), "%s/mounts", tu_tmpdir());
 	tu_write_file(c.table_file, text, strlen(text));
 	sweep("pf_region_table", region_cycle, &c, NULL);
+}
+
+/* A report as loadbench makes one: the loader's section (an empty file
+ * among the files), the baseline, the regions of a run, a training log's
+ * figures, and the JSON printed.  (jansson's own allocations are not
+ * counted here: json_set_alloc_funcs() is the application's.) */
+static int report_cycle(void *arg, pf_error *err)
+{
+	const char *const *files = arg;
+	pf_loader_config cfg = { .features = "x:float32[4]", .per_core_batch = 8 };
+	pf_loader_metrics m = { .records = 80, .steps = 10, .decode_threads = 1 };
+	pf_run_info run = { .seconds = 1, .steady_batches = 9, .files = files, .nfiles = 2 };
+	pf_baseline b = { .read_seconds = 1, .decompress_seconds = 1, .bytes = 1,
+			  .bytes_decompressed = 2 };
+	pf_region_usage_config rcfg = { .usd_per_gib = 0.02 };
+	pf_train_step st = { .loss = 1, .compute_ns = 1000 };
+	pf_train_figures f;
+	pf_region_table *t = NULL;
+	pf_region_usage *u = NULL;
+	pf_train_log *l = NULL;
+	pf_report *r = NULL;
+	FILE *null = fopen("/dev/null", "w");
+	int ret;
+
+	CHECK(null, "/dev/null");
+	ret = pf_report_create(&r);
+	if (ret == 0)
+		ret = pf_report_add_loader(r, &cfg, &m, &run, err);
+	if (ret == 0)
+		ret = pf_report_add_baseline(r, &b, err);
+	if (ret == 0)
+		ret = pf_region_table_create(&t, "us-east1", 0, err);
+	if (ret == 0)
+		ret = pf_region_usage_create(&u, t, files, 2, &rcfg, err);
+	if (ret == 0)
+		ret = pf_region_usage_run_done(u, 1.0);
+	if (ret == 0)
+		ret = pf_report_add_regions(r, u, 0, err);
+	if (ret == 0)
+		ret = pf_train_log_create(&l, 2);
+	for (int i = 0; i < 3 && ret >= 0; i++)
+		ret = pf_train_log_step(l, 100, &st, 0.1, NULL);
+	if (ret >= 0)
+		ret = pf_train_log_figures(l, &f);
+	if (ret == 0)
+		ret = pf_report_print(r, PF_REPORT_JSON, null);
+	if (ret < 0 && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "the report: %s", pf_strerror(ret));
+	pf_train_log_free(l);
+	pf_region_usage_free(u);
+	pf_region_table_free(t);
+	pf_report_free(r);
+	fclose(null);
+	return ret;
+}
+
+Test(alloc_failure, report)
+{
+	char a[600], e[600];
+	const char *files[2] = { a, e };
+
+	snprintf(a, sizeof(a), "%s/a", tu_tmpdir());
+	snprintf(e, sizeof(e), "%s/empty", tu_tmpdir());
+	tu_write_file(a, "x", 1);
+	tu_write_file(e, "", 0);
+	sweep("pf_report", report_cycle, files, NULL);
 }
 
 struct paths_ctx {
