@@ -155,6 +155,11 @@ PF_API const char *pf_strerror(int code);
  *    process, since a reader may still hold one, and come from malloc().
  *  - pf_manifest_locate()'s path is malloc()ed for the caller's free(),
  *    as its comment says.
+ *  - The JSON a report is written in (pf_report_format(), podfeed.h) is
+ *    built with jansson, whose objects come from jansson's allocator
+ *    (json_set_alloc_funcs(): process-wide, so the application's to set,
+ *    not podfeed's); they live only inside the pf_report_* call.  What a
+ *    report keeps, and the text it gives, is podfeed's.
  *  - What the C library, liburing and the kernel allocate inside calls
  *    podfeed makes (glob(), opendir(), realpath(), thread stacks,
  *    io_uring's rings).

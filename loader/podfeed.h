@@ -802,10 +802,9 @@ PF_API const pf_podsim_host *pf_podsim_host_get(const pf_podsim *s, uint32_t h);
  * the others sit under their names ("baseline", "regions", "train",
  * "pod"); the keys are stable, since programs read them.  A number JSON
  * cannot hold (NaN, an infinity) is the string "NaN", "Infinity" or
- * "-Infinity"; a string that is not UTF-8 is read as Latin-1.  JSON is
- * made by jansson, whose allocations go through its own allocator
- * (json_set_alloc_funcs(), the application's to set), not podfeed's.  A
- * report is not thread-safe.
+ * "-Infinity"; a string that is not UTF-8 is read as Latin-1.  The JSON
+ * is made by jansson (pf_common.h, "The allocator", says whose memory that
+ * is).  A report is not thread-safe.
  */
 typedef struct pf_report pf_report;
 
@@ -966,13 +965,14 @@ typedef struct pf_spec_infer_config {
  *  schema in its manifest or else in the first file with bytes' index:
  *  int64 -> int64[max_len] (int32 with int64_as_int32), float ->
  *  float32[max_len], bytes -> bytes[the mean record size rounded up to
- *  64], ":default=0" where some records lack the feature; sequence
- *  lists, features of mixed kinds and names the spec cannot carry are
- *  left out.  cfg may be NULL.  @return 0 with *out (the spec's text;
- *  free with free()), -ENODATA when there is no schema (err names the
- *  file), or -errno with err naming the file and what was wrong. */
+ *  64], default=0 where some records lack the feature; sequence lists,
+ *  features of mixed kinds and names the spec cannot carry are left out.
+ *  pf_spec_format() gives its text (what pf_loader_config.features
+ *  takes).  cfg may be NULL.  @return 0 with *out, -ENODATA when there is
+ *  no usable schema (err names the file), or -errno with err naming the
+ *  file and what was wrong. */
 PF_API int pf_spec_infer(const char *const *paths, size_t n, const pf_spec_infer_config *cfg,
-			 char **out, pf_error *err);
+			 pf_spec *out, pf_error *err);
 
 #ifdef __cplusplus
 }

@@ -156,20 +156,22 @@ void pf_json_put(json_t *obj, const char *key, json_t *v, bool *bad)
 
 char *pf_json_line(const json_t *obj)
 {
-	char *s = json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9) |
-				  JSON_PRESERVE_ORDER);
-	char *copy = NULL;
+	const size_t flags = JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9);
+	size_t n = json_dumpb(obj, NULL, 0, flags);
+	char *line;
 
-	/* jansson's buffer, malloc'd: the caller frees ours. */
-	if (s) {
-		size_t n = strlen(s) + 1;
-
-		copy = pf_malloc(n);
-		if (copy)
-			memcpy(copy, s, n);
-		free(s);
+	/* Into our buffer (json_dumpb(), sized by a first call), so that the
+	 * line is podfeed's allocator's, as everything a report holds. */
+	if (!n)
+		return NULL;
+	line = pf_malloc(n + 1);
+	if (line && json_dumpb(obj, line, n, flags) != n) {
+		pf_free(line);
+		return NULL;
 	}
-	return copy;
+	if (line)
+		line[n] = '\0';
+	return line;
 }
 
 /* ------------------------------------------------------------------ */

@@ -18,18 +18,20 @@ static bool name_ok(const char *name)
 	return *name && strlen(name) < PF_SPEC_MAX_NAME && !strpbrk(name, ",:[]= \t\n");
 }
 
-/* The spec of n schema entries over records records of mean bytes. */
+/* The spec of n schema entries over records records of mean bytes, as
+ * text (pf_spec_parse()d into *out). */
 static int spec_of(const pf_feature_schema *const *fs, size_t n, uint64_t records,
-		   uint64_t mean, bool int32, char **out)
+		   uint64_t mean, bool int32, pf_spec *out, pf_error *err)
 {
 	size_t cap = 64, len = 0;
 	char *spec;
+	int ret;
 
 	for (size_t i = 0; i < n; i++)
 		cap += strlen(fs[i]->name) + 48;
 	spec = pf_malloc(cap);
 	if (!spec)
-		return -ENOMEM;
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
 	spec[0] = '\0';
 	for (size_t i = 0; i < n && i < PF_SPEC_MAX_FEATURES; i++) {
 		const char *dtype;
@@ -58,11 +60,12 @@ static int spec_of(const pf_feature_schema *const *fs, size_t n, uint64_t record
 		pf_free(spec);
 		return -ENODATA;
 	}
-	*out = spec;
-	return 0;
+	ret = pf_spec_parse(out, spec, err);
+	pf_free(spec);
+	return ret;
 }
 
-static int from_manifest(const char *path, bool int32, char **out, pf_error *err)
+static int from_manifest(const char *path, bool int32, pf_spec *out, pf_error *err)
 {
 	pf_manifest *man = NULL;
 	const pf_feature_schema **fs = NULL;
@@ -89,7 +92,7 @@ static int from_manifest(const char *path, bool int32, char **out, pf_error *err
 		records += s->nframes ? s->records : 0;
 	}
 	ret = spec_of(fs, n, pf_manifest_schema_records(man), records ? bytes / records : 0,
-		      int32, out);
+		      int32, out, err);
 	if (ret == -ENODATA) {
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "the manifest has no usable schema");
 		pf_error_set_file(err, path);
@@ -100,7 +103,7 @@ out:
 	return ret;
 }
 
-static int from_index(const char *path, bool int32, char **out, pf_error *err)
+static int from_index(const char *path, bool int32, pf_spec *out, pf_error *err)
 {
 	pf_source *src = NULL;
 	const pf_shard_index *ix;
@@ -129,7 +132,7 @@ static int from_index(const char *path, bool int32, char **out, pf_error *err)
 		fs[i] = pf_shard_index_schema(ix, i);
 	records = pf_shard_index_records(ix);
 	ret = spec_of(fs, n, records, records ? pf_shard_index_uncompressed_bytes(ix) / records
-					      : 0, int32, out);
+					      : 0, int32, out, err);
 	if (ret == -ENODATA) {
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "no usable feature in the index schema");
 		pf_error_set_file(err, path);
@@ -141,7 +144,7 @@ out:
 }
 
 int pf_spec_infer(const char *const *paths, size_t n, const pf_spec_infer_config *cfg,
-		  char **out, pf_error *err)
+		  pf_spec *out, pf_error *err)
 {
 	pf_spec_infer_config none = { 0 };
 	char *manifest = NULL, **files = NULL;
@@ -149,7 +152,7 @@ int pf_spec_infer(const char *const *paths, size_t n, const pf_spec_infer_config
 	size_t first = 0;
 
 	pf_error_clear(err);
-	*out = NULL;
+	memset(out, 0, sizeof(*out));
 	if (!cfg)
 		cfg = &none;
 	if (!cfg->ignore_manifest) {

@@ -596,6 +596,7 @@ int main(int argc, char **argv)
 				pf_manifest_shards(manifest), argv[first], nfiles);
 	}
 	if (!o.features) {
+		size_t len;
 		pf_spec_infer_config ic = {
 			.ignore_manifest = o.no_manifest,
 			.int64_as_int32 = o.train.model != TRAIN_MODEL_NONE,
@@ -603,7 +604,7 @@ int main(int argc, char **argv)
 
 		pf_error_clear(&err);
 		d = pf_spec_infer((const char *const *)argv + first, (size_t)(argc - first), &ic,
-				  &inferred, &err);
+				  &spec, &err);
 		if (d == -ENODATA) {
 			char line[PF_ERROR_LINE_MAX];
 
@@ -615,8 +616,14 @@ int main(int argc, char **argv)
 			cli_print_error(&err);
 			goto out;
 		}
-		if (train_fit_features(&o.train, &inferred) < 0)
+		train_fit_features(&o.train, &spec);
+		len = pf_spec_format(&spec, NULL, 0) + 1;
+		inferred = malloc(len);
+		if (!inferred) {
+			cli_fail("out of memory");
 			goto out;
+		}
+		pf_spec_format(&spec, inferred, len);
 		o.features = inferred;
 	}
 	pf_error_clear(&err);

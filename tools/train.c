@@ -136,39 +136,24 @@ void train_defaults(train_options *t)
 	t->model = TRAIN_MODEL_NONE;
 }
 
-int train_fit_features(const train_options *t, char **spec)
+void train_fit_features(const train_options *t, pf_spec *spec)
 {
-	pf_spec parsed;
-	pf_error err;
 	const char *label = t->label ? t->label : "label";
-	size_t len;
-	char *out;
 
 	if (t->model != PF_MODEL_EMBAG)
-		return 0;
-	pf_error_clear(&err);
-	if (pf_spec_parse(&parsed, *spec, &err) < 0)
-		return -EINVAL;
+		return;
 	/* embag: ids start at 0, so padding must be another value: the
 	 * input's (the one named, or else the first int32 feature that is
 	 * not the label) pad is -1. */
-	for (uint32_t i = 0; i < parsed.n; i++) {
-		pf_feature_spec *f = &parsed.f[i];
+	for (uint32_t i = 0; i < spec->n; i++) {
+		pf_feature_spec *f = &spec->f[i];
 
 		if (f->dtype == PF_DTYPE_INT32 && strcmp(f->name, label) &&
 		    (!t->input || !strcmp(f->name, t->input))) {
 			f->pad = -1;
-			break;
+			return;
 		}
 	}
-	len = pf_spec_format(&parsed, NULL, 0);
-	out = malloc(len + 1);
-	if (!out)
-		return -ENOMEM;
-	pf_spec_format(&parsed, out, len + 1);
-	free(*spec);
-	*spec = out;
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -36,11 +36,10 @@ typedef struct train_ctx train_ctx;
 extern const cli_opt train_cli[];
 void train_defaults(train_options *t);
 
-/*! Features inferred from the index schema (pf_spec_infer() with
- *  int64_as_int32 when a model trains), fitted to the model: embag's
- *  input gets pad=-1.  *spec is malloc'd and may be replaced (the caller
- *  frees).  @return 0, -EINVAL or -ENOMEM. */
-int train_fit_features(const train_options *t, char **spec);
+/*! The spec inferred from the shards' schema (pf_spec_infer(), int64
+ *  features as int32 when a model trains) fitted to the model: embag's
+ *  input gets pad=-1. */
+void train_fit_features(const train_options *t, pf_spec *spec);
 
 /*! Open the pod (MPI when launched by mpirun), give cfg its all-gather
  *  (the hosts open the dataset together: they check they plan the same
