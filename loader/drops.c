@@ -2,8 +2,9 @@
 /* Drops: corrupt data in skip mode.  Each drop (a record, a frame, a
  * stream member the data lost) is counted in the metrics, checked
  * against the corrupt-data budget (max_corrupt) and written as a JSON
- * line to the quarantine log.  Not here: finding the damage (decode.c,
- * pf_source, pf_recstream) or the hole it leaves (placement.c). */
+ * line (through jansson, as all the JSON podfeed writes) to the
+ * quarantine log.  Not here: finding the damage (decode.c, pf_source,
+ * pf_recstream) or the hole it leaves (placement.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,31 +12,37 @@
 #include <unistd.h>
 
 #include "pipeline_internal.h"
+#include "report_internal.h"
 
-/* Bytes json_escape() needs for s at most: every byte may become a
- * six-byte \u escape. */
-#define JSON_ESCAPED_MAX(len) (6 * (len) + 1)
-
-/* JSON string body of s into dst (cap > 0): quotes, backslashes and
- * control bytes escaped, cut to fit.  @return its length. */
-static size_t json_escape(char *dst, size_t cap, const char *s)
+/* The drop's quarantine line: one JSON object (file, offset, offset_kind,
+ * resume, unit, frame, records, host, cause) and its newline, non-ASCII
+ * as UTF-8 (a path that is not UTF-8 as Latin-1).  @return the line
+ * (pf_free()), or NULL when out of memory. */
+static char *quarantine_line(const pf_loader *l, const pf_drop *d, const pf_error *e,
+			     const char *path, size_t *len)
 {
-	size_t n = 0;
+	char *cause = pf_malloc(PF_ERROR_LINE_MAX), *line = NULL;
+	json_t *o = json_object();
+	bool bad = false;
 
-	for (; *s && n + 7 < cap; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\') {
-			dst[n++] = '\\';
-			dst[n++] = (char)ch;
-		} else if (ch < 0x20 || ch == 0x7f) {
-			n += (size_t)snprintf(dst + n, cap - n, "\\u%04x", ch);
-		} else {
-			dst[n++] = (char)ch;
-		}
+	if (cause && o) {
+		pf_error_format(e, cause, PF_ERROR_LINE_MAX);
+		pf_json_put(o, "file", pf_json_str(path), &bad);
+		pf_json_put(o, "offset", pf_json_u64(d->start), &bad);
+		pf_json_put(o, "offset_kind", pf_json_str(d->offset_kind == PF_OFFSET_FILE ?
+							  "file" : "decompressed"), &bad);
+		pf_json_put(o, "resume", pf_json_u64(d->resume), &bad);
+		pf_json_put(o, "unit", pf_json_str(pf_drop_unit_name(d->unit)), &bad);
+		pf_json_put(o, "frame", json_integer(e->frame), &bad);
+		pf_json_put(o, "records", json_integer(d->records), &bad);
+		pf_json_put(o, "host", pf_json_u64(l->topo.host_index), &bad);
+		pf_json_put(o, "cause", pf_json_str(cause), &bad);
+		if (!bad)
+			line = pf_json_text(o, false, len);
 	}
-	dst[n] = 0;
-	return n;
+	json_decref(o);
+	pf_free(cause);
+	return line;
 }
 
 /* One drop (skip mode): counted, written to the quarantine log when
@@ -44,44 +51,23 @@ static size_t json_escape(char *dst, size_t cap, const char *s)
  * an error saying so). */
 static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
 {
-	/* Sized for the whole path and cause (a drop is rare: the heap is
-	 * fine here), so that the log never cuts them. */
-	size_t path_len = strlen(path), cause_cap = PF_ERROR_LINE_MAX;
-	size_t jpath_cap = JSON_ESCAPED_MAX(path_len), jcause_cap = JSON_ESCAPED_MAX(cause_cap);
-	size_t line_cap = jpath_cap + jcause_cap + 512;
-	char *cause = NULL, *line = NULL;
+	char *line = NULL;
 	pf_error e = d->cause;
-	int n = 0, ret = 0;
+	size_t n = 0;
+	int ret = 0;
 
-	if (log && l->qfd >= 0) {
-		cause = pf_malloc(cause_cap + jpath_cap + jcause_cap);
-		line = pf_malloc(line_cap);
-	}
 	pf_error_set_file(&e, path);
-	if (cause && line) {
-		char *jpath = cause + cause_cap, *jcause = jpath + jpath_cap;
-
-		pf_error_format(&e, cause, cause_cap);
-		json_escape(jpath, jpath_cap, path);
-		json_escape(jcause, jcause_cap, cause);
-		n = snprintf(line, line_cap,
-			     "{\"file\":\"%s\",\"offset\":%llu,\"offset_kind\":\"%s\","
-			     "\"resume\":%llu,\"unit\":\"%s\",\"frame\":%lld,\"records\":%lld,"
-			     "\"host\":%u,\"cause\":\"%s\"}\n", jpath,
-			     (unsigned long long)d->start,
-			     d->offset_kind == PF_OFFSET_FILE ? "file" : "decompressed",
-			     (unsigned long long)d->resume, pf_drop_unit_name(d->unit),
-			     (long long)e.frame, (long long)d->records, l->topo.host_index, jcause);
-	} else if (log && l->qfd >= 0) {
+	/* The whole path and cause, never cut (a drop is rare: the heap is
+	 * fine here). */
+	if (log && l->qfd >= 0 && !(line = quarantine_line(l, d, &e, path, &n)))
 		ret = -ENOMEM;
-	}
 	pthread_mutex_lock(&l->mu);
 	l->m.corrupt_drops++;
 	l->m.corrupt_records += d->records > 0 ? (uint64_t)d->records : 0;
-	if (line && n > 0) {
+	if (line) {
 		/* One write per line: O_APPEND keeps lines of several
 		 * processes whole. */
-		if (write(l->qfd, line, (size_t)n < line_cap ? (size_t)n : line_cap - 1) < 0)
+		if (write(l->qfd, line, n) < 0)
 			ret = -errno;
 	}
 	if (ret < 0) {
@@ -100,7 +86,6 @@ static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
 		pf_loader_fail_locked(l, &be, ret);
 	}
 	pthread_mutex_unlock(&l->mu);
-	pf_free(cause);
 	pf_free(line);
 	return ret;
 }

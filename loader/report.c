@@ -154,9 +154,10 @@ void pf_json_put(json_t *obj, const char *key, json_t *v, bool *bad)
 		*bad = true;
 }
 
-char *pf_json_line(const json_t *obj)
+char *pf_json_text(const json_t *obj, bool ascii, size_t *len)
 {
-	const size_t flags = JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9);
+	const size_t flags = JSON_COMPACT | JSON_REAL_PRECISION(9) |
+			     (ascii ? JSON_ENSURE_ASCII : 0);
 	size_t n = json_dumpb(obj, NULL, 0, flags);
 	char *line;
 
@@ -164,13 +165,26 @@ char *pf_json_line(const json_t *obj)
 	 * line is podfeed's allocator's, as everything a report holds. */
 	if (!n)
 		return NULL;
-	line = pf_malloc(n + 1);
+	line = pf_malloc(n + 2);
 	if (line && json_dumpb(obj, line, n, flags) != n) {
 		pf_free(line);
 		return NULL;
 	}
+	if (line) {
+		line[n] = '\n';
+		line[n + 1] = '\0';
+		if (len)
+			*len = n + 1;
+	}
+	return line;
+}
+
+char *pf_json_line(const json_t *obj)
+{
+	char *line = pf_json_text(obj, true, NULL);
+
 	if (line)
-		line[n] = '\0';
+		line[strlen(line) - 1] = '\0';
 	return line;
 }
 

@@ -46,6 +46,9 @@ void pf_json_putn(json_t *obj, const void *key, size_t len, json_t *v, bool *bad
  * numbers as %.9g; non-ASCII as \u escapes).  @return the string
  * (pf_free()), or NULL when out of memory. */
 char *pf_json_line(const json_t *obj);
+/* The same ending in a newline, *len (may be NULL) its length; ascii:
+ * non-ASCII as \u escapes, else as UTF-8. */
+char *pf_json_text(const json_t *obj, bool ascii, size_t *len);
 
 /* The kinds of section a report holds, each at most once. */
 typedef enum pf_report_kind {
