@@ -30,7 +30,7 @@
  * previous design (per 8-byte piece, a 1024-entry table of the start
  * offsets of the varints ending in it, by terminator bits and lead,
  * expanded into a vpshufb control) took about 210 (callgrind, the tokens
- * records of tools/bench-loader).
+ * records of tools/bench/loader).
  *
  * A block that fails the check (a varint of 5..10 bytes, an error) goes
  * through the scalar code, one varint at a time.  The hot loop takes the
