@@ -53,21 +53,6 @@ void pf_train_log_free(pf_train_log *l)
 	pf_free(l);
 }
 
-/* *arr grown to hold *n + 1 entries of size bytes.  @return 0 or -ENOMEM. */
-static int room(void *arr, size_t n, size_t *cap, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 64;
-	void *g = pf_realloc(*(void **)arr, c * size);
-
-	if (!g)
-		return -ENOMEM;
-	*(void **)arr = g;
-	*cap = c;
-	return 0;
-}
-
 static int grow(pf_train_log *l)
 {
 	size_t cap = l->cap ? l->cap * 2 : 1024;
@@ -93,7 +78,7 @@ static int close_point(pf_train_log *l, pf_train_point *point)
 	pf_train_point *p;
 	double sum = 0;
 
-	if (room(&l->curve, l->ncurve, &l->curve_cap, sizeof(*p)) < 0)
+	if (pf_grow(&l->curve, &l->curve_cap, l->ncurve + 1, sizeof(*p)) < 0)
 		return -ENOMEM;
 	for (uint64_t i = from; i < l->nsteps; i++)
 		sum += l->loss[i];
@@ -145,7 +130,7 @@ int pf_train_log_eval(pf_train_log *l, const pf_eval_sums *sums, uint64_t droppe
 		l->final = e;
 		l->has_final = true;
 	} else {
-		if (room(&l->evals, l->nevals, &l->evals_cap, sizeof(e)) < 0)
+		if (pf_grow(&l->evals, &l->evals_cap, l->nevals + 1, sizeof(e)) < 0)
 			return -ENOMEM;
 		l->evals[l->nevals++] = e;
 	}

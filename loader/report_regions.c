@@ -247,15 +247,8 @@ int pf_region_usage_run_done(pf_region_usage *u, double seconds)
 {
 	region_run *run;
 
-	if (u->nruns == u->runs_cap) {
-		size_t cap = u->runs_cap ? u->runs_cap * 2 : 8;
-		region_run *g = pf_realloc(u->runs, cap * sizeof(*g));
-
-		if (!g)
-			return -ENOMEM;
-		u->runs = g;
-		u->runs_cap = cap;
-	}
+	if (pf_grow(&u->runs, &u->runs_cap, u->nruns + 1, sizeof(*u->runs)) < 0)
+		return -ENOMEM;
 	run = &u->runs[u->nruns];
 	run->seconds = seconds;
 	run->region = pf_calloc(u->nregions, sizeof(*run->region));

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* loadbench: run the loader over shards and report where the time goes,
- * beside pure read and pure decompress passes over the same files. */
+ * beside pure read and pure decompress passes over the same files: the
+ * options, the runs and the progress line.  The report is the library's
+ * (pf_report); the passes are baseline.c's, the subcommands plan.c,
+ * ladder.c and regions_bench.c. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,8 @@
 #include "common_internal.h"
 #include "loadbench.h"
 
-#define ALIGN 4096u
-#define DEFAULT_WINDOW 8192u
-#define DEFAULT_MEMORY_MIB 512u
 #define PROGRESS_NS 250000000ull	/* redraw at most 4 times a second */
 #define MAX_REPEAT 101u
-#define BL_READ_BYTES (256u << 20)	/* read-pass buffers per thread */
 
 static double median(const double *v, unsigned n)
 {
@@ -213,8 +210,8 @@ void loadbench_defaults(options *o)
 	o->cores = 1;
 	o->num_hosts = 1;
 	o->epochs = 1;
-	o->window = DEFAULT_WINDOW;
-	o->memory_mib = DEFAULT_MEMORY_MIB;
+	o->window = PF_LOADER_WINDOW_DEFAULT;
+	o->memory_mib = PF_LOADER_BUDGET_DEFAULT >> 20;
 	o->io_depth = 32;
 	o->prefetch = 2;
 	o->repeat = 1;
