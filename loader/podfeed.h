@@ -815,7 +815,7 @@ typedef enum pf_report_output {
 
 /* The defaults pf_loader_config's zeroes stand for, as reports state them. */
 #define PF_LOADER_BUDGET_DEFAULT (512ull << 20)	/* memory_budget */
-#define PF_LOADER_IO_DEPTH_DEFAULT 32u			/* io_depth */
+#define PF_LOADER_IO_DEPTH_DEFAULT 32u	/* io_depth: PF_AUTO's most */
 #define PF_LOADER_WINDOW_DEFAULT 8192u			/* shuffle_window */
 
 /*! pf_report_create(): an empty report.  @return 0 with *out (free with
@@ -847,6 +847,11 @@ typedef struct pf_run_info {
 				   counted, and those of 0 bytes named; NULL:
 				   neither */
 	size_t nfiles;
+	const pf_tuning *tuning; /* pf_loader_tuning() at the run's end: a line
+				   each for threads, io_depth and prefetch
+				   (the value, auto or set, why) and "tuning"
+				   in JSON; NULL: neither, and the depth is
+				   the config's */
 } pf_run_info;
 
 /* What the loader's figures say about where the time went. */

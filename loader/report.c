@@ -6,6 +6,7 @@
  * jansson only. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,6 +378,30 @@ static size_t count_empty(const pf_run_info *run, bool *empty)
 	return n;
 }
 
+/* What the loader ran with (pf_tuning), a line or a member each. */
+static const struct tuning_row {
+	const char *name;
+	size_t off;
+} tuning_rows[] = {
+	{ "threads", offsetof(pf_tuning, threads) },
+	{ "io_depth", offsetof(pf_tuning, io_depth) },
+	{ "prefetch", offsetof(pf_tuning, prefetch) },
+};
+#define TUNING_ROWS (sizeof(tuning_rows) / sizeof(tuning_rows[0]))
+
+static const pf_tuning_choice *tuning_at(const pf_tuning *t, size_t i)
+{
+	return (const pf_tuning_choice *)((const char *)t + tuning_rows[i].off);
+}
+
+/* The reads in flight: what the loader ran with, else the config's. */
+static unsigned io_depth(const pf_loader_config *cfg, const pf_run_info *run)
+{
+	if (run->tuning)
+		return run->tuning->io_depth.value;
+	return cfg->io_depth ? cfg->io_depth : PF_LOADER_IO_DEPTH_DEFAULT;
+}
+
 static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader_metrics *m,
 			const pf_run_info *run, const pf_loader_verdict *v, const bool *empty,
 			size_t nempty)
@@ -445,8 +470,14 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			       (unsigned long long)m->corrupt_records,
 			       (unsigned long long)m->holes, cfg->quarantine ? "; logged to " : "",
 			       cfg->quarantine ? cfg->quarantine : "");
+	for (size_t i = 0; run->tuning && i < TUNING_ROWS; i++) {
+		const pf_tuning_choice *c = tuning_at(run->tuning, i);
+
+		pf_text_printf(t, "%-11s %u (%s): %s\n", tuning_rows[i].name, c->value,
+			       c->automatic ? "auto" : "set", c->why);
+	}
 	pf_text_printf(t, "io          %s, depth %u", m->io_backend ? m->io_backend : "none",
-		       cfg->io_depth ? cfg->io_depth : PF_LOADER_IO_DEPTH_DEFAULT);
+		       io_depth(cfg, run));
 	if (cfg->direct_io)
 		pf_text_printf(t, ", O_DIRECT on %u of %zu files (aligned indexed shards only)",
 			       m->files_direct, run->nfiles);
@@ -512,9 +543,22 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 	pf_json_put(o, "io_timeouts", pf_json_u64(m->io_timeouts), bad);
 	pf_json_put(o, "io_short_reads", pf_json_u64(m->io_short_reads), bad);
 	pf_json_put(o, "files_direct", pf_json_u64(m->files_direct), bad);
-	pf_json_put(o, "io_depth", pf_json_u64(cfg->io_depth ? cfg->io_depth
-							 : PF_LOADER_IO_DEPTH_DEFAULT), bad);
+	pf_json_put(o, "io_depth", pf_json_u64(io_depth(cfg, run)), bad);
 	pf_json_put(o, "threads", pf_json_u64(m->decode_threads), bad);
+	if (run->tuning) {
+		sub = json_object();
+		for (size_t i = 0; i < TUNING_ROWS; i++) {
+			const pf_tuning_choice *c = tuning_at(run->tuning, i);
+			json_t *e = json_object();
+
+			pf_json_put(e, "value", pf_json_u64(c->value), bad);
+			pf_json_put(e, "auto", pf_json_bool(c->automatic), bad);
+			pf_json_put(e, "measured", pf_json_bool(c->measured), bad);
+			pf_json_put(e, "why", pf_json_str(c->why), bad);
+			pf_json_put(sub, tuning_rows[i].name, e, bad);
+		}
+		pf_json_put(o, "tuning", sub, bad);
+	}
 	if (run->files) {
 		pf_json_put(o, "files", pf_json_u64(run->nfiles), bad);
 		sub = json_array();

@@ -181,6 +181,63 @@ Test(report, loader_section_as_text_and_json)
 	pf_report_free(r);
 }
 
+/* What the loader ran with (pf_loader_tuning()): a line each before the
+ * io line, whose depth is the one in force, and "tuning" in JSON; none
+ * without it. */
+Test(report, tuning_lines_and_json)
+{
+	pf_loader_config cfg = config();
+	pf_loader_metrics m;
+	pf_tuning tune = {
+		.threads = { .value = 2, .automatic = true, .measured = true,
+			     .why = "decode 2.1 ms a batch against 1.0 ms of the consumer" },
+		.io_depth = { .value = 6, .automatic = true, .measured = true,
+			      .why = "reads of 0.4 ms against 0.1 ms of decode a frame" },
+		.prefetch = { .value = 3, .automatic = false, .why = "the config's" },
+	};
+	pf_run_info info = run;
+	pf_report *r;
+	pf_error err;
+	json_t *o, *t;
+	char *text;
+
+	metrics(&m);
+	info.tuning = &tune;
+	cr_assert_eq(pf_report_create(&r), 0);
+	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	text = format(r, PF_REPORT_TEXT);
+	cr_assert(strstr(text, "threads     2 (auto): decode 2.1 ms a batch against 1.0 ms of "
+			 "the consumer\nio_depth    6 (auto): reads of 0.4 ms against 0.1 ms "
+			 "of decode a frame\nprefetch    3 (set): the config's\n"
+			 "io          io_uring, depth 6\n"), "%s", text);
+	free(text);
+	o = parse(r);
+	cr_assert_eq(json_integer_value(json_object_get(o, "io_depth")), 6);
+	t = json_object_get(json_object_get(o, "tuning"), "threads");
+	cr_assert_eq(json_integer_value(json_object_get(t, "value")), 2);
+	cr_assert(json_is_true(json_object_get(t, "auto")));
+	cr_assert(json_is_true(json_object_get(t, "measured")));
+	t = json_object_get(json_object_get(o, "tuning"), "prefetch");
+	cr_assert(json_is_false(json_object_get(t, "auto")));
+	cr_assert_str_eq(json_string_value(json_object_get(t, "why")), "the config's");
+	json_decref(o);
+	pf_report_free(r);
+
+	/* Without it: no lines, no member, the config's depth (zero: the
+	 * most auto may choose). */
+	info.tuning = NULL;
+	cr_assert_eq(pf_report_create(&r), 0);
+	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	text = format(r, PF_REPORT_TEXT);
+	cr_assert_null(strstr(text, "threads  "), "%s", text);
+	cr_assert(strstr(text, "io          io_uring, depth 32\n"), "%s", text);
+	free(text);
+	o = parse(r);
+	cr_assert_null(json_object_get(o, "tuning"));
+	json_decref(o);
+	pf_report_free(r);
+}
+
 /* The baseline is quoted against the loader, so it needs its section;
  * the ratio is the loader's decompressed MB/s over the pass's. */
 Test(report, baseline_after_the_loader)

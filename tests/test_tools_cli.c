@@ -69,7 +69,8 @@ Test(cli, every_help_fits_the_screen)
 		{ "LOADBENCH", "" }, { "LOADBENCH", "plan" }, { "LOADBENCH", "ladder" },
 		{ "LOADBENCH", "regions" }, { "SHARDTOOL", "" }, { "SHARDTOOL", "synth" },
 		{ "SHARDTOOL", "convert" }, { "SHARDTOOL", "manifest" },
-		{ "SHARDTOOL", "inspect" }, { "SHARDTOOL", "verify" }, { "SHARDTOOL", "cat" },
+		{ "SHARDTOOL", "podsim" }, { "SHARDTOOL", "inspect" }, { "SHARDTOOL", "verify" },
+		{ "SHARDTOOL", "cat" },
 		{ "PFBENCH", "" }, { "KERNELBENCH", "" }, { "REGIONFS", "" },
 	};
 	char *out = malloc(OUT_CAP), *err = malloc(OUT_CAP), args[256];
@@ -146,6 +147,9 @@ static const struct usage_case {
 	{ "LOADBENCH", "--threads", "--threads: a value is required", "loadbench" },
 	{ "LOADBENCH", "--remainder keep d", "--remainder: 'keep' is not drop or wrap",
 	  "loadbench" },
+	{ "LOADBENCH", "--threads 0 d", "--threads: '0' is out of range", "loadbench" },
+	{ "LOADBENCH", "--io-depth automatic d", "--io-depth: 'automatic' is not a whole number",
+	  "loadbench" },
 	{ "LOADBENCH", "--shuffle-window 0 d", "--shuffle-window: 0 is no window", "loadbench" },
 	{ "LOADBENCH", "--cross-region maybe d", "--cross-region: 'maybe' is not warn, refuse "
 	  "or allow", "loadbench" },
@@ -176,6 +180,10 @@ static const struct usage_case {
 	{ "SHARDTOOL", "convert --frobnicate", "unknown option '--frobnicate'",
 	  "shardtool convert" },
 	{ "SHARDTOOL", "manifest", "name the shards", "shardtool manifest" },
+	{ "SHARDTOOL", "podsim d", "--hosts H is required", "shardtool podsim" },
+	{ "SHARDTOOL", "podsim --hosts 2 --remainder keep d", "--remainder: 'keep' is not drop "
+	  "or wrap", "shardtool podsim" },
+	{ "SHARDTOOL", "podsim --hosts 2", "name the dataset", "shardtool podsim" },
 	{ "SHARDTOOL", "inspect --json=yes f", "--json takes no value", "shardtool inspect" },
 	{ "SHARDTOOL", "verify", "no files given", "shardtool verify" },
 	{ "SHARDTOOL", "cat --range 7 f", "--range: '7' is not a range A:B", "shardtool cat" },

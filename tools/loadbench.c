@@ -70,6 +70,38 @@ static uint64_t peak_rss_bytes(void)
 /* ------------------------------------------------------------------ */
 /* Options                                                              */
 
+/* N in [1, max], or "auto": PF_AUTO (the loader chooses; the report says
+ * what and why). */
+static int parse_auto(const char *flag, const char *v, uint64_t max, void *field)
+{
+	if (!strcmp(v, "auto")) {
+		*(uint64_t *)field = PF_AUTO;
+		return 0;
+	}
+	return cli_parse_u64(flag, v, 1, max, false, field);
+}
+
+static int parse_threads(void *field, const char *v)
+{
+	return parse_auto("--threads", v, 1024, field);
+}
+
+static int parse_io_depth(void *field, const char *v)
+{
+	return parse_auto("--io-depth", v, 4096, field);
+}
+
+static int parse_prefetch(void *field, const char *v)
+{
+	return parse_auto("--prefetch", v, 1024, field);
+}
+
+/* The baseline's reads in flight: --io-depth, or the loader's most. */
+static unsigned bl_depth(const options *o)
+{
+	return o->io_depth ? (unsigned)o->io_depth : PF_LOADER_IO_DEPTH_DEFAULT;
+}
+
 /* --shuffle-window W: W >= 1.  0 turned shuffling off before shuffling
  * was off by default: say so rather than only "out of range". */
 static int parse_window(void *field, const char *v)
@@ -124,12 +156,15 @@ const cli_opt loadbench_cli[] = {
 		  "64], default=0 where some records lack it; sequence lists are left "
 		  "out." },
 	{ CLI_SECTION, .help = "pipeline:" },
-	{ CLI_U64, "threads", .arg = "T", .off = O(threads), .min = 1, .max = 1024,
-	  .help = "decode threads (default: number of CPUs)" },
-	{ CLI_U64, "io-depth", .arg = "N", .off = O(io_depth), .min = 1, .max = 4096,
-	  .more = true, .help = "reads in flight (default 32)" },
-	{ CLI_U64, "prefetch", .arg = "N", .off = O(prefetch), .min = 1, .max = 1024,
-	  .more = true, .help = "ready batches queued (default 2)" },
+	{ CLI_CALL, "threads", .arg = "T|auto", .off = O(threads_arg), .call = parse_threads,
+	  .help = "decode threads (default auto: from the first batches, up to the "
+		  "number of CPUs; the report says what was chosen and why)" },
+	{ CLI_CALL, "io-depth", .arg = "N|auto", .off = O(io_depth), .call = parse_io_depth,
+	  .more = true, .help = "reads in flight (default auto: as many as the measured "
+		  "read latency needs, at most 32)" },
+	{ CLI_CALL, "prefetch", .arg = "N|auto", .off = O(prefetch), .call = parse_prefetch,
+	  .more = true, .help = "ready batches queued (default auto: 2, more when the "
+		  "consumer stalls)" },
 	{ CLI_U64, "memory", .arg = "MiB", .off = O(memory_mib), .min = 1, .max = 1u << 20,
 	  .more = true, .help = "memory budget for all pools (default 512)" },
 	{ CLI_FLAG, "direct", .off = O(direct), .more = true,
@@ -212,8 +247,8 @@ void loadbench_defaults(options *o)
 	o->epochs = 1;
 	o->window = PF_LOADER_WINDOW_DEFAULT;
 	o->memory_mib = PF_LOADER_BUDGET_DEFAULT >> 20;
-	o->io_depth = 32;
-	o->prefetch = 2;
+	o->io_depth = PF_AUTO;
+	o->prefetch = PF_AUTO;
 	o->repeat = 1;
 	o->remainder = PF_REMAINDER_DROP;
 	regions_defaults(&o->ro);
@@ -243,6 +278,7 @@ static int parse_options(int argc, char **argv, options *o, int *first)
 		return cli_usage("--save-every: needs --save-state FILE");
 	if (*first == argc)
 		return cli_usage("no shards given");
+	o->threads = o->threads_arg;
 	if (!o->threads) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		o->threads = n > 0 ? (uint64_t)n : 1;
@@ -263,6 +299,7 @@ typedef struct loader_run {
 	uint64_t steps_per_epoch;
 	uint64_t steps_run;	/* batches taken by this run */
 	pf_loader_metrics m;
+	pf_tuning tune;		/* threads, reads in flight, prefetch: in force, and why */
 } loader_run;
 
 typedef struct progress {
@@ -388,6 +425,7 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 	}
 	out->first_batch_ms = t_first ? (double)(t_first - t0) * 1e-6 : 0;
 	pf_loader_get_metrics(l, &out->m);
+	pf_loader_tuning(l, &out->tune);
 	out->peak_rss = peak_rss_bytes();
 	if (o->save_state && ckpt_save(o->save_state, l) < 0) {
 		pf_loader_free(l);
@@ -434,6 +472,7 @@ static int report(const options *o, const pf_loader_config *cfg, char **files, i
 		.runs = (unsigned)o->repeat,
 		.files = (const char *const *)files,
 		.nfiles = (size_t)nfiles,
+		.tuning = &runs[best].tune,
 	};
 	for (unsigned i = 0; i < o->repeat; i++)
 		if (runs[i].peak_rss > info.peak_rss_bytes)
@@ -649,7 +688,7 @@ int main(int argc, char **argv)
 	cfg.shuffle = o.shuffle;
 	cfg.shuffle_window = (uint32_t)o.window;
 	cfg.remainder = (pf_remainder)o.remainder;
-	cfg.threads = (unsigned)o.threads;
+	cfg.threads = (unsigned)o.threads_arg;
 	cfg.io_depth = (unsigned)o.io_depth;
 	cfg.memory_budget = (size_t)o.memory_mib << 20;
 	cfg.prefetch = (unsigned)o.prefetch;
@@ -699,7 +738,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		/* Warm the page cache so every pass reads from the same place. */
-		if (baseline_read(&bl, (unsigned)o.threads, (unsigned)o.io_depth, o.direct, &warm,
+		if (baseline_read(&bl, (unsigned)o.threads, bl_depth(&o), o.direct, &warm,
 				  NULL))
 			goto out;
 	}
@@ -718,7 +757,7 @@ int main(int argc, char **argv)
 		secs[i] = runs[i].seconds;
 		if (!o.baseline)
 			continue;
-		if (baseline_read(&bl, (unsigned)o.threads, (unsigned)o.io_depth, o.direct,
+		if (baseline_read(&bl, (unsigned)o.threads, bl_depth(&o), o.direct,
 				  &read_s[i], &backend) ||
 		    baseline_decompress(&bl, (unsigned)o.threads, &dec_s[i]))
 			goto out;

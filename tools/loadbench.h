@@ -11,7 +11,9 @@
 #include "train.h"
 
 typedef struct options {
-	uint64_t per_core_batch, cores, host_index, num_hosts, threads;
+	uint64_t per_core_batch, cores, host_index, num_hosts;
+	uint64_t threads_arg;	/* --threads: PF_AUTO or a count */
+	uint64_t threads;	/* the baseline passes' threads: the count, or the CPUs */
 	uint64_t epochs, steps, seed, window, memory_mib, io_depth, prefetch;
 	uint64_t repeat;
 	bool epochs_given, direct, verify, json, baseline, quiet, no_manifest;

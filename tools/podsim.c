@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* shardtool podsim: print the pod simulation (podfeed.h, pf_podsim_run())
  * as text or JSON; the simulation and its checks are the library's. */
-#include <getopt.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,135 +10,87 @@
 #include "cli.h"
 #include "podsim.h"
 
-static const char usage_podsim[] =
-	"usage: shardtool podsim --hosts H [--cores C] [--per-core-batch B]\n"
-	"                        [--seed S] [--epoch E] [--shuffle]\n"
-	"                        [--shuffle-window W] [--remainder drop|wrap]\n"
-	"                        [--no-manifest] [--no-compare] [--threads T]\n"
-	"                        [--summary] [--json] DATASET...\n"
-	"\n"
-	"Plans one epoch of the dataset as each of H hosts would (1 to 65536),\n"
-	"in this one process, with the loader's own planning, and reports per\n"
-	"host what it reads to open the dataset, its steps and records, and what\n"
-	"its first batch needs (shards, frames, reads, bytes); for the pod, the\n"
-	"requests the bucket sees at start with the manifest and without it (a\n"
-	"file opened is one request, each read one).  It checks, record by\n"
-	"record, that every host has the same steps, no record goes to two\n"
-	"hosts, and the records delivered are the epoch's but the remainder.\n"
-	"  --hosts H           hosts in the pod (required)\n"
-	"  --cores C           cores per host (default 1)\n"
-	"  --per-core-batch B  records per core per step (default 32)\n"
-	"  --seed S, --epoch E the shuffle seed and the epoch planned (default 0)\n"
-	"  --shuffle           permute the frames and shuffle in windows, as the\n"
-	"                      loader with shuffle on (--shuffle-window W implies\n"
-	"                      it; default window 8192)\n"
-	"  --remainder         drop (default) or wrap, as the loader\n"
-	"  --no-manifest       plan from the shards even when DATASET is a\n"
-	"                      directory holding a manifest\n"
-	"  --no-compare        with a manifest, do not also open the dataset\n"
-	"                      without it (every shard's tail, every stream\n"
-	"                      file counted) to measure what that costs\n"
-	"  --threads T         stream files counted at once (default: CPUs)\n"
-	"  --summary           no per-host table\n"
-	"  --json              one JSON object on stdout instead of the text\n"
-	"Exit status: 0 every check holds, 1 one does not or the dataset cannot\n"
-	"be opened, 2 bad usage.\n";
-
 typedef struct podsim_options {
 	pf_podsim_config cfg;
-	bool json, summary;
+	uint64_t hosts, cores, per_core_batch, seed, epoch, window, threads;
+	int remainder;		/* pf_remainder */
+	bool shuffle, window_given, no_manifest, no_compare, json, summary;
 } podsim_options;
+
+#define O(field) offsetof(podsim_options, field)
+
+static const cli_opt podsim_cli[] = {
+	{ CLI_U64, "hosts", .arg = "H", .off = O(hosts), .min = 1, .max = PF_PODSIM_MAX_HOSTS,
+	  .help = "hosts in the pod (required)" },
+	{ CLI_U64, "cores", .arg = "C", .off = O(cores), .min = 1, .max = 4096,
+	  .help = "cores per host (default 1)" },
+	{ CLI_U64, "per-core-batch", .arg = "B", .off = O(per_core_batch), .min = 1,
+	  .max = 1u << 24, .help = "records per core per step (default 32)" },
+	{ CLI_FLAG, "shuffle", .off = O(shuffle),
+	  .help = "permute the frames and shuffle in windows, as the loader with shuffle on "
+		  "(default off; window 8192)" },
+	{ CLI_U64, "shuffle-window", .arg = "W", .off = O(window), .min = 1, .max = 1u << 30,
+	  .seen = CLI_SEEN(podsim_options, window_given), .more = true,
+	  .help = "records in the shuffle window; implies --shuffle" },
+	{ CLI_U64, "seed", .arg = "S", .off = O(seed), .max = UINT64_MAX, .more = true,
+	  .help = "the shuffle seed (default 0)" },
+	{ CLI_U64, "epoch", .arg = "E", .off = O(epoch), .max = UINT32_MAX, .more = true,
+	  .help = "the epoch planned (default 0)" },
+	{ CLI_CHOICE, "remainder", .arg = "drop|wrap", .off = O(remainder),
+	  .choices = "drop|wrap", .more = true, .help = "drop (default) or wrap, as the loader" },
+	{ CLI_FLAG, "no-manifest", .off = O(no_manifest), .more = true,
+	  .help = "plan from the shards even when DATASET is a directory holding a manifest" },
+	{ CLI_FLAG, "no-compare", .off = O(no_compare), .more = true,
+	  .help = "with a manifest, do not also open the dataset without it (every "
+		  "shard's tail, every stream file counted) to measure what that costs" },
+	{ CLI_U64, "threads", .arg = "T", .off = O(threads), .min = 1, .max = 1024,
+	  .more = true, .help = "stream files counted at once (default: CPUs)" },
+	{ CLI_FLAG, "summary", .off = O(summary), .help = "no per-host table" },
+	{ CLI_FLAG, "json", .off = O(json), .help = "one JSON object on stdout instead of the text" },
+	{ CLI_END },
+};
+
+static const cli_command podsim_command = {
+	.name = "shardtool podsim",
+	.usage = "usage: shardtool podsim --hosts H [options] DATASET...\n",
+	.about = "Plans one epoch of the dataset as each of H hosts would (1 to 65536),\n"
+		 "in this one process, with the loader's own planning, and reports per\n"
+		 "host what it reads to open the dataset, its steps and records, and what\n"
+		 "its first batch needs (shards, frames, reads, bytes); for the pod, the\n"
+		 "requests the bucket sees at start with the manifest and without it (a\n"
+		 "file opened is one request, each read one).  It checks, record by\n"
+		 "record, that every host has the same steps, no record goes to two\n"
+		 "hosts, and the records delivered are the epoch's but the remainder.\n",
+	.opts = podsim_cli,
+	.footer = "Exit status: 0 every check holds, 1 one does not or the dataset cannot\n"
+		  "be opened, 2 bad usage.\n",
+};
 
 static int parse(podsim_options *o, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "hosts", required_argument, NULL, 'H' },
-		{ "cores", required_argument, NULL, 'c' },
-		{ "per-core-batch", required_argument, NULL, 'b' },
-		{ "seed", required_argument, NULL, 's' },
-		{ "epoch", required_argument, NULL, 'e' },
-		{ "shuffle", no_argument, NULL, 'S' },
-		{ "shuffle-window", required_argument, NULL, 'w' },
-		{ "remainder", required_argument, NULL, 'r' },
-		{ "no-manifest", no_argument, NULL, 'M' },
-		{ "no-compare", no_argument, NULL, 'C' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "summary", no_argument, NULL, 'u' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	uint64_t v;
-	int c;
+	int first, ret;
 
-	o->cfg.per_core_batch = 32;
-	o->cfg.measure_without_manifest = true;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'H':
-			if (cli_parse_u64("--hosts", optarg, 1, PF_PODSIM_MAX_HOSTS, false, &v))
-				return 2;
-			o->cfg.num_hosts = (uint32_t)v;
-			break;
-		case 'c':
-			if (cli_parse_u64("--cores", optarg, 1, 4096, false, &v))
-				return 2;
-			o->cfg.cores_per_host = (uint32_t)v;
-			break;
-		case 'b':
-			if (cli_parse_u64("--per-core-batch", optarg, 1, 1u << 24, false, &v))
-				return 2;
-			o->cfg.per_core_batch = (uint32_t)v;
-			break;
-		case 's':
-			if (cli_parse_u64("--seed", optarg, 0, UINT64_MAX, false, &o->cfg.seed))
-				return 2;
-			break;
-		case 'e':
-			if (cli_parse_u64("--epoch", optarg, 0, UINT32_MAX, false, &v))
-				return 2;
-			o->cfg.epoch = (uint32_t)v;
-			break;
-		case 'S': o->cfg.shuffle = true; break;
-		case 'w':
-			if (cli_parse_u64("--shuffle-window", optarg, 1, 1u << 30, false, &v))
-				return 2;
-			o->cfg.shuffle = true;
-			o->cfg.shuffle_window = (uint32_t)v;
-			break;
-		case 'r':
-			if (!strcmp(optarg, "drop")) {
-				o->cfg.remainder = PF_REMAINDER_DROP;
-			} else if (!strcmp(optarg, "wrap")) {
-				o->cfg.remainder = PF_REMAINDER_WRAP;
-			} else {
-				cli_fail("podsim: --remainder: '%s' is not drop or wrap", optarg);
-				return 2;
-			}
-			break;
-		case 'M': o->cfg.ignore_manifest = true; break;
-		case 'C': o->cfg.measure_without_manifest = false; break;
-		case 't':
-			if (cli_parse_u64("--threads", optarg, 1, 1024, false, &v))
-				return 2;
-			o->cfg.threads = (unsigned)v;
-			break;
-		case 'u': o->summary = true; break;
-		case 'j': o->json = true; break;
-		case 'h': fputs(usage_podsim, stdout); return 0;
-		default: fputs(usage_podsim, stderr); return 2;
-		}
-	}
-	if (!o->cfg.num_hosts) {
-		cli_fail("podsim: --hosts H is required");
-		return 2;
-	}
-	if (optind == argc) {
-		cli_fail("podsim: name the dataset (a directory, its manifest, files or globs)");
-		return 2;
-	}
-	o->cfg.paths = (const char *const *)argv + optind;
-	o->cfg.npaths = (size_t)(argc - optind);
+	o->per_core_batch = 32;
+	ret = cli_parse(&podsim_command, argc, argv, o, &first);
+	if (ret >= 0)
+		return ret;
+	if (!o->hosts)
+		return cli_usage("--hosts H is required");
+	if (first == argc)
+		return cli_usage("name the dataset (a directory, its manifest, files or globs)");
+	o->cfg.num_hosts = (uint32_t)o->hosts;
+	o->cfg.cores_per_host = (uint32_t)o->cores;
+	o->cfg.per_core_batch = (uint32_t)o->per_core_batch;
+	o->cfg.seed = o->seed;
+	o->cfg.epoch = (uint32_t)o->epoch;
+	o->cfg.shuffle = o->shuffle || o->window_given;
+	o->cfg.shuffle_window = (uint32_t)o->window;
+	o->cfg.remainder = (pf_remainder)o->remainder;
+	o->cfg.ignore_manifest = o->no_manifest;
+	o->cfg.measure_without_manifest = !o->no_compare;
+	o->cfg.threads = (unsigned)o->threads;
+	o->cfg.paths = (const char *const *)argv + first;
+	o->cfg.npaths = (size_t)(argc - first);
 	return -1;
 }
 
