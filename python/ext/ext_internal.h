@@ -36,6 +36,23 @@ typedef struct pf_ext_loader {
 	PyObject *names;	/* tuple of feature names */
 	PyObject *dtypes;	/* tuple of numpy dtypes, in spec order */
 	PyObject *weakrefs;
+	/* What report() gives pf_report_add_loader(), kept past close():
+	 * the configuration (paths and resume cleared; features and
+	 * quarantine point to the copies below), the dataset's files, when
+	 * the loader was created and next() returned, and the metrics taken
+	 * just before the C loader went. */
+	pf_loader_config cfg;
+	char *features, *quarantine;	/* PyMem */
+	char **files;			/* pf_paths_expand() */
+	size_t nfiles;
+	uint64_t t_create_ns;		/* before pf_loader_create() */
+	uint64_t t_first_ns;		/* the first batch's return; 0: none */
+	uint64_t t_last_ns;		/* the last batch's return */
+	uint64_t t_end_ns;		/* the last next() return (batch or end) */
+	uint64_t steady_records, steady_batches;	/* after the first batch */
+	pf_loader_metrics last;		/* at the C loader's free */
+	pf_tuning last_tune;
+	bool have_last;
 } pf_ext_loader;
 
 /* A batch slot held by Python: the arrays of a batch point into it, and

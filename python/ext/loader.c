@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* podfeed's CPython extension: the loader type (LoaderBase; podfeed.Loader
  * in __init__.py checks the arguments and derives from it).  Opening,
- * next() without the GIL and with Ctrl-C, close, fork, state, metrics.
- * Batches and their arrays are batch.c's. */
+ * next() without the GIL and with Ctrl-C, close, fork, state, metrics,
+ * the report.  Batches and their arrays are batch.c's. */
 #include "ext_internal.h"
 
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include "common_internal.h"
 
 /* next() waits for a batch in slices this long, looking at signals
  * between them, so that Ctrl-C stops a blocked next() within about one
@@ -31,9 +34,32 @@ static void maybe_free(pf_ext_loader *lo)
 	lo->l = NULL;
 	if (forked(lo))
 		return;
+	pf_loader_get_metrics(l, &lo->last);	/* report() after close() */
+	pf_loader_tuning(l, &lo->last_tune);
+	lo->have_last = true;
 	Py_BEGIN_ALLOW_THREADS
 	pf_loader_free(l);
 	Py_END_ALLOW_THREADS
+}
+
+/* Forget what report() knew of the last open. */
+static void report_forget(pf_ext_loader *lo)
+{
+	PyMem_Free(lo->features);
+	PyMem_Free(lo->quarantine);
+	pf_paths_free(lo->files, lo->nfiles);
+	lo->features = lo->quarantine = NULL;
+	lo->files = NULL;
+	lo->nfiles = 0;
+	lo->have_last = false;
+}
+
+static char *mem_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = PyMem_Malloc(n);
+
+	return d ? memcpy(d, s, n) : NULL;
 }
 
 void pf_ext_loader_slot_done(pf_ext_loader *lo, pf_batch *b)
@@ -65,6 +91,7 @@ static void loader_dealloc(pf_ext_loader *lo)
 	/* Slots hold a reference: none is left, and no next() runs. */
 	lo->closed = true;
 	maybe_free(lo);
+	report_forget(lo);
 	Py_CLEAR(lo->names);
 	Py_CLEAR(lo->dtypes);
 	Py_TYPE(lo)->tp_free((PyObject *)lo);
@@ -135,9 +162,11 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	Py_ssize_t nviews = 0;
 	const pf_spec *spec;
 	pf_loader *l = NULL;
+	char **files = NULL, *fcopy = NULL, *qcopy = NULL;
+	uint64_t t0;
 	pf_error err;
 	PyObject *ret = NULL;
-	int rc;
+	int rc, nfiles = 0;
 
 	if (lo->l || lo->held || lo->busy)
 		return PyErr_Format(PyExc_RuntimeError,
@@ -198,11 +227,27 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	pf_error_clear(&err);
 	/* Opening reads every shard's index: no GIL needed, and it may take
 	 * a while over a remote mount. */
+	t0 = pf_now_ns();
 	Py_BEGIN_ALLOW_THREADS
 	rc = pf_loader_create(&l, &cfg, &err);
 	Py_END_ALLOW_THREADS
 	if (rc < 0) {
 		pf_ext_raise(rc, &err, NULL);
+		goto out;
+	}
+	/* The report's copies: the files the loader read (as loadbench
+	 * counts them) and the strings cfg points to. */
+	fcopy = mem_strdup(features);
+	qcopy = quarantine ? mem_strdup(quarantine) : NULL;
+	nfiles = pf_paths_expand(cpaths, cfg.npaths, &files, &err);
+	if (nfiles < 0 || !fcopy || (quarantine && !qcopy)) {
+		if (nfiles < 0)
+			pf_ext_raise(nfiles, &err, "paths");
+		else
+			PyErr_NoMemory();
+		Py_BEGIN_ALLOW_THREADS
+		pf_loader_free(l);
+		Py_END_ALLOW_THREADS
 		goto out;
 	}
 	spec = pf_loader_spec(l);
@@ -229,6 +274,22 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		Py_END_ALLOW_THREADS
 		goto out;
 	}
+	report_forget(lo);
+	lo->cfg = cfg;
+	lo->cfg.paths = NULL;
+	lo->cfg.npaths = 0;
+	lo->cfg.resume = NULL;
+	lo->cfg.nresume = 0;
+	lo->cfg.features = lo->features = fcopy;
+	lo->cfg.quarantine = lo->quarantine = qcopy;
+	lo->cfg.io_backend = lo->cfg.io_faults = NULL;	/* the report reads neither */
+	lo->files = files;
+	lo->nfiles = (size_t)nfiles;
+	fcopy = qcopy = NULL;
+	files = NULL;
+	lo->t_create_ns = t0;
+	lo->t_first_ns = lo->t_last_ns = lo->t_end_ns = 0;
+	lo->steady_records = lo->steady_batches = 0;
 	lo->l = l;
 	lo->pid = getpid();
 	lo->cores = cfg.cores_per_host ? cfg.cores_per_host : 1;
@@ -243,6 +304,10 @@ out:
 	PyMem_Free(views);
 	PyMem_Free(blobs);
 	PyMem_Free(cpaths);
+	PyMem_Free(fcopy);
+	PyMem_Free(qcopy);
+	if (files)
+		pf_paths_free(files, (size_t)nfiles);
 	return ret;
 }
 
@@ -275,6 +340,7 @@ static PyObject *loader_iternext(pf_ext_loader *lo)
 {
 	pf_loader *l = usable(lo);
 	pf_batch *b = NULL;
+	uint64_t t;
 	int ret;
 
 	if (!l)
@@ -316,6 +382,19 @@ static PyObject *loader_iternext(pf_ext_loader *lo)
 		PyErr_SetString(PyExc_ValueError, "the loader was closed during next()");
 		return NULL;
 	}
+	/* The report's timing, as loadbench takes it: the steady rate
+	 * counts the batches after the first over the time from its return. */
+	t = pf_now_ns();
+	lo->t_end_ns = t;
+	if (ret == 1) {
+		if (!lo->t_first_ns) {
+			lo->t_first_ns = t;
+		} else {
+			lo->steady_records += (uint64_t)b->per_core_batch * b->cores;
+			lo->steady_batches++;
+		}
+		lo->t_last_ns = t;
+	}
 	if (ret == 0) {
 		lo->done = true;
 		return NULL;
@@ -328,9 +407,89 @@ static PyObject *loader_iternext(pf_ext_loader *lo)
 static PyObject *loader_close(pf_ext_loader *lo, PyObject *unused)
 {
 	(void)unused;
+	/* report() after close() reads these, also while batches are held. */
+	if (lo->l && !lo->closed && !lo->busy && !forked(lo)) {
+		pf_loader_get_metrics(lo->l, &lo->last);
+		pf_loader_tuning(lo->l, &lo->last_tune);
+		lo->have_last = true;
+	}
 	lo->closed = true;
 	maybe_free(lo);
 	Py_RETURN_NONE;
+}
+
+/* The loader's report so far (pf_report, as loadbench prints it): text,
+ * or the JSON object's line.  Its run is from the create to the last
+ * next() return (now, before any). */
+static PyObject *loader_report(pf_ext_loader *lo, PyObject *args)
+{
+	pf_loader_metrics m;
+	pf_tuning tune;
+	pf_run_info run;
+	struct rusage ru;
+	pf_report *r = NULL;
+	pf_error err;
+	PyObject *out = NULL;
+	char *text;
+	int json = 0, rc;
+	pf_report_output fmt;
+	int64_t n;
+
+	if (!PyArg_ParseTuple(args, "p:_report", &json))
+		return NULL;
+	fmt = json ? PF_REPORT_JSON : PF_REPORT_TEXT;
+	if (!lo->closed) {
+		pf_loader *l = usable(lo);
+
+		if (!l)
+			return NULL;
+		pf_loader_get_metrics(l, &m);
+		pf_loader_tuning(l, &tune);
+	} else if (lo->have_last) {
+		m = lo->last;
+		tune = lo->last_tune;
+	} else {
+		PyErr_SetString(PyExc_ValueError,
+				"report: the loader is closed and kept no figures (it was "
+				"closed during a next() still running, or never opened)");
+		return NULL;
+	}
+	run = (pf_run_info){
+		.seconds = (double)((lo->t_end_ns ? lo->t_end_ns : pf_now_ns()) -
+				    lo->t_create_ns) * 1e-9,
+		.first_batch_ms = lo->t_first_ns ?
+			(double)(lo->t_first_ns - lo->t_create_ns) * 1e-6 : 0,
+		.steady_seconds = lo->t_first_ns ?
+			(double)(lo->t_last_ns - lo->t_first_ns) * 1e-9 : 0,
+		.steady_records = lo->steady_records,
+		.steady_batches = lo->steady_batches,
+		.files = (const char *const *)lo->files,
+		.nfiles = lo->nfiles,
+		.tuning = &tune,
+	};
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		run.peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;	/* KiB */
+	pf_error_clear(&err);
+	rc = pf_report_create(&r);
+	if (rc == 0)
+		rc = pf_report_add_loader(r, &lo->cfg, &m, &run, &err);
+	if (rc < 0) {
+		pf_report_free(r);
+		return pf_ext_raise(rc, err.code ? &err : NULL, "report");
+	}
+	/* Text names files as their bytes are (surrogateescape, as os
+	 * does); JSON is UTF-8. */
+	n = pf_report_format(r, fmt, NULL, 0);
+	text = PyMem_Malloc((size_t)n + 1);
+	if (text) {
+		pf_report_format(r, fmt, text, (size_t)n + 1);
+		out = PyUnicode_DecodeUTF8(text, (Py_ssize_t)n, "surrogateescape");
+	} else {
+		PyErr_NoMemory();
+	}
+	PyMem_Free(text);
+	pf_report_free(r);
+	return out;
 }
 
 static PyObject *loader_save_state(pf_ext_loader *lo, PyObject *unused)
@@ -468,6 +627,9 @@ static PyMethodDef loader_methods[] = {
 	  "the end of `with podfeed.Loader(...)` calls it." },
 	{ "_save_state", (PyCFunction)loader_save_state, METH_NOARGS,
 	  "_save_state($self, /)\n--\n\nThe C state blob (bytes)." },
+	{ "_report", (PyCFunction)loader_report, METH_VARARGS,
+	  "_report($self, json, /)\n--\n\nThe report as text, or its JSON line "
+	  "(podfeed.Loader.report() parses it)." },
 	{ "metrics", (PyCFunction)loader_metrics, METH_NOARGS,
 	  "metrics($self, /)\n--\n\n"
 	  "Where the time and the data went, as a dict (the C pf_loader_metrics):\n"

@@ -16,6 +16,7 @@ podfeed.torch / podfeed.jax for the framework adapters.
 
 import base64
 import binascii
+import json
 import math
 import numbers
 import os
@@ -513,7 +514,7 @@ class Loader(_podfeed.LoaderBase):
     from, as podfeed.host_identity() says), cores, per_core_batch,
     steps_per_epoch, spec (the canonical spec string), features (names),
     prefetch, held (batches held now), closed.  metrics() says where the
-    time went.
+    time went, report() what loadbench would say of the run.
     """
 
     def __init__(self, paths, features, per_core_batch, cores=1, host_index=None,
@@ -596,6 +597,21 @@ class Loader(_podfeed.LoaderBase):
         return (f"<podfeed.Loader {state}: host {self.host_index} of {self.num_hosts}, "
                 f"{self.cores} cores x {self.per_core_batch} records, "
                 f"features {self._config['features']!r}>")
+
+    def report(self, format="text"):
+        """What the loader did so far, as loadbench reports it, made by the
+        same library code (pf_report): format='text' gives the lines for
+        people (files, features, topology, records, time, steady, read,
+        stages, bottleneck, next(), memory, ...), 'dict' the JSON object
+        loadbench --json prints, as a dict (records, steps, seconds,
+        records_per_s, bottleneck, stages, next_latency_us, topology, ...).
+        The run is timed from the loader's creation to the last next()
+        return; the steady rate counts the batches after the first (None,
+        and steady_na says why, under 10 of them or 100 ms).  It works
+        after close() too, with the figures of the close."""
+        as_dict = _choice("format", format, ("text", "dict")) == "dict"
+        text = self._report(as_dict)
+        return json.loads(text) if as_dict else text
 
     def state_dict(self):
         """Where this host is, as a small dict of plain values (str, int,
