@@ -516,7 +516,8 @@ static int default_features(const char *path, const pf_manifest *man, char **out
 
 typedef struct loader_run {
 	double seconds;		/* from create to the end */
-	double first_batch_ms;	/* from create to the first batch */
+	double first_batch_ms;	/* from create to the first batch (the
+				   loader's first_batch_ns) */
 	uint64_t steady_records; /* handed out after the first batch */
 	uint64_t steady_batches; /* batches after the first */
 	double steady_s;	/* from the first batch to the last */
@@ -648,8 +649,8 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 		pf_loader_free(l);
 		return 1;
 	}
-	out->first_batch_ms = t_first ? (double)(t_first - t0) * 1e-6 : 0;
 	pf_loader_get_metrics(l, &out->m);
+	out->first_batch_ms = (double)out->m.first_batch_ns * 1e-6;
 	pf_loader_tuning(l, &out->tune);
 	out->peak_rss = peak_rss_bytes();
 	if (o->save_state && ckpt_save(o->save_state, l) < 0) {
@@ -1016,6 +1017,44 @@ typedef struct report {
 
 static double mb(uint64_t bytes) { return (double)bytes / 1e6; }
 
+/* ------------------------------------------------------------------ */
+/* The first batch and what it waited for                               */
+
+static uint64_t minus0(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+/* Opening the dataset: its phases, one after the other. */
+static uint64_t open_ns(const pf_loader_metrics *m)
+{
+	return m->open_manifest_ns + m->open_index_ns + m->open_count_ns + m->open_exchange_ns;
+}
+
+/* The first batch split: opening the dataset (manifest, index tails,
+ * counting stream files, the hosts' exchange), the rest of
+ * pf_loader_create() (pools, threads), and the first reads (from the end
+ * of create to the first batch: the shards its first step needs read and
+ * decoded). */
+static void print_first_batch_text(const pf_loader_metrics *m)
+{
+	printf("first batch %.1f ms: opening the dataset %.1f ms (manifest %.1f, index tails %.1f, "
+	       "counting stream files %.1f, the hosts' exchange %.1f), loader start %.1f ms, "
+	       "first reads %.1f ms\n", (double)m->first_batch_ns * 1e-6,
+	       (double)open_ns(m) * 1e-6, (double)m->open_manifest_ns * 1e-6,
+	       (double)m->open_index_ns * 1e-6, (double)m->open_count_ns * 1e-6,
+	       (double)m->open_exchange_ns * 1e-6,
+	       (double)minus0(m->create_ns, open_ns(m)) * 1e-6,
+	       (double)minus0(m->first_batch_ns, m->create_ns) * 1e-6);
+	printf("open        %llu %s opened to plan", (unsigned long long)m->open_files,
+	       m->open_manifest_ns ? "file (the manifest)" : "files (every shard)");
+	if (m->open_count_files)
+		printf("; %llu stream files counted here (%.1f MB read, %.1f MB decompressed)",
+		       (unsigned long long)m->open_count_files, mb(m->open_count_bytes),
+		       mb(m->open_count_decompressed));
+	printf("\n");
+}
+
 static void report_derive(report *r)
 {
 	const pf_loader_metrics *m = &r->run.m;
@@ -1168,8 +1207,8 @@ static void print_text(const report *r)
 	       " consumer waited %.0f%%\n",
 	       r->f_io * 100, r->f_decode * 100, m->decode_threads, r->f_wait * 100);
 	printf("bottleneck  %s\n", r->bottleneck);
-	printf("next()      p50 %.0f us, p90 %.0f us, p99 %.0f us; first batch %.1f ms\n",
-	       r->p50, r->p90, r->p99, r->run.first_batch_ms);
+	printf("next()      p50 %.0f us, p90 %.0f us, p99 %.0f us\n", r->p50, r->p90, r->p99);
+	print_first_batch_text(m);
 	printf("memory      peak RSS %.1f MiB; budget %llu MiB, pools %.1f MiB\n",
 	       (double)r->run.peak_rss / 1048576.0, (unsigned long long)o->memory_mib,
 	       (double)m->memory_bytes / 1048576.0);
@@ -1248,6 +1287,28 @@ static void json_tuning(const pf_tuning *t)
 	printf("},");
 }
 
+/* "first_batch_seconds", and its parts as print_first_batch_text() says
+ * them; each member followed by a comma. */
+static void print_first_batch_json(const pf_loader_metrics *m)
+{
+	json_kv_double("first_batch_seconds", (double)m->first_batch_ns * 1e-9, true);
+	printf("\"open\":{");
+	json_kv_double("seconds", (double)open_ns(m) * 1e-9, true);
+	json_kv_double("manifest_seconds", (double)m->open_manifest_ns * 1e-9, true);
+	json_kv_double("index_seconds", (double)m->open_index_ns * 1e-9, true);
+	json_kv_double("count_seconds", (double)m->open_count_ns * 1e-9, true);
+	json_kv_double("exchange_seconds", (double)m->open_exchange_ns * 1e-9, true);
+	json_kv_u64("files", m->open_files, true);
+	json_kv_u64("count_files", m->open_count_files, true);
+	json_kv_u64("count_bytes", m->open_count_bytes, true);
+	json_kv_u64("count_decompressed", m->open_count_decompressed, false);
+	printf("},");
+	json_kv_double("loader_start_seconds", (double)minus0(m->create_ns, open_ns(m)) * 1e-9,
+		       true);
+	json_kv_double("first_reads_seconds",
+		       (double)minus0(m->first_batch_ns, m->create_ns) * 1e-9, true);
+}
+
 static void print_json(const report *r)
 {
 	const options *o = r->o;
@@ -1286,6 +1347,7 @@ static void print_json(const report *r)
 	json_kv_double("p99", r->p99, false);
 	printf("},");
 	json_kv_double("first_batch_ms", r->run.first_batch_ms, true);
+	print_first_batch_json(m);
 	json_kv_u64("peak_rss_bytes", r->run.peak_rss, true);
 	json_kv_u64("memory_budget_bytes", o->memory_mib << 20, true);
 	json_kv_u64("memory_pool_bytes", m->memory_bytes, true);

@@ -41,7 +41,9 @@ typedef struct eval_point {
 typedef struct host_stats {
 	char name[NAME_LEN];
 	uint64_t steps, records, bytes_read, params_hash;
+	uint64_t count_files, count_decompressed;	/* stream files it counted */
 	double seconds, wait_fraction, compute_ms_p50, loss;
+	double first_batch_s, open_s;	/* the first batch; opening the dataset */
 	uint32_t index, model;
 } host_stats;
 
@@ -661,6 +663,11 @@ static int gather(train_ctx *tc, const pf_loader_metrics *m, double seconds)
 	s->records = m->records;
 	s->bytes_read = m->bytes_read;
 	s->seconds = seconds;
+	s->first_batch_s = (double)m->first_batch_ns * 1e-9;
+	s->open_s = (double)(m->open_manifest_ns + m->open_index_ns + m->open_count_ns +
+			     m->open_exchange_ns) * 1e-9;
+	s->count_files = m->open_count_files;
+	s->count_decompressed = m->open_count_decompressed;
 	if (tc->tr) {
 		s->model = 1;
 		s->params_hash = tc->params_hash;
@@ -764,8 +771,8 @@ static void print_pod_text(const train_ctx *tc)
 	printf("pod         %u hosts (%s): %.0f records/s in all (records over the "
 	       "slowest host's %.3f s), %.0f a host\n", tc->hosts,
 	       pf_pod_transport(tc->pod), v.total_rps, v.slowest_s, v.mean_rps);
-	printf("  host      steps     records   seconds   records/s  MB/s read%s  name\n",
-	       tc->tr ? "  input wait" : "");
+	printf("  host      steps     records   seconds   records/s  MB/s read  first batch s"
+	       "  counted MB%s  name\n", tc->tr ? "  input wait" : "");
 	for (uint32_t i = 0; i < tc->hosts; i++) {
 		const host_stats *h = &tc->all[i];
 
@@ -773,6 +780,7 @@ static void print_pod_text(const train_ctx *tc)
 		       (unsigned long long)h->steps, (unsigned long long)h->records,
 		       h->seconds, host_rps(h),
 		       h->seconds > 0 ? (double)h->bytes_read / h->seconds / 1e6 : 0);
+		printf(" %14.3f %11.1f", h->first_batch_s, (double)h->count_decompressed / 1e6);
 		if (tc->tr)
 			printf(" %10.1f%%", h->wait_fraction * 100);
 		printf("  %s\n", h->name);
@@ -859,6 +867,10 @@ static void print_pod_json(const train_ctx *tc)
 		json_u64("records", h->records, true);
 		json_num("seconds", h->seconds, true);
 		json_num("records_per_s", host_rps(h), true);
+		json_num("first_batch_seconds", h->first_batch_s, true);
+		json_num("open_seconds", h->open_s, true);
+		json_u64("open_count_files", h->count_files, true);
+		json_u64("open_count_decompressed", h->count_decompressed, true);
 		json_num("mb_per_s_read", h->seconds > 0 ?
 			 (double)h->bytes_read / h->seconds / 1e6 : 0, tc->tr != NULL);
 		if (tc->tr) {

@@ -87,7 +87,8 @@ enum {
 	"pod:\n"                                                               \
 	"  Under `mpirun -np H loadbench ...` each rank is one host (topology\n" \
 	"  from MPI) and rank 0 prints the pod report: throughput in all and per\n" \
-	"  host, the slowest host, every host's steps.  `loadbench ladder --help`\n" \
+	"  host, the slowest host, every host's steps, first batch and the bytes\n" \
+	"  it decompressed counting stream files.  `loadbench ladder --help`\n" \
 	"  runs rungs of 1, 2, 4... hosts and their scaling efficiency.\n"
 
 typedef struct train_options {
