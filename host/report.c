@@ -355,7 +355,9 @@ int pf_report_add_train(pf_report *r, pf_trainer *t, const pf_scaling_input *in,
 typedef struct host_stats {
 	char name[NAME_LEN];
 	uint64_t steps, records, bytes_read, params_hash;
+	uint64_t count_files, count_decompressed;	/* stream files it counted */
 	double seconds, wait_fraction, compute_ms_p50, loss;
+	double first_batch_s, open_s;	/* the first batch; opening the dataset */
 	uint32_t index, model;
 } host_stats;
 
@@ -409,14 +411,16 @@ static void pod_text(pf_text *t, const host_stats *all, uint32_t hosts, const ch
 	pf_text_printf(t, "pod         %u hosts (%s): %.0f records/s in all (records over the "
 		       "slowest host's %.3f s), %.0f a host\n", hosts, transport, v->total_rps,
 		       v->slowest_s, v->mean_rps);
-	pf_text_printf(t, "  host      steps     records   seconds   records/s  MB/s read%s  "
-		       "name\n", model ? "  input wait" : "");
+	pf_text_printf(t, "  host      steps     records   seconds   records/s  MB/s read  first "
+		       "batch s  counted MB%s  name\n", model ? "  input wait" : "");
 	for (uint32_t i = 0; i < hosts; i++) {
 		const host_stats *h = &all[i];
 
 		pf_text_printf(t, "  %-6u %8llu %11llu %9.3f %11.0f %10.1f", h->index,
 			       (unsigned long long)h->steps, (unsigned long long)h->records,
 			       h->seconds, host_rps(h), host_mbps(h));
+		pf_text_printf(t, " %14.3f %11.1f", h->first_batch_s,
+			       (double)h->count_decompressed / 1e6);
 		if (model)
 			pf_text_printf(t, " %10.1f%%", h->wait_fraction * 100);
 		pf_text_printf(t, "  %s\n", h->name);
@@ -474,6 +478,10 @@ static json_t *pod_json(const host_stats *all, uint32_t hosts, const char *trans
 		pf_json_put(sub, "records", pf_json_u64(h->records), bad);
 		pf_json_put(sub, "seconds", pf_json_num(h->seconds), bad);
 		pf_json_put(sub, "records_per_s", pf_json_num(host_rps(h)), bad);
+		pf_json_put(sub, "first_batch_seconds", pf_json_num(h->first_batch_s), bad);
+		pf_json_put(sub, "open_seconds", pf_json_num(h->open_s), bad);
+		pf_json_put(sub, "open_count_files", pf_json_u64(h->count_files), bad);
+		pf_json_put(sub, "open_count_decompressed", pf_json_u64(h->count_decompressed), bad);
 		pf_json_put(sub, "mb_per_s_read", pf_json_num(host_mbps(h)), bad);
 		if (model) {
 			snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)h->params_hash);
@@ -517,6 +525,11 @@ int pf_report_add_pod(pf_report *r, pf_pod *pod, uint32_t host_index,
 	mine.records = m->records;
 	mine.bytes_read = m->bytes_read;
 	mine.seconds = seconds;
+	mine.first_batch_s = (double)m->first_batch_ns * 1e-9;
+	mine.open_s = (double)(m->open_manifest_ns + m->open_index_ns + m->open_count_ns +
+			       m->open_exchange_ns) * 1e-9;
+	mine.count_files = m->open_count_files;
+	mine.count_decompressed = m->open_count_decompressed;
 	if (t && log) {
 		if (pf_train_log_figures(log, &f) < 0)
 			return nomem(err, "pod section");

@@ -484,7 +484,8 @@ PF_API int pf_region_table_region(pf_region_table *t, size_t r, pf_region_info *
 PF_API size_t pf_region_table_match(pf_region_table *t, const char *canonical);
 /*! pf_region_table_lookup(): the mount of any path: canonicalised
  *  (realpath(3), else lexically against the working directory), then
- *  matched.  Freezes the table.  @return the mount index (never fails: a path that
+ *  matched; a table of mount 0 only answers 0 without resolving the path.
+ *  Freezes the table.  @return the mount index (never fails: a path that
  *  cannot be resolved is matched as written). */
 PF_API size_t pf_region_table_lookup(pf_region_table *t, const char *path);
 

@@ -657,9 +657,22 @@ size_t pf_region_table_match(pf_region_table *t, const char *canonical_path)
 size_t pf_region_table_lookup(pf_region_table *t, const char *path)
 {
 	char canon[PATH_MAX];
-	int len = canonical(t, path, canon);
+	int len;
 	size_t m;
 
+	/* Only mount 0 (no mount declared, none found, and the first
+	 * lookup freezes the table): every path is under it, and realpath()
+	 * would cost a readlink() per component of every path for nothing
+	 * (on 1,000 shards, 14,000 of the 19,000 system calls a loader made
+	 * before its first batch). */
+	pthread_mutex_lock(&t->mu);
+	freeze_locked(t);
+	if (t->nm == 1) {
+		pthread_mutex_unlock(&t->mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&t->mu);
+	len = canonical(t, path, canon);
 	pthread_mutex_lock(&t->mu);
 	if (len < 0) {
 		/* Not even lexically (too long): match it as written. */

@@ -6,9 +6,12 @@
  * built from that plan: every buffer the hot path uses.  The plan is
  * the most the loader may use; read buffers are handed out as the reads
  * need them, under the limit autotune sets (at the start, the few the
- * first batch needs), and the slots for a prefetch autotune may choose
- * when it does.  Not here: where the pools come from (pool.c), or what
- * fills them. */
+ * first batch needs), and batch slots as the schedule opens the steps
+ * they hold (a freed one first, so those in use stay few and warm), up to
+ * what the prefetch in force allows.  A buffer or slot never needed is
+ * never touched: the pools are anonymous mappings, so what the first
+ * batch does not need costs it no page fault.  Not here: where the
+ * pools come from (pool.c), or what fills them. */
 #include <errno.h>
 #include <string.h>
 
@@ -127,13 +130,6 @@ static int setup_slot(pf_loader *l, batch_slot *s)
 		cb->valid = s->valid + (size_t)c * l->topo.per_core_batch;
 		cb->nvalid = l->topo.per_core_batch;
 		for (uint32_t f = 0; f < l->spec.n; f++) {
-			size_t end = l->toff[f] + l->fbytes[f] * l->topo.per_core_batch;
-			size_t next = f + 1 < l->spec.n ? l->toff[f + 1] : l->block_bytes;
-
-			/* Rows are written whole, every time; the alignment gap
-			 * after a tensor never is, and a pool kept from another
-			 * loader (pool.c) may hold anything there. */
-			memset((uint8_t *)cb->block + end, 0, next - end);
 			cb->tensors[f].name = l->spec.f[f].name;
 			cb->tensors[f].dtype = l->spec.f[f].dtype;
 			cb->tensors[f].len = l->spec.f[f].len;
@@ -220,8 +216,9 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 		l->free_streams = ss;
 	}
 	/* Read buffers are made as the reads need them
-	 * (pf_budget_cbuf_ready()); the slots for the prefetch of now, the
-	 * rest when it is raised. */
+	 * (pf_budget_cbuf_ready()), batch slots as the schedule opens steps
+	 * (pf_budget_slot_take()), up to those the prefetch of now allows:
+	 * here only their descriptions, which touch no page of the pool. */
 	for (unsigned i = 0; i < l->nslots; i++) {
 		batch_slot *s = &l->slots[i];
 
@@ -249,6 +246,38 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 	return 0;
 }
 
+batch_slot *pf_budget_slot_take(pf_loader *l, bool *fresh)
+{
+	batch_slot *s = l->free_slots;
+
+	*fresh = !s;
+	if (s)
+		l->free_slots = s->next;
+	else if (l->slots_made < l->slots_limit)
+		s = &l->slots[l->slots_made++];
+	if (s)
+		s->next = NULL;
+	return s;
+}
+
+void pf_budget_slot_make(pf_loader *l, batch_slot *s)
+{
+	for (uint32_t c = 0; c < l->topo.cores; c++) {
+		uint8_t *block = s->core[c].block;
+
+		for (uint32_t f = 0; f < l->spec.n; f++) {
+			size_t end = l->toff[f] + l->fbytes[f] * l->topo.per_core_batch;
+			size_t next = f + 1 < l->spec.n ? l->toff[f + 1] : l->block_bytes;
+
+			/* Rows are written whole, every time; the alignment gap
+			 * after a tensor never is, and a pool kept from another
+			 * loader (pool.c) may hold anything there. */
+			if (next > end)
+				memset(block + end, 0, next - end);
+		}
+	}
+}
+
 bool pf_budget_cbuf_ready(pf_loader *l)
 {
 	/* Made in index order, taken most recently freed first: the buffers
@@ -263,13 +292,6 @@ bool pf_budget_cbuf_ready(pf_loader *l)
 
 void pf_budget_grow_slots(pf_loader *l, unsigned prefetch)
 {
-	unsigned want = l->nslots - (l->prefetch_max - prefetch);
-
-	for (; l->slots_made < want; l->slots_made++) {
-		batch_slot *s = &l->slots[l->slots_made];
-
-		s->next = l->free_slots;
-		l->free_slots = s;
-	}
+	l->slots_limit = l->nslots - (l->prefetch_max - prefetch);
 	pthread_cond_broadcast(&l->cv_batch);	/* the I/O thread may wait for one */
 }

@@ -314,10 +314,11 @@ struct pf_loader {
 	/* What the pools hold now (budget.c): read buffers made so far
 	 * (indexes [0, cbufs_made), the rest of the ncbufs planned made when
 	 * needed) and how many may be in use (reads in flight and frames
-	 * being decoded); batch slots made (the rest of nslots made when
-	 * prefetch is raised). */
+	 * being decoded); batch slots made (indexes [0, slots_made), the
+	 * rest made as the schedule needs them, up to slots_limit: nslots
+	 * less those only a raised prefetch may use). */
 	unsigned cbufs_made, cbuf_limit;
-	unsigned slots_made;
+	unsigned slots_made, slots_limit;
 
 	/* Autotune (autotune.c), under mu. */
 	pf_tuning tune;
@@ -381,7 +382,12 @@ int pf_budget_setup(pf_loader *l, pf_error *err);
 /* A read buffer can be taken now: one is free, or one more is made, and
  * fewer than l->cbuf_limit are in use. */
 bool pf_budget_cbuf_ready(pf_loader *l);
-/* The consumer may hold prefetch + 1 batches: make the slots for it. */
+/* A batch slot for the next step, once slot_free (schedule.c) says
+ * there is one: the most recently freed, else the next never used
+ * (*fresh: make it with pf_budget_slot_make(), l->mu not needed). */
+batch_slot *pf_budget_slot_take(pf_loader *l, bool *fresh);
+void pf_budget_slot_make(pf_loader *l, batch_slot *s);
+/* The consumer may hold prefetch + 1 batches: allow the slots for it. */
 void pf_budget_grow_slots(pf_loader *l, unsigned prefetch);
 
 /* autotune.c (with l->mu held) */

@@ -37,10 +37,12 @@ static bool stream_free(const pf_loader *l, uint64_t arg)
 	return l->free_streams != NULL;
 }
 
+/* A batch slot free, or one more the limit allows (made after the
+ * unlock, by its taker). */
 static bool slot_free(const pf_loader *l, uint64_t arg)
 {
 	(void)arg;
-	return l->free_slots != NULL;
+	return l->free_slots != NULL || l->slots_made < l->slots_limit;
 }
 
 static bool ring_free(const pf_loader *l, uint64_t g)
@@ -84,6 +86,7 @@ static batch_slot *step_slot(pf_loader *l, pf_io *io, const walk *wk, uint64_t j
 	const epoch_run *er = wk->er;
 	uint64_t r = wk->rstep0 + j;
 	batch_slot *bs;
+	bool fresh;
 
 	if (l->last_slot && l->last_rstep == r)
 		return l->last_slot;
@@ -91,9 +94,14 @@ static batch_slot *step_slot(pf_loader *l, pf_io *io, const walk *wk, uint64_t j
 		pthread_mutex_unlock(&l->mu);
 		return NULL;
 	}
-	bs = l->free_slots;
-	l->free_slots = bs->next;
-	bs->next = NULL;
+	bs = pf_budget_slot_take(l, &fresh);
+	if (fresh) {
+		/* Its first use: its pages are faulted in here, not under
+		 * the lock the workers and the consumer take. */
+		pthread_mutex_unlock(&l->mu);
+		pf_budget_slot_make(l, bs);
+		pthread_mutex_lock(&l->mu);
+	}
 	bs->filled = 0;
 	if (bs->holes) {
 		memset(bs->valid, 1, l->host_batch);

@@ -322,6 +322,14 @@ Test(region_match, table_freezes_at_first_use)
 	cr_assert_eq(parse(t, "/c us-east1\n", &err), -EBUSY);
 	cr_assert_eq(pf_region_table_scan_mountinfo(t, "", 0, NULL, &err), -EBUSY);
 	pf_region_table_free(t);
+
+	/* A table of mount 0 only answers 0 without resolving the path
+	 * (a loader looks up every shard), and is frozen all the same. */
+	t = lexical(NULL);
+	cr_assert_eq(pf_region_table_lookup(t, "/no/such/dir/../x"), 0);
+	cr_assert_eq(pf_region_table_lookup(t, "relative/x"), 0);
+	cr_assert_eq(pf_region_table_add(t, "/b", "us-east1", &err), -EBUSY);
+	pf_region_table_free(t);
 }
 
 /* realpath: a mount declared through a symlink matches files named by

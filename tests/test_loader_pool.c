@@ -2,15 +2,17 @@
 /* The process-wide cache of the loader's large pools (loader/pool.c): a
  * loader made after another one takes its pools, delivers exactly what a
  * loader on fresh pools delivers (nothing of the last loader's data
- * shows through), the cache is bounded, pf_loader_trim() empties it, and
- * a loader that did not ask (keep_pools) leaves nothing behind. */
+ * shows through), the cache is bounded, pf_loader_trim() empties it, a
+ * loader that did not ask (keep_pools) leaves nothing behind, and a batch
+ * slot no step needed is never touched. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
-#include "loader_internal.h"
+#include "pipeline_internal.h"
 #include "podfeed.h"
 #include "testutil.h"
 
@@ -228,4 +230,74 @@ Test(pool, a_freed_loader_keeps_nothing_unless_asked, .timeout = 120)
 	cr_assert_gt(rss_bytes(), rss0 + (d.rss_live - rss0) / 2, "the kept pools stay resident");
 	pf_loader_trim();
 	cr_assert_eq(pf_pool_cached(), 0);
+}
+
+/* Batch slots are made as the schedule opens their steps, a freed one
+ * taken before a new one: a slot no step needed has no page in memory
+ * (the pool is planned for the most the budget allows, and a loader
+ * faulted in its whole batch pool before its first batch).  Slots of
+ * about 2 MiB with alignment gaps after each tensor, which a slot's
+ * making zeroes. */
+Test(pool, a_slot_no_step_needs_is_never_touched, .timeout = 120)
+{
+	const uint64_t n = 4000;
+	const uint32_t pcb = 500;
+	const char *dir = dataset(0, n);
+	const char *paths[1] = { dir };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = pcb,
+				 .cores_per_host = 1, .epochs = 1, .threads = 2,
+				 .features = "id:int64[1],v:float32[1021]:pad=-1" };
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t next_id = 0;
+	size_t slot_bytes, from, len, resident = 0, used_resident = 0;
+	unsigned char *vec;
+	pf_loader *l;
+	pf_batch *b;
+	pf_error err;
+	int ret;
+
+	pf_loader_trim();
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		const int64_t *ids = b->core[0].tensors[0].data;
+		const uint8_t *block = b->core[0].block;
+		size_t v_at = (size_t)((const uint8_t *)b->core[0].tensors[1].data - block);
+
+		/* Not shuffled: the ids in order, each once. */
+		for (uint32_t i = 0; i < pcb; i++)
+			cr_assert_eq((uint64_t)ids[i], next_id++);
+		cr_assert_gt(v_at, 8 * pcb, "no gap after 'id'");
+		for (size_t i = 8 * pcb; i < v_at; i++)
+			cr_assert_eq(block[i], 0, "the gap after 'id' holds data");
+		pf_loader_release(l, b);
+	}
+	cr_assert_eq(ret, 0, "%s", pf_loader_last_error(l)->msg);
+	cr_assert_eq(next_id, n);
+
+	slot_bytes = (size_t)l->topo.cores * l->block_bytes;
+	cr_assert_gt(l->slots_made, 0);
+	cr_assert_leq(l->slots_made, n / pcb, "more slots made than steps");
+	/* A 2 MiB page faulted in for the last slot made may reach into the
+	 * next ones: from 2 MiB past its end, nothing is resident. */
+	from = round_up((size_t)l->slots_made * slot_bytes + (2u << 20), (size_t)page);
+	cr_assert_geq((size_t)l->nslots * slot_bytes, from + slot_bytes,
+		      "the pool has too few slots past those made (%u of %u)", l->slots_made,
+		      l->nslots);
+	len = (size_t)l->nslots * slot_bytes - from;
+	vec = calloc(len / (size_t)page + 1, 1);
+	cr_assert_not_null(vec);
+	cr_assert_eq(mincore(l->mem_batches + from, len, vec), 0);
+	for (size_t i = 0; i < len / (size_t)page; i++)
+		resident += vec[i] & 1;
+	cr_assert_eq(resident, 0, "%zu pages of slots never made are in memory (%u of %u "
+		     "slots made)", resident, l->slots_made, l->nslots);
+	/* The check sees pages: the slots made are in memory. */
+	cr_assert_eq(mincore(l->mem_batches, slot_bytes, vec), 0);
+	for (size_t i = 0; i < slot_bytes / (size_t)page; i++)
+		used_resident += vec[i] & 1;
+	cr_assert_gt(used_resident, 0);
+	free(vec);
+	pf_loader_free(l);
+	pf_loader_trim();
 }

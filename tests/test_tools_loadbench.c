@@ -219,6 +219,79 @@ Test(loadbench, text_report)
 	cr_assert_null(strchr(out, '\r'), "%s", out);
 }
 
+/* The first batch in every report, split: opening the dataset by phase
+ * (the manifest, every shard's index tail, counting stream files), the
+ * loader's start and the first reads; the phases that did not run are 0. */
+static json_t *open_of(json_t *o)
+{
+	json_t *op = json_object_get(o, "open");
+
+	cr_assert(json_is_object(op), "no open member");
+	/* The parts add up to the first batch; first_batch_ms says the same. */
+	cr_assert_gt(jd(o, "first_batch_seconds"), 0);
+	cr_assert_float_eq(jd(o, "first_batch_ms"), jd(o, "first_batch_seconds") * 1e3, 1e-6);
+	cr_assert_float_eq(jd(op, "seconds") + jd(o, "loader_start_seconds") +
+			   jd(o, "first_reads_seconds"), jd(o, "first_batch_seconds"), 1e-6);
+	cr_assert_float_eq(jd(op, "seconds"), jd(op, "manifest_seconds") +
+			   jd(op, "index_seconds") + jd(op, "count_seconds") +
+			   jd(op, "exchange_seconds"), 1e-6);
+	cr_assert_eq(jd(op, "exchange_seconds"), 0, "one host exchanges nothing");
+	return op;
+}
+
+Test(loadbench, first_batch_and_the_open_phases)
+{
+	const char *d = make_dataset();
+	char args[1024], cmd[2048], out[8192];
+	uint64_t plain = 0;
+
+	/* From the manifest: one file, no tails, nothing counted. */
+	snprintf(args, sizeof(args), "--threads 2 --steps 2 %s/z", d);
+	json_t *o = run_json(args), *op = open_of(o);
+	cr_assert_eq(ju(op, "files"), 1);
+	cr_assert_gt(jd(op, "manifest_seconds"), 0);
+	cr_assert_eq(jd(op, "index_seconds"), 0);
+	cr_assert_eq(ju(op, "count_files"), 0);
+	json_decref(o);
+
+	/* Without it: every shard's index tail. */
+	snprintf(args, sizeof(args), "--threads 2 --steps 2 --no-manifest %s/z", d);
+	o = run_json(args), op = open_of(o);
+	cr_assert_eq(ju(op, "files"), 4);
+	cr_assert_eq(jd(op, "manifest_seconds"), 0);
+	cr_assert_gt(jd(op, "index_seconds"), 0);
+	cr_assert_eq(ju(op, "count_files"), 0);
+	json_decref(o);
+
+	/* Plain stream files: each counted, read whole. */
+	for (int i = 0; i < 4; i++) {
+		char path[1024];
+		size_t len;
+
+		snprintf(path, sizeof(path), "%s/raw/tokens-%05d-of-00004.tfrecord", d, i);
+		free(tu_read_file(path, &len));
+		plain += len;
+	}
+	snprintf(args, sizeof(args), "--threads 2 --steps 2 --features tokens:int32[256],label:int64[1] "
+		 "%s/raw", d);
+	o = run_json(args), op = open_of(o);
+	cr_assert_eq(ju(op, "count_files"), 4);
+	cr_assert_eq(ju(op, "count_bytes"), plain);
+	cr_assert_eq(ju(op, "count_decompressed"), plain);
+	cr_assert_gt(jd(op, "count_seconds"), 0);
+	json_decref(o);
+
+	/* The text says the same. */
+	snprintf(cmd, sizeof(cmd), "%s --quiet --threads 2 --steps 2 --features "
+		 "tokens:int32[256],label:int64[1] %s/raw 2>&1", tu_env_tool("LOADBENCH"), d);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0, "%s", out);
+	const char *says[] = { "first batch ", ": opening the dataset ", "counting stream files ",
+			       "first reads ", "4 files (every shard) opened to plan; 4 stream "
+			       "files counted here" };
+	for (size_t i = 0; i < sizeof(says) / sizeof(says[0]); i++)
+		cr_assert(strstr(out, says[i]), "no '%s' in:\n%s", says[i], out);
+}
+
 Test(loadbench, bad_flags_and_missing_files)
 {
 	const char *d = make_dataset();

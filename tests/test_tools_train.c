@@ -278,6 +278,10 @@ static void check_pod(json_t *o, unsigned hosts, unsigned steps, bool model)
 		cr_assert_eq(num(e, "index"), i);
 		cr_assert_eq(num(e, "steps"), steps, "host %u", i);
 		cr_assert_gt(num(e, "records_per_s"), 0);
+		/* each host's first batch, after its open (from the manifest:
+		 * no stream file counted) */
+		cr_assert_gt(num(e, "first_batch_seconds"), num(e, "open_seconds"), "host %u", i);
+		cr_assert_eq(num(e, "open_count_files"), 0, "host %u", i);
 		sum += num(e, "records");
 		if (!model)
 			continue;

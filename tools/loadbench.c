@@ -423,8 +423,8 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 		pf_loader_free(l);
 		return 1;
 	}
-	out->first_batch_ms = t_first ? (double)(t_first - t0) * 1e-6 : 0;
 	pf_loader_get_metrics(l, &out->m);
+	out->first_batch_ms = (double)out->m.first_batch_ns * 1e-6;
 	pf_loader_tuning(l, &out->tune);
 	out->peak_rss = peak_rss_bytes();
 	if (o->save_state && ckpt_save(o->save_state, l) < 0) {

@@ -124,7 +124,8 @@ const cli_opt train_cli[] = {
 	{ CLI_SECTION, .help = "pod:" },
 	{ CLI_NOTE, .help = "Under `mpirun -np H loadbench ...` each rank is one host "
 		  "(topology from MPI) and rank 0 prints the pod report: throughput in "
-		  "all and per host, the slowest host, every host's steps.  `loadbench "
+		  "all and per host, the slowest host, every host's steps, first batch and "
+		  "the bytes it decompressed counting stream files.  `loadbench "
 		  "ladder --help` runs rungs of 1, 2, 4... hosts and their scaling "
 		  "efficiency." },
 	{ CLI_END },
