@@ -402,7 +402,7 @@ def plan(per_core_batch, cores, hosts, ref_global_batch=0, ref_steps=0, *,
 
 class Loader(_podfeed.LoaderBase):
     """Loader(paths, features, per_core_batch, cores=1, host_index=None,
-    num_hosts=None, seed=0, epochs=1, shuffle=True, shuffle_window=8192,
+    num_hosts=None, seed=0, epochs=1, shuffle=False, shuffle_window=8192,
     remainder="drop", on_corrupt="fail", memory_mib=512, threads=None,
     state=None, prefetch=2, max_steps=None, io_depth=None, max_corrupt=None,
     quarantine=None, verify_records=False, direct_io=False, io_backend=None,
@@ -455,8 +455,9 @@ class Loader(_podfeed.LoaderBase):
                       topology): the same on every run and thread count.
       epochs          passes over the data (a resumed run goes on to the
                       same count).
-      shuffle         permute the frames and shuffle records in a window;
-                      False: the files' order.
+      shuffle         False (the default, as in the C API, loadbench,
+                      tf.data and Grain): the files' order; True: frames
+                      permuted each epoch and records shuffled in a window.
       shuffle_window  records per shuffle block, rounded up to whole host
                       batches (at most 2**30).
       remainder       'drop' the records past the last whole global batch
@@ -518,7 +519,7 @@ class Loader(_podfeed.LoaderBase):
     """
 
     def __init__(self, paths, features, per_core_batch, cores=1, host_index=None,
-                 num_hosts=None, seed=0, epochs=1, shuffle=True, shuffle_window=8192,
+                 num_hosts=None, seed=0, epochs=1, shuffle=False, shuffle_window=8192,
                  remainder="drop", on_corrupt="fail", memory_mib=512, threads=None,
                  state=None, prefetch=2, max_steps=None, io_depth=None,
                  max_corrupt=None, quarantine=None, verify_records=False,
@@ -552,7 +553,8 @@ class Loader(_podfeed.LoaderBase):
                              "over 2**31 - 1 records a step")
         shuffle_window = _uint("shuffle_window", shuffle_window, lo=1)
         host_batch = per_core_batch * cores
-        if shuffle and -(-shuffle_window // host_batch) * host_batch > 2**30:
+        # Checked whether or not shuffle is on: a window named is a window meant.
+        if -(-shuffle_window // host_batch) * host_batch > 2**30:
             raise ValueError(f"shuffle_window: {shuffle_window} records, in whole host "
                              f"batches of {host_batch}, is over 2**30")
         index, count, self.host_source = host_identity(host_index, num_hosts)

@@ -51,7 +51,7 @@ def test_report_is_loadbench_s(data):
 
 
 def test_report_says_the_order_and_counts_what_was_delivered(data):
-    with podfeed.Loader(data / "indexed", TOKENS, 10, seed=5) as loader:
+    with podfeed.Loader(data / "indexed", TOKENS, 10, seed=5, shuffle=True) as loader:
         before = loader.report("dict")
         assert before["records"] == before["steps"] == 0
         assert before["first_batch_ms"] == 0

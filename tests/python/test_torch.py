@@ -72,7 +72,7 @@ def test_state_and_a_second_iteration(data):
 def test_batches_equal_the_c_api(data):
     want = digests(TOKENS, 8, 2, 6, True, 0, 1, data / "indexed")
     ds = podfeed.torch.IterableDataset(data / "indexed", TOKENS, per_core_batch=8,
-                                       cores=2, seed=6)
+                                       cores=2, seed=6, shuffle=True)
     got = []
     for step, b in enumerate(torch.utils.data.DataLoader(ds, batch_size=None,
                                                          num_workers=0)):
