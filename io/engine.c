@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The I/O engine: files, request bookkeeping, retries, counters, and the
- * choice of back-end.  Every read a request issues is planned (faults,
- * backoff) and judged (continue, retry, complete) here with fault.c's
- * policy, so both back-ends behave alike. */
+/* The I/O engine: the file table (files opened as requests, closed, their
+ * indexes reused), request bookkeeping, retries, counters, and the choice
+ * of back-end.  Every read and open step a request issues is planned
+ * (faults, backoff) and judged (continue, retry, complete) here with
+ * fault.c's policy, so both back-ends behave alike; how a step reaches
+ * the kernel is the back-end's (uring.c, pread.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -55,9 +58,12 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	io->pending = pf_calloc(io->queue_depth, sizeof(*io->pending));
 	io->injected = pf_calloc(io->queue_depth, sizeof(*io->injected));
 	io->reading = pf_calloc(io->queue_depth, sizeof(*io->reading));
-	io->files = pf_calloc(io->max_files, sizeof(*io->files));
+	io->local = pf_calloc(io->queue_depth, sizeof(*io->local));
+	io->open_todo = pf_calloc(io->queue_depth, sizeof(*io->open_todo));
+	io->open_fin = pf_calloc(io->queue_depth, sizeof(*io->open_fin));
+	io->free_file = UINT32_MAX;
 	if (!io->ops || !io->idle || !io->done || !io->pending || !io->injected ||
-	    !io->reading || !io->files) {
+	    !io->reading || !io->local || !io->open_todo || !io->open_fin) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "no memory for an I/O engine of depth %u",
 				   io->queue_depth);
@@ -104,13 +110,13 @@ void pf_io_free(pf_io *io)
 {
 	if (!io)
 		return;
+	/* The back-end first: its threads and the ring may still hold
+	 * descriptors; registered ones go with the ring. */
 	if (io->be)
 		io->be->exit(io);
 	for (uint32_t i = 0; i < io->nfiles; i++) {
 		if (io->files[i].fd >= 0)
 			close(io->files[i].fd);
-		if (io->files[i].direct_fd >= 0)
-			close(io->files[i].direct_fd);
 		pf_free(io->files[i].path);
 	}
 	pf_free(io->files);
@@ -120,6 +126,9 @@ void pf_io_free(pf_io *io)
 	pf_free(io->pending);
 	pf_free(io->injected);
 	pf_free(io->reading);
+	pf_free(io->local);
+	pf_free(io->open_todo);
+	pf_free(io->open_fin);
 	pf_free(io);
 }
 
@@ -133,118 +142,327 @@ bool pf_io_buffers_registered(const pf_io *io)
 	return io->buffers_registered;
 }
 
-int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
+/* Add st's counters to sum's. */
+static void stats_add(pf_io_stats *sum, const pf_io_stats *st)
+{
+	sum->bytes += st->bytes;
+	sum->ops += st->ops;
+	sum->errors += st->errors;
+	sum->retries += st->retries;
+	sum->busy_ns += st->busy_ns;
+	for (unsigned b = 0; b < PF_IO_HIST_BUCKETS; b++)
+		sum->hist[b] += st->hist[b];
+	sum->short_reads += st->short_reads;
+	sum->faults += st->faults;
+	sum->timeouts += st->timeouts;
+}
+
+/* ------------------------------------------------------------------ */
+/* The file table                                                       */
+
+/* A free index (from the free list, else a new one).  @return it, or
+ * UINT32_MAX without memory. */
+static uint32_t file_take(pf_io *io)
+{
+	uint32_t i = io->free_file;
+
+	if (i != UINT32_MAX) {
+		io->free_file = io->files[i].next_free;
+		return i;
+	}
+	if (io->nfiles == io->files_cap) {
+		uint32_t cap = io->files_cap ? io->files_cap * 2 : 64;
+		pf_io_file *f = cap > io->files_cap ? pf_realloc(io->files, cap * sizeof(*f))
+						    : NULL;
+
+		if (!f)
+			return UINT32_MAX;
+		io->files = f;
+		io->files_cap = cap;
+	}
+	return io->nfiles++;
+}
+
+static void file_give_back(pf_io *io, uint32_t i)
+{
+	pf_io_file *f = &io->files[i];
+
+	pf_free(f->path);
+	memset(f, 0, sizeof(*f));
+	f->state = PF_FILE_FREE;
+	f->fd = f->kslot = -1;
+	f->next_free = io->free_file;
+	io->free_file = i;
+	io->files_open--;
+}
+
+static pf_io_file *file_at(const pf_io *io, uint32_t i)
+{
+	return i < io->nfiles && io->files[i].state != PF_FILE_FREE ? &io->files[i] : NULL;
+}
+
+static const pf_io_file *open_file(const pf_io *io, uint32_t i)
+{
+	const pf_io_file *f = file_at(io, i);
+
+	return f && f->state == PF_FILE_OPEN ? f : NULL;
+}
+
+/* Whether the file system of dev (path lies on it) is FUSE: statfs(2)
+ * once per device, not per file. */
+static bool fs_is_fuse(pf_io *io, dev_t dev, const char *path)
 {
 	struct statfs sfs;
-	pf_io_file *f;
-	int fd, ret;
+	bool fuse;
 
-	pf_error_clear(err);
-	if (io->nfiles == io->max_files) {
-		pf_error_set_file(err, path);
-		return pf_error_set(err, -EMFILE, PF_OFFSET_NONE, 0,
-				    "the I/O engine's file table is full (%u files)",
-				    io->max_files);
-	}
-	fd = pf_file_open(path, err);
-	if (fd < 0)
-		return fd;
-	f = &io->files[io->nfiles];
+	for (unsigned i = 0; i < io->nfs_kinds; i++)
+		if (io->fs_kinds[i].dev == dev)
+			return io->fs_kinds[i].fuse;
+	fuse = statfs(path, &sfs) == 0 && sfs.f_type == PF_FUSE_SUPER_MAGIC;
+	if (io->nfs_kinds < PF_IO_FS_KINDS)
+		io->fs_kinds[io->nfs_kinds++] = (pf_fs_kind){ dev, fuse };
+	return fuse;
+}
+
+/* Queue op, an open of file i (its index set up), with the back-end. */
+static int open_queue(pf_io *io, pf_io_op *op, pf_io_req *req, uint32_t i, unsigned flags)
+{
+	pf_io_file *f = &io->files[i];
+
+	req->file = i;
+	req->open = true;
+	req->done_bytes = 0;
+	req->retries = 0;
+	req->result = 0;
+	req->injected = false;
+	*op = (pf_io_op){ .req = req, .start_ns = pf_now_ns(), .seq = ++io->open_requests,
+			  .step = PF_OPEN_STEP_OPEN, .path = f->path,
+			  .open_flags = O_RDONLY | ((flags & PF_IO_DIRECT) ? O_DIRECT : 0) };
+	f->busy++;
+	pf_io_attempt_plan(&io->policy, op, false, &io->opens);
+	return io->be->queue(io, op);
+}
+
+/* A new index for path, OPENING.  @return it, or UINT32_MAX (-ENOMEM). */
+static uint32_t file_new(pf_io *io, const char *path)
+{
+	uint32_t i = file_take(io);
+	pf_io_file *f;
+
+	if (i == UINT32_MAX)
+		return i;
+	f = &io->files[i];
 	memset(f, 0, sizeof(*f));
-	f->fd = fd;
-	f->direct_fd = -1;
+	f->fd = f->kslot = -1;
+	f->state = PF_FILE_OPENING;
+	io->files_open++;
 	f->path = pf_strdup(path);
 	if (!f->path) {
-		close(fd);
-		return -ENOMEM;
+		file_give_back(io, i);
+		return UINT32_MAX;
 	}
-	{
-		struct stat st;
+	if (io->files_open > io->files_open_peak)
+		io->files_open_peak = io->files_open;
+	return i;
+}
 
-		ret = fstat(fd, &st) == 0 ? 0 : -errno;
+int pf_io_open(pf_io *io, pf_io_req *req, const char *path, unsigned flags)
+{
+	uint32_t i;
+
+	if (!path || !*path)
+		return -EINVAL;
+	/* Ops go idle when their request completes, before it is reaped, so
+	 * there is one whenever inflight is below the depth. */
+	if (io->inflight + io->sync_inflight >= io->queue_depth)
+		return -EBUSY;
+	i = file_new(io, path);
+	if (i == UINT32_MAX)
+		return -ENOMEM;
+	io->inflight++;
+	return open_queue(io, io->idle[--io->nidle], req, i, flags);
+}
+
+int pf_io_add_file(pf_io *io, const char *path, unsigned flags, pf_error *err)
+{
+	pf_io_req req = { 0 };
+	bool done = false;
+	uint32_t i;
+	pf_io_op *op;
+	int ret;
+
+	pf_error_clear(err);
+	if (!path || !*path)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "an empty path");
+	/* An op of its own: wait for one when every op is in flight (their
+	 * completions stay queued for the caller). */
+	while (!io->nidle) {
+		ret = io->be->run(io, 1);
 		if (ret < 0)
-			goto fail;
-		f->size = (uint64_t)st.st_size;
-		f->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+			return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+					    "the I/O engine failed: %s", pf_strerror(ret));
 	}
-	if (io->regions)
-		f->mount = pf_region_table_lookup(io->regions, path);
-	f->fuse = fstatfs(fd, &sfs) == 0 && sfs.f_type == PF_FUSE_SUPER_MAGIC;
-	/* O_DIRECT is refused by some filesystems (tmpfs, many FUSE
-	 * mounts): then the file is read through the page cache. */
-	if (flags & PF_IO_DIRECT)
-		f->direct_fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-	io->nfiles++;
-	ret = io->be->file_added(io, io->nfiles - 1);
-	if (ret < 0) {
-		io->nfiles--;
-		goto fail;
+	i = file_new(io, path);
+	if (i == UINT32_MAX) {
+		pf_error_set_file(err, path);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "no memory to open it");
 	}
-	return (int)(io->nfiles - 1);
-fail:
-	if (f->direct_fd >= 0)
-		close(f->direct_fd);
-	close(fd);
-	pf_free(f->path);
-	pf_error_set_file(err, path);
-	return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "cannot add to the I/O engine: %s",
-			    pf_strerror(ret));
+	op = io->idle[--io->nidle];
+	io->sync_inflight++;
+	ret = open_queue(io, op, &req, i, flags);
+	op->sync = true;
+	op->sync_done = &done;
+	while (ret == 0 && !done)
+		ret = io->be->run(io, 1);
+	if (ret < 0)
+		/* The engine itself failed: the open may still be in the
+		 * kernel, so its index stays taken. */
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "the I/O engine failed: %s",
+				    pf_strerror(ret));
+	if (req.result < 0) {
+		ret = pf_io_failure(&io->policy, &req, path, err);
+		file_give_back(io, i);	/* a failed open holds no descriptor */
+		return ret;
+	}
+	return (int)i;
+}
+
+int pf_io_close_file(pf_io *io, uint32_t file)
+{
+	pf_io_file *f = file_at(io, file);
+
+	if (!f)
+		return -EBADF;
+	if (f->state == PF_FILE_OPENING || f->busy)
+		return -EBUSY;
+	if (f->fd >= 0 || f->kslot >= 0)
+		io->be->close_fd(io, f->fd, f->kslot);
+	if (f->state == PF_FILE_OPEN)
+		stats_add(&io->closed_reads, &f->stats);
+	io->closes++;
+	file_give_back(io, file);
+	return 0;
 }
 
 uint64_t pf_io_file_size(const pf_io *io, uint32_t file)
 {
-	return file < io->nfiles ? io->files[file].size : 0;
+	const pf_io_file *f = open_file(io, file);
+
+	return f ? f->size : 0;
 }
 
 int64_t pf_io_file_mtime(const pf_io *io, uint32_t file)
 {
-	return file < io->nfiles ? io->files[file].mtime_ns : 0;
+	const pf_io_file *f = open_file(io, file);
+
+	return f ? f->mtime_ns : 0;
 }
 
 const char *pf_io_file_path(const pf_io *io, uint32_t file)
 {
-	return file < io->nfiles ? io->files[file].path : NULL;
+	const pf_io_file *f = file_at(io, file);
+
+	return f ? f->path : NULL;
 }
 
 bool pf_io_file_direct(const pf_io *io, uint32_t file)
 {
-	return file < io->nfiles && io->files[file].direct_fd >= 0;
+	const pf_io_file *f = open_file(io, file);
+
+	return f && f->direct;
+}
+
+/* An open step ended with res (a descriptor after the open, 0 after the
+ * stat, or -errno).  @return true when the open is complete. */
+static bool open_account(pf_io *io, pf_io_op *op, int64_t res)
+{
+	pf_io_req *req = op->req;
+	pf_io_file *f = &io->files[req->file];
+
+	if (res < 0 && op->step == PF_OPEN_STEP_OPEN && res == -EINVAL &&
+	    (op->open_flags & O_DIRECT)) {
+		/* The file system refuses O_DIRECT (tmpfs, many FUSE
+		 * mounts): the file is read through the page cache. */
+		op->open_flags &= ~O_DIRECT;
+		pf_io_attempt_plan(&io->policy, op, false, &io->opens);
+		return false;
+	}
+	if (res < 0) {
+		if (!pf_io_open_judge_error(&io->policy, op, res, &io->opens)) {
+			pf_io_attempt_plan(&io->policy, op, false, &io->opens);
+			return false;
+		}
+	} else if (op->step == PF_OPEN_STEP_OPEN) {
+		/* Opened: the descriptor is the file's from here (closed with
+		 * it, whatever the stat says), then the stat. */
+		if (op->fixed)
+			f->kslot = (int)res;
+		else
+			f->fd = (int)res;
+		f->direct = op->open_flags & O_DIRECT;
+		op->step = PF_OPEN_STEP_STAT;
+		pf_io_attempt_plan(&io->policy, op, false, &io->opens);
+		return false;
+	} else if (S_ISDIR(op->stx.stx_mode)) {
+		/* open(2) takes a directory for reading; a shard it is not. */
+		pf_io_open_judge_error(&io->policy, op, -EISDIR, &io->opens);
+	} else {
+		f->size = op->stx.stx_size;
+		f->mtime_ns = (int64_t)op->stx.stx_mtime.tv_sec * 1000000000 +
+			      op->stx.stx_mtime.tv_nsec;
+		if (io->regions)
+			f->mount = pf_region_table_lookup(io->regions, f->path);
+		f->fuse = io->be == &pf_io_uring_backend &&
+			  fs_is_fuse(io, makedev(op->stx.stx_dev_major, op->stx.stx_dev_minor),
+				     f->path);
+		req->result = 0;
+	}
+	if (req->result < 0 && (f->fd >= 0 || f->kslot >= 0)) {
+		io->be->close_fd(io, f->fd, f->kslot);
+		f->fd = f->kslot = -1;
+	}
+	f->state = req->result < 0 ? PF_FILE_FAILED : PF_FILE_OPEN;
+	return true;
 }
 
 int pf_io_submit(pf_io *io, pf_io_req *req)
 {
+	pf_io_file *f;
 	pf_io_op *op;
 
 	/* Ops go idle when their request completes, before it is reaped, so
 	 * there is one whenever inflight is below the depth. */
-	if (io->inflight >= io->queue_depth)
+	if (io->inflight + io->sync_inflight >= io->queue_depth)
 		return -EBUSY;
 	req->done_bytes = 0;
 	req->retries = 0;
 	req->result = 0;
 	req->injected = false;
+	req->open = false;
 	op = io->idle[--io->nidle];
 	*op = (pf_io_op){ .req = req, .start_ns = pf_now_ns(),
 			  .seq = ++io->requests };
 	io->inflight++;
-	if (req->file >= io->nfiles) {
-		req->result = -EBADF;
+	f = (pf_io_file *)open_file(io, req->file);
+	if (!f) {
+		req->result = -EBADF;	/* no such file, or not open (yet) */
 		pf_io_complete(io, op);
 		return 0;
 	}
 	/* Every path from here completes through pf_io_complete(), which
 	 * ends what this begins. */
+	op->counted = true;
+	f->busy++;
 	if (io->regions)
-		pf_region_read_begin(io->regions, io->files[req->file].mount);
-	if (io->files[req->file].direct_fd >= 0 &&
+		pf_region_read_begin(io->regions, f->mount);
+	if (f->direct &&
 	    ((req->offset | req->len | (uintptr_t)req->buf) & (PF_IO_DIRECT_ALIGN - 1))) {
 		req->result = -EINVAL;	/* O_DIRECT needs aligned requests */
-		io->files[req->file].stats.errors++;
+		f->stats.errors++;
 		pf_io_complete(io, op);
 		return 0;
 	}
-	pf_io_attempt_plan(&io->policy, op, io->files[req->file].direct_fd >= 0,
-			   &io->files[req->file].stats);
+	pf_io_attempt_plan(&io->policy, op, f->direct, &f->stats);
 	return io->be->queue(io, op);
 }
 
@@ -258,8 +476,17 @@ bool pf_io_account(pf_io *io, pf_io_op *op, int64_t res)
 	pf_io_file *f = &io->files[op->req->file];
 	uint64_t lat;
 
+	if (op->req->open) {
+		if (!open_account(io, op, res))
+			return false;
+		lat = pf_now_ns() - op->start_ns;
+		io->opens.ops++;
+		io->opens.busy_ns += lat;
+		io->opens.hist[pf_hist_bucket(lat)]++;
+		return true;
+	}
 	if (!pf_io_attempt_judge(&io->policy, op, res, &f->stats)) {
-		pf_io_attempt_plan(&io->policy, op, f->direct_fd >= 0, &f->stats);
+		pf_io_attempt_plan(&io->policy, op, f->direct, &f->stats);
 		return false;
 	}
 	lat = pf_now_ns() - op->start_ns;
@@ -271,16 +498,28 @@ bool pf_io_account(pf_io *io, pf_io_op *op, int64_t res)
 
 void pf_io_complete(pf_io *io, pf_io_op *op)
 {
-	unsigned tail = (io->done_head + io->done_count) % io->queue_depth;
 	pf_io_req *req = op->req;
 
-	if (io->regions && req->file < io->nfiles)
-		pf_region_read_end(io->regions, io->files[req->file].mount, req->result,
-				   pf_now_ns() - op->start_ns);
+	if (op->counted) {
+		pf_io_file *f = &io->files[req->file];
 
-	io->done[tail] = req;
-	io->done_count++;
+		f->busy--;
+		if (io->regions)
+			pf_region_read_end(io->regions, f->mount, req->result,
+					   pf_now_ns() - op->start_ns);
+	} else if (req->open) {
+		io->files[req->file].busy--;
+	}
+	if (op->sync) {
+		/* pf_io_add_file()'s: it waits for this, no one reaps it. */
+		*op->sync_done = true;
+		io->sync_inflight--;
+	} else {
+		io->done[(io->done_head + io->done_count) % io->queue_depth] = req;
+		io->done_count++;
+	}
 	op->req = NULL;
+	op->counted = op->sync = false;
 	io->idle[io->nidle++] = op;
 }
 
@@ -312,8 +551,7 @@ unsigned pf_io_inflight(const pf_io *io)
 
 int pf_io_req_error(const pf_io *io, const pf_io_req *req, pf_error *err)
 {
-	return pf_io_failure(&io->policy, req,
-			     req->file < io->nfiles ? io->files[req->file].path : NULL, err);
+	return pf_io_failure(&io->policy, req, pf_io_file_path(io, req->file), err);
 }
 
 int pf_io_run(pf_io *io, pf_io_req *reqs, unsigned nreqs, const pf_io_plan *plan,
@@ -379,10 +617,25 @@ int pf_io_run(pf_io *io, pf_io_req *reqs, unsigned nreqs, const pf_io_plan *plan
 
 void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out)
 {
-	if (file < io->nfiles)
-		*out = io->files[file].stats;
+	const pf_io_file *f = open_file(io, file);
+
+	if (f)
+		*out = f->stats;
 	else
 		memset(out, 0, sizeof(*out));
+}
+
+void pf_io_get_stats(const pf_io *io, pf_io_engine_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->reads = io->closed_reads;
+	for (uint32_t i = 0; i < io->nfiles; i++)
+		if (io->files[i].state == PF_FILE_OPEN)
+			stats_add(&out->reads, &io->files[i].stats);
+	out->opens = io->opens;
+	out->closes = io->closes;
+	out->files_open = io->files_open;
+	out->files_open_peak = io->files_open_peak;
 }
 
 double pf_io_stats_quantile_us(const pf_io_stats *st, double q)

@@ -258,7 +258,7 @@ static int parse_item(cursor *c, pf_fault_plan *plan, bool *seeded)
 		{ "enoent", PF_FAULT_ENOENT }, { "hang", PF_FAULT_HANG },
 		{ "delay", PF_FAULT_DELAY },
 	};
-	size_t start = c->pos;
+	size_t start = c->pos, item = c->pos;
 	pf_fault_rule r = { 0 };
 	char f[16];
 
@@ -267,6 +267,20 @@ static int parse_item(cursor *c, pf_fault_plan *plan, bool *seeded)
 	if (c->pos == start)
 		return fail(c, start, "expected a fault (eio, short, enoent, hang, delay=D) "
 			    "or seed=S, found %s", found(c, f, sizeof(f)));
+	if (word_is(c, start, "open") && peek(c) == '-') {
+		/* "open-K": a fault of the engine's opens. */
+		r.open = true;
+		start = ++c->pos;
+		while (is_alpha(peek(c)))
+			c->pos++;
+		if (word_is(c, start, "short") || word_is(c, start, "hang"))
+			return fail(c, start, "'%.*s' applies to reads only (open- takes eio, "
+				    "enoent, delay=D)", (int)(c->pos - start), c->s + start);
+		if (word_is(c, start, "seed") || c->pos == start)
+			return fail(c, start, "expected a fault of opens (eio, enoent, delay=D) "
+				    "after 'open-', found %s", c->pos == start ? found(c, f, sizeof(f))
+				    : "'seed'");
+	}
 	if (word_is(c, start, "seed")) {
 		if (peek(c) != '=')
 			return fail(c, c->pos, "expected '=' after 'seed', found %s",
@@ -297,7 +311,7 @@ static int parse_item(cursor *c, pf_fault_plan *plan, bool *seeded)
 		if (ret < 0)
 			return ret;
 		if (plan->nrules == PF_FAULT_MAX_RULES)
-			return fail(c, start, "more than %u faults", PF_FAULT_MAX_RULES);
+			return fail(c, item, "more than %u faults", PF_FAULT_MAX_RULES);
 		plan->rule[plan->nrules++] = r;
 		return 0;
 	}
@@ -420,7 +434,7 @@ size_t pf_fault_format(const pf_fault_plan *plan, char *dst, size_t cap)
 	for (unsigned i = 0; i < plan->nrules; i++) {
 		const pf_fault_rule *r = &plan->rule[i];
 
-		put(&o, "%s%s", i ? "," : "",
+		put(&o, "%s%s%s", i ? "," : "", r->open ? "open-" : "",
 		    r->kind <= PF_FAULT_DELAY && names[r->kind] ? names[r->kind] : "?");
 		if (r->kind == PF_FAULT_DELAY) {
 			put(&o, "=");
@@ -457,16 +471,18 @@ static unsigned error_rank(pf_fault_kind k)
 	return k == PF_FAULT_ENOENT ? 3 : k == PF_FAULT_EIO ? 2 : k == PF_FAULT_HANG ? 1 : 0;
 }
 
-pf_fault_hit pf_fault_decide(const pf_fault_plan *plan, uint64_t request, uint32_t issue)
+pf_fault_hit pf_fault_decide(const pf_fault_plan *plan, uint64_t request, uint32_t issue,
+			     bool open)
 {
 	pf_fault_hit h = { 0 };
 
 	for (unsigned i = 0; i < plan->nrules; i++) {
 		const pf_fault_rule *r = &plan->rule[i];
-		bool hit = r->nth ? request == r->nth && issue == 0
-				  : r->fraction >= 1.0 ||
-				    (r->fraction > 0 && draw(plan->seed, i, request, issue) <
-							r->fraction);
+		bool hit = r->open == open &&
+			   (r->nth ? request == r->nth && issue == 0
+				   : r->fraction >= 1.0 ||
+				     (r->fraction > 0 && draw(plan->seed, i, request, issue) <
+							 r->fraction));
 
 		if (!hit)
 			continue;
@@ -599,8 +615,10 @@ void pf_io_attempt_plan(const pf_io_policy *p, pf_io_op *a, bool direct,
 	pf_fault_hit h = { 0 };
 	bool faulted;
 
-	if (p->faults.nrules)
-		h = pf_fault_decide(&p->faults, a->seq, a->issue);
+	/* An open draws for its open step; the stat after it is not a
+	 * request of its own. */
+	if (p->faults.nrules && !(req->open && a->step == PF_OPEN_STEP_STAT))
+		h = pf_fault_decide(&p->faults, a->seq, a->issue, req->open);
 	a->issue++;
 	a->issue_len = left;
 	a->action = (uint8_t)h.error;
@@ -625,33 +643,16 @@ void pf_io_attempt_plan(const pf_io_policy *p, pf_io_op *a, bool direct,
 		st->faults++;
 		total_add(&pf_io_process_totals.faults);
 	}
-	if (a->action != PF_FAULT_EIO && a->action != PF_FAULT_ENOENT)
+	if (a->action != PF_FAULT_EIO && a->action != PF_FAULT_ENOENT && !req->open)
 		total_add(&pf_io_process_totals.reads);
 }
 
-bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_op *a, int64_t res,
-			 pf_io_stats *st)
+/* A failed read or open step: @return true when the request completes
+ * with res, false when it is due again (op->delay_ns: the backoff). */
+static bool judge_error(const pf_io_policy *p, pf_io_op *a, int64_t res, pf_io_stats *st)
 {
 	pf_io_req *req = a->req;
 
-	a->delay_ns = 0;
-	req->injected = false;
-	if (res > 0) {
-		req->done_bytes += (uint32_t)res;
-		st->bytes += (uint64_t)res;
-		if (req->done_bytes < req->len) {
-			/* Short: ask again for the rest (a read of 0 then says
-			 * end of file). */
-			st->short_reads++;
-			return false;
-		}
-		req->result = req->done_bytes;
-		return true;
-	}
-	if (res == 0) {
-		req->result = req->done_bytes;
-		return true;
-	}
 	if (res == -EINTR && a->eintr < PF_IO_EINTR_MAX) {
 		/* A signal, not a storage failure: again at once, free. */
 		a->eintr++;
@@ -677,6 +678,40 @@ bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_op *a, int64_t res,
 	return true;
 }
 
+bool pf_io_open_judge_error(const pf_io_policy *p, pf_io_op *a, int64_t res,
+			    pf_io_stats *st)
+{
+	a->delay_ns = 0;
+	a->req->injected = false;
+	return judge_error(p, a, res, st);
+}
+
+bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_op *a, int64_t res,
+			 pf_io_stats *st)
+{
+	pf_io_req *req = a->req;
+
+	a->delay_ns = 0;
+	req->injected = false;
+	if (res > 0) {
+		req->done_bytes += (uint32_t)res;
+		st->bytes += (uint64_t)res;
+		if (req->done_bytes < req->len) {
+			/* Short: ask again for the rest (a read of 0 then says
+			 * end of file). */
+			st->short_reads++;
+			return false;
+		}
+		req->result = req->done_bytes;
+		return true;
+	}
+	if (res == 0) {
+		req->result = req->done_bytes;
+		return true;
+	}
+	return judge_error(p, a, res, st);
+}
+
 int pf_io_failure(const pf_io_policy *p, const pf_io_req *req, const char *path,
 		  pf_error *err)
 {
@@ -691,6 +726,16 @@ int pf_io_failure(const pf_io_policy *p, const pf_io_req *req, const char *path,
 			 req->retries == 1 ? "y" : "ies");
 	if (path)
 		pf_error_set_file(err, path);
+	if (req->open && code == -EISDIR)
+		return pf_error_set(err, code, PF_OFFSET_NONE, 0, "is a directory, not a file");
+	if (req->open && code == -ETIMEDOUT)
+		return pf_error_set(err, code, PF_OFFSET_NONE, 0,
+				    "open timed out: no answer within %llu ms%s",
+				    (unsigned long long)(p->timeout_ns / 1000000), retried);
+	if (req->open)
+		return pf_error_set(err, code, PF_OFFSET_NONE, 0, "cannot open: %s%s%s",
+				    pf_strerror(code), req->injected ? " (an injected fault)" : "",
+				    retried);
 	if (code == -ETIMEDOUT)
 		return pf_error_set(err, code, PF_OFFSET_FILE, at,
 				    "read of %u bytes timed out: no answer within %llu ms%s",

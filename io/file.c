@@ -136,27 +136,65 @@ static struct timespec ns_to_ts(uint64_t ns)
 				  .tv_nsec = (long)(ns % 1000000000) };
 }
 
-int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off, uint64_t timeout_ns)
+/* Arm this thread's timer to fire in timeout_ns (0: no timeout).
+ * @return whether it is armed (disarm it after the call it bounds). */
+static bool deadline_arm(uint64_t timeout_ns)
+{
+	struct itimerspec arm = { .it_value = ns_to_ts(timeout_ns),
+				  .it_interval = ns_to_ts(TIMER_REPEAT_NS) };
+
+	if (!timeout_ns || !thread_timer())
+		return false;
+	tl_fired = 0;
+	return timer_settime(tl_timer, 0, &arm, NULL) == 0;
+}
+
+static void deadline_disarm(bool timed)
 {
 	static const struct itimerspec disarm;
-	bool timed = timeout_ns && thread_timer();
+
+	if (timed)
+		timer_settime(tl_timer, 0, &disarm, NULL);
+}
+
+/* A call bounded by an armed timer failed with e: -ETIMEDOUT when the
+ * timer interrupted it, else -e. */
+static int deadline_error(bool timed, int e)
+{
+	return e == EINTR && timed && tl_fired ? -ETIMEDOUT : -e;
+}
+
+int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off, uint64_t timeout_ns)
+{
+	bool timed = deadline_arm(timeout_ns);
 	ssize_t n;
 	int e;
 
-	if (timed) {
-		struct itimerspec arm = { .it_value = ns_to_ts(timeout_ns),
-					  .it_interval = ns_to_ts(TIMER_REPEAT_NS) };
-
-		tl_fired = 0;
-		timed = timer_settime(tl_timer, 0, &arm, NULL) == 0;
-	}
 	n = off >= 0 ? pread(fd, buf, len, (off_t)off) : read(fd, buf, len);
 	e = errno;
-	if (timed)
-		timer_settime(tl_timer, 0, &disarm, NULL);
-	if (n >= 0)
-		return n;
-	return e == EINTR && timed && tl_fired ? -ETIMEDOUT : -e;
+	deadline_disarm(timed);
+	return n >= 0 ? n : deadline_error(timed, e);
+}
+
+int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *a, int fd)
+{
+	bool timed;
+	int ret, e;
+
+	if (a->delay_ns)
+		pf_sleep_ns(a->delay_ns);
+	if (a->action == PF_FAULT_EIO)
+		return -EIO;
+	if (a->action == PF_FAULT_ENOENT)
+		return -ENOENT;
+	timed = deadline_arm(p->timeout_ns);
+	if (a->step == PF_OPEN_STEP_STAT)
+		ret = statx(fd, "", AT_EMPTY_PATH, PF_STATX_MASK, &a->stx);
+	else
+		ret = open(a->path, a->open_flags | O_CLOEXEC);
+	e = errno;
+	deadline_disarm(timed);
+	return ret >= 0 ? ret : deadline_error(timed, e);
 }
 
 void pf_sleep_ns(uint64_t ns)

@@ -4,19 +4,36 @@
 #define PF_IO_INTERNAL_H
 
 #include <liburing.h>
+#include <pthread.h>
+#include <sys/stat.h>
 
 #include "common_internal.h"
 #include "pf_io.h"
 
+/* An index of the engine's file table: FREE (on the free list), OPENING
+ * (its open in flight), OPEN, or FAILED (its open failed; the index is
+ * the caller's until pf_io_close_file()). */
+typedef enum pf_file_state {
+	PF_FILE_FREE = 0,
+	PF_FILE_OPENING,
+	PF_FILE_OPEN,
+	PF_FILE_FAILED,
+} pf_file_state;
+
 typedef struct pf_io_file {
 	char *path;
-	int fd;
-	int direct_fd;		/* O_DIRECT descriptor, or -1 */
+	int fd;			/* a plain descriptor, or -1 */
+	int kslot;		/* io_uring: its place in the ring's registered
+				   table (a direct descriptor), or -1 */
+	uint8_t state;		/* pf_file_state */
+	bool direct;		/* opened with O_DIRECT */
+	bool fuse;		/* on a FUSE file system */
+	uint32_t busy;		/* its requests in flight (its open, reads) */
+	uint32_t next_free;	/* FREE: the next index of the free list */
 	uint64_t size;
 	int64_t mtime_ns;
 	pf_io_stats stats;
 	size_t mount;		/* in io->regions, when there is one */
-	bool fuse;		/* on a FUSE file system */
 } pf_io_file;
 
 /* A storage back-end: chosen from pf_io_backends[] by name, no
@@ -28,9 +45,9 @@ typedef struct pf_io_backend {
 	/* @return 0, or -errno; -EPERM/-ENOSYS mean "not here". */
 	int (*init)(pf_io *io, const pf_io_config *cfg, pf_error *err);
 	void (*exit)(pf_io *io);
-	/* A file was opened at index i. */
-	int (*file_added)(pf_io *io, uint32_t i);
-	/* Hand one queued request to the back-end (never blocks). */
+	/* Give up a file's descriptor (fd, or ring slot kslot >= 0). */
+	void (*close_fd)(pf_io *io, int fd, int kslot);
+	/* Hand one queued request, a read or an open, to the back-end. */
 	int (*queue)(pf_io *io, pf_io_op *op);
 	/* Push queued work and wait for at least min completions, calling
 	 * pf_io_complete() for each. */
@@ -50,6 +67,7 @@ typedef enum pf_fault_kind {
 
 typedef struct pf_fault_rule {
 	pf_fault_kind kind;
+	bool open;		/* "open-": the engine's opens, not reads */
 	uint64_t nth;		/* "@N": N; 0 for ":F" */
 	double fraction;	/* ":F": F in [0, 1] */
 	uint64_t delay_ns;	/* PF_FAULT_DELAY */
@@ -82,9 +100,10 @@ int pf_fault_parse(pf_fault_plan *plan, const char *spec, size_t len,
  * as fits, NUL-terminated when cap > 0. */
 size_t pf_fault_format(const pf_fault_plan *plan, char *dst, size_t cap);
 /* pf_fault_decide(): what the plan does to read number `issue` (from 0)
- * of request number `request` (from 1).  Pure. */
+ * of request number `request` (from 1): a read's (open false, the rules
+ * without "open-") or an open's (open true, the "open-" rules).  Pure. */
 pf_fault_hit pf_fault_decide(const pf_fault_plan *plan, uint64_t request,
-			     uint32_t issue);
+			     uint32_t issue, bool open);
 
 /* One line of /proc/PID/mountinfo (proc(5)):
  *   36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
@@ -119,10 +138,15 @@ typedef struct pf_io_policy {
 	uint64_t timeout_ns;	/* each read; 0: no limit */
 } pf_io_policy;
 
-/* A request in the engine, from pf_io_submit() until it completes: the
- * caller's pf_io_req (what the caller gives and gets) and the state of the
- * read in flight for it, which no caller sees.  An engine has queue_depth
- * of them; pf_file_pread() one on its stack. */
+/* An open's steps: the open itself, then a stat of what it opened. */
+enum { PF_OPEN_STEP_OPEN = 0, PF_OPEN_STEP_STAT };
+#define PF_STATX_MASK (STATX_TYPE | STATX_MODE | STATX_SIZE | STATX_MTIME)
+
+/* A request in the engine, from pf_io_submit() (or pf_io_open()) until it
+ * completes: the caller's pf_io_req (what the caller gives and gets) and
+ * the state of the read (or open step) in flight for it, which no caller
+ * sees.  An engine has queue_depth of them; pf_file_pread() one on its
+ * stack. */
 struct pf_io_op {
 	pf_io_req *req;
 	uint64_t start_ns;
@@ -138,8 +162,25 @@ struct pf_io_op {
 	uint8_t cqes;		/* io_uring: completions still due */
 	bool timed_out;		/* io_uring: cancelled at its deadline */
 	int32_t read_res;	/* io_uring: the read's own result */
+	bool counted;		/* a read begun in io->regions and file->busy */
+	bool sync;		/* pf_io_add_file()'s open: not for pf_io_reap() */
+	bool *sync_done;	/* ... set when it completes */
 	struct __kernel_timespec ts;	/* io_uring: the delay's, until submitted */
+	/* An open (req->open): */
+	uint8_t step;		/* PF_OPEN_STEP_* */
+	bool fixed;		/* io_uring: the open asks for a ring slot */
+	bool no_fixed;		/* ... and may not (the table is full) */
+	int open_flags;		/* of the next open: O_DIRECT while wanted */
+	const char *path;	/* the file's (lives while it is open) */
+	struct statx stx;	/* what the stat step found */
 };
+
+/* Whether a file system is FUSE, by device: asked once per device. */
+typedef struct pf_fs_kind {
+	dev_t dev;
+	bool fuse;
+} pf_fs_kind;
+#define PF_IO_FS_KINDS 16u
 
 struct pf_io {
 	const pf_io_backend *be;
@@ -147,9 +188,20 @@ struct pf_io {
 	unsigned queue_depth, max_files;
 	pf_io_policy policy;
 	uint64_t requests;	/* submitted so far: the next one's number - 1 */
+	uint64_t open_requests;	/* opens so far, numbered apart */
+	/* The file table: files[0, nfiles) have been handed out; the FREE
+	 * ones are a list through next_free. */
 	pf_io_file *files;
-	uint32_t nfiles;
+	uint32_t nfiles, files_cap;
+	uint32_t free_file;	/* head of the free list, or UINT32_MAX */
 	unsigned inflight;	/* submitted, not reaped */
+	unsigned sync_inflight;	/* pf_io_add_file()'s, not counted above */
+	/* Counters: closed files' reads, opens, closes, files held. */
+	pf_io_stats closed_reads, opens;
+	uint64_t closes;
+	uint32_t files_open, files_open_peak;
+	pf_fs_kind fs_kinds[PF_IO_FS_KINDS];
+	unsigned nfs_kinds;
 
 	/* the requests in the engine, and those of them not in use */
 	pf_io_op *ops;
@@ -167,8 +219,12 @@ struct pf_io {
 	pf_io_op **reading;	/* reads in the kernel, for their deadlines */
 	unsigned nreading;
 	bool ring_ready;
-	bool files_registered;
-	uint32_t files_synced;	/* files[0, files_synced) are in the ring's table */
+	bool files_registered;	/* the ring has a sparse table of max_files */
+	bool ring_opens;	/* IORING_OP_OPENAT, _STATX and _CLOSE work */
+	bool fixed_opens;	/* opens into the table (IORING_FILE_INDEX_ALLOC) */
+	pf_io_op **local;	/* io_uring: open steps done in this thread
+				   (no IORING_OP_OPENAT), result in read_res */
+	unsigned nlocal;
 	bool buffers_registered;
 	/* A sparse buffer table: buffer i is put in it at its first read
 	 * (buf_live[i]), not all at creation. */
@@ -178,9 +234,19 @@ struct pf_io {
 	uint8_t *buf_live;	/* [nbuffers]; NULL: all registered at creation */
 	unsigned sq_pending;	/* sqes prepared, not yet submitted */
 
-	/* pread: requests queued, run at reap time */
+	/* pread: reads queued, run at reap time */
 	pf_io_op **pending;
 	unsigned npending;
+	/* pread: opens, on threads of their own (a ring of queue_depth each
+	 * way, under open_mu); their results in read_res */
+	pthread_mutex_t open_mu;
+	pthread_cond_t open_work, open_done;
+	pthread_t open_threads[PF_IO_OPEN_THREADS];
+	unsigned nopen_threads;
+	bool open_pool, open_stop;
+	pf_io_op **open_todo, **open_fin;
+	unsigned todo_head, ntodo, nfin;
+	unsigned opens_out;	/* handed to the threads, not yet judged */
 };
 
 extern const pf_io_backend pf_io_uring_backend;
@@ -188,10 +254,12 @@ extern const pf_io_backend pf_io_pread_backend;
 
 #define PF_IO_DIRECT_ALIGN 4096u
 
-/* Account a finished read of res bytes (or -errno) of op; @return true
- * when its request is complete (req->result set), false when it must be
- * issued again: the next read is then already planned (in op), and the
- * back-end carries it out (short read, EINTR, a transient error). */
+/* Account a finished read of res bytes (or -errno) of op, or an open
+ * step's result (a descriptor, or 0 for the stat; or -errno); @return
+ * true when its request is complete (req->result set), false when it
+ * must be issued again: the next read or step is then already planned
+ * (in op), and the back-end carries it out (short read, EINTR, a
+ * transient error, the stat after the open). */
 bool pf_io_account(pf_io *io, pf_io_op *op, int64_t res);
 /* Move a complete request to the done queue; op is free again. */
 void pf_io_complete(pf_io *io, pf_io_op *op);
@@ -203,10 +271,12 @@ extern pf_io_totals pf_io_process_totals;	/* updated atomically */
 int pf_io_policy_init(pf_io_policy *p, const pf_io_config *cfg, pf_error *err);
 /* The wait before retry number `retry` (from 1): doubling, capped. */
 uint64_t pf_io_backoff_ns(const pf_io_policy *p, uint32_t retry);
-/* Plan op's next read: the fault it gets (op->action, or 0 for a real
- * read), its length (op->issue_len), the wait before it (op->delay_ns:
- * the backoff the last judgement set, plus injected latency).  direct:
- * the file is read with O_DIRECT (a short read stays block-aligned). */
+/* Plan op's next read (or open step: the open draws from the "open-"
+ * faults, the stat after it none): the fault it gets (op->action, or 0
+ * for a real read), its length (op->issue_len), the wait before it
+ * (op->delay_ns: the backoff the last judgement set, plus injected
+ * latency).  direct: the file is read with O_DIRECT (a short read stays
+ * block-aligned). */
 void pf_io_attempt_plan(const pf_io_policy *p, pf_io_op *op, bool direct,
 			pf_io_stats *st);
 /* Judge the planned read's result: @return true when the request is
@@ -214,8 +284,14 @@ void pf_io_attempt_plan(const pf_io_policy *p, pf_io_op *op, bool direct,
  * is due (op->delay_ns is the backoff to wait first). */
 bool pf_io_attempt_judge(const pf_io_policy *p, pf_io_op *op, int64_t res,
 			 pf_io_stats *st);
+/* The same for an open step that failed (res < 0): @return true when the
+ * request is complete with res, false when the step is due again (EINTR,
+ * or EIO/EAGAIN with retries left: op->delay_ns set). */
+bool pf_io_open_judge_error(const pf_io_policy *p, pf_io_op *op, int64_t res,
+			    pf_io_stats *st);
 /* Describe req's failure in err (file, offset of the failed read, cause,
- * retries).  @return req->result, or 0 when it did not fail. */
+ * retries; an open's: the file and the cause).  @return req->result, or
+ * 0 when it did not fail. */
 int pf_io_failure(const pf_io_policy *p, const pf_io_req *req, const char *path,
 		  pf_error *err);
 /* The read end of a pipe nobody writes ('hang' faults), or -errno. */
@@ -229,6 +305,12 @@ int64_t pf_io_attempt_sync(const pf_io_policy *p, const pf_io_op *op, int fd);
  * thread's timer signal interrupting it.  @return bytes or -errno. */
 int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off,
 			 uint64_t timeout_ns);
+/* An open step carried out at once in this thread (the pread back-end's
+ * threads, io_uring without IORING_OP_OPENAT): the delay slept, an
+ * injected error returned, else open(2) of op->path with op->open_flags
+ * bounded by p's timeout (@return the descriptor), or statx(2) of the
+ * descriptor fd into op->stx (@return 0).  @return -errno on failure. */
+int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *op, int fd);
 void pf_sleep_ns(uint64_t ns);
 
 #endif

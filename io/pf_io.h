@@ -44,11 +44,17 @@ PF_API int64_t pf_file_pread(int fd, void *buf, size_t len, uint64_t offset,
  * below); a request completes with all its bytes, or fewer at end of
  * file, or -errno.  Not thread-safe: one engine per thread, used only by
  * that thread.
+ *
+ * Files come and go (see "Files" below): pf_io_open() opens one as a
+ * request of its own, in flight beside reads and other opens;
+ * pf_io_close_file() closes it and frees its index for the next.  The
+ * number of files is bounded by memory, not by a table: an engine holds
+ * only the files open now.
  */
 typedef struct pf_io pf_io;
 
 typedef struct pf_io_req {
-	uint32_t file;		/* index from pf_io_add_file() */
+	uint32_t file;		/* index from pf_io_add_file() or pf_io_open() */
 	uint64_t offset;
 	uint32_t len;
 	void *buf;		/* len bytes; a registered buffer when buf_index >= 0 */
@@ -62,6 +68,8 @@ typedef struct pf_io_req {
 	uint32_t done_bytes;	/* bytes read */
 	uint32_t retries;	/* transient errors retried */
 	bool injected;		/* the failed read was an injected fault */
+	bool open;		/* set by the engine: an open (pf_io_open()),
+				   not a read (it sits in what was padding) */
 } pf_io_req;
 
 #define PF_IO_HIST_BUCKETS 32	/* log2 of microseconds: [2^i, 2^(i+1)) us */
@@ -82,7 +90,10 @@ typedef struct pf_io_stats {
 
 typedef struct pf_io_config {
 	unsigned queue_depth;	/* in-flight requests; 0: 64 */
-	unsigned max_files;	/* file table size; 0: 4096 */
+	unsigned max_files;	/* io_uring: files open at once in the ring's
+				   registered table (more are read through
+				   plain descriptors); 0: 4096.  Not a limit
+				   on the number of files */
 	void *buffers;		/* optional region to register: nbuffers x buffer_size
 				   (io_uring: each buffer at its first read,
 				   where the kernel has sparse tables (5.19),
@@ -119,10 +130,51 @@ PF_API void pf_io_free(pf_io *io);
 PF_API const char *pf_io_backend_name(const pf_io *io);
 /*! Whether buffers and files are registered with the kernel. */
 PF_API bool pf_io_buffers_registered(const pf_io *io);
-/*! Open a file for reading through the engine.  @return its index (>= 0)
- *  or -errno with err naming the file. */
+
+/* Files.  An index names a file from its open until pf_io_close_file()
+ * (or pf_io_free()), then it may name the next file opened.  The engine
+ * keeps its own copy of the path.  An open is a request like a read: it
+ * counts against queue_depth, and gets the read policy's faults (the
+ * "open-" kinds), retries of EIO/EAGAIN with backoff, and timeout (see
+ * "Reliability").  io_uring: IORING_OP_OPENAT straight into the ring's
+ * registered table (IORING_FILE_INDEX_ALLOC; a plain descriptor where
+ * the kernel lacks that or the table is full), then IORING_OP_STATX, in
+ * io-wq workers, as many at once as there are requests in flight (the
+ * engine raises io-wq's limit of bounded workers to queue_depth); a
+ * kernel without them opens in the engine's thread.  pread: opens run
+ * on PF_IO_OPEN_THREADS threads of the engine, reads in the reaping
+ * thread as before.  PF_IO_DIRECT asks for O_DIRECT; a file system that
+ * refuses it (EINVAL) gets the file opened without. */
+#define PF_IO_OPEN_THREADS 8u
+
+/*! pf_io_open(): start opening path for reading (flags: PF_IO_DIRECT).
+ *  The file's index is req->file at once (and req->open is set); the
+ *  open completes through pf_io_reap() like a read, with req->result 0
+ *  (the file is open: reads may be submitted, and pf_io_file_size(),
+ *  _mtime() and _direct() say what its open found) or -errno
+ *  (pf_io_req_error() says "PATH: cannot open: CAUSE", or "is a
+ *  directory, not a file").  Either way the index is the caller's until
+ *  pf_io_close_file().  Reads of a file whose open has not completed
+ *  fail with -EBADF.  req->user is the caller's; req is the engine's
+ *  until reaped.  @return 0, -EBUSY (queue_depth requests in flight),
+ *  -EINVAL (an empty path), -ENOMEM. */
+PF_API int pf_io_open(pf_io *io, pf_io_req *req, const char *path, unsigned flags);
+/*! pf_io_add_file(): open a file and wait for it: pf_io_open() and its
+ *  completion, without handing it to pf_io_reap() (requests already in
+ *  flight go on meanwhile and stay for the caller to reap).  @return its
+ *  index (>= 0), or -errno with err naming the file (the index is then
+ *  free again). */
 PF_API int pf_io_add_file(pf_io *io, const char *path, unsigned flags,
 			  pf_error *err);
+/*! pf_io_close_file(): close a file whose open completed (succeeded or
+ *  not) and none of whose reads is in flight; its index may be handed out
+ *  again, and its counters go into pf_io_get_stats()'s.  io_uring: a
+ *  registered file leaves the table through IORING_OP_CLOSE, sent with
+ *  the next submission.  @return 0, -EBADF (no such file), or -EBUSY (its
+ *  open or a read of it is in flight: nothing is done). */
+PF_API int pf_io_close_file(pf_io *io, uint32_t file);
+/*! What a file's open found (0 or NULL for an index that names no open
+ *  file).  The path lives until the file is closed. */
 PF_API uint64_t pf_io_file_size(const pf_io *io, uint32_t file);
 PF_API const char *pf_io_file_path(const pf_io *io, uint32_t file);
 /*! The file's modification time when it was opened, ns since the epoch. */
@@ -142,8 +194,25 @@ PF_API int pf_io_reap(pf_io *io, pf_io_req **done, unsigned max,
 		      unsigned min_done);
 /*! Requests submitted and not yet reaped. */
 PF_API unsigned pf_io_inflight(const pf_io *io);
-/*! Counters of one file (copied). */
+/*! Counters of one file open now (copied; zeros for an index that names
+ *  none). */
 PF_API void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out);
+
+/* The engine's counters: every file's reads, closed ones' too, and its
+ * opens. */
+typedef struct pf_io_engine_stats {
+	pf_io_stats reads;	/* summed over every file the engine had */
+	pf_io_stats opens;	/* ops: opens completed, errors: failed ones;
+				   retries, faults, timeouts, and busy_ns and
+				   hist: their latency (bytes, short_reads 0) */
+	uint64_t closes;	/* pf_io_close_file() calls that closed */
+	uint32_t files_open;	/* indexes held now: open, opening, or failed
+				   and not yet closed */
+	uint32_t files_open_peak;	/* the most held at once */
+} pf_io_engine_stats;
+
+/*! pf_io_get_stats(): the engine's counters (copied). */
+PF_API void pf_io_get_stats(const pf_io *io, pf_io_engine_stats *out);
 /*! pf_io_req_error(): describe a completed request's failure in err: its
  *  file, the offset of the read that failed (offset + done_bytes), the
  *  cause and the retries spent, e.g. "data/a.zst: byte 1048576: read
@@ -226,11 +295,19 @@ PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);
  *    or pf_file_pread() waits, because the kernel may still write the
  *    caller's buffer.
  *
+ *  - The engine's opens (pf_io_open(), pf_io_add_file()) follow the same
+ *    policy: EIO and EAGAIN retried with backoff, EINTR re-issued, each
+ *    open (and the stat after it) bounded by the timeout (io_uring: the
+ *    same deadlines and cancellation; pread: the timer signal of the
+ *    opening thread), faults from the "open-" kinds.
+ *
  *  - Faults are injected by a spec (below), from pf_io_config.faults or,
  *    when that is NULL, $PODFEED_FAULTS, so a loader started with the
  *    variable set sees faults on every read path.  Requests are numbered
  *    from 1 per engine (in pf_io_submit() order) and per process for
- *    pf_file_pread(); every read issued for a request (the first, the
+ *    pf_file_pread(); opens apart from reads, from 1 per engine (in
+ *    pf_io_open() order), so that opening files ahead does not move the
+ *    reads a spec hits.  Every read issued for a request (the first, the
  *    rest after a short read, each retry) draws again, so a fraction
  *    hits retries too while "@N" hits request N's first read only.
  *    Decisions are a pure function of (spec, seed, request number, read
@@ -264,6 +341,7 @@ PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);
  *     item     = "seed=" UINT | fault
  *     fault    = kind ("@" UINT | ":" FRACTION)
  *     kind     = "eio" | "short" | "enoent" | "hang" | "delay=" DURATION
+ *              | "open-" ("eio" | "enoent" | "delay=" DURATION)
  *     FRACTION = a decimal in [0, 1]: "0.05", ".5", "1"
  *     DURATION = a decimal and a unit, "us", "ms" or "s": "200ms", "1.5s"
  *                (at most 600 s)
@@ -277,6 +355,8 @@ PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);
  *            blocks in the kernel until the timeout cancels it (needs a
  *            timeout)
  *   delay=D  the read waits D before it is issued
+ *   open-K   kind K (eio, enoent, delay=D) on the engine's opens, not
+ *            on reads: "open-eio@2" fails the second open's first try
  *   @N       request N (from 1), its first read only
  *   :F       each read with probability F, drawn from the seed
  *   seed=S   the seed of the draws (default 0)
@@ -293,9 +373,11 @@ PF_API double pf_io_stats_quantile_us(const pf_io_stats *st, double q);
  * it started (a loader's stream files and index reads included). */
 typedef struct pf_io_totals {
 	uint64_t reads;		/* reads issued to the kernel */
-	uint64_t faults;	/* reads changed by an injected fault */
-	uint64_t retries;	/* reads repeated after a transient error */
-	uint64_t timeouts;	/* reads that did not finish in time */
+	uint64_t faults;	/* reads (and engine opens) changed by an
+				   injected fault */
+	uint64_t retries;	/* reads (and opens) repeated after a
+				   transient error */
+	uint64_t timeouts;	/* reads (and opens) not finished in time */
 	uint64_t errors;	/* requests that failed after all retries */
 } pf_io_totals;
 

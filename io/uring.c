@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The io_uring back-end: one ring per engine, registered files and
- * buffers where the kernel allows, batched submission.  A wait before a
- * read (retry backoff, injected latency) is an IORING_OP_TIMEOUT of its
- * own, after whose completion the read is issued, so no thread sleeps.
- * Read timeouts are deadlines the run loop keeps: it waits no longer than
- * the nearest, and cancels a read that passed it (pf_io.h says why not
+ * buffers where the kernel allows, batched submission.  Files are opened
+ * through the ring too (IORING_OP_OPENAT into the registered table, then
+ * IORING_OP_STATX), many at once beside the reads, and leave the table
+ * through IORING_OP_CLOSE.  A wait before a read or open (retry backoff,
+ * injected latency) is an IORING_OP_TIMEOUT of its own, after whose
+ * completion the step is issued, so no thread sleeps.  Timeouts are
+ * deadlines the run loop keeps: it waits no longer than the nearest, and
+ * cancels a step that passed it (pf_io.h says why not
  * IORING_OP_LINK_TIMEOUT). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "io_internal.h"
 
@@ -43,10 +48,31 @@ static int uring_init(pf_io *io, const pf_io_config *cfg, pf_error *err)
 				    "io_uring_queue_init: %s", pf_strerror(ret));
 	io->ring_ready = true;
 
-	/* A sparse file table filled as files are added; without it (old
-	 * kernels) plain descriptors still work. */
+	/* Opens go through the ring where it has them (5.6: OPENAT, STATX,
+	 * CLOSE); else they are done in this thread. */
+	{
+		struct io_uring_probe *probe = io_uring_get_probe_ring(&io->ring);
+
+		io->ring_opens = probe && io_uring_opcode_supported(probe, IORING_OP_OPENAT) &&
+				 io_uring_opcode_supported(probe, IORING_OP_STATX) &&
+				 io_uring_opcode_supported(probe, IORING_OP_CLOSE);
+		io_uring_free_probe(probe);
+	}
+	/* A sparse file table that opens fill themselves (the kernel picks
+	 * the slot: IORING_FILE_INDEX_ALLOC, 5.19); without it (old kernels)
+	 * plain descriptors still work. */
 	io->files_registered = io_uring_register_files_sparse(&io->ring,
 							      io->max_files) == 0;
+	io->fixed_opens = io->files_registered && io->ring_opens;
+	/* Opens, stats and reads that block (FUSE, cold files) wait in io-wq
+	 * workers; its bounded ones are 4 per CPU by default, which would
+	 * keep all but a few of queue_depth opens of a far bucket waiting
+	 * for a worker.  A kernel without the call keeps its default. */
+	{
+		unsigned workers[2] = { io->queue_depth, 0 };
+
+		io_uring_register_iowq_max_workers(&io->ring, workers);
+	}
 	if (cfg->buffers && cfg->nbuffers && cfg->buffer_size) {
 		struct iovec *iov;
 
@@ -114,40 +140,11 @@ static bool register_buffer(pf_io *io, int i)
 	return io->buf_live[i] == 1;
 }
 
-/* Files are put in the sparse table in batches, before the first read
- * that needs them: one update costs tens of microseconds whatever its
- * size (measured 55 us here), which a loader adding 1,000 shards one by
- * one paid 1,000 times before its first read. */
-static int uring_file_added(pf_io *io, uint32_t i)
-{
-	(void)io;
-	(void)i;
-	return 0;
-}
-
-/* Register the files added since the last read.  Slot i: the buffered
- * descriptor (direct descriptors are used unregistered). */
-static void sync_files(pf_io *io)
-{
-	int fds[256];
-
-	while (io->files_registered && io->files_synced < io->nfiles) {
-		uint32_t n = io->nfiles - io->files_synced;
-
-		n = n < 256 ? n : 256;
-		for (uint32_t k = 0; k < n; k++)
-			fds[k] = io->files[io->files_synced + k].fd;
-		if (io_uring_register_files_update(&io->ring, io->files_synced, fds, n) !=
-		    (int)n)
-			io->files_registered = false;	/* fall back for every file */
-		else
-			io->files_synced += n;
-	}
-}
-
 /* user_data: the op's address, the kind of SQE in its low bits (a
- * pf_io_op is 8-byte aligned). */
-enum { TAG_READ = 0, TAG_DELAY = 1, TAG_CANCEL = 2, TAG_MASK = 3 };
+ * pf_io_op is 8-byte aligned).  TAG_READ is a read or an open step, the
+ * one SQE of the op that a deadline may cancel; TAG_CLOSE, with no op, a
+ * registered file leaving the table. */
+enum { TAG_READ = 0, TAG_DELAY = 1, TAG_CANCEL = 2, TAG_CLOSE = 3, TAG_MASK = 7 };
 
 static void *tagged(pf_io_op *op, uintptr_t tag)
 {
@@ -188,20 +185,72 @@ static void reading_remove(pf_io *io, pf_io_op *op)
 	last->slot = op->slot;
 }
 
+/* The op's step is in the kernel: its deadline, when there is one. */
+static void step_sent(pf_io *io, pf_io_op *a)
+{
+	a->cqes = 1;
+	io->sq_pending++;
+	if (io->policy.timeout_ns) {
+		a->deadline_ns = pf_now_ns() + io->policy.timeout_ns;
+		reading_add(io, a);
+	}
+}
+
+/* An open step: the open (into the registered table where it can), or
+ * the stat of what it opened (by path for a registered file: statx takes
+ * no registered descriptor).  Both run in io-wq workers (the kernel
+ * forces stat there, and sends an open there when the lookup would
+ * block). */
+static int issue_open_step(pf_io *io, pf_io_op *a)
+{
+	const pf_io_file *f = &io->files[a->req->file];
+	struct io_uring_sqe *sqe;
+	int ret;
+
+	if (!io->ring_opens) {
+		/* An old kernel: done here, completed by the run loop. */
+		a->read_res = pf_io_open_step_sync(&io->policy, a, f->fd);
+		io->local[io->nlocal++] = a;
+		return 0;
+	}
+	ret = sq_room(io);
+	if (ret < 0)
+		return ret;
+	sqe = io_uring_get_sqe(&io->ring);
+	if (a->step == PF_OPEN_STEP_OPEN) {
+		a->fixed = io->fixed_opens && !a->no_fixed;
+		/* liburing 2.3 adds 1 to the index it is given (a slot is
+		 * sent as slot + 1); later ones take ALLOC itself, or this. */
+		if (a->fixed)
+			io_uring_prep_openat_direct(sqe, AT_FDCWD, a->path, a->open_flags, 0,
+						    IORING_FILE_INDEX_ALLOC - 1);
+		else
+			io_uring_prep_openat(sqe, AT_FDCWD, a->path, a->open_flags | O_CLOEXEC, 0);
+	} else if (f->kslot >= 0) {
+		io_uring_prep_statx(sqe, AT_FDCWD, a->path, 0, PF_STATX_MASK, &a->stx);
+	} else {
+		io_uring_prep_statx(sqe, f->fd, "", AT_EMPTY_PATH, PF_STATX_MASK, &a->stx);
+	}
+	io_uring_sqe_set_data(sqe, tagged(a, TAG_READ));
+	step_sent(io, a);
+	return 0;
+}
+
 static int issue_read(pf_io *io, pf_io_op *a)
 {
 	const pf_io_req *req = a->req;
 	pf_io_file *f = &io->files[req->file];
 	void *buf = (char *)req->buf + req->done_bytes;
 	uint64_t off = req->offset + req->done_bytes;
-	bool direct = f->direct_fd >= 0;
 	unsigned flags = 0;
 	struct io_uring_sqe *sqe;
-	int fd, ret = sq_room(io);
+	int fd, ret;
 
+	if (req->open)
+		return issue_open_step(io, a);
+	ret = sq_room(io);
 	if (ret < 0)
 		return ret;
-	sync_files(io);
 	sqe = io_uring_get_sqe(&io->ring);
 	if (a->action == PF_FAULT_HANG) {
 		/* A pipe no one writes: the read waits in the kernel until
@@ -211,14 +260,14 @@ static int issue_read(pf_io *io, pf_io_op *a)
 			return fd;
 		io_uring_prep_read(sqe, fd, buf, a->issue_len, (uint64_t)-1);
 	} else {
-		fd = direct ? f->direct_fd : (io->files_registered ? (int)req->file : f->fd);
+		fd = f->kslot >= 0 ? f->kslot : f->fd;
 		if (req->buf_index >= 0 && io->buffers_registered &&
 		    register_buffer(io, req->buf_index))
 			io_uring_prep_read_fixed(sqe, fd, buf, a->issue_len, off,
 						 req->buf_index);
 		else
 			io_uring_prep_read(sqe, fd, buf, a->issue_len, off);
-		if (!direct && io->files_registered)
+		if (f->kslot >= 0)
 			flags |= IOSQE_FIXED_FILE;
 		/* A FUSE read may block in the submitting thread (the kernel
 		 * issues it inline and waits for the daemon), where nothing
@@ -229,12 +278,7 @@ static int issue_read(pf_io *io, pf_io_op *a)
 	}
 	io_uring_sqe_set_flags(sqe, flags);
 	io_uring_sqe_set_data(sqe, tagged(a, TAG_READ));
-	a->cqes = 1;
-	io->sq_pending++;
-	if (io->policy.timeout_ns) {
-		a->deadline_ns = pf_now_ns() + io->policy.timeout_ns;
-		reading_add(io, a);
-	}
+	step_sent(io, a);
 	return 0;
 }
 
@@ -275,9 +319,21 @@ static unsigned start(pf_io *io, pf_io_op *op)
 	return 1;
 }
 
-/* A read of op ended with res: complete its request or start the next. */
+/* A read (or open step) of op ended with res: complete its request or
+ * start the next. */
 static unsigned finish(pf_io *io, pf_io_op *op, int64_t res)
 {
+	if (op->req->open && op->step == PF_OPEN_STEP_OPEN && op->fixed &&
+	    (res == -ENFILE || (res == -EINVAL && !(op->open_flags & O_DIRECT)))) {
+		/* The registered table is full (ENFILE), or the kernel opens
+		 * into it only at a slot it is given (EINVAL before 5.19):
+		 * this file, or from now every file, gets a plain descriptor.
+		 * The open is issued again, as planned. */
+		if (res == -EINVAL)
+			io->fixed_opens = false;
+		op->no_fixed = true;
+		return start(io, op);
+	}
 	if (pf_io_account(io, op, res)) {
 		pf_io_complete(io, op);
 		return 1;
@@ -292,6 +348,8 @@ static unsigned on_cqe(pf_io *io, const struct io_uring_cqe *cqe)
 	int64_t res;
 
 	switch (data & TAG_MASK) {
+	case TAG_CLOSE:
+		return 0;	/* a registered file left the table */
 	case TAG_DELAY:
 		/* -ETIME: the wait is over.  Anything else (the ring going
 		 * away) ends the request. */
@@ -351,7 +409,8 @@ static uint64_t cancel_expired(pf_io *io, uint64_t now)
 	return next;
 }
 
-/* Reads faulted without a wait complete here, not in the kernel. */
+/* Reads faulted without a wait complete here, not in the kernel; so do
+ * the open steps done in this thread. */
 static unsigned drain_injected(pf_io *io)
 {
 	unsigned got = 0;
@@ -361,7 +420,35 @@ static unsigned drain_injected(pf_io *io)
 
 		got += finish(io, op, op->action == PF_FAULT_ENOENT ? -ENOENT : -EIO);
 	}
+	while (io->nlocal) {
+		pf_io_op *op = io->local[--io->nlocal];
+
+		got += finish(io, op, op->read_res);
+	}
 	return got;
+}
+
+/* A plain descriptor is closed at once; a registered one leaves the
+ * table with the next submission (its completion is not waited for: the
+ * kernel hands the slot out again only once it is free). */
+static void uring_close_fd(pf_io *io, int fd, int kslot)
+{
+	struct io_uring_sqe *sqe;
+
+	if (fd >= 0)
+		close(fd);
+	if (kslot < 0)
+		return;
+	if (sq_room(io) < 0) {
+		int none = -1;
+
+		io_uring_register_files_update(&io->ring, (unsigned)kslot, &none, 1);
+		return;
+	}
+	sqe = io_uring_get_sqe(&io->ring);
+	io_uring_prep_close_direct(sqe, (unsigned)kslot);
+	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)TAG_CLOSE);
+	io->sq_pending++;
 }
 
 static int uring_queue(pf_io *io, pf_io_op *op)
@@ -420,7 +507,7 @@ const pf_io_backend pf_io_uring_backend = {
 	.name = "io_uring",
 	.init = uring_init,
 	.exit = uring_exit,
-	.file_added = uring_file_added,
+	.close_fd = uring_close_fd,
 	.queue = uring_queue,
 	.run = uring_run,
 };

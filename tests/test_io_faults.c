@@ -613,12 +613,12 @@ Test(faults, decisions_are_seeded_and_hit_their_fraction)
 
 	cr_assert_eq(pf_fault_parse(&plan, "eio:0.1,seed=3", 14, "s", &err), 1);
 	for (uint64_t req = 1; req <= 100000; req++) {
-		pf_fault_hit h = pf_fault_decide(&plan, req, 0);
-		pf_fault_hit again = pf_fault_decide(&plan, req, 0);
+		pf_fault_hit h = pf_fault_decide(&plan, req, 0, false);
+		pf_fault_hit again = pf_fault_decide(&plan, req, 0, false);
 
 		cr_assert_eq(h.error, again.error);
 		hits += h.error == PF_FAULT_EIO;
-		differ += h.error != pf_fault_decide(&plan, req, 1).error;
+		differ += h.error != pf_fault_decide(&plan, req, 1, false).error;
 	}
 	/* 10% of 100000 draws: the binomial's sd is 95. */
 	cr_assert(hits > 9500 && hits < 10500, "%u", hits);
@@ -628,20 +628,20 @@ Test(faults, decisions_are_seeded_and_hit_their_fraction)
 	for (uint64_t req = 1; req <= 1000; req++) {
 		pf_fault_plan p3 = plan;
 		p3.seed = 3;
-		same += pf_fault_decide(&plan, req, 0).error == pf_fault_decide(&p3, req, 0).error;
+		same += pf_fault_decide(&plan, req, 0, false).error == pf_fault_decide(&p3, req, 0, false).error;
 	}
 	cr_assert_lt(same, 1000, "another seed, other reads");
 
 	/* "@N": request N's first read only; several hits combine. */
 	cr_assert_eq(pf_fault_parse(&plan, "eio@5,enoent@5,delay=1ms@5,short@5,delay=2ms@5",
 				    46, "s", &err), 5);
-	pf_fault_hit h = pf_fault_decide(&plan, 5, 0);
+	pf_fault_hit h = pf_fault_decide(&plan, 5, 0, false);
 	cr_assert_eq(h.error, PF_FAULT_ENOENT);
 	cr_assert(h.short_read);
 	cr_assert_eq(h.delay_ns, 3000000);
 	cr_assert_eq(h.rules, 5);
-	cr_assert_eq(pf_fault_decide(&plan, 5, 1).rules, 0);
-	cr_assert_eq(pf_fault_decide(&plan, 4, 0).rules, 0);
+	cr_assert_eq(pf_fault_decide(&plan, 5, 1, false).rules, 0);
+	cr_assert_eq(pf_fault_decide(&plan, 4, 0, false).rules, 0);
 }
 
 /* ------------------------------------------------------------------ */

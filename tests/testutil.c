@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,17 +65,33 @@ static void remove_tmpdirs(void)
 		tu_system("rm -rf '%s'", made[i]);
 }
 
-const char *tu_tmpdir(void)
+static const char *tmpdir_in(const char *parent)
 {
 	char *dir;
 
 	cr_assert_lt(nmade, 16, "too many temporary directories in one test");
 	dir = made[nmade];
-	snprintf(dir, sizeof(made[0]), "/tmp/pftest.XXXXXX");
+	snprintf(dir, sizeof(made[0]), "%s/pftest.XXXXXX", parent);
 	cr_assert_not_null(mkdtemp(dir));
 	if (nmade++ == 0)
 		atexit(remove_tmpdirs);
 	return dir;
+}
+
+const char *tu_tmpdir(void)
+{
+	return tmpdir_in("/tmp");
+}
+
+const char *tu_tmpdir_mem(void)
+{
+	struct statfs sfs;
+
+	/* TMPFS_MAGIC (linux/magic.h) */
+	if (statfs("/dev/shm", &sfs) == 0 && sfs.f_type == 0x01021994 &&
+	    access("/dev/shm", W_OK) == 0)
+		return tmpdir_in("/dev/shm");
+	return tu_tmpdir();
 }
 
 int tu_system(const char *fmt, ...)

@@ -19,15 +19,17 @@
  *     PF_FAULT_SPEC_MAX), or it leaves faults or a seed in the plan;
  *   - a success returns another count than the plan holds, or holds a
  *     rule out of range (kind, fraction in [0, 1], delay at most 600 s,
- *     exactly one of "@N" and ":F"), or disagrees with a plain model:
- *     split at commas, each item trimmed of blanks is "seed=..." or
- *     starts with its kind's name;
+ *     exactly one of "@N" and ":F", an open rule only eio, enoent or
+ *     delay), or disagrees with a plain model: split at commas, each item
+ *     trimmed of blanks is "seed=..." or starts with its kind's name,
+ *     after "open-" for a rule of opens;
  *   - the canonical text does not parse back to the same plan, or is not
  *     a fixed point, or pf_fault_format() disagrees with itself about the
  *     length when dst is short;
  *   - pf_fault_decide() is not a pure function, hits more rules than
- *     there are, names an error that is not eio/enoent/hang, or hits an
- *     "@N" rule on another request or read than its own.
+ *     there are, names an error that is not eio/enoent/hang, hits an
+ *     "@N" rule on another request or read than its own, or makes an
+ *     open short or hung.
  */
 
 #define CHECK(cond)                                                          \
@@ -46,8 +48,8 @@ static bool same_plan(const pf_fault_plan *a, const pf_fault_plan *b)
 	for (unsigned i = 0; i < a->nrules; i++) {
 		const pf_fault_rule *x = &a->rule[i], *y = &b->rule[i];
 
-		if (x->kind != y->kind || x->nth != y->nth || x->fraction != y->fraction ||
-		    x->delay_ns != y->delay_ns)
+		if (x->kind != y->kind || x->open != y->open || x->nth != y->nth ||
+		    x->fraction != y->fraction || x->delay_ns != y->delay_ns)
 			return false;
 	}
 	return true;
@@ -91,6 +93,13 @@ static void check_model(const uint8_t *data, size_t size, const pf_fault_plan *p
 			bool known = false;
 
 			CHECK(nrules < plan->nrules);
+			/* "open-": a rule of opens, its kind after it. */
+			if (e - b > 5 && !strncasecmp((const char *)data + b, "open-", 5)) {
+				CHECK(plan->rule[nrules].open);
+				b += 5;
+			} else {
+				CHECK(!plan->rule[nrules].open);
+			}
 			for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 				size_t n = strlen(names[k].name);
 
@@ -143,6 +152,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(!r->nth || r->fraction == 0.0);
 		CHECK(r->delay_ns <= PF_FAULT_MAX_DELAY_NS);
 		CHECK(r->kind == PF_FAULT_DELAY || r->delay_ns == 0);
+		CHECK(!r->open || r->kind == PF_FAULT_EIO || r->kind == PF_FAULT_ENOENT ||
+		      r->kind == PF_FAULT_DELAY);
 	}
 	check_model(data, size, &plan);
 
@@ -160,10 +171,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* Decisions: pure, bounded, "@N" only on its own request's first
 	 * read. */
-	for (uint64_t req = 1; req <= 24; req++) {
+	for (uint64_t req = 1; req <= 48; req++) {
 		for (uint32_t issue = 0; issue < 3; issue++) {
-			pf_fault_hit h = pf_fault_decide(&plan, req, issue);
-			pf_fault_hit h2 = pf_fault_decide(&again, req, issue);
+			bool open = req > 24;
+			uint64_t n = req - (open ? 24 : 0);	/* opens are numbered apart */
+			pf_fault_hit h = pf_fault_decide(&plan, n, issue, open);
+			pf_fault_hit h2 = pf_fault_decide(&again, n, issue, open);
 			unsigned nth_hits = 0, nth_possible = 0;
 
 			CHECK(h.error == h2.error && h.short_read == h2.short_read &&
@@ -172,10 +185,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(h.error == PF_FAULT_NONE || h.error == PF_FAULT_EIO ||
 			      h.error == PF_FAULT_ENOENT || h.error == PF_FAULT_HANG);
 			CHECK(h.delay_ns <= (uint64_t)plan.nrules * PF_FAULT_MAX_DELAY_NS);
+			CHECK(!open || (!h.short_read && h.error != PF_FAULT_HANG));
 			for (unsigned i = 0; i < plan.nrules; i++) {
 				const pf_fault_rule *r = &plan.rule[i];
 
-				if (r->nth && r->nth == req && issue == 0)
+				if (r->nth && r->nth == n && issue == 0 && r->open == open)
 					nth_possible++;
 				if (r->nth)
 					nth_hits++;

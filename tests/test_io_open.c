@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The I/O engine's files, on both back-ends: opens as requests in flight
+ * beside reads, closes that free the index for the next file, more files
+ * than the ring's registered table (and than the old 4,096-file table)
+ * through one engine, failed opens naming the file (missing, a
+ * directory, no permission), and the "open-" faults, retried or not. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "io_internal.h"
+#include "pf_io.h"
+#include "testutil.h"
+
+static const char *const backend_names[] = { "uring", "pread" };
+
+static struct criterion_test_params both_backends(void)
+{
+	static int which[] = { 0, 1 };
+	return cr_make_param_array(int, which, 2);
+}
+
+static pf_io *engine(const char *backend, pf_io_config cfg)
+{
+	pf_io *io;
+	pf_error err;
+	int ret;
+
+	cfg.backend = backend;
+	cfg.queue_depth = cfg.queue_depth ? cfg.queue_depth : 16;
+	pf_error_clear(&err);
+	ret = pf_io_create(&io, &cfg, &err);
+	if (ret == -EPERM || ret == -ENOSYS)
+		cr_skip_test("io_uring is refused on this kernel (%s)", pf_strerror(ret));
+	cr_assert_eq(ret, 0, "%s", err.msg);
+	return io;
+}
+
+/* File i's bytes: its length and a pattern of its own. */
+static size_t file_len(unsigned i)
+{
+	return 1 + (i * 7919u) % 5000u;
+}
+
+static uint8_t file_byte(unsigned i, size_t k)
+{
+	return (uint8_t)((k * 2654435761u + i * 40503u) >> 11);
+}
+
+/* n files of their own bytes in a new directory; names in paths[]. */
+static char **make_files(unsigned n)
+{
+	const char *d = tu_tmpdir_mem();
+	char **paths = calloc(n, sizeof(*paths));
+	uint8_t *buf = malloc(5000);
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t len = file_len(i);
+
+		for (size_t k = 0; k < len; k++)
+			buf[k] = file_byte(i, k);
+		cr_assert_gt(asprintf(&paths[i], "%s/f%05u.bin", d, i), 0);
+		tu_write_file(paths[i], buf, len);
+	}
+	free(buf);
+	return paths;
+}
+
+static unsigned open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+
+	cr_assert_not_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Per file in flight: its open, then one read of it whole, then its
+ * close; every file's bytes checked. */
+typedef struct file_run {
+	unsigned i;
+	int file;
+	bool reading;
+	pf_io_req req;
+	uint8_t buf[5000];
+} file_run;
+
+/* Open, read and close n files with up to `ahead` in flight, opens and
+ * reads together.  @return the most indexes in use at once. */
+static unsigned open_read_close(pf_io *io, char **paths, unsigned n, unsigned ahead)
+{
+	file_run *runs = calloc(ahead, sizeof(*runs));
+	file_run **idle = calloc(ahead, sizeof(*idle));
+	unsigned nidle = 0, next = 0, done = 0, max_index = 0;
+	uint8_t want[5000];
+
+	for (unsigned k = 0; k < ahead; k++)
+		idle[nidle++] = &runs[k];
+	while (done < n) {
+		pf_io_req *got[32];
+		int m;
+
+		while (nidle && next < n) {
+			file_run *r = idle[--nidle];
+
+			r->i = next++;
+			r->reading = false;
+			r->req = (pf_io_req){ .user = r };
+			cr_assert_eq(pf_io_open(io, &r->req, paths[r->i], 0), 0);
+			cr_assert(r->req.open);
+			r->file = (int)r->req.file;
+			max_index = r->req.file > max_index ? r->req.file : max_index;
+		}
+		m = pf_io_reap(io, got, 32, 1);
+		cr_assert_gt(m, 0);
+		for (int k = 0; k < m; k++) {
+			file_run *r = got[k]->user;
+			pf_error err;
+
+			pf_error_clear(&err);
+			pf_io_req_error(io, got[k], &err);
+			cr_assert_geq(got[k]->result, 0, "%s: %s", err.file, err.msg);
+			if (!r->reading) {
+				cr_assert_eq(pf_io_file_size(io, (uint32_t)r->file), file_len(r->i));
+				cr_assert_str_eq(pf_io_file_path(io, (uint32_t)r->file), paths[r->i]);
+				r->reading = true;
+				r->req = (pf_io_req){ .file = (uint32_t)r->file, .len = 5000,
+						      .buf = r->buf, .buf_index = -1, .user = r };
+				cr_assert_eq(pf_io_submit(io, &r->req), 0);
+				continue;
+			}
+			cr_assert_eq(r->req.result, (int64_t)file_len(r->i));
+			for (size_t b = 0; b < file_len(r->i); b++)
+				want[b] = file_byte(r->i, b);
+			cr_assert_eq(memcmp(r->buf, want, file_len(r->i)), 0, "file %u", r->i);
+			cr_assert_eq(pf_io_close_file(io, (uint32_t)r->file), 0);
+			idle[nidle++] = r;
+			done++;
+		}
+	}
+	free(runs);
+	free(idle);
+	return max_index + 1;
+}
+
+ParameterizedTestParameters(io_open, more_files_than_any_table)
+{
+	return both_backends();
+}
+
+/* 5,000 files, more than the 4,096 the engine's table once held, through
+ * a ring whose registered table holds 8: 12 open or being read at once,
+ * each index reused when its file closes. */
+ParameterizedTest(int *which, io_open, more_files_than_any_table, .timeout = 120)
+{
+	const unsigned n = 5000;
+	char **paths = make_files(n);
+	pf_io *io = engine(backend_names[*which], (pf_io_config){ .max_files = 8 });
+	unsigned fds0 = open_fds(), indexes;
+	pf_io_engine_stats st;
+
+	indexes = open_read_close(io, paths, n, 12);
+	cr_assert_leq(indexes, 12, "closed indexes are handed out again (%u used)", indexes);
+	pf_io_get_stats(io, &st);
+	cr_assert_eq(st.opens.ops, n);
+	cr_assert_eq(st.opens.errors, 0);
+	cr_assert_eq(st.closes, n);
+	cr_assert_eq(st.files_open, 0);
+	cr_assert_leq(st.files_open_peak, 12);
+	cr_assert_eq(st.reads.ops, n, "the closed files' reads are counted");
+	cr_assert_eq(open_fds(), fds0, "every descriptor is closed");
+	pf_io_free(io);
+	for (unsigned i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+/* io_uring: files open in the ring's registered table hold no descriptor
+ * of the process; past its size they get plain ones. */
+Test(io_open, registered_files_hold_no_descriptor)
+{
+	char **paths = make_files(12);
+	pf_io *io = engine("uring", (pf_io_config){ .max_files = 8 });
+	unsigned fds0 = open_fds();
+	pf_error err;
+	int f[12];
+
+	if (!io->fixed_opens)
+		cr_skip_test("this kernel opens no file into a registered table");
+	for (unsigned i = 0; i < 12; i++) {
+		f[i] = pf_io_add_file(io, paths[i], 0, &err);
+		cr_assert_geq(f[i], 0, "%s", err.msg);
+	}
+	cr_assert_eq(open_fds(), fds0 + 4, "8 registered, 4 plain");
+	for (unsigned i = 0; i < 12; i++)
+		cr_assert_eq(pf_io_close_file(io, (uint32_t)f[i]), 0);
+	cr_assert_eq(open_fds(), fds0);
+	pf_io_free(io);
+}
+
+/* Effective capabilities without the override of file permissions, so
+ * that root too is refused a file of mode 000. */
+static void drop_dac_override(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	cr_assert_eq(syscall(SYS_capget, &h, d), 0);
+	d[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
+	cr_assert_eq(syscall(SYS_capset, &h, d), 0);
+}
+
+/* Open path and wait.  @return the request (result and error in err). */
+static int64_t open_one(pf_io *io, const char *path, pf_io_req *r, pf_error *err)
+{
+	pf_io_req *done[1];
+
+	*r = (pf_io_req){ 0 };
+	cr_assert_eq(pf_io_open(io, r, path, 0), 0);
+	cr_assert_eq(pf_io_reap(io, done, 1, 1), 1);
+	cr_assert_eq(done[0], r);
+	pf_error_clear(err);
+	pf_io_req_error(io, r, err);
+	return r->result;
+}
+
+ParameterizedTestParameters(io_open, failed_opens_name_the_file)
+{
+	return both_backends();
+}
+
+ParameterizedTest(int *which, io_open, failed_opens_name_the_file)
+{
+	const char *d = tu_tmpdir();
+	char missing[256], locked[256], line[1024];
+	pf_io *io;
+	pf_io_req r, rd, *done[1];
+	pf_error err;
+	uint8_t buf[16];
+
+	snprintf(missing, sizeof(missing), "%s/missing.tfrecord.zst", d);
+	snprintf(locked, sizeof(locked), "%s/locked.tfrecord.zst", d);
+	tu_write_file(locked, "0123456789", 10);
+	cr_assert_eq(chmod(locked, 0), 0);
+	drop_dac_override();
+	io = engine(backend_names[*which], (pf_io_config){ .retries = 2 });
+
+	cr_assert_eq(open_one(io, missing, &r, &err), -ENOENT);
+	pf_error_format(&err, line, sizeof(line));
+	cr_assert_str_eq(err.file, missing);
+	cr_assert(strstr(line, "cannot open: no such file"), "%s", line);
+	cr_assert_eq(r.retries, 0, "ENOENT is not retried");
+	/* The failed file's index is the caller's until closed: reads of it
+	 * fail, and its path is still there to name. */
+	rd = (pf_io_req){ .file = r.file, .len = 16, .buf = buf, .buf_index = -1 };
+	cr_assert_eq(pf_io_submit(io, &rd), 0);
+	cr_assert_eq(pf_io_reap(io, done, 1, 1), 1);
+	cr_assert_eq(rd.result, -EBADF);
+	cr_assert_str_eq(pf_io_file_path(io, r.file), missing);
+	cr_assert_eq(pf_io_close_file(io, r.file), 0);
+	cr_assert_eq(pf_io_close_file(io, r.file), -EBADF);
+
+	cr_assert_eq(open_one(io, d, &r, &err), -EISDIR);
+	pf_error_format(&err, line, sizeof(line));
+	cr_assert_str_eq(err.file, d);
+	cr_assert(strstr(line, "is a directory, not a file"), "%s", line);
+	cr_assert_eq(pf_io_close_file(io, r.file), 0);
+
+	cr_assert_eq(open_one(io, locked, &r, &err), -EACCES);
+	pf_error_format(&err, line, sizeof(line));
+	cr_assert_str_eq(err.file, locked);
+	cr_assert(strstr(line, "cannot open: permission denied"), "%s", line);
+	cr_assert_eq(pf_io_close_file(io, r.file), 0);
+
+	/* The same through pf_io_add_file(): the error, and no index. */
+	cr_assert_eq(pf_io_add_file(io, locked, 0, &err), -EACCES);
+	cr_assert_str_eq(err.file, locked);
+	cr_assert(strstr(err.msg, "permission denied"), "%s", err.msg);
+	cr_assert_eq(pf_io_add_file(io, "", 0, &err), -EINVAL);
+	{
+		pf_io_engine_stats st;
+
+		pf_io_get_stats(io, &st);
+		cr_assert_eq(st.files_open, 0);
+		cr_assert_eq(st.opens.errors, 4);
+	}
+	pf_io_free(io);
+}
+
+ParameterizedTestParameters(io_open, open_and_close_rules)
+{
+	return both_backends();
+}
+
+/* A file cannot be closed while its open or a read of it is in flight;
+ * an index closed is no file; pf_io_add_file() leaves what was in flight
+ * for the caller to reap. */
+ParameterizedTest(int *which, io_open, open_and_close_rules)
+{
+	char **paths = make_files(3);
+	pf_io *io = engine(backend_names[*which], (pf_io_config){ 0 });
+	pf_io_req o, rd, *done[4];
+	uint8_t buf[5000];
+	pf_error err;
+	int a;
+
+	o = (pf_io_req){ .user = &o };
+	cr_assert_eq(pf_io_open(io, &o, paths[0], 0), 0);
+	cr_assert_eq(pf_io_close_file(io, o.file), -EBUSY, "its open is in flight");
+	cr_assert_eq(pf_io_file_size(io, o.file), 0, "not open yet");
+	/* Another file opened and waited for meanwhile: the first open's
+	 * completion stays for pf_io_reap(). */
+	a = pf_io_add_file(io, paths[1], 0, &err);
+	cr_assert_geq(a, 0, "%s", err.msg);
+	cr_assert_neq((uint32_t)a, o.file);
+	cr_assert_eq(pf_io_file_size(io, (uint32_t)a), file_len(1));
+	cr_assert_eq(pf_io_reap(io, done, 4, 1), 1);
+	cr_assert_eq(done[0], &o);
+	cr_assert_eq(o.result, 0);
+	cr_assert_eq(pf_io_inflight(io), 0);
+
+	rd = (pf_io_req){ .file = o.file, .len = 5000, .buf = buf, .buf_index = -1 };
+	cr_assert_eq(pf_io_submit(io, &rd), 0);
+	cr_assert_eq(pf_io_close_file(io, o.file), -EBUSY, "a read of it is in flight");
+	cr_assert_eq(pf_io_reap(io, done, 4, 1), 1);
+	cr_assert_eq(rd.result, (int64_t)file_len(0));
+	cr_assert_eq(pf_io_close_file(io, o.file), 0);
+	cr_assert_null(pf_io_file_path(io, o.file));
+	cr_assert_eq(pf_io_submit(io, &rd), 0);
+	cr_assert_eq(pf_io_reap(io, done, 4, 1), 1);
+	cr_assert_eq(rd.result, -EBADF, "a closed index names no file");
+	cr_assert_eq(pf_io_close_file(io, 1000), -EBADF);
+	/* Freed with a file open: its descriptor goes with the engine. */
+	pf_io_free(io);
+	for (unsigned i = 0; i < 3; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+ParameterizedTestParameters(io_open, open_faults_are_retried_or_named)
+{
+	return both_backends();
+}
+
+/* "open-" faults hit opens only, numbered apart from reads: "eio@1" is
+ * the first read's, whatever opens came before it. */
+ParameterizedTest(int *which, io_open, open_faults_are_retried_or_named)
+{
+	char **paths = make_files(4);
+	pf_io *io = engine(backend_names[*which],
+			   (pf_io_config){ .faults = "open-eio@2,open-enoent@3,eio@1",
+					   .retries = 2, .retry_backoff_us = 100 });
+	pf_io_req r, rd, *done[1];
+	uint8_t buf[5000];
+	pf_io_engine_stats st;
+	pf_error err;
+	char line[1024];
+
+	cr_assert_eq(open_one(io, paths[0], &r, &err), 0, "%s", err.msg);
+	cr_assert_eq(open_one(io, paths[1], &r, &err), 0, "retried: %s", err.msg);
+	cr_assert_eq(r.retries, 1);
+	cr_assert_eq(open_one(io, paths[2], &r, &err), -ENOENT);
+	pf_error_format(&err, line, sizeof(line));
+	cr_assert_str_eq(err.file, paths[2]);
+	cr_assert(strstr(line, "cannot open: no such file (an injected fault)"),
+		  "%s", line);
+	cr_assert_eq(open_one(io, paths[3], &r, &err), 0, "%s", err.msg);
+	rd = (pf_io_req){ .file = r.file, .len = 5000, .buf = buf, .buf_index = -1 };
+	cr_assert_eq(pf_io_submit(io, &rd), 0);
+	cr_assert_eq(pf_io_reap(io, done, 1, 1), 1);
+	cr_assert_eq(rd.result, (int64_t)file_len(3), "read 1 failed once, then retried");
+	cr_assert_eq(rd.retries, 1);
+	pf_io_get_stats(io, &st);
+	cr_assert_eq(st.opens.faults, 2);
+	cr_assert_eq(st.opens.retries, 1);
+	cr_assert_eq(st.opens.errors, 1);
+	cr_assert_eq(st.reads.faults, 1);
+	pf_io_free(io);
+
+	/* Without retries the injected EIO is the open's error. */
+	io = engine(backend_names[*which],
+		    (pf_io_config){ .faults = "open-eio@1", .retries = PF_IO_RETRIES_NONE });
+	cr_assert_eq(open_one(io, paths[0], &r, &err), -EIO);
+	pf_error_format(&err, line, sizeof(line));
+	cr_assert(strstr(line, paths[0]) &&
+		  strstr(line, "cannot open: I/O error (an injected fault)"), "%s", line);
+	cr_assert_eq(pf_io_add_file(io, paths[1], 0, &err), 1, "the next open is clean");
+	pf_io_free(io);
+	for (unsigned i = 0; i < 4; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+ParameterizedTestParameters(io_open, an_open_delay_is_waited)
+{
+	return both_backends();
+}
+
+ParameterizedTest(int *which, io_open, an_open_delay_is_waited)
+{
+	char **paths = make_files(1);
+	pf_io *io = engine(backend_names[*which],
+			   (pf_io_config){ .faults = "open-delay=30ms@1" });
+	pf_io_req r;
+	pf_error err;
+	int64_t t0 = tu_now_ns();
+
+	cr_assert_eq(open_one(io, paths[0], &r, &err), 0, "%s", err.msg);
+	cr_assert_geq(tu_now_ns() - t0, 30000000, "the open waited its delay");
+	pf_io_free(io);
+	free(paths[0]);
+	free(paths);
+}
