@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The I/O thread: its engine (the ring is made here: with SINGLE_ISSUER
- * its creator must be its only submitter) and the dataset's files in it;
- * its reads in flight, completed and handed to the decoders (reap); and
- * the wait every step of the schedule makes, which completes reads and
- * submits the stream files' next blocks meanwhile.  Not here: what is
- * read when (schedule.c, and streams.c for the blocks of a stream file),
- * or what a read becomes (decode.c). */
+ * its creator must be its only submitter); its reads and opens in flight,
+ * completed and handed to the decoders or to files.c (reap); and the wait
+ * every step of the schedule makes, which completes reads, submits the
+ * stream files' next blocks and the opens that waited for room
+ * meanwhile.  Not here: what is read when (schedule.c, and streams.c for
+ * the blocks of a stream file), which files are open (files.c), or what
+ * a read becomes (decode.c). */
 #include <errno.h>
 
 #include "pipeline_internal.h"
 
-/* Hand finished reads to the decoders; min: wait for at least that many. */
+/* Hand finished reads to the decoders, and finished opens to files.c;
+ * min: wait for at least that many. */
 int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 {
-	pf_io_req *done[64];
+	pf_io_req *done[64], *opens[64];
+	uint32_t read_files[64];
+	unsigned nopens = 0, nread_files = 0;
 	uint64_t t0 = pf_now_ns();
 	int n = pf_io_reap(io, done, 64, min);
 
@@ -29,6 +33,10 @@ int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 		stream_buf *sb = pf_stream_buf_of(l, done[i]->user);
 		chunk *c = done[i]->user;
 
+		if (pf_files_is_open_req(l, done[i])) {
+			opens[nopens++] = done[i];
+			continue;
+		}
 		l->m.bytes_read += done[i]->result > 0 ? (uint64_t)done[i]->result : 0;
 		l->m.io_requests++;
 		if (sb) {
@@ -39,10 +47,18 @@ int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 			pf_io_req_error(io, done[i], &c->ioerr);	/* retries, timeout */
 		else
 			pf_tune_read(l, pf_now_ns() - c->submit_ns);
+		/* The frame is in its buffer: its file is done with it. */
+		read_files[nread_files++] = l->ds->units[c->seg.unit].file;
 		pf_decode_queue(l, c);
 		pthread_cond_signal(&l->cv_decode);	/* one worker per read */
 	}
 	pthread_mutex_unlock(&l->mu);
+	/* Without the lock: they may close files (files.c is this thread's
+	 * alone) and fail the loader. */
+	for (unsigned i = 0; i < nread_files; i++)
+		pf_files_release(l, io, read_files[i]);
+	for (unsigned i = 0; i < nopens; i++)
+		pf_files_opened(l, io, opens[i]);
 	return n;
 }
 
@@ -95,6 +111,10 @@ int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint
 		pthread_mutex_lock(&l->mu);
 		if (halted(l))
 			return -ECANCELED;
+		if (pf_stream_free_retired(l, io)) {
+			pthread_mutex_unlock(&l->mu);
+			continue;
+		}
 		reads = pf_stream_pump(l, io);
 		if (reads) {
 			pthread_mutex_unlock(&l->mu);
@@ -107,6 +127,16 @@ int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint
 		}
 		if (ready(l, arg))
 			return 0;
+		if (l->files.npending && pf_io_inflight(io) < l->cfg.io_depth) {
+			/* Room came free for an open waiting for it. */
+			pthread_mutex_unlock(&l->mu);
+			ret = pf_files_pump(l, io);
+			if (ret < 0) {
+				pthread_mutex_lock(&l->mu);
+				return ret;
+			}
+			continue;
+		}
 		if (pf_io_inflight(io) == 0) {
 			uint64_t t0 = pf_now_ns();
 
@@ -126,8 +156,9 @@ int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint
 	}
 }
 
-/* The I/O thread: the engine and the files first (pf_loader_create() waits
- * for l->io_ready), then the schedule, then what is still in flight. */
+/* The I/O thread: the engine first (pf_loader_create() waits for
+ * l->io_ready), then the schedule (which opens the files as it goes),
+ * then what is still in flight. */
 void *pf_loader_io_main(void *arg)
 {
 	pf_loader *l = arg;
@@ -143,33 +174,18 @@ void *pf_loader_io_main(void *arg)
 		.retry_backoff_us = l->cfg.io_retry_backoff_us,
 		.timeout_ms = l->cfg.io_timeout_ms,
 	};
-	int *file_slot = NULL;
-	uint32_t ndirect = 0;
 	pf_io *io = NULL;
 	pf_error err;
 	int ret;
 
 	pf_error_clear(&err);
 	/* The ring is made here: with SINGLE_ISSUER its creator must be its
-	 * only submitter. */
+	 * only submitter.  No file is opened yet: the schedule opens those it
+	 * reads, as it reaches them (files.c). */
 	ret = pf_io_create(&io, &icfg, &err);
-	file_slot = pf_calloc(l->ds->nfiles, sizeof(*file_slot));
-	if (ret == 0 && !file_slot)
-		ret = -ENOMEM;
-	for (size_t i = 0; file_slot && i < l->ds->nfiles; i++)
-		file_slot[i] = -1;
-	for (size_t i = 0; ret == 0 && i < l->ds->nfiles; i++) {
-		/* Stream files too (their blocks are read here), never with
-		 * O_DIRECT: their last block is not a multiple of 4 KiB. */
-		bool direct = l->cfg.direct_io && l->ds->alignment[i] >= PF_ALIGN;
-		ret = pf_io_add_file(io, l->ds->paths[i], direct ? PF_IO_DIRECT : 0, &err);
-		if (ret >= 0) {
-			file_slot[i] = ret;
-			ndirect += pf_io_file_direct(io, (uint32_t)ret);
-			ret = pf_dataset_check_file(l->ds, i, pf_io_file_size(io, (uint32_t)ret),
-						    pf_io_file_mtime(io, (uint32_t)ret), &err);
-		}
-	}
+	if (ret == 0 && pf_files_setup(l) < 0)
+		ret = pf_error_set(&err, -ENOMEM, PF_OFFSET_NONE, 0,
+				   "out of memory for the table of %zu files", l->ds->nfiles);
 	pthread_mutex_lock(&l->mu);
 	l->io_init_ret = ret;
 	l->io_ready = true;
@@ -178,12 +194,11 @@ void *pf_loader_io_main(void *arg)
 		l->err = err;
 	else
 		l->m.io_backend = pf_io_backend_name(io);
-	l->m.files_direct = ndirect;
 	pthread_cond_broadcast(&l->cv_init);
 	pthread_mutex_unlock(&l->mu);
 
 	if (ret == 0) {
-		ret = pf_schedule_run(l, io, file_slot);
+		ret = pf_schedule_run(l, io);
 		if (ret < 0) {
 			pf_error_clear(&err);
 			pf_error_set(&err, ret, PF_OFFSET_NONE, 0, "I/O engine failed: %s",
@@ -192,14 +207,15 @@ void *pf_loader_io_main(void *arg)
 		}
 	}
 	pthread_mutex_lock(&l->mu);
-	for (size_t i = 0; io && file_slot && i < l->ds->nfiles; i++) {
-		pf_io_stats st;
+	if (io) {
+		pf_io_engine_stats st;
 
-		if (file_slot[i] < 0)
-			continue;
-		pf_io_file_stats(io, (uint32_t)file_slot[i], &st);
-		l->m.io_short_reads += st.short_reads;
+		pf_io_get_stats(io, &st);
+		l->m.io_short_reads = st.reads.short_reads;
+		l->m.files_opened = l->files.opened;
+		l->m.files_open_peak = st.files_open_peak;
 	}
+	l->m.files_direct = l->files.direct;
 	l->io_end_ns = pf_now_ns();
 	l->io_done = true;
 	l->io_left = io && pf_io_inflight(io);
@@ -207,6 +223,6 @@ void *pf_loader_io_main(void *arg)
 	pthread_cond_broadcast(&l->cv_ready);
 	pthread_mutex_unlock(&l->mu);
 	pf_io_free(io);
-	pf_free(file_slot);
+	pf_files_teardown(l);
 	return NULL;
 }

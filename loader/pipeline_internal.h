@@ -62,22 +62,30 @@
  *                states (pf_resume_restore()), and the consumer's position
  *                saved (pf_loader_save_state()).  The blob's encoding is
  *                state.c's; the epoch's plan is plan.c's.
- *   io_thread.c  the I/O thread: its engine and files (pf_loader_io_main()),
- *                reads in flight (pf_reads_submit(); pf_reads_reap(),
- *                which hands them to pf_decode_queue(); pf_reads_wait(),
- *                which the schedule waits in and which submits the
- *                stream files' next blocks: which ones is streams.c's).
+ *   io_thread.c  the I/O thread: its engine (pf_loader_io_main()), reads
+ *                and opens in flight (pf_reads_submit(); pf_reads_reap(),
+ *                which hands reads to pf_decode_queue() and opens to
+ *                files.c; pf_reads_wait(), which the schedule waits in and
+ *                which submits the stream files' next blocks: which ones
+ *                is streams.c's).
  *   streams.c    the blocks of the stream files being decoded: which to
  *                read next (pf_stream_pump(), for pf_reads_wait()), each
  *                pushed to its stream when read (pf_stream_read_done(),
  *                from pf_reads_reap()); the worker's side: a block fed to
  *                the stream's source (pf_stream_feed()), a sub-segment
  *                parked for the next (pf_stream_park()), the stream done
- *                (pf_stream_finish()).
+ *                (pf_stream_finish()), its file given back by the I/O
+ *                thread (pf_stream_free_retired()).
+ *   files.c      the dataset's files in the engine: opened a bounded
+ *                number ahead of the schedule (pf_files_want()), waited
+ *                for when a segment is dispatched (pf_files_take()),
+ *                checked against the plan when opened, closed when no
+ *                read wants them (pf_files_release()).
  *   schedule.c   what the I/O thread reads, in which order
- *                (pf_schedule_run()): epochs, pieces, segments; shuffle
- *                blocks opened with their permutation and batch slots;
- *                chunks dispatched to the decoders.
+ *                (pf_schedule_run()): epochs, pieces, segments (wanted
+ *                ahead, then dispatched); shuffle blocks opened with
+ *                their permutation and batch slots; chunks dispatched to
+ *                the decoders.
  *   decode.c     the decode workers (pf_loader_worker_main()) and their
  *                queue (pf_decode_queue()): frames and stream sub-segments
  *                into records, each handed to placement; the skip mode's
@@ -166,8 +174,41 @@ typedef struct stream_state {
 	stream_buf *held;		/* the block fed to the source last */
 	struct chunk *parked;		/* its sub-segment, waiting for block
 					   next_feed */
+	uint32_t file;			/* the dataset's file */
 	stream_buf buf[PF_STREAM_BUFS];
 } stream_state;
+
+/* A dataset file in the I/O thread's engine (files.c). */
+typedef struct pf_lazy_file {
+	int32_t slot;		/* its index in the engine, or -1 */
+	uint8_t state;		/* closed, opening, open (files.c) */
+	bool pending;		/* waiting for room to start its open */
+	bool idle;		/* on the idle list */
+	bool direct_seen;	/* counted in files_direct */
+	uint32_t ahead;		/* segments wanted and not yet dispatched */
+	uint32_t busy;		/* its frame reads in flight and its streams */
+	uint32_t idle_prev, idle_next;
+} pf_lazy_file;
+
+/* The dataset's files, opened ahead of the schedule (files.c); the I/O
+ * thread's alone. */
+typedef struct pf_files {
+	pf_lazy_file *f;		/* [ds->nfiles] */
+	unsigned ahead_max;		/* distinct files wanted ahead, at most */
+	unsigned idle_max;		/* idle files kept open */
+	unsigned ahead_files;		/* files with ahead > 0 */
+	uint32_t *fifo;			/* the wanted segments' files, in order */
+	unsigned fifo_cap, fifo_head, nfifo;
+	uint32_t *pending;		/* files whose open waits for room */
+	unsigned npending;
+	pf_io_req *reqs;		/* [ahead_max + 1] opens in flight */
+	uint32_t *free_reqs;
+	unsigned nfree_reqs, opening;
+	uint32_t idle_head, idle_tail;	/* oldest first */
+	unsigned nidle;
+	uint64_t opened;		/* opens completed */
+	uint32_t direct;		/* files read with O_DIRECT */
+} pf_files;
 
 typedef struct chunk {
 	struct chunk *next;
@@ -279,6 +320,9 @@ struct pf_loader {
 	stream_state *streams, *free_streams;
 	unsigned nstreams;		/* stream states: streams read at once */
 	stream_state *active, *active_tail;	/* taken, oldest first */
+	/* Retired (decoded, no read in flight), their files not yet given
+	 * back: the I/O thread does that (pf_reads_wait()), then frees them. */
+	stream_state *retired;
 	int *free_cbuf;
 	unsigned nfree_cbuf;
 	size_t cbuf_bytes;
@@ -298,6 +342,8 @@ struct pf_loader {
 	size_t *toff;			/* tensor offsets inside a core block */
 	size_t *fbytes;			/* bytes per record of each feature */
 	uint64_t memory_bytes;
+
+	pf_files files;		/* the I/O thread's */
 
 	/* threads */
 	pthread_t io_thread;
@@ -413,16 +459,17 @@ int pf_resume_restore(pf_loader *l, pf_error *err);
 uint32_t pf_resume_spb(const pf_loader *l);
 
 /* io_thread.c */
-/* The I/O thread (arg: the loader): makes the engine, adds the files,
- * reports to pf_loader_create() (l->io_ready), runs pf_schedule_run(). */
+/* The I/O thread (arg: the loader): makes the engine, reports to
+ * pf_loader_create() (l->io_ready), runs pf_schedule_run(). */
 void *pf_loader_io_main(void *arg);
 /* Wait until ready(l, arg) while completing reads in flight and reading
  * the stream files' blocks.  @return with l->mu held: 0 when ready,
  * -ECANCELED when the loader halts, or the engine's error. */
 int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint64_t),
 		  uint64_t arg, pthread_cond_t *cv);
-/* Hand finished reads to the decoders; min: wait for at least that many.
- * @return how many, or the engine's error. */
+/* Hand finished reads to the decoders, and finished opens to files.c;
+ * min: wait for at least that many.  @return how many, or the engine's
+ * error. */
 int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min);
 /* Submit req, reaping while the engine is full.  @return pf_io_submit()'s
  * (0), or the engine's error. */
@@ -449,11 +496,42 @@ void pf_stream_park(pf_loader *l, stream_state *ss, chunk *c);
 /* The stream's last sub-segment is decoded: no more of its blocks are
  * read.  Call with l->mu held. */
 void pf_stream_finish(pf_loader *l, stream_state *ss);
+/* The I/O thread's: the retired streams' files given back (files.c),
+ * their states freed for the next streams.  Call with l->mu held (let go
+ * meanwhile).  @return whether there were any. */
+bool pf_stream_free_retired(pf_loader *l, pf_io *io);
+
+/* files.c: the dataset's files in the engine (the I/O thread's). */
+/* The tables, for ds->nfiles files.  @return 0 or -ENOMEM. */
+int pf_files_setup(pf_loader *l);
+void pf_files_teardown(pf_loader *l);
+/* Whether the look-ahead must stop before wanting a segment of file i
+ * (open_ahead distinct files wanted, or the FIFO full). */
+bool pf_files_ahead_full(const pf_loader *l, uint32_t i);
+/* The schedule will dispatch a segment of file i next after those wanted
+ * before: its open starts (when the engine has room).  @return 0, or <0
+ * with the loader failed. */
+int pf_files_want(pf_loader *l, pf_io *io, uint32_t i);
+/* Start the opens that waited for room.  @return 0, or <0 (failed). */
+int pf_files_pump(pf_loader *l, pf_io *io);
+/* The segment of file i wanted first is dispatched: file i is the
+ * read's (or the stream's) until pf_files_release(); waits for its open.
+ * @return its index in the engine, or <0 (the loader failed or halts;
+ * l->mu not held). */
+int pf_files_take(pf_loader *l, pf_io *io, uint32_t i);
+/* A frame read of file i completed, or a stream of it is done. */
+void pf_files_release(pf_loader *l, pf_io *io, uint32_t i);
+/* The walk ended: what it wanted and did not dispatch is not wanted. */
+void pf_files_forget_ahead(pf_loader *l, pf_io *io);
+/* Whether a completed request is one of files.c's opens, and its
+ * completion (the loader fails naming the file when it failed, or when
+ * the shard changed since the plan). */
+bool pf_files_is_open_req(const pf_loader *l, const pf_io_req *req);
+void pf_files_opened(pf_loader *l, pf_io *io, pf_io_req *req);
 
 /* schedule.c: every epoch of the run, read in order (the I/O thread's
- * work).  file_slot: the dataset's files in the engine.  @return 0, or
- * the engine's error. */
-int pf_schedule_run(pf_loader *l, pf_io *io, const int *file_slot);
+ * work).  @return 0, or the engine's error. */
+int pf_schedule_run(pf_loader *l, pf_io *io);
 
 /* decode.c */
 /* A decode worker (arg: its worker). */

@@ -544,6 +544,13 @@ typedef struct pf_loader_metrics {
 					   reads */
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
+	/* The dataset's files the I/O thread opened: each when the schedule
+	 * came near it (a bounded number ahead) and closed once no read
+	 * wanted it, so a file read again after its close counts again;
+	 * and the most held open at once (opening ones too), at most
+	 * 3 x io_depth + threads + 1, whatever the number of files. */
+	uint64_t files_opened;
+	uint32_t files_open_peak;
 } pf_loader_metrics;
 
 /* One setting of the pipeline, as the loader runs it. */

@@ -5,9 +5,12 @@
  * that reaches a shuffle block it opens the block (its permutation, and a
  * batch slot for each step its records reach, taken in step order), then
  * dispatches the segment: one read of a frame, or a stream file's
- * sub-segments.  Every step waits in pf_reads_wait() (io_thread.c), which
- * completes reads meanwhile.  Not here: the plan of an epoch (plan.c),
- * the reads (io_thread.c), the records (decode.c, placement.c). */
+ * sub-segments.  Ahead of the dispatch, the same walk wants the segments
+ * to come (files.c opens their files meanwhile, a bounded number ahead).
+ * Every step waits in pf_reads_wait() (io_thread.c), which completes
+ * reads and opens meanwhile.  Not here: the plan of an epoch (plan.c),
+ * the reads (io_thread.c), the files (files.c), the records (decode.c,
+ * placement.c). */
 #include <errno.h>
 #include <string.h>
 
@@ -236,11 +239,15 @@ static int open_through(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
  * segment's blocks at once.  @return 0, 1 when max_steps was reached, or
  * <0. */
 static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
-			   uint64_t pos, const int *file_slot)
+			   uint64_t pos)
 {
+	uint32_t file = l->ds->units[seg.unit].file;
 	stream_state *ss;
-	int over = 0, ret = pf_reads_wait(l, io, stream_free, 0, &l->cv_chunk);
+	int over = 0, slot = pf_files_take(l, io, file), ret;
 
+	if (slot < 0)
+		return slot;
+	ret = pf_reads_wait(l, io, stream_free, 0, &l->cv_chunk);
 	if (ret < 0) {
 		pthread_mutex_unlock(&l->mu);
 		return ret;
@@ -252,7 +259,8 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 	ss->src = NULL;
 	ss->busy = false;
 	ss->next_first = seg.first;
-	ss->slot = (uint32_t)file_slot[l->ds->units[seg.unit].file];
+	ss->file = file;	/* given back when the stream is retired */
+	ss->slot = (uint32_t)slot;
 	ss->size = pf_io_file_size(io, ss->slot);
 	ss->nblocks = ss->end_block = (ss->size + PF_READ_DEFAULT - 1) / PF_READ_DEFAULT;
 	ss->next_read = ss->next_feed = 0;
@@ -292,16 +300,19 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 	return over;
 }
 
-/* A frame segment: one read of the frame. */
+/* A frame segment: one read of the frame (its file is the read's until
+ * the read completes). */
 static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
-			  pf_segment seg, uint64_t pos, const int *file_slot)
+			  pf_segment seg, uint64_t pos)
 {
 	const pf_unit *u = &l->ds->units[seg.unit];
-	int slot = file_slot[u->file];
 	uint64_t len = u->csize;
 	chunk *c = NULL;
-	int ret = take_chunk(l, io, wk, pos, &c);
+	int slot = pf_files_take(l, io, u->file), ret;
 
+	if (slot < 0)
+		return slot;
+	ret = take_chunk(l, io, wk, pos, &c);
 	if (ret < 0)
 		return ret;
 	c->seg = seg;
@@ -331,42 +342,107 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 	return ret;
 }
 
-/* Walk one piece: the segments of its stream that hold its blocks, each
- * cut to them; the blocks before the piece and after it are not read.
- * @return 0, 1 when max_steps is reached, or <0. */
-static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan,
-		      const int *file_slot)
+/* Where a walk is in its plan's segments. */
+typedef struct seg_cursor {
+	size_t s;		/* the next segment of the plan */
+	uint64_t pos;		/* its stream position */
+} seg_cursor;
+
+/* The next segment the walk over a piece reads from cur: the segments of
+ * its stream that hold its blocks, each cut to them (the blocks before
+ * the piece and after it are not read).  @return 1 with it in *seg (at
+ * stream position *lo), 0 when there is none, 2 when it would start at
+ * or past max_steps. */
+static int next_segment(const pf_loader *l, const walk *wk, const pf_epoch_plan *plan,
+			seg_cursor *cur, pf_segment *seg, uint64_t *lo)
 {
-	uint64_t w = wk->w, pos = 0;
+	uint64_t w = wk->w;
 	uint64_t live_lo = wk->kfirst * w, live_hi = ((wk->end - 1) / w + 1) * w;
-	int over = 0, ret = 0;
 
 	live_hi = live_hi < wk->stream_len ? live_hi : wk->stream_len;
-	for (size_t s = 0; s < plan->nseg && !over && ret >= 0 && pos < live_hi; s++) {
-		pf_segment seg = plan->seg[s];
-		uint64_t lo = pos, hi = pos + seg.count;
+	while (cur->s < plan->nseg && cur->pos < live_hi) {
+		pf_segment sg = plan->seg[cur->s++];
+		uint64_t a = cur->pos, b = cur->pos + sg.count;
 
-		pos = hi;
-		if (hi <= live_lo)
+		cur->pos = b;
+		if (b <= live_lo)
 			continue;
-		if (lo < live_lo) {
-			seg.first += live_lo - lo;
-			lo = live_lo;
+		if (a < live_lo) {
+			sg.first += live_lo - a;
+			a = live_lo;
 		}
-		hi = hi < live_hi ? hi : live_hi;
-		seg.count = hi - lo;
+		b = b < live_hi ? b : live_hi;
+		sg.count = b - a;
 		if (l->cfg.max_steps &&
-		    wk->rstep0 + block_out(wk, lo / w) / l->host_batch >= l->cfg.max_steps)
-			return 1;
+		    wk->rstep0 + block_out(wk, a / w) / l->host_batch >= l->cfg.max_steps)
+			return 2;
+		*seg = sg;
+		*lo = a;
+		return 1;
+	}
+	return 0;
+}
+
+/* Want the segments the walk dispatches next, from *ahead on, while
+ * files.c takes more (fewer than open_ahead distinct files wanted): their
+ * files' opens start now, so that a dispatch seldom waits for one.
+ * @return 0, or <0 (the loader failed). */
+static int look_ahead(pf_loader *l, pf_io *io, const walk *wk, const pf_epoch_plan *plan,
+		      seg_cursor *ahead, bool *done)
+{
+	while (!*done) {
+		seg_cursor next = *ahead;
+		pf_segment seg;
+		uint64_t lo;
+		uint32_t file;
+		int ret;
+
+		if (next_segment(l, wk, plan, &next, &seg, &lo) != 1) {
+			*done = true;
+			break;
+		}
+		file = l->ds->units[seg.unit].file;
+		if (pf_files_ahead_full(l, file))
+			break;
+		*ahead = next;
+		ret = pf_files_want(l, io, file);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* Walk one piece: its segments in order, each wanted ahead and then
+ * dispatched.  @return 0, 1 when max_steps is reached, or <0. */
+static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan)
+{
+	seg_cursor cur = { 0 }, ahead = { 0 };
+	bool ahead_done = false;
+	int over = 0, ret = 0;
+
+	while (!over && ret >= 0) {
+		pf_segment seg;
+		uint64_t lo;
+		int got;
+
+		ret = look_ahead(l, io, wk, plan, &ahead, &ahead_done);
+		if (ret < 0)
+			break;
+		got = next_segment(l, wk, plan, &cur, &seg, &lo);
+		if (got != 1) {
+			over = got == 2;
+			break;
+		}
 		if (l->ds->units[seg.unit].stream) {
-			ret = over = dispatch_stream(l, io, wk, seg, lo, file_slot);
+			ret = over = dispatch_stream(l, io, wk, seg, lo);
 		} else {
 			/* A frame spans at most the blocks the ring holds. */
-			ret = over = open_through(l, io, wk, (hi - 1) / w);
+			ret = over = open_through(l, io, wk, (lo + seg.count - 1) / wk->w);
 			if (ret >= 0)
-				ret = dispatch_frame(l, io, wk, seg, lo, file_slot);
+				ret = dispatch_frame(l, io, wk, seg, lo);
 		}
 	}
+	pf_files_forget_ahead(l, io);
 	return ret < 0 ? ret : over;
 }
 
@@ -403,8 +479,7 @@ static void plan_failed(pf_loader *l, int ret, uint32_t host)
 
 /* Walk an epoch's pieces, each through the plan of its origin host. */
 static int walk_epoch(pf_loader *l, pf_io *io, const epoch_run *er, bool own_plan,
-		      pf_epoch_plan *plan, uint64_t rstep0, uint64_t *gnext,
-		      const int *file_slot)
+		      pf_epoch_plan *plan, uint64_t rstep0, uint64_t *gnext)
 {
 	uint64_t out_base = 0;
 	int64_t planned = own_plan ? (int64_t)l->topo.host_index : -1;
@@ -430,14 +505,14 @@ static int walk_epoch(pf_loader *l, pf_io *io, const epoch_run *er, bool own_pla
 		wk.stream_len = plan->stream_len;
 		wk.kfirst = wk.next_block = pc->begin / wk.w;
 		wk.gbase = *gnext;
-		ret = walk_piece(l, io, &wk, plan, file_slot);
+		ret = walk_piece(l, io, &wk, plan);
 		*gnext += wk.next_block - wk.kfirst;
 		out_base += pc->end - pc->begin;
 	}
 	return ret;
 }
 
-int pf_schedule_run(pf_loader *l, pf_io *io, const int *file_slot)
+int pf_schedule_run(pf_loader *l, pf_io *io)
 {
 	pf_epoch_plan plan = { 0 };
 	uint64_t gnext = 0, rstep = 0;
@@ -464,7 +539,7 @@ int pf_schedule_run(pf_loader *l, pf_io *io, const int *file_slot)
 			l->m.remainder_wrapped += er->wrapped;
 		}
 		pthread_mutex_unlock(&l->mu);
-		ret = walk_epoch(l, io, er, !resumed, &plan, rstep, &gnext, file_slot);
+		ret = walk_epoch(l, io, er, !resumed, &plan, rstep, &gnext);
 		rstep += er->steps;
 		if (l->cfg.max_steps && rstep >= l->cfg.max_steps)
 			break;

@@ -13,8 +13,10 @@
 
 #include "pipeline_internal.h"
 
-/* The stream state is done with: off the active list, free for the next
- * stream.  Call with l->mu held, when no read of it is in flight. */
+/* The stream state is done with: off the active list, retired (the I/O
+ * thread gives its file back, then frees it for the next stream: files.c
+ * is that thread's alone).  Call with l->mu held, when no read of it is
+ * in flight. */
 static void stream_retire(pf_loader *l, stream_state *ss)
 {
 	stream_state *prev = NULL;
@@ -27,9 +29,27 @@ static void stream_retire(pf_loader *l, stream_state *ss)
 		l->active = ss->next;
 	if (l->active_tail == ss)
 		l->active_tail = prev;
-	ss->next = l->free_streams;
-	l->free_streams = ss;
+	ss->next = l->retired;
+	l->retired = ss;
 	pf_loader_wake_io(l);		/* dispatch_stream() may wait for it */
+}
+
+bool pf_stream_free_retired(pf_loader *l, pf_io *io)
+{
+	stream_state *list = l->retired, *last = NULL;
+
+	if (!list)
+		return false;
+	l->retired = NULL;
+	pthread_mutex_unlock(&l->mu);
+	for (stream_state *ss = list; ss; ss = ss->next) {
+		pf_files_release(l, io, ss->file);
+		last = ss;
+	}
+	pthread_mutex_lock(&l->mu);
+	last->next = l->free_streams;
+	l->free_streams = list;
+	return true;
 }
 
 /* The stream's last sub-segment is decoded: no more blocks are read (the
