@@ -189,8 +189,16 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 			.on_corrupt = cfg->on_corrupt, .on_drop = pf_drop_at_open, .on_drop_ctx = l,
 		};
 
+		/* The index tails are read on an engine of the I/O thread's
+		 * back-end and read policy. */
+		pf_io_config icfg = {
+			.backend = cfg->io_backend, .faults = cfg->io_faults,
+			.retries = cfg->io_retries, .retry_backoff_us = cfg->io_retry_backoff_us,
+			.timeout_ms = cfg->io_timeout_ms,
+		};
 		pf_open_config ocfg = open_config(l);
 
+		ocfg.io = &icfg;
 		l->open_tried = true;
 		ret = cfg->ignore_manifest
 			? pf_dataset_open_shards(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err)

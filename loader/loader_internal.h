@@ -102,6 +102,10 @@ typedef struct pf_open_config {
 	 * threads at once; NULL: the source config's on_drop. */
 	pf_drop_fn count_drop;
 	void *count_drop_ctx;
+	/* The engine the index tails are read on (tails.c): its back-end
+	 * and read policy (faults, retries, timeout) and queue_depth, the
+	 * files read at once (0: 64); NULL: the environment's. */
+	const pf_io_config *io;
 } pf_open_config;
 
 /*! Open a dataset: from its manifest when the paths name one
@@ -112,8 +116,8 @@ typedef struct pf_open_config {
  *  the first that failed) or plans the same dataset. */
 int pf_dataset_open(pf_dataset **out, const char *const *paths, size_t n,
 		    const pf_source_config *scfg, const pf_open_config *ocfg, pf_error *err);
-/*! Open every file: indexed shards from their tails; stream files are
- *  read once to count records (count.c: on ocfg's threads, split among
+/*! Open every file: indexed shards from their tails, read many at once
+ *  (pf_dataset_read_tails()); stream files are read once to count records (count.c: on ocfg's threads, split among
  *  the hosts of a pod with a collective).  scfg gives the record size
  *  limit, the regions reads are counted in (may be NULL) and the
  *  corrupt-data policy: in skip mode a stream file's records are its
@@ -127,6 +131,23 @@ int pf_dataset_open_shards(pf_dataset **out, const char *const *paths, size_t n,
  *  host), so that the others fail naming it instead of waiting for it;
  *  why is err (code < 0).  Otherwise nothing. */
 void pf_dataset_open_abandon(const pf_open_config *ocfg, const pf_error *why);
+/*! tails.c: read the index tail of every file of ds (its paths, and
+ *  index and file_size zeroed, allocated), up to icfg->queue_depth files
+ *  at once (0: 64) on an engine of their own, opens and reads
+ *  overlapping: ds->file_size[i], and ds->index[i] or NULL for a file
+ *  without an index.  A damaged index in skip mode leaves the file
+ *  without one (it is read as the zstd stream it also is) and is told to
+ *  scfg->on_drop, after the reads and in file order.  The first file in
+ *  file order that fails fails the call, err naming it (and the byte
+ *  offset), as if the files had been read one after another.  @return 0
+ *  or -errno. */
+int pf_dataset_read_tails(pf_dataset *ds, const pf_source_config *scfg,
+			  const pf_io_config *icfg, pf_error *err);
+/*! tails.c: once per process, one line on stderr when a dataset opened
+ *  without a manifest (pf_dataset_open() found none) is large or took
+ *  ns to plan: `shardtool manifest DIR` writes one that plans it with
+ *  one read. */
+void pf_dataset_manifest_hint(const pf_dataset *ds, uint64_t ns);
 void pf_dataset_free(pf_dataset *ds);
 /* Append file i's units (its frames, or for a stream file one unit of
  * stream_records records) to ds->units (room made by the caller) and

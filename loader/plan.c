@@ -114,14 +114,11 @@ static void phase_end(pf_open_phase *ph, pf_region_table *t)
  * later).  Fills ds->paths, sizes, indexes, the digest and
  * ds->open.index; ds->open.streams says how many files have no index. */
 static int read_tails(pf_dataset *ds, const char *const *paths, size_t n,
-		      const pf_source_config *scfg, pf_error *err)
+		      const pf_source_config *scfg, const pf_open_config *ocfg, pf_error *err)
 {
-	pf_region_table *regions = scfg->regions;
-	uint8_t *tail = NULL;
-	size_t tail_cap = 0;
 	int ret;
 
-	phase_begin(&ds->open.index, regions);
+	phase_begin(&ds->open.index, scfg->regions);
 	ret = pf_paths_expand(paths, n, &ds->paths, err);
 	if (ret < 0)
 		return ret;
@@ -134,49 +131,20 @@ static int read_tails(pf_dataset *ds, const char *const *paths, size_t n,
 	if (!ds->index || !ds->file_size || !ds->alignment)
 		return -ENOMEM;
 	ds->digest = pf_mix64(ds->nfiles);
-	for (size_t i = 0; i < ds->nfiles; i++) {
-		const char *path = ds->paths[i];
-		int fd = pf_file_open(path, err);
-
-		if (fd < 0) {
-			ret = fd;
-			break;
-		}
-		ret = pf_file_size(fd, &ds->file_size[i]);
-		if (ret == 0)
-			ret = pf_shard_tail_read(fd, path, ds->file_size[i], regions,
-						 regions ? pf_region_table_lookup(regions, path) : 0,
-						 &tail, &tail_cap, &ds->index[i], err);
-		close(fd);
-		if (ret == -EBADMSG && scfg->on_corrupt == PF_CORRUPT_SKIP) {
-			/* A damaged index: dropped, and the shard read as the
-			 * zstd stream it also is. */
-			pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
-				      .start = err->offset, .resume = ds->file_size[i],
-				      .records = -1, .cause = *err };
-
-			pf_error_set_file(&d.cause, path);
-			ret = scfg->on_drop ? scfg->on_drop(scfg->on_drop_ctx, &d) : 0;
-			if (ret == 0)
-				ret = -ENODATA;
-		}
-		if (ret == -ENODATA) {
-			pf_error_clear(err);
+	/* Many files at once (tails.c): the files without an index are
+	 * streams, counted later. */
+	ret = pf_dataset_read_tails(ds, scfg, ocfg ? ocfg->io : NULL, err);
+	for (size_t i = 0; ret == 0 && i < ds->nfiles; i++) {
+		if (!ds->index[i]) {
 			ds->open.streams++;
 			ds->any_stream = true;
-			ret = 0;
-		}
-		if (ret < 0) {
-			pf_error_set_file(err, path);
-			break;
 		}
 		ds->digest = pf_dataset_digest_file(ds->digest, ds->file_size[i], !ds->index[i],
 						    ds->index[i] ? pf_shard_index_records(ds->index[i])
 								 : 0);
 	}
 	ds->open.index.files = ds->nfiles;
-	phase_end(&ds->open.index, regions);
-	pf_free(tail);
+	phase_end(&ds->open.index, scfg->regions);
 	return ret;
 }
 
@@ -212,7 +180,7 @@ static int open_dataset(pf_dataset **out, const char *const *paths, size_t n, bo
 			const pf_source_config *scfg, const pf_open_config *ocfg, pf_error *err)
 {
 	pf_dataset *ds = pf_calloc(1, sizeof(*ds));
-	uint64_t *stream_records = NULL;
+	uint64_t *stream_records = NULL, t0 = pf_now_ns();
 	char *manifest = NULL;
 	int ret = ds ? 0 : -ENOMEM;
 
@@ -225,7 +193,7 @@ static int open_dataset(pf_dataset **out, const char *const *paths, size_t n, bo
 		ds->open.manifest.files = 1;
 		phase_end(&ds->open.manifest, scfg->regions);
 	} else if (ret == 0) {
-		ret = read_tails(ds, paths, n, scfg, err);
+		ret = read_tails(ds, paths, n, scfg, ocfg, err);
 	}
 	if (ret == -ENOMEM && err && !err->code)
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory opening the dataset");
@@ -246,6 +214,9 @@ static int open_dataset(pf_dataset **out, const char *const *paths, size_t n, bo
 		pf_dataset_free(ds);
 		return ret;
 	}
+	/* Looked for a manifest and found none: say how to have one. */
+	if (use_manifest && !ds->manifest)
+		pf_dataset_manifest_hint(ds, pf_now_ns() - t0);
 	*out = ds;
 	return 0;
 }
