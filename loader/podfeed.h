@@ -892,7 +892,9 @@ PF_API int pf_report_add_loader(pf_report *r, const pf_loader_config *cfg,
 				pf_error *err);
 
 /* Raw passes over the same indexed shards (what loadbench --baseline
- * times): reading whole frames, and pread + frame CRC + zstd. */
+ * times): reading whole frames, pread + frame CRC + zstd, and decoding
+ * frames already decompressed in memory (TFRecord framing, the spec's
+ * decode into batch rows). */
 typedef struct pf_baseline {
 	double read_seconds, decompress_seconds;	/* > 0 */
 	uint64_t bytes;			/* compressed bytes read */
@@ -900,12 +902,21 @@ typedef struct pf_baseline {
 	uint64_t files, frames;
 	unsigned threads;
 	const char *io_backend;		/* of the read pass; NULL: "none" */
+	/* The decode pass (0 seconds: not run): its wall time over
+	 * decode_bytes of decompressed frames (all of bytes_decompressed, or
+	 * what fitted in memory) holding decode_records records. */
+	double decode_seconds;
+	uint64_t decode_records, decode_bytes;
 } pf_baseline;
 
 /*! pf_report_add_baseline(): the passes' rates and the loader as a ratio
  *  to each (its decompressed MB/s over the pass's), after the loader's
- *  section.  @return 0, -EINVAL (no loader section, or a pass without
- *  time), -EEXIST, -ENOMEM. */
+ *  section.  With a decode pass, also the bound the decompress and decode
+ *  passes allow a loader that does both on the same threads: 1 /
+ *  (1/decompress + 1/decode), the rates in decompressed bytes a second
+ *  (per thread, times the threads: the same), and the loader's ratio to
+ *  it.  @return 0, -EINVAL (no loader section, a pass without time, a
+ *  decode pass of no bytes), -EEXIST, -ENOMEM. */
 PF_API int pf_report_add_baseline(pf_report *r, const pf_baseline *b, pf_error *err);
 
 /* Storage regions: which regions the dataset lives in, and what a run

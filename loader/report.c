@@ -696,17 +696,29 @@ int pf_report_add_baseline(pf_report *r, const pf_baseline *b, pf_error *err)
 {
 	pf_text t = { 0 };
 	json_t *o, *sub;
-	bool bad = false;
+	bool bad = false, decode = b->decode_seconds > 0;
+	double bound = 0, bound_mb;
 
 	pf_error_clear(err);
 	if (!r->loader)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "the baseline is quoted against the loader: add its "
 				    "section first");
-	if (!(b->read_seconds > 0) || !(b->decompress_seconds > 0))
+	if (!(b->read_seconds > 0) || !(b->decompress_seconds > 0) || !(b->decode_seconds >= 0))
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "a pass's seconds must be above 0 (read %g, decompress %g)",
-				    b->read_seconds, b->decompress_seconds);
+				    "a pass's seconds must be above 0 (read %g, decompress %g; "
+				    "decode %g, 0 when not run)", b->read_seconds,
+				    b->decompress_seconds, b->decode_seconds);
+	if (decode && !b->decode_bytes)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the decode pass decoded no bytes");
+	/* Both stages on the same threads, one after the other: a record's
+	 * times add.  The decode rate is over the bytes it decoded; the
+	 * bound is the time the whole data takes at both rates. */
+	if (decode)
+		bound = b->decompress_seconds +
+			b->decode_seconds * (double)b->bytes_decompressed / (double)b->decode_bytes;
+	bound_mb = decode ? mb(b->bytes_decompressed) / bound : 0;
 	pf_text_printf(&t, "baseline    %llu indexed files, %llu frames, %.1f MB -> %.1f MB, %u "
 		       "threads\n", (unsigned long long)b->files, (unsigned long long)b->frames,
 		       mb(b->bytes), mb(b->bytes_decompressed), b->threads);
@@ -716,9 +728,24 @@ int pf_report_add_baseline(pf_report *r, const pf_baseline *b, pf_error *err)
 		       b->io_backend ? b->io_backend : "none");
 	pf_text_printf(&t, "  decompress  %.3f s: %.1f MB/s decompressed\n", b->decompress_seconds,
 		       mb(b->bytes_decompressed) / b->decompress_seconds);
-	pf_text_printf(&t, "  loader      %.1f MB/s decompressed: %.2fx the read pass, %.2fx the "
-		       "decompress pass\n", mb(r->loader_decompressed) / r->loader_seconds,
-		       ratio(r, b, b->read_seconds), ratio(r, b, b->decompress_seconds));
+	if (decode) {
+		pf_text_printf(&t, "  decode      %.3f s: %.1f MB/s decompressed, %.0f records/s "
+			       "(%.1f MB of frames decompressed beforehand)\n", b->decode_seconds,
+			       mb(b->decode_bytes) / b->decode_seconds,
+			       (double)b->decode_records / b->decode_seconds, mb(b->decode_bytes));
+		pf_text_printf(&t, "  bound       %.1f MB/s decompressed: 1 / (1/decompress + "
+			       "1/decode), %u threads each doing both\n", bound_mb, b->threads);
+		pf_text_printf(&t, "  loader      %.1f MB/s decompressed: %.2fx the read pass, %.2fx "
+			       "the decompress pass, %.2fx the bound\n",
+			       mb(r->loader_decompressed) / r->loader_seconds,
+			       ratio(r, b, b->read_seconds), ratio(r, b, b->decompress_seconds),
+			       ratio(r, b, bound));
+	} else {
+		pf_text_printf(&t, "  loader      %.1f MB/s decompressed: %.2fx the read pass, "
+			       "%.2fx the decompress pass\n",
+			       mb(r->loader_decompressed) / r->loader_seconds,
+			       ratio(r, b, b->read_seconds), ratio(r, b, b->decompress_seconds));
+	}
 	o = json_object();
 	sub = json_object();
 	pf_json_put(sub, "read_seconds", pf_json_num(b->read_seconds), &bad);
@@ -732,9 +759,21 @@ int pf_report_add_baseline(pf_report *r, const pf_baseline *b, pf_error *err)
 	pf_json_put(sub, "frames", pf_json_u64(b->frames), &bad);
 	pf_json_put(sub, "threads", pf_json_u64(b->threads), &bad);
 	pf_json_put(sub, "io_backend", pf_json_str(b->io_backend ? b->io_backend : "none"), &bad);
+	if (decode) {
+		pf_json_put(sub, "decode_seconds", pf_json_num(b->decode_seconds), &bad);
+		pf_json_put(sub, "decode_mb_per_s",
+			    pf_json_num(mb(b->decode_bytes) / b->decode_seconds), &bad);
+		pf_json_put(sub, "decode_records_per_s",
+			    pf_json_num((double)b->decode_records / b->decode_seconds), &bad);
+		pf_json_put(sub, "decode_records", pf_json_u64(b->decode_records), &bad);
+		pf_json_put(sub, "decode_bytes", pf_json_u64(b->decode_bytes), &bad);
+		pf_json_put(sub, "bound_mb_per_s", pf_json_num(bound_mb), &bad);
+	}
 	pf_json_put(o, "baseline", sub, &bad);
 	pf_json_put(o, "ratio_to_read", pf_json_num(ratio(r, b, b->read_seconds)), &bad);
 	pf_json_put(o, "ratio_to_decompress", pf_json_num(ratio(r, b, b->decompress_seconds)),
 		    &bad);
+	if (decode)
+		pf_json_put(o, "ratio_to_bound", pf_json_num(ratio(r, b, bound)), &bad);
 	return pf_report_section(r, PF_SECTION_BASELINE, &t, o, bad, err);
 }

@@ -580,7 +580,8 @@ static int report_cycle(void *arg, pf_error *err)
 	pf_loader_metrics m = { .records = 80, .steps = 10, .decode_threads = 1 };
 	pf_run_info run = { .seconds = 1, .steady_batches = 9, .files = files, .nfiles = 2 };
 	pf_baseline b = { .read_seconds = 1, .decompress_seconds = 1, .bytes = 1,
-			  .bytes_decompressed = 2 };
+			  .bytes_decompressed = 2, .decode_seconds = 1, .decode_records = 1,
+			  .decode_bytes = 2 };
 	pf_region_usage_config rcfg = { .usd_per_gib = 0.02 };
 	pf_train_step st = { .loss = 1, .compute_ns = 1000 };
 	pf_train_figures f;

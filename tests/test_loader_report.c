@@ -238,15 +238,22 @@ Test(report, tuning_lines_and_json)
 	pf_report_free(r);
 }
 
+/* The read and decompress passes of the baseline tests: the read pass 16
+ * MB/s (decompressed-equivalent), the decompress pass 8. */
+static pf_baseline passes(void)
+{
+	return (pf_baseline){ .read_seconds = 0.5, .decompress_seconds = 1.0, .bytes = 4000000,
+			      .bytes_decompressed = 8000000, .files = 4, .frames = 40,
+			      .threads = 2, .io_backend = "pread" };
+}
+
 /* The baseline is quoted against the loader, so it needs its section;
  * the ratio is the loader's decompressed MB/s over the pass's. */
 Test(report, baseline_after_the_loader)
 {
 	pf_loader_config cfg = config();
 	pf_loader_metrics m;
-	pf_baseline b = { .read_seconds = 0.5, .decompress_seconds = 1.0, .bytes = 4000000,
-			  .bytes_decompressed = 8000000, .files = 4, .frames = 40,
-			  .threads = 2, .io_backend = "pread" };
+	pf_baseline b = passes();
 	pf_report *r;
 	pf_error err;
 	char *text;
@@ -269,6 +276,60 @@ Test(report, baseline_after_the_loader)
 	cr_assert(strstr(text, "0.25x the read pass, 0.50x the decompress pass"), "%s", text);
 	/* the baseline's lines follow the loader's */
 	cr_assert_gt(strstr(text, "baseline    ") - text, strstr(text, "bottleneck  ") - text);
+	/* no decode pass: no bound */
+	cr_assert_null(strstr(text, "bound"), "%s", text);
+	free(text);
+	pf_report_free(r);
+}
+
+/* With a decode pass, the bound of the two stages on the same threads:
+ * a record's decompress and decode times add, so the rates combine as
+ * 1 / (1/decompress + 1/decode); a decode pass over part of the bytes is
+ * taken at its rate. */
+Test(report, baseline_decode_pass_and_the_bound)
+{
+	pf_loader_config cfg = config();
+	pf_loader_metrics m;
+	/* decompress 8 MB/s; decode 4 MB (half the bytes) in 0.25 s: 16
+	 * MB/s; the bound 1 / (1/8 + 1/16) = 5.33 MB/s; the loader 4. */
+	pf_baseline b = passes();
+	pf_report *r;
+	pf_error err;
+	char *text;
+	json_t *o, *bl;
+
+	b.decode_seconds = 0.25;
+	b.decode_records = 1000;
+	metrics(&m);
+	cr_assert_eq(pf_report_create(&r), 0);
+	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &run, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_report_add_baseline(r, &b, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "decoded no bytes"), "%s", err.msg);
+	b.decode_bytes = 4000000;
+	b.decode_seconds = NAN;
+	cr_assert_eq(pf_report_add_baseline(r, &b, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "decode nan"), "%s", err.msg);
+	b.decode_seconds = 0.25;
+	cr_assert_eq(pf_report_add_baseline(r, &b, &err), 0, "%s", err.msg);
+	o = parse(r);
+	bl = json_object_get(o, "baseline");
+	cr_assert_float_eq(jd(bl, "decode_seconds"), 0.25, 1e-12);
+	cr_assert_float_eq(jd(bl, "decode_mb_per_s"), 16, 1e-9);
+	cr_assert_float_eq(jd(bl, "decode_records_per_s"), 4000, 1e-9);
+	cr_assert_eq(json_integer_value(json_object_get(bl, "decode_records")), 1000);
+	cr_assert_eq(json_integer_value(json_object_get(bl, "decode_bytes")), 4000000);
+	/* (the JSON's reals have 9 digits) */
+	cr_assert_float_eq(jd(bl, "bound_mb_per_s"), 16.0 / 3, 1e-7);
+	cr_assert_float_eq(jd(o, "ratio_to_bound"), 0.75, 1e-9);
+	cr_assert_float_eq(jd(o, "ratio_to_decompress"), 0.5, 1e-9);
+	json_decref(o);
+	text = format(r, PF_REPORT_TEXT);
+	cr_assert(strstr(text, "  decode      0.250 s: 16.0 MB/s decompressed, 4000 records/s"),
+		  "%s", text);
+	cr_assert(strstr(text, "  bound       5.3 MB/s decompressed: 1 / (1/decompress + "
+			       "1/decode), 2 threads"), "%s", text);
+	cr_assert(strstr(text, "0.25x the read pass, 0.50x the decompress pass, 0.75x the bound"),
+		  "%s", text);
 	free(text);
 	pf_report_free(r);
 }

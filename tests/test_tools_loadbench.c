@@ -199,6 +199,26 @@ Test(loadbench, baseline_fields)
 	cr_assert_gt(jd(o, "ratio_to_read"), 0);
 	cr_assert_gt(jd(o, "ratio_to_decompress"), 0);
 	cr_assert_eq(ju(o, "repeat"), 3);
+	/* The decode pass decodes every record of the frames (the dataset
+	 * fits in memory), and the bound is the two passes' rates combined:
+	 * 1 / (1/decompress + 1/decode), below both; the loader's ratio to
+	 * it is its rate over the bound's. */
+	double dec = jd(bl, "decompress_mb_per_s"), code = jd(bl, "decode_mb_per_s");
+	double bound = jd(bl, "bound_mb_per_s");
+
+	cr_assert_gt(jd(bl, "decode_seconds"), 0);
+	cr_assert_eq(ju(bl, "decode_records"), DATASET_RECORDS);
+	cr_assert_eq(ju(bl, "decode_bytes"), ju(bl, "bytes_decompressed"));
+	cr_assert_float_eq(jd(bl, "decode_records_per_s"),
+			   DATASET_RECORDS / jd(bl, "decode_seconds"),
+			   1e-6 * jd(bl, "decode_records_per_s"));
+	cr_assert_gt(code, 0);
+	cr_assert_float_eq(bound, 1 / (1 / dec + 1 / code), 1e-6 * bound);
+	cr_assert_lt(bound, dec);
+	cr_assert_lt(bound, code);
+	cr_assert_gt(jd(o, "ratio_to_bound"), jd(o, "ratio_to_decompress"));
+	cr_assert_float_eq(jd(o, "ratio_to_bound"), jd(o, "ratio_to_decompress") * dec / bound,
+			   1e-6 * jd(o, "ratio_to_bound"));
 	json_decref(o);
 }
 
@@ -212,7 +232,8 @@ Test(loadbench, text_report)
 	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0, "%s", out);
 	const char *lines[] = { "records/s", "batches/s", "MB/s", "bottleneck ",
 				"p50", "p99", "first batch", "peak RSS", "budget",
-				"dropped", "the decompress pass" };
+				"dropped", "the decompress pass", "  decode      ",
+				"  bound       ", "x the bound" };
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
 		cr_assert(strstr(out, lines[i]), "no '%s' in:\n%s", lines[i], out);
 	/* No progress line when stderr is not a terminal. */

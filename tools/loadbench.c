@@ -178,8 +178,9 @@ const cli_opt loadbench_cli[] = {
 	{ CLI_INCLUDE, .table = regions_cli, .off = O(ro), .more = true },
 	{ CLI_SECTION, .help = "report:" },
 	{ CLI_FLAG, "baseline", .off = O(baseline),
-	  .help = "also time pure read and decompress passes over the indexed "
-		  "shards; the loader as a ratio to each" },
+	  .help = "also time pure read, decompress and decode passes over the "
+		  "indexed shards; the loader as a ratio to each, and to the bound "
+		  "decompress and decode allow together" },
 	{ CLI_U64, "repeat", .arg = "N", .off = O(repeat), .min = 1, .max = MAX_REPEAT,
 	  .help = "run N times, interleaved; medians (default 1)" },
 	{ CLI_FLAG, "json", .off = O(json), .help = "one JSON object on stdout instead of the text" },
@@ -450,7 +451,8 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
  * gathered); host 0 prints.  @return 0, or 1 after printing why. */
 static int report(const options *o, const pf_loader_config *cfg, char **files, int nfiles,
 		  const loader_run *runs, const double *secs, const bl_set *bl,
-		  const double *read_s, const double *dec_s, const char *backend)
+		  const double *read_s, const double *dec_s, const double *code_s,
+		  const bl_decode *bd, const char *backend)
 {
 	double seconds = median(secs, (unsigned)o->repeat);
 	unsigned best = 0;
@@ -491,6 +493,9 @@ static int report(const options *o, const pf_loader_config *cfg, char **files, i
 			.frames = bl->nframes,
 			.threads = (unsigned)o->threads,
 			.io_backend = backend,
+			.decode_seconds = median(code_s, (unsigned)o->repeat),
+			.decode_records = bd->records,
+			.decode_bytes = bd->bytes,
 		};
 
 		if (pf_report_add_baseline(r, &b, &err) < 0)
@@ -579,7 +584,8 @@ int main(int argc, char **argv)
 	bl_set bl = { 0 };
 	const char *backend = NULL;
 	loader_run runs[MAX_REPEAT];
-	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT];
+	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT], code_s[MAX_REPEAT];
+	bl_decode bd = { 0 };
 	char **files = NULL, *inferred = NULL;
 	pf_manifest *manifest = NULL;
 	int nfiles = 0, ret, first, d;
@@ -757,14 +763,18 @@ int main(int argc, char **argv)
 		secs[i] = runs[i].seconds;
 		if (!o.baseline)
 			continue;
+		bd = (bl_decode){ .spec = &spec, .batch = (size_t)(o.per_core_batch * o.cores),
+				  .verify = o.verify };
 		if (baseline_read(&bl, (unsigned)o.threads, bl_depth(&o), o.direct,
 				  &read_s[i], &backend) ||
-		    baseline_decompress(&bl, (unsigned)o.threads, &dec_s[i]))
+		    baseline_decompress(&bl, (unsigned)o.threads, &dec_s[i]) ||
+		    baseline_decode(&bl, (unsigned)o.threads, &bd, &code_s[i]))
 			goto out;
 	}
 	if (train_finish(o.tc))
 		goto out;
-	ret = report(&o, &cfg, files, nfiles, runs, secs, &bl, read_s, dec_s, backend);
+	ret = report(&o, &cfg, files, nfiles, runs, secs, &bl, read_s, dec_s, code_s, &bd,
+		     backend);
 out:
 	baseline_free(&bl);
 	free(inferred);

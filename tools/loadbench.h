@@ -71,6 +71,23 @@ int baseline_read(const bl_set *s, unsigned threads, unsigned depth, bool direct
 		  double *seconds, const char **backend);
 int baseline_decompress(const bl_set *s, unsigned threads, double *seconds);
 
+/* The decode pass: what it decodes into, and what it decoded. */
+typedef struct bl_decode {
+	const pf_spec *spec;	/* the loader's features */
+	size_t batch;		/* rows of a batch (the loader's global batch) */
+	bool verify;		/* check each record's data CRC (--verify) */
+	uint64_t records, bytes;	/* out: records, and decompressed bytes */
+} bl_decode;
+
+/*! The decode pass on threads threads: each decompresses the first frames
+ *  of its share that fit in 96 MiB (all of them, for a dataset of up to
+ *  96 MiB a thread decompressed), then, timed, frames them into records
+ *  and decodes each with the spec into the next row of a ring of batches
+ *  (32 MiB of rows), as the loader's decode threads do once a frame is
+ *  decompressed.  @return 0 with the wall time in *seconds and what was
+ *  decoded in d, or 1 after printing why. */
+int baseline_decode(const bl_set *s, unsigned threads, bl_decode *d, double *seconds);
+
 /* The subcommands: `loadbench plan` (plan.c), `loadbench ladder`
  * (ladder.c), `loadbench regions` (regions_bench.c).  argv[0] is the
  * subcommand.  @return the exit status. */
