@@ -116,7 +116,15 @@ Test(autotune, the_defaults_are_auto_and_each_choice_says_why, .timeout = 120)
 		  r.tune.threads.why);
 	cr_assert(r.tune.io_depth.value >= 2 && r.tune.io_depth.value <= 32);
 	cr_assert(strstr(r.tune.io_depth.why, "a read takes"), "%s", r.tune.io_depth.why);
-	cr_assert_eq(r.tune.prefetch.value, 2, "%s", r.tune.prefetch.why);
+	/* Prefetch stays 2 unless the consumer was seen to stall, which a
+	 * loaded machine can make of a consumer that only takes batches (a
+	 * descheduled test thread): then it is raised, and says so. */
+	if (r.tune.prefetch.value != 2) {
+		cr_assert(r.tune.prefetch.value > 2 &&
+			  r.tune.prefetch.value <= PF_PREFETCH_AUTO_MAX, "%s", r.tune.prefetch.why);
+		cr_assert(strstr(r.tune.prefetch.why, "the consumer stalls"), "%s",
+			  r.tune.prefetch.why);
+	}
 
 	/* What the config names is kept, and said to be. */
 	cr_assert_not(ref.tune.threads.automatic || ref.tune.io_depth.automatic ||
