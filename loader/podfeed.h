@@ -542,8 +542,6 @@ typedef struct pf_loader_metrics {
 					   the first batch pf_loader_next() returned
 					   (0 before); minus create_ns: the first
 					   reads */
-	/* New fields go here, at the end, only (pf_common.h, "the ABI
-	 * promise"): their zero is their default. */
 	/* The dataset's files the I/O thread opened: each when the schedule
 	 * came near it (a bounded number ahead) and closed once no read
 	 * wanted it, so a file read again after its close counts again;
@@ -551,6 +549,8 @@ typedef struct pf_loader_metrics {
 	 * 3 x io_depth + threads + 1, whatever the number of files. */
 	uint64_t files_opened;
 	uint32_t files_open_peak;
+	/* New fields go here, at the end, only (pf_common.h, "the ABI
+	 * promise"): their zero is their default. */
 } pf_loader_metrics;
 
 /* One setting of the pipeline, as the loader runs it. */
