@@ -13,18 +13,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "pf_host.h"
 #include "podfeed.h"
 
+/* This rank's one JSON line: to stdout, or with $POD_OPEN_CHILD_OUT to a
+ * file of its own there (mpirun forwards the ranks' output in chunks, so
+ * long lines of several ranks can interleave on its stdout). */
+static void emit(json_t *o, const char *name)
+{
+	const char *dir = getenv("POD_OPEN_CHILD_OUT");
+	char path[4096];
+	FILE *f = stdout;
+
+	if (dir) {
+		snprintf(path, sizeof(path), "%s/%s.json", dir, name);
+		if (!(f = fopen(path, "w"))) {
+			perror(path);
+			exit(1);
+		}
+	}
+	json_dumpf(o, f, JSON_COMPACT);
+	fputc('\n', f);
+	if (f != stdout && fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+}
+
 static int fail(const char *msg)
 {
 	json_t *o = json_pack("{s:s}", "error", msg);
+	char name[64];
 
-	json_dumpf(o, stdout, JSON_COMPACT);
-	putchar('\n');
+	/* A failed rank names no host (test_loader_podopen keeps them in
+	 * order); the file is this process's. */
+	snprintf(name, sizeof(name), "error-%ld", (long)getpid());
+	emit(o, name);
 	json_decref(o);
 	return 1;
 }
@@ -98,8 +126,12 @@ int main(int argc, char **argv)
 			"records_per_epoch", (json_int_t)m.records_per_epoch,
 			"steps_per_epoch", (json_int_t)m.steps_per_epoch,
 			"exchange_ns", (json_int_t)m.open_exchange_ns, "ids", ids);
-	json_dumpf(out, stdout, JSON_COMPACT);
-	putchar('\n');
+	{
+		char name[64];
+
+		snprintf(name, sizeof(name), "host-%u", cfg.host_index);
+		emit(out, name);
+	}
 	json_decref(out);
 out:
 	pf_loader_free(l);

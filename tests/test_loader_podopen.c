@@ -5,6 +5,7 @@
  * mpirun), with the same batches either way; a host that fails or sees
  * another dataset fails every host, by name, instead of hanging them. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -372,20 +373,37 @@ Test(loader_podopen, drops_found_counting_are_counted_on_every_host, .timeout = 
 static void run_ranks(const char *args, json_t *by_host[HOSTS])
 {
 	static char out[1 << 20];
-	char cmd[2048];
+	char cmd[4096], lines[1 << 16] = "";
 	char *line, *save = NULL;
+	const char *dir = tu_tmpdir();
+	struct dirent *e;
+	DIR *dh;
 
-	snprintf(cmd, sizeof(cmd), TU_MPI_ENV "mpirun --oversubscribe -np %u %s %s 2>&1",
+	/* Each rank writes its line to a file of its own: through mpirun's
+	 * stdout, long lines of several ranks can interleave. */
+	snprintf(cmd, sizeof(cmd),
+		 TU_MPI_ENV "POD_OPEN_CHILD_OUT=%s mpirun --oversubscribe -np %u %s %s 2>&1", dir,
 		 HOSTS, tu_env_tool("POD_OPEN_CHILD"), args);
 	tu_capture(cmd, out, sizeof(out), NULL);
 	memset(by_host, 0, HOSTS * sizeof(*by_host));
-	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+	dh = opendir(dir);
+	cr_assert_not_null(dh, "%s", dir);
+	while ((e = readdir(dh))) {
+		char path[4096];
+
+		if (!strstr(e->d_name, ".json"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		strncat(lines, path, sizeof(lines) - strlen(lines) - 2);
+		strcat(lines, "\n");
+	}
+	closedir(dh);
+	for (line = strtok_r(lines, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		json_error_t je;
-		json_t *o = json_loads(line, 0, &je);
+		json_t *o = json_load_file(line, 0, &je);
 		json_t *h = o ? json_object_get(o, "host") : NULL;
 
-		if (!o)
-			continue;	/* Open MPI's own lines */
+		cr_assert_not_null(o, "%s: %s (line %d)", line, je.text, je.line);
 		if (json_object_get(o, "error")) {
 			/* A failed rank names no host: kept in order. */
 			for (uint32_t k = 0; k < HOSTS; k++)
