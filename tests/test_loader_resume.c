@@ -499,12 +499,14 @@ Test(resume, states_of_one_topology_at_different_epochs_are_refused, .timeout = 
 typedef struct killer {
 	uint64_t rng;
 	unsigned kills;
+	unsigned shift;		/* delays divided by 2^shift (see phase()) */
 } killer;
 
-static unsigned next_delay_ms(killer *k, unsigned stalls)
+/* 1-25 ms, divided by 2^shift, 5 ms more for each run without progress. */
+static unsigned next_delay_us(killer *k, unsigned stalls)
 {
 	k->rng = k->rng * 6364136223846793005ull + 1442695040888963407ull;
-	return 1 + (unsigned)(k->rng >> 33) % 25 + 5 * stalls;
+	return ((1000 + (unsigned)(k->rng >> 33) % 24000) >> k->shift) + 5000 * stalls;
 }
 
 static off_t file_size(const char *path)
@@ -529,7 +531,7 @@ static void run_killed(killer *k, char *const argv[], const char *log)
 
 		cr_assert_lt(round, 5000, "the job never finished");
 		cr_assert_eq(posix_spawn(&pid, exe, NULL, NULL, argv, environ), 0);
-		tu_sleep_ms((int)next_delay_ms(k, stalls));
+		usleep(next_delay_us(k, stalls));
 		kill(pid, SIGKILL);
 		cr_assert_eq(waitpid(pid, &status, 0), pid);
 		if (WIFEXITED(status)) {
@@ -587,6 +589,34 @@ static void killed_hosts(killer *k, const char *d, const char *work, char tag,
 	}
 }
 
+/* killed_hosts() until the phase took at least `want` kills: a machine
+ * fast enough to finish a job inside a few of the delays runs the phase
+ * again from the start (its commits and logs removed) with the delays
+ * halved, up to 6 times, so that the kill points are many wherever the
+ * suite runs, and a slow machine keeps the delays as they are. */
+static void phase(killer *k, const char *d, const char *work, char tag, uint32_t hosts,
+		  const uint64_t *stop, uint32_t old_hosts, unsigned want)
+{
+	for (;;) {
+		unsigned kills0 = k->kills;
+		char path[512];
+
+		for (uint32_t h = 0; h < hosts; h++) {
+			snprintf(path, sizeof(path), "%s/c%c%u", work, tag, h);
+			unlink(path);
+			snprintf(path, sizeof(path), "%s/l%c%u", work, tag, h);
+			unlink(path);
+		}
+		killed_hosts(k, d, work, tag, hosts, stop, old_hosts);
+		if (k->kills - kills0 >= want || k->shift >= 6)
+			return;
+		cr_log_info("phase %c: %u kills, under %u: again with delays halved", tag,
+			    k->kills - kills0, want);
+		k->kills = kills0;
+		k->shift++;
+	}
+}
+
 Test(resume, sigkill_at_random_points_one_and_four_hosts_and_a_resize, .timeout = 600)
 {
 	uint64_t nids, n = 0;
@@ -600,7 +630,7 @@ Test(resume, sigkill_at_random_points_one_and_four_hosts_and_a_resize, .timeout 
 	unsigned before;
 
 	/* One host: the whole epoch, each record once, minus the remainder. */
-	killed_hosts(&k, d, work, 'o', 1, NULL, 0);
+	phase(&k, d, work, 'o', 1, NULL, 0, 15);
 	count_log(ARG(log, "%s/lo0", work), seen, nids, &n);
 	q1 = nids / b * b;
 	cr_assert_eq(n, q1);
@@ -611,7 +641,7 @@ Test(resume, sigkill_at_random_points_one_and_four_hosts_and_a_resize, .timeout 
 	/* Four hosts. */
 	memset(seen, 0, nids);
 	n = 0;
-	killed_hosts(&k, d, work, 'f', 4, NULL, 0);
+	phase(&k, d, work, 'f', 4, NULL, 0, 15);
 	for (uint32_t h = 0; h < 4; h++)
 		count_log(ARG(log, "%s/lf%u", work, h), seen, nids, &n);
 	q4 = nids / (4 * b) * b;
@@ -624,12 +654,12 @@ Test(resume, sigkill_at_random_points_one_and_four_hosts_and_a_resize, .timeout 
 	 * their states. */
 	memset(seen, 0, nids);
 	n = 0;
-	killed_hosts(&k, d, work, 'a', 4, stop, 0);
+	phase(&k, d, work, 'a', 4, stop, 0, 10);
 	for (uint32_t h = 0; h < 4; h++)
 		count_log(ARG(log, "%s/la%u", work, h), seen, nids, &n);
 	cr_assert_eq(n, (stop[0] + stop[1] + stop[2] + stop[3]) * b, "%llu records",
 		     (unsigned long long)n);
-	killed_hosts(&k, d, work, 'b', 2, NULL, 4);
+	phase(&k, d, work, 'b', 2, NULL, 4, 10);
 	for (uint32_t h = 0; h < 2; h++)
 		count_log(ARG(log, "%s/lb%u", work, h), seen, nids, &n);
 	m = 4 * q4 - (stop[0] + stop[1] + stop[2] + stop[3]) * b;
