@@ -59,11 +59,11 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	io->injected = pf_calloc(io->queue_depth, sizeof(*io->injected));
 	io->reading = pf_calloc(io->queue_depth, sizeof(*io->reading));
 	io->local = pf_calloc(io->queue_depth, sizeof(*io->local));
-	io->open_todo = pf_calloc(io->queue_depth, sizeof(*io->open_todo));
+	io->open_queue = pf_calloc(io->queue_depth, sizeof(*io->open_queue));
 	io->open_fin = pf_calloc(io->queue_depth, sizeof(*io->open_fin));
 	io->free_file = UINT32_MAX;
 	if (!io->ops || !io->idle || !io->done || !io->pending || !io->injected ||
-	    !io->reading || !io->local || !io->open_todo || !io->open_fin) {
+	    !io->reading || !io->local || !io->open_queue || !io->open_fin) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "no memory for an I/O engine of depth %u",
 				   io->queue_depth);
@@ -127,7 +127,7 @@ void pf_io_free(pf_io *io)
 	pf_free(io->injected);
 	pf_free(io->reading);
 	pf_free(io->local);
-	pf_free(io->open_todo);
+	pf_free(io->open_queue);
 	pf_free(io->open_fin);
 	pf_free(io);
 }

@@ -244,8 +244,8 @@ struct pf_io {
 	pthread_t open_threads[PF_IO_OPEN_THREADS];
 	unsigned nopen_threads;
 	bool open_pool, open_stop;
-	pf_io_op **open_todo, **open_fin;
-	unsigned todo_head, ntodo, nfin;
+	pf_io_op **open_queue, **open_fin;
+	unsigned queue_head, nqueued, nfin;
 	unsigned opens_out;	/* handed to the threads, not yet judged */
 };
 

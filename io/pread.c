@@ -54,7 +54,7 @@ static void pread_close_fd(pf_io *io, int fd, int kslot)
 		close(fd);
 }
 
-/* An opening thread: steps from open_todo, in order, results to
+/* An opening thread: steps from open_queue, in order, results to
  * open_fin.  It reads only the op (its path, flags, planned fault) and
  * the descriptor it was given, never the engine's file table, which the
  * engine's thread may move meanwhile. */
@@ -67,13 +67,13 @@ static void *open_main(void *arg)
 		pf_io_op *op;
 		int fd;
 
-		while (!io->ntodo && !io->open_stop)
+		while (!io->nqueued && !io->open_stop)
 			pthread_cond_wait(&io->open_work, &io->open_mu);
 		if (io->open_stop)
 			break;
-		op = io->open_todo[io->todo_head];
-		io->todo_head = (io->todo_head + 1) % io->queue_depth;
-		io->ntodo--;
+		op = io->open_queue[io->queue_head];
+		io->queue_head = (io->queue_head + 1) % io->queue_depth;
+		io->nqueued--;
 		fd = op->read_res;	/* the stat's descriptor */
 		pthread_mutex_unlock(&io->open_mu);
 		op->read_res = pf_io_open_step_sync(&io->policy, op, fd);
@@ -93,7 +93,7 @@ static void open_threads_grow(pf_io *io)
 {
 	sigset_t all, old;
 
-	if (io->nopen_threads >= PF_IO_OPEN_THREADS || io->nopen_threads >= io->ntodo)
+	if (io->nopen_threads >= PF_IO_OPEN_THREADS || io->nopen_threads >= io->nqueued)
 		return;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -112,13 +112,13 @@ static int pread_queue(pf_io *io, pf_io_op *op)
 	 * thread need not look at the file table. */
 	op->read_res = io->files[op->req->file].fd;
 	pthread_mutex_lock(&io->open_mu);
-	io->open_todo[(io->todo_head + io->ntodo) % io->queue_depth] = op;
-	io->ntodo++;
+	io->open_queue[(io->queue_head + io->nqueued) % io->queue_depth] = op;
+	io->nqueued++;
 	io->opens_out++;
 	open_threads_grow(io);
 	if (!io->nopen_threads) {
 		/* No thread could be made: the step is done here. */
-		io->ntodo--;
+		io->nqueued--;
 		pthread_mutex_unlock(&io->open_mu);
 		op->read_res = pf_io_open_step_sync(&io->policy, op, op->read_res);
 		pthread_mutex_lock(&io->open_mu);
