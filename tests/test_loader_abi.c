@@ -13,16 +13,6 @@
 #include "podfeed.h"
 #include "testutil.h"
 
-static const char *dataset(uint64_t count)
-{
-	const char *d = tu_tmpdir();
-	char p[512];
-
-	snprintf(p, sizeof(p), "%s/s.tfrecord.zst", d);
-	tu_write_id_shard(p, 0, count, 4096, 0);
-	return d;
-}
-
 /* A config in a caller's buffer of `size` bytes: the struct, then tail. */
 typedef struct big_config {
 	pf_loader_config cfg;
@@ -75,7 +65,7 @@ Test(abi, version)
 
 Test(abi, newer_header_with_unknown_fields_zero_runs)
 {
-	const char *paths[1] = { dataset(64) };
+	const char *paths[1] = { tu_id_dataset(64) };
 	big_config b;
 	pf_loader *l = NULL;
 	pf_error err;
@@ -88,7 +78,7 @@ Test(abi, newer_header_with_unknown_fields_zero_runs)
 
 Test(abi, newer_header_asking_what_the_library_lacks_is_refused)
 {
-	const char *paths[1] = { dataset(64) };
+	const char *paths[1] = { tu_id_dataset(64) };
 	big_config b;
 	pf_loader *l = NULL;
 	pf_error err;
@@ -105,7 +95,7 @@ Test(abi, newer_header_asking_what_the_library_lacks_is_refused)
 
 Test(abi, size_smaller_than_any_header_is_refused)
 {
-	const char *paths[1] = { dataset(64) };
+	const char *paths[1] = { tu_id_dataset(64) };
 	big_config b;
 	pf_loader *l = NULL;
 	pf_error err;
@@ -118,7 +108,7 @@ Test(abi, size_smaller_than_any_header_is_refused)
 
 Test(abi, out_structs_filled_to_the_callers_size)
 {
-	const char *paths[1] = { dataset(64) };
+	const char *paths[1] = { tu_id_dataset(64) };
 	struct {
 		pf_loader_metrics m;
 		unsigned char tail[32];
@@ -149,7 +139,7 @@ Test(abi, out_structs_filled_to_the_callers_size)
 
 Test(abi, state_info_filled_to_the_callers_size)
 {
-	const char *paths[1] = { dataset(64) };
+	const char *paths[1] = { tu_id_dataset(64) };
 	pf_state_info info;
 	pf_loader *l;
 	pf_batch *bt;
@@ -184,7 +174,7 @@ Test(abi, state_info_filled_to_the_callers_size)
  * the 0.5 struct: the shared library still serves it. */
 Test(abi, entries_kept_for_programs_built_before_0_5)
 {
-	const char *paths[1] = { dataset(64) };
+	const char *paths[1] = { tu_id_dataset(64) };
 	typedef int (*create_fn)(pf_loader **, const pf_loader_config *, pf_error *);
 	typedef void (*metrics_fn)(const pf_loader *, pf_loader_metrics *);
 	typedef int (*next_fn)(pf_loader *, pf_batch **);

@@ -13,17 +13,6 @@
 #include "podfeed.h"
 #include "testutil.h"
 
-/* A directory with one indexed shard of ids [0, count). */
-static const char *dataset(uint64_t count)
-{
-	const char *d = tu_tmpdir();
-	char p[512];
-
-	snprintf(p, sizeof(p), "%s/s.tfrecord.zst", d);
-	tu_write_id_shard(p, 0, count, 4096, 0);
-	return d;
-}
-
 typedef struct run_result {
 	int ret;
 	pf_error err;
@@ -69,7 +58,7 @@ static void run(const char *dir, uint32_t host, uint32_t hosts, pf_remainder rem
  * is refused, and the message says both numbers. */
 Test(contract, fewer_records_than_a_global_batch_is_an_error, .timeout = 60)
 {
-	const char *d = dataset(10);
+	const char *d = tu_id_dataset(10);
 	run_result r;
 
 	for (uint32_t h = 0; h < 2; h++) {
@@ -94,7 +83,7 @@ Test(contract, wrap_fills_one_step_from_fewer_records, .timeout = 60)
 	run_result few;
 
 	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
-		const char *d = dataset(counts[k]);
+		const char *d = tu_id_dataset(counts[k]);
 		uint64_t seen[64] = { 0 };
 		run_result r;
 
@@ -112,7 +101,7 @@ Test(contract, wrap_fills_one_step_from_fewer_records, .timeout = 60)
 				      (unsigned long long)i, (unsigned long long)counts[k]);
 	}
 	for (uint32_t h = 0; h < 2; h++) {
-		run(dataset(1), h, 2, PF_REMAINDER_WRAP, &few);
+		run(tu_id_dataset(1), h, 2, PF_REMAINDER_WRAP, &few);
 		cr_assert_eq(few.ret, -EINVAL);
 		cr_assert_str_eq(few.err.msg, "the dataset holds 1 records, fewer than the 2 hosts: "
 				 "with remainder=wrap every host needs one to wrap around");
@@ -170,7 +159,7 @@ static int preads(const char *path, int n)
 
 Test(contract, a_loaders_read_policy_ends_with_it, .timeout = 60)
 {
-	const char *d = dataset(64);
+	const char *d = tu_id_dataset(64);
 	char shard[512];
 	pf_io_config mine = { .faults = "eio@5", .retries = PF_IO_RETRIES_NONE };
 	pf_loader *a, *b;

@@ -196,6 +196,16 @@ static int file_sink(void *ctx, const void *buf, size_t len)
 }
 
 /* An indexed shard of ids [first, first+count), frames of frame_size. */
+const char *tu_id_dataset(uint64_t count)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/s.tfrecord.zst", d);
+	tu_write_id_shard(p, 0, count, 4096, 0);
+	return d;
+}
+
 void tu_write_id_shard(const char *path, uint64_t first, uint64_t count,
 		       size_t frame_size, uint32_t align)
 {

@@ -66,6 +66,9 @@ int64_t tu_padded_example(uint64_t id, uint8_t *buf, size_t cap);
 void tu_write_id_shard(const char *path, uint64_t first, uint64_t count,
 		       size_t frame_size, uint32_t align);
 void tu_write_id_stream(const char *path, uint64_t first, uint64_t count, bool gz);
+/* A fresh temporary directory holding one indexed shard of ids
+ * [0, count) (4 KiB frames): @return the directory. */
+const char *tu_id_dataset(uint64_t count);
 
 /* regionfs mounts: tu_need_fuse() skips the test where /dev/fuse cannot be
  * opened or regionfs was not built; tu_regionfs_start() runs `regionfs -f
