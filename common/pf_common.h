@@ -185,10 +185,10 @@ PF_API int pf_allocator_set(const pf_allocator *a);
  * may be newer (meson.build checks PF_VERSION_STRING against the
  * project's version). */
 #define PF_VERSION_MAJOR 0
-#define PF_VERSION_MINOR 5
+#define PF_VERSION_MINOR 6
 #define PF_VERSION_PATCH 0
 #define PF_VERSION_NUMBER (PF_VERSION_MAJOR * 10000 + PF_VERSION_MINOR * 100 + PF_VERSION_PATCH)
-#define PF_VERSION_STRING "0.5.0"
+#define PF_VERSION_STRING "0.6.0"
 
 /*! pf_version(): the running library's PF_VERSION_NUMBER (as
  *  ZSTD_versionNumber()); pf_version_string() its PF_VERSION_STRING. */

@@ -415,7 +415,9 @@ PF_API int pf_file_set_policy(const pf_io_config *cfg, pf_error *err);
  * /data); files under no mount belong to mount 0, "local", which is in
  * the host's region.  Paths are canonicalised with realpath(3), so
  * symlinks and relative paths match (a path that does not exist is
- * normalised lexically instead).
+ * normalised lexically instead); a file's directory is resolved (once
+ * for all its files), its last component is not: a file that is itself
+ * a symlink counts where it is named.
  *
  * Region names are 1..63 characters of [a-z0-9._-] (upper case is taken
  * as lower case): "us-central1", "europe-west4".
@@ -565,7 +567,8 @@ PF_API int pf_region_table_region(pf_region_table *t, size_t r, pf_region_info *
  *  Freezes the table.  @return the mount index (0: under no mount). */
 PF_API size_t pf_region_table_match(pf_region_table *t, const char *canonical);
 /*! pf_region_table_lookup(): the mount of any path: canonicalised
- *  (realpath(3), else lexically against the working directory), then
+ *  (its directory by realpath(3), cached, its name as given; else
+ *  lexically against the working directory), then
  *  matched; a table of mount 0 only answers 0 without resolving the path.
  *  Freezes the table.  @return the mount index (never fails: a path that
  *  cannot be resolved is matched as written). */

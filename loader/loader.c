@@ -218,6 +218,9 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 	l->m.open_count_files = l->ds->open.count.files;
 	l->m.open_count_bytes = l->ds->open.count.bytes;
 	l->m.open_count_decompressed = l->ds->open.count_decompressed;
+	l->m.dataset_files = l->ds->nfiles;
+	for (size_t i = 0; i < l->ds->nfiles; i++)
+		l->m.empty_files += l->ds->file_size[i] == 0;
 	/* Drops the other hosts found counting their streams: this host's
 	 * too, against the same budget. */
 	if (l->ds->open.remote_drops) {

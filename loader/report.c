@@ -364,11 +364,15 @@ void pf_loader_verdict_compute(const pf_loader_metrics *m, const pf_run_info *ru
 
 /* The names of the files of 0 bytes among files (a compressed one by name
  * is damaged data, which the loader has already failed on or dropped;
- * a dataset rarely means to hold one). */
-static size_t count_empty(const pf_run_info *run, bool *empty)
+ * a dataset rarely means to hold one).  No stat when the loader's plan
+ * of the same files found none: on a far bucket a stat is a round trip
+ * each. */
+static size_t count_empty(const pf_loader_metrics *m, const pf_run_info *run, bool *empty)
 {
 	size_t n = 0;
 
+	if (m->dataset_files == run->nfiles && m->dataset_files && !m->empty_files)
+		return 0;
 	for (size_t i = 0; run->files && i < run->nfiles; i++) {
 		struct stat st;
 
@@ -665,7 +669,7 @@ int pf_report_add_loader(pf_report *r, const pf_loader_config *cfg,
 	if (!empty)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory for the report's loader section");
-	nempty = count_empty(run, empty);
+	nempty = count_empty(m, run, empty);
 	pf_loader_verdict_compute(m, run, &v);
 	loader_text(&t, cfg, m, run, &v, empty, nempty);
 	ret = pf_report_section(r, PF_SECTION_LOADER, &t, loader_json(cfg, m, run, &v, empty,

@@ -113,6 +113,13 @@ int pf_region_usage_create(pf_region_usage **out, pf_region_table *t,
 			   const char *const *files, size_t nfiles,
 			   const pf_region_usage_config *cfg, pf_error *err)
 {
+	return pf_region_usage_create_sized(out, t, files, NULL, nfiles, cfg, err);
+}
+
+int pf_region_usage_create_sized(pf_region_usage **out, pf_region_table *t,
+				 const char *const *files, const uint64_t *sizes, size_t nfiles,
+				 const pf_region_usage_config *cfg, pf_error *err)
+{
 	pf_region_usage *u;
 
 	pf_error_clear(err);
@@ -137,7 +144,9 @@ int pf_region_usage_create(pf_region_usage **out, pf_region_table *t,
 		size_t m = pf_region_table_lookup(t, files[i]);
 		size_t r = mount_info(u, m).region_index;
 		struct stat st;
-		uint64_t size = stat(files[i], &st) == 0 ? (uint64_t)st.st_size : 0;
+		uint64_t size = sizes		       ? sizes[i]
+				: stat(files[i], &st) == 0 ? (uint64_t)st.st_size
+							   : 0;
 
 		u->mount_files[m]++;
 		u->mount_bytes[m] += size;

@@ -364,6 +364,17 @@ Test(region_match, canonical_paths)
 	cr_assert_eq(pf_region_table_lookup(t, "real/not-there-yet"), 1);
 	cr_assert_eq(pf_region_table_lookup(t, "real2/shard"), 0, "a sibling with a longer name");
 	cr_assert_eq(pf_region_table_lookup(t, "/nonexistent/dir/x"), 0);
+	/* A file that is itself a symlink counts where it is named (its
+	 * directory is resolved, its name is not: a round trip per shard
+	 * on a far bucket). */
+	cr_assert_eq(symlink(file, "real2/to-shard"), 0);
+	cr_assert_eq(pf_region_table_lookup(t, "real2/to-shard"), 0);
+	/* The directory resolved last is cached by its absolute name: the
+	 * same relative name from another directory is another directory. */
+	cr_assert_eq(chdir("real"), 0);
+	cr_assert_eq(pf_region_table_lookup(t, "shard"), 1);
+	cr_assert_eq(chdir(".."), 0);
+	cr_assert_eq(pf_region_table_lookup(t, "shard"), 0, "no ./shard here: not in real/");
 	pf_region_table_free(t);
 
 	/* Declared by its real path, relative; a file named through the link. */

@@ -157,6 +157,23 @@ static int preads(const char *path, int n)
 	return failed;
 }
 
+/* The metrics count the plan's files and the empty ones among them: what
+ * a report names without a stat per file. */
+Test(contract, metrics_count_the_planned_and_the_empty_files, .timeout = 60)
+{
+	const char *d = tu_tmpdir();
+	pf_loader_metrics m;
+	pf_loader *l;
+
+	cr_assert_eq(tu_system("cp %s/* %s/ && : > %s/zz-empty.tfrecord", tu_id_dataset(64), d, d),
+		     0);
+	l = make_loader(d, NULL);
+	pf_loader_get_metrics(l, &m);
+	cr_assert_eq(m.dataset_files, 2);
+	cr_assert_eq(m.empty_files, 1);
+	pf_loader_free(l);
+}
+
 Test(contract, a_loaders_read_policy_ends_with_it, .timeout = 60)
 {
 	const char *d = tu_id_dataset(64);

@@ -179,6 +179,25 @@ Test(report, loader_section_as_text_and_json)
 	/* One section of a kind. */
 	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), -EEXIST);
 	pf_report_free(r);
+
+	/* The loader's plan of the same 2 files found none empty (its
+	 * metrics say so): no file is stat()ed, none is named.  With one
+	 * empty, the stat names which. */
+	m.dataset_files = 2;
+	m.empty_files = 0;
+	cr_assert_eq(pf_report_create(&r), 0);
+	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	text = format(r, PF_REPORT_TEXT);
+	cr_assert_null(strstr(text, "empty  "), "%s", text);
+	free(text);
+	pf_report_free(r);
+	m.empty_files = 1;
+	cr_assert_eq(pf_report_create(&r), 0);
+	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	text = format(r, PF_REPORT_TEXT);
+	cr_assert(strstr(text, "empty       1 file of 0 bytes, 0 records: "), "%s", text);
+	free(text);
+	pf_report_free(r);
 }
 
 /* What the loader ran with (pf_loader_tuning()): a line each before the

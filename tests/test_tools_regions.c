@@ -438,6 +438,47 @@ Test(regions, regions_mode_side_by_side, .fini = teardown, .timeout = 120)
 /* No FUSE needed                                                       */
 
 /* Without region options: one local region, no ratio, no text section. */
+/* A start at pod scale asks the bucket about the shards the first
+ * batch reads, not about every shard: with a manifest neither the
+ * regions' check (its sizes are the manifest's, each directory resolved
+ * once) nor the report (the plan knows the empty files) sends a request
+ * per shard, each a round trip on a far bucket. */
+Test(regions, far_start_asks_only_for_what_it_reads, .fini = teardown, .timeout = 120)
+{
+	const char *st = tu_env_tool("SHARDTOOL");
+	json_t *rep, *far, *s;
+	uint64_t asked;
+	result r;
+
+	snprintf(dir, sizeof(dir), "%s", tu_tmpdir());
+	snprintf(backing, sizeof(backing), "%s/backing", dir);
+	snprintf(mnt, sizeof(mnt), "%s/far", dir);
+	snprintf(stats_path, sizeof(stats_path), "%s/stats.json", dir);
+	cr_assert_eq(mkdir(mnt, 0755), 0);
+	cr_assert_eq(tu_system("%s synth --kind tokens --records 2000 --shards 2 --out %s/raw "
+			       ">/dev/null && %s convert --shards 200 --out %s %s/raw >/dev/null",
+			       st, dir, st, backing, dir), 0);
+	start("", backing);
+	r = run("--quiet --json --steps 1 --per-core-batch 10 --cores 1 --threads 1 "
+		"--io-depth 4 --region us-east1 --mount %s=europe-west4 %s", mnt, mnt);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "europe-west4"), "no cross-region warning: %s", r.err);
+	rep = parse_json(&r);
+	far = region_entry(rep, "europe-west4");
+	cr_assert_eq(ju(far, "files"), 200, "the manifest's shards, all placed");
+	cr_assert_eq(ju(rep, "steps"), 1);
+	json_decref(rep);
+	result_free(&r);
+	s = stop();
+	/* A shard read costs a lookup (getattr) and an open; the first step
+	 * reads one or two shards, a few more opened ahead.  Before, every
+	 * shard was resolved and stat()ed twice: over 400 requests. */
+	asked = ju(s, "getattr") + ju(s, "open");
+	cr_assert_lt(asked, 60, "%llu getattr + open requests for a 1-step start over 200 shards",
+		     (unsigned long long)asked);
+	json_decref(s);
+}
+
 Test(regions, local_only_run)
 {
 	json_t *rep, *loc;

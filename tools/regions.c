@@ -121,7 +121,7 @@ static void say(void *ctx, const char *line)
 	fprintf(stderr, "%s: %s\n", cli_prog, line);
 }
 
-int regions_check(regions_opts *ro, char *const *files, int nfiles)
+int regions_check(regions_opts *ro, char *const *files, const uint64_t *sizes, int nfiles)
 {
 	pf_region_usage_config cfg = {
 		.policy = (pf_cross_region)ro->policy,
@@ -133,8 +133,8 @@ int regions_check(regions_opts *ro, char *const *files, int nfiles)
 	if (ret)
 		return ret;
 	cfg.host_source = ro->host_source;
-	if (pf_region_usage_create(&ro->usage, ro->table, (const char *const *)files,
-				   (size_t)nfiles, &cfg, &err) < 0) {
+	if (pf_region_usage_create_sized(&ro->usage, ro->table, (const char *const *)files, sizes,
+					 (size_t)nfiles, &cfg, &err) < 0) {
 		cli_print_error(&err);
 		return 1;
 	}

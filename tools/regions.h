@@ -37,8 +37,9 @@ void regions_defaults(regions_opts *ro);
  *  is read, which regions other than the host's hold which share of the
  *  dataset's bytes (pf_region_usage_check()).  @return 0 to go on, 1
  *  out of memory, 2 for bad region options, 3 when --cross-region=refuse
- *  refuses. */
-int regions_check(regions_opts *ro, char *const *files, int nfiles);
+ *  refuses.  sizes: the files' sizes (a manifest's), or NULL to stat
+ *  each. */
+int regions_check(regions_opts *ro, char *const *files, const uint64_t *sizes, int nfiles);
 
 /*! The region table alone (what regions_check() starts with).  @return 0,
  *  or 2 after printing why. */
