@@ -120,6 +120,7 @@ void pf_io_free(pf_io *io)
 		pf_free(io->files[i].path);
 	}
 	pf_free(io->files);
+	pf_free(io->open_dir);
 	pf_free(io->ops);
 	pf_free(io->idle);
 	pf_free(io->done);
@@ -224,6 +225,31 @@ static bool fs_is_fuse(pf_io *io, dev_t dev, const char *path)
 	return fuse;
 }
 
+/* Whether path's directory is on FUSE, asked once per directory in a row
+ * (statfs(2) of the directory; a FUSE STATFS is answered locally).  An
+ * open there blocks for a round trip even when its lookup is cached, and
+ * io_uring would run it in the submitting thread: one open at a time. */
+static bool dir_is_fuse(pf_io *io, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dlen = slash ? (size_t)(slash - path) + (slash == path) : 1;
+	struct statfs sfs;
+	char *dir;
+
+	if (io->open_dir && strlen(io->open_dir) == dlen &&
+	    !memcmp(io->open_dir, slash ? path : ".", dlen))
+		return io->open_dir_fuse;
+	dir = pf_malloc(dlen + 1);
+	if (!dir)
+		return false;
+	memcpy(dir, slash ? path : ".", dlen);
+	dir[dlen] = '\0';
+	pf_free(io->open_dir);
+	io->open_dir = dir;
+	io->open_dir_fuse = statfs(dir, &sfs) == 0 && sfs.f_type == PF_FUSE_SUPER_MAGIC;
+	return io->open_dir_fuse;
+}
+
 /* Queue op, an open of file i (its index set up), with the back-end. */
 static int open_queue(pf_io *io, pf_io_op *op, pf_io_req *req, uint32_t i, unsigned flags)
 {
@@ -237,7 +263,8 @@ static int open_queue(pf_io *io, pf_io_op *op, pf_io_req *req, uint32_t i, unsig
 	req->injected = false;
 	*op = (pf_io_op){ .req = req, .start_ns = pf_now_ns(), .seq = ++io->open_requests,
 			  .step = PF_OPEN_STEP_OPEN, .path = f->path,
-			  .open_flags = O_RDONLY | ((flags & PF_IO_DIRECT) ? O_DIRECT : 0) };
+			  .open_flags = O_RDONLY | ((flags & PF_IO_DIRECT) ? O_DIRECT : 0),
+			  .blocking = io->be == &pf_io_uring_backend && dir_is_fuse(io, f->path) };
 	f->busy++;
 	pf_io_attempt_plan(&io->policy, op, false, &io->opens);
 	return io->be->queue(io, op);

@@ -388,3 +388,117 @@ int64_t pf_file_pread(int fd, void *buf, size_t len, uint64_t offset,
 	}
 	return (int64_t)done;
 }
+
+/* ------------------------------------------------------------------ */
+/* Many stats at once                                                   */
+
+static void stat_one(const char *path, pf_stat_result *r)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0) {
+		*r = (pf_stat_result){ .error = -errno };
+		return;
+	}
+	*r = (pf_stat_result){
+		.mode = st.st_mode,
+		.size = (uint64_t)st.st_size,
+		.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+	};
+}
+
+int pf_stat_many(const char *const *paths, size_t n, pf_stat_result *out)
+{
+	struct io_uring ring;
+	struct statx *stx;
+	size_t *which, next = 0, done = 0;
+	unsigned depth = n < PF_STAT_MANY_DEPTH ? (unsigned)n : PF_STAT_MANY_DEPTH;
+	unsigned *free_slot, nfree = 0;
+
+	if (n < 2 || io_uring_queue_init(depth, &ring, 0) < 0) {
+		for (size_t i = 0; i < n; i++)
+			stat_one(paths[i], &out[i]);
+		return 0;
+	}
+	stx = pf_calloc(depth, sizeof(*stx));
+	which = pf_calloc(depth, sizeof(*which));
+	free_slot = pf_calloc(depth, sizeof(*free_slot));
+	if (!stx || !which || !free_slot) {
+		pf_free(stx);
+		pf_free(which);
+		pf_free(free_slot);
+		io_uring_queue_exit(&ring);
+		return -ENOMEM;
+	}
+	/* A stat that blocks (FUSE) waits in an io-wq worker: as many
+	 * workers as stats in flight, not io-wq's 4 per CPU. */
+	{
+		unsigned workers[2] = { depth, depth };
+
+		io_uring_register_iowq_max_workers(&ring, workers);
+	}
+	for (unsigned k = 0; k < depth; k++) {
+		which[k] = SIZE_MAX;
+		free_slot[nfree++] = depth - 1 - k;
+	}
+	while (done < n) {
+		struct io_uring_cqe *cqe;
+		int ret;
+
+		while (next < n && nfree) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			unsigned k;
+
+			if (!sqe)
+				break;
+			k = free_slot[--nfree];
+			which[k] = next++;
+			io_uring_prep_statx(sqe, AT_FDCWD, paths[which[k]], 0,
+					    STATX_TYPE | STATX_MODE | STATX_SIZE | STATX_MTIME,
+					    &stx[k]);
+			io_uring_sqe_set_data64(sqe, k);
+		}
+		ret = io_uring_submit_and_wait(&ring, 1);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN) {
+			/* The ring failed as a whole: the rest one by one. */
+			break;
+		}
+		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+			unsigned k = (unsigned)io_uring_cqe_get_data64(cqe);
+			pf_stat_result *r = &out[which[k]];
+
+			if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP) {
+				/* A kernel without STATX in the ring. */
+				stat_one(paths[which[k]], r);
+			} else if (cqe->res < 0) {
+				*r = (pf_stat_result){ .error = cqe->res };
+			} else {
+				*r = (pf_stat_result){
+					.mode = stx[k].stx_mode,
+					.size = stx[k].stx_size,
+					.mtime_ns = (int64_t)stx[k].stx_mtime.tv_sec * 1000000000 +
+						    stx[k].stx_mtime.tv_nsec,
+				};
+			}
+			io_uring_cqe_seen(&ring, cqe);
+			which[k] = SIZE_MAX;
+			free_slot[nfree++] = k;
+			done++;
+		}
+	}
+	io_uring_queue_exit(&ring);
+	if (done < n) {
+		/* The ring failed: those it had in flight and those never
+		 * sent, one by one. */
+		for (unsigned k = 0; k < depth; k++)
+			if (which[k] != SIZE_MAX)
+				stat_one(paths[which[k]], &out[which[k]]);
+		for (size_t i = next; i < n; i++)
+			stat_one(paths[i], &out[i]);
+	}
+	pf_free(stx);
+	pf_free(which);
+	pf_free(free_slot);
+	return 0;
+}
+

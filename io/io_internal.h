@@ -170,6 +170,8 @@ struct pf_io_op {
 	uint8_t step;		/* PF_OPEN_STEP_* */
 	bool fixed;		/* io_uring: the open asks for a ring slot */
 	bool no_fixed;		/* ... and may not (the table is full) */
+	bool blocking;		/* on FUSE: its open and stat wait in io-wq
+				   (IOSQE_ASYNC), never in the submitter */
 	int open_flags;		/* of the next open: O_DIRECT while wanted */
 	const char *path;	/* the file's (lives while it is open) */
 	struct statx stx;	/* what the stat step found */
@@ -202,6 +204,9 @@ struct pf_io {
 	uint32_t files_open, files_open_peak;
 	pf_fs_kind fs_kinds[PF_IO_FS_KINDS];
 	unsigned nfs_kinds;
+	/* The directory of the last open, and whether it is on FUSE. */
+	char *open_dir;
+	bool open_dir_fuse;
 
 	/* the requests in the engine, and those of them not in use */
 	pf_io_op *ops;

@@ -231,6 +231,11 @@ static int issue_open_step(pf_io *io, pf_io_op *a)
 	} else {
 		io_uring_prep_statx(sqe, f->fd, "", AT_EMPTY_PATH, PF_STATX_MASK, &a->stx);
 	}
+	/* On FUSE the open (and a stat) blocks even with its lookup cached:
+	 * straight to an io-wq worker, so that many are in flight and the
+	 * submitter never waits out a round trip. */
+	if (a->blocking)
+		sqe->flags |= IOSQE_ASYNC;
 	io_uring_sqe_set_data(sqe, tagged(a, TAG_READ));
 	step_sent(io, a);
 	return 0;

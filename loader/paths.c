@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "alloc_internal.h"
+#include "pf_io.h"
 #include "podfeed.h"
 
 static int cmp_str(const void *a, const void *b)
@@ -79,14 +80,22 @@ int pf_paths_expand(const char *const *args, size_t nargs, char ***out,
 {
 	char **list = NULL;
 	size_t n = 0, cap = 0;
+	pf_stat_result *st;
 	int ret = 0;
 
 	pf_error_clear(err);
+	/* Which arguments are directories: all stat()ed at once (1,000
+	 * shards named one by one on a far bucket: 16 round trips, not
+	 * 1,000). */
+	st = pf_calloc(nargs ? nargs : 1, sizeof(*st));
+	if (!st || pf_stat_many(args, nargs, st) < 0) {
+		pf_free(st);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory expanding paths");
+	}
 	for (size_t i = 0; i < nargs && ret == 0; i++) {
 		const char *a = args[i];
-		struct stat st;
 
-		if (stat(a, &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (!st[i].error && S_ISDIR(st[i].mode)) {
 			ret = add_dir(a, &list, &n, &cap, err);
 		} else if (strpbrk(a, "*?[")) {
 			glob_t g;
@@ -115,6 +124,7 @@ int pf_paths_expand(const char *const *args, size_t nargs, char ***out,
 			ret = push(&list, &n, &cap, a);
 		}
 	}
+	pf_free(st);
 	if (ret < 0) {
 		if (ret == -ENOMEM && err && !err->code)
 			pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory");

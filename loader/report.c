@@ -366,19 +366,27 @@ void pf_loader_verdict_compute(const pf_loader_metrics *m, const pf_run_info *ru
  * is damaged data, which the loader has already failed on or dropped;
  * a dataset rarely means to hold one).  No stat when the loader's plan
  * of the same files found none: on a far bucket a stat is a round trip
- * each. */
+ * each (and those there are, all at once).  @return how many, or
+ * SIZE_MAX out of memory. */
 static size_t count_empty(const pf_loader_metrics *m, const pf_run_info *run, bool *empty)
 {
+	pf_stat_result *st;
 	size_t n = 0;
 
 	if (m->dataset_files == run->nfiles && m->dataset_files && !m->empty_files)
 		return 0;
-	for (size_t i = 0; run->files && i < run->nfiles; i++) {
-		struct stat st;
-
-		empty[i] = stat(run->files[i], &st) == 0 && S_ISREG(st.st_mode) && !st.st_size;
+	if (!run->files || !run->nfiles)
+		return 0;
+	st = pf_calloc(run->nfiles, sizeof(*st));
+	if (!st || pf_stat_many(run->files, run->nfiles, st) < 0) {
+		pf_free(st);
+		return SIZE_MAX;
+	}
+	for (size_t i = 0; i < run->nfiles; i++) {
+		empty[i] = !st[i].error && S_ISREG(st[i].mode) && !st[i].size;
 		n += empty[i];
 	}
+	pf_free(st);
 	return n;
 }
 
@@ -670,6 +678,11 @@ int pf_report_add_loader(pf_report *r, const pf_loader_config *cfg,
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory for the report's loader section");
 	nempty = count_empty(m, run, empty);
+	if (nempty == SIZE_MAX) {
+		pf_free(empty);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory for the report's loader section");
+	}
 	pf_loader_verdict_compute(m, run, &v);
 	loader_text(&t, cfg, m, run, &v, empty, nempty);
 	ret = pf_report_section(r, PF_SECTION_LOADER, &t, loader_json(cfg, m, run, &v, empty,

@@ -120,6 +120,7 @@ int pf_region_usage_create_sized(pf_region_usage **out, pf_region_table *t,
 				 const char *const *files, const uint64_t *sizes, size_t nfiles,
 				 const pf_region_usage_config *cfg, pf_error *err)
 {
+	pf_stat_result *st = NULL;
 	pf_region_usage *u;
 
 	pf_error_clear(err);
@@ -140,13 +141,17 @@ int pf_region_usage_create_sized(pf_region_usage **out, pf_region_table *t,
 	u->mount_bytes = pf_calloc(u->nmounts, sizeof(uint64_t));
 	if (!u->region_files || !u->region_bytes || !u->mount_files || !u->mount_bytes)
 		goto nomem;
+	/* Without the sizes, every file's stat at once (a round trip each
+	 * on a far bucket, overlapping). */
+	if (!sizes && nfiles) {
+		st = pf_calloc(nfiles, sizeof(*st));
+		if (!st || pf_stat_many(files, nfiles, st) < 0)
+			goto nomem;
+	}
 	for (size_t i = 0; i < nfiles; i++) {
 		size_t m = pf_region_table_lookup(t, files[i]);
 		size_t r = mount_info(u, m).region_index;
-		struct stat st;
-		uint64_t size = sizes		       ? sizes[i]
-				: stat(files[i], &st) == 0 ? (uint64_t)st.st_size
-							   : 0;
+		uint64_t size = sizes ? sizes[i] : st[i].error ? 0 : st[i].size;
 
 		u->mount_files[m]++;
 		u->mount_bytes[m] += size;
@@ -155,9 +160,11 @@ int pf_region_usage_create_sized(pf_region_usage **out, pf_region_table *t,
 		u->dataset_bytes += size;
 		u->dataset_files++;
 	}
+	pf_free(st);
 	*out = u;
 	return 0;
 nomem:
+	pf_free(st);
 	pf_region_usage_free(u);
 	return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory for the regions");
 }

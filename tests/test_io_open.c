@@ -3,7 +3,8 @@
  * beside reads, closes that free the index for the next file, more files
  * than the ring's registered table (and than the old 4,096-file table)
  * through one engine, failed opens naming the file (missing, a
- * directory, no permission), and the "open-" faults, retried or not. */
+ * directory, no permission), and the "open-" faults, retried or not;
+ * pf_stat_many(). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <dirent.h>
@@ -422,4 +423,59 @@ ParameterizedTest(int *which, io_open, an_open_delay_is_waited)
 	pf_io_free(io);
 	free(paths[0]);
 	free(paths);
+}
+
+/* ------------------------------------------------------------------ */
+/* pf_stat_many(): many stats in flight, each path's own answer          */
+
+/* 300 paths (more than PF_STAT_MANY_DEPTH in flight): files of known
+ * sizes, a directory, a symlink (followed), and missing ones; each
+ * answer is its own path's, as stat(2) gives it. */
+Test(io_open, stat_many_answers_each_path)
+{
+	enum { N = 300 };
+	const char *d = tu_tmpdir();
+	char *paths[N];
+	pf_stat_result st[N];
+
+	for (int i = 0; i < N; i++) {
+		paths[i] = malloc(512);
+		cr_assert_not_null(paths[i]);
+		if (i % 7 == 3) {
+			snprintf(paths[i], 512, "%s/missing-%d", d, i);
+		} else if (i == 12) {
+			snprintf(paths[i], 512, "%s", d);
+		} else if (i == 13) {
+			snprintf(paths[i], 512, "%s/link-to-0", d);
+			cr_assert_eq(symlink(paths[0], paths[i]), 0);
+		} else {
+			snprintf(paths[i], 512, "%s/f-%d", d, i);
+			tu_write_file(paths[i], "0123456789abcdef", (size_t)i % 17);
+		}
+	}
+	memset(st, 0xa5, sizeof(st));
+	cr_assert_eq(pf_stat_many((const char *const *)paths, N, st), 0);
+	for (int i = 0; i < N; i++) {
+		struct stat want;
+
+		if (stat(paths[i], &want) != 0) {
+			cr_assert_eq(st[i].error, -ENOENT, "%s: %d", paths[i], st[i].error);
+			continue;
+		}
+		cr_assert_eq(st[i].error, 0, "%s: %d", paths[i], st[i].error);
+		cr_assert_eq(st[i].mode, want.st_mode, "%s", paths[i]);
+		if (S_ISREG(want.st_mode))
+			cr_assert_eq(st[i].size, (uint64_t)want.st_size, "%s", paths[i]);
+		cr_assert_eq(st[i].mtime_ns, (int64_t)want.st_mtim.tv_sec * 1000000000 +
+						  want.st_mtim.tv_nsec, "%s", paths[i]);
+	}
+	cr_assert(S_ISDIR(st[12].mode));
+	cr_assert(S_ISREG(st[13].mode), "a symlink is followed");
+	cr_assert_eq(st[13].size, 0, "f-0 is empty");
+	/* One path, and none. */
+	cr_assert_eq(pf_stat_many((const char *const *)paths + 3, 1, st), 0);
+	cr_assert_eq(st[0].error, -ENOENT);
+	cr_assert_eq(pf_stat_many(NULL, 0, NULL), 0);
+	for (int i = 0; i < N; i++)
+		free(paths[i]);
 }

@@ -419,6 +419,54 @@ Test(regionfs, rtt_adds_latency_per_request, .fini = teardown, .timeout = 120)
 	json_decref(s);
 }
 
+/* A listing brings its entries' metadata: for --cache-s their lookups
+ * are answered from it (no round trip); without a listing each is a
+ * round trip. */
+Test(regionfs, a_listing_answers_its_entries_lookups, .fini = teardown, .timeout = 120)
+{
+	char name[32];
+	struct stat st;
+	json_t *s;
+	DIR *d;
+
+	need_fuse();
+	make_dirs();
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "f%02d", i);
+		free(make_file(name, 100, (uint64_t)i));
+	}
+	/* Not listed: every stat asks. */
+	start("--rtt-ms 5 --cache-s 60");
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "f%02d", i);
+		cr_assert_eq(stat(in_mnt(name), &st), 0);
+	}
+	stop(SIGTERM);
+	s = stats();
+	cr_assert_eq(ju(s, "getattr_listed"), 0);
+	cr_assert_geq(ju(s, "round_trips"), 10);
+	json_decref(s);
+
+	/* Listed: none of its entries' lookups asks. */
+	start("--rtt-ms 5 --cache-s 60");
+	d = opendir(mnt);
+	cr_assert_not_null(d);
+	while (readdir(d))
+		;
+	closedir(d);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "f%02d", i);
+		cr_assert_eq(stat(in_mnt(name), &st), 0);
+		cr_assert_eq(st.st_size, 100);
+	}
+	stop(SIGTERM);
+	s = stats();
+	cr_assert_eq(ju(s, "getattr_listed"), 20);
+	cr_assert_leq(ju(s, "round_trips"), 3, "%llu round trips: the listing and the root's",
+		      (unsigned long long)ju(s, "round_trips"));
+	json_decref(s);
+}
+
 /* The same reads with the same seed draw the same delays: the summed wait
  * is the same to the nanosecond, each delay within [rtt, rtt + jitter];
  * another seed draws others. */

@@ -479,6 +479,37 @@ Test(regions, far_start_asks_only_for_what_it_reads, .fini = teardown, .timeout 
 	json_decref(s);
 }
 
+/* Without a manifest every shard's index tail is read, many at once:
+ * on FUSE an open blocks for its round trip even when its lookup is
+ * cached (a listing's), so it goes to an io-wq worker, not the thread
+ * that submits it; the bucket sees the opens and reads of many shards
+ * in flight together, not one after another. */
+Test(regions, far_tails_are_read_many_at_once, .fini = teardown, .timeout = 120)
+{
+	const char *st = tu_env_tool("SHARDTOOL");
+	json_t *s;
+	result r;
+
+	snprintf(dir, sizeof(dir), "%s", tu_tmpdir());
+	snprintf(backing, sizeof(backing), "%s/backing", dir);
+	snprintf(mnt, sizeof(mnt), "%s/far", dir);
+	snprintf(stats_path, sizeof(stats_path), "%s/stats.json", dir);
+	cr_assert_eq(mkdir(mnt, 0755), 0);
+	cr_assert_eq(tu_system("%s synth --kind tokens --records 2000 --shards 2 --out %s/raw "
+			       ">/dev/null && %s convert --shards 100 --out %s %s/raw >/dev/null",
+			       st, dir, st, backing, dir), 0);
+	start("--rtt-ms 20 --cache-s 60", backing);
+	r = run("--quiet --steps 1 --no-manifest --per-core-batch 10 --cores 1 --threads 1 %s",
+		mnt);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	result_free(&r);
+	s = stop();
+	cr_assert_geq(ju(s, "open"), 100);
+	cr_assert_geq(ju(s, "open_concurrent_peak"), 8, "the bucket saw at most %llu opens at once",
+		      (unsigned long long)ju(s, "open_concurrent_peak"));
+	json_decref(s);
+}
+
 Test(regions, local_only_run)
 {
 	json_t *rep, *loc;

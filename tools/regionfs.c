@@ -38,6 +38,7 @@
 #define BYTES_PER_MB 1e6		/* MB/s as networks and clouds quote it */
 #define DEFAULT_BURST (1ull << 20)
 #define DEFAULT_THREADS 16u
+#define LISTED_MAX 64	/* directories whose listing is remembered */
 #define DEFAULT_READ_AHEAD_KB 1024u	/* FUSE's largest request: 256 pages */
 #define MAX_DELAY_MS 600000.0	/* ten minutes: anything more is a typo */
 #define WAIT_SLICE_NS 10000000	/* a wait looks for an interrupt this often */
@@ -52,6 +53,7 @@ typedef struct options {
 	uint64_t seed;
 	uint64_t threads;
 	uint64_t read_ahead_kb;
+	double cache_s;		/* the kernel's entry and attribute timeout */
 	bool direct_io;
 	bool allow_other;
 	bool foreground;
@@ -84,6 +86,11 @@ typedef struct counters {
 	_Atomic uint64_t stalled;	/* reads that drew a stall */
 	_Atomic uint64_t interrupted;	/* reads cut short by a FUSE interrupt
 					   (or the mount stopping) */
+	_Atomic uint64_t getattr_listed; /* getattrs answered from a listing */
+	_Atomic uint64_t waiting;	/* requests in their round trip now */
+	_Atomic uint64_t waiting_peak;	/* ... at most at once */
+	_Atomic uint64_t opening;	/* opens in their round trip now */
+	_Atomic uint64_t opening_peak;	/* ... at most at once */
 	_Atomic uint64_t trips;		/* round trips, the jitter draw's index */
 	_Atomic uint64_t rtt_wait_ns;	/* summed over requests */
 	_Atomic uint64_t bw_wait_ns;
@@ -113,6 +120,14 @@ typedef struct regionfs {
 	char mountpoint[PATH_MAX];	/* resolved */
 	pthread_mutex_t handles_lock;
 	handle handles;			/* list head */
+	/* The directories listed lately (the LISTED_MAX latest), and when:
+	 * their entries' lookups are answered from the listing for
+	 * --cache-s, as a bucket client's stat cache does. */
+	pthread_mutex_t listed_lock;
+	struct listed {
+		char *path;
+		int64_t at_ns;
+	} listed[LISTED_MAX];
 } regionfs;
 
 /* ------------------------------------------------------------------ */
@@ -187,7 +202,10 @@ static bool round_trip(regionfs *fs, int64_t start)
 	if (fs->jitter_ns)
 		delay += (int64_t)(draw(fs->opt.seed, DRAW_JITTER, k) *
 				   (double)(fs->jitter_ns + 1));
+	counter_max(&fs->n.waiting_peak,
+		    atomic_fetch_add_explicit(&fs->n.waiting, 1, memory_order_relaxed) + 1);
 	done = wait_until(fs, start + delay);
+	atomic_fetch_sub_explicit(&fs->n.waiting, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&fs->n.rtt_wait_ns,
 				  (uint64_t)(done ? delay : now_ns() - start),
 				  memory_order_relaxed);
@@ -372,6 +390,50 @@ static const char *rel(const char *path)
 	return path[1] ? path + 1 : ".";
 }
 
+/* Directory path was listed now. */
+static void listed_add(regionfs *fs, const char *path)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&fs->listed_lock);
+	for (size_t i = 0; i < LISTED_MAX; i++) {
+		if (fs->listed[i].path && !strcmp(fs->listed[i].path, path)) {
+			k = i;
+			break;
+		}
+		if (fs->listed[i].at_ns < fs->listed[k].at_ns)
+			k = i;	/* the oldest (or a free one) */
+	}
+	if (!fs->listed[k].path || strcmp(fs->listed[k].path, path)) {
+		free(fs->listed[k].path);
+		fs->listed[k].path = strdup(path);
+	}
+	fs->listed[k].at_ns = fs->listed[k].path ? now_ns() : 0;
+	pthread_mutex_unlock(&fs->listed_lock);
+}
+
+/* Whether path's directory was listed within --cache-s. */
+static bool listed_fresh(regionfs *fs, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dlen = slash ? (size_t)(slash - path) : 0;
+	int64_t now = now_ns(), ttl = (int64_t)(fs->opt.cache_s * 1e9);
+	bool fresh = false;
+
+	if (!slash)
+		return false;
+	pthread_mutex_lock(&fs->listed_lock);
+	for (size_t i = 0; i < LISTED_MAX && !fresh; i++) {
+		const char *p = fs->listed[i].path;
+
+		/* The root is "/", its entries "/x". */
+		fresh = p && now - fs->listed[i].at_ns < ttl &&
+			(dlen ? strlen(p) == dlen && !memcmp(p, path, dlen) : !strcmp(p, "/"));
+	}
+	pthread_mutex_unlock(&fs->listed_lock);
+	return fresh;
+}
+
 static int rfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	regionfs *fs = fs_of_context();
@@ -385,7 +447,12 @@ static int rfs_getattr(const char *path, struct stat *st, struct fuse_file_info 
 	else
 		ret = fstatat(fs->backing_fd, rel(path), st, AT_SYMLINK_NOFOLLOW);
 	ret = ret < 0 ? -errno : 0;
-	round_trip(fs, start);
+	/* A lookup of an entry of a directory listed lately: from the
+	 * listing, as a bucket client's stat cache answers it. */
+	if (!fi && path && listed_fresh(fs, path))
+		atomic_fetch_add_explicit(&fs->n.getattr_listed, 1, memory_order_relaxed);
+	else
+		round_trip(fs, start);
 	return ret;
 }
 
@@ -435,7 +502,10 @@ static int rfs_open(const char *path, struct fuse_file_info *fi)
 	fi->direct_io = fs->opt.direct_io;
 	fi->keep_cache = 0;
 out:
+	counter_max(&fs->n.opening_peak,
+		    atomic_fetch_add_explicit(&fs->n.opening, 1, memory_order_relaxed) + 1);
 	round_trip(fs, start);
+	atomic_fetch_sub_explicit(&fs->n.opening, 1, memory_order_relaxed);
 	return ret;
 }
 
@@ -503,11 +573,14 @@ static int rfs_opendir(const char *path, struct fuse_file_info *fi)
 		ret = handle_add(fs, fi, fd, 0, d);
 	}
 	round_trip(fs, start);
+	if (ret == 0)
+		listed_add(fs, path);	/* the listing comes with it */
 	return ret;
 }
 
 /* The whole directory in one call (offset 0 to the filler): libfuse
- * buffers it and serves the kernel's getdents from that. */
+ * buffers it and serves the kernel's getdents from that.  (The listing
+ * was remembered at opendir: listed_fresh().) */
 static int rfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		       off_t off, struct fuse_file_info *fi,
 		       enum fuse_readdir_flags flags)
@@ -548,6 +621,8 @@ static void *rfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->nullpath_ok = 1;
 	cfg->kernel_cache = 0;
 	cfg->direct_io = fs->opt.direct_io;
+	cfg->entry_timeout = fs->opt.cache_s;
+	cfg->attr_timeout = fs->opt.cache_s;
 	/* Splice the reply from the backing file when the kernel can. */
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
@@ -619,6 +694,12 @@ static const cli_opt options_cli[] = {
 	  .help = "the mount's kernel readahead (default 1024, so a sequential read "
 		  "arrives in 1 MiB requests, as with gcsfuse's recommended setting; 0 "
 		  "keeps the kernel's 128).  Needs root; otherwise a warning" },
+	{ CLI_DOUBLE, "cache-s", .arg = "S", .off = O(cache_s), .hi = 86400, .plain = true,
+	  .more = true,
+	  .help = "how long a file's metadata stays cached: the kernel's entry and "
+		  "attribute timeout, and lookups of a directory's entries answered "
+		  "from its listing with no round trip (default 1, libfuse's; "
+		  "gcsfuse keeps them 60 s, its stat cache's TTL)" },
 	{ CLI_FLAG, "direct-io", .off = O(direct_io), .more = true,
 	  .help = "bypass the page cache: every read(2) reaches regionfs (by default, "
 		  "pages read stay cached until the file is opened again, as with "
@@ -658,6 +739,7 @@ static int parse_options(int argc, char **argv, options *o)
 	o->burst = DEFAULT_BURST;
 	o->threads = DEFAULT_THREADS;
 	o->read_ahead_kb = DEFAULT_READ_AHEAD_KB;
+	o->cache_s = 1.0;
 	ret = cli_parse(&regionfs_command, argc, argv, o, &first);
 	if (ret >= 0)
 		return ret;
@@ -751,6 +833,9 @@ static int write_stats(FILE *f, regionfs *fs)
 	bool bad = false;
 
 	pf_json_put(o, "getattr", pf_json_u64(ld(&n->getattr)), &bad);
+	pf_json_put(o, "getattr_listed", pf_json_u64(ld(&n->getattr_listed)), &bad);
+	pf_json_put(o, "concurrent_peak", pf_json_u64(ld(&n->waiting_peak)), &bad);
+	pf_json_put(o, "open_concurrent_peak", pf_json_u64(ld(&n->opening_peak)), &bad);
 	pf_json_put(o, "open", pf_json_u64(ld(&n->open)), &bad);
 	pf_json_put(o, "opendir", pf_json_u64(ld(&n->opendir)), &bad);
 	pf_json_put(o, "readdir", pf_json_u64(ld(&n->readdir)), &bad);
@@ -811,6 +896,7 @@ int main(int argc, char **argv)
 	fs.jitter_ns = (int64_t)(fs.opt.jitter_ms * NS_PER_MS + 0.5);
 	pthread_mutex_init(&fs.bucket.lock, NULL);
 	pthread_mutex_init(&fs.handles_lock, NULL);
+	pthread_mutex_init(&fs.listed_lock, NULL);
 	fs.handles.next = fs.handles.prev = &fs.handles;
 	if (fs.opt.mbps > 0) {
 		fs.bucket.ns_per_byte = 1e9 / (fs.opt.mbps * BYTES_PER_MB);
@@ -887,6 +973,9 @@ out:
 		fclose(stats);
 	pthread_mutex_destroy(&fs.bucket.lock);
 	pthread_mutex_destroy(&fs.handles_lock);
+	pthread_mutex_destroy(&fs.listed_lock);
+	for (size_t i = 0; i < LISTED_MAX; i++)
+		free(fs.listed[i].path);
 	close(fs.backing_fd);
 	return status;
 }
