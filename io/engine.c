@@ -265,6 +265,8 @@ static int open_queue(pf_io *io, pf_io_op *op, pf_io_req *req, uint32_t i, unsig
 			  .step = PF_OPEN_STEP_OPEN, .path = f->path,
 			  .open_flags = O_RDONLY | ((flags & PF_IO_DIRECT) ? O_DIRECT : 0),
 			  .blocking = io->be == &pf_io_uring_backend && dir_is_fuse(io, f->path) };
+	if ((flags & PF_IO_FUSE_DIRECT) && io->be == &pf_io_uring_backend && op->blocking)
+		op->open_flags |= O_DIRECT;
 	f->busy++;
 	pf_io_attempt_plan(&io->policy, op, false, &io->opens);
 	return io->be->queue(io, op);
@@ -482,7 +484,7 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 	f->busy++;
 	if (io->regions)
 		pf_region_read_begin(io->regions, f->mount);
-	if (f->direct &&
+	if (f->direct && !f->fuse &&
 	    ((req->offset | req->len | (uintptr_t)req->buf) & (PF_IO_DIRECT_ALIGN - 1))) {
 		req->result = -EINVAL;	/* O_DIRECT needs aligned requests */
 		f->stats.errors++;

@@ -138,6 +138,12 @@ typedef struct pf_io_config {
 } pf_io_config;
 
 #define PF_IO_DIRECT 1u		/* pf_io_add_file(): open with O_DIRECT too */
+/* pf_io_open(): a file on FUSE opened with O_DIRECT, its reads of any
+ * alignment (FUSE asks none): each read one request of its own size.  A
+ * buffered read of a FUSE file is read page by page (a round trip each)
+ * when the mount's background requests pass its congestion threshold,
+ * as many reads of small files in flight make them. */
+#define PF_IO_FUSE_DIRECT 2u
 
 /*! Create an engine.  @return 0 with *out (free with pf_io_free()), or
  *  -errno with err saying why. */
@@ -164,7 +170,8 @@ PF_API bool pf_io_buffers_registered(const pf_io *io);
  * refuses it (EINVAL) gets the file opened without. */
 #define PF_IO_OPEN_THREADS 8u
 
-/*! pf_io_open(): start opening path for reading (flags: PF_IO_DIRECT).
+/*! pf_io_open(): start opening path for reading (flags: PF_IO_DIRECT,
+ *  PF_IO_FUSE_DIRECT).
  *  The file's index is req->file at once (and req->open is set); the
  *  open completes through pf_io_reap() like a read, with req->result 0
  *  (the file is open: reads may be submitted, and pf_io_file_size(),

@@ -247,7 +247,8 @@ int pf_dataset_read_tails(pf_dataset *ds, const pf_source_config *scfg,
 
 			slot->file = t.next++;
 			slot->req = (pf_io_req){ .user = slot };
-			ret = pf_io_open(t.io, &slot->req, ds->paths[slot->file], 0);
+			ret = pf_io_open(t.io, &slot->req, ds->paths[slot->file],
+					 PF_IO_FUSE_DIRECT);
 		}
 		if (ret < 0 || !pf_io_inflight(t.io))
 			break;
