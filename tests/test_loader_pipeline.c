@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The loader end to end: order independent of threads and runs, equal
  * steps on every host over uneven shards, every record once, errors that
- * name the file. */
+ * name the file, the memory budget, holding too many batches, O_DIRECT, a
+ * spec feature the data lacks, an index larger than the first tail read.
+ * Stream files read through the I/O engine in blocks are
+ * test_loader_streams.c's. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,100 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
 
+#include "pipeline_util.h"
 #include "podfeed.h"
 #include "testutil.h"
-
-typedef struct run_result {
-	uint64_t steps, records;
-	uint32_t digest;	/* crc over every core block of every batch */
-	uint8_t *seen;		/* per id: times delivered */
-	uint64_t dropped;
-	uint32_t files_direct;
-	int ret;
-	pf_error err;
-	pf_loader_metrics m;
-} run_result;
-
-static void run(const char *dir, pf_loader_config *cfg, uint64_t nids, run_result *r)
-{
-	const char *paths[1] = { dir };
-	pf_loader *l;
-	pf_batch *b;
-	pf_loader_metrics m;
-
-	memset(r, 0, sizeof(*r));
-	r->seen = calloc(nids ? nids : 1, 1);
-	cfg->paths = paths;
-	cfg->npaths = 1;
-	if (!cfg->features)
-		cfg->features = "id:int64[1],v:float32[4]:pad=-1";
-	pf_error_clear(&r->err);
-	r->ret = pf_loader_create(&l, cfg, &r->err);
-	if (r->ret < 0)
-		return;
-	while ((r->ret = pf_loader_next(l, &b)) == 1) {
-		cr_assert_eq(b->cores, cfg->cores_per_host ? cfg->cores_per_host : 1);
-		cr_assert_eq(b->global_step, r->steps);
-		cr_assert_eq(b->epoch_start, b->step == 0);
-		for (uint32_t c = 0; c < b->cores; c++) {
-			const pf_core_batch *cb = &b->core[c];
-			const int64_t *ids = cb->tensors[0].data;
-			const float *v = cb->tensors[1].data;
-
-			r->digest = pf_crc32c(r->digest, cb->block, cb->block_bytes);
-			for (uint32_t i = 0; i < b->per_core_batch; i++) {
-				cr_assert_lt((uint64_t)ids[i], nids);
-				r->seen[ids[i]]++;
-				/* Features of one record stay together. */
-				cr_assert_eq(v[i * 4], (float)ids[i]);
-				cr_assert_eq(v[i * 4 + 3], -1.0f, "padding");
-			}
-			r->records += b->per_core_batch;
-		}
-		r->steps++;
-		pf_loader_release(l, b);
-	}
-	if (r->ret < 0)
-		r->err = *pf_loader_last_error(l);
-	pf_loader_get_metrics(l, &m);
-	r->dropped = m.remainder_dropped;
-	r->files_direct = m.files_direct;
-	r->m = m;
-	pf_loader_free(l);
-}
-
-static const char *uneven_dataset(uint64_t *nids)
-{
-	const char *d = tu_tmpdir();
-	char p[512];
-	uint64_t id = 0;
-	/* One shard of 10 records, one of 10,000, two empty, and some in
-	 * between, with small frames so hosts split inside shards. */
-	const uint64_t counts[] = { 10, 10000, 0, 777, 0, 3001, 1 };
-
-	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
-		snprintf(p, sizeof(p), "%s/s%02zu.tfrecord.zst", d, i);
-		tu_write_id_shard(p, id, counts[i], 4096, 0);
-		id += counts[i];
-	}
-	*nids = id;
-	return d;
-}
 
 Test(loader, same_batches_at_every_thread_count_and_every_run, .timeout = 120)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
-	run_result ref, r;
+	const char *d = pl_uneven_dataset(&nids);
+	pl_run_result ref, r;
 	unsigned threads[] = { 1, 2, 4, 1 };
 
 	for (size_t i = 0; i < 4; i++) {
 		pf_loader_config cfg = { .per_core_batch = 32, .cores_per_host = 2,
 					 .shuffle = true, .shuffle_window = 500, .seed = 42,
 					 .epochs = 2, .threads = threads[i] };
-		run(d, &cfg, nids, i ? &r : &ref);
+		pl_run(d, &cfg, nids, i ? &r : &ref);
 		cr_assert_eq((i ? r : ref).ret, 0, "%s", (i ? r : ref).err.msg);
 		if (i) {
 			cr_assert_eq(r.steps, ref.steps);
@@ -118,7 +44,7 @@ Test(loader, same_batches_at_every_thread_count_and_every_run, .timeout = 120)
 		pf_loader_config vc = { .per_core_batch = 32, .cores_per_host = 2,
 					.shuffle = true, .shuffle_window = 500, .seed = 42,
 					.epochs = 2, .threads = 2, .verify_records = true };
-		run(d, &vc, nids, &r);
+		pl_run(d, &vc, nids, &r);
 		cr_assert_eq(r.ret, 0, "%s", r.err.msg);
 		cr_assert_eq(r.digest, ref.digest);
 		free(r.seen);
@@ -126,7 +52,7 @@ Test(loader, same_batches_at_every_thread_count_and_every_run, .timeout = 120)
 	/* Shuffled: a different seed gives a different order. */
 	pf_loader_config cfg = { .per_core_batch = 32, .cores_per_host = 2, .shuffle = true,
 				 .shuffle_window = 500, .seed = 43, .epochs = 2, .threads = 2 };
-	run(d, &cfg, nids, &r);
+	pl_run(d, &cfg, nids, &r);
 	cr_assert_neq(r.digest, ref.digest);
 	free(r.seen);
 	free(ref.seen);
@@ -142,9 +68,9 @@ static void check_hosts(const char *d, uint64_t nids, uint32_t hosts, bool shuff
 		pf_loader_config cfg = { .per_core_batch = b, .cores_per_host = cores,
 					 .host_index = h, .num_hosts = hosts,
 					 .shuffle = shuffle, .seed = 7, .threads = 2 };
-		run_result r;
+		pl_run_result r;
 
-		run(d, &cfg, nids, &r);
+		pl_run(d, &cfg, nids, &r);
 		cr_assert_eq(r.ret, 0, "host %u/%u: %s", h, hosts, r.err.msg);
 		if (steps == UINT64_MAX)
 			steps = r.steps;
@@ -170,7 +96,7 @@ static void check_hosts(const char *d, uint64_t nids, uint32_t hosts, bool shuff
 Test(loader, hosts_get_equal_steps_and_disjoint_records, .timeout = 240)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	uint32_t hosts[] = { 1, 2, 3, 8 };
 
 	for (size_t i = 0; i < 4; i++) {
@@ -214,12 +140,12 @@ Test(loader, only_stream_files, .timeout = 120)
 Test(loader, wrap_fills_the_last_step)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	pf_loader_config cfg = { .per_core_batch = 100, .remainder = PF_REMAINDER_WRAP,
 				 .threads = 2 };
-	run_result r;
+	pl_run_result r;
 
-	run(d, &cfg, nids, &r);
+	pl_run(d, &cfg, nids, &r);
 	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
 	cr_assert_eq(r.steps, (nids + 99) / 100);
 	for (uint64_t i = 0; i < nids; i++)
@@ -230,12 +156,12 @@ Test(loader, wrap_fills_the_last_step)
 Test(loader, max_steps_and_epochs)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	pf_loader_config cfg = { .per_core_batch = 50, .epochs = 3, .max_steps = 300,
 				 .threads = 2 };
-	run_result r;
+	pl_run_result r;
 
-	run(d, &cfg, nids, &r);
+	pl_run(d, &cfg, nids, &r);
 	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
 	cr_assert_eq(r.steps, 300);
 	free(r.seen);
@@ -245,7 +171,7 @@ Test(loader, errors_name_the_file)
 {
 	const char *d = tu_tmpdir();
 	char p[512], q[512];
-	run_result r;
+	pl_run_result r;
 	pf_loader_config cfg = { .per_core_batch = 8, .threads = 2 };
 
 	/* Missing file. */
@@ -284,7 +210,7 @@ Test(loader, errors_name_the_file)
 	cr_assert_eq(pwrite(fd, "\xff\xff\xff\xff", 4, 10000), 4);
 	close(fd);
 	cfg.features = NULL;
-	run(cd, &cfg, 2000, &r);
+	pl_run(cd, &cfg, 2000, &r);
 	cr_assert_eq(r.ret, -EBADMSG, "%d %s", r.ret, r.err.msg);
 	cr_assert_str_eq(r.err.file, p);
 	cr_assert_eq(r.err.offset_kind, PF_OFFSET_FILE);
@@ -296,7 +222,7 @@ Test(loader, errors_name_the_file)
 Test(loader, bad_config_is_refused)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	const char *paths[1] = { d };
 	pf_loader *l;
 	pf_error err;
@@ -331,7 +257,7 @@ Test(loader, bad_config_is_refused)
 Test(loader, every_window_delivers_each_record_once, .timeout = 240)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	const uint32_t windows[] = { 1, 2, 7, 63, 500, 4096, 100000 };
 	const uint32_t shapes[][2] = { { 3, 5 }, { 1, 64 } };	/* cores, per-core */
 
@@ -342,9 +268,9 @@ Test(loader, every_window_delivers_each_record_once, .timeout = 240)
 						 .shuffle = true, .shuffle_window = windows[i],
 						 .seed = 9, .threads = 2 };
 			uint64_t hb = (uint64_t)shapes[s][0] * shapes[s][1];
-			run_result r;
+			pl_run_result r;
 
-			run(d, &cfg, nids, &r);
+			pl_run(d, &cfg, nids, &r);
 			cr_assert_eq(r.ret, 0, "window %u: %s", windows[i], r.err.msg);
 			cr_assert_eq(r.steps, nids / hb, "window %u", windows[i]);
 			for (uint64_t k = 0; k < nids; k++)
@@ -363,17 +289,17 @@ Test(loader, every_window_delivers_each_record_once, .timeout = 240)
 Test(loader, a_tight_budget_gets_fewer_slots_and_the_same_batches, .timeout = 120)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	pf_loader_config cfg = { .cores_per_host = 2, .per_core_batch = 8, .shuffle = true,
 				 .shuffle_window = 16, .seed = 5, .epochs = 2, .threads = 2,
 				 .io_depth = 1 };
-	run_result ref, r;
+	pl_run_result ref, r;
 
 	/* One read in flight: the depth cannot give, only the slots can. */
-	run(d, &cfg, nids, &ref);
+	pl_run(d, &cfg, nids, &ref);
 	cr_assert_eq(ref.ret, 0, "%s", ref.err.msg);
 	cfg.memory_budget = ref.m.memory_bytes - 1;
-	run(d, &cfg, nids, &r);
+	pl_run(d, &cfg, nids, &r);
 	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
 	cr_assert_lt(r.m.memory_bytes, ref.m.memory_bytes);
 	cr_assert_eq(r.steps, ref.steps);
@@ -387,14 +313,14 @@ Test(loader, a_tight_budget_gets_fewer_slots_and_the_same_batches, .timeout = 12
 Test(loader, the_window_shuffles_records)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	pf_loader_config cfg = { .per_core_batch = 64, .shuffle = true,
 				 .shuffle_window = 1, .seed = 5, .threads = 2 };
-	run_result a, b;
+	pl_run_result a, b;
 
-	run(d, &cfg, nids, &a);
+	pl_run(d, &cfg, nids, &a);
 	cfg.shuffle_window = 256;
-	run(d, &cfg, nids, &b);
+	pl_run(d, &cfg, nids, &b);
 	cr_assert_eq(a.ret, 0, "%s", a.err.msg);
 	cr_assert_eq(b.ret, 0, "%s", b.err.msg);
 	cr_assert_neq(a.digest, b.digest);
@@ -407,7 +333,7 @@ Test(loader, the_window_shuffles_records)
 Test(loader, max_steps_reads_little)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	const char *paths[1] = { d };
 	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 16,
 				 .features = "id:int64[1]", .max_steps = 2, .threads = 2,
@@ -453,7 +379,7 @@ static void take_ids(const pf_batch *b, int64_t *ids, size_t *n, size_t cap)
 Test(loader, holding_too_many_batches_is_an_error_that_changes_nothing, .timeout = 60)
 {
 	uint64_t nids;
-	const char *d = uneven_dataset(&nids);
+	const char *d = pl_uneven_dataset(&nids);
 	const char *paths[1] = { d };
 	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 16,
 				 .features = "id:int64[1]", .prefetch = 1, .threads = 2,
@@ -517,7 +443,7 @@ Test(loader, direct_io_reads_aligned_shards, .timeout = 120)
 {
 	const char *d = tu_tmpdir();
 	char p[512];
-	run_result a, b;
+	pl_run_result a, b;
 	int fd;
 
 	snprintf(p, sizeof(p), "%s/a.tfrecord.zst", d);
@@ -534,11 +460,11 @@ Test(loader, direct_io_reads_aligned_shards, .timeout = 120)
 
 	pf_loader_config cfg = { .per_core_batch = 32, .cores_per_host = 2, .shuffle = true,
 				 .seed = 3, .threads = 2, .direct_io = true };
-	run(d, &cfg, 6000, &a);
+	pl_run(d, &cfg, 6000, &a);
 	cr_assert_eq(a.ret, 0, "%s", a.err.msg);
 	cr_assert_eq(a.files_direct, 2, "aligned shards read with O_DIRECT: %u", a.files_direct);
 	cfg.direct_io = false;
-	run(d, &cfg, 6000, &b);
+	pl_run(d, &cfg, 6000, &b);
 	cr_assert_eq(b.ret, 0, "%s", b.err.msg);
 	cr_assert_eq(b.files_direct, 0);
 	cr_assert_eq(a.digest, b.digest, "O_DIRECT changed the batches");
@@ -555,7 +481,7 @@ Test(loader, long_stream_file_without_shuffle, .timeout = 60)
 {
 	const char *d = tu_tmpdir();
 	char p[512];
-	run_result r;
+	pl_run_result r;
 
 	snprintf(p, sizeof(p), "%s/long.tfrecord", d);
 	tu_write_id_stream(p, 0, 4000, false);
@@ -563,7 +489,7 @@ Test(loader, long_stream_file_without_shuffle, .timeout = 60)
 		pf_loader_config cfg = { .per_core_batch = 100, .threads = 2,
 					 .shuffle = pass == 2, .shuffle_window = 150,
 					 .max_steps = pass == 1 ? 7 : 0 };
-		run(d, &cfg, 4000, &r);
+		pl_run(d, &cfg, 4000, &r);
 		cr_assert_eq(r.ret, 0, "pass %d: %s", pass, r.err.msg);
 		cr_assert_eq(r.steps, pass == 1 ? 7 : 40, "pass %d", pass);
 		if (pass != 1)
@@ -572,247 +498,6 @@ Test(loader, long_stream_file_without_shuffle, .timeout = 60)
 					     (unsigned long long)i);
 		free(r.seen);
 	}
-}
-
-/* ------------------------------------------------------------------ */
-/* Stream files read through the I/O engine, in blocks of 1 MiB         */
-
-/* A stream file of padded records of ids [0, n): plain, or zstd with a
- * frame per `per` records (frames then straddle the 1 MiB blocks the
- * loader reads).  @return its size. */
-static size_t write_padded_stream(const char *path, uint64_t n, bool zstd, uint64_t per)
-{
-	size_t cap = (size_t)n * (TU_PAD_BYTES + 128), len = 0, out = 0;
-	uint8_t *plain = malloc(cap), *z = NULL, rec[TU_PAD_BYTES + 128];
-
-	cr_assert_not_null(plain);
-	for (uint64_t i = 0; i < n; i++) {
-		int64_t r = tu_padded_example(i, rec, sizeof(rec));
-
-		cr_assert_gt(r, 0);
-		len += pf_tfr_encode(plain + len, cap - len, rec, (size_t)r);
-	}
-	if (!zstd) {
-		tu_write_file(path, plain, len);
-		free(plain);
-		return len;
-	}
-	z = malloc(ZSTD_compressBound(len) + 64 * (n / per + 1));
-	cr_assert_not_null(z);
-	/* Frames on record boundaries of every `per` records. */
-	for (uint64_t i = 0, from = 0, at = 0; i <= n; i++) {
-		if (i == n || (i && i % per == 0)) {
-			size_t w = ZSTD_compress(z + out, ZSTD_compressBound(at - from), plain + from,
-						 at - from, 1);
-
-			cr_assert(!ZSTD_isError(w));
-			out += w;
-			from = at;
-		}
-		if (i < n)
-			at += 12 + (size_t)plain[at] + ((size_t)plain[at + 1] << 8) +
-			      ((size_t)plain[at + 2] << 16) + 4;
-	}
-	tu_write_file(path, z, out);
-	free(z);
-	free(plain);
-	return out;
-}
-
-static uint64_t blocks_of(size_t size)
-{
-	return (size + PF_READ_DEFAULT - 1) / PF_READ_DEFAULT;
-}
-
-/* A plain and a zstd stream file of several MiB: every block is one read
- * of the loader's engine (on either back-end), the bytes read are the
- * file's, and both give the same batches at every thread count. */
-Test(loader, stream_files_are_read_through_the_engine, .timeout = 180)
-{
-	const char *dirs[2] = { tu_tmpdir(), tu_tmpdir() };
-	const char *io = getenv("PODFEED_IO");
-	char p[2][512];
-	size_t size[2];
-	run_result r, ref[2];
-
-	snprintf(p[0], sizeof(p[0]), "%s/s.tfrecord", dirs[0]);
-	snprintf(p[1], sizeof(p[1]), "%s/s.tfrecord.zst", dirs[1]);
-	size[0] = write_padded_stream(p[0], 2400, false, 0);
-	size[1] = write_padded_stream(p[1], 2400, true, 130);
-	for (int f = 0; f < 2; f++) {
-		pf_loader_config cfg = { .per_core_batch = 40, .cores_per_host = 2,
-					 .shuffle = true, .shuffle_window = 400, .seed = 11,
-					 .threads = 2 };
-
-		cr_assert_gt(size[f], 3 * PF_READ_DEFAULT, "%zu bytes", size[f]);
-		run(dirs[f], &cfg, 2400, &ref[f]);
-		cr_assert_eq(ref[f].ret, 0, "%s", ref[f].err.msg);
-		cr_assert_eq(ref[f].steps, 30);
-		for (uint64_t i = 0; i < 2400; i++)
-			cr_assert_eq(ref[f].seen[i], 1, "%s: record %llu", p[f], (unsigned long long)i);
-		cr_assert_eq(ref[f].m.io_requests, blocks_of(size[f]), "%s: %llu reads of %zu bytes",
-			     p[f], (unsigned long long)ref[f].m.io_requests, size[f]);
-		cr_assert_eq(ref[f].m.bytes_read, size[f]);
-		cr_assert_eq(ref[f].m.io_short_reads, 0);
-		if (io && !strcmp(io, "pread"))
-			cr_assert_str_eq(ref[f].m.io_backend, "pread");
-		for (unsigned t = 1; t <= 3; t += 2) {
-			cfg.threads = t;
-			run(dirs[f], &cfg, 2400, &r);
-			cr_assert_eq(r.ret, 0, "%s", r.err.msg);
-			cr_assert_eq(r.digest, ref[f].digest, "%s: %u threads differ", p[f], t);
-			free(r.seen);
-		}
-	}
-	cr_assert_eq(ref[0].m.bytes_decompressed, size[0], "%llu",
-		     (unsigned long long)ref[0].m.bytes_decompressed);
-	cr_assert_eq(ref[1].m.bytes_decompressed, size[0], "%llu",
-		     (unsigned long long)ref[1].m.bytes_decompressed);
-	cr_assert_eq(ref[0].digest, ref[1].digest, "plain and zstd differ");
-	free(ref[0].seen);
-	free(ref[1].seen);
-
-	/* max_steps: the stream is left after the blocks its first steps
-	 * need (records 0..1023, the first sub-segment, end in block 1;
-	 * block 2 may have been read ahead), and the loader ends. */
-	{
-		pf_loader_config cfg = { .per_core_batch = 40, .cores_per_host = 2,
-					 .shuffle = true, .shuffle_window = 400, .seed = 11,
-					 .threads = 2, .max_steps = 2 };
-
-		cr_assert_lt(1024 * (size[0] / 2400), 2 * PF_READ_DEFAULT);
-		run(dirs[0], &cfg, 2400, &r);
-		cr_assert_eq(r.ret, 0, "%s", r.err.msg);
-		cr_assert_eq(r.steps, 2);
-		cr_assert_geq(r.m.io_requests, 2);
-		cr_assert_leq(r.m.io_requests, 3, "%llu reads", (unsigned long long)r.m.io_requests);
-		free(r.seen);
-	}
-}
-
-/* An injected EIO on a stream block's read (only the engine's reads get
- * faults here: pf_file_pread()'s policy was read before the variable was
- * set) is retried away; with retries off it fails the loader, naming the
- * file and the block's offset. */
-Test(loader, stream_block_read_faults_are_retried_or_named, .timeout = 120)
-{
-	const char *d = tu_tmpdir();
-	pf_loader_config cfg = { .per_core_batch = 40, .cores_per_host = 2, .shuffle = true,
-				 .shuffle_window = 400, .seed = 4, .threads = 2 };
-	char p[512], line[1024];
-	run_result clean, r;
-	pf_error err;
-
-	snprintf(p, sizeof(p), "%s/s.tfrecord", d);
-	write_padded_stream(p, 2400, false, 0);
-	unsetenv("PODFEED_FAULTS");
-	unsetenv("PODFEED_IO_RETRIES");
-	cr_assert_eq(pf_file_set_policy(NULL, &err), 0, "%s", err.msg);
-	run(d, &cfg, 2400, &clean);
-	cr_assert_eq(clean.ret, 0, "%s", clean.err.msg);
-	cr_assert_eq(clean.m.io_faults, 0);
-
-	/* The engine's request 2: block 1 (blocks 0 and 1 are asked for at
-	 * once, in order). */
-	setenv("PODFEED_FAULTS", "eio@2", 1);
-	setenv("PODFEED_IO_BACKOFF_US", "100", 1);
-	run(d, &cfg, 2400, &r);
-	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
-	cr_assert_eq(r.digest, clean.digest, "a retried fault changed the batches");
-	cr_assert_eq(r.m.io_faults, 1);
-	cr_assert_geq(r.m.io_retries, 1);
-	cr_assert_eq(r.m.io_requests, clean.m.io_requests);
-	free(r.seen);
-
-	setenv("PODFEED_IO_RETRIES", "0", 1);
-	run(d, &cfg, 2400, &r);
-	cr_assert_eq(r.ret, -EIO, "%d %s", r.ret, r.err.msg);
-	pf_error_format(&r.err, line, sizeof(line));
-	cr_assert_str_eq(r.err.file, p, "%s", line);
-	cr_assert_eq(r.err.offset_kind, PF_OFFSET_FILE, "%s", line);
-	cr_assert_eq(r.err.offset, PF_READ_DEFAULT, "%s", line);
-	cr_assert(strstr(line, "read failed"), "%s", line);
-	free(r.seen);
-	free(clean.seen);
-}
-
-/* The stream buffers (two blocks for each of threads + 1 streams) are a
- * pool of the memory plan: a budget without room for them is refused
- * with the plan, and one with room runs; without stream files they are
- * not planned. */
-Test(loader, stream_buffers_are_in_the_memory_budget, .timeout = 60)
-{
-	const char *d = tu_tmpdir();
-	const char *paths[1] = { d };
-	char p[512];
-	uint64_t nids;
-	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 40,
-				 .threads = 2, .memory_budget = 4u << 20 };
-	pf_loader *l = NULL;
-	pf_error err;
-	run_result r;
-
-	snprintf(p, sizeof(p), "%s/s.tfrecord", d);
-	write_padded_stream(p, 400, false, 0);
-	pf_error_clear(&err);
-	cfg.features = "id:int64[1],v:float32[4]:pad=-1";
-	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -ENOMEM);
-	cr_assert(strstr(err.msg, "memory budget of 4 MiB is too small") &&
-		  strstr(err.msg, "stream buffers 6 (3 streams x 2 x 1024 KiB)"), "%s", err.msg);
-
-	cfg.memory_budget = 8u << 20;
-	run(d, &cfg, 400, &r);
-	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
-	cr_assert_eq(r.steps, 10);
-	cr_assert_geq(r.m.memory_bytes, 6u << 20);
-	free(r.seen);
-
-	cfg.memory_budget = 4u << 20;
-	d = uneven_dataset(&nids);
-	run(d, &cfg, nids, &r);
-	cr_assert_eq(r.ret, 0, "indexed shards only: %s", r.err.msg);
-	cr_assert_lt(r.m.memory_bytes, 4u << 20);
-	free(r.seen);
-}
-
-/* With a region table, a stream file's reads are counted to its mount
- * once each: the index probe and the count at open (the source's own
- * reads), then the engine's blocks (the source in pull mode reads and
- * counts nothing). */
-Test(loader, stream_reads_are_counted_to_their_mount_once, .timeout = 60)
-{
-	const char *d = tu_tmpdir();
-	const char *paths[1] = { d };
-	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 40,
-				 .cores_per_host = 2, .features = "id:int64[1]", .threads = 2 };
-	pf_region_table *t;
-	pf_region_stats st;
-	pf_loader_metrics m;
-	pf_loader *l;
-	pf_batch *b;
-	pf_error err;
-	char p[512];
-	size_t size, probe;
-	int ret;
-
-	snprintf(p, sizeof(p), "%s/s.tfrecord", d);
-	size = write_padded_stream(p, 2400, false, 0);
-	probe = size < PF_SHARD_TAIL_HINT ? size : PF_SHARD_TAIL_HINT;
-	pf_error_clear(&err);
-	cr_assert_eq(pf_region_table_create(&t, NULL, 0, &err), 0, "%s", err.msg);
-	cfg.regions = t;
-	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
-	while ((ret = pf_loader_next(l, &b)) == 1)
-		pf_loader_release(l, b);
-	cr_assert_eq(ret, 0);
-	pf_loader_get_metrics(l, &m);
-	pf_loader_free(l);
-	cr_assert_eq(m.bytes_read, size);
-	pf_region_table_mount_stats(t, pf_region_table_lookup(t, p), &st);
-	cr_assert_eq(st.io.bytes, probe + size + m.bytes_read, "%llu bytes counted",
-		     (unsigned long long)st.io.bytes);
-	cr_assert_eq(st.io.errors, 0);
-	pf_region_table_free(t);
 }
 
 /* A plain TFRecord file of records holding only {"id": [id]}. */
@@ -947,7 +632,7 @@ Test(loader, an_index_larger_than_the_first_tail_read, .timeout = 120)
 	const char *d = tu_tmpdir();
 	const uint64_t nids = 9000;
 	pf_loader_config cfg = { .per_core_batch = 100, .threads = 2 };
-	run_result r;
+	pl_run_result r;
 	pf_source *src;
 	pf_record rec;
 	pf_example ex;
@@ -981,48 +666,10 @@ Test(loader, an_index_larger_than_the_first_tail_read, .timeout = 120)
 	pf_source_close(src);
 	pf_arena_release(&arena);
 
-	run(d, &cfg, nids, &r);
+	pl_run(d, &cfg, nids, &r);
 	cr_assert_eq(r.ret, 0, "%s", r.err.msg);
 	for (uint64_t i = 0; i < nids; i++)
 		cr_assert_eq(r.seen[i], 1, "id %llu seen %u times", (unsigned long long)i,
 			     r.seen[i]);
 	free(r.seen);
-}
-
-/* Stream blocks that come in late and out of order (a random half of the
- * reads delayed): a stream's sub-segment whose next block is not in yet
- * is parked while the workers go on with other work, and goes on when
- * the block comes; the batches are those of a run without delays, at
- * every thread count. */
-Test(loader, late_stream_blocks_change_no_batch, .timeout = 240)
-{
-	const char *d = tu_tmpdir();
-	char p[512];
-	run_result ref, r;
-
-	snprintf(p, sizeof(p), "%s/a.tfrecord", d);
-	cr_assert_gt(write_padded_stream(p, 2400, false, 0), 3 * PF_READ_DEFAULT);
-	snprintf(p, sizeof(p), "%s/b.tfrecord.gz", d);
-	tu_write_id_stream(p, 2400, 40000, true);
-	snprintf(p, sizeof(p), "%s/c.tfrecord.zst", d);
-	tu_write_id_shard(p, 42400, 7600, 4096, 0);
-	for (unsigned t = 1; t <= 3; t += 2) {
-		pf_loader_config cfg = { .per_core_batch = 50, .cores_per_host = 2,
-					 .shuffle = true, .shuffle_window = 500, .seed = 5,
-					 .threads = t };
-
-		run(d, &cfg, 50000, &ref);
-		cr_assert_eq(ref.ret, 0, "%s", ref.err.msg);
-		cr_assert_eq(ref.steps, 500);
-		for (uint64_t i = 0; i < 50000; i++)
-			cr_assert_eq(ref.seen[i], 1, "record %llu", (unsigned long long)i);
-		cfg.io_faults = "delay=20ms:0.5,seed=3";
-		run(d, &cfg, 50000, &r);
-		cr_assert_eq(r.ret, 0, "%s", r.err.msg);
-		cr_assert_eq(r.digest, ref.digest, "%u threads: the delays changed the batches", t);
-		cr_assert_gt(r.m.io_faults, 0);
-		cr_assert_eq(r.m.bytes_read, ref.m.bytes_read);
-		free(r.seen);
-		free(ref.seen);
-	}
 }

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* pf_spec_decode() against pf_example_decode() + pf_spec_apply_to(), byte for byte, on every SIMD path. */
+/* pf_spec_decode() against pf_example_decode() + pf_spec_apply_to(), byte
+ * for byte, on every SIMD path: hand-made, odd, random and damaged records,
+ * the padding and the errors of its own.  Not here: TensorFlow's own records
+ * (test_loader_specfixtures.c) and long rows written with streaming stores
+ * (test_loader_rowstream.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -10,93 +14,12 @@
 
 #include "podfeed.h"
 #include "formats_internal.h"
-#include "testutil.h"
+#include "specdecode_util.h"
 
 /*
- * Every comparison decodes the record both ways into destinations of
- * exactly the feature's size (malloc'd one by one so ASan sees a write
- * past them), prefilled with the same garbage, and asserts the same
- * return value, the same error (code, offset, message) and, on success,
- * the same bytes.  It does so once per varint path this CPU supports,
- * and checks that pf_spec_decode() leaves the arena as it found it.
+ * Every comparison is sd_compare() (specdecode_util.h): both ways, into
+ * exact-size destinations, once per varint path this CPU supports.
  */
-
-typedef struct rng {
-	uint64_t s;
-} rng;
-
-static uint64_t next(rng *r)
-{
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static pf_spec *spec_of(const char *text)
-{
-	pf_spec *s = calloc(1, sizeof(*s));
-	pf_error err;
-
-	cr_assert_not_null(s);
-	pf_error_clear(&err);
-	cr_assert_eq(pf_spec_parse(s, text, &err), 0, "'%s': %s", text, err.msg);
-	return s;
-}
-
-static unsigned compared, failures_seen;
-
-/* One decode both ways on the current path. */
-static int compare_once(const pf_spec *spec, const uint8_t *rec, size_t len,
-			const char *what)
-{
-	uint8_t *fast[PF_SPEC_MAX_FEATURES], *slow[PF_SPEC_MAX_FEATURES];
-	pf_arena fa, sa;
-	pf_error ferr, serr;
-	pf_example ex;
-	int fret, sret;
-
-	cr_assert_eq(pf_arena_init(&fa, PF_ARENA_BYTES_FOR(len)), 0);
-	cr_assert_eq(pf_arena_init(&sa, PF_ARENA_BYTES_FOR(len)), 0);
-	fa.used = 5;	/* a caller's arena need not be empty or aligned */
-	for (uint32_t i = 0; i < spec->n; i++) {
-		size_t size = (size_t)spec->f[i].len * pf_dtype_size(spec->f[i].dtype);
-
-		fast[i] = malloc(size);
-		slow[i] = malloc(size);
-		cr_assert(fast[i] && slow[i]);
-		memset(fast[i], 0xa5, size);
-		memset(slow[i], 0xa5, size);
-	}
-	pf_error_clear(&ferr);
-	pf_error_clear(&serr);
-	fret = pf_spec_decode(spec, rec, len, &fa, fast, &ferr);
-	sret = pf_example_decode(rec, len, &sa, &ex, &serr);
-	if (!sret)
-		sret = pf_spec_apply_to(spec, &ex, slow, &serr);
-	cr_assert_eq(fa.used, 5, "%s: arena not given back", what);
-	cr_assert_eq(fret, sret, "%s [%s]: pf_spec_decode %d (%s), slow path %d (%s)",
-		     what, pf_varint_impl(), fret, ferr.msg, sret, serr.msg);
-	cr_assert_eq(ferr.code, serr.code, "%s", what);
-	cr_assert_eq(ferr.offset, serr.offset, "%s", what);
-	cr_assert_str_eq(ferr.msg, serr.msg, "%s", what);
-	for (uint32_t i = 0; i < spec->n; i++) {
-		size_t size = (size_t)spec->f[i].len * pf_dtype_size(spec->f[i].dtype);
-
-		if (!fret)
-			cr_assert(!memcmp(fast[i], slow[i], size),
-				  "%s [%s]: feature '%s' differs", what,
-				  pf_varint_impl(), spec->f[i].name);
-		free(fast[i]);
-		free(slow[i]);
-	}
-	pf_arena_release(&fa);
-	pf_arena_release(&sa);
-	compared++;
-	failures_seen += fret != 0;
-	return fret;
-}
 
 /* Whether the fast path alone decides: it needs no arena for int64
  * lists into int32/int64, so with an empty arena it succeeds where the
@@ -119,42 +42,17 @@ static bool fast_alone(const pf_spec *spec, const uint8_t *rec, size_t len)
 	return ok;
 }
 
-/* On every path. */
-static int compare(const pf_spec *spec, const uint8_t *rec, size_t len,
-		   const char *what)
-{
-	int first = 1, ret = 0;
-
-	for (const pf_varint_ops *p = pf_varint_paths; p->name; p++) {
-		int r;
-
-		if (!p->supported())
-			continue;
-		cr_assert_eq(pf_varint_set_impl(p->name), 0);
-		r = compare_once(spec, rec, len, what);
-		if (first)
-			ret = r;
-		first = 0;
-	}
-	return ret;
-}
-
 /* ------------------------------------------------------------------ */
 /* Records                                                              */
 /* ------------------------------------------------------------------ */
 
-typedef struct buf {
-	uint8_t b[1 << 16];
-	size_t n;
-} buf;
-
-static void put_byte(buf *b, uint8_t v)
+static void put_byte(sd_buf *b, uint8_t v)
 {
 	cr_assert_lt(b->n, sizeof(b->b));
 	b->b[b->n++] = v;
 }
 
-static void put_varint(buf *b, uint64_t v)
+static void put_varint(sd_buf *b, uint64_t v)
 {
 	while (v >= 0x80) {
 		put_byte(b, (uint8_t)(v | 0x80));
@@ -163,7 +61,7 @@ static void put_varint(buf *b, uint64_t v)
 	put_byte(b, (uint8_t)v);
 }
 
-static void put_bytes(buf *b, const void *p, size_t n)
+static void put_bytes(sd_buf *b, const void *p, size_t n)
 {
 	cr_assert_leq(b->n + n, sizeof(b->b));
 	if (n)
@@ -172,30 +70,11 @@ static void put_bytes(buf *b, const void *p, size_t n)
 }
 
 /* tag, length, content */
-static void put_field(buf *b, uint8_t tag, const buf *content)
+static void put_field(sd_buf *b, uint8_t tag, const sd_buf *content)
 {
 	put_byte(b, tag);
 	put_varint(b, content->n);
 	put_bytes(b, content->b, content->n);
-}
-
-static buf *buf_new(void)
-{
-	buf *b = calloc(1, sizeof(*b));
-
-	cr_assert_not_null(b);
-	return b;
-}
-
-/* An encoded Example of the given features (packed, as TensorFlow). */
-static buf *encode(const pf_feature *f, uint32_t n)
-{
-	buf *b = buf_new();
-	int64_t len = pf_example_encode(f, n, b->b, sizeof(b->b));
-
-	cr_assert_geq(len, 0);
-	b->n = (size_t)len;
-	return b;
 }
 
 static const int64_t tokens[] = { 0, 1, 127, 128, 300, 16383, 16384,
@@ -259,7 +138,7 @@ static void load_specs(void)
 {
 	for (size_t i = 0; i < NSPECS; i++)
 		if (!specs[i])
-			specs[i] = spec_of(base_specs[i]);
+			specs[i] = sd_spec_of(base_specs[i]);
 }
 
 static void compare_all_specs(const uint8_t *rec, size_t len, const char *what)
@@ -269,7 +148,7 @@ static void compare_all_specs(const uint8_t *rec, size_t len, const char *what)
 	load_specs();
 	for (size_t i = 0; i < NSPECS; i++) {
 		snprintf(w, sizeof(w), "%s, spec '%s'", what, base_specs[i]);
-		compare(specs[i], rec, len, w);
+		sd_compare(specs[i], rec, len, w);
 	}
 }
 
@@ -277,10 +156,10 @@ static void compare_all_specs(const uint8_t *rec, size_t len, const char *what)
 
 Test(specdecode, base_record_every_spec)
 {
-	buf *b = encode(base_features, NBASE);
+	sd_buf *b = sd_encode(base_features, NBASE);
 
 	compare_all_specs(b->b, b->n, "base");
-	cr_assert_gt(compared, 0);
+	cr_assert_gt(sd_compared, 0);
 	free(b);
 }
 
@@ -290,10 +169,10 @@ Test(specdecode, tokens_record_takes_the_fast_path)
 		FEAT("tokens", PF_KIND_INT64, 22, int64s, tokens),
 		FEAT("label", PF_KIND_INT64, 1, int64s, tokens + 3),
 	};
-	buf *b = encode(f, 2);
-	pf_spec *s32 = spec_of("tokens:int32[512],label:int32[1]");
-	pf_spec *s64 = spec_of("tokens:int64[16]:clip=0:1000,label:int64[1]");
-	pf_spec *sf = spec_of("tokens:float32[16],label:int64[1]");
+	sd_buf *b = sd_encode(f, 2);
+	pf_spec *s32 = sd_spec_of("tokens:int32[512],label:int32[1]");
+	pf_spec *s64 = sd_spec_of("tokens:int64[16]:clip=0:1000,label:int64[1]");
+	pf_spec *sf = sd_spec_of("tokens:float32[16],label:int64[1]");
 
 	for (const pf_varint_ops *p = pf_varint_paths; p->name; p++) {
 		if (!p->supported())
@@ -303,9 +182,9 @@ Test(specdecode, tokens_record_takes_the_fast_path)
 		cr_assert(fast_alone(s64, b->b, b->n), "%s", p->name);
 		/* float32 needs scratch: with no arena it cannot be done */
 		cr_assert(!fast_alone(sf, b->b, b->n), "%s", p->name);
-		compare(s32, b->b, b->n, "tokens");
-		compare(s64, b->b, b->n, "tokens");
-		compare(sf, b->b, b->n, "tokens");
+		sd_compare(s32, b->b, b->n, "tokens");
+		sd_compare(s64, b->b, b->n, "tokens");
+		sd_compare(sf, b->b, b->n, "tokens");
 	}
 	free(b);
 	free(s32);
@@ -324,10 +203,10 @@ Test(specdecode, empty_record_and_empty_features)
 }
 
 /* Build an Example from raw entries: each entry is (key, Feature bytes). */
-static void add_entry(buf *features, const char *key, size_t key_len,
-		      const buf *feature, bool value_first)
+static void add_entry(sd_buf *features, const char *key, size_t key_len,
+		      const sd_buf *feature, bool value_first)
 {
-	buf *e = buf_new(), *k = buf_new();
+	sd_buf *e = sd_buf_new(), *k = sd_buf_new();
 
 	put_bytes(k, key, key_len);
 	if (value_first && feature)
@@ -341,9 +220,9 @@ static void add_entry(buf *features, const char *key, size_t key_len,
 	free(k);
 }
 
-static buf *example_of(const buf *features)
+static sd_buf *example_of(const sd_buf *features)
 {
-	buf *b = buf_new();
+	sd_buf *b = sd_buf_new();
 
 	put_field(b, 0x0a, features);
 	return b;
@@ -351,17 +230,17 @@ static buf *example_of(const buf *features)
 
 /* A Feature holding one list of kind tag (0x0a bytes, 0x12 float, 0x1a
  * int64) whose content is given. */
-static buf *feature_of(uint8_t tag, const buf *list)
+static sd_buf *feature_of(uint8_t tag, const sd_buf *list)
 {
-	buf *f = buf_new();
+	sd_buf *f = sd_buf_new();
 
 	put_field(f, tag, list);
 	return f;
 }
 
-static buf *int64_list(const int64_t *v, size_t n, bool packed)
+static sd_buf *int64_list(const int64_t *v, size_t n, bool packed)
 {
-	buf *l = buf_new(), *p = buf_new();
+	sd_buf *l = sd_buf_new(), *p = sd_buf_new();
 
 	for (size_t i = 0; i < n; i++) {
 		if (packed) {
@@ -377,9 +256,9 @@ static buf *int64_list(const int64_t *v, size_t n, bool packed)
 	return l;
 }
 
-static buf *float_list(const float *v, size_t n, bool packed)
+static sd_buf *float_list(const float *v, size_t n, bool packed)
 {
-	buf *l = buf_new(), *p = buf_new();
+	sd_buf *l = sd_buf_new(), *p = sd_buf_new();
 
 	for (size_t i = 0; i < n; i++) {
 		if (packed) {
@@ -395,9 +274,9 @@ static buf *float_list(const float *v, size_t n, bool packed)
 	return l;
 }
 
-static void check_features(buf *features, const char *what)
+static void check_features(sd_buf *features, const char *what)
 {
-	buf *ex = example_of(features);
+	sd_buf *ex = example_of(features);
 
 	compare_all_specs(ex->b, ex->n, what);
 	free(ex);
@@ -405,14 +284,14 @@ static void check_features(buf *features, const char *what)
 
 Test(specdecode, odd_encodings)
 {
-	buf *packed = int64_list(tokens, 22, true);
-	buf *unpacked = int64_list(tokens, 22, false);
-	buf *fpacked = float_list(floats, 12, true);
-	buf *funpacked = float_list(floats, 12, false);
-	buf *ftok = feature_of(0x1a, packed), *ftok_u = feature_of(0x1a, unpacked);
-	buf *fx = feature_of(0x12, fpacked), *fx_u = feature_of(0x12, funpacked);
-	buf *fs = buf_new(), *empty = buf_new();
-	buf *f2 = buf_new();
+	sd_buf *packed = int64_list(tokens, 22, true);
+	sd_buf *unpacked = int64_list(tokens, 22, false);
+	sd_buf *fpacked = float_list(floats, 12, true);
+	sd_buf *funpacked = float_list(floats, 12, false);
+	sd_buf *ftok = feature_of(0x1a, packed), *ftok_u = feature_of(0x1a, unpacked);
+	sd_buf *fx = feature_of(0x12, fpacked), *fx_u = feature_of(0x12, funpacked);
+	sd_buf *fs = sd_buf_new(), *empty = sd_buf_new();
+	sd_buf *f2 = sd_buf_new();
 
 	/* unpacked int64 and float lists */
 	add_entry(fs, "tokens", 6, ftok_u, false);
@@ -497,7 +376,7 @@ Test(specdecode, odd_encodings)
 
 	/* two values in one entry: merged */
 	{
-		buf *e = buf_new(), *k = buf_new();
+		sd_buf *e = sd_buf_new(), *k = sd_buf_new();
 
 		put_bytes(k, "tokens", 6);
 		put_field(e, 0x0a, k);
@@ -532,7 +411,7 @@ Test(specdecode, odd_encodings)
 		static const uint8_t unknown[] = { 0x20, 0x05, 0x2d, 1, 2, 3, 4,
 						   0x31, 1, 2, 3, 4, 5, 6, 7, 8,
 						   0x3a, 0x01, 0x00 };
-		buf *l = buf_new(), *f = buf_new(), *e = buf_new(), *k = buf_new();
+		sd_buf *l = sd_buf_new(), *f = sd_buf_new(), *e = sd_buf_new(), *k = sd_buf_new();
 
 		put_bytes(l, packed->b, packed->n);
 		put_bytes(l, unknown, sizeof(unknown));
@@ -547,7 +426,7 @@ Test(specdecode, odd_encodings)
 		put_bytes(fs, unknown, sizeof(unknown));
 		check_features(fs, "unknown fields");
 		{
-			buf *ex = example_of(fs);
+			sd_buf *ex = example_of(fs);
 
 			put_bytes(ex, unknown, sizeof(unknown));
 			compare_all_specs(ex->b, ex->n, "unknown top-level field");
@@ -564,7 +443,7 @@ Test(specdecode, odd_encodings)
 
 	/* a packed int64 list in two chunks, an empty packed chunk */
 	{
-		buf *l = buf_new(), *p = buf_new(), *f, *g;
+		sd_buf *l = sd_buf_new(), *p = sd_buf_new(), *f, *g;
 
 		/* packed->b is the list: 0x0a, a 1-byte length, the varints */
 		cr_assert_lt(packed->b[1], 0x80);
@@ -597,10 +476,10 @@ Test(specdecode, odd_encodings)
 			{ 0x08, 0x01, 0, 0, 0 },	/* int64_list as varint */
 			{ 0x0d, 1, 2, 3, 4 },		/* fixed32 for a list */
 		};
-		buf *l = buf_new(), *f;
+		sd_buf *l = sd_buf_new(), *f;
 
 		for (size_t i = 0; i < 2; i++) {
-			buf *f = buf_new();
+			sd_buf *f = sd_buf_new();
 
 			put_bytes(f, bad_tags[i], i ? 5 : 2);
 			fs->n = 0;
@@ -668,8 +547,8 @@ Test(specdecode, odd_encodings)
 
 Test(specdecode, misaligned_destination_is_the_slow_paths_error)
 {
-	buf *b = encode(base_features, NBASE);
-	pf_spec *s = spec_of("label:int32[1],tokens:int64[4]");
+	sd_buf *b = sd_encode(base_features, NBASE);
+	pf_spec *s = sd_spec_of("label:int32[1],tokens:int64[4]");
 	uint64_t space[8];
 	uint8_t *dst[2] = { (uint8_t *)space, (uint8_t *)space + 12 };
 	pf_arena a;
@@ -687,8 +566,8 @@ Test(specdecode, misaligned_destination_is_the_slow_paths_error)
 
 Test(specdecode, arena_too_small_for_the_slow_path)
 {
-	buf *b = encode(base_features, NBASE);
-	pf_spec *s = spec_of("x:float32[4]");
+	sd_buf *b = sd_encode(base_features, NBASE);
+	pf_spec *s = sd_spec_of("x:float32[4]");
 	float out[4];
 	uint8_t *dst[1] = { (uint8_t *)out };
 	pf_arena a = { 0 };
@@ -708,88 +587,88 @@ static const char *const names[] = { "tokens", "label", "x", "img", "a",
 				     "b/c", "long.name-9", "t" };
 #define NNAMES (sizeof(names) / sizeof(names[0]))
 
-static int64_t random_int(rng *r)
+static int64_t random_int(sd_rng *r)
 {
-	switch (next(r) % 6) {
-	case 0: return (int64_t)(next(r) % 128);
-	case 1: return (int64_t)(next(r) % 32000);
-	case 2: return (int64_t)(next(r) % (1u << 28));
-	case 3: return (int64_t)next(r);
-	case 4: return -(int64_t)(next(r) % 1000);
-	default: return (int64_t)(next(r) >> (next(r) % 64));
+	switch (sd_next(r) % 6) {
+	case 0: return (int64_t)(sd_next(r) % 128);
+	case 1: return (int64_t)(sd_next(r) % 32000);
+	case 2: return (int64_t)(sd_next(r) % (1u << 28));
+	case 3: return (int64_t)sd_next(r);
+	case 4: return -(int64_t)(sd_next(r) % 1000);
+	default: return (int64_t)(sd_next(r) >> (sd_next(r) % 64));
 	}
 }
 
-static float random_float(rng *r)
+static float random_float(sd_rng *r)
 {
 	uint32_t bits;
 	float f;
 
-	switch (next(r) % 4) {
+	switch (sd_next(r) % 4) {
 	case 0:
-		bits = (uint32_t)next(r);	/* any bits: NaNs, infinities */
+		bits = (uint32_t)sd_next(r);	/* any bits: NaNs, infinities */
 		memcpy(&f, &bits, 4);
 		return f;
-	case 1: return floats[next(r) % (sizeof(floats) / sizeof(floats[0]))];
-	default: return (float)((double)(int64_t)(next(r) % 200000) / 7.0 - 10000.0);
+	case 1: return floats[sd_next(r) % (sizeof(floats) / sizeof(floats[0]))];
+	default: return (float)((double)(int64_t)(sd_next(r) % 200000) / 7.0 - 10000.0);
 	}
 }
 
-static void random_spec_text(rng *r, char *text, size_t cap)
+static void random_spec_text(sd_rng *r, char *text, size_t cap)
 {
-	size_t n = 1 + next(r) % 5, o = 0;
+	size_t n = 1 + sd_next(r) % 5, o = 0;
 	bool used[NNAMES] = { false };
 
 	for (size_t i = 0; i < n; i++) {
-		size_t k = next(r) % NNAMES;
+		size_t k = sd_next(r) % NNAMES;
 		static const char *const dtypes[] = { "int32", "int64", "float32", "bytes" };
-		unsigned d = (unsigned)(next(r) % 4);
-		unsigned len = 1 + (unsigned)(next(r) % (next(r) % 2 ? 600 : 8));
+		unsigned d = (unsigned)(sd_next(r) % 4);
+		unsigned len = 1 + (unsigned)(sd_next(r) % (sd_next(r) % 2 ? 600 : 8));
 
 		if (used[k])
 			continue;
 		used[k] = true;
 		o += (size_t)snprintf(text + o, cap - o, "%s%s:%s[%u]", o ? "," : "",
 				      names[k], dtypes[d], len);
-		if (next(r) % 3 == 0) {
+		if (sd_next(r) % 3 == 0) {
 			if (d == 3)
-				o += (size_t)snprintf(text + o, cap - o, ":pad=%u", (unsigned)(next(r) % 256));
+				o += (size_t)snprintf(text + o, cap - o, ":pad=%u", (unsigned)(sd_next(r) % 256));
 			else if (d == 2)
 				o += (size_t)snprintf(text + o, cap - o, ":pad=-0.25");
 			else
-				o += (size_t)snprintf(text + o, cap - o, ":pad=%d", (int)(next(r) % 200) - 100);
+				o += (size_t)snprintf(text + o, cap - o, ":pad=%d", (int)(sd_next(r) % 200) - 100);
 		}
-		if (d == 2 && next(r) % 3 == 0)
+		if (d == 2 && sd_next(r) % 3 == 0)
 			o += (size_t)snprintf(text + o, cap - o, ":scale=%g:shift=%g",
-					      (double)(next(r) % 9) / 4 - 1, (double)(next(r) % 5) - 2);
-		if (d != 3 && next(r) % 3 == 0) {
-			long long lo = (long long)(next(r) % 100000) - 50000;
-			long long hi = lo + (long long)(next(r) % 100000);
+					      (double)(sd_next(r) % 9) / 4 - 1, (double)(sd_next(r) % 5) - 2);
+		if (d != 3 && sd_next(r) % 3 == 0) {
+			long long lo = (long long)(sd_next(r) % 100000) - 50000;
+			long long hi = lo + (long long)(sd_next(r) % 100000);
 
 			o += (size_t)snprintf(text + o, cap - o, ":clip=%lld:%lld", lo, hi);
 		}
-		if (next(r) % 8 == 0)
+		if (sd_next(r) % 8 == 0)
 			o += (size_t)snprintf(text + o, cap - o, ":required");
-		else if (next(r) % 2 == 0)
+		else if (sd_next(r) % 2 == 0)
 			o += (size_t)snprintf(text + o, cap - o, ":default=%d",
-					      d == 3 ? (int)(next(r) % 256) :
-					      (int)(next(r) % 200) - 100);
+					      d == 3 ? (int)(sd_next(r) % 256) :
+					      (int)(sd_next(r) % 200) - 100);
 	}
 }
 
-static buf *random_example(rng *r, int64_t *ints, float *fl, pf_bytes *bs)
+static sd_buf *random_example(sd_rng *r, int64_t *ints, float *fl, pf_bytes *bs)
 {
 	pf_feature f[NNAMES];
 	uint32_t n = 0;
 
 	for (size_t k = 0; k < NNAMES; k++) {
-		uint32_t count = (uint32_t)(next(r) % (next(r) % 2 ? 700 : 6));
+		uint32_t count = (uint32_t)(sd_next(r) % (sd_next(r) % 2 ? 700 : 6));
 
-		if (next(r) % 4 == 0)
+		if (sd_next(r) % 4 == 0)
 			continue;
 		f[n].name = names[k];
 		f[n].name_len = (uint32_t)strlen(names[k]);
-		switch (next(r) % 7) {
+		switch (sd_next(r) % 7) {
 		case 0:
 			f[n].kind = PF_KIND_NONE;
 			f[n].count = 0;
@@ -809,7 +688,7 @@ static buf *random_example(rng *r, int64_t *ints, float *fl, pf_bytes *bs)
 			f[n].count = count % 4;
 			for (uint32_t i = 0; i < count % 4; i++) {
 				bs[i].data = (const uint8_t *)"some bytes of a value, and more";
-				bs[i].len = (uint32_t)(next(r) % 30);
+				bs[i].len = (uint32_t)(sd_next(r) % 30);
 			}
 			f[n].v.bytes = bs;
 			bs += count % 4;
@@ -825,12 +704,12 @@ static buf *random_example(rng *r, int64_t *ints, float *fl, pf_bytes *bs)
 		}
 		n++;
 	}
-	return encode(f, n);
+	return sd_encode(f, n);
 }
 
 Test(specdecode, random_examples_random_specs)
 {
-	rng r = { 1234 };
+	sd_rng r = { 1234 };
 	int64_t *ints = malloc(NNAMES * 700 * sizeof(*ints));
 	float *fl = malloc(NNAMES * 700 * sizeof(*fl));
 	pf_bytes bs[NNAMES * 4];
@@ -838,23 +717,23 @@ Test(specdecode, random_examples_random_specs)
 
 	cr_assert(ints && fl);
 	for (int i = 0; i < 400; i++) {
-		buf *b = random_example(&r, ints, fl, bs);
+		sd_buf *b = random_example(&r, ints, fl, bs);
 
 		for (int k = 0; k < 4; k++) {
 			char text[1024], what[1100];
 			pf_spec *s;
 
 			random_spec_text(&r, text, sizeof(text));
-			s = spec_of(text);
+			s = sd_spec_of(text);
 			snprintf(what, sizeof(what), "random %d, spec '%s'", i, text);
-			ok += compare(s, b->b, b->n, what) == 0;
+			ok += sd_compare(s, b->b, b->n, what) == 0;
 			free(s);
 		}
 		free(b);
 	}
 	/* Both outcomes were exercised. */
 	cr_assert_gt(ok, 100);
-	cr_assert_gt(failures_seen, 10);
+	cr_assert_gt(sd_failures_seen, 10);
 	free(ints);
 	free(fl);
 }
@@ -875,159 +754,43 @@ static void damage(const uint8_t *rec, size_t len, const pf_spec *s,
 
 		memcpy(t, rec, cut);
 		snprintf(w, sizeof(w), "%s cut at %zu", what, cut);
-		compare(s, t, cut, w);
+		sd_compare(s, t, cut, w);
 		free(t);
 	}
 	for (size_t bit = 0; bit < len * 8; bit++) {
 		memcpy(b, rec, len);
 		b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		snprintf(w, sizeof(w), "%s bit %zu flipped", what, bit);
-		compare(s, b, len, w);
+		sd_compare(s, b, len, w);
 	}
 	free(b);
 }
 
 Test(specdecode, every_truncation_and_bit_flip, .timeout = 240)
 {
-	rng r = { 77 };
+	sd_rng r = { 77 };
 	int64_t ids[300];
 	pf_feature f[3] = {
 		FEAT("tokens", PF_KIND_INT64, 0, int64s, ids),
 		FEAT("label", PF_KIND_INT64, 1, int64s, tokens + 4),
 		FEAT("x", PF_KIND_FLOAT, 5, floats, floats + 2),
 	};
-	pf_spec *s1 = spec_of("tokens:int32[64],label:int32[1]");
-	pf_spec *s2 = spec_of("tokens:int64[300]:clip=0:20000,label:float32[1],x:float32[3]:scale=2");
+	pf_spec *s1 = sd_spec_of("tokens:int32[64],label:int32[1]");
+	pf_spec *s2 = sd_spec_of("tokens:int64[300]:clip=0:20000,label:float32[1],x:float32[3]:scale=2");
 
 	/* A tokens record (ids of 1..3 bytes), and the base record. */
 	f[0].count = 120;
 	for (int i = 0; i < 120; i++)
-		ids[i] = (int64_t)(next(&r) % 32000) >> (next(&r) % 14);
-	buf *b = encode(f, 3);
+		ids[i] = (int64_t)(sd_next(&r) % 32000) >> (sd_next(&r) % 14);
+	sd_buf *b = sd_encode(f, 3);
 	damage(b->b, b->n, s1, "tokens");
 	damage(b->b, b->n, s2, "tokens s2");
 	free(b);
-	b = encode(base_features, NBASE);
+	b = sd_encode(base_features, NBASE);
 	damage(b->b, b->n, s1, "base");
 	free(b);
 	free(s1);
 	free(s2);
-}
-
-/* ------------------------------------------------------------------ */
-/* TensorFlow's own records                                             */
-/* ------------------------------------------------------------------ */
-
-static bool spec_name_ok(const char *name, uint32_t len)
-{
-	if (!len || len >= PF_SPEC_MAX_NAME)
-		return false;
-	for (uint32_t i = 0; i < len; i++) {
-		char c = name[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-		      c == '/' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
-/* A spec over the record's own features, dtypes fitting their kinds. */
-static pf_spec *spec_for(rng *r, const pf_example *ex, bool any_dtype)
-{
-	char text[4096];
-	size_t o = 0;
-
-	for (uint32_t i = 0; i < ex->n_features && i < 12; i++) {
-		const pf_feature *f = &ex->features[i];
-		const char *dt;
-		unsigned len = 1 + (unsigned)(next(r) % (f->count * 2 + 2));
-
-		if (!spec_name_ok(f->name, f->name_len))
-			continue;
-		if (any_dtype) {
-			static const char *const d[] = { "int32", "int64", "float32", "bytes" };
-			dt = d[next(r) % 4];
-		} else if (f->kind == PF_KIND_BYTES) {
-			dt = "bytes";
-		} else if (f->kind == PF_KIND_FLOAT) {
-			dt = next(r) % 2 ? "float32" : "int32";
-		} else {
-			dt = next(r) % 3 == 0 ? "float32" : next(r) % 2 ? "int64" : "int32";
-		}
-		if (o + f->name_len + 64 > sizeof(text))
-			break;
-		o += (size_t)snprintf(text + o, sizeof(text) - o, "%s%.*s:%s[%u]",
-				      o ? "," : "", (int)f->name_len, f->name, dt, len);
-	}
-	o += (size_t)snprintf(text + o, sizeof(text) - o, "%sabsent_feature:int32[2]:pad=-1",
-			      o ? "," : "");
-	return spec_of(text);
-}
-
-static const char *fixture_files[] = {
-	"tfx_mnist_1000.tfrecord",
-	"tfx_penguin_train.tfrecord.gz",
-	"tfx_chicago_taxi_unlabelled_00008.tfrecord.gz",
-	"lingvo_wmt14_ende_wpm_32k_test.tfrecord",
-	"grain_morris_sequence_first_5.tfrecord",
-	"tfx_sequence_example_eval.tfrecord.gz",
-};
-
-Test(specdecode, fixtures, .timeout = 240)
-{
-	rng r = { 3 };
-
-	for (size_t k = 0; k < sizeof(fixture_files) / sizeof(fixture_files[0]); k++) {
-		pf_source *src;
-		pf_record rec;
-		pf_error err;
-		pf_arena a;
-		unsigned n = 0, fast_ok = 0;
-		int ret;
-
-		pf_error_clear(&err);
-		cr_assert_eq(pf_source_open(&src, tu_fixture(fixture_files[k]), NULL, &err),
-			     0, "%s", err.msg);
-		cr_assert_eq(pf_arena_init(&a, 1u << 24), 0);
-		while ((ret = pf_source_next(src, &rec, &err)) == 1) {
-			pf_example ex;
-			uint8_t *copy = malloc(rec.len ? rec.len : 1);
-			char what[256];
-
-			/* Every record for the small files, one in 7 of mnist. */
-			if (n++ % 7 && !strcmp(fixture_files[k], "tfx_mnist_1000.tfrecord")) {
-				free(copy);
-				continue;
-			}
-			memcpy(copy, rec.data, rec.len);
-			pf_arena_reset(&a);
-			if (pf_example_decode(copy, rec.len, &a, &ex, &err) == 0) {
-				for (int s = 0; s < 3; s++) {
-					pf_spec *spec = spec_for(&r, &ex, s == 2);
-
-					snprintf(what, sizeof(what), "%s record %llu spec %d",
-						 fixture_files[k], (unsigned long long)rec.index, s);
-					fast_ok += compare(spec, copy, rec.len, what) == 0 &&
-						   s < 2;
-					free(spec);
-				}
-			} else {
-				pf_spec *spec = spec_of("x:int32[2]");
-
-				compare(spec, copy, rec.len, fixture_files[k]);
-				free(spec);
-			}
-			free(copy);
-		}
-		cr_assert_eq(ret, 0, "%s: %s", fixture_files[k], err.msg);
-		cr_log_info("%s: %u records, %u decoded with fitting specs",
-			    fixture_files[k], n, fast_ok);
-		pf_arena_release(&a);
-		pf_source_close(src);
-	}
-	cr_assert_gt(compared, 0);
 }
 
 /* The feature count limit: a 64-feature spec over a record with all of them. */
@@ -1039,7 +802,7 @@ Test(specdecode, sixty_four_features)
 	char text[64 * 24];
 	size_t o = 0;
 	pf_spec *s;
-	buf *b;
+	sd_buf *b;
 
 	for (int i = 0; i < 64; i++) {
 		snprintf(names64[i], sizeof(names64[i]), "f%d", i);
@@ -1052,9 +815,9 @@ Test(specdecode, sixty_four_features)
 		o += (size_t)snprintf(text + o, sizeof(text) - o, "%sf%d:%s[2]",
 				      i ? "," : "", 63 - i, i % 2 ? "int32" : "int64");
 	}
-	s = spec_of(text);
-	b = encode(f, 64);
-	cr_assert_eq(compare(s, b->b, b->n, "64 features"), 0);
+	s = sd_spec_of(text);
+	b = sd_encode(f, 64);
+	cr_assert_eq(sd_compare(s, b->b, b->n, "64 features"), 0);
 	cr_assert(fast_alone(s, b->b, b->n));
 	free(b);
 	free(s);
@@ -1068,7 +831,7 @@ Test(specdecode, padding_values_exact)
 {
 	static const int64_t one[] = { 3 };
 	pf_feature f = FEAT("v", PF_KIND_INT64, 1, int64s, one);
-	buf *b = encode(&f, 1);
+	sd_buf *b = sd_encode(&f, 1);
 	static const char *const texts[] = {
 		"v:int32[5]:pad=0,w:int64[3]:default=0:pad=5,x:float32[3]:default=0",
 		"v:int32[5]:pad=-1,w:int64[3]:default=-1,x:float32[3]:default=-0:pad=3",
@@ -1079,7 +842,7 @@ Test(specdecode, padding_values_exact)
 	static const float want_x[3] = { 0.0f, -0.0f, 1.5f };
 
 	for (int t = 0; t < 3; t++) {
-		pf_spec *s = spec_of(texts[t]);
+		pf_spec *s = sd_spec_of(texts[t]);
 		int32_t v[5];
 		int64_t w[3];
 		float x[3];
@@ -1100,7 +863,7 @@ Test(specdecode, padding_values_exact)
 			cr_assert(!memcmp(&x[i], &want_x[t], sizeof(float)), "%s: x[%d]",
 				  texts[t], i);
 		}
-		compare(s, b->b, b->n, texts[t]);
+		sd_compare(s, b->b, b->n, texts[t]);
 		pf_arena_release(&a);
 		free(s);
 	}
@@ -1111,136 +874,12 @@ Test(specdecode, padding_values_exact)
  * may have one: both features get the value, as pf_spec_apply_to() does. */
 Test(specdecode, hand_made_spec_with_a_name_twice)
 {
-	buf *b = encode(base_features, NBASE);
-	pf_spec *s = spec_of("tokens:int32[4],tokenz:int64[30]:clip=0:99,x:float32[2],xx:int32[3]");
+	sd_buf *b = sd_encode(base_features, NBASE);
+	pf_spec *s = sd_spec_of("tokens:int32[4],tokenz:int64[30]:clip=0:99,x:float32[2],xx:int32[3]");
 
 	strcpy(s->f[1].name, "tokens");
 	strcpy(s->f[3].name, "x");
-	cr_assert_eq(compare(s, b->b, b->n, "name twice"), 0);
+	cr_assert_eq(sd_compare(s, b->b, b->n, "name twice"), 0);
 	free(b);
 	free(s);
-}
-
-/*
- * Long int rows (1 KiB and more) are staged in the arena and written a
- * whole 64-byte line per streaming store, the partial lines at either
- * end with ordinary stores, the lines past the values from a line of the
- * pad.  Each row here is placed at every offset in a line its dtype
- * allows, between guard bytes, with value counts around the line and
- * row boundaries and past the row, several pads and a clip; the bytes
- * must be the slow path's and the guards untouched.
- */
-static void streamed_row(const char *text, size_t count, size_t off, uint64_t seed)
-{
-	pf_spec *s = spec_of(text);
-	size_t size = pf_dtype_size(s->f[0].dtype), bytes = (size_t)s->f[0].len * size;
-	int64_t *vals = malloc((count + 1) * sizeof(*vals));
-	uint8_t *mem = aligned_alloc(64, (bytes + 256 + 63) / 64 * 64), *want = malloc(bytes);
-	pf_feature f = { .name = "v", .name_len = 1, .kind = PF_KIND_INT64,
-			 .count = (uint32_t)count, .v.int64s = vals };
-	uint8_t *dst[1], *slow[1] = { want };
-	pf_arena a, sa;
-	pf_error err;
-	pf_example ex;
-	rng r = { seed };
-	buf *b;
-	char what[160];
-
-	cr_assert(vals && mem && want);
-	for (size_t i = 0; i < count; i++)
-		vals[i] = next(&r) % 4 ? (int64_t)(next(&r) % 32000) :
-			  (int64_t)next(&r) >> (next(&r) % 64);
-	b = encode(&f, 1);
-	snprintf(what, sizeof(what), "'%s', %zu values at offset %zu", text, count, off);
-	memset(mem, 0xa5, bytes + 256);
-	dst[0] = mem + 64 + off;
-	cr_assert_eq(pf_arena_init(&a, PF_ARENA_BYTES_FOR(b->n)), 0);
-	cr_assert_eq(pf_arena_init(&sa, PF_ARENA_BYTES_FOR(b->n)), 0);
-	a.used = 3;
-	pf_error_clear(&err);
-	cr_assert_eq(pf_spec_decode(s, b->b, b->n, &a, dst, &err), 0, "%s: %s", what, err.msg);
-	cr_assert_eq(a.used, 3, "%s: arena not given back", what);
-	cr_assert_eq(pf_example_decode(b->b, b->n, &sa, &ex, &err), 0);
-	cr_assert_eq(pf_spec_apply_to(s, &ex, slow, &err), 0);
-	cr_assert(!memcmp(dst[0], want, bytes), "%s [%s]: differs", what, pf_varint_impl());
-	for (size_t i = 0; i < 64 + off; i++)
-		cr_assert_eq(mem[i], 0xa5, "%s: wrote %zu bytes before the row", what,
-			     64 + off - i);
-	for (size_t i = 64 + off + bytes; i < bytes + 256; i++)
-		cr_assert_eq(mem[i], 0xa5, "%s: wrote %zu bytes past the row", what,
-			     i - (64 + off + bytes));
-	pf_arena_release(&a);
-	pf_arena_release(&sa);
-	free(b);
-	free(want);
-	free(mem);
-	free(vals);
-	free(s);
-}
-
-Test(specdecode, long_rows_streamed_at_every_offset, .timeout = 120)
-{
-	static const char *const texts[] = {
-		"v:int64[512]", "v:int32[512]:pad=-1", "v:int64[200]:pad=7",
-		"v:int32[300]:pad=-3:clip=0:20000", "v:int64[128]:pad=-1",
-		"v:int32[256]", "v:int64[2000]:clip=-5:100000:pad=9",
-	};
-	static const size_t counts[] = { 0, 1, 7, 8, 15, 16, 17, 63, 64, 65,
-					 127, 128, 129, 199, 200, 201, 255,
-					 256, 257, 300, 301, 511, 512, 513, 700,
-					 1999, 2000, 2100 };
-
-	for (const pf_varint_ops *p = pf_varint_paths; p->name; p++) {
-		if (!p->supported())
-			continue;
-		cr_assert_eq(pf_varint_set_impl(p->name), 0);
-		for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
-			pf_spec *s = spec_of(texts[t]);
-			size_t size = pf_dtype_size(s->f[0].dtype);
-
-			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-				if (counts[c] > 2 * s->f[0].len + 100)
-					continue;
-				for (size_t off = 0; off < 64; off += size)
-					streamed_row(texts[t], counts[c], off,
-						     t * 1000 + c * 64 + off);
-			}
-			free(s);
-		}
-	}
-}
-
-/* PODFEED_STREAM=0 (ordinary stores) is read at first use: this runs
- * in its own process.  Same bytes. */
-Test(specdecode, streaming_off_same_bytes)
-{
-	setenv("PODFEED_STREAM", "0", 1);
-	for (size_t off = 0; off < 64; off += 8)
-		streamed_row("v:int64[512]:pad=-1", 300, off, off);
-	streamed_row("v:int32[512]", 600, 4, 1);
-}
-
-/* PODFEED_SIMD=avx2 and =scalar also choose the streaming stores of a
- * machine without AVX-512 (AVX) or without AVX (SSE2), read at first
- * use: each in its own process, on whatever this CPU has.  Same bytes,
- * at every offset of the row in its line. */
-static void streamed_rows_under(const char *simd)
-{
-	setenv("PODFEED_SIMD", simd, 1);
-	for (size_t off = 0; off < 64; off += 4) {
-		streamed_row("v:int32[512]:pad=-1", 300, off, off);
-		streamed_row("v:int32[300]:pad=-3:clip=0:20000", 301, off, off + 1);
-	}
-	for (size_t off = 0; off < 64; off += 8)
-		streamed_row("v:int64[512]:pad=7", 700, off, off + 2);
-}
-
-Test(specdecode, podfeed_simd_avx2_streams_the_same_bytes)
-{
-	streamed_rows_under("avx2");
-}
-
-Test(specdecode, podfeed_simd_scalar_streams_the_same_bytes)
-{
-	streamed_rows_under("scalar");
 }
