@@ -120,7 +120,6 @@ void pf_io_free(pf_io *io)
 		pf_free(io->files[i].path);
 	}
 	pf_free(io->files);
-	pf_free(io->open_dir);
 	pf_free(io->ops);
 	pf_free(io->idle);
 	pf_free(io->done);
@@ -234,19 +233,17 @@ static bool dir_is_fuse(pf_io *io, const char *path)
 	const char *slash = strrchr(path, '/');
 	size_t dlen = slash ? (size_t)(slash - path) + (slash == path) : 1;
 	struct statfs sfs;
-	char *dir;
 
-	if (io->open_dir && strlen(io->open_dir) == dlen &&
-	    !memcmp(io->open_dir, slash ? path : ".", dlen))
+	if (io->open_dir_len == dlen && !memcmp(io->open_dir, slash ? path : ".", dlen))
 		return io->open_dir_fuse;
-	dir = pf_malloc(dlen + 1);
-	if (!dir)
+	/* A directory this long names no file: the open fails, ENAMETOOLONG. */
+	if (dlen >= sizeof(io->open_dir))
 		return false;
-	memcpy(dir, slash ? path : ".", dlen);
-	dir[dlen] = '\0';
-	pf_free(io->open_dir);
-	io->open_dir = dir;
-	io->open_dir_fuse = statfs(dir, &sfs) == 0 && sfs.f_type == PF_FUSE_SUPER_MAGIC;
+	memcpy(io->open_dir, slash ? path : ".", dlen);
+	io->open_dir[dlen] = '\0';
+	io->open_dir_len = dlen;
+	io->open_dir_fuse = statfs(io->open_dir, &sfs) == 0 &&
+			    sfs.f_type == PF_FUSE_SUPER_MAGIC;
 	return io->open_dir_fuse;
 }
 

@@ -3,6 +3,7 @@
 #ifndef PF_IO_INTERNAL_H
 #define PF_IO_INTERNAL_H
 
+#include <limits.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -204,8 +205,12 @@ struct pf_io {
 	uint32_t files_open, files_open_peak;
 	pf_fs_kind fs_kinds[PF_IO_FS_KINDS];
 	unsigned nfs_kinds;
-	/* The directory of the last open, and whether it is on FUSE. */
-	char *open_dir;
+	/* The directory of the last open (open_dir_len bytes, 0: none yet),
+	 * and whether it is on FUSE.  In place, not allocated: a failed
+	 * allocation there could only turn into a wrong guess, not into the
+	 * open's -ENOMEM. */
+	char open_dir[PATH_MAX];
+	size_t open_dir_len;
 	bool open_dir_fuse;
 
 	/* the requests in the engine, and those of them not in use */
