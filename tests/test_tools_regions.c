@@ -4,7 +4,10 @@
  * The warning comes before the first batch, --cross-region=refuse reads
  * nothing, the report separates the regions, the cross-region MB/s is the
  * mount's cap; an undeclared FUSE mount is named; `loadbench regions`
- * compares mounts side by side; bad region options are refused. */
+ * compares mounts side by side; a start over many far shards asks the
+ * mount only about what it reads (with a manifest), or reads every tail
+ * many at once, one request each (without); bad region options are
+ * refused. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -434,21 +437,11 @@ Test(regions, regions_mode_side_by_side, .fini = teardown, .timeout = 120)
 	json_decref(stop());
 }
 
-/* ------------------------------------------------------------------ */
-/* No FUSE needed                                                       */
-
-/* Without region options: one local region, no ratio, no text section. */
-/* A start at pod scale asks the bucket about the shards the first
- * batch reads, not about every shard: with a manifest neither the
- * regions' check (its sizes are the manifest's, each directory resolved
- * once) nor the report (the plan knows the empty files) sends a request
- * per shard, each a round trip on a far bucket. */
-Test(regions, far_start_asks_only_for_what_it_reads, .fini = teardown, .timeout = 120)
+/* 2,000 token records in n indexed shards (with their manifest) in
+ * backing/, for a regionfs mount at far/. */
+static void far_shards(unsigned n)
 {
 	const char *st = tu_env_tool("SHARDTOOL");
-	json_t *rep, *far, *s;
-	uint64_t asked;
-	result r;
 
 	snprintf(dir, sizeof(dir), "%s", tu_tmpdir());
 	snprintf(backing, sizeof(backing), "%s/backing", dir);
@@ -456,8 +449,23 @@ Test(regions, far_start_asks_only_for_what_it_reads, .fini = teardown, .timeout 
 	snprintf(stats_path, sizeof(stats_path), "%s/stats.json", dir);
 	cr_assert_eq(mkdir(mnt, 0755), 0);
 	cr_assert_eq(tu_system("%s synth --kind tokens --records 2000 --shards 2 --out %s/raw "
-			       ">/dev/null && %s convert --shards 200 --out %s %s/raw >/dev/null",
-			       st, dir, st, backing, dir), 0);
+			       ">/dev/null && %s convert --shards %u --out %s %s/raw >/dev/null",
+			       st, dir, st, n, backing, dir), 0);
+}
+
+/* A start at pod scale asks the bucket about the shards the first
+ * batch reads, not about every shard: with a manifest neither the
+ * regions' check (its sizes are the manifest's, each directory resolved
+ * once) nor the report (the plan knows the empty files) sends a request
+ * per shard, each a round trip on a far bucket. */
+Test(regions, far_start_asks_only_for_what_it_reads, .fini = teardown, .timeout = 120)
+{
+	json_t *rep, *far, *s;
+	uint64_t asked;
+	result r;
+
+	tu_need_fuse();
+	far_shards(200);
 	start("", backing);
 	r = run("--quiet --json --steps 1 --per-core-batch 10 --cores 1 --threads 1 "
 		"--io-depth 4 --region us-east1 --mount %s=europe-west4 %s", mnt, mnt);
@@ -487,18 +495,11 @@ Test(regions, far_start_asks_only_for_what_it_reads, .fini = teardown, .timeout 
  * request. */
 Test(regions, far_tails_are_read_many_at_once, .fini = teardown, .timeout = 120)
 {
-	const char *st = tu_env_tool("SHARDTOOL");
 	json_t *s;
 	result r;
 
-	snprintf(dir, sizeof(dir), "%s", tu_tmpdir());
-	snprintf(backing, sizeof(backing), "%s/backing", dir);
-	snprintf(mnt, sizeof(mnt), "%s/far", dir);
-	snprintf(stats_path, sizeof(stats_path), "%s/stats.json", dir);
-	cr_assert_eq(mkdir(mnt, 0755), 0);
-	cr_assert_eq(tu_system("%s synth --kind tokens --records 2000 --shards 2 --out %s/raw "
-			       ">/dev/null && %s convert --shards 100 --out %s %s/raw >/dev/null",
-			       st, dir, st, backing, dir), 0);
+	tu_need_fuse();
+	far_shards(100);
 	start("--rtt-ms 20 --cache-s 60", backing);
 	r = run("--quiet --steps 1 --no-manifest --per-core-batch 10 --cores 1 --threads 1 %s",
 		mnt);
@@ -516,6 +517,10 @@ Test(regions, far_tails_are_read_many_at_once, .fini = teardown, .timeout = 120)
 	json_decref(s);
 }
 
+/* ------------------------------------------------------------------ */
+/* No FUSE needed                                                       */
+
+/* Without region options: one local region, no ratio, no text section. */
 Test(regions, local_only_run)
 {
 	json_t *rep, *loc;
