@@ -14,22 +14,6 @@ struct criterion_test_params ft_both_backends(void)
 	return cr_make_param_array(int, which, 2);
 }
 
-pf_io *ft_engine(const char *backend, pf_io_config cfg)
-{
-	pf_io *io;
-	pf_error err;
-	int ret;
-
-	cfg.queue_depth = 16;
-	cfg.backend = backend;
-	pf_error_clear(&err);
-	ret = pf_io_create(&io, &cfg, &err);
-	if (ret == -EPERM || ret == -ENOSYS)
-		cr_skip_test("io_uring is refused on this kernel (%s)", pf_strerror(ret));
-	cr_assert_eq(ret, 0, "%s", err.msg);
-	return io;
-}
-
 int64_t ft_read_one(pf_io *io, pf_io_req *r)
 {
 	pf_io_req *done[1];

@@ -18,11 +18,6 @@ extern const char *const ft_backend_names[2];
  * value: indexes). */
 struct criterion_test_params ft_both_backends(void);
 
-/* An engine on backend with cfg's reliability fields (queue depth 16);
- * skips the test where io_uring is refused, fails it on another error.
- * The caller frees it with pf_io_free(). */
-pf_io *ft_engine(const char *backend, pf_io_config cfg);
-
 /* Submit one request and wait for it.  @return its result. */
 int64_t ft_read_one(pf_io *io, pf_io_req *r);
 

@@ -86,7 +86,7 @@ ParameterizedTest(int *which, faults, nth_request_eio_is_retried)
 	const size_t len = 20 * CHUNK + 77;
 	uint8_t *content;
 	const char *path = make_file(len, &content);
-	pf_io *io = ft_engine(ft_backend_names[*which],
+	pf_io *io = tu_engine(ft_backend_names[*which],
 			      (pf_io_config){ .faults = "eio@3,eio@9", .retries = 3,
 					      .retry_backoff_us = 500 });
 	pf_io_stats st;
@@ -114,7 +114,7 @@ ParameterizedTest(int *which, faults, eio_on_every_read_exhausts_the_retries)
 {
 	uint8_t *content, buf[4096];
 	const char *path = make_file(1 << 20, &content);
-	pf_io *io = ft_engine(ft_backend_names[*which],
+	pf_io *io = tu_engine(ft_backend_names[*which],
 			      (pf_io_config){ .faults = "eio:1", .retries = 2,
 					      .retry_backoff_us = 1000 });
 	pf_io_req r = { .offset = 12288, .len = sizeof(buf), .buf = buf, .buf_index = -1 };
@@ -155,7 +155,7 @@ ParameterizedTest(int *which, faults, no_retries_fails_at_once)
 {
 	uint8_t *content, buf[4096];
 	const char *path = make_file(1 << 16, &content);
-	pf_io *io = ft_engine(ft_backend_names[*which],
+	pf_io *io = tu_engine(ft_backend_names[*which],
 			      (pf_io_config){ .faults = "eio@2", .retries = PF_IO_RETRIES_NONE });
 	pf_io_req r = { .len = sizeof(buf), .buf = buf, .buf_index = -1 };
 	pf_error err;
@@ -182,7 +182,7 @@ ParameterizedTest(int *which, faults, short_reads_are_completed)
 	const size_t len = 10 * CHUNK + 1000;
 	uint8_t *content;
 	const char *path = make_file(len, &content);
-	pf_io *io = ft_engine(ft_backend_names[*which], (pf_io_config){ .faults = "short:1" });
+	pf_io *io = tu_engine(ft_backend_names[*which], (pf_io_config){ .faults = "short:1" });
 	pf_io_stats st;
 	pf_error err;
 	int f = pf_io_add_file(io, path, 0, &err);
@@ -209,7 +209,7 @@ ParameterizedTest(int *which, faults, enoent_is_not_retried)
 {
 	uint8_t *content, buf[1000];
 	const char *path = make_file(1 << 16, &content);
-	pf_io *io = ft_engine(ft_backend_names[*which],
+	pf_io *io = tu_engine(ft_backend_names[*which],
 			      (pf_io_config){ .faults = "enoent@1", .retries = 5 });
 	pf_io_req r = { .offset = 500, .len = sizeof(buf), .buf = buf, .buf_index = -1 };
 	pf_io_stats st;
@@ -239,7 +239,7 @@ ParameterizedTest(int *which, faults, latency_is_added)
 {
 	uint8_t *content, buf[4096];
 	const char *path = make_file(1 << 16, &content);
-	pf_io *io = ft_engine(ft_backend_names[*which],
+	pf_io *io = tu_engine(ft_backend_names[*which],
 			      (pf_io_config){ .faults = "delay=150ms@2" });
 	pf_io_req r = { .len = sizeof(buf), .buf = buf, .buf_index = -1 };
 	pf_io_stats st;
@@ -274,7 +274,7 @@ ParameterizedTest(int *which, faults, hung_read_times_out_naming_the_file, .time
 {
 	uint8_t *content, buf[4096];
 	const char *path = make_file(1 << 16, &content);
-	pf_io *io = ft_engine(ft_backend_names[*which],
+	pf_io *io = tu_engine(ft_backend_names[*which],
 			      (pf_io_config){ .faults = "hang@1", .timeout_ms = 200,
 					      .retries = 3 });
 	pf_io_req r = { .offset = 8192, .len = sizeof(buf), .buf = buf, .buf_index = -1 };
@@ -315,7 +315,7 @@ ParameterizedTest(int *which, faults, the_same_spec_faults_the_same_reads)
 	uint64_t faults[2], retries[2], shorts[2];
 
 	for (int run = 0; run < 2; run++) {
-		pf_io *io = ft_engine(ft_backend_names[*which],
+		pf_io *io = tu_engine(ft_backend_names[*which],
 				      (pf_io_config){ .faults = "eio:0.2,short:0.3,seed=11",
 						      .retries = 10,
 						      .retry_backoff_us = PF_IO_BACKOFF_NONE });
@@ -344,7 +344,7 @@ Test(faults, direct_short_reads_stay_aligned)
 	const char *path = make_file(1 << 20, &content);
 
 	for (int b = 0; b < 2; b++) {
-		pf_io *io = ft_engine(ft_backend_names[b], (pf_io_config){ .faults = "short:1" });
+		pf_io *io = tu_engine(ft_backend_names[b], (pf_io_config){ .faults = "short:1" });
 		pf_io_req r = { .offset = 65536, .len = 8 * 4096, .buf_index = -1 };
 		pf_io_stats st;
 		pf_error err;

@@ -30,22 +30,6 @@ static struct criterion_test_params both_backends(void)
 	return cr_make_param_array(int, which, 2);
 }
 
-static pf_io *engine(const char *backend, pf_io_config cfg)
-{
-	pf_io *io;
-	pf_error err;
-	int ret;
-
-	cfg.backend = backend;
-	cfg.queue_depth = cfg.queue_depth ? cfg.queue_depth : 16;
-	pf_error_clear(&err);
-	ret = pf_io_create(&io, &cfg, &err);
-	if (ret == -EPERM || ret == -ENOSYS)
-		cr_skip_test("io_uring is refused on this kernel (%s)", pf_strerror(ret));
-	cr_assert_eq(ret, 0, "%s", err.msg);
-	return io;
-}
-
 /* File i's bytes: its length and a pattern of its own. */
 static size_t file_len(unsigned i)
 {
@@ -168,7 +152,7 @@ ParameterizedTest(int *which, io_open, more_files_than_any_table, .timeout = 120
 {
 	const unsigned n = 5000;
 	char **paths = make_files(n);
-	pf_io *io = engine(backend_names[*which], (pf_io_config){ .max_files = 8 });
+	pf_io *io = tu_engine(backend_names[*which], (pf_io_config){ .max_files = 8 });
 	unsigned fds0 = open_fds(), indexes;
 	pf_io_engine_stats st;
 
@@ -193,7 +177,7 @@ ParameterizedTest(int *which, io_open, more_files_than_any_table, .timeout = 120
 Test(io_open, registered_files_hold_no_descriptor)
 {
 	char **paths = make_files(12);
-	pf_io *io = engine("uring", (pf_io_config){ .max_files = 8 });
+	pf_io *io = tu_engine("uring", (pf_io_config){ .max_files = 8 });
 	unsigned fds0 = open_fds();
 	pf_error err;
 	int f[12];
@@ -256,7 +240,7 @@ ParameterizedTest(int *which, io_open, failed_opens_name_the_file)
 	tu_write_file(locked, "0123456789", 10);
 	cr_assert_eq(chmod(locked, 0), 0);
 	drop_dac_override();
-	io = engine(backend_names[*which], (pf_io_config){ .retries = 2 });
+	io = tu_engine(backend_names[*which], (pf_io_config){ .retries = 2 });
 
 	cr_assert_eq(open_one(io, missing, &r, &err), -ENOENT);
 	pf_error_format(&err, line, sizeof(line));
@@ -311,7 +295,7 @@ ParameterizedTestParameters(io_open, open_and_close_rules)
 ParameterizedTest(int *which, io_open, open_and_close_rules)
 {
 	char **paths = make_files(3);
-	pf_io *io = engine(backend_names[*which], (pf_io_config){ 0 });
+	pf_io *io = tu_engine(backend_names[*which], (pf_io_config){ 0 });
 	pf_io_req o, rd, *done[4];
 	uint8_t buf[5000];
 	pf_error err;
@@ -360,7 +344,7 @@ ParameterizedTestParameters(io_open, open_faults_are_retried_or_named)
 ParameterizedTest(int *which, io_open, open_faults_are_retried_or_named)
 {
 	char **paths = make_files(4);
-	pf_io *io = engine(backend_names[*which],
+	pf_io *io = tu_engine(backend_names[*which],
 			   (pf_io_config){ .faults = "open-eio@2,open-enoent@3,eio@1",
 					   .retries = 2, .retry_backoff_us = 100 });
 	pf_io_req r, rd, *done[1];
@@ -391,7 +375,7 @@ ParameterizedTest(int *which, io_open, open_faults_are_retried_or_named)
 	pf_io_free(io);
 
 	/* Without retries the injected EIO is the open's error. */
-	io = engine(backend_names[*which],
+	io = tu_engine(backend_names[*which],
 		    (pf_io_config){ .faults = "open-eio@1", .retries = PF_IO_RETRIES_NONE });
 	cr_assert_eq(open_one(io, paths[0], &r, &err), -EIO);
 	pf_error_format(&err, line, sizeof(line));
@@ -412,7 +396,7 @@ ParameterizedTestParameters(io_open, an_open_delay_is_waited)
 ParameterizedTest(int *which, io_open, an_open_delay_is_waited)
 {
 	char **paths = make_files(1);
-	pf_io *io = engine(backend_names[*which],
+	pf_io *io = tu_engine(backend_names[*which],
 			   (pf_io_config){ .faults = "open-delay=30ms@1" });
 	pf_io_req r;
 	pf_error err;

@@ -314,7 +314,7 @@ ParameterizedTest(int *which, fuse_faults, stalled_read_times_out, .fini = rfs_t
 	 * kernel can interrupt (a buffered read waits for the page killably,
 	 * see pf_io.h). */
 	rfs_start("--stall-rate 1 --direct-io");
-	io = ft_engine(ft_backend_names[*which], (pf_io_config){ .timeout_ms = 300 });
+	io = tu_engine(ft_backend_names[*which], (pf_io_config){ .timeout_ms = 300 });
 	snprintf(path, sizeof(path), "%s/shard.bin", rfs_mnt);
 	pf_error_clear(&err);
 	r.file = (uint32_t)pf_io_add_file(io, path, 0, &err);

@@ -372,3 +372,19 @@ void tu_need_mpirun(void)
 	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
 		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
 }
+
+pf_io *tu_engine(const char *backend, pf_io_config cfg)
+{
+	pf_io *io;
+	pf_error err;
+	int ret;
+
+	cfg.backend = backend;
+	cfg.queue_depth = cfg.queue_depth ? cfg.queue_depth : 16;
+	pf_error_clear(&err);
+	ret = pf_io_create(&io, &cfg, &err);
+	if (ret == -EPERM || ret == -ENOSYS)
+		cr_skip_test("io_uring is refused on this kernel (%s)", pf_strerror(ret));
+	cr_assert_eq(ret, 0, "%s", err.msg);
+	return io;
+}

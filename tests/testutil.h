@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "pf_common.h"
+#include "pf_io.h"
 
 /* Read a whole file into a malloc'd buffer (caller frees); aborts the
  * test with a message when it cannot. */
@@ -69,6 +70,11 @@ void tu_write_id_stream(const char *path, uint64_t first, uint64_t count, bool g
 /* A fresh temporary directory holding one indexed shard of ids
  * [0, count) (4 KiB frames): @return the directory. */
 const char *tu_id_dataset(uint64_t count);
+
+/* An I/O engine of backend ("uring" or "pread") with cfg (queue depth
+ * 16 unless cfg says): the test is skipped where the kernel refuses
+ * io_uring (EPERM, ENOSYS), fails on any other error. */
+pf_io *tu_engine(const char *backend, pf_io_config cfg);
 
 /* regionfs mounts: tu_need_fuse() skips the test where /dev/fuse cannot be
  * opened or regionfs was not built; tu_regionfs_start() runs `regionfs -f
