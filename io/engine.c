@@ -208,17 +208,24 @@ static const pf_io_file *open_file(const pf_io *io, uint32_t i)
 	return f && f->state == PF_FILE_OPEN ? f : NULL;
 }
 
-/* Whether the file system of dev (path lies on it) is FUSE: statfs(2)
- * once per device, not per file. */
-static bool fs_is_fuse(pf_io *io, dev_t dev, const char *path)
+/* Whether path lies on a FUSE file system (statfs(2)). */
+static bool on_fuse(const char *path)
 {
 	struct statfs sfs;
+
+	return statfs(path, &sfs) == 0 && sfs.f_type == PF_FUSE_SUPER_MAGIC;
+}
+
+/* Whether the file system of dev (path lies on it) is FUSE: asked once
+ * per device, not per file. */
+static bool fs_is_fuse(pf_io *io, dev_t dev, const char *path)
+{
 	bool fuse;
 
 	for (unsigned i = 0; i < io->nfs_kinds; i++)
 		if (io->fs_kinds[i].dev == dev)
 			return io->fs_kinds[i].fuse;
-	fuse = statfs(path, &sfs) == 0 && sfs.f_type == PF_FUSE_SUPER_MAGIC;
+	fuse = on_fuse(path);
 	if (io->nfs_kinds < PF_IO_FS_KINDS)
 		io->fs_kinds[io->nfs_kinds++] = (pf_fs_kind){ dev, fuse };
 	return fuse;
@@ -232,7 +239,6 @@ static bool dir_is_fuse(pf_io *io, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	size_t dlen = slash ? (size_t)(slash - path) + (slash == path) : 1;
-	struct statfs sfs;
 
 	if (io->open_dir_len == dlen && !memcmp(io->open_dir, slash ? path : ".", dlen))
 		return io->open_dir_fuse;
@@ -242,8 +248,7 @@ static bool dir_is_fuse(pf_io *io, const char *path)
 	memcpy(io->open_dir, slash ? path : ".", dlen);
 	io->open_dir[dlen] = '\0';
 	io->open_dir_len = dlen;
-	io->open_dir_fuse = statfs(io->open_dir, &sfs) == 0 &&
-			    sfs.f_type == PF_FUSE_SUPER_MAGIC;
+	io->open_dir_fuse = on_fuse(io->open_dir);
 	return io->open_dir_fuse;
 }
 
