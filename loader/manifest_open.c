@@ -95,11 +95,30 @@ int pf_manifest_load(pf_manifest **out, const char *path, pf_region_table *regio
 	return ret;
 }
 
+size_t pf_manifest_shard_path(const char *manifest, const pf_manifest_shard *s,
+			      char *buf, size_t cap)
+{
+	const char *slash = strrchr(manifest, '/');
+	/* Shard paths are relative to the manifest's directory:
+	 * "d/x.manifest" gives "d/", "/x.manifest" "/", "x.manifest" "". */
+	size_t dirlen = slash ? (size_t)(slash - manifest) + 1 : 0;
+	size_t plen = strlen(s->path);
+
+	if (cap) {
+		size_t d = dirlen < cap - 1 ? dirlen : cap - 1;
+		size_t p = plen < cap - 1 - d ? plen : cap - 1 - d;
+
+		memcpy(buf, manifest, d);
+		memcpy(buf + d, s->path, p);
+		buf[d + p] = '\0';
+	}
+	return dirlen + plen;
+}
+
 int pf_dataset_open_manifest(pf_dataset *ds, const char *path, const pf_source_config *scfg,
 			     pf_error *err)
 {
-	size_t dirlen, ucap = 0;
-	const char *slash = strrchr(path, '/');
+	size_t ucap = 0;
 	int ret = pf_manifest_load(&ds->manifest, path, scfg ? scfg->regions : NULL, err);
 
 	if (ret < 0)
@@ -118,19 +137,16 @@ int pf_dataset_open_manifest(pf_dataset *ds, const char *path, const pf_source_c
 		ret = -ENOMEM;
 		goto out;
 	}
-	/* Shard paths are relative to the manifest's directory. */
-	dirlen = slash ? (size_t)(slash - path) + 1 : 0;
 	for (size_t i = 0; i < ds->nfiles; i++) {
 		const pf_manifest_shard *s = pf_manifest_get(ds->manifest, i);
-		size_t plen = strlen(s->path);
+		size_t len = pf_manifest_shard_path(path, s, NULL, 0);
 
-		ds->paths[i] = pf_malloc(dirlen + plen + 1);
+		ds->paths[i] = pf_malloc(len + 1);
 		if (!ds->paths[i]) {
 			ret = -ENOMEM;
 			goto out;
 		}
-		memcpy(ds->paths[i], path, dirlen);
-		memcpy(ds->paths[i] + dirlen, s->path, plen + 1);
+		pf_manifest_shard_path(path, s, ds->paths[i], len + 1);
 		ds->file_size[i] = s->size;
 		ds->mtime_ns[i] = s->mtime_ns;
 		ds->alignment[i] = s->alignment;

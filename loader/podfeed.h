@@ -151,6 +151,12 @@ PF_API int pf_manifest_locate(const char *const *paths, size_t n, char **manifes
  *  the file, the byte offset and what was wrong. */
 PF_API int pf_manifest_load(pf_manifest **out, const char *path, pf_region_table *regions,
 			    pf_error *err);
+/*! pf_manifest_shard_path(): shard s's path, relative to the directory
+ *  of the manifest at manifest (as it names its shards), into buf, as
+ *  snprintf() does.  @return the path's length (buf holds it whole when
+ *  that is below cap). */
+PF_API size_t pf_manifest_shard_path(const char *manifest, const pf_manifest_shard *s,
+				     char *buf, size_t cap);
 
 /* ------------------------------------------------------------------ */
 /* Feature spec: which features, how they become dense tensors          */

@@ -218,3 +218,24 @@ Test(loader_manifest, shardtool_writes_it, .timeout = 60)
 	cr_assert_neq(tu_capture(cmd, text, sizeof(text), &len), 0);
 	cr_assert(strstr(text, "not under the manifest's directory"), "%s", text);
 }
+
+/* A shard's path is the manifest's directory and the shard's name, as
+ * snprintf() writes: the whole length returned, the text cut to fit. */
+Test(loader_manifest, shard_paths_are_relative_to_the_manifest)
+{
+	pf_manifest_shard s = { .path = "part-1.tfrecord.zst" };
+	char buf[64];
+
+	cr_assert_eq(pf_manifest_shard_path("d/e/x.manifest", &s, buf, sizeof(buf)), 23);
+	cr_assert_str_eq(buf, "d/e/part-1.tfrecord.zst");
+	cr_assert_eq(pf_manifest_shard_path("/x.manifest", &s, buf, sizeof(buf)), 20);
+	cr_assert_str_eq(buf, "/part-1.tfrecord.zst");
+	cr_assert_eq(pf_manifest_shard_path("x.manifest", &s, buf, sizeof(buf)), 19);
+	cr_assert_str_eq(buf, "part-1.tfrecord.zst");
+	cr_assert_eq(pf_manifest_shard_path("d/e/x.manifest", &s, buf, 6), 23);
+	cr_assert_str_eq(buf, "d/e/p");
+	cr_assert_eq(pf_manifest_shard_path("d/e/x.manifest", &s, buf, 3), 23);
+	cr_assert_str_eq(buf, "d/");
+	cr_assert_eq(pf_manifest_shard_path("d/e/x.manifest", &s, NULL, 0), 23);
+}
+

@@ -575,15 +575,11 @@ static int resolve_topology(bool index_given, uint64_t *host_index,
 	return 0;
 }
 
-/* The regions' check over the manifest's shards (named from the
- * manifest's directory), weighed by the manifest's sizes: no stat per
- * shard.  @return regions_check()'s. */
+/* The regions' check over the manifest's shards, weighed by the
+ * manifest's sizes: no stat per shard.  @return regions_check()'s. */
 static int manifest_regions_check(regions_opts *ro, const pf_manifest *m, const char *mpath)
 {
 	size_t n = pf_manifest_shards(m);
-	const char *slash = strrchr(mpath, '/');
-	/* "d/x.manifest": "d/"; "/x.manifest": "/"; "x.manifest": "". */
-	int dlen = slash ? (int)(slash - mpath) + 1 : 0;
 	char **paths = calloc(n, sizeof(*paths));
 	uint64_t *sizes = calloc(n, sizeof(*sizes));
 	int ret = 1;
@@ -594,14 +590,14 @@ static int manifest_regions_check(regions_opts *ro, const pf_manifest *m, const 
 	}
 	for (size_t i = 0; i < n; i++) {
 		const pf_manifest_shard *sh = pf_manifest_get(m, i);
-		size_t len = (size_t)dlen + strlen(sh->path) + 1;
+		size_t len = pf_manifest_shard_path(mpath, sh, NULL, 0) + 1;
 
 		paths[i] = malloc(len);
 		if (!paths[i]) {
 			cli_fail("out of memory");
 			goto out;
 		}
-		snprintf(paths[i], len, "%.*s%s", dlen, mpath, sh->path);
+		pf_manifest_shard_path(mpath, sh, paths[i], len);
 		sizes[i] = sh->size;
 	}
 	ret = regions_check(ro, paths, sizes, (int)n);
