@@ -62,6 +62,18 @@ static char *format(const pf_report *r, pf_report_output how)
 	return s;
 }
 
+/* A report of the loader section alone (asserted to add). */
+static pf_report *loader_report(const pf_loader_config *cfg, const pf_loader_metrics *m,
+				const pf_run_info *info)
+{
+	pf_report *r;
+	pf_error err;
+
+	cr_assert_eq(pf_report_create(&r), 0);
+	cr_assert_eq(pf_report_add_loader(r, cfg, m, info, &err), 0, "%s", err.msg);
+	return r;
+}
+
 static json_t *parse(const pf_report *r)
 {
 	char *s = format(r, PF_REPORT_JSON);
@@ -142,8 +154,7 @@ Test(report, loader_section_as_text_and_json)
 	info.nfiles = 2;
 	info.runs = 3;
 	metrics(&m);
-	cr_assert_eq(pf_report_create(&r), 0);
-	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	r = loader_report(&cfg, &m, &info);
 
 	text = format(r, PF_REPORT_TEXT);
 	cr_assert(strstr(text, "files       2\n"), "%s", text);
@@ -185,15 +196,13 @@ Test(report, loader_section_as_text_and_json)
 	 * empty, the stat names which. */
 	m.dataset_files = 2;
 	m.empty_files = 0;
-	cr_assert_eq(pf_report_create(&r), 0);
-	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	r = loader_report(&cfg, &m, &info);
 	text = format(r, PF_REPORT_TEXT);
 	cr_assert_null(strstr(text, "empty  "), "%s", text);
 	free(text);
 	pf_report_free(r);
 	m.empty_files = 1;
-	cr_assert_eq(pf_report_create(&r), 0);
-	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	r = loader_report(&cfg, &m, &info);
 	text = format(r, PF_REPORT_TEXT);
 	cr_assert(strstr(text, "empty       1 file of 0 bytes, 0 records: "), "%s", text);
 	free(text);
@@ -216,14 +225,12 @@ Test(report, tuning_lines_and_json)
 	};
 	pf_run_info info = run;
 	pf_report *r;
-	pf_error err;
 	json_t *o, *t;
 	char *text;
 
 	metrics(&m);
 	info.tuning = &tune;
-	cr_assert_eq(pf_report_create(&r), 0);
-	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	r = loader_report(&cfg, &m, &info);
 	text = format(r, PF_REPORT_TEXT);
 	cr_assert(strstr(text, "threads     2 (auto): decode 2.1 ms a batch against 1.0 ms of "
 			 "the consumer\nio_depth    6 (auto): reads of 0.4 ms against 0.1 ms "
@@ -245,8 +252,7 @@ Test(report, tuning_lines_and_json)
 	/* Without it: no lines, no member, the config's depth (zero: the
 	 * most auto may choose). */
 	info.tuning = NULL;
-	cr_assert_eq(pf_report_create(&r), 0);
-	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &info, &err), 0, "%s", err.msg);
+	r = loader_report(&cfg, &m, &info);
 	text = format(r, PF_REPORT_TEXT);
 	cr_assert_null(strstr(text, "threads  "), "%s", text);
 	cr_assert(strstr(text, "io          io_uring, depth 32\n"), "%s", text);
