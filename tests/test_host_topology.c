@@ -510,16 +510,12 @@ Test(topology, loadbench_under_mpirun, .timeout = 120)
 	const char *d = tu_tmpdir();
 	char cmd[4096], out[8192];
 
-	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
-		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
+	tu_need_launcher();
 	cr_assert_eq(tu_system("%s synth --kind tokens --records 600 --shards 2 --out %s/raw "
 			       ">/dev/null && %s convert --shards 2 --out %s/z %s/raw >/dev/null",
 			       tu_env_tool("SHARDTOOL"), d, tu_env_tool("SHARDTOOL"), d, d), 0);
-	/* As root Open MPI refuses to start without these two. */
 	snprintf(cmd, sizeof(cmd),
-		 "env -u RANK -u WORLD_SIZE -u TPU_WORKER_ID -u TPU_WORKER_HOSTNAMES "
-		 "-u CLOUD_TPU_TASK_ID OMPI_ALLOW_RUN_AS_ROOT=1 "
-		 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
+		 TU_MPI_ENV "mpirun --oversubscribe -np 2 "
 		 "%s --quiet --json --per-core-batch 10 --threads 1 %s/z 2>&1 >/dev/null",
 		 tu_env_tool("LOADBENCH"), d);
 	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0, "%s", out);

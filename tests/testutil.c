@@ -363,14 +363,22 @@ uint64_t tu_alloc_live(void)
 	return __atomic_load_n(&tu_alloc.live, __ATOMIC_RELAXED);
 }
 
+void tu_need_launcher(void)
+{
+	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
+		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
+	/* Each test runs in a process of its own: the variable reaches only
+	 * this test's commands. */
+	cr_assert_eq(setenv("TMPDIR", tu_tmpdir(), 1), 0);
+}
+
 void tu_need_mpirun(void)
 {
 #ifndef PF_TEST_HAVE_MPI
 	cr_skip_test("podfeed was built without MPI (meson -Dmpi=disabled, or no "
 		     "libopenmpi-dev)");
 #endif
-	if (tu_system("command -v mpirun >/dev/null 2>&1") != 0)
-		cr_skip_test("mpirun is not installed (Debian package openmpi-bin)");
+	tu_need_launcher();
 }
 
 pf_io *tu_engine(const char *backend, pf_io_config cfg)

@@ -43,15 +43,21 @@ bool tu_is_mounted(const char *path);
 
 /* Open MPI under the test runner: the prefix of a shell command that
  * starts mpirun without the launcher variables of the runner itself
- * leaking in (as root Open MPI needs both ALLOW variables), and
+ * leaking in (as root Open MPI needs both ALLOW variables);
  * tu_need_mpirun(), which skips the test where podfeed was built without
- * MPI or mpirun is not installed. */
+ * MPI or mpirun is not installed; and tu_need_launcher(), which skips it
+ * only without mpirun.  Both give this test's mpirun runs a TMPDIR of
+ * their own: mpiruns that share one race on its session directory
+ * (ompi.HOST.UID), which one creates while another, ending, removes it
+ * ("A call to mkdir was unable to create the desired directory ... File
+ * exists", orte_session_dir failed). */
 #define TU_MPI_ENV                                                           \
 	"env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK "   \
 	"-u PMI_RANK -u PMI_SIZE -u TPU_WORKER_ID -u TPU_WORKER_HOSTNAMES "    \
 	"-u CLOUD_TPU_TASK_ID -u RANK -u WORLD_SIZE "                          \
 	"OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
 void tu_need_mpirun(void);
+void tu_need_launcher(void);
 
 /* Datasets of records with known ids: tu_id_example() encodes the
  * Example {"id": [id], "v": [id, id/2, id/3]} (@return its length);
