@@ -335,16 +335,20 @@ Test(regionfs, io_uring_reads_are_byte_identical, .fini = teardown, .timeout = 1
 	free(data);
 }
 
-/* The token bucket sets the pace: 60 MB at 50 MB/s take 1.2 s, far more
- * than the mount needs without a cap.  A 4 MiB burst adds at most 7.5%.
- * Only the upper bound is asserted: a loaded machine (the suite runs
- * tests in parallel on 2 cores, the sanitizers) can make the reader
- * slower than the cap, never faster; that the bucket made it wait is
- * checked from the mount's own counters. */
+/* The token bucket sets the pace: 20 MB at 10 MB/s take 2 s, far more
+ * than the mount needs without a cap.  A 1 MiB burst adds at most 5.5%.
+ * Only the upper bound is asserted of the rate: a loaded machine (the
+ * suite runs tests in parallel on 2 cores, the sanitizers) can make the
+ * reader slower than the cap, never faster.  That the bucket made the
+ * reader wait is checked from the mount's own counters, and needs a
+ * reader faster than the cap: a reader below the cap never waits, and
+ * one near it may not (the burst absorbs its lag), so the cap is set low
+ * enough that any reader here outruns it (an ASan build on a busy
+ * machine reads this mount at well over 100 MB/s). */
 Test(regionfs, mbps_caps_throughput, .fini = teardown, .timeout = 120)
 {
-	const size_t len = 60 * 1000 * 1000;
-	const double cap = 50;
+	const size_t len = 20 * 1000 * 1000;
+	const double cap = 10;
 	uint8_t *data, *got;
 	int64_t t0;
 	double secs, rate;
@@ -352,7 +356,7 @@ Test(regionfs, mbps_caps_throughput, .fini = teardown, .timeout = 120)
 	need_fuse();
 	make_dirs();
 	data = make_file("big.bin", len, 12);
-	start("--mbps 50 --burst 4M");
+	start("--mbps 10 --burst 1M");
 	t0 = tu_now_ns();
 	got = read_all(in_mnt("big.bin"), len);
 	secs = (double)(tu_now_ns() - t0) / 1e9;
@@ -364,13 +368,11 @@ Test(regionfs, mbps_caps_throughput, .fini = teardown, .timeout = 120)
 	stop(SIGINT);
 	json_t *s = stats();
 	cr_assert_eq(ju(s, "read_bytes"), len);
-	/* Near the cap, the bucket, not the reader, set the pace: it made
-	 * the reader wait (how long depends on the reader, so only that it
-	 * did).  A reader slowed below the cap by a loaded machine never
-	 * reaches the bucket's limit and need not wait. */
-	cr_assert(jd(s, "bw_wait_s") > 0 || rate < cap * 0.9,
-		  "read %.1f MB/s, near the %.0f MB/s cap, yet the bucket never "
-		  "made the reader wait", rate, cap);
+	/* The bucket, not the reader, set the pace: it made the reader wait
+	 * (how long depends on the reader, so only that it did). */
+	cr_assert(jd(s, "bw_wait_s") > 0,
+		  "read %.1f MB/s through a %.0f MB/s cap, yet the bucket never made "
+		  "the reader wait", rate, cap);
 	json_decref(s);
 	free(data);
 	free(got);
