@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to transform/: the image decoders' table and the resampler that
+ * the decoders feed row by row (image.c joins them). */
+#ifndef PF_IMAGE_INTERNAL_H
+#define PF_IMAGE_INTERNAL_H
+
+#include "pf_transform.h"
+
+/* The region of an image a decoder is asked for, in the pixels of the
+ * image scaled by 1/scale (JPEG's DCT scaling: the scaled image is
+ * ceil(width / scale) x ceil(height / scale)). */
+typedef struct pf_image_request {
+	uint32_t x, y, w, h;
+	uint32_t scale;		/* 1, 2, 4, 8; 1 for decoders without scaling */
+	uint32_t channels;	/* 3: RGB, 1: luma (PIL's "L") */
+	uint64_t max_pixels;	/* the limit (libjpeg's own memory is bounded by it) */
+} pf_image_request;
+
+/* The decoder hands the region's rows top to bottom: row r (0 .. h-1) is
+ * w pixels of channels bytes.  A nonzero return stops the decode and is
+ * returned. */
+typedef int (*pf_image_row_fn)(void *ctx, uint32_t row, const uint8_t *pixels);
+
+/* One image format: a const table (STYLE.md, "Back-ends are tables"). */
+typedef struct pf_image_decoder {
+	pf_image_format format;
+	const char *name;
+	bool dct_scaling;	/* can decode at 1/2, 1/4, 1/8 */
+	/* The header: size, components.  -EBADMSG with err. */
+	int (*probe)(const uint8_t *data, size_t len, pf_image_info *info, pf_error *err);
+	/* Scratch bytes decode() needs for req (besides what the decoder's
+	 * library allocates itself). */
+	size_t (*scratch_bytes)(const pf_image_info *info, const pf_image_request *req);
+	/* The region's rows to row(); scratch has scratch_bytes() bytes. */
+	int (*decode)(const uint8_t *data, size_t len, const pf_image_info *info,
+		      const pf_image_request *req, uint8_t *scratch, pf_image_row_fn row,
+		      void *ctx, pf_error *err);
+} pf_image_decoder;
+
+extern const pf_image_decoder pf_image_jpeg;
+extern const pf_image_decoder pf_image_png;
+
+/* The decoder of a format, NULL for PF_IMAGE_UNKNOWN. */
+const pf_image_decoder *pf_image_decoder_for(pf_image_format f);
+
+/* eval's box, in the image's (fractional) pixels: x0, y0, x1, y1 of
+ * torchvision's Resize(int(out_h / 0.875)) then CenterCrop((out_h,
+ * out_w)), so that resizing it to the output is the two in one pass. */
+void pf_image_crop_eval(uint32_t img_w, uint32_t img_h, uint32_t out_w, uint32_t out_h,
+			double box[4]);
+
+/* PIL's RGB to "L": (R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16,
+ * n pixels, in place is fine (dst <= src). */
+void pf_image_rgb_to_luma(uint8_t *dst, const uint8_t *src, uint32_t n);
+
+/* ------------------------------------------------------------------ */
+/* The resampler: PIL's ImagingResample with its bilinear filter, in its
+ * fixed point (22 fractional bits), horizontal pass first, then vertical,
+ * so that the output equals Image.resize(size, BILINEAR, box) on the same
+ * source.  Rows come in one at a time (pf_resampler_push()); the vertical
+ * pass keeps a ring of the horizontally resized rows its window needs,
+ * so memory is that ring, not the image.
+ *
+ * The source is a region of src_w x src_h pixels (the filter clamps at
+ * its edges, as PIL's at an image's); box is the part of it resized to
+ * out_w x out_h, in the region's pixels (fractional). */
+typedef struct pf_resampler {
+	uint32_t src_w, src_h, out_w, out_h, channels;
+	uint32_t ksize_h, ksize_v;
+	int32_t *bounds_h, *bounds_v;	/* [out][2]: first source pixel, count */
+	int32_t *k_h, *k_v;		/* [out][ksize] fixed-point weights */
+	uint32_t first_col, cols;	/* source columns the filter reads */
+	uint32_t first_row, rows;	/* source rows the filter reads */
+	uint8_t *ring;			/* ksize_v rows of out_w * channels */
+	uint32_t next_out;		/* output rows written */
+	uint32_t rows_in;		/* source rows pushed (from first_row) */
+	bool flip;			/* output columns mirrored */
+	uint8_t *out;			/* out_h rows of out_w * channels */
+} pf_resampler;
+
+/* Bytes pf_resampler_init() carves out of its memory. */
+size_t pf_resampler_bytes(uint32_t src_w, uint32_t src_h, double x0, double y0, double x1,
+			  double y1, uint32_t out_w, uint32_t out_h, uint32_t channels);
+/* Set up in mem (pf_resampler_bytes() bytes, 8-aligned).  After it,
+ * first_row/rows and first_col/cols say which source pixels to push. */
+void pf_resampler_init(pf_resampler *r, void *mem, uint32_t src_w, uint32_t src_h, double x0,
+		       double y0, double x1, double y1, uint32_t out_w, uint32_t out_h,
+		       uint32_t channels, bool flip, uint8_t *out);
+/* Source row first_row + rows_in: pixels first_col .. first_col + cols - 1
+ * at px (channels bytes each).  Writes every output row it completes. */
+void pf_resampler_push(pf_resampler *r, const uint8_t *px);
+/* True once every output row is written. */
+static inline bool pf_resampler_done(const pf_resampler *r)
+{
+	return r->next_out == r->out_h;
+}
+
+#endif
