@@ -9,28 +9,15 @@
 
 #include <jpeglib.h>
 
-#include "pf_transform.h"
+#include "image_internal.h"
 
-typedef struct enc_guard {
-	struct jpeg_error_mgr pub;
-	jmp_buf jump;
-	char msg[JMSG_LENGTH_MAX];
-} enc_guard;
-
-static void enc_error(j_common_ptr cinfo)
-{
-	enc_guard *g = (enc_guard *)cinfo->err;
-
-	(*cinfo->err->format_message)(cinfo, g->msg);
-	longjmp(g->jump, 1);
-}
 
 int64_t pf_image_encode_jpeg(const uint8_t *px, uint32_t w, uint32_t h, uint32_t components,
 			     int quality, bool progressive, void *dst, size_t cap,
 			     pf_error *err)
 {
 	struct jpeg_compress_struct cinfo;
-	enc_guard g;
+	pf_jpeg_guard g;
 	unsigned char *volatile mem = NULL;
 	uint8_t *volatile row = NULL;
 	unsigned long size = 0;
@@ -44,7 +31,7 @@ int64_t pf_image_encode_jpeg(const uint8_t *px, uint32_t w, uint32_t h, uint32_t
 				    components, quality);
 	memset(&cinfo, 0, sizeof(cinfo));
 	cinfo.err = jpeg_std_error(&g.pub);
-	g.pub.error_exit = enc_error;
+	g.pub.error_exit = pf_jpeg_on_error;
 	if (setjmp(g.jump)) {
 		rc = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "JPEG encode: %s", g.msg);
 		goto out;

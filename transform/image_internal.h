@@ -53,6 +53,21 @@ void pf_image_crop_eval(uint32_t img_w, uint32_t img_h, uint32_t out_w, uint32_t
  * n pixels, in place is fine (dst <= src). */
 void pf_image_rgb_to_luma(uint8_t *dst, const uint8_t *src, uint32_t n);
 
+/* libjpeg's error manager that jumps back with the message (decode and
+ * encode share it): pf_jpeg_on_error() formats the message into msg and
+ * longjmp()s to jump. */
+#include <setjmp.h>
+#include <stdio.h>
+#include <jpeglib.h>
+
+typedef struct pf_jpeg_guard {
+	struct jpeg_error_mgr pub;
+	jmp_buf jump;
+	char msg[JMSG_LENGTH_MAX];
+} pf_jpeg_guard;
+
+void pf_jpeg_on_error(j_common_ptr cinfo);
+
 /* ------------------------------------------------------------------ */
 /* The resampler: PIL's ImagingResample with its bilinear filter, in its
  * fixed point (22 fractional bits), horizontal pass first, then vertical,

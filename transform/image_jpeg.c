@@ -29,13 +29,9 @@
 
 #include "image_internal.h"
 
-typedef struct jpeg_guard {
-	struct jpeg_error_mgr pub;
-	jmp_buf jump;
-	char msg[JMSG_LENGTH_MAX];
-} jpeg_guard;
+typedef pf_jpeg_guard jpeg_guard;
 
-static void on_error(j_common_ptr cinfo)
+void pf_jpeg_on_error(j_common_ptr cinfo)
 {
 	jpeg_guard *g = (jpeg_guard *)cinfo->err;
 
@@ -48,13 +44,13 @@ static void on_error(j_common_ptr cinfo)
 static void on_message(j_common_ptr cinfo, int level)
 {
 	if (level < 0)
-		on_error(cinfo);
+		pf_jpeg_on_error(cinfo);
 }
 
 static void guard_init(struct jpeg_decompress_struct *cinfo, jpeg_guard *g)
 {
 	cinfo->err = jpeg_std_error(&g->pub);
-	g->pub.error_exit = on_error;
+	g->pub.error_exit = pf_jpeg_on_error;
 	g->pub.emit_message = on_message;
 	g->msg[0] = '\0';
 }
