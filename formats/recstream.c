@@ -88,6 +88,7 @@ void pf_recstream_free(pf_recstream *s)
 	pf_tfr_reader_free(s->reader);
 	pf_free(s->window);
 	pf_free(s->hist);
+	pf_free(s->held);
 	pf_free(s);
 }
 

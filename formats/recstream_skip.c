@@ -325,6 +325,11 @@ static int switch_codec(pf_recstream *s, const uint8_t *hdr, pf_error *err)
 	ret = pf_recstream_make_decoder(s, c, err);
 	if (ret < 0)
 		return ret;
+	if (!s->held)
+		s->held = pf_malloc(PF_HELD_DROPS * sizeof(*s->held));
+	if (!s->held)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory to hold the drops of a trial decode");
 	s->comp = c;
 	s->sniffing = false;
 	s->sniff_trial = true;

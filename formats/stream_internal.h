@@ -81,8 +81,9 @@ struct pf_recstream {
 	uint64_t sniff_at;		/* its file offset */
 	/* The reader's drops while it is unconfirmed: told once it is,
 	 * forgotten if it is a false header (so they never depend on how
-	 * the input arrived). */
-	pf_drop held[PF_HELD_DROPS];
+	 * the input arrived).  PF_HELD_DROPS of them, made when the first
+	 * trial begins (a pf_drop is 13 KB: most streams never need them). */
+	pf_drop *held;
 	int nheld;
 	bool held_over;			/* more than that: no codec, revert */
 	bool trial_failed;		/* it failed after output the reader is reading */

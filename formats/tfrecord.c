@@ -142,13 +142,15 @@ const char *pf_drop_unit_name(pf_drop_unit u)
 	return "unknown";
 }
 
-/* The header checks without an error text, for scanning. */
+/* The header checks without an error text, for scanning: the length
+ * limit first, which costs a load, so that a search through random bytes
+ * (whose 8-byte lengths are almost never below the limit) computes a CRC
+ * at few offsets instead of at every one. */
 static bool header_ok(const uint8_t *hdr, uint64_t max_record, uint64_t *len)
 {
-	if (pf_crc32c_mask(pf_crc32c(0, hdr, 8)) != pf_load_le32(hdr + 8))
-		return false;
 	*len = pf_load_le64(hdr);
-	return *len <= max_record;
+	return *len <= max_record &&
+	       pf_crc32c_mask(pf_crc32c(0, hdr, 8)) == pf_load_le32(hdr + 8);
 }
 
 /* Does a whole record of at most max_record bytes that passes its header
@@ -271,7 +273,8 @@ static void fill_drop(pf_drop *d, pf_drop_unit unit, uint64_t start,
 	d->resume = resume;
 	d->next_record = 0;
 	d->records = records;
-	d->cause = *cause;
+	if (cause != &d->cause)
+		d->cause = *cause;
 }
 
 int pf_tfr_next_intact(const void *buf, size_t len, size_t *pos, uint64_t base_offset,
@@ -280,14 +283,14 @@ int pf_tfr_next_intact(const void *buf, size_t len, size_t *pos, uint64_t base_o
 {
 	const uint8_t *p = buf;
 	size_t at = *pos, q;
-	pf_error cause;
+	pf_error *cause = &drop->cause;	/* written in place: 13 KB */
 	uint64_t n;
 	int code;
 
 	if (at >= len)
 		return 0;
 	switch (examine(p + at, len - at, base_offset + at, max_record, check_data_crc,
-			true, true, &n, &code, &cause)) {
+			true, true, &n, &code, cause)) {
 	case EX_RECORD:
 		rec->data = p + at + PF_TFR_HEADER_SIZE;
 		rec->len = n - PF_TFR_OVERHEAD;
@@ -295,16 +298,16 @@ int pf_tfr_next_intact(const void *buf, size_t len, size_t *pos, uint64_t base_o
 		*pos = at + (size_t)n;
 		return 1;
 	case EX_BAD_RECORD:
-		tidy(&cause);
+		tidy(cause);
 		fill_drop(drop, PF_DROP_RECORD, base_offset + at, base_offset + at + n,
-			  1, &cause);
+			  1, cause);
 		*pos = at + (size_t)n;
 		return 2;
 	default:
-		tidy(&cause);
+		tidy(cause);
 		q = at + 1 + pf_tfr_resync(p + at + 1, len - at - 1, max_record, true);
 		fill_drop(drop, PF_DROP_SPAN, base_offset + at, base_offset + q, -1,
-			  &cause);
+			  cause);
 		*pos = q;
 		return 2;
 	}
@@ -369,8 +372,14 @@ struct pf_tfr_reader {
 
 	bool syncing;		/* skip mode: looking for the next valid record */
 	uint64_t sync_start;	/* where the dropped bytes begin */
-	pf_error sync_cause;
 	uint64_t drops;
+	/* The drop being reported.  Its cause is where a step writes what
+	 * went wrong, and while syncing, why the search began (a search
+	 * reports nothing else before it ends).  A pf_error is 13 KB: too
+	 * big to copy for each drop, or for the stack of a call made for
+	 * every record (under ASan each such local costs a 1.7 KB shadow
+	 * write a call). */
+	pf_drop drop;
 };
 
 /* next()'s steps: a record (1), need bytes (0), an error (<0), or this. */
@@ -523,18 +532,18 @@ static int carry_more(pf_tfr_reader *r, uint64_t need, pf_error *err)
 static int report(pf_tfr_reader *r, pf_drop_unit unit, uint64_t start, uint64_t resume,
 		  int64_t records, const pf_error *cause, pf_error *err)
 {
-	pf_drop d;
+	pf_drop *d = &r->drop;
 	int ret = 0;
 
-	fill_drop(&d, unit, start, resume, records, cause);
-	tidy(&d.cause);
-	d.next_record = r->next_index;
+	fill_drop(d, unit, start, resume, records, cause);
+	tidy(&d->cause);
+	d->next_record = r->next_index;
 	r->drops++;
 	if (r->on_drop)
-		ret = r->on_drop(r->on_drop_ctx, &d);
+		ret = r->on_drop(r->on_drop_ctx, d);
 	if (ret < 0) {
 		if (err) {
-			*err = d.cause;
+			*err = d->cause;
 			err->code = ret;
 		}
 		return poison(r, ret);
@@ -542,12 +551,12 @@ static int report(pf_tfr_reader *r, pf_drop_unit unit, uint64_t start, uint64_t 
 	return STEP_AGAIN;
 }
 
-static void begin_sync(pf_tfr_reader *r, uint64_t start, const pf_error *cause)
+/* A search begins at start, for the cause in r->drop.cause. */
+static void begin_sync(pf_tfr_reader *r, uint64_t start)
 {
 	r->syncing = true;
 	r->sync_start = start;
-	r->sync_cause = *cause;
-	tidy(&r->sync_cause);
+	tidy(&r->drop.cause);
 }
 
 /* A valid record starts at stream offset resume: report what was dropped
@@ -557,7 +566,7 @@ static int end_sync(pf_tfr_reader *r, uint64_t resume, pf_error *err)
 	r->syncing = false;
 	if (resume == r->sync_start)
 		return STEP_AGAIN;
-	return report(r, PF_DROP_SPAN, r->sync_start, resume, -1, &r->sync_cause, err);
+	return report(r, PF_DROP_SPAN, r->sync_start, resume, -1, &r->drop.cause, err);
 }
 
 /* Skip mode, all bytes read, and none follow (end or cut).  A search that
@@ -572,18 +581,16 @@ static int at_the_end(pf_tfr_reader *r, pf_error *err)
 		r->syncing = false;
 		if (!r->cutting && r->offset > r->sync_start)
 			ret = report(r, PF_DROP_SPAN, r->sync_start, r->offset, -1,
-				     &r->sync_cause, err);
+				     &r->drop.cause, err);
 		if (ret < 0)
 			return ret;
 	}
 	if (r->cutting) {
-		pf_error cause;
-
 		r->cutting = false;
-		pf_error_clear(&cause);
-		pf_error_set(&cause, -EBADMSG, PF_OFFSET_STREAM, r->offset,
+		pf_error_clear(&r->drop.cause);
+		pf_error_set(&r->drop.cause, -EBADMSG, PF_OFFSET_STREAM, r->offset,
 			     "no record starts after the dropped %s", r->cut_what);
-		begin_sync(r, r->offset, &cause);
+		begin_sync(r, r->offset);
 	}
 	return 0;
 }
@@ -604,7 +611,6 @@ static int step_direct(pf_tfr_reader *r, pf_record *rec, pf_error *err)
 	size_t avail = r->in_len - r->in_pos;
 	bool at_end = r->skip && (r->ended || r->cutting);
 	const uint8_t *p;
-	pf_error cause;
 	uint64_t n;
 	int code, ret;
 
@@ -624,7 +630,7 @@ static int step_direct(pf_tfr_reader *r, pf_record *rec, pf_error *err)
 		return carry_take(r, avail - q, err);
 	}
 	switch (examine(p, avail, r->offset, r->max_record, !r->skip_data_crc, r->skip,
-			at_end, &n, &code, r->skip ? &cause : err)) {
+			at_end, &n, &code, r->skip ? &r->drop.cause : err)) {
 	case EX_RECORD:
 		ret = deliver(r, p, n, r->offset, rec);
 		advance(r, (size_t)n);
@@ -633,14 +639,15 @@ static int step_direct(pf_tfr_reader *r, pf_record *rec, pf_error *err)
 		/* The record runs past this buffer (avail < n <= max + 28). */
 		return carry_take(r, avail, err);
 	case EX_BAD_RECORD:
-		ret = report(r, PF_DROP_RECORD, r->offset, r->offset + n, 1, &cause, err);
+		ret = report(r, PF_DROP_RECORD, r->offset, r->offset + n, 1, &r->drop.cause,
+			     err);
 		if (ret >= 0)
 			advance(r, (size_t)n);
 		return ret;
 	default:
 		if (!r->skip)
 			return poison(r, code);
-		begin_sync(r, r->offset, &cause);
+		begin_sync(r, r->offset);
 		advance(r, 1);
 		return STEP_AGAIN;
 	}
@@ -653,7 +660,6 @@ static int step_carry(pf_tfr_reader *r, pf_record *rec, pf_error *err)
 	size_t avail = r->in_len - r->in_pos;
 	uint64_t coff = r->offset - r->have;
 	bool at_end = r->skip && (r->ended || r->cutting) && avail == 0;
-	pf_error cause;
 	uint64_t n;
 	int code;
 
@@ -680,21 +686,21 @@ static int step_carry(pf_tfr_reader *r, pf_record *rec, pf_error *err)
 		return carry_more(r, pf_load_le64(c) + PF_TFR_OVERHEAD, err);
 	}
 	switch (examine(c, r->have, coff, r->max_record, !r->skip_data_crc, r->skip, at_end,
-			&n, &code, r->skip ? &cause : err)) {
+			&n, &code, r->skip ? &r->drop.cause : err)) {
 	case EX_RECORD:
 		r->consume = (size_t)n;	/* rec points into the carry until then */
 		return deliver(r, c, n, coff, rec);
 	case EX_NEED:
 		return carry_more(r, n, err);
 	case EX_BAD_RECORD:
-		code = report(r, PF_DROP_RECORD, coff, coff + n, 1, &cause, err);
+		code = report(r, PF_DROP_RECORD, coff, coff + n, 1, &r->drop.cause, err);
 		if (code >= 0)
 			carry_drop(r, (size_t)n);
 		return code;
 	default:
 		if (!r->skip)
 			return poison(r, code);
-		begin_sync(r, coff, &cause);
+		begin_sync(r, coff);
 		carry_drop(r, 1);
 		return STEP_AGAIN;
 	}

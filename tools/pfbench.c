@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "cli.h"
+#include "damage.h"
 #include "formats_internal.h"
 #include "example.pb-c.h"
 
@@ -749,6 +750,113 @@ static int bench_varint(char **files, int n, int runs)
 	return ret;
 }
 
+/* ------------------------------------------------------------------ */
+/* skip: skip mode over damaged regions of growing size                 */
+
+#define SKIP_PIECE (64u << 10)	/* the reader is fed this much at a time */
+#define SKIP_EDGE 300u		/* intact records before and after (64 KB) */
+
+/* One pass of a skip-mode reader fed SKIP_PIECE bytes at a time (walker
+ * false), or of pf_tfr_next_intact over the whole buffer (true).
+ * @return the seconds, with the records and drops counted. */
+static double skip_pass(const uint8_t *p, size_t len, bool walker, uint64_t *records,
+			uint64_t *drops)
+{
+	pf_tfr_config cfg = { .max_record_size = 1u << 20, .on_corrupt = PF_CORRUPT_SKIP };
+	static pf_drop drop;	/* 13 KB */
+	pf_tfr_reader *r;
+	pf_record rec;
+	pf_error err;
+	size_t pos = 0;
+	double t0 = now();
+	int ret = 0;
+
+	*records = *drops = 0;
+	if (walker) {
+		while ((ret = pf_tfr_next_intact(p, len, &pos, 0, cfg.max_record_size, true, &rec,
+						 &drop)) > 0)
+			*(ret == 1 ? records : drops) += 1;
+		return now() - t0;
+	}
+	if (pf_tfr_reader_create(&r, &cfg) < 0)
+		return -1;
+	while (pos < len && ret >= 0) {
+		size_t n = len - pos < SKIP_PIECE ? len - pos : SKIP_PIECE;
+
+		pf_tfr_reader_feed(r, p + pos, n);
+		pos += n;
+		if (pos == len)
+			pf_tfr_reader_end(r);
+		while ((ret = pf_tfr_reader_next(r, &rec, &err)) == 1)
+			(*records)++;
+	}
+	if (ret < 0 || pf_tfr_reader_finish(r, &err) < 0)
+		*records = UINT64_MAX;
+	*drops = pf_tfr_reader_drops(r);
+	pf_tfr_reader_free(r);
+	return now() - t0;
+}
+
+/* Skip mode over damage of each kind, in regions of mib/8 .. mib MiB:
+ * the ns a stream byte, beside an intact stream of the same length read
+ * in the same run (interleaved).  Linear: the same ns a byte at every
+ * size (per_byte_vs_smallest about 1). */
+static int bench_skip(uint64_t mib, int runs)
+{
+	int ret = 0;
+
+	for (int k = PF_DAMAGE_GARBAGE; k < PF_DAMAGE_KINDS; k++) {
+		for (int w = 0; w < 2; w++) {
+			double first = 0;
+
+			for (uint64_t d = mib << 17; d <= mib << 20; d *= 2) {
+				double t_bad[64], t_ok[64];
+				uint64_t rec_bad = 0, drop_bad = 0, rec_ok = 0, drop_ok = 0;
+				pf_damage_expect xb, xo;
+				size_t len, len_ok;
+				uint8_t *bad = pf_damage_stream(SKIP_EDGE, (size_t)d, k, &len, &xb);
+				uint8_t *ok = pf_damage_stream(SKIP_EDGE, (size_t)d, PF_DAMAGE_NONE,
+							       &len_ok, &xo);
+
+				if (!bad || !ok) {
+					free(bad);
+					free(ok);
+					return 1;
+				}
+				for (int r = 0; r < runs; r++) {
+					t_bad[r] = skip_pass(bad, len, w, &rec_bad, &drop_bad);
+					t_ok[r] = skip_pass(ok, len_ok, w, &rec_ok, &drop_ok);
+				}
+				free(bad);
+				free(ok);
+				double nb = cli_median(t_bad, runs) * 1e9 / (double)len;
+				double no = cli_median(t_ok, runs) * 1e9 / (double)len_ok;
+
+				if (d == mib << 17)
+					first = nb;
+				ret |= line("skip", (const field[]){
+					{ "damage", .s = pf_damage_names[k] },
+					{ "reading", .s = w ? "walker" : "reader" },
+					{ "damaged_bytes", .u = xb.damaged, .d = -1 },
+					{ "stream_bytes", .u = len, .d = -1 },
+					{ "runs", .u = (uint64_t)runs, .d = -1 },
+					{ "records", .u = rec_bad, .d = -1 },
+					{ "drops", .u = drop_bad, .d = -1 },
+					{ "ns_per_byte", .v = nb, .d = 3 },
+					{ "intact_ns_per_byte", .v = no, .d = 3 },
+					{ "ratio_to_intact", .v = nb / no, .d = 2 },
+					{ "per_byte_vs_smallest", .v = nb / first, .d = 2 },
+					{ 0 } });
+				/* Not what the stream holds: say so by failing. */
+				if (rec_bad != xb.records || drop_bad != xb.drops ||
+				    rec_ok != xo.records || drop_ok != xo.drops)
+					ret |= 1;
+			}
+		}
+	}
+	return ret;
+}
+
 typedef struct bench_opts {
 	uint64_t runs, mib, rows;
 	const char *simd;
@@ -773,7 +881,8 @@ static const cli_opt bench_cli[] = {
 	{ CLI_U64, "runs", .arg = "R", .off = offsetof(bench_opts, runs), .min = 1, .max = 64,
 	  .help = "interleaved runs; medians (default 7)" },
 	{ CLI_U64, "mib", .arg = "N", .off = offsetof(bench_opts, mib), .min = 1, .max = 4096,
-	  .help = "crc: MiB of data (default 64)" },
+	  .help = "crc: MiB of data (default 64); skip: the largest damaged region "
+		  "(default 64; regions of N/8, N/4, N/2 and N MiB)" },
 	{ CLI_CALL, "spec", .arg = "SPEC", .call = add_spec,
 	  .help = "specdecode: a feature spec (repeatable; default "
 		  "tokens:int32[512],label:int32[1] and the same as int64)" },
@@ -797,7 +906,8 @@ static const cli_command bench_command = {
 		 "       pfbench decode [--runs R] FILE...\n"
 		 "       pfbench specdecode [--runs R] [--spec SPEC]... [--rows N] [--simd NAME]\n"
 		 "                          FILE...\n"
-		 "       pfbench varint [--runs R] FILE...\n",
+		 "       pfbench varint [--runs R] FILE...\n"
+		 "       pfbench skip [--mib N] [--runs R]\n",
 	.about = "crc         CRC32C (dispatched and portable) GB/s against memcpy\n"
 		 "decompress  reading indexed shards through podfeed (one thread: read,\n"
 		 "            frame CRC, zstd, TFRecord framing and CRCs) against\n"
@@ -812,6 +922,11 @@ static const cli_command bench_command = {
 		 "            work without I/O) against zstd alone\n"
 		 "varint      pf_varint_decode_i32/_i64 alone on every int64 list of the\n"
 		 "            records (packed as on the wire), per path\n"
+		 "skip        TFRecord skip mode (the reader fed 64 KiB pieces, and the\n"
+		 "            walker pf_tfr_next_intact) over damaged regions of growing\n"
+		 "            size: random bytes, zeros, records with a bad data CRC,\n"
+		 "            records a byte short; ns a byte against an intact stream\n"
+		 "            of the same length (linear: the same ns a byte at every size)\n"
 		 "Runs are interleaved (ours, reference, ours, ...) and medians reported;\n"
 		 "one JSON object per line on stdout.\n",
 	.opts = bench_cli,
@@ -820,7 +935,7 @@ static const cli_command bench_command = {
 int main(int argc, char **argv)
 {
 	static const char *const benches[] = { "crc", "decompress", "decode", "specdecode",
-					       "varint" };
+					       "varint", "skip" };
 	bench_opts o = { .runs = 7, .mib = 64, .rows = 256 };
 	uint64_t runs, mib;
 	const char *cmd, *simd;
@@ -857,6 +972,8 @@ int main(int argc, char **argv)
 		bench_clock = CLOCK_THREAD_CPUTIME_ID;
 	if (!strcmp(cmd, "crc"))
 		return bench_crc(mib, (int)runs);
+	if (!strcmp(cmd, "skip"))
+		return bench_skip(mib, (int)runs);
 	if (first == argc)
 		return cli_usage("%s: no input files", cmd);
 	nfiles = cli_expand_inputs(argv + first, argc - first, &files);

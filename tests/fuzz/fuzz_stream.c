@@ -5,10 +5,12 @@
  * a corrupt compressed frame come out before the codec notices depends
  * on how its input arrives, so counts are only compared when clean.)
  * Skip mode, fed the same ways: never an error; the same records and
- * drops when read twice in the same pieces; for a stream fail mode reads
- * cleanly, the same records and no drop; up to fail mode's failure, the
- * records fail mode gave; read as TFRecord, no more records than 16-byte
- * slots in the file, and the same ones whatever the pieces. */
+ * drops when read twice in the same pieces (one input in four, chosen by
+ * its CRC: the fifth run is the harness's most expendable, issue 30); for
+ * a stream fail mode reads cleanly, the same records and no drop; up to
+ * fail mode's failure, the records fail mode gave; read as TFRecord, no
+ * more records than 16-byte slots in the file, and the same ones whatever
+ * the pieces. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,9 +132,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	prefix_of(&f1, &s1);
 	prefix_of(&f2, &s2);
-	run(data, size, 7, PF_CORRUPT_SKIP, &t);
-	if (!same(&s2, &t))
-		abort();
+	if ((pf_crc32c(0, data, size) & 3) == 0) {
+		run(data, size, 7, PF_CORRUPT_SKIP, &t);
+		if (!same(&s2, &t))
+			abort();
+	}
 	if (s1.ret == 0 && s2.ret == 0 && s1.comp == PF_COMP_NONE && s2.comp == PF_COMP_NONE) {
 		if (s1.count * 16 > size || !same(&s1, &s2))
 			abort();
