@@ -797,10 +797,12 @@ static double skip_pass(const uint8_t *p, size_t len, bool walker, uint64_t *rec
 	return now() - t0;
 }
 
-/* Skip mode over damage of each kind, in regions of mib/8 .. mib MiB:
- * the ns a stream byte, beside an intact stream of the same length read
- * in the same run (interleaved).  Linear: the same ns a byte at every
- * size (per_byte_vs_smallest about 1). */
+/* Skip mode over damage of each kind, in regions of mib/8 .. mib MiB,
+ * beside an intact stream of the same length read in the same run
+ * (interleaved): the ns a damaged byte (the stream's time less its intact
+ * edges' at the intact stream's rate) and its ratio to the intact rate.
+ * Linear: the same ns a damaged byte at every size (per_byte_vs_smallest
+ * about 1). */
 static int bench_skip(uint64_t mib, int runs)
 {
 	int ret = 0;
@@ -829,8 +831,10 @@ static int bench_skip(uint64_t mib, int runs)
 				}
 				free(bad);
 				free(ok);
-				double nb = cli_median(t_bad, runs) * 1e9 / (double)len;
 				double no = cli_median(t_ok, runs) * 1e9 / (double)len_ok;
+				double nb = (cli_median(t_bad, runs) * 1e9 -
+					     no * (double)(len - xb.damaged)) /
+					    (double)xb.damaged;
 
 				if (d == mib << 17)
 					first = nb;
@@ -842,7 +846,7 @@ static int bench_skip(uint64_t mib, int runs)
 					{ "runs", .u = (uint64_t)runs, .d = -1 },
 					{ "records", .u = rec_bad, .d = -1 },
 					{ "drops", .u = drop_bad, .d = -1 },
-					{ "ns_per_byte", .v = nb, .d = 3 },
+					{ "ns_per_damaged_byte", .v = nb, .d = 3 },
 					{ "intact_ns_per_byte", .v = no, .d = 3 },
 					{ "ratio_to_intact", .v = nb / no, .d = 2 },
 					{ "per_byte_vs_smallest", .v = nb / first, .d = 2 },
