@@ -19,12 +19,18 @@ int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 	uint32_t read_files[64];
 	unsigned nopens = 0, nread_files = 0;
 	uint64_t t0 = pf_now_ns();
-	int n = pf_io_reap(io, done, 64, min);
+	int n;
 
-	if (n < 0)
-		return n;
+	if (min)
+		__atomic_store_n(&l->io_wait_since, t0, __ATOMIC_RELAXED);
+	n = pf_io_reap(io, done, 64, min);
 	pthread_mutex_lock(&l->mu);
 	l->m.io.wait_ns += min ? pf_now_ns() - t0 : 0;
+	__atomic_store_n(&l->io_wait_since, 0, __ATOMIC_RELAXED);
+	if (n < 0) {
+		pthread_mutex_unlock(&l->mu);
+		return n;
+	}
 	if (n == 0) {
 		pthread_mutex_unlock(&l->mu);
 		return 0;
@@ -141,8 +147,10 @@ int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint
 			uint64_t t0 = pf_now_ns();
 
 			l->io_sleep = cv;
+			l->io_wait_since = t0;
 			pthread_cond_wait(cv, &l->mu);
 			l->io_sleep = NULL;
+			l->io_wait_since = 0;
 			l->m.io.wait_ns += pf_now_ns() - t0;
 			pthread_mutex_unlock(&l->mu);
 			continue;

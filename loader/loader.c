@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pipeline_internal.h"
+#include "series_internal.h"
 #include "spec_internal.h"
 
 #define PF_BUDGET_DEFAULT (512ull << 20)
@@ -309,6 +310,9 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 	if (ret < 0)
 		goto fail;
 	l->m.memory_bytes = l->memory_bytes;
+	ret = pf_series_init(l);
+	if (ret < 0)
+		goto fail;
 	pf_tune_start(l);
 
 	/* Start: I/O first (it reports whether the engine came up). */
@@ -409,6 +413,8 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 		if (l->failed || (!b && l->io_done && !l->chunks_out) || l->stop) {
 			int ret = l->failed ? (l->err.code ? l->err.code : -EIO) : 0;
 			pthread_mutex_unlock(&l->mu);
+			if (ret == 0)
+				pf_series_sample(l, pf_now_ns(), true);
 			return ret;
 		}
 		if (timeout_ns == UINT64_MAX) {
@@ -457,6 +463,7 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	l->c_last = b->batch;
 	pf_tune_next_taken(l, t0 + dt, dt);
 	pthread_mutex_unlock(&l->mu);
+	pf_series_sample(l, t0 + dt, false);
 	*out = &b->batch;
 	return 1;
 }
@@ -501,6 +508,11 @@ void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *um, size
 	if (l->io_start_ns) {
 		uint64_t end = l->io_end_ns ? l->io_end_ns : pf_now_ns();
 		uint64_t span = end - l->io_start_ns;
+		uint64_t since = __atomic_load_n(&l->io_wait_since, __ATOMIC_RELAXED);
+
+		/* A wait in progress is wait, not work. */
+		if (since && !l->io_end_ns && end > since)
+			m->io.wait_ns += end - since;
 		m->io.busy_ns = span > m->io.wait_ns ? span - m->io.wait_ns : 0;
 	}
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
@@ -566,6 +578,7 @@ void pf_loader_free(pf_loader *l)
 	if (l->qfd >= 0)
 		close(l->qfd);
 	pf_dataset_free(l->ds);
+	pf_series_exit(l);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv_chunk);
 	pthread_cond_destroy(&l->cv_cbuf);

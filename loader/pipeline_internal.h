@@ -387,6 +387,15 @@ struct pf_loader {
 	/* metrics, under mu; the I/O stage is busy when not waiting */
 	pf_loader_metrics m;
 	uint64_t io_start_ns, io_end_ns;
+	/* When the I/O thread's wait now began (0: it is not waiting), so
+	 * that its busy time read mid-wait leaves the wait out: set under mu
+	 * or atomically, cleared under mu with the wait counted. */
+	uint64_t io_wait_since;
+
+	/* The time series (series.c): written by the consumer's thread,
+	 * read under series_mu. */
+	struct pf_series *series;
+	pthread_mutex_t series_mu;
 };
 
 /* ------------------------------------------------------------------ */

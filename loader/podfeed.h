@@ -684,6 +684,53 @@ PF_API void pf_loader_free(pf_loader *l);
 PF_API void pf_loader_trim(void);
 
 /* ------------------------------------------------------------------ */
+/* The time series (loader/series.c)                                    */
+/* ------------------------------------------------------------------ */
+/*
+ * A loader samples its counters over the run, for charts (throughput,
+ * each stage's busy share, bytes per storage region, resident memory, all
+ * over time): a point every 20 ms of the consumer's calls to
+ * pf_loader_next(), the run's end a point too.  Memory is bounded: at
+ * 240 points every other one goes and the interval doubles, so a run of
+ * any length keeps 121 to 240 points over all of it.
+ *
+ * A series is a table of named columns of doubles, one value per point:
+ *   t_s                   seconds since pf_loader_create() began (the
+ *                         first point is 0, before anything was read)
+ *   records, steps, bytes_read, bytes_decompressed
+ *                         running totals (as pf_loader_metrics)
+ *   rss_bytes             the process's resident memory: the highest
+ *                         sampled since the point before
+ *   stage.NAME.busy_s     a stage's threads' busy seconds, summed (io,
+ *                         decode, consumer_wait: the consumer blocked in
+ *                         next(); more stages may be added)
+ *   stage.NAME.threads    its threads then: the stage's busy share of an
+ *                         interval is busy_s's growth over the interval
+ *                         times threads
+ *   region.LABEL.bytes    bytes read from each region of
+ *                         pf_loader_config.regions (pf_region_info.label)
+ * Columns may be added in later versions: find them by name.
+ */
+typedef struct pf_series pf_series;
+
+/*! pf_loader_series(): a copy of the loader's series now (with a point
+ *  for now unless the run has ended), for any thread.  @return 0 with
+ *  *out (free with pf_series_free()), or -ENOMEM. */
+PF_API int pf_loader_series(const pf_loader *l, pf_series **out);
+/*! NULL is a no-op. */
+PF_API void pf_series_free(pf_series *s);
+/*! Points (>= 1) and columns. */
+PF_API size_t pf_series_points(const pf_series *s);
+PF_API size_t pf_series_columns(const pf_series *s);
+/*! Column c's name, or NULL past the last; valid while s lives. */
+PF_API const char *pf_series_column_name(const pf_series *s, size_t c);
+/*! Column c's values, pf_series_points() of them, or NULL past the last;
+ *  valid while s lives. */
+PF_API const double *pf_series_column(const pf_series *s, size_t c);
+/*! The index of the column called name, or -ENOENT. */
+PF_API int pf_series_find(const pf_series *s, const char *name);
+
+/* ------------------------------------------------------------------ */
 /* The pod simulation                                                   */
 /* ------------------------------------------------------------------ */
 /*
@@ -830,6 +877,8 @@ typedef struct pf_report pf_report;
 typedef enum pf_report_output {
 	PF_REPORT_TEXT = 0,	/* lines of "label       figures" */
 	PF_REPORT_JSON,		/* one object on one line */
+	PF_REPORT_HTML,		/* one self-contained page: the JSON's
+				   figures, with SVG charts (0.7) */
 } pf_report_output;
 
 /* The defaults pf_loader_config's zeroes stand for, as reports state them. */
@@ -993,6 +1042,15 @@ PF_API int pf_region_usage_run_done(pf_region_usage *u, double seconds);
  *  always there.  @return 0, -EINVAL (no such run), -EEXIST, -ENOMEM. */
 PF_API int pf_report_add_regions(pf_report *r, const pf_region_usage *u, size_t run,
 				 pf_error *err);
+
+/*! pf_report_add_series(): the "series" section of a loader's series
+ *  (pf_loader_series()): per interval between its points the records/s,
+ *  MB/s read and decompressed, each stage's busy share, each region's
+ *  MB/s, and the resident memory, with the first batch's time, the
+ *  memory budget and the pools; one line of text.  Fewer than 3 points
+ *  (a run too short to plot) gives the totals and "too_short" saying
+ *  so.  @return 0, -EEXIST, -ENOMEM. */
+PF_API int pf_report_add_series(pf_report *r, const pf_series *s, pf_error *err);
 
 /* ------------------------------------------------------------------ */
 /* The spec from the data (loader/spec_infer.c)                         */

@@ -227,7 +227,8 @@ void pf_report_free(pf_report *r)
 int pf_report_section(pf_report *r, pf_report_kind kind, pf_text *text, json_t *members,
 		      bool bad, pf_error *err)
 {
-	static const char *const names[] = { "loader", "baseline", "regions", "train", "pod" };
+	static const char *const names[] = { "loader", "baseline", "regions", "train", "pod",
+						    "series" };
 	char *json = NULL, *owned = NULL;
 	int ret = -ENOMEM;
 

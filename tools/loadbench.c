@@ -301,6 +301,7 @@ typedef struct loader_run {
 	uint64_t steps_run;	/* batches taken by this run */
 	pf_loader_metrics m;
 	pf_tuning tune;		/* threads, reads in flight, prefetch: in force, and why */
+	pf_series *series;	/* the loader's time series (pf_series_free()) */
 } loader_run;
 
 typedef struct progress {
@@ -428,6 +429,11 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 	out->first_batch_ms = (double)out->m.first_batch_ns * 1e-6;
 	pf_loader_tuning(l, &out->tune);
 	out->peak_rss = peak_rss_bytes();
+	if (pf_loader_series(l, &out->series) < 0) {
+		cli_fail("out of memory for the loader's time series");
+		pf_loader_free(l);
+		return 1;
+	}
 	if (o->save_state && ckpt_save(o->save_state, l) < 0) {
 		pf_loader_free(l);
 		return 1;
@@ -501,7 +507,8 @@ static int report(const options *o, const pf_loader_config *cfg, char **files, i
 		if (pf_report_add_baseline(r, &b, &err) < 0)
 			goto out;
 	}
-	if (pf_report_add_regions(r, o->ro.usage, best, &err) < 0)
+	if (pf_report_add_regions(r, o->ro.usage, best, &err) < 0 ||
+	    pf_report_add_series(r, runs[best].series, &err) < 0)
 		goto out;
 	if (train_report(o->tc, r, &runs[best].m, seconds))
 		goto fail;	/* printed why */
@@ -617,7 +624,7 @@ int main(int argc, char **argv)
 	pf_error err;
 	bl_set bl = { 0 };
 	const char *backend = NULL;
-	loader_run runs[MAX_REPEAT];
+	loader_run runs[MAX_REPEAT] = { 0 };
 	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT], code_s[MAX_REPEAT];
 	bl_decode bd = { 0 };
 	char **files = NULL, *inferred = NULL, *mpath = NULL;
@@ -812,6 +819,8 @@ int main(int argc, char **argv)
 	ret = report(&o, &cfg, files, nfiles, runs, secs, &bl, read_s, dec_s, code_s, &bd,
 		     backend);
 out:
+	for (unsigned i = 0; i < o.repeat && i < MAX_REPEAT; i++)
+		pf_series_free(runs[i].series);
 	baseline_free(&bl);
 	free(inferred);
 	pf_manifest_free(manifest);

@@ -52,6 +52,7 @@ typedef struct pf_ext_loader {
 	uint64_t steady_records, steady_batches;	/* after the first batch */
 	pf_loader_metrics last;		/* at the C loader's free */
 	pf_tuning last_tune;
+	pf_series *last_series;		/* its time series (NULL: none kept) */
 	bool have_last;
 } pf_ext_loader;
 

@@ -22,6 +22,19 @@ static bool forked(const pf_ext_loader *lo)
 	return lo->pid != getpid();
 }
 
+/* What report() and metrics() say after close(): the figures, the
+ * tuning and the time series of l now (the series dropped when out of
+ * memory: the report then has no series section). */
+static void keep_last(pf_ext_loader *lo, pf_loader *l)
+{
+	pf_loader_get_metrics(l, &lo->last);
+	pf_loader_tuning(l, &lo->last_tune);
+	pf_series_free(lo->last_series);
+	if (pf_loader_series(l, &lo->last_series) < 0)
+		lo->last_series = NULL;
+	lo->have_last = true;
+}
+
 /* Free the C loader once it is closed and unused.  In a forked child the
  * loader's threads do not exist: freeing would wait for them forever, so
  * the child only forgets it (the parent still owns it). */
@@ -34,9 +47,7 @@ static void maybe_free(pf_ext_loader *lo)
 	lo->l = NULL;
 	if (forked(lo))
 		return;
-	pf_loader_get_metrics(l, &lo->last);	/* report() after close() */
-	pf_loader_tuning(l, &lo->last_tune);
-	lo->have_last = true;
+	keep_last(lo, l);	/* report() after close() */
 	Py_BEGIN_ALLOW_THREADS
 	pf_loader_free(l);
 	Py_END_ALLOW_THREADS
@@ -51,6 +62,8 @@ static void report_forget(pf_ext_loader *lo)
 	lo->features = lo->quarantine = NULL;
 	lo->files = NULL;
 	lo->nfiles = 0;
+	pf_series_free(lo->last_series);
+	lo->last_series = NULL;
 	lo->have_last = false;
 }
 
@@ -408,18 +421,15 @@ static PyObject *loader_close(pf_ext_loader *lo, PyObject *unused)
 {
 	(void)unused;
 	/* report() after close() reads these, also while batches are held. */
-	if (lo->l && !lo->closed && !lo->busy && !forked(lo)) {
-		pf_loader_get_metrics(lo->l, &lo->last);
-		pf_loader_tuning(lo->l, &lo->last_tune);
-		lo->have_last = true;
-	}
+	if (lo->l && !lo->closed && !lo->busy && !forked(lo))
+		keep_last(lo, lo->l);
 	lo->closed = true;
 	maybe_free(lo);
 	Py_RETURN_NONE;
 }
 
 /* The loader's report so far (pf_report, as loadbench prints it): text,
- * or the JSON object's line.  Its run is from the create to the last
+ * the JSON object's line, or the HTML page (format 0, 1, 2).  Its run is from the create to the last
  * next() return (now, before any). */
 static PyObject *loader_report(pf_ext_loader *lo, PyObject *args)
 {
@@ -428,16 +438,22 @@ static PyObject *loader_report(pf_ext_loader *lo, PyObject *args)
 	pf_run_info run;
 	struct rusage ru;
 	pf_report *r = NULL;
+	pf_series *series = NULL;
+	const pf_series *sr;
 	pf_error err;
 	PyObject *out = NULL;
 	char *text;
-	int json = 0, rc;
+	int how = 0, rc;
 	pf_report_output fmt;
 	int64_t n;
 
-	if (!PyArg_ParseTuple(args, "p:_report", &json))
+	if (!PyArg_ParseTuple(args, "i:_report", &how))
 		return NULL;
-	fmt = json ? PF_REPORT_JSON : PF_REPORT_TEXT;
+	if (how < 0 || how > 1) {
+		PyErr_Format(PyExc_ValueError, "_report: format %d is not 0 or 1", how);
+		return NULL;
+	}
+	fmt = how == 2 ? PF_REPORT_HTML : how == 1 ? PF_REPORT_JSON : PF_REPORT_TEXT;
 	if (!lo->closed) {
 		pf_loader *l = usable(lo);
 
@@ -445,9 +461,13 @@ static PyObject *loader_report(pf_ext_loader *lo, PyObject *args)
 			return NULL;
 		pf_loader_get_metrics(l, &m);
 		pf_loader_tuning(l, &tune);
+		if (pf_loader_series(l, &series) < 0)
+			return PyErr_NoMemory();
+		sr = series;
 	} else if (lo->have_last) {
 		m = lo->last;
 		tune = lo->last_tune;
+		sr = lo->last_series;
 	} else {
 		PyErr_SetString(PyExc_ValueError,
 				"report: the loader is closed and kept no figures (it was "
@@ -473,6 +493,9 @@ static PyObject *loader_report(pf_ext_loader *lo, PyObject *args)
 	rc = pf_report_create(&r);
 	if (rc == 0)
 		rc = pf_report_add_loader(r, &lo->cfg, &m, &run, &err);
+	if (rc == 0 && sr)
+		rc = pf_report_add_series(r, sr, &err);
+	pf_series_free(series);
 	if (rc < 0) {
 		pf_report_free(r);
 		return pf_ext_raise(rc, err.code ? &err : NULL, "report");
@@ -480,6 +503,10 @@ static PyObject *loader_report(pf_ext_loader *lo, PyObject *args)
 	/* Text names files as their bytes are (surrogateescape, as os
 	 * does); JSON is UTF-8. */
 	n = pf_report_format(r, fmt, NULL, 0);
+	if (n < 0) {
+		pf_report_free(r);
+		return pf_ext_raise((int)n, NULL, "report");
+	}
 	text = PyMem_Malloc((size_t)n + 1);
 	if (text) {
 		pf_report_format(r, fmt, text, (size_t)n + 1);
@@ -628,8 +655,8 @@ static PyMethodDef loader_methods[] = {
 	{ "_save_state", (PyCFunction)loader_save_state, METH_NOARGS,
 	  "_save_state($self, /)\n--\n\nThe C state blob (bytes)." },
 	{ "_report", (PyCFunction)loader_report, METH_VARARGS,
-	  "_report($self, json, /)\n--\n\nThe report as text, or its JSON line "
-	  "(podfeed.Loader.report() parses it)." },
+	  "_report($self, format, /)\n--\n\nThe report as text (0), its JSON line "
+	  "(1; podfeed.Loader.report() parses it)." },
 	{ "metrics", (PyCFunction)loader_metrics, METH_NOARGS,
 	  "metrics($self, /)\n--\n\n"
 	  "Where the time and the data went, as a dict (the C pf_loader_metrics):\n"

@@ -606,14 +606,15 @@ class Loader(_podfeed.LoaderBase):
         people (files, features, topology, records, time, steady, read,
         stages, bottleneck, next(), memory, ...), 'dict' the JSON object
         loadbench --json prints, as a dict (records, steps, seconds,
-        records_per_s, bottleneck, stages, next_latency_us, topology, ...).
+        records_per_s, bottleneck, stages, next_latency_us, topology,
+        series, ...), 'json' that object's text.
         The run is timed from the loader's creation to the last next()
         return; the steady rate counts the batches after the first (None,
         and steady_na says why, under 10 of them or 100 ms).  It works
         after close() too, with the figures of the close."""
-        as_dict = _choice("format", format, ("text", "dict")) == "dict"
-        text = self._report(as_dict)
-        return json.loads(text) if as_dict else text
+        how = _choice("format", format, ("text", "dict", "json"))
+        text = self._report({"text": 0, "dict": 1, "json": 1}[how])
+        return json.loads(text) if how == "dict" else text
 
     def state_dict(self):
         """Where this host is, as a small dict of plain values (str, int,

@@ -28,6 +28,11 @@ def test_report_is_loadbench_s(data):
         text = loader.report()
     # loadbench's object also has its regions section (always in its JSON)
     assert set(got) == set(want) - {"regions"}
+    # the time series: the same columns of rates as loadbench's
+    assert "series" in got
+    assert set(got["series"]) - {"too_short"} <= set(want["series"]) | {
+        "t_s", "records_per_s", "mb_per_s_read", "mb_per_s_decompressed", "stages",
+        "regions", "rss_bytes"}
     for key in ("records", "steps", "records_per_epoch", "steps_per_epoch", "bytes_read",
                 "bytes_decompressed", "remainder_dropped", "remainder_wrapped", "corrupt",
                 "features", "files", "empty_files", "shuffle", "shuffle_window", "seed",
@@ -69,7 +74,12 @@ def test_report_says_the_order_and_counts_what_was_delivered(data):
 
 def test_report_format_is_checked(data):
     with podfeed.Loader(data / "indexed", TOKENS, 8) as loader:
-        with pytest.raises(ValueError, match=r"^format: expected 'text' or 'dict', not 'json'"):
-            loader.report("json")
+        with pytest.raises(ValueError,
+                           match=r"^format: expected 'text', 'dict' or 'json', not 'yaml'"):
+            loader.report("yaml")
+        # 'json' is the text 'dict' parses
+        got = json.loads(loader.report("json"))
+        assert set(got) == set(loader.report("dict"))
+        assert got["records_per_epoch"] == 2000
         with pytest.raises(TypeError, match=r"^format: "):
             loader.report(1)
