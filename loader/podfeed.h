@@ -891,13 +891,18 @@ typedef enum pf_report_output {
 PF_API int pf_report_create(pf_report **out);
 /*! NULL is a no-op. */
 PF_API void pf_report_free(pf_report *r);
-/*! pf_report_format(): the report as text or JSON into dst (as snprintf:
- *  at most cap - 1 bytes and a NUL when cap > 0), ending in a newline.
- *  @return its whole length (call with cap 0 to size a buffer). */
+/*! pf_report_format(): the report as text, JSON or HTML into dst (as
+ *  snprintf: at most cap - 1 bytes and a NUL when cap > 0), ending in a
+ *  newline.  HTML is one page that needs nothing else (no script, font or
+ *  image from anywhere; inline SVG charts of the series section, the
+ *  first batch's split and the pod's hosts; a one-line reading under
+ *  each; a table of every figure of the JSON).  @return its whole length
+ *  (call with cap 0 to size a buffer); HTML: -ENOMEM when out of memory;
+ *  -EINVAL for an unknown fmt. */
 PF_API int64_t pf_report_format(const pf_report *r, pf_report_output fmt, char *dst,
 				size_t cap);
-/*! pf_report_print(): the same, written to f.  @return 0, -ENOMEM or
- *  -EIO (f refused it). */
+/*! pf_report_print(): the same, written to f.  @return 0, -ENOMEM,
+ *  -EINVAL (fmt) or -EIO (f refused it). */
 PF_API int pf_report_print(const pf_report *r, pf_report_output fmt, FILE *f);
 
 /* What the caller knows of one loader run that the loader does not: when

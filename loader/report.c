@@ -289,6 +289,11 @@ int64_t pf_report_format(const pf_report *r, pf_report_output fmt, char *dst, si
 {
 	size_t n = 0, members = 0;
 
+	if (fmt == PF_REPORT_HTML)
+		return pf_report_html(r, dst, cap);
+	if (fmt != PF_REPORT_TEXT && fmt != PF_REPORT_JSON)
+		return -EINVAL;
+
 	if (fmt == PF_REPORT_JSON)
 		put(dst, cap, &n, "{");
 	for (size_t i = 0; i < r->n; i++) {
@@ -310,12 +315,18 @@ int64_t pf_report_format(const pf_report *r, pf_report_output fmt, char *dst, si
 int pf_report_print(const pf_report *r, pf_report_output fmt, FILE *f)
 {
 	int64_t n = pf_report_format(r, fmt, NULL, 0);
-	char *s = pf_malloc((size_t)n + 1);
+	char *s;
 	int ret = 0;
 
+	if (n < 0)
+		return (int)n;
+	s = pf_malloc((size_t)n + 1);
 	if (!s)
 		return -ENOMEM;
-	pf_report_format(r, fmt, s, (size_t)n + 1);
+	if (pf_report_format(r, fmt, s, (size_t)n + 1) != n) {
+		pf_free(s);
+		return -ENOMEM;
+	}
 	if (fwrite(s, 1, (size_t)n, f) != (size_t)n || fflush(f) != 0)
 		ret = -EIO;
 	pf_free(s);

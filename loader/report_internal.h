@@ -68,4 +68,8 @@ typedef enum pf_report_kind {
 int pf_report_section(pf_report *r, pf_report_kind kind, pf_text *text, json_t *members,
 		      bool bad, pf_error *err);
 
+/*! The report as its HTML page (report_html.c), as pf_report_format()
+ *  writes it: @return its length, or -ENOMEM. */
+int64_t pf_report_html(const pf_report *r, char *dst, size_t cap);
+
 #endif

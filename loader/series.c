@@ -264,6 +264,8 @@ void pf_series_sample(pf_loader *l, uint64_t now, bool end)
 	if (!s || s->ended)
 		return;
 	t_ns = now > l->create_start_ns ? now - l->create_start_ns : 0;
+	if (t_ns < s->last_ns)
+		t_ns = s->last_ns;	/* time never runs back */
 	if (!end && s->n && t_ns < s->last_ns + s->interval_ns)
 		return;
 	pthread_mutex_lock(&l->series_mu);
@@ -272,7 +274,20 @@ void pf_series_sample(pf_loader *l, uint64_t now, bool end)
 	if (s->n == s->cap)
 		halve(s);
 	fill(l, s, s->n, t_ns);
-	s->n++;
+	if (end && s->n > 1 && t_ns < s->last_ns + s->interval_ns / 2) {
+		/* The end soon after the last point: that point moves to the
+		 * end, so that no interval is much shorter than the rest (a
+		 * rate over a few ms is noise); gauges keep the higher. */
+		for (size_t c = 0; c < s->ncols; c++) {
+			double v = *at(s, c, s->n);
+
+			if (s->kinds[c] == PF_SERIES_PEAK && *at(s, c, s->n - 1) > v)
+				v = *at(s, c, s->n - 1);
+			*at(s, c, s->n - 1) = v;
+		}
+	} else {
+		s->n++;
+	}
 	s->last_ns = t_ns;
 	s->ended = end;
 	pthread_mutex_unlock(&l->series_mu);

@@ -249,3 +249,75 @@ Test(series, too_short_to_plot_says_so)
 	pf_series_free(s);
 	pf_loader_free(l);
 }
+
+static char *html_of(const pf_report *r)
+{
+	int64_t n = pf_report_format(r, PF_REPORT_HTML, NULL, 0);
+	char *page;
+
+	cr_assert_gt(n, 0);
+	page = malloc((size_t)n + 1);
+	cr_assert_eq(pf_report_format(r, PF_REPORT_HTML, page, (size_t)n + 1), n);
+	cr_assert_eq(strlen(page), (size_t)n);
+	return page;
+}
+
+/* The page: one per chart of the series, the figures as rows, text
+ * escaped, nothing fetched from anywhere; a format that does not exist
+ * is -EINVAL. */
+Test(series, the_html_page_holds_the_charts_and_the_figures)
+{
+	pf_loader *l = open_loader(tu_id_dataset(2000), 1);
+	const char *paths[] = { "a<b>&\"c\".tfrecord" };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 10,
+				 .features = "id:int64[1]" };
+	pf_run_info run = { .seconds = 1 };
+	pf_loader_metrics m;
+	pf_report *r;
+	pf_series *s;
+	pf_batch *b;
+	pf_error err;
+	char *page, small[16];
+	uint64_t k = 0;
+
+	while (pf_loader_next(l, &b) == 1) {
+		pf_loader_release(l, b);
+		pf_series_sample(l, l->create_start_ns + ++k * 25000000ull, false);
+	}
+	pf_loader_get_metrics(l, &m);
+	cr_assert_eq(pf_loader_series(l, &s), 0);
+	run.files = paths;
+	run.nfiles = 1;
+	cr_assert_eq(pf_report_create(&r), 0);
+	cr_assert_eq(pf_report_add_loader(r, &cfg, &m, &run, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_report_add_series(r, s, &err), 0);
+	page = html_of(r);
+	cr_assert(strncmp(page, "<!DOCTYPE html>", 15) == 0);
+	for (const char *id = "throughput\0bandwidth\0stages\0regions\0memory\0first-batch\0";
+	     *id; id += strlen(id) + 1) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "<figure class=\"chart\" id=\"chart-%s\">", id);
+		cr_assert_not_null(strstr(page, want), "%s", want);
+	}
+	cr_assert_not_null(strstr(page, "<tr data-key=\"records\"><th>records</th><td>2000</td>"));
+	cr_assert_not_null(strstr(page, "<tr data-key=\"series.points\">"));
+	cr_assert_not_null(strstr(page, "data-drawn=\"yes\""));
+	/* the stages are the series' own, a line each */
+	cr_assert_not_null(strstr(page, "<g class=\"series\" data-name=\"consumer_wait\">"));
+	/* nothing from elsewhere, no script, the path escaped */
+	cr_assert_null(strstr(page, "<script"));
+	cr_assert_null(strstr(page, "http:"));
+	cr_assert_null(strstr(page, "https:"));
+	cr_assert_null(strstr(page, "a<b>"));
+	/* snprintf's contract: cut, ended, the whole length returned */
+	cr_assert_eq(pf_report_format(r, PF_REPORT_HTML, small, sizeof(small)),
+		     (int64_t)strlen(page));
+	cr_assert_eq(strlen(small), sizeof(small) - 1);
+	cr_assert_eq(pf_report_format(r, (pf_report_output)7, NULL, 0), -EINVAL);
+	cr_assert_eq(pf_report_print(r, (pf_report_output)7, stdout), -EINVAL);
+	free(page);
+	pf_report_free(r);
+	pf_series_free(s);
+	pf_loader_free(l);
+}

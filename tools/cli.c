@@ -2,12 +2,15 @@
 /* Shared pieces of the command-line tools: option tables, flag values,
  * inputs, JSON. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc_internal.h"
 #include "cli.h"
@@ -158,6 +161,88 @@ int cli_json_fprint(FILE *f, json_t *o, bool bad)
 int cli_json_print(json_t *o, bool bad)
 {
 	return cli_json_fprint(stdout, o, bad);
+}
+
+/* ------------------------------------------------------------------ */
+/* Output files                                                         */
+
+int cli_outfile_open(cli_outfile *f, const char *flag, const char *path)
+{
+	struct stat st;
+
+	memset(f, 0, sizeof(*f));
+	f->fd = -1;
+	if (!path)
+		return 0;
+	f->path = path;
+	/* Not truncated yet: a run that fails leaves a file it did not make
+	 * as it was, and one it made is removed. */
+	f->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (f->fd >= 0) {
+		f->created = true;
+	} else if (errno == EEXIST) {
+		f->fd = open(path, O_WRONLY | O_CLOEXEC);
+	}
+	if (f->fd < 0) {
+		cli_fail("%s %s: cannot write it: %s", flag, path, strerror(errno));
+		return 1;
+	}
+	if (fstat(f->fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		cli_fail("%s %s: not a regular file", flag, path);
+		cli_outfile_close(f, true);
+		return 1;
+	}
+	return 0;
+}
+
+int cli_outfile_write(const cli_outfile *f, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	if (ftruncate(f->fd, 0) < 0 || lseek(f->fd, 0, SEEK_SET) < 0)
+		goto fail;
+	while (len) {
+		ssize_t n = write(f->fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto fail;
+		p += n;
+		len -= (size_t)n;
+	}
+	if (fsync(f->fd) < 0 && errno != EINVAL)
+		goto fail;
+	return 0;
+fail:
+	cli_fail("%s: cannot write it: %s", f->path, strerror(errno ? errno : EIO));
+	return 1;
+}
+
+void cli_outfile_close(cli_outfile *f, bool discard)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	if (discard && f->created)
+		unlink(f->path);
+	f->fd = -1;
+	f->created = false;
+}
+
+int cli_report_html(const cli_outfile *f, const pf_report *r)
+{
+	int64_t n = pf_report_format(r, PF_REPORT_HTML, NULL, 0);
+	char *page = n >= 0 ? malloc((size_t)n + 1) : NULL;
+	int ret;
+
+	if (!page || pf_report_format(r, PF_REPORT_HTML, page, (size_t)n + 1) != n) {
+		free(page);
+		cli_fail("out of memory for the HTML report");
+		return 1;
+	}
+	ret = cli_outfile_write(f, page, (size_t)n);
+	free(page);
+	return ret;
 }
 
 /* ------------------------------------------------------------------ */

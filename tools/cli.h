@@ -154,6 +154,25 @@ int cli_json_print(json_t *o, bool bad);
 /*! The same on f. */
 int cli_json_fprint(FILE *f, json_t *o, bool bad);
 
+/*! A file a tool writes at its end (--html FILE), opened at its start
+ *  so that a path it cannot write fails before any work, naming it
+ *  ("prog: --html PATH: cannot write it: why").  path NULL: none (fd -1).
+ *  @return 0, or 1 after printing why. */
+typedef struct cli_outfile {
+	const char *path;
+	int fd;
+	bool created;		/* made by the open: removed when discarded */
+} cli_outfile;
+int cli_outfile_open(cli_outfile *f, const char *flag, const char *path);
+/*! Replace the file's bytes with buf[0..len).  @return 0, or 1 after
+ *  printing why. */
+int cli_outfile_write(const cli_outfile *f, const void *buf, size_t len);
+/*! Close it; discard: remove it when the open made it (the run failed). */
+void cli_outfile_close(cli_outfile *f, bool discard);
+/*! r's HTML page (PF_REPORT_HTML) into f.  @return 0, or 1 after
+ *  printing why. */
+int cli_report_html(const cli_outfile *f, const pf_report *r);
+
 /*! The median of v[0..n) (n > 0), sorting v in place: the middle value,
  *  or the mean of the two middle ones. */
 double cli_median(double *v, size_t n);

@@ -184,6 +184,10 @@ const cli_opt loadbench_cli[] = {
 	{ CLI_U64, "repeat", .arg = "N", .off = O(repeat), .min = 1, .max = MAX_REPEAT,
 	  .help = "run N times, interleaved; medians (default 1)" },
 	{ CLI_FLAG, "json", .off = O(json), .help = "one JSON object on stdout instead of the text" },
+	{ CLI_STRING, "html", .arg = "FILE", .off = O(html),
+	  .help = "also write the report as one self-contained HTML page with charts "
+		  "(throughput, stages, regions and memory over time; the first batch "
+		  "split; docs/report.md says how to read it)" },
 	{ CLI_FLAG, "quiet", .off = O(quiet), .more = true,
 	  .help = "no progress line (drawn on stderr only when it is a terminal: "
 		  "steps, records/s, compressed MB/s read, batches ready at next(), "
@@ -519,6 +523,8 @@ static int report(const options *o, const pf_loader_config *cfg, char **files, i
 		cli_fail("cannot write the report: %s", strerror(errno));
 		ret = 1;
 	}
+	if (ret == 0 && o->html && train_reports(o->tc))
+		ret = cli_report_html(&o->html_out, r);
 	goto fail;
 out:
 	if (err.code)
@@ -647,6 +653,9 @@ int main(int argc, char **argv)
 	if (resolve_topology(o.host_index_given, &o.host_index, o.num_hosts_given,
 			     &o.num_hosts))
 		return 2;
+	/* Before anything is read: a page that cannot be written fails now. */
+	if (cli_outfile_open(&o.html_out, "--html", o.html))
+		return 1;
 	raise_fd_limit();
 	nfiles = cli_expand_inputs(argv + first, argc - first, &files);
 	if (nfiles < 0)
@@ -828,5 +837,6 @@ out:
 	free(mpath);
 	regions_free(&o.ro);
 	ckpt_free(&o.resume);
+	cli_outfile_close(&o.html_out, ret != 0);
 	return train_end(o.tc, ret);
 }

@@ -33,6 +33,8 @@ typedef struct options {
 	regions_opts ro;	/* --region and the rest: tools/regions.c */
 	train_options train;	/* --model and the rest: tools/train.c */
 	train_ctx *tc;
+	const char *html;	/* --html FILE */
+	cli_outfile html_out;	/* opened before the run */
 } options;
 
 /* loadbench's option table and its defaults (ladder checks the options
