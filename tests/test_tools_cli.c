@@ -109,7 +109,7 @@ Test(cli, loadbench_help_is_a_screen_help_all_the_rest)
 		"--save-state", "--save-every", "--resume", "--model", "--classes",
 		"--vocab", "--embed-dim", "--embed-lr-scale", "--input-feature",
 		"--label-feature", "--lr", "--lr-rule", "--ref-global-batch",
-		"--warmup-steps", "--eval", "--eval-every", "--log-every",
+		"--warmup-steps", "--eval", "--eval-every", "--log-every", "--html",
 	};
 	char *help = malloc(OUT_CAP), *all = malloc(OUT_CAP), flag[64];
 	const char *lb = tu_env_tool("LOADBENCH");

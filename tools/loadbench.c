@@ -184,10 +184,8 @@ const cli_opt loadbench_cli[] = {
 	{ CLI_U64, "repeat", .arg = "N", .off = O(repeat), .min = 1, .max = MAX_REPEAT,
 	  .help = "run N times, interleaved; medians (default 1)" },
 	{ CLI_FLAG, "json", .off = O(json), .help = "one JSON object on stdout instead of the text" },
-	{ CLI_STRING, "html", .arg = "FILE", .off = O(html),
-	  .help = "also write the report as one self-contained HTML page with charts "
-		  "(throughput, stages, regions and memory over time; the first batch "
-		  "split; docs/report.md says how to read it)" },
+	{ CLI_STRING, "html", .arg = "FILE", .off = O(html), .more = true,
+	  .help = "also write the report as a page with charts (docs/report.md)" },
 	{ CLI_FLAG, "quiet", .off = O(quiet), .more = true,
 	  .help = "no progress line (drawn on stderr only when it is a terminal: "
 		  "steps, records/s, compressed MB/s read, batches ready at next(), "
