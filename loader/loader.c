@@ -524,6 +524,32 @@ uint64_t pf_loader_steps_per_epoch(const pf_loader *l)
 	return l->steps_per_epoch;
 }
 
+uint64_t pf_loader_steps_left(const pf_loader *l)
+{
+	uint64_t total = 0, taken;
+
+	/* The run: the rest of a resumed epoch (or a whole one), then whole
+	 * epochs up to the count, cut at max_steps (counted from this
+	 * run's start, as the schedule counts it). */
+	if (l->start_epoch < l->epochs) {
+		uint64_t first = l->resumed ? l->resume.steps : l->steps_per_epoch;
+		uint64_t rest = l->epochs - l->start_epoch - 1;
+
+		if (rest && l->steps_per_epoch > (UINT64_MAX - first) / rest)
+			total = UINT64_MAX;
+		else
+			total = first + rest * l->steps_per_epoch;
+	}
+	if (l->cfg.max_steps && l->cfg.max_steps < total)
+		total = l->cfg.max_steps;
+	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+	taken = l->m.steps;
+	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+	if (total == UINT64_MAX)
+		return UINT64_MAX;
+	return total > taken ? total - taken : 0;
+}
+
 const pf_spec *pf_loader_spec(const pf_loader *l)
 {
 	return &l->spec;

@@ -672,6 +672,12 @@ static inline void pf_loader_tuning(const pf_loader *l, pf_tuning *out)
 	pf_loader_tuning_sized(l, out, sizeof(*out));
 }
 PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);
+/*! pf_loader_steps_left(): the batches pf_loader_next() will still hand
+ *  out: the run's steps (the rest of a resumed epoch, the epochs after
+ *  it, cut at max_steps) less those handed out; a progress bar's total.
+ *  0 once the run is done; UINT64_MAX when the count does not fit.  Any
+ *  thread. */
+PF_API uint64_t pf_loader_steps_left(const pf_loader *l);
 PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
 /*! Stop threads and free everything.  NULL is a no-op.  Nothing the
  *  loader changed in the process outlives it: its memory goes back to

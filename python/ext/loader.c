@@ -449,8 +449,8 @@ static PyObject *loader_report(pf_ext_loader *lo, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "i:_report", &how))
 		return NULL;
-	if (how < 0 || how > 1) {
-		PyErr_Format(PyExc_ValueError, "_report: format %d is not 0 or 1", how);
+	if (how < 0 || how > 2) {
+		PyErr_Format(PyExc_ValueError, "_report: format %d is not 0, 1 or 2", how);
 		return NULL;
 	}
 	fmt = how == 2 ? PF_REPORT_HTML : how == 1 ? PF_REPORT_JSON : PF_REPORT_TEXT;
@@ -548,11 +548,44 @@ static PyObject *stage(const pf_stage_metrics *s)
 			     "wait_ns", (unsigned long long)s->wait_ns);
 }
 
+/* The loader's time series (pf_loader_series()): a dict of its columns,
+ * each a list of floats, one per point. */
+static PyObject *series_dict(const pf_loader *l)
+{
+	pf_series *s;
+	PyObject *d;
+	size_t n;
+
+	if (pf_loader_series(l, &s) < 0)
+		return PyErr_NoMemory();
+	n = pf_series_points(s);
+	d = PyDict_New();
+	for (size_t c = 0; d && c < pf_series_columns(s); c++) {
+		const double *v = pf_series_column(s, c);
+		PyObject *list = PyList_New((Py_ssize_t)n);
+
+		for (size_t i = 0; list && i < n; i++) {
+			PyObject *x = PyFloat_FromDouble(v[i]);
+
+			if (!x) {
+				Py_CLEAR(list);
+				break;
+			}
+			PyList_SET_ITEM(list, (Py_ssize_t)i, x);
+		}
+		if (!list || PyDict_SetItemString(d, pf_series_column_name(s, c), list) < 0)
+			Py_CLEAR(d);
+		Py_XDECREF(list);
+	}
+	pf_series_free(s);
+	return d;
+}
+
 static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 {
 	pf_loader *l = usable(lo);
 	pf_loader_metrics m;
-	PyObject *hist, *d;
+	PyObject *hist, *d, *series;
 
 	(void)unused;
 	if (!l)
@@ -570,8 +603,13 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 	}
 	if (!hist)
 		return NULL;
+	series = series_dict(l);
+	if (!series) {
+		Py_DECREF(hist);
+		return NULL;
+	}
 #define U(x) (unsigned long long)(x)
-	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsKsKsK}",
+	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsKsKsKsN}",
 		"records", U(m.records), "steps", U(m.steps),
 		"bytes_read", U(m.bytes_read), "bytes_decompressed", U(m.bytes_decompressed),
 		"remainder_dropped", U(m.remainder_dropped),
@@ -587,7 +625,7 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		"io_faults", U(m.io_faults), "io_timeouts", U(m.io_timeouts),
 		"io_short_reads", U(m.io_short_reads), "corrupt_drops", U(m.corrupt_drops),
 		"corrupt_records", U(m.corrupt_records), "holes", U(m.holes),
-		"io_requests", U(m.io_requests));
+		"io_requests", U(m.io_requests), "series", series);
 #undef U
 	return d;
 }
@@ -656,7 +694,7 @@ static PyMethodDef loader_methods[] = {
 	  "_save_state($self, /)\n--\n\nThe C state blob (bytes)." },
 	{ "_report", (PyCFunction)loader_report, METH_VARARGS,
 	  "_report($self, format, /)\n--\n\nThe report as text (0), its JSON line "
-	  "(1; podfeed.Loader.report() parses it)." },
+	  "(1; podfeed.Loader.report() parses it) or its HTML page (2)." },
 	{ "metrics", (PyCFunction)loader_metrics, METH_NOARGS,
 	  "metrics($self, /)\n--\n\n"
 	  "Where the time and the data went, as a dict (the C pf_loader_metrics):\n"
@@ -680,7 +718,14 @@ static PyMethodDef loader_methods[] = {
 	  "                       short\n"
 	  "  corrupt_drops, corrupt_records, holes\n"
 	  "                       on_corrupt='skip': units dropped, the records\n"
-	  "                       they held, rows handed out empty" },
+	  "                       they held, rows handed out empty\n"
+	  "  series               the time series: {column: [value per point]},\n"
+	  "                       t_s (seconds since the start), records, steps,\n"
+	  "                       bytes_read, bytes_decompressed, rss_bytes,\n"
+	  "                       stage.NAME.busy_s and .threads (io, decode,\n"
+	  "                       consumer_wait), region.LABEL.bytes: a point\n"
+	  "                       every 20 ms of next() calls, at most 240\n"
+	  "                       (docs/api.md, \"The time series\")" },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -703,6 +748,42 @@ static PyObject *loader_iter(PyObject *self)
 	return Py_NewRef(self);
 }
 
+/* len(loader): the steps it still has (pf_loader_steps_left()), so that
+ * a progress bar (tqdm) knows its total.  Any thread. */
+static Py_ssize_t loader_len(pf_ext_loader *lo)
+{
+	uint64_t left;
+
+	if (forked(lo) || lo->closed || !lo->l) {
+		PyErr_SetString(PyExc_ValueError, forked(lo) ?
+				"len: this podfeed.Loader belongs to the process that created it" :
+				"len: the loader is closed");
+		return -1;
+	}
+	left = pf_loader_steps_left(lo->l);
+	if (left > (uint64_t)PY_SSIZE_T_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "len: the loader's steps do not fit");
+		return -1;
+	}
+	return (Py_ssize_t)left;
+}
+
+/* A loader is true whatever is left (len() alone would make a finished
+ * one false). */
+static int loader_bool(pf_ext_loader *lo)
+{
+	(void)lo;
+	return 1;
+}
+
+static PySequenceMethods loader_sequence = {
+	.sq_length = (lenfunc)loader_len,
+};
+
+static PyNumberMethods loader_number = {
+	.nb_bool = (inquiry)loader_bool,
+};
+
 PyTypeObject pf_ext_loader_type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "podfeed._podfeed.LoaderBase",
@@ -714,6 +795,8 @@ PyTypeObject pf_ext_loader_type = {
 	.tp_weaklistoffset = offsetof(pf_ext_loader, weakrefs),
 	.tp_iter = loader_iter,
 	.tp_iternext = (iternextfunc)loader_iternext,
+	.tp_as_sequence = &loader_sequence,
+	.tp_as_number = &loader_number,
 	.tp_methods = loader_methods,
 	.tp_getset = loader_getset,
 	.tp_new = loader_new,

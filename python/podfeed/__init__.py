@@ -607,13 +607,16 @@ class Loader(_podfeed.LoaderBase):
         stages, bottleneck, next(), memory, ...), 'dict' the JSON object
         loadbench --json prints, as a dict (records, steps, seconds,
         records_per_s, bottleneck, stages, next_latency_us, topology,
-        series, ...), 'json' that object's text.
+        series, ...), 'json' that object's text, 'html' a self-contained
+        page of it with charts (throughput, each stage's busy share, bytes
+        per region and memory over time; the first batch's split), as
+        loadbench --html writes (docs/report.md).
         The run is timed from the loader's creation to the last next()
         return; the steady rate counts the batches after the first (None,
         and steady_na says why, under 10 of them or 100 ms).  It works
         after close() too, with the figures of the close."""
-        how = _choice("format", format, ("text", "dict", "json"))
-        text = self._report({"text": 0, "dict": 1, "json": 1}[how])
+        how = _choice("format", format, ("text", "dict", "json", "html"))
+        text = self._report({"text": 0, "dict": 1, "json": 1, "html": 2}[how])
         return json.loads(text) if how == "dict" else text
 
     def state_dict(self):

@@ -233,3 +233,33 @@ def test_an_unwritable_html_path_fails_before_the_run(data, tmp_path):
                           "--features", "nosuch:int64[1]", str(data / "indexed")],
                          capture_output=True, text=True)
     assert out.returncode != 0 and not page.exists()
+
+
+def test_python_s_page_is_the_same_report(data, tmp_path):
+    """Loader.report("html"): the page of the report("dict") figures,
+    rendered as loadbench's is."""
+    import podfeed
+    with podfeed.Loader(data / "indexed", TOKENS, 8, epochs=40) as loader:
+        for batch in loader:
+            batch.release()
+    report = loader.report("dict")
+    page = tmp_path / "python.html"
+    page.write_text(loader.report("html"))
+    assert report["series"]["points"] >= 3, report["series"]
+    dom, charts = render(page, "python", sizes=(chromium.DESKTOP,))
+    # the process's peak memory may grow between the two calls
+    report.pop("peak_rss_bytes")
+    check_figures(dom, report)
+    drawn = {c["id"] for c in charts if c["drawn"] == "yes"}
+    assert {"chart-throughput", "chart-stages", "chart-memory"} <= drawn
+    # no region table in Python: the chart says so instead of drawing
+    assert "no region table" in dom
+
+
+def test_report_format_html_is_checked(data):
+    import podfeed
+    with podfeed.Loader(data / "indexed", TOKENS, 8) as loader:
+        with pytest.raises(ValueError, match=r"^format: expected 'text', 'dict', 'json' "
+                           r"or 'html', not 'svg'"):
+            loader.report("svg")
+        assert loader.report("html").startswith("<!DOCTYPE html>")

@@ -74,8 +74,8 @@ def test_report_says_the_order_and_counts_what_was_delivered(data):
 
 def test_report_format_is_checked(data):
     with podfeed.Loader(data / "indexed", TOKENS, 8) as loader:
-        with pytest.raises(ValueError,
-                           match=r"^format: expected 'text', 'dict' or 'json', not 'yaml'"):
+        with pytest.raises(ValueError, match=r"^format: expected 'text', 'dict', 'json' "
+                           r"or 'html', not 'yaml'"):
             loader.report("yaml")
         # 'json' is the text 'dict' parses
         got = json.loads(loader.report("json"))
