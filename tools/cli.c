@@ -14,6 +14,7 @@
 
 #include "alloc_internal.h"
 #include "cli.h"
+#include "common_internal.h"
 
 const char *cli_prog = "podfeed";
 
@@ -30,10 +31,23 @@ double cli_median(double *v, size_t n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The progress line being drawn, cleared before a message takes its
+ * place (cli_progress_start()). */
+static cli_progress *active_progress;
+
+static void progress_clear(void)
+{
+	if (active_progress && active_progress->drawn) {
+		fputs("\r\033[K", stderr);
+		active_progress->drawn = false;
+	}
+}
+
 void cli_fail(const char *fmt, ...)
 {
 	va_list ap;
 
+	progress_clear();
 	fprintf(stderr, "%s: ", cli_prog);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -46,6 +60,7 @@ void cli_print_error(const pf_error *err)
 	char line[PF_ERROR_LINE_MAX];
 
 	pf_error_format(err, line, sizeof(line));
+	progress_clear();
 	fprintf(stderr, "%s: %s\n", cli_prog, line);
 }
 
@@ -246,7 +261,52 @@ int cli_report_html(const cli_outfile *f, const pf_report *r)
 }
 
 /* ------------------------------------------------------------------ */
-/* Option tables                                                        */
+/* Progress lines                                                       */
+
+#define PROGRESS_NS 250000000ull	/* redraw at most 4 times a second */
+
+void cli_progress_start(cli_progress *p, bool quiet)
+{
+	memset(p, 0, sizeof(*p));
+	p->on = !quiet && isatty(STDERR_FILENO);
+	p->start_ns = pf_now_ns();
+	active_progress = p;
+}
+
+void cli_progress_draw(cli_progress *p, const char *what, uint64_t records, uint64_t bytes,
+		       double fraction)
+{
+	uint64_t now;
+	double elapsed;
+	char left[32] = "";
+
+	if (!p->on)
+		return;
+	now = pf_now_ns();
+	if (p->last_ns && now - p->last_ns < PROGRESS_NS)
+		return;
+	p->last_ns = now;
+	elapsed = (double)(now - p->start_ns) * 1e-9;
+	if (fraction > 0 && fraction <= 1)
+		snprintf(left, sizeof(left), "  %3.0f%%  %.0fs left", fraction * 100,
+			 elapsed * (1 - fraction) / fraction);
+	fprintf(stderr, "\r%s  %llu records  %.1f MB/s%s\033[K", what,
+		(unsigned long long)records, elapsed > 0 ? (double)bytes / 1e6 / elapsed : 0.0,
+		left);
+	p->drawn = true;
+}
+
+void cli_progress_end(cli_progress *p)
+{
+	if (p->on && p->drawn)
+		fputs("\r\033[K", stderr);
+	p->drawn = false;
+	if (active_progress == p)
+		active_progress = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Option tables                                                       */
 
 static void vusage(const char *fmt, va_list ap)
 {

@@ -173,6 +173,20 @@ void cli_outfile_close(cli_outfile *f, bool discard);
  *  printing why. */
 int cli_report_html(const cli_outfile *f, const pf_report *r);
 
+/*! A live progress line on stderr when it is a terminal (nothing on a
+ *  pipe or a file, or when quiet): "WHAT  N records  X MB/s  P%  Ts left",
+ *  redrawn at most 4 times a second; cli_progress_end() clears it. */
+typedef struct cli_progress {
+	bool on, drawn;
+	uint64_t start_ns, last_ns;
+} cli_progress;
+void cli_progress_start(cli_progress *p, bool quiet);
+/*! bytes: over the time since the start, as MB/s; fraction: done of the
+ *  whole in (0, 1] (the percent and the time left), else not known. */
+void cli_progress_draw(cli_progress *p, const char *what, uint64_t records, uint64_t bytes,
+		       double fraction);
+void cli_progress_end(cli_progress *p);
+
 /*! The median of v[0..n) (n > 0), sorting v in place: the middle value,
  *  or the mean of the two middle ones. */
 double cli_median(double *v, size_t n);

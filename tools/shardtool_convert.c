@@ -330,7 +330,8 @@ int cmd_convert(int argc, char **argv)
 	char **inputs = NULL;
 	int n = 0, ret, first;
 	out_shard o = { .fd = -1 };
-	uint64_t cur = 0, cur_end = 0, written_shards = 0;
+	uint64_t cur = 0, cur_end = 0, written_shards = 0, bytes = 0;
+	cli_progress pg = { 0 };
 
 	ret = cli_parse(&convert_command, argc, argv, &co, &first);
 	if (ret >= 0)
@@ -358,6 +359,7 @@ int cmd_convert(int argc, char **argv)
 	ret = 1;
 	if (ensure_dir(out) < 0 || count_records(inputs, n, &total) < 0)
 		goto out;
+	cli_progress_start(&pg, false);
 
 	for (int i = 0; i < n; i++) {
 		pf_source *src;
@@ -408,6 +410,9 @@ int cmd_convert(int argc, char **argv)
 				goto fail;
 			}
 			done++;
+			bytes += rec.len;
+			cli_progress_draw(&pg, "convert", done, bytes,
+					  total ? (double)done / (double)total : 0);
 		}
 		pf_source_close(src);
 		if (ret < 0) {
@@ -441,6 +446,7 @@ int cmd_convert(int argc, char **argv)
 	}
 	if (write_convert_manifest(out, shards) < 0)
 		goto fail;
+	cli_progress_end(&pg);
 	printf("convert: %llu records from %d input%s into %llu indexed shards under %s\n",
 	       (unsigned long long)total, n, n == 1 ? "" : "s",
 	       (unsigned long long)shards, out);
@@ -456,6 +462,7 @@ fail:
 	}
 	ret = 1;
 out:
+	cli_progress_end(&pg);
 	cli_free_inputs(inputs, n);
 	return ret;
 }

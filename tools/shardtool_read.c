@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common_internal.h"
 #include "shardtool.h"
 
 /* ------------------------------------------------------------------ */
@@ -241,19 +243,39 @@ int cmd_inspect(int argc, char **argv)
 
 /* ------------------------------------------------------------------ */
 
-/* Read every record through src; @return records or <0 (err set). */
-static int64_t drain(pf_source *src, pf_error *err)
+/* verify's progress: records checked, their bytes, the files' bytes
+ * done of all (a file counts once both its passes are done). */
+typedef struct verify_progress {
+	cli_progress line;
+	uint64_t records, bytes, done_bytes, all_bytes;
+} verify_progress;
+
+static void verify_draw(verify_progress *vp, uint64_t records, uint64_t bytes)
+{
+	cli_progress_draw(&vp->line, "verify", vp->records + records, vp->bytes + bytes,
+			  vp->all_bytes ? (double)vp->done_bytes / (double)vp->all_bytes : 0);
+}
+
+/* Every record of src, counted, the progress line drawn.  @return the
+ * count, or -errno with err. */
+static int64_t verify_drain(pf_source *src, verify_progress *vp, pf_error *err)
 {
 	pf_record rec;
 	int64_t n = 0;
+	uint64_t bytes = 0;
 	int ret;
 
-	while ((ret = pf_source_next(src, &rec, err)) == 1)
+	while ((ret = pf_source_next(src, &rec, err)) == 1) {
 		n++;
+		bytes += rec.len;
+		verify_draw(vp, (uint64_t)n, bytes);
+	}
+	vp->records += (uint64_t)n;
+	vp->bytes += bytes;
 	return ret < 0 ? ret : n;
 }
 
-static int verify_one(const char *path)
+static int verify_one(const char *path, verify_progress *vp)
 {
 	pf_source *src = NULL;
 	pf_error err;
@@ -264,7 +286,7 @@ static int verify_one(const char *path)
 	ret = pf_source_open(&src, path, NULL, &err);
 	if (ret < 0)
 		goto bad;
-	n = drain(src, &err);
+	n = verify_drain(src, vp, &err);
 	if (n < 0) {
 		ret = (int)n;
 		goto bad;
@@ -288,7 +310,7 @@ static int verify_one(const char *path)
 		ret = pf_source_open(&stream, path, &scfg, &err);
 		if (ret < 0)
 			goto bad;
-		m = drain(stream, &err);
+		m = verify_drain(stream, vp, &err);
 		pf_source_close(stream);
 		if (m < 0) {
 			ret = (int)m;
@@ -301,9 +323,11 @@ static int verify_one(const char *path)
 			pf_error_set_file(&err, path);
 			goto bad;
 		}
+		cli_progress_end(&vp->line);
 		printf("%s: OK (indexed, %u frames, %lld records)\n", path,
 		       pf_shard_index_frames(ix), (long long)n);
 	} else {
+		cli_progress_end(&vp->line);
 		printf("%s: OK (%s, %lld records)\n", path,
 		       pf_compression_name(pf_source_compression(src)), (long long)n);
 	}
@@ -331,6 +355,8 @@ int cmd_verify(int argc, char **argv)
 {
 	char **inputs;
 	int n, bad = 0, ret, first;
+	verify_progress vp = { 0 };
+	uint64_t t0 = pf_now_ns();
 
 	ret = cli_parse(&verify_command, argc, argv, NULL, &first);
 	if (ret >= 0)
@@ -340,9 +366,23 @@ int cmd_verify(int argc, char **argv)
 	n = cli_expand_inputs(argv + first, argc - first, &inputs);
 	if (n < 0)
 		return 1;
-	for (int i = 0; i < n; i++)
-		if (verify_one(inputs[i]) < 0)
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+
+		if (stat(inputs[i], &st) == 0)
+			vp.all_bytes += (uint64_t)st.st_size;
+	}
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+
+		cli_progress_start(&vp.line, false);
+		vp.line.start_ns = t0;
+		if (verify_one(inputs[i], &vp) < 0)
 			bad++;
+		if (stat(inputs[i], &st) == 0)
+			vp.done_bytes += (uint64_t)st.st_size;
+	}
+	cli_progress_end(&vp.line);
 	cli_free_inputs(inputs, n);
 	if (bad)
 		fprintf(stderr, "%s: %d of %d files failed verification\n", cli_prog, bad, n);

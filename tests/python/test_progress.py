@@ -69,3 +69,52 @@ def test_metrics_have_the_time_series(data):
     assert s["records"][-1] == m["records"] == 20 * 2000 // 8 * 8
     assert s["bytes_read"][-1] == m["bytes_read"]
 
+
+def _on_a_terminal(*args):
+    """Run a tool with its stderr on a pseudo-terminal: @return (exit
+    status, what the terminal got, stdout)."""
+    import os
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.PIPE,
+                            stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:     # EIO: the tool closed its end
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    out = proc.stdout.read()
+    proc.stdout.close()
+    return proc.wait(), got.decode(), out.decode()
+
+
+@pytest.mark.parametrize("command", ["convert", "verify"])
+def test_shardtool_draws_progress_on_a_terminal_only(data, tmp_path, command):
+    import subprocess
+    from conftest import tool
+    st = tool("tools/shardtool")
+    if command == "convert":
+        args = lambda out: [st, "convert", "--out", tmp_path / out, "--shards", 2,
+                            data / "plain"]
+    else:
+        shards = sorted(str(p) for p in (data / "indexed").glob("*.zst"))
+        args = lambda out: [st, "verify", *shards]
+    status, tty, out = _on_a_terminal(*args("a"))
+    assert status == 0, tty
+    # "\r<command>  N records  X MB/s  P%  Ts left", then cleared
+    assert f"\r{command}  " in tty and " records  " in tty and " MB/s" in tty, tty
+    assert "%" in tty and "s left" in tty, tty
+    assert tty.endswith("\r\x1b[K"), repr(tty[-40:])
+    # on a pipe: nothing but what it always said
+    piped = subprocess.run([str(a) for a in args("b")], capture_output=True, text=True)
+    assert piped.returncode == 0
+    assert "\r" not in piped.stderr and "records  " not in piped.stderr
+    assert piped.stdout == out.replace("\r\n", "\n").replace(str(tmp_path / "a"),
+                                                            str(tmp_path / "b"))
