@@ -73,6 +73,25 @@ static pf_open_config open_config(pf_loader *l)
 				 .count_drop_ctx = l };
 }
 
+/* The global shuffle reads slices of frames through the index: a file
+ * without one (a stream) cannot be sliced, and is refused by name. */
+static int check_global(const pf_loader *l, pf_error *err)
+{
+	const pf_dataset *ds = l->ds;
+
+	for (uint64_t u = 0; l->slice && ds->any_stream && u < ds->nunits; u++) {
+		if (!ds->units[u].stream)
+			continue;
+		pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+			     "shuffle=global needs indexed shards, and this file has no "
+			     "index (a stream is read from its start): `shardtool index` "
+			     "gives it one, or use the window shuffle");
+		pf_error_set_file(err, ds->paths[ds->units[u].file]);
+		return err->code;
+	}
+	return 0;
+}
+
 /* The config's size as of the first sized ABI (0.5): the least any
  * caller may pass (abi_compat.c gives it for programs built before). */
 #define CONFIG_SIZE_0_5 PF_LOADER_CONFIG_SIZE_0_5
@@ -153,10 +172,21 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
 	l->nworkers = cfg->threads ? cfg->threads : pf_cpus();
 	l->host_batch = l->topo.cores * l->topo.per_core_batch;
-	ret = pf_plan_block(cfg->shuffle, cfg->shuffle_window, l->host_batch, &l->wblock,
+	if ((unsigned)cfg->shuffle_mode > PF_SHUFFLE_GLOBAL) {
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "shuffle_mode %u is neither PF_SHUFFLE_WINDOW (0) nor "
+				   "PF_SHUFFLE_GLOBAL (1)", (unsigned)cfg->shuffle_mode);
+		goto fail;
+	}
+	/* The global shuffle is a shuffle: its slices go through the window
+	 * as a window shuffle's frames do. */
+	l->cfg.shuffle = cfg->shuffle || cfg->shuffle_mode == PF_SHUFFLE_GLOBAL;
+	ret = pf_plan_block(l->cfg.shuffle, cfg->shuffle_window, l->host_batch, &l->wblock,
 			    &l->shuffle_rows, err);
 	if (ret < 0)
 		goto fail;
+	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
+		l->slice = pf_plan_slice(l->wblock, l->topo.per_core_batch);
 
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
 	if (ret < 0)
@@ -288,6 +318,9 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 			goto fail;
 		}
 	}
+	ret = check_global(l, err);
+	if (ret < 0)
+		goto fail;
 	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);
 	l->m.records_per_epoch = l->ds->records;
 	l->m.steps_per_epoch = l->steps_per_epoch;

@@ -251,12 +251,23 @@ int pf_plan_block(bool shuffle, uint32_t shuffle_window, uint32_t host_batch, ui
 void pf_plan_block_perm(uint64_t seed, uint32_t epoch, uint32_t host, uint64_t k,
 			uint32_t *perm, uint32_t n);
 
+/*! The global shuffle's slice (pf_plan_epoch()) for shuffle blocks of
+ *  `block` records and per-core batches of pcb: the most records that
+ *  may come from one frame in a row while a per-core batch's draw from
+ *  the block stays close to independent draws (design effect
+ *  1 + (pcb - 1)(slice - 1) / (block - 1) at most 1.1; docs/design.md,
+ *  "The global shuffle"), at least 1. */
+uint32_t pf_plan_slice(uint32_t block, uint32_t pcb);
 /*! Steps per epoch for this topology. */
 uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem);
 /*! Build host t->host_index's plan for epoch e into *p (its arrays are
- *  reused between calls; free with pf_plan_release()). */
+ *  reused between calls; free with pf_plan_release()).  slice 0: the
+ *  units, permuted when shuffle; slice > 0 (the global shuffle, indexed
+ *  units only): every unit cut into slices of that many records (its
+ *  last one shorter), and the slices of the whole dataset permuted. */
 int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
-		  uint64_t seed, uint32_t epoch, bool shuffle, pf_remainder rem);
+		  uint64_t seed, uint32_t epoch, bool shuffle, uint32_t slice,
+		  pf_remainder rem);
 void pf_plan_release(pf_epoch_plan *p);
 
 /* ------------------------------------------------------------------ */
@@ -290,6 +301,8 @@ typedef struct pf_state {
 	pf_piece *pieces;
 	size_t npieces;
 	uint64_t epoch_dropped, epoch_wrapped;	/* origin != saver only */
+	bool global;			/* the global shuffle */
+	uint32_t origin_slice;		/* its slice in the origin streams */
 } pf_state;
 
 /*! Encode s into buf (cap bytes).  @return the blob's length (nothing is

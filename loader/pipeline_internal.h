@@ -248,6 +248,8 @@ typedef struct epoch_run {
 	pf_topology origin;	/* the topology whose host streams these are */
 	uint32_t w;		/* records per shuffle block of those streams */
 	bool permute;		/* blocks permuted */
+	uint32_t slice;		/* global shuffle: records per slice of
+				   those streams (0: whole units) */
 	pf_piece *pieces;
 	size_t npieces;
 	uint64_t steps;		/* batches this run takes from the epoch */
@@ -268,6 +270,7 @@ struct pf_loader {
 	uint32_t wmax;		/* the largest W of the run (a resumed epoch's may differ) */
 	uint32_t spb;		/* slots one block can touch */
 	bool shuffle_rows;	/* permute inside blocks */
+	uint32_t slice;		/* global shuffle: records per slice (0: none) */
 
 	/* Where the run starts: a fresh epoch, or a resumed one. */
 	uint32_t start_epoch;

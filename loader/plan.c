@@ -9,6 +9,11 @@
  * overlap its range: about 1/H of the bytes.  Its record stream then
  * goes through a window shuffle seeded by (seed, epoch, h).  Nothing here
  * depends on thread count or timing.
+ *
+ * The global shuffle (PF_SHUFFLE_GLOBAL) only changes the units: every
+ * frame is cut into slices of a few records, and the slices of the
+ * whole dataset are what is permuted and cut among the hosts, so that a
+ * shuffle window holds records of many frames from anywhere.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -250,13 +255,83 @@ static int add_segment(pf_epoch_plan *p, uint64_t unit, uint64_t first,
 	return 0;
 }
 
+uint32_t pf_plan_slice(uint32_t block, uint32_t pcb)
+{
+	uint64_t s;
+
+	if (pcb <= 1 || block <= 1)
+		return block ? block : 1;
+	/* (pcb - 1)(s - 1) / (block - 1) <= 0.1 */
+	s = 1 + (uint64_t)(block - 1) / (10ull * (pcb - 1));
+	return (uint32_t)(s < block ? s : block);
+}
+
+/* Fisher-Yates over order[0..n), seeded by (seed, epoch). */
+static void permute(uint64_t *order, uint64_t n, uint64_t seed, uint32_t epoch)
+{
+	pf_rng r = pf_rng_seed(seed, epoch, 0x7065726d /* "perm" */);
+
+	for (uint64_t i = n; i > 1; i--) {
+		uint64_t j = pf_rng_below(&r, i);
+		uint64_t tmp = order[i - 1];
+
+		order[i - 1] = order[j];
+		order[j] = tmp;
+	}
+}
+
+/* The global shuffle's items: the slices of every unit, numbered unit by
+ * unit (unit u's slices from first[u], ceil(records / slice) of them).
+ * @return the slice count, or 0 with *first NULL (out of memory). */
+static uint64_t number_slices(const pf_dataset *ds, uint32_t slice, uint64_t **first)
+{
+	uint64_t n = 0;
+
+	*first = pf_malloc((ds->nunits + 1) * sizeof(**first));
+	if (!*first)
+		return 0;
+	for (uint64_t u = 0; u < ds->nunits; u++) {
+		(*first)[u] = n;
+		n += (ds->units[u].records + slice - 1) / slice;
+	}
+	(*first)[ds->nunits] = n;
+	return n;
+}
+
+/* Item `it` of the epoch's order: a unit whole (slice 0), or a slice of
+ * one, found by bisection over the units' first slices. */
+static pf_segment item_segment(const pf_dataset *ds, uint32_t slice, const uint64_t *first,
+			       uint64_t it)
+{
+	uint64_t lo = 0, hi = ds->nunits;
+
+	if (!slice)
+		return (pf_segment){ it, 0, ds->units[it].records };
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (first[mid] <= it)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	/* Units of no records have no slices: lo is the last unit whose
+	 * first slice is at or before it, so it is lo's own. */
+	{
+		uint64_t b = (it - first[lo]) * slice, left = ds->units[lo].records - b;
+
+		return (pf_segment){ lo, b, left < slice ? left : slice };
+	}
+}
+
 int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
-		  uint64_t seed, uint32_t epoch, bool shuffle, pf_remainder rem)
+		  uint64_t seed, uint32_t epoch, bool shuffle, uint32_t slice,
+		  pf_remainder rem)
 {
 	uint64_t n = ds->records, h = t->host_index, hosts = t->num_hosts;
 	uint64_t lo = (uint64_t)((pf_u128)n * h / hosts);
 	uint64_t hi = (uint64_t)((pf_u128)n * (h + 1) / hosts);
-	uint64_t *order, pos = 0;
+	uint64_t *order, *first = NULL, nitems = ds->nunits, pos = 0;
 	int ret = 0;
 
 	p->nseg = 0;
@@ -264,33 +339,34 @@ int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 	p->share = hi - lo;
 	p->quota = pf_plan_steps(n, t, rem) * t->per_core_batch * t->cores;
 
-	order = pf_malloc((ds->nunits ? ds->nunits : 1) * sizeof(*order));
-	if (!order)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < ds->nunits; i++)
-		order[i] = i;
-	if (shuffle) {
-		/* Fisher-Yates over units, one permutation per epoch. */
-		pf_rng r = pf_rng_seed(seed, epoch, 0x7065726d /* "perm" */);
-		for (uint64_t i = ds->nunits; i > 1; i--) {
-			uint64_t j = pf_rng_below(&r, i);
-			uint64_t tmp = order[i - 1];
-			order[i - 1] = order[j];
-			order[j] = tmp;
-		}
+	if (slice) {
+		nitems = number_slices(ds, slice, &first);
+		if (!first)
+			return -ENOMEM;
 	}
-	for (uint64_t i = 0; i < ds->nunits && pos < hi && ret == 0; i++) {
-		const pf_unit *u = &ds->units[order[i]];
-		uint64_t b = pos, e = pos + u->records;
+	order = pf_malloc((nitems ? nitems : 1) * sizeof(*order));
+	if (!order) {
+		pf_free(first);
+		return -ENOMEM;
+	}
+	for (uint64_t i = 0; i < nitems; i++)
+		order[i] = i;
+	/* One permutation per epoch: of the units, or of the slices. */
+	if (shuffle || slice)
+		permute(order, nitems, seed, epoch);
+	for (uint64_t i = 0; i < nitems && pos < hi && ret == 0; i++) {
+		pf_segment sg = item_segment(ds, slice, first, order[i]);
+		uint64_t b = pos, e = pos + sg.count;
 
 		pos = e;
-		if (e <= lo || u->records == 0)
+		if (e <= lo || sg.count == 0)
 			continue;
 		b = b < lo ? lo : b;
 		e = e > hi ? hi : e;
-		ret = add_segment(p, order[i], b - (pos - u->records), e - b);
+		ret = add_segment(p, sg.unit, sg.first + (b - (pos - sg.count)), e - b);
 	}
 	pf_free(order);
+	pf_free(first);
 	if (ret < 0)
 		return ret;
 	/* Wrap: fill the last step from the start of this host's share. */

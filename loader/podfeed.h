@@ -290,6 +290,27 @@ typedef enum pf_remainder {
 	PF_REMAINDER_WRAP,
 } pf_remainder;
 
+/* Which shuffle pf_loader_config.shuffle turns on (shuffle_mode, a field
+ * appended in 0.7: its zero is the window shuffle of before). */
+typedef enum pf_shuffle_mode {
+	/* Frames permuted each epoch, records shuffled in a window: a
+	 * batch draws from the few frames a window holds, so shards sorted
+	 * by label (or date, or source) give batches of few labels. */
+	PF_SHUFFLE_WINDOW = 0,
+	/* Each epoch a new permutation over the whole dataset: every
+	 * indexed frame is cut into slices of a few records and the slices
+	 * of all shards are permuted together, then shuffled in the
+	 * window, so that a batch draws from about window / slice frames
+	 * anywhere in the dataset.  A slice is read by reading its frame
+	 * (random access through the index), so a frame is read once per
+	 * slice: the slice is the largest that keeps a per-core batch's
+	 * records independent enough (docs/design.md, "The global
+	 * shuffle"); a larger shuffle_window cuts frames less.  Indexed
+	 * shards only: a stream file is refused at create, naming it
+	 * (`shardtool index` gives it an index).  Implies shuffle. */
+	PF_SHUFFLE_GLOBAL = 1,
+} pf_shuffle_mode;
+
 /*! pf_steps_per_epoch(): the steps every host of a pod yields in one
  *  epoch of `records` records, in global batches of `global_batch` records
  *  (per_core_batch x cores_per_host x num_hosts): floor(records /
@@ -453,6 +474,10 @@ typedef struct pf_loader_config {
 	 * threads at once. */
 	pf_allgather_fn allgather;
 	void *allgather_ctx;
+	/* 0.7: PF_SHUFFLE_WINDOW (0, the shuffle of before: with shuffle
+	 * on) or PF_SHUFFLE_GLOBAL (a shuffle over the whole dataset, on
+	 * whatever shuffle says).  Any other value is refused at create. */
+	pf_shuffle_mode shuffle_mode;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_config;

@@ -503,7 +503,12 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 		       " (global batch %llu)\n", cfg->host_index, (unsigned long long)hosts,
 		       (unsigned long long)cores, cfg->per_core_batch,
 		       (unsigned long long)(cfg->per_core_batch * cores * hosts));
-	if (cfg->shuffle)
+	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
+		pf_text_printf(t, "order       shuffled globally: slices of frames permuted over "
+			       "the whole dataset, records in a window of %u, seed %llu\n",
+			       cfg->shuffle_window ? cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT,
+			       (unsigned long long)cfg->seed);
+	else if (cfg->shuffle)
 		pf_text_printf(t, "order       shuffled: frames permuted, records in a window "
 			       "of %u, seed %llu\n", cfg->shuffle_window ? cfg->shuffle_window
 			       : PF_LOADER_WINDOW_DEFAULT, (unsigned long long)cfg->seed);
@@ -658,8 +663,13 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 	pf_json_put(o, "records_per_epoch", pf_json_u64(m->records_per_epoch), bad);
 	pf_json_put(o, "steps_per_epoch", pf_json_u64(m->steps_per_epoch), bad);
 	pf_json_put(o, "repeat", pf_json_u64(run->runs ? run->runs : 1), bad);
-	pf_json_put(o, "shuffle", pf_json_bool(cfg->shuffle), bad);
-	pf_json_put(o, "shuffle_window", pf_json_u64(!cfg->shuffle ? 0 : cfg->shuffle_window ?
+	pf_json_put(o, "shuffle", pf_json_bool(cfg->shuffle ||
+						 cfg->shuffle_mode == PF_SHUFFLE_GLOBAL), bad);
+	pf_json_put(o, "shuffle_mode", pf_json_str(cfg->shuffle_mode == PF_SHUFFLE_GLOBAL ?
+						   "global" : cfg->shuffle ? "window" : "none"),
+		    bad);
+	pf_json_put(o, "shuffle_window", pf_json_u64(!cfg->shuffle &&
+						     cfg->shuffle_mode != PF_SHUFFLE_GLOBAL ? 0 : cfg->shuffle_window ?
 				cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT), bad);
 	pf_json_put(o, "seed", pf_json_u64(cfg->seed), bad);
 	sub = json_object();

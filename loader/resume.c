@@ -26,6 +26,11 @@ static int state_matches(const pf_loader *l, const pf_state *s, size_t i, pf_err
 				    (unsigned long long)s->fingerprint,
 				    (unsigned long long)l->ds->records,
 				    (unsigned long long)l->ds->fingerprint);
+	if (s->global != (l->slice != 0))
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "state %zu was saved with the %s shuffle; the loader is "
+				    "configured with the %s one", i, s->global ? "global" : "window",
+				    l->slice ? "global" : "window");
 	if (s->seed != l->cfg.seed || s->shuffle != l->cfg.shuffle ||
 	    s->remainder != (uint32_t)l->cfg.remainder)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
@@ -112,7 +117,8 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 		if (!same_topology(&s->saver, &s0->saver) || s->epoch != s0->epoch ||
 		    !same_topology(&s->origin, &s0->origin) ||
 		    s->origin_block != s0->origin_block ||
-		    s->origin_permute != s0->origin_permute)
+		    s->origin_permute != s0->origin_permute ||
+		    s->origin_slice != s0->origin_slice)
 			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 					    "the states are not of one job at one epoch: host "
 					    "%u is at epoch %u of %u hosts, host %u at epoch %u "
@@ -180,6 +186,7 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	l->resume.origin = s0->origin;
 	l->resume.w = s0->origin_block;
 	l->resume.permute = s0->origin_permute;
+	l->resume.slice = s0->origin_slice;
 	l->resume.steps = quota / l->host_batch;
 	l->resume.dropped = len > quota ? len - quota : 0;
 	l->resume.wrapped = quota > len ? quota - len : 0;
@@ -202,7 +209,7 @@ static int resumed_remainder(pf_loader *l, const pf_state *own, pf_error *err)
 		return 0;
 	}
 	ret = pf_plan_epoch(&plan, l->ds, &l->topo, l->cfg.seed, own->epoch, l->cfg.shuffle,
-			    l->cfg.remainder);
+			    own->origin_slice, l->cfg.remainder);
 	if (ret < 0) {
 		pf_plan_release(&plan);
 		return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
@@ -259,7 +266,7 @@ int pf_resume_restore(pf_loader *l, pf_error *err)
 			l->resume = (epoch_run){
 				.epoch = own->epoch, .origin = own->origin,
 				.w = own->origin_block, .permute = own->origin_permute,
-				.npieces = own->npieces, .steps = left / l->host_batch,
+				.slice = own->origin_slice, .npieces = own->npieces, .steps = left / l->host_batch,
 				.step0 = own->step_in_epoch,
 			};
 			l->resume.pieces = pf_calloc(own->npieces + 1, sizeof(*own->pieces));
@@ -322,6 +329,7 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 		.block = l->wblock, .epoch = l->start_epoch,
 		.global_step = l->gstep0, .origin = l->topo,
 		.origin_block = l->wblock, .origin_permute = l->shuffle_rows,
+		.global = l->slice != 0, .origin_slice = l->slice,
 	};
 	if (!l->c_any) {
 		/* Nothing handed out: where the run started (a fresh epoch
@@ -349,6 +357,7 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 		s->origin = er->origin;
 		s->origin_block = er->w;
 		s->origin_permute = er->permute;
+		s->origin_slice = er->slice;
 		if (!same_topology(&er->origin, &l->topo)) {
 			s->epoch_dropped = er->dropped;
 			s->epoch_wrapped = er->wrapped;

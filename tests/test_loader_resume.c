@@ -19,9 +19,9 @@
 
 extern char **environ;
 
-/* Uneven indexed shards with small frames, a plain and a gzip stream:
- * ids 0 .. *nids-1. */
-static const char *dataset(uint64_t *nids)
+/* Uneven indexed shards with small frames, and (streams) a plain and a
+ * gzip stream: ids 0 .. *nids-1. */
+static const char *dataset_of(uint64_t *nids, bool streams)
 {
 	const char *d = tu_tmpdir();
 	const uint64_t counts[] = { 1200, 7, 0, 2500, 333, 900 };
@@ -33,6 +33,9 @@ static const char *dataset(uint64_t *nids)
 		tu_write_id_shard(p, id, counts[i], 2048, 0);
 		id += counts[i];
 	}
+	*nids = id;
+	if (!streams)
+		return d;
 	snprintf(p, sizeof(p), "%s/t0.tfrecord", d);
 	tu_write_id_stream(p, id, 700, false);
 	id += 700;
@@ -41,6 +44,11 @@ static const char *dataset(uint64_t *nids)
 	id += 450;
 	*nids = id;
 	return d;
+}
+
+static const char *dataset(uint64_t *nids)
+{
+	return dataset_of(nids, true);
 }
 
 typedef struct blob {
@@ -280,12 +288,13 @@ Test(resume, a_resumed_run_saves_and_resumes_again, .timeout = 120)
  * the states and finish the epoch, then run one more.  Epoch 0: every id
  * at most once, and the missing ones exactly the two remainders.  Epoch
  * 1: a fresh epoch of the new topology. */
-static void check_resize(uint32_t hosts_a, uint32_t cores_a, uint32_t pcb_a,
-			 uint32_t hosts_b, uint32_t cores_b, uint32_t pcb_b,
-			 const uint64_t *stop_a)
+static void check_resize_mode(uint32_t hosts_a, uint32_t cores_a, uint32_t pcb_a,
+			      uint32_t hosts_b, uint32_t cores_b, uint32_t pcb_b,
+			      const uint64_t *stop_a, pf_shuffle_mode mode)
 {
 	uint64_t nids;
-	const char *d = dataset(&nids);
+	/* The global shuffle reads indexed shards only. */
+	const char *d = dataset_of(&nids, mode != PF_SHUFFLE_GLOBAL);
 	static steps s[16];
 	blob st[16];
 	uint8_t *seen = calloc(nids, 1), *seen1 = calloc(nids, 1);
@@ -297,7 +306,7 @@ static void check_resize(uint32_t hosts_a, uint32_t cores_a, uint32_t pcb_a,
 		pf_loader_config cfg = { .host_index = h, .num_hosts = hosts_a,
 					 .cores_per_host = cores_a, .per_core_batch = pcb_a,
 					 .shuffle = true, .shuffle_window = 200, .seed = 11,
-					 .epochs = 2, .threads = 2 };
+					 .epochs = 2, .threads = 2, .shuffle_mode = mode };
 
 		memset(&s[h], 0, sizeof(s[h]));
 		st[h] = run(d, cfg, NULL, 0, stop_a[h], &s[h]);
@@ -314,7 +323,7 @@ static void check_resize(uint32_t hosts_a, uint32_t cores_a, uint32_t pcb_a,
 		pf_loader_config cfg = { .host_index = h, .num_hosts = hosts_b,
 					 .cores_per_host = cores_b, .per_core_batch = pcb_b,
 					 .shuffle = true, .shuffle_window = 200, .seed = 11,
-					 .epochs = 2, .threads = 2 };
+					 .epochs = 2, .threads = 2, .shuffle_mode = mode };
 		steps *r = &s[hosts_a + h];
 		uint64_t e0 = 0;
 
@@ -353,6 +362,14 @@ static void check_resize(uint32_t hosts_a, uint32_t cores_a, uint32_t pcb_a,
 	free(seen1);
 }
 
+static void check_resize(uint32_t hosts_a, uint32_t cores_a, uint32_t pcb_a,
+			 uint32_t hosts_b, uint32_t cores_b, uint32_t pcb_b,
+			 const uint64_t *stop_a)
+{
+	check_resize_mode(hosts_a, cores_a, pcb_a, hosts_b, cores_b, pcb_b, stop_a,
+			  PF_SHUFFLE_WINDOW);
+}
+
 Test(resume, four_hosts_to_two_delivers_the_rest_of_the_epoch_once, .timeout = 120)
 {
 	const uint64_t stop[] = { 10, 10, 10, 10 };
@@ -371,6 +388,58 @@ Test(resume, two_hosts_to_three_and_another_host_batch, .timeout = 120)
 	 * whole batches. */
 	check_resize(2, 2, 16, 3, 1, 24, stop);
 	check_resize(3, 1, 24, 1, 4, 5, (const uint64_t[]){ 7, 50, 1 });
+}
+
+/* The global shuffle (PF_SHUFFLE_GLOBAL): its place is in the state as
+ * the window shuffle's is, bit for bit at the same topology, nothing
+ * repeated and less than a global batch lost on another. */
+Test(resume, global_shuffle_resumes_bit_for_bit_and_elastically, .timeout = 240)
+{
+	uint64_t nids;
+	const char *d = dataset_of(&nids, false);
+	pf_loader_config cfg = { .host_index = 1, .num_hosts = 3, .cores_per_host = 2,
+				 .per_core_batch = 16, .shuffle_mode = PF_SHUFFLE_GLOBAL,
+				 .shuffle_window = 300, .seed = 7, .epochs = 3, .threads = 2 };
+	const uint64_t stops[] = { 0, 1, 9, 50, 51, 52, 100, 152, 1000 };
+	const uint64_t stop[] = { 21, 5 };
+
+	check_exact(d, cfg, stops, sizeof(stops) / sizeof(stops[0]));
+	cfg = (pf_loader_config){ .cores_per_host = 3, .per_core_batch = 7,
+				  .shuffle_mode = PF_SHUFFLE_GLOBAL, .seed = 1, .epochs = 2 };
+	check_exact(d, cfg, stops, 7);
+	check_resize_mode(2, 2, 16, 3, 2, 16, stop, PF_SHUFFLE_GLOBAL);
+	/* Another per-core batch: the resumed epoch keeps the slices of the
+	 * streams it was cut from. */
+	check_resize_mode(2, 2, 16, 3, 1, 24, stop, PF_SHUFFLE_GLOBAL);
+	check_resize_mode(4, 2, 16, 2, 2, 16, (const uint64_t[]){ 3, 17, 0, 25 },
+			  PF_SHUFFLE_GLOBAL);
+}
+
+/* A state of the global shuffle is not the window shuffle's, nor the
+ * other way round. */
+Test(resume, a_state_of_another_shuffle_is_refused, .timeout = 60)
+{
+	uint64_t nids;
+	const char *d = dataset_of(&nids, false);
+	const char *paths[1] = { d };
+	pf_loader_config cfg = { .per_core_batch = 16, .shuffle_mode = PF_SHUFFLE_GLOBAL,
+				 .seed = 2, .epochs = 2, .threads = 2 };
+	static steps s;
+	pf_state_blob sb;
+	pf_loader *l = NULL;
+	pf_error err;
+	blob st = run(d, cfg, NULL, 0, 5, &s);
+
+	sb = (pf_state_blob){ st.data, st.len };
+	cfg = (pf_loader_config){ .paths = paths, .npaths = 1, .features = "id:int64[1]",
+				  .per_core_batch = 16, .shuffle = true, .seed = 2, .epochs = 2,
+				  .resume = &sb, .nresume = 1 };
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -EINVAL);
+	cr_assert_null(l);
+	cr_assert(strstr(err.msg, "saved with the global shuffle"), "%s", err.msg);
+	free(st.data);
+	steps_free(&s);
 }
 
 /* ------------------------------------------------------------------ */

@@ -151,6 +151,9 @@ static const struct usage_case {
 	{ "LOADBENCH", "--io-depth automatic d", "--io-depth: 'automatic' is not a whole number",
 	  "loadbench" },
 	{ "LOADBENCH", "--shuffle-window 0 d", "--shuffle-window: 0 is no window", "loadbench" },
+	{ "LOADBENCH", "--shuffle=random d", "--shuffle: 'random' is not a shuffle (window, "
+	  "global", "loadbench" },
+	{ "LOADBENCH", "--shuffle= d", "--shuffle: '' is not a shuffle", "loadbench" },
 	{ "LOADBENCH", "--cross-region maybe d", "--cross-region: 'maybe' is not warn, refuse "
 	  "or allow", "loadbench" },
 	{ "LOADBENCH", "--embed-lr-scale 0 d", "--embed-lr-scale: '0' is not a finite number "
@@ -269,6 +272,14 @@ Test(cli, loadbench_shuffles_only_when_asked)
 	cr_assert_eq(json_integer_value(json_object_get(o, "shuffle_window")), 8192);
 	cr_assert_eq(json_integer_value(json_object_get(o, "seed")), 3);
 	json_decref(o);
+	o = report(d, "--shuffle=global --seed 3");
+	cr_assert(json_is_true(json_object_get(o, "shuffle")));
+	cr_assert_str_eq(json_string_value(json_object_get(o, "shuffle_mode")), "global");
+	cr_assert_eq(json_integer_value(json_object_get(o, "shuffle_window")), 8192);
+	json_decref(o);
+	o = report(d, "--shuffle=window");
+	cr_assert_str_eq(json_string_value(json_object_get(o, "shuffle_mode")), "window");
+	json_decref(o);
 	o = report(d, "--shuffle-window 100");
 	cr_assert(json_is_true(json_object_get(o, "shuffle")));
 	cr_assert_eq(json_integer_value(json_object_get(o, "shuffle_window")), 100);
@@ -282,7 +293,7 @@ Test(cli, loadbench_shuffles_only_when_asked)
 		if (!*r)
 			break;
 	}
-	cr_assert(strstr(help, "--shuffle shuffle: frames permuted, records in a window of "
-			 "8192 (default off"), "%s", help);
+	cr_assert(strstr(help, "--shuffle[=global] shuffle: frames permuted, records in a "
+			 "window of 8192 (default off"), "%s", help);
 	free(help);
 }

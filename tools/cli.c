@@ -526,8 +526,9 @@ int cli_parse_each(const cli_command *cmd, int argc, char **argv, void *ctx, int
 
 		if (o->type == CLI_SECTION || o->type == CLI_NOTE)
 			continue;
-		lo[nl++] = (struct option){ o->name, takes_value(o) ? required_argument
-								   : no_argument,
+		lo[nl++] = (struct option){ o->name, o->optional ? optional_argument
+						     : takes_value(o) ? required_argument
+						     : no_argument,
 					    NULL, (int)(BASE + i) };
 		if (o->letter) {
 			shorts[ns++] = o->letter;
@@ -629,6 +630,9 @@ static void help_line(FILE *f, const cli_opt *o)
 	if (o->letter)
 		len = snprintf(left, sizeof(left), "  -%c, --%s%s%s", o->letter, o->name,
 			       takes_value(o) ? " " : "", takes_value(o) && o->arg ? o->arg : "");
+	else if (o->optional)
+		len = snprintf(left, sizeof(left), "  --%s[=%s]", o->name,
+			       o->arg ? o->arg : "VALUE");
 	else
 		len = snprintf(left, sizeof(left), "  --%s%s%s", o->name,
 			       takes_value(o) ? " " : "",

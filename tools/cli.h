@@ -75,6 +75,9 @@ struct cli_opt {
 	const char *choices;	/* CLI_CHOICE: "drop|wrap" */
 	/* CLI_CALL: @return 0, or <0 after cli_usage(). */
 	int (*call)(void *field, const char *value);
+	/* CLI_CALL: the value may be left out (--name alone, or
+	 * --name=VALUE, never --name VALUE): .call gets NULL then. */
+	bool optional;
 	const cli_opt *table;	/* CLI_INCLUDE */
 };
 

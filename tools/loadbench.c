@@ -114,6 +114,25 @@ static int parse_window(void *field, const char *v)
 	return cli_parse_u64("--shuffle-window", v, 1, UINT32_MAX, true, field);
 }
 
+/* --shuffle alone: the window shuffle; --shuffle=global: the global one
+ * (PF_SHUFFLE_GLOBAL); --shuffle=window says the default out loud. */
+static int parse_shuffle(void *field, const char *v)
+{
+	pf_shuffle_mode *mode = field;
+
+	if (!v || !strcmp(v, "window")) {
+		*mode = PF_SHUFFLE_WINDOW;
+		return 0;
+	}
+	if (!strcmp(v, "global")) {
+		*mode = PF_SHUFFLE_GLOBAL;
+		return 0;
+	}
+	cli_usage("--shuffle: '%s' is not a shuffle (window, global; --shuffle alone: "
+		  "window)", v);
+	return -EINVAL;
+}
+
 #define O(field) offsetof(options, field)
 #define SEEN(field) CLI_SEEN(options, field)
 
@@ -135,9 +154,10 @@ const cli_opt loadbench_cli[] = {
 	  .help = "passes over the data (default 1; --steps alone: enough)" },
 	{ CLI_U64, "steps", .arg = "S", .off = O(steps), .min = 1, .max = UINT64_MAX,
 	  .suffix = true, .help = "stop after S steps in all" },
-	{ CLI_FLAG, "shuffle", .off = O(shuffle),
+	{ CLI_CALL, "shuffle", .arg = "global", .off = O(shuffle_mode), .call = parse_shuffle,
+	  .optional = true, .seen = SEEN(shuffle),
 	  .help = "shuffle: frames permuted, records in a window of 8192 (default "
-		  "off: the files' order, as pf_loader_config and tf.data)" },
+		  "off: the files' order); =global: the whole dataset" },
 	{ CLI_CALL, "shuffle-window", .arg = "W", .off = O(window), .call = parse_window,
 	  .seen = SEEN(window_given), .more = true,
 	  .help = "records in the shuffle window (default 8192); implies --shuffle" },
@@ -742,6 +762,7 @@ int main(int argc, char **argv)
 	cfg.epochs = o.steps && !o.epochs_given ? UINT32_MAX : (uint32_t)o.epochs;
 	cfg.max_steps = o.steps;
 	cfg.shuffle = o.shuffle;
+	cfg.shuffle_mode = o.shuffle_mode;
 	cfg.shuffle_window = (uint32_t)o.window;
 	cfg.remainder = (pf_remainder)o.remainder;
 	cfg.threads = (unsigned)o.threads_arg;

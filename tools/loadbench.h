@@ -18,6 +18,7 @@ typedef struct options {
 	uint64_t repeat;
 	bool epochs_given, direct, verify, json, baseline, quiet, no_manifest;
 	bool shuffle, window_given;
+	pf_shuffle_mode shuffle_mode;	/* --shuffle=global */
 	const char *features;
 	int remainder;			/* pf_remainder */
 	bool host_index_given, num_hosts_given;	/* else from the environment */

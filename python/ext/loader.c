@@ -162,14 +162,15 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		"num_hosts", "seed", "epochs", "max_steps", "shuffle", "shuffle_window",
 		"remainder_wrap", "threads", "io_depth", "memory_bytes", "prefetch",
 		"on_corrupt_skip", "max_corrupt", "quarantine", "resume",
-		"verify_records", "direct_io", "io_backend", "io_faults", NULL,
+		"verify_records", "direct_io", "io_backend", "io_faults", "shuffle_global",
+		NULL,
 	};
 	pf_loader_config cfg = { 0 };
 	PyObject *paths, *resume = Py_None;
 	const char *features, *quarantine = NULL, *io_backend = NULL, *io_faults = NULL;
 	const char **cpaths = NULL;
 	unsigned long long seed = 0, max_steps = 0, memory = 0, max_corrupt = 0;
-	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0;
+	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0, global = 0;
 	pf_state_blob *blobs = NULL;
 	Py_buffer *views = NULL;
 	Py_ssize_t nviews = 0;
@@ -185,14 +186,14 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		return PyErr_Format(PyExc_RuntimeError,
 				    "the loader is open or its batches are held; close it "
 				    "and release them first");
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzz", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzp", names,
 					 &paths, &features, &cfg.per_core_batch,
 					 &cfg.cores_per_host, &cfg.host_index,
 					 &cfg.num_hosts, &seed, &cfg.epochs, &max_steps,
 					 &shuffle, &cfg.shuffle_window, &wrap, &cfg.threads,
 					 &cfg.io_depth, &memory, &cfg.prefetch, &skip,
 					 &max_corrupt, &quarantine, &resume, &verify, &direct,
-					 &io_backend, &io_faults))
+					 &io_backend, &io_faults, &global))
 		return NULL;
 	cpaths = c_strings(paths, "paths", &cfg.npaths);
 	if (!cpaths)
@@ -227,6 +228,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	cfg.seed = seed;
 	cfg.max_steps = max_steps;
 	cfg.shuffle = shuffle;
+	cfg.shuffle_mode = global ? PF_SHUFFLE_GLOBAL : PF_SHUFFLE_WINDOW;
 	cfg.remainder = wrap ? PF_REMAINDER_WRAP : PF_REMAINDER_DROP;
 	cfg.memory_budget = (size_t)memory;
 	cfg.on_corrupt = skip ? PF_CORRUPT_SKIP : PF_CORRUPT_FAIL;

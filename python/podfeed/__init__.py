@@ -225,6 +225,19 @@ def _flag(name, value):
     return value
 
 
+def _shuffle(value):
+    """shuffle=: False, True or 'window' (the window shuffle), 'global'.
+    @return (shuffle on, global)."""
+    if isinstance(value, bool):
+        return value, False
+    if isinstance(value, str):
+        if value in ("window", "global"):
+            return True, value == "global"
+        raise ValueError(f"shuffle: {value!r} is not a shuffle (False, True or 'window', "
+                         "'global')")
+    raise TypeError(f"shuffle: expected True, False, 'window' or 'global', not {value!r}")
+
+
 def _uint(name, value, lo=0, hi=2**32 - 1, none_ok=False):
     if value is None and none_ok:
         return None
@@ -456,8 +469,14 @@ class Loader(_podfeed.LoaderBase):
       epochs          passes over the data (a resumed run goes on to the
                       same count).
       shuffle         False (the default, as in the C API, loadbench,
-                      tf.data and Grain): the files' order; True: frames
-                      permuted each epoch and records shuffled in a window.
+                      tf.data and Grain): the files' order; True (or
+                      'window'): frames permuted each epoch and records
+                      shuffled in a window; 'global': a new permutation of
+                      the whole dataset each epoch (indexed shards' frames
+                      cut into slices of a few records, the slices of all
+                      shards permuted, then the window), so that shards
+                      sorted by label or source still give mixed batches;
+                      a file without an index is a ConfigError naming it.
       shuffle_window  records per shuffle block, rounded up to whole host
                       batches (at most 2**30).
       remainder       'drop' the records past the last whole global batch
@@ -525,7 +544,7 @@ class Loader(_podfeed.LoaderBase):
                  max_corrupt=None, quarantine=None, verify_records=False,
                  direct_io=False, io_backend=None, io_faults=None):
         u64 = 2**64 - 1
-        shuffle = _flag("shuffle", shuffle)
+        shuffle, shuffle_global = _shuffle(shuffle)
         verify_records = _flag("verify_records", verify_records)
         direct_io = _flag("direct_io", direct_io)
         remainder = _choice("remainder", remainder, ("drop", "wrap"))
@@ -565,7 +584,7 @@ class Loader(_podfeed.LoaderBase):
             seed=_uint("seed", seed, hi=u64),
             epochs=_uint("epochs", epochs, lo=1),
             max_steps=_uint("max_steps", max_steps, lo=1, hi=u64, none_ok=True) or 0,
-            shuffle=shuffle, shuffle_window=shuffle_window,
+            shuffle=shuffle, shuffle_window=shuffle_window, shuffle_global=shuffle_global,
             remainder_wrap=remainder == "wrap",
             threads=_uint("threads", threads, lo=1, hi=4096, none_ok=True) or 0,
             io_depth=_uint("io_depth", io_depth, lo=1, hi=65536, none_ok=True) or 0,

@@ -76,7 +76,7 @@ class Loader:
     def __init__(self, paths: _Paths, features: Union[str, Mapping[str, _Feature]],
                  per_core_batch: int, cores: int = ..., host_index: Optional[int] = ...,
                  num_hosts: Optional[int] = ..., seed: int = ..., epochs: int = ...,
-                 shuffle: bool = ..., shuffle_window: int = ..., remainder: str = ...,
+                 shuffle: Union[bool, str] = ..., shuffle_window: int = ..., remainder: str = ...,
                  on_corrupt: str = ..., memory_mib: float = ..., threads: Optional[int] = ...,
                  state: Optional[_State] = ..., prefetch: int = ...,
                  max_steps: Optional[int] = ..., io_depth: Optional[int] = ...,

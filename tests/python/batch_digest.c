@@ -28,6 +28,8 @@ int main(int argc, char **argv)
 	cfg.cores_per_host = (uint32_t)strtoul(argv[3], NULL, 10);
 	cfg.seed = strtoull(argv[4], NULL, 10);
 	cfg.shuffle = atoi(argv[5]) != 0;
+	/* 2: the global shuffle */
+	cfg.shuffle_mode = atoi(argv[5]) == 2 ? PF_SHUFFLE_GLOBAL : PF_SHUFFLE_WINDOW;
 	cfg.host_index = (uint32_t)strtoul(argv[6], NULL, 10);
 	cfg.num_hosts = (uint32_t)strtoul(argv[7], NULL, 10);
 	cfg.paths = (const char *const *)argv + 8;

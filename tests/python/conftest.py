@@ -39,7 +39,7 @@ def data(tmp_path_factory):
 def digests(features, per_core_batch, cores, seed, shuffle, host, hosts, *paths):
     """The C API's batches: [(epoch, step, crc32), ...] from batch_digest."""
     out = run(tool("tests/python/batch_digest"), features, per_core_batch, cores, seed,
-              int(shuffle), host, hosts, *paths)
+              2 if shuffle == "global" else int(shuffle), host, hosts, *paths)
     return [(int(e), int(s), int(c, 16)) for e, s, c in
             (line.split() for line in out.splitlines())]
 

@@ -26,7 +26,8 @@ def crc_of(batch):
 
 
 @pytest.mark.parametrize("cores,pcb,shuffle,host,hosts", [
-    (2, 8, True, 0, 1), (1, 16, False, 0, 1), (3, 5, True, 1, 2)])
+    (2, 8, True, 0, 1), (1, 16, False, 0, 1), (3, 5, True, 1, 2), (2, 8, "global", 0, 1),
+    (3, 5, "global", 1, 2)])
 def test_batches_equal_the_c_api(data, cores, pcb, shuffle, host, hosts):
     want = digests(TOKENS, pcb, cores, 7, shuffle, host, hosts, data / "indexed")
     with podfeed.Loader(data / "indexed", TOKENS, pcb, cores=cores, seed=7,
@@ -271,6 +272,8 @@ LOADER_BAD = [
     (dict(epochs="2"), TypeError, "epochs"),
     (dict(epochs=0), ValueError, "epochs"),
     (dict(shuffle=1), TypeError, "shuffle"),
+    (dict(shuffle="random"), ValueError, "shuffle"),
+    (dict(shuffle="Global"), ValueError, "shuffle"),
     (dict(shuffle_window=1.0), TypeError, "shuffle_window"),
     (dict(shuffle_window=0), ValueError, "shuffle_window"),
     (dict(shuffle_window=2**31), ValueError, "shuffle_window"),

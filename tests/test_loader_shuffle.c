@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The global shuffle (PF_SHUFFLE_GLOBAL): on shards sorted by label its
+ * batches look like random draws from the whole dataset where the window
+ * shuffle's do not (a chi-square test per batch, against batches of a
+ * true random permutation); every record once an epoch, a new order each
+ * epoch; equal steps and disjoint records on 1, 4 and 7 hosts; stream
+ * files and unknown modes refused by name.  Resume with it is in
+ * test_loader_resume.c. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+#define LABELS 10u
+
+/* ids [0, n) in `shards` indexed shards, in order, frames of frame_size
+ * bytes: with label = id * LABELS / n each shard holds one or two labels
+ * (the dataset sorted by label, as a job's shards often are by source or
+ * date). */
+static const char *sorted_dataset(uint64_t n, uint32_t shards, size_t frame_size)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+
+	for (uint32_t s = 0; s < shards; s++) {
+		uint64_t lo = n * s / shards, hi = n * (s + 1) / shards;
+
+		snprintf(p, sizeof(p), "%s/s%03u.tfrecord.zst", d, s);
+		tu_write_id_shard(p, lo, hi - lo, frame_size, 0);
+	}
+	return d;
+}
+
+/* Every id one loader hands out, in order, and its steps. */
+typedef struct run_ids {
+	uint64_t *ids;
+	uint64_t n, steps;
+	uint32_t per_step;	/* ids a step */
+} run_ids;
+
+static void collect(const char *dir, pf_loader_config cfg, run_ids *out)
+{
+	const char *paths[1] = { dir };
+	pf_loader *l;
+	pf_batch *b;
+	pf_error err;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	cfg.paths = paths;
+	cfg.npaths = 1;
+	cfg.features = "id:int64[1]";
+	ret = pf_loader_create(&l, &cfg, &err);
+	cr_assert_eq(ret, 0, "create: %s", err.msg);
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		out->per_step = b->cores * b->per_core_batch;
+		out->ids = realloc(out->ids, (out->n + out->per_step) * sizeof(*out->ids));
+		cr_assert_not_null(out->ids);
+		for (uint32_t c = 0; c < b->cores; c++) {
+			const int64_t *ids = b->core[c].tensors[0].data;
+
+			for (uint32_t i = 0; i < b->per_core_batch; i++)
+				out->ids[out->n++] = (uint64_t)ids[i];
+		}
+		out->steps++;
+		pf_loader_release(l, b);
+	}
+	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
+	pf_loader_free(l);
+}
+
+/* Pearson's chi-square of a batch's label counts against the dataset's
+ * (uniform: n a multiple of LABELS). */
+static double chi_square(const uint64_t *ids, uint32_t b, uint64_t n)
+{
+	double count[LABELS] = { 0 }, x = 0, expect = (double)b / LABELS;
+
+	for (uint32_t i = 0; i < b; i++)
+		count[ids[i] * LABELS / n] += 1;
+	for (uint32_t k = 0; k < LABELS; k++)
+		x += (count[k] - expect) * (count[k] - expect) / expect;
+	return x;
+}
+
+/* The chi-square distribution's 0.95 quantile at LABELS - 1 = 9 degrees
+ * of freedom: a batch "passes" below it. */
+#define CHI2_9_95 16.919
+
+/* The share of batches of b consecutive ids of seq[0..len) that pass. */
+static double pass_rate(const uint64_t *seq, uint64_t len, uint32_t b, uint64_t n)
+{
+	uint64_t pass = 0, batches = len / b;
+
+	for (uint64_t k = 0; k < batches; k++)
+		pass += chi_square(seq + k * b, b, n) < CHI2_9_95;
+	return (double)pass / (double)batches;
+}
+
+/* The reference: batches of true uniform permutations of the ids, one
+ * per epoch (Fisher-Yates over splitmix64), as many ids as len. */
+static double random_pass_rate(uint64_t n, uint64_t len, uint32_t b)
+{
+	uint64_t *seq = malloc(len * sizeof(*seq)), x = 0x9e3779b97f4a7c15ull;
+	double rate;
+
+	cr_assert_not_null(seq);
+	for (uint64_t at = 0; at < len; at += n) {
+		uint64_t m = len - at < n ? len - at : n, *perm = malloc(n * sizeof(*perm));
+
+		cr_assert_not_null(perm);
+		for (uint64_t i = 0; i < n; i++)
+			perm[i] = i;
+		for (uint64_t i = n; i > 1; i--) {
+			uint64_t z = (x += 0x9e3779b97f4a7c15ull), j, t;
+
+			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+			z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+			z ^= z >> 31;
+			j = z % i;
+			t = perm[i - 1];
+			perm[i - 1] = perm[j];
+			perm[j] = t;
+		}
+		memcpy(seq + at, perm, m * sizeof(*seq));
+		free(perm);
+	}
+	rate = pass_rate(seq, len, b, n);
+	free(seq);
+	return rate;
+}
+
+Test(shuffle, global_batches_pass_a_chi_square_as_random_ones_do_window_batches_fail,
+     .timeout = 240)
+{
+	/* 40,000 records sorted by label in 16 shards (each one or two
+	 * labels), frames of 64 KiB (about 1,800 records each, as frames of 1 MiB hold 1 KiB records); per-core
+	 * batches of 32, the default window of 8192. */
+	const uint64_t n = 40000;
+	const char *d = sorted_dataset(n, 16, 65536);
+	pf_loader_config cfg = { .per_core_batch = 32, .cores_per_host = 2, .seed = 5,
+				 .epochs = 2, .shuffle = true, .threads = 2 };
+	run_ids g, w;
+	double rg, rw, rr;
+
+	collect(d, cfg, &w);
+	cfg.shuffle_mode = PF_SHUFFLE_GLOBAL;
+	collect(d, cfg, &g);
+	cr_assert_eq(g.n, w.n);
+	/* Per core batch: what one core's step sees. */
+	rg = pass_rate(g.ids, g.n, 32, n);
+	rw = pass_rate(w.ids, w.n, 32, n);
+	rr = random_pass_rate(n, g.n, 32);
+	cr_log_info("chi-square pass rate per batch of 32: global %.3f, window %.3f, "
+		    "random %.3f (%llu batches)", rg, rw, rr,
+		    (unsigned long long)(g.n / 32));
+	/* ~2,500 batches: a rate's standard error is about 0.005. */
+	cr_assert_geq(rg, rr - 0.05, "global shuffle: %.3f of batches pass, random ones %.3f",
+		      rg, rr);
+	cr_assert_lt(rw, rr - 0.3, "window shuffle: %.3f of batches pass, random ones %.3f: "
+		     "the test would not tell a global shuffle from it", rw, rr);
+	free(g.ids);
+	free(w.ids);
+}
+
+/* Every record of an epoch's len at most once (so, len of them). */
+static void check_epoch(const uint64_t *ids, uint64_t len, uint64_t n, uint8_t *seen)
+{
+	memset(seen, 0, n);
+	for (uint64_t i = 0; i < len; i++) {
+		cr_assert_lt(ids[i], n);
+		cr_assert_eq(seen[ids[i]]++, 0, "id %llu twice in an epoch",
+			     (unsigned long long)ids[i]);
+	}
+}
+
+Test(shuffle, global_every_record_once_an_epoch_and_a_new_order_each, .timeout = 120)
+{
+	/* Uneven shards, an empty one, frames of 2 KiB. */
+	const uint64_t n = 5000;
+	const char *d = tu_tmpdir();
+	const uint64_t counts[] = { 1200, 7, 0, 2500, 393, 900 };
+	pf_loader_config cfg = { .per_core_batch = 20, .seed = 9, .epochs = 3,
+				 .shuffle_mode = PF_SHUFFLE_GLOBAL, .shuffle_window = 400,
+				 .threads = 2 };
+	uint8_t *seen = malloc(n);
+	uint64_t id = 0, per_epoch;
+	run_ids r;
+	char p[512];
+
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		snprintf(p, sizeof(p), "%s/s%zu.tfrecord.zst", d, i);
+		tu_write_id_shard(p, id, counts[i], 2048, 0);
+		id += counts[i];
+	}
+	cr_assert_eq(id, n);
+	collect(d, cfg, &r);
+	per_epoch = n / 20 * 20;
+	cr_assert_eq(r.n, 3 * per_epoch);
+	for (int e = 0; e < 3; e++)
+		check_epoch(r.ids + e * per_epoch, per_epoch, n, seen);
+	/* Each epoch its own permutation: the first 100 ids differ. */
+	cr_assert(memcmp(r.ids, r.ids + per_epoch, 100 * sizeof(*r.ids)) != 0);
+	cr_assert(memcmp(r.ids + per_epoch, r.ids + 2 * per_epoch, 100 * sizeof(*r.ids)) != 0);
+	/* And not the window shuffle's order. */
+	{
+		run_ids w;
+
+		cfg.shuffle_mode = PF_SHUFFLE_WINDOW;
+		cfg.shuffle = true;
+		collect(d, cfg, &w);
+		cr_assert_eq(w.n, r.n);
+		cr_assert(memcmp(w.ids, r.ids, 100 * sizeof(*r.ids)) != 0);
+		free(w.ids);
+	}
+	/* The same config, the same order (threads change nothing). */
+	{
+		run_ids again;
+
+		cfg.shuffle_mode = PF_SHUFFLE_GLOBAL;
+		cfg.shuffle = false;	/* global implies it */
+		cfg.threads = 1;
+		collect(d, cfg, &again);
+		cr_assert_eq(again.n, r.n);
+		cr_assert(memcmp(again.ids, r.ids, r.n * sizeof(*r.ids)) == 0);
+		free(again.ids);
+	}
+	free(r.ids);
+	free(seen);
+}
+
+Test(shuffle, global_hosts_1_4_7_equal_steps_disjoint_records, .timeout = 180)
+{
+	const uint64_t n = 9000;
+	const char *d = sorted_dataset(n, 9, 4096);
+	const uint32_t hosts[] = { 1, 4, 7 };
+	uint8_t *seen = malloc(n);
+
+	for (size_t k = 0; k < 3; k++) {
+		uint32_t h = hosts[k];
+		uint64_t steps = 0, got = 0, global = (uint64_t)h * 2 * 16;
+
+		memset(seen, 0, n);
+		for (uint32_t i = 0; i < h; i++) {
+			pf_loader_config cfg = { .host_index = i, .num_hosts = h,
+						 .cores_per_host = 2, .per_core_batch = 16,
+						 .seed = 3, .shuffle_mode = PF_SHUFFLE_GLOBAL,
+						 .threads = 2 };
+			run_ids r;
+
+			collect(d, cfg, &r);
+			if (i == 0)
+				steps = r.steps;
+			cr_assert_eq(r.steps, steps, "%u hosts: host %u has %llu steps, host 0 "
+				     "%llu", h, i, (unsigned long long)r.steps,
+				     (unsigned long long)steps);
+			for (uint64_t j = 0; j < r.n; j++) {
+				cr_assert_eq(seen[r.ids[j]]++, 0, "%u hosts: id %llu on two hosts "
+					     "(or twice)", h, (unsigned long long)r.ids[j]);
+				got++;
+			}
+			free(r.ids);
+		}
+		cr_assert_eq(steps, n / global, "%u hosts", h);
+		cr_assert_eq(got, n / global * global);
+	}
+	free(seen);
+}
+
+Test(shuffle, global_refuses_a_stream_file_by_name_and_unknown_modes, .timeout = 60)
+{
+	const char *d = tu_tmpdir();
+	const char *paths[1] = { d };
+	char p[512];
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .features = "id:int64[1]",
+				 .per_core_batch = 8, .shuffle_mode = PF_SHUFFLE_GLOBAL };
+	pf_loader *l = NULL;
+	pf_error err;
+
+	snprintf(p, sizeof(p), "%s/a.tfrecord.zst", d);
+	tu_write_id_shard(p, 0, 100, 2048, 0);
+	snprintf(p, sizeof(p), "%s/b.tfrecord", d);
+	tu_write_id_stream(p, 100, 50, false);
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -EINVAL);
+	cr_assert_null(l);
+	cr_assert(strstr(err.msg, "shuffle=global needs indexed shards"), "%s", err.msg);
+	cr_assert(strstr(err.file, "b.tfrecord"), "names %s", err.file);
+	/* The window shuffle reads it. */
+	cfg.shuffle_mode = PF_SHUFFLE_WINDOW;
+	cfg.shuffle = true;
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	pf_loader_free(l);
+	l = NULL;
+	cfg.shuffle_mode = (pf_shuffle_mode)7;
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -EINVAL);
+	cr_assert_null(l);
+	cr_assert(strstr(err.msg, "shuffle_mode 7"), "%s", err.msg);
+}
