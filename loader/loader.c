@@ -73,6 +73,26 @@ static pf_open_config open_config(pf_loader *l)
 				 .count_drop_ctx = l };
 }
 
+/* Frames of many records are each read once per slice: once per process,
+ * a line on stderr when that is 4 reads or more an epoch, with what reads
+ * less (design.md, "The global shuffle"). */
+#define PF_GLOBAL_HINT_READS 4u
+
+static void global_reads_hint(const pf_loader *l)
+{
+	static int said;
+	uint64_t frame = l->ds->nunits ? l->ds->records / l->ds->nunits : 0;
+	uint64_t reads = l->slice ? (frame + l->slice - 1) / l->slice : 0;
+
+	if (reads < PF_GLOBAL_HINT_READS || __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	fprintf(stderr, "podfeed: the global shuffle reads each frame about %llu times an "
+		"epoch (frames of ~%llu records, slices of %u for a per-core batch of %u in a "
+		"window of %u): smaller frames (`shardtool convert --frame-size 64K`) or a "
+		"larger shuffle window read less\n", (unsigned long long)reads,
+		(unsigned long long)frame, l->slice, l->topo.per_core_batch, l->wblock);
+}
+
 /* The global shuffle reads slices of frames through the index: a file
  * without one (a stream) cannot be sliced, and is refused by name. */
 static int check_global(const pf_loader *l, pf_error *err)
@@ -89,6 +109,7 @@ static int check_global(const pf_loader *l, pf_error *err)
 		pf_error_set_file(err, ds->paths[ds->units[u].file]);
 		return err->code;
 	}
+	global_reads_hint(l);
 	return 0;
 }
 
