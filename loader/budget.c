@@ -81,7 +81,9 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 	 * PF_STREAM_BUFS blocks. */
 	l->nstreams = l->nworkers + 1;
 	p->sbufs = ds->any_stream ? (size_t)l->nstreams * PF_STREAM_BUFS * PF_READ_DEFAULT : 0;
-	p->decode = (size_t)l->nworkers * (ds->max_usize + PF_ARENA_BYTES_FOR(arena_rec));
+	l->image_reserved = (size_t)l->nworkers * pf_images_scratch_estimate(l);
+	p->decode = (size_t)l->nworkers * (ds->max_usize + PF_ARENA_BYTES_FOR(arena_rec)) +
+		    l->image_reserved;
 	/* A segment per worker and two more in flight; where the budget has
 	 * no room for that, the least that works. */
 	plan_blocks(l, p, l->nworkers + 2);

@@ -350,6 +350,12 @@ void *pf_loader_worker_main(void *arg)
 
 		pthread_mutex_lock(&l->mu);
 		l->m.decode.busy_ns += pf_now_ns() - t1;
+		l->m.images += w->images;
+		l->m.images_upscaled += w->images_upscaled;
+		l->m.image_decode_ns += w->image_ns;
+		l->m.image_scratch_bytes += w->image_scratch.cap - w->image_scratch_counted;
+		w->image_scratch_counted = w->image_scratch.cap;
+		w->images = w->images_upscaled = w->image_ns = 0;
 		/* A parked stream chunk's records count when it is done. */
 		pf_tune_decoded(l, ret == 1 ? 0 : c->seg.count, c->cbuf >= 0, pf_thread_cpu_ns() - cpu0);
 		if (ret == 1) {

@@ -209,9 +209,10 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
 		l->slice = pf_plan_slice(l->wblock, l->topo.per_core_batch);
 
-	ret = pf_spec_parse(&l->spec, cfg->features, err);
+	ret = pf_spec_parse_images(&l->spec, &l->images, cfg->features, err);
 	if (ret < 0)
 		goto fail;
+	pf_images_setup(l);
 	pf_io_totals_get(&l->totals0);
 	if (cfg->io_faults || cfg->io_retries || cfg->io_retry_backoff_us || cfg->io_timeout_ms) {
 		pf_io_config pol = { .faults = cfg->io_faults, .retries = cfg->io_retries,
@@ -569,6 +570,8 @@ void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *um, size
 			m->io.wait_ns += end - since;
 		m->io.busy_ns = span > m->io.wait_ns ? span - m->io.wait_ns : 0;
 	}
+	if (m->image_scratch_bytes > l->image_reserved)
+		m->memory_bytes += m->image_scratch_bytes - l->image_reserved;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
 	pf_struct_out(um, m_size, m, sizeof(*m));
 }
@@ -625,6 +628,7 @@ void pf_loader_free(pf_loader *l)
 		pf_free(l->workers[i].touched);
 		pf_frame_decoder_free(l->workers[i].fdec);
 		pf_arena_release(&l->workers[i].arena);
+		pf_image_scratch_free(&l->workers[i].image_scratch);
 	}
 	if (l->io_started)
 		pthread_join(l->io_thread, NULL);

@@ -105,6 +105,7 @@
 
 #include "file_policy_internal.h"
 #include "loader_internal.h"
+#include "spec_internal.h"
 
 #define PF_ALIGN 4096u
 #define PF_STREAM_CHUNK_ROWS 1024u
@@ -135,6 +136,7 @@ typedef struct sblock {
 	uint64_t ebase;		/* epoch output index of output olo */
 	uint64_t j0;		/* epoch batch of slot[0] */
 	uint64_t first_pos;	/* stream position of its first record */
+	uint32_t epoch;		/* the epoch it is of (images draw from it) */
 	uint32_t *perm;		/* [W] output offset of input offset; NULL: identity */
 	batch_slot **slot;	/* [spb] */
 } sblock;
@@ -231,6 +233,11 @@ typedef struct worker {
 	uint8_t *ubuf;
 	pf_arena arena;
 	uint8_t *dst[PF_SPEC_MAX_FEATURES];
+	/* Image features (images.c): the decoder's scratch, and the
+	 * worker's counts, added to the metrics with the chunk's. */
+	pf_image_scratch image_scratch;
+	uint64_t images, images_upscaled, image_ns;
+	size_t image_scratch_counted;	/* of its cap, in the metrics */
 	/* Rows written per slot during the current chunk, added to the
 	 * slots' shared counts once at its end: one atomic per slot and
 	 * chunk, not per record (two workers fill the same slots). */
@@ -262,6 +269,13 @@ struct pf_loader {
 	pf_loader_config cfg;
 	pf_topology topo;
 	pf_spec spec;
+	/* Image features (images.c): their specs, and the spec of the other
+	 * features (rowspec, feature k of it being spec feature rowmap[k]),
+	 * decoded as before. */
+	pf_spec_images images;
+	pf_spec rowspec;
+	size_t image_reserved;	/* image scratch in the budget, all workers */
+	uint32_t rowmap[PF_SPEC_MAX_FEATURES];
 	pf_dataset *ds;
 	uint64_t steps_per_epoch;
 	uint32_t epochs;
@@ -576,5 +590,18 @@ int pf_drop_report(pf_loader *l, const pf_drop *d, const char *path);
  * host that counted the file logs it when the pod split the counting. */
 int pf_drop_at_open(void *ctx, const pf_drop *d);
 int pf_drop_at_count(void *ctx, const pf_drop *d);
+
+/* images.c: the image decode stage.  pf_images_setup() splits the spec
+ * (at creation); pf_images_decode() decodes record rec of file `file`,
+ * of a block of `epoch`, into w->dst: the other features through
+ * rowspec, then each image.  Errors as pf_spec_decode()'s: -EBADMSG a
+ * damaged image (err naming the feature, the byte and the decoder's
+ * message), -ENOMSG an image feature missing. */
+void pf_images_setup(pf_loader *l);
+int pf_images_decode(pf_loader *l, worker *w, uint32_t file, uint32_t epoch,
+		     const pf_record *rec, pf_error *err);
+/* Per-worker scratch the budget sets aside for images (a typical image's;
+ * a larger one grows it, counted in the metrics' memory). */
+size_t pf_images_scratch_estimate(const pf_loader *l);
 
 #endif

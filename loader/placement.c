@@ -42,10 +42,14 @@ void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint
 
 /* One record into w->dst: straight from the wire bytes (the worker's
  * arena is scratch for the rare shapes the fast path hands back). */
-static int decode_into(pf_loader *l, worker *w, const pf_record *rec,
-		       pf_error *err)
+static int decode_into(pf_loader *l, worker *w, const chunk *c, uint64_t p,
+		       const pf_record *rec, pf_error *err)
 {
 	pf_arena_reset(&w->arena);
+	if (l->images.n)
+		return pf_images_decode(l, w, l->ds->units[c->seg.unit].file,
+					ring_at(l, c->g0 + (p / c->w - c->pos / c->w))->epoch, rec,
+					err);
 	return pf_spec_decode_unfenced(&l->spec, rec->data, (size_t)rec->len, &w->arena,
 				       w->dst, err);
 }
@@ -120,7 +124,7 @@ int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 	if (!s)
 		return 0;
 	aim(l, w, s, row);
-	ret = decode_into(l, w, rec, err);
+	ret = decode_into(l, w, c, p, rec, err);
 	if (ret < 0) {
 		err->record = (int64_t)rec->index;
 		/* A feature missing has no byte of its own: the record's. */

@@ -180,6 +180,17 @@ PF_API size_t pf_manifest_shard_path(const char *manifest, const pf_manifest_sha
  *
  * e.g. "tokens:int32[256]:pad=0,label:int64[1]" or
  *      "x:float32[256]:scale=0.5:clip=-3:3,label:int32[1]:default=-1".
+ *
+ * An image (a JPEG or PNG the loader decodes, crops and resizes):
+ *
+ *     name:image[H,W][:train|:eval|:resize][:option]...
+ *
+ *   options channels=3|1, layout=nhwc|nchw, dtype=uint8|float32|bfloat16,
+ *           mean=R:G:B, std=R:G:B (float dtypes), scale=A:B, ratio=A:B,
+ *           flip=0|1 (train), max_pixels=N (docs/api.md, "Images").
+ *   In a pf_spec it is the tensor it fills: bytes of H x W x C values
+ *   (uint8; bfloat16 two bytes each) or float32; pf_spec_apply() and
+ *   pf_spec_decode() do not decode images, the loader does.
  * As tf.io.FixedLenFeature: a feature without default= must be in every
  * record; a record without it (or with the key but no value list set) is
  * an error (-ENOMSG) naming the feature and the features the record has,
@@ -586,6 +597,16 @@ typedef struct pf_loader_metrics {
 	 * are none. */
 	uint64_t dataset_files;
 	uint64_t empty_files;
+	/* 0.7: image features (`name:image[H,W]`): images decoded, those
+	 * whose box was smaller than the output (upscaled), the decode
+	 * threads' time in the image decode stage (part of decode.busy_ns),
+	 * and the image scratch the threads hold now (a typical image's is
+	 * set aside in the budget; a larger image grows it, and memory_bytes
+	 * counts what goes past). */
+	uint64_t images;
+	uint64_t images_upscaled;
+	uint64_t image_decode_ns;
+	uint64_t image_scratch_bytes;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;
@@ -963,7 +984,9 @@ typedef struct pf_loader_verdict {
 	double io_busy;		/* the I/O thread's busy share of the run */
 	double decode_busy;	/* a decode thread's, on average */
 	double consumer_wait;	/* the consumer's time blocked in next() */
-	const char *bottleneck;	/* "io" or "decode": the busier stage */
+	const char *bottleneck;	/* "io" or "decode": the busier stage;
+				   "image decode" when decode is and images
+				   took most of its time */
 	double next_p50_us, next_p90_us, next_p99_us;	/* next()'s latency */
 	/* Records after the first batch over the time from its return to
 	 * the last one's; with fewer than 10 batches after the first or under

@@ -363,6 +363,10 @@ void pf_loader_verdict_compute(const pf_loader_metrics *m, const pf_run_info *ru
 	out->decode_busy = wall_ns > 0 ? (double)m->decode.busy_ns / wall_ns / dt : 0;
 	out->consumer_wait = wall_ns > 0 ? (double)m->next_wait_ns / wall_ns : 0;
 	out->bottleneck = out->decode_busy > out->io_busy ? "decode" : "io";
+	/* Decoding images is most of a decode thread's work when there are
+	 * images: the verdict names that stage. */
+	if (out->decode_busy > out->io_busy && m->image_decode_ns * 2 > m->decode.busy_ns)
+		out->bottleneck = "image decode";
 	/* Records handed out after the first batch, over the time from the
 	 * first batch's return to the last one's: start-up (index reads,
 	 * pools, the pipeline's fill) and pf_loader_free() left out. */
@@ -533,6 +537,13 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 	pf_text_printf(t, "stages      busy per thread: io %.0f%% (1 thread), decode %.0f%% (%u "
 		       "threads); consumer waited %.0f%%\n", v->io_busy * 100,
 		       v->decode_busy * 100, m->decode_threads, v->consumer_wait * 100);
+	if (m->images)
+		pf_text_printf(t, "images      %llu decoded (%llu upscaled: box smaller than the "
+			       "output), image decode %.0f%% of decode's busy time\n",
+			       (unsigned long long)m->images,
+			       (unsigned long long)m->images_upscaled,
+			       m->decode.busy_ns ? 100.0 * (double)m->image_decode_ns /
+						   (double)m->decode.busy_ns : 0.0);
 	pf_text_printf(t, "bottleneck  %s\n", v->bottleneck);
 	pf_text_printf(t, "next()      p50 %.0f us, p90 %.0f us, p99 %.0f us\n",
 		       v->next_p50_us, v->next_p90_us, v->next_p99_us);
@@ -611,6 +622,14 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 	pf_json_put(sub, "decode", pf_json_num(v->decode_busy), bad);
 	pf_json_put(sub, "consumer_wait", pf_json_num(v->consumer_wait), bad);
 	pf_json_put(o, "stages", sub, bad);
+	if (m->images) {
+		sub = json_object();
+		pf_json_put(sub, "decoded", pf_json_u64(m->images), bad);
+		pf_json_put(sub, "upscaled", pf_json_u64(m->images_upscaled), bad);
+		pf_json_put(sub, "decode_ns", pf_json_u64(m->image_decode_ns), bad);
+		pf_json_put(sub, "scratch_bytes", pf_json_u64(m->image_scratch_bytes), bad);
+		pf_json_put(o, "images", sub, bad);
+	}
 	sub = json_object();
 	pf_json_put(sub, "p50", pf_json_num(v->next_p50_us), bad);
 	pf_json_put(sub, "p90", pf_json_num(v->next_p90_us), bad);

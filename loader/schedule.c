@@ -167,6 +167,7 @@ static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
 	b->ohi = (uint32_t)(hi - first);
 	b->ebase = e_lo;
 	b->j0 = j0;
+	b->epoch = wk->er->epoch;
 	b->nslots = 0;
 	b->perm = NULL;
 	if (wk->er->permute && j1 > j0) {

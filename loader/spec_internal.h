@@ -6,6 +6,7 @@
 #define PF_SPEC_INTERNAL_H
 
 #include "podfeed.h"
+#include "pf_transform.h"
 
 /* 2^63 and 2^31 as doubles: the first values outside int64 / int32. */
 #define PF_TWO63 9223372036854775808.0
@@ -46,5 +47,40 @@ int pf_spec_check_schema(const pf_spec *spec, const pf_feature_schema *schema, s
 int pf_spec_decode_unfenced(const pf_spec *spec, const void *rec, size_t len,
 			    pf_arena *arena, uint8_t *const dst[], pf_error *err);
 void pf_spec_fence(void);
+
+/* ------------------------------------------------------------------ */
+/* Image features (spec_image.c): `name:image[H,W]:options`.  The public
+ * pf_spec holds an image feature as the tensor it fills (bytes or
+ * float32 of H x W x C values: pf_spec_image_tensor()); what to do to the
+ * record is here, beside it, for the loader. */
+
+#define PF_SPEC_IMAGE_MAX_BYTES (1u << 28)
+
+typedef struct pf_spec_images {
+	uint32_t n;				/* image features */
+	uint32_t feature[PF_SPEC_MAX_FEATURES];	/* their index in the spec */
+	pf_image_spec image[PF_SPEC_MAX_FEATURES];
+} pf_spec_images;
+
+/* The text after `image` at s[*pos] ('[') up to the feature's end (',' or
+ * the end of s) into *out; *pos moved there.  @return 0, or -EINVAL with
+ * why (cap bytes) and *at the byte it is about. */
+int pf_spec_image_parse(const char *s, size_t *pos, pf_image_spec *out, char *why,
+			size_t cap, size_t *at);
+void pf_spec_image_tensor(const pf_image_spec *sp, pf_feature_spec *fs);
+
+/* pf_spec_parse() keeping the image features' specs in *images (NULL:
+ * dropped, the tensors kept). */
+int pf_spec_parse_images(pf_spec *spec, pf_spec_images *images, const char *text,
+			 pf_error *err);
+
+/* The image feature of spec index i, or NULL. */
+static inline const pf_image_spec *pf_spec_image_of(const pf_spec_images *im, uint32_t i)
+{
+	for (uint32_t k = 0; im && k < im->n; k++)
+		if (im->feature[k] == i)
+			return &im->image[k];
+	return NULL;
+}
 
 #endif

@@ -40,7 +40,7 @@
 #define SPEC_MAX_LEN (1u << 24)
 #define SPEC_NAME_MAX (PF_SPEC_MAX_NAME - 1)
 #define SPEC_NUM_MAX 64		/* longest number token accepted */
-#define DTYPE_LIST "int32, int64, float32, bytes"
+#define DTYPE_LIST "int32, int64, float32, bytes, image"
 #define OPTION_LIST "pad, default, scale, shift, clip, required"
 
 size_t pf_dtype_size(pf_dtype t)
@@ -414,7 +414,20 @@ static int parse_option(cursor *c, pf_feature_spec *fs, unsigned *seen)
 	return 0;
 }
 
-static int parse_feature(cursor *c, pf_feature_spec *fs)
+/* An image feature (spec_image.c) from the '[' after `image`. */
+static int parse_image(cursor *c, pf_feature_spec *fs, pf_image_spec *image)
+{
+	char why[224];
+	size_t at = c->pos;
+	int ret = pf_spec_image_parse(c->s, &c->pos, image, why, sizeof(why), &at);
+
+	if (ret < 0)
+		return fail(c, at, "feature '%s': %s", fs->name, why);
+	pf_spec_image_tensor(image, fs);
+	return 0;
+}
+
+static int parse_feature(cursor *c, pf_feature_spec *fs, pf_image_spec *image, bool *is_image)
 {
 	size_t start = c->pos, n, len_start;
 	const char *tok;
@@ -458,6 +471,10 @@ static int parse_feature(cursor *c, pf_feature_spec *fs)
 			return unexpected(c, "after ':'");
 		return fail(c, start, "missing dtype for feature '%s' (" DTYPE_LIST ")",
 			    fs->name);
+	}
+	if (token_is(tok, n, "image")) {
+		*is_image = true;
+		return parse_image(c, fs, image);
 	}
 	for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++) {
 		if (token_is(tok, n, dtypes[i].name)) {
@@ -517,7 +534,7 @@ static int parse_feature(cursor *c, pf_feature_spec *fs)
 /* Every feature of text into spec, the row laid out as they come: each
  * feature at the next multiple of its dtype size, the row rounded up to 8
  * so rows can follow each other aligned. */
-static int parse(pf_spec *spec, const char *text, pf_error *err)
+static int parse(pf_spec *spec, pf_spec_images *images, const char *text, pf_error *err)
 {
 	cursor c = { .s = text, .pos = 0, .err = err };
 	size_t off = 0;
@@ -525,15 +542,21 @@ static int parse(pf_spec *spec, const char *text, pf_error *err)
 
 	for (;;) {
 		pf_feature_spec *fs;
+		pf_image_spec image;
+		bool is_image = false;
 		size_t start = c.pos;
 
 		if (spec->n == PF_SPEC_MAX_FEATURES)
 			return fail(&c, start, "more than %u features",
 				    PF_SPEC_MAX_FEATURES);
 		fs = &spec->f[spec->n];
-		ret = parse_feature(&c, fs);
+		ret = parse_feature(&c, fs, &image, &is_image);
 		if (ret < 0)
 			return ret;
+		if (is_image && images) {
+			images->feature[images->n] = spec->n;
+			images->image[images->n++] = image;
+		}
 		for (uint32_t i = 0; i < spec->n; i++)
 			if (!strcmp(spec->f[i].name, fs->name))
 				return fail(&c, start,
@@ -552,6 +575,12 @@ static int parse(pf_spec *spec, const char *text, pf_error *err)
 
 int pf_spec_parse(pf_spec *spec, const char *text, pf_error *err)
 {
+	return pf_spec_parse_images(spec, NULL, text, err);
+}
+
+int pf_spec_parse_images(pf_spec *spec, pf_spec_images *images, const char *text,
+			 pf_error *err)
+{
 	locale_t old;
 	int ret;
 
@@ -559,14 +588,19 @@ int pf_spec_parse(pf_spec *spec, const char *text, pf_error *err)
 	/* Zero everything, padding and name tails included, so two parses
 	 * of equal text compare equal with memcmp(). */
 	memset(spec, 0, sizeof(*spec));
+	if (images)
+		memset(images, 0, sizeof(*images));
 	if (!text)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "feature spec: no spec given");
 	old = c_locale_enter();
-	ret = parse(spec, text, err);
+	ret = parse(spec, images, text, err);
 	c_locale_leave(old);
-	if (ret < 0)
+	if (ret < 0) {
 		memset(spec, 0, sizeof(*spec));
+		if (images)
+			memset(images, 0, sizeof(*images));
+	}
 	return ret;
 }
 

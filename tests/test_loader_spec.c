@@ -281,7 +281,7 @@ Test(spec, error_message_in_full)
 	pf_error_clear(&err);
 	cr_assert_eq(pf_spec_parse(s, "abcdefghijklmnop:int8[1]", &err), -EINVAL);
 	cr_assert_str_eq(err.msg, "feature spec: byte 17: unknown dtype 'int8' "
-			 "(int32, int64, float32, bytes)");
+			 "(int32, int64, float32, bytes, image)");
 	cr_assert_eq(err.offset_kind, PF_OFFSET_NONE);
 	/* err may be NULL */
 	cr_assert_eq(pf_spec_parse(s, "x", NULL), -EINVAL);
