@@ -725,6 +725,15 @@ PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);
  *  thread. */
 PF_API uint64_t pf_loader_steps_left(const pf_loader *l);
 PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
+/*! pf_loader_feature_shape(): the shape of feature i's values in one
+ *  record, and their element type.  A plain feature is [len]; an image is
+ *  [H, W, C] ([C, H, W] with layout=nchw).  shape gets the dims (at most
+ *  3), *elem the element type's name ("int32", "int64", "float32",
+ *  "uint8" for bytes and images, "bfloat16": two bytes each) and
+ *  *elem_size its bytes; elem and elem_size may be NULL.  @return the
+ *  number of dims, or -EINVAL when i is not a feature.  Thread-safe. */
+PF_API int pf_loader_feature_shape(const pf_loader *l, uint32_t i, uint32_t shape[3],
+				   const char **elem, uint32_t *elem_size);
 /*! Stop threads and free everything.  NULL is a no-op.  Nothing the
  *  loader changed in the process outlives it: its memory goes back to
  *  the system (unless cfg->keep_pools), and pf_file_pread()'s policy to

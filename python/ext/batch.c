@@ -135,31 +135,38 @@ static Py_ssize_t feature_index(pf_ext_batch *bo, PyObject *name)
 	return -1;
 }
 
-/* Shape and byte strides of feature f: [cores, per_core_batch, len] over
- * every core (core < 0), or one core's [per_core_batch, len]. */
+/* Shape and byte strides of feature f: [cores, per_core_batch, *record]
+ * over every core (core < 0), or one core's [per_core_batch, *record];
+ * a record is [len], or an image's [H, W, C] (pf_loader_feature_shape()). */
 static int feature_layout(pf_ext_batch *bo, Py_ssize_t f, long core, void **data,
 			  npy_intp *dims, npy_intp *strides)
 {
 	const pf_batch *b = bo->b;
+	const pf_ext_loader *lo = bo->loader;
 	const pf_tensor *t = &b->core[core < 0 ? 0 : core].tensors[f];
-	npy_intp item = (npy_intp)pf_dtype_size(t->dtype);
-	int nd = 0;
+	npy_intp item = lo->fitem[f], row = item;
+	int nd = 0, rd = lo->fnd[f];
 
+	for (int k = 0; k < rd; k++)
+		row *= lo->fshape[f][k];
 	if (core < 0) {
 		dims[nd] = b->cores;
 		strides[nd++] = (npy_intp)bo->block_bytes;
 	}
 	dims[nd] = b->per_core_batch;
-	strides[nd++] = (npy_intp)t->len * item;
-	dims[nd] = t->len;
-	strides[nd++] = item;
+	strides[nd++] = row;
+	for (int k = 0; k < rd; k++) {
+		row /= lo->fshape[f][k];
+		dims[nd] = lo->fshape[f][k];
+		strides[nd++] = row;
+	}
 	*data = t->data;
 	return nd;
 }
 
 static PyObject *make_array(pf_ext_batch *bo, Py_ssize_t f, long core)
 {
-	npy_intp dims[3], strides[3];
+	npy_intp dims[PF_EXT_MAX_DIMS], strides[PF_EXT_MAX_DIMS];
 	void *data;
 	int nd = feature_layout(bo, f, core, &data, dims, strides);
 	PyArray_Descr *d = (PyArray_Descr *)PyTuple_GET_ITEM(bo->loader->dtypes, f);
@@ -334,7 +341,7 @@ typedef struct dl_managed {
 /* A managed tensor, its shape and strides in one allocation. */
 typedef struct {
 	dl_managed m;
-	int64_t shape[3], strides[3];
+	int64_t shape[PF_EXT_MAX_DIMS], strides[PF_EXT_MAX_DIMS];
 } dl_block;
 
 typedef struct pf_ext_tensor {
@@ -342,8 +349,9 @@ typedef struct pf_ext_tensor {
 	pf_ext_slot *slot;	/* strong */
 	void *data;
 	int ndim;
-	npy_intp shape[3], strides[3];	/* strides in bytes */
-	pf_dtype dtype;
+	npy_intp shape[PF_EXT_MAX_DIMS], strides[PF_EXT_MAX_DIMS];	/* strides in bytes */
+	uint8_t item;		/* bytes an element */
+	char kind;		/* 'i', 'u', 'f', 'b' (pf_ext_loader.fkind) */
 } pf_ext_tensor;
 
 /* The consumer is done with the tensor: drop the slot reference it held.
@@ -380,7 +388,7 @@ static PyObject *tensor_dlpack(pf_ext_tensor *t, PyObject *args, PyObject *kw)
 	static char *names[] = { "stream", "max_version", "dl_device", "copy", NULL };
 	PyObject *stream = Py_None, *max_version = Py_None, *device = Py_None;
 	PyObject *copy = Py_None, *cap;
-	size_t item = pf_dtype_size(t->dtype);
+	size_t item = t->item;
 	dl_block *d;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO", names, &stream,
@@ -417,8 +425,8 @@ static PyObject *tensor_dlpack(pf_ext_tensor *t, PyObject *args, PyObject *kw)
 		.device = { .device_type = 1, .device_id = 0 },
 		.ndim = t->ndim,
 		.dtype = {
-			.code = t->dtype == PF_DTYPE_FLOAT32 ? 2
-			      : t->dtype == PF_DTYPE_BYTES ? 1 : 0,
+			/* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4 */
+			.code = t->kind == 'f' ? 2 : t->kind == 'u' ? 1 : t->kind == 'b' ? 4 : 0,
 			.bits = (uint8_t)(item * 8), .lanes = 1,
 		},
 		.shape = d->shape,
@@ -443,7 +451,9 @@ static PyObject *tensor_dlpack_device(pf_ext_tensor *t, PyObject *unused)
 
 static PyObject *tensor_array_interface(pf_ext_tensor *t, void *unused)
 {
-	static const char *typestr[] = { "<i4", "<i8", "<f4", "|u1" };
+	/* numpy has no bfloat16: its bits, as uint16. */
+	const char *typestr = t->kind == 'f' ? "<f4" : t->kind == 'u' ? "|u1"
+			    : t->kind == 'b' ? "<u2" : t->item == 8 ? "<i8" : "<i4";
 	PyObject *shape = PyTuple_New(t->ndim), *strides = PyTuple_New(t->ndim);
 
 	(void)unused;
@@ -457,7 +467,7 @@ static PyObject *tensor_array_interface(pf_ext_tensor *t, void *unused)
 		return NULL;
 	}
 	return Py_BuildValue("{sNsssNs(NO)si}", "shape", shape,
-			     "typestr", typestr[t->dtype], "strides", strides,
+			     "typestr", typestr, "strides", strides,
 			     "data", PyLong_FromVoidPtr(t->data), Py_False, "version", 3);
 }
 
@@ -532,7 +542,8 @@ static PyObject *batch_tensor(pf_ext_batch *bo, PyObject *args, PyObject *kw)
 		return NULL;
 	t->slot = (pf_ext_slot *)Py_NewRef((PyObject *)bo->slot);
 	t->ndim = feature_layout(bo, f, core, &t->data, t->shape, t->strides);
-	t->dtype = bo->b->core[0].tensors[f].dtype;
+	t->item = bo->loader->fitem[f];
+	t->kind = bo->loader->fkind[f];
 	return (PyObject *)t;
 }
 

@@ -20,6 +20,10 @@
 
 #include "podfeed.h"
 
+/* Dims of an array: cores, per-core batch, and a record's (an image's
+ * three). */
+#define PF_EXT_MAX_DIMS 5
+
 /* The loader: one pf_loader, and the count of batch slots Python holds.
  * The pf_loader is freed when the object is closed and nothing uses it any
  * more: no slot held (arrays may still point into slots) and no next() in
@@ -35,6 +39,13 @@ typedef struct pf_ext_loader {
 	bool done;		/* every epoch delivered */
 	PyObject *names;	/* tuple of feature names */
 	PyObject *dtypes;	/* tuple of numpy dtypes, in spec order */
+	/* Each feature's values in one record (pf_loader_feature_shape()):
+	 * dims, element size, and kind: 'i' signed, 'u' unsigned, 'f'
+	 * float, 'b' bfloat16 (numpy: uint16; DLPack: bfloat16). */
+	uint8_t fnd[PF_SPEC_MAX_FEATURES];
+	uint32_t fshape[PF_SPEC_MAX_FEATURES][3];
+	uint8_t fitem[PF_SPEC_MAX_FEATURES];
+	char fkind[PF_SPEC_MAX_FEATURES];
 	PyObject *weakrefs;
 	/* What report() gives pf_report_add_loader(), kept past close():
 	 * the configuration (paths and resume cleared; features and

@@ -117,14 +117,19 @@ static int loader_traverse(pf_ext_loader *lo, visitproc visit, void *arg)
 	return 0;
 }
 
-static int npy_type(pf_dtype t)
+/* The numpy type of an element type's name (pf_loader_feature_shape());
+ * bfloat16, which numpy lacks, as its bits (uint16). */
+static int npy_type(const char *elem)
 {
-	switch (t) {
-	case PF_DTYPE_INT32: return NPY_INT32;
-	case PF_DTYPE_INT64: return NPY_INT64;
-	case PF_DTYPE_FLOAT32: return NPY_FLOAT32;
-	default: return NPY_UINT8;
-	}
+	if (!strcmp(elem, "int32"))
+		return NPY_INT32;
+	if (!strcmp(elem, "int64"))
+		return NPY_INT64;
+	if (!strcmp(elem, "float32"))
+		return NPY_FLOAT32;
+	if (!strcmp(elem, "bfloat16"))
+		return NPY_UINT16;
+	return NPY_UINT8;
 }
 
 /* The C strings of a list of str (each kept alive by the list). */
@@ -272,7 +277,15 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	lo->dtypes = PyTuple_New(spec->n);
 	for (uint32_t f = 0; lo->names && lo->dtypes && f < spec->n; f++) {
 		PyObject *name = PyUnicode_FromString(spec->f[f].name);
-		PyObject *dt = (PyObject *)PyArray_DescrFromType(npy_type(spec->f[f].dtype));
+		const char *elem = "uint8";
+		uint32_t item = 1;
+		int nd = pf_loader_feature_shape(l, f, lo->fshape[f], &elem, &item);
+		PyObject *dt = (PyObject *)PyArray_DescrFromType(npy_type(elem));
+
+		lo->fnd[f] = (uint8_t)(nd > 0 ? nd : 1);
+		lo->fitem[f] = (uint8_t)item;
+		lo->fkind[f] = !strcmp(elem, "bfloat16") ? 'b' : !strcmp(elem, "float32") ? 'f'
+			     : !strcmp(elem, "uint8") ? 'u' : 'i';
 
 		if (!name || !dt) {
 			Py_XDECREF(name);

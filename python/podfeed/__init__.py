@@ -26,7 +26,7 @@ from . import _podfeed
 from ._podfeed import Batch, Tensor
 
 __all__ = [
-    "Loader", "Batch", "Tensor", "Error", "DataError", "FileError", "ConfigError",
+    "Loader", "Batch", "Tensor", "Image", "Error", "DataError", "FileError", "ConfigError",
     "BatchLimitError", "inspect_state", "plan", "parse_spec", "host_identity",
     "STATE_FORMAT",
 ]
@@ -121,6 +121,87 @@ def _number(value, where):
     return repr(float(value)) if isinstance(value, float) else str(int(value))
 
 
+class Image:
+    """An image feature: the record's JPEG or PNG decoded, cropped and
+    resized to [height, width] by the loader's threads.
+
+        podfeed.Image(224, 224, augment="train")
+
+    augment: "train" (torchvision's RandomResizedCrop rule and a mirror
+    with probability 1/2; scale, ratio and flip change them), "eval" (the
+    shorter side to int(height / 0.875), the center crop) or "resize" (the
+    whole image).  channels 3 (RGB) or 1 (luma); layout "nhwc" or "nchw";
+    dtype "uint8" or, normalized as (v / 255 - mean) / std, "float32" or
+    "bfloat16" (numpy: its bits as uint16; podfeed.torch: torch.bfloat16);
+    mean and std one number or three; max_pixels: larger images are
+    corrupt records.  A batch's array is [cores, per_core_batch, height,
+    width, channels] (nchw: [..., channels, height, width]).  The same as
+    the spec text "name:image[H,W]:train" (docs/api.md, "Images")."""
+
+    _AUGMENTS = ("train", "eval", "resize")
+
+    def __init__(self, height, width, augment="resize", *, channels=3, layout="nhwc",
+                 dtype="uint8", mean=None, std=None, scale=None, ratio=None, flip=None,
+                 max_pixels=None):
+        for what, v in (("height", height), ("width", width)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ValueError(f"Image: {what} must be an int >= 1, not {v!r}")
+        if augment not in self._AUGMENTS:
+            raise ValueError(f"Image: augment must be one of {self._AUGMENTS}, "
+                             f"not {augment!r}")
+        if channels not in (1, 3) or isinstance(channels, bool):
+            raise ValueError(f"Image: channels must be 3 or 1, not {channels!r}")
+        if layout not in ("nhwc", "nchw"):
+            raise ValueError(f"Image: layout must be 'nhwc' or 'nchw', not {layout!r}")
+        if dtype not in ("uint8", "float32", "bfloat16"):
+            raise ValueError("Image: dtype must be 'uint8', 'float32' or 'bfloat16', "
+                             f"not {dtype!r}")
+        if flip is not None and not isinstance(flip, bool):
+            raise TypeError(f"Image: flip must be True or False, not {flip!r}")
+        self.height, self.width, self.augment = int(height), int(width), augment
+        self.channels, self.layout, self.dtype = channels, layout, dtype
+        self.mean, self.std = mean, std
+        self.scale, self.ratio, self.flip, self.max_pixels = scale, ratio, flip, max_pixels
+
+    @staticmethod
+    def _values(v, n, what):
+        if isinstance(v, (tuple, list)):
+            if len(v) not in n:
+                raise ValueError(f"Image: {what} takes {' or '.join(map(str, n))} "
+                                 f"values, not {len(v)}")
+            return ":".join(_number(x, f"Image.{what}") for x in v)
+        if 1 not in n:
+            raise TypeError(f"Image: {what} must be a pair (lo, hi), not {v!r}")
+        return _number(v, f"Image.{what}")
+
+    def spec(self):
+        """The spec text after 'name:' ('image[224,224]:train...')."""
+        text = f"image[{self.height},{self.width}]:{self.augment}"
+        if self.channels != 3:
+            text += f":channels={self.channels}"
+        if self.layout != "nhwc":
+            text += f":layout={self.layout}"
+        if self.dtype != "uint8":
+            text += f":dtype={self.dtype}"
+        for key, n in (("mean", (1, 3)), ("std", (1, 3)), ("scale", (2,)), ("ratio", (2,))):
+            v = getattr(self, key)
+            if v is not None:
+                text += f":{key}={self._values(v, n, key)}"
+        if self.flip is not None:
+            text += f":flip={int(self.flip)}"
+        if self.max_pixels is not None:
+            if (isinstance(self.max_pixels, bool)
+                    or not isinstance(self.max_pixels, numbers.Integral)
+                    or self.max_pixels < 1):
+                raise ValueError("Image: max_pixels must be an int >= 1, "
+                                 f"not {self.max_pixels!r}")
+            text += f":max_pixels={int(self.max_pixels)}"
+        return text
+
+    def __repr__(self):
+        return f"podfeed.Image({self.spec()!r})"
+
+
 def _feature_spec(features):
     """The C spec text from a spec string or a dict."""
     if isinstance(features, str):
@@ -141,6 +222,9 @@ def _feature_spec(features):
             raise ValueError(f"features: feature name {name!r} holds one of , : [ ] "
                              "or white space")
         opts = {}
+        if isinstance(what, Image):
+            parts.append(f"{name}:{what.spec()}")
+            continue
         if isinstance(what, tuple):
             if len(what) != 2:
                 raise ValueError(f"features: {name}: a tuple is (dtype, len), not {what!r}")

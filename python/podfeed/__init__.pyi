@@ -9,7 +9,7 @@ from typing import (Any, Dict, Iterator, List, Literal, Mapping, Optional, Seque
 import numpy as np
 
 _Paths = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
-_Feature = Union[str, np.dtype, Tuple[Union[str, np.dtype], int], Mapping[str, Any]]
+_Feature = Union[str, np.dtype, Tuple[Union[str, np.dtype], int], Mapping[str, Any], "Image"]
 _State = Union[Dict[str, Any], Sequence[Dict[str, Any]]]
 
 STATE_FORMAT: str
@@ -60,6 +60,30 @@ class Batch:
     def release(self) -> None: ...
     def __enter__(self) -> "Batch": ...
     def __exit__(self, *exc: Any) -> bool: ...
+
+class Image:
+    height: int
+    width: int
+    augment: str
+    channels: int
+    layout: str
+    dtype: str
+    mean: Any
+    std: Any
+    scale: Any
+    ratio: Any
+    flip: Optional[bool]
+    max_pixels: Optional[int]
+    def __init__(self, height: int, width: int,
+                 augment: Literal["train", "eval", "resize"] = ..., *,
+                 channels: Literal[1, 3] = ..., layout: Literal["nhwc", "nchw"] = ...,
+                 dtype: Literal["uint8", "float32", "bfloat16"] = ...,
+                 mean: Optional[Union[float, Sequence[float]]] = ...,
+                 std: Optional[Union[float, Sequence[float]]] = ...,
+                 scale: Optional[Tuple[float, float]] = ...,
+                 ratio: Optional[Tuple[float, float]] = ...,
+                 flip: Optional[bool] = ..., max_pixels: Optional[int] = ...) -> None: ...
+    def spec(self) -> str: ...
 
 class Loader:
     host_index: int

@@ -96,9 +96,14 @@ class IterableDataset(_data.IterableDataset):
         if self.with_valid:
             arrays["valid"] = batch.valid.copy()  # tiny; the view is read-only
         batch.release()
-        if self.pin_memory:
-            return {name: from_numpy(a).pin_memory() for name, a in arrays.items()}
-        return {name: from_numpy(a) for name, a in arrays.items()}
+        out = {}
+        for name, a in arrays.items():
+            # An image of dtype bfloat16 is its bits in numpy (uint16, which
+            # torch.from_numpy does not take): the same memory as bfloat16.
+            t = (from_numpy(a.view("int16")).view(_torch.bfloat16) if a.dtype == "uint16"
+                 else from_numpy(a))
+            out[name] = t.pin_memory() if self.pin_memory else t
+        return out
 
     def state_dict(self):
         """The loader's state_dict(): where the iteration in progress is;

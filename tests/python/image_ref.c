@@ -5,13 +5,61 @@
  *   image_ref full FILE CHANNELS            whole image, as decoded
  *   image_ref box FILE X Y W H OUT_W OUT_H CHANNELS FLIP DCT
  *   image_ref transform FILE AUGMENT OUT_H OUT_W SEED EPOCH PLACE
+ *   image_ref shard FILE N                  an indexed shard of N records:
+ *       'image/encoded' a JPEG (record i: 40+7i%90 x 30+11i%70, gray when
+ *       i%5==2), 'image/class/label' i
  * box and transform also print "x y w h flip dct upscaled" on stderr;
  * a failure prints the error line on stderr and exits 1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf_formats.h"
 #include "pf_transform.h"
+
+static int sink(void *ctx, const void *buf, size_t len)
+{
+	return fwrite(buf, 1, len, ctx) == len ? 0 : -1;
+}
+
+static int write_shard(const char *path, uint32_t n)
+{
+	pf_shard_writer_config cfg = { .frame_size = 32768 };
+	static uint8_t px[200 * 200 * 3], jpeg[1 << 18], rec[1 << 18];
+	pf_shard_writer *w;
+	pf_error err;
+	FILE *f = fopen(path, "wb");
+
+	if (!f || pf_shard_writer_create(&w, &cfg, sink, f) < 0)
+		return 1;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t iw = 40 + 7 * i % 90, ih = 30 + 11 * i % 70, comps = i % 5 == 2 ? 1 : 3;
+		int64_t label = i, len, rlen;
+		pf_bytes img;
+		pf_feature feat[2] = {
+			{ .name = "image/encoded", .name_len = 13, .kind = PF_KIND_BYTES, .count = 1,
+			  .v.bytes = &img },
+			{ .name = "image/class/label", .name_len = 17, .kind = PF_KIND_INT64,
+			  .count = 1, .v.int64s = &label },
+		};
+
+		for (uint32_t k = 0; k < iw * ih * comps; k++)
+			px[k] = (uint8_t)(k * 7 + i * 13 + (k / (iw * comps)) * 3);
+		len = pf_image_encode_jpeg(px, iw, ih, comps, 90, i % 3 == 1, jpeg, sizeof(jpeg),
+					   &err);
+		if (len < 0)
+			return 1;
+		img.data = jpeg;
+		img.len = (uint32_t)len;
+		rlen = pf_example_encode(feat, 2, rec, sizeof(rec));
+		if (rlen < 0 || pf_shard_writer_add(w, rec, (size_t)rlen, &err) < 0)
+			return 1;
+	}
+	if (pf_shard_writer_close(w, &err) < 0)
+		return 1;
+	pf_shard_writer_free(w);
+	return fclose(f) ? 1 : 0;
+}
 
 static uint8_t *slurp(const char *path, size_t *len)
 {
@@ -50,6 +98,8 @@ int main(int argc, char **argv)
 	size_t len = 0, out_len = 0;
 	int rc = -1;
 
+	if (argc == 4 && !strcmp(argv[1], "shard"))
+		return write_shard(argv[2], (uint32_t)num(argv[3]));
 	if (argc < 4 || !(data = slurp(argv[2], &len))) {
 		fputs("usage: image_ref full|box|transform FILE ...\n", stderr);
 		return 2;
