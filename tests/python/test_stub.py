@@ -77,7 +77,8 @@ def own_public(cls, instance, stubbed):
 def instances(data):
     loader = podfeed.Loader(data / "indexed", TOKENS, 8)
     batch = next(loader)
-    inst = {"Loader": loader, "Batch": batch, "Tensor": batch.tensor("tokens")}
+    inst = {"Loader": loader, "Batch": batch, "Tensor": batch.tensor("tokens"),
+            "Image": podfeed.Image(8, 8)}
     try:
         pt = importlib.import_module("podfeed.torch")
         inst["IterableDataset"] = pt.IterableDataset(data / "indexed", TOKENS, 8)
