@@ -131,7 +131,7 @@ static void make_dataset(void)
 	cr_assert_eq(mkdir(near_dir, 0755), 0);
 	cr_assert_eq(mkdir(backing, 0755), 0);
 	cr_assert_eq(mkdir(mnt, 0755), 0);
-	cr_assert_eq(tu_system("%s synth --kind images --records 2000 --shards 8 --out %s/raw "
+	cr_assert_eq(tu_system("%s synth --kind blobs --records 2000 --shards 8 --out %s/raw "
 			       "--seed 3 >/dev/null", st, dir), 0);
 	cr_assert_eq(tu_system("%s convert --shards 8 --out %s/idx %s/raw >/dev/null", st, dir,
 			       dir), 0);

@@ -341,3 +341,40 @@ Test(shardtool, convert_refuses_a_non_empty_out_dir)
 	cr_assert(strstr(out, "holds notes.txt, which convert did not write"), "%s", out);
 	cr_assert_eq(tu_system("test -f %s/z/part-00001-of-00002.tfrecord.zst", d), 0);
 }
+
+/* synth --kind images: real JPEGs in ImageNet's layout, the same bytes
+ * for the same seed; inspect names them; loadbench decodes them and its
+ * report gives the image decode stage's share. */
+Test(shardtool, synth_images_inspect_and_load)
+{
+	const char *d = tu_tmpdir();
+	char cmd[2048], out[16384] = "";
+	int st;
+
+	cr_assert_eq(tu_system("%s synth --kind images --records 60 --shards 2 --min-side 64 "
+			       "--max-side 96 --out %s/a --seed 4 >/dev/null", tool(), d), 0);
+	cr_assert_eq(tu_system("%s synth --kind images --records 60 --shards 2 --min-side 64 "
+			       "--max-side 96 --out %s/b --seed 4 >/dev/null", tool(), d), 0);
+	cr_assert_eq(tu_system("cmp -s %s/a/images-00001-of-00002.tfrecord "
+			       "%s/b/images-00001-of-00002.tfrecord", d, d), 0);
+	snprintf(cmd, sizeof(cmd), "%s inspect %s/a/images-00000-of-00002.tfrecord 2>&1", tool(),
+		 d);
+	st = tu_capture(cmd, out, sizeof(out), NULL);
+	cr_assert_eq(WEXITSTATUS(st), 0, "%s", out);
+	cr_assert(strstr(out, "image/class/label") && strstr(out, "image/encoded: "), "%s", out);
+	cr_assert(strstr(out, "are images (JPEG "), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s --threads 2 --per-core-batch 4 --features "
+		 "'image/encoded:image[32,32]:train,image/class/label:int64[1]' %s/a 2>&1",
+		 tu_env_tool("LOADBENCH"), d);
+	st = tu_capture(cmd, out, sizeof(out), NULL);
+	cr_assert_eq(WEXITSTATUS(st), 0, "%s", out);
+	cr_assert(strstr(out, "images      60 decoded"), "%s", out);
+	cr_assert(strstr(out, "image decode ") && strstr(out, "% of decode's busy time"),
+		  "%s", out);
+	/* A bad image option is a usage error naming the byte. */
+	snprintf(cmd, sizeof(cmd), "%s --features 'image/encoded:image[32,32]:crop' %s/a 2>&1",
+		 tu_env_tool("LOADBENCH"), d);
+	st = tu_capture(cmd, out, sizeof(out), NULL);
+	cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
+	cr_assert(strstr(out, "unknown image option 'crop'"), "%s", out);
+}

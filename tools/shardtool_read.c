@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common_internal.h"
+#include "pf_transform.h"
 #include "shardtool.h"
 
 /* ------------------------------------------------------------------ */
@@ -66,8 +67,113 @@ static void print_schema_text(const pf_feature_schema *fs, size_t n, uint64_t re
 	}
 }
 
+/* Images among a shard's bytes features: the first IMAGE_SAMPLE records'
+ * values probed (their headers only), by format, with their size range
+ * and how many are gray, CMYK or progressive. */
+#define IMAGE_SAMPLE 64u
+
+typedef struct image_stats {
+	const char *name;	/* the schema's */
+	uint64_t seen, by_format[3], gray, cmyk, progressive, other;
+	uint32_t min_w, max_w, min_h, max_h;
+} image_stats;
+
+static void image_sample(const char *path, const pf_feature_schema *fs, size_t nfs,
+			 image_stats *st, size_t *nst)
+{
+	decoder dec = { 0 };
+	pf_source *src;
+	pf_record rec;
+	pf_error err;
+	uint32_t n = 0;
+
+	*nst = 0;
+	for (size_t i = 0; i < nfs && *nst < 8; i++)
+		if (fs[i].kind == PF_KIND_BYTES && !fs[i].is_list)
+			st[(*nst)++] = (image_stats){ .name = fs[i].name, .min_w = UINT32_MAX,
+						     .min_h = UINT32_MAX };
+	if (!*nst || pf_source_open(&src, path, NULL, &err) < 0)
+		return;
+	while (n++ < IMAGE_SAMPLE && pf_source_next(src, &rec, &err) == 1) {
+		pf_example ex;
+
+		if (decode_record(&dec, &rec, &ex, &err) < 0)
+			break;
+		for (size_t k = 0; k < *nst; k++) {
+			const pf_feature *f = pf_example_find(&ex, st[k].name);
+			pf_image_info info;
+			pf_error perr;
+
+			if (!f || f->kind != PF_KIND_BYTES || !f->count)
+				continue;
+			if (pf_image_probe(f->v.bytes[0].data, f->v.bytes[0].len, &info, &perr) < 0) {
+				st[k].other++;
+				continue;
+			}
+			st[k].seen++;
+			st[k].by_format[info.format]++;
+			st[k].gray += info.components == 1;
+			st[k].cmyk += !strcmp(info.color, "cmyk") || !strcmp(info.color, "ycck");
+			st[k].progressive += info.progressive;
+			st[k].min_w = info.width < st[k].min_w ? info.width : st[k].min_w;
+			st[k].max_w = info.width > st[k].max_w ? info.width : st[k].max_w;
+			st[k].min_h = info.height < st[k].min_h ? info.height : st[k].min_h;
+			st[k].max_h = info.height > st[k].max_h ? info.height : st[k].max_h;
+		}
+	}
+	pf_arena_release(&dec.arena);
+	pf_source_close(src);
+}
+
+static void images_text(const image_stats *st, size_t nst)
+{
+	for (size_t k = 0; k < nst; k++) {
+		if (!st[k].seen)
+			continue;
+		printf("  image        %s: %llu of the first %llu are images (JPEG %llu, PNG "
+		       "%llu; %llu gray, %llu CMYK, %llu progressive/interlaced), %u-%u x "
+		       "%u-%u pixels\n", st[k].name, (unsigned long long)st[k].seen,
+		       (unsigned long long)(st[k].seen + st[k].other),
+		       (unsigned long long)st[k].by_format[PF_IMAGE_JPEG],
+		       (unsigned long long)st[k].by_format[PF_IMAGE_PNG],
+		       (unsigned long long)st[k].gray, (unsigned long long)st[k].cmyk,
+		       (unsigned long long)st[k].progressive, st[k].min_w, st[k].max_w,
+		       st[k].min_h, st[k].max_h);
+	}
+}
+
+static json_t *images_json(const image_stats *st, size_t nst, bool *bad)
+{
+	json_t *arr = json_array();
+
+	for (size_t k = 0; arr && k < nst; k++) {
+		json_t *o;
+
+		if (!st[k].seen)
+			continue;
+		o = json_object();
+		pf_json_put(o, "feature", pf_json_str(st[k].name), bad);
+		pf_json_put(o, "sampled", pf_json_u64(st[k].seen + st[k].other), bad);
+		pf_json_put(o, "images", pf_json_u64(st[k].seen), bad);
+		pf_json_put(o, "jpeg", pf_json_u64(st[k].by_format[PF_IMAGE_JPEG]), bad);
+		pf_json_put(o, "png", pf_json_u64(st[k].by_format[PF_IMAGE_PNG]), bad);
+		pf_json_put(o, "gray", pf_json_u64(st[k].gray), bad);
+		pf_json_put(o, "cmyk", pf_json_u64(st[k].cmyk), bad);
+		pf_json_put(o, "progressive", pf_json_u64(st[k].progressive), bad);
+		pf_json_put(o, "min_width", pf_json_u64(st[k].min_w), bad);
+		pf_json_put(o, "max_width", pf_json_u64(st[k].max_w), bad);
+		pf_json_put(o, "min_height", pf_json_u64(st[k].min_h), bad);
+		pf_json_put(o, "max_height", pf_json_u64(st[k].max_h), bad);
+		if (json_array_append_new(arr, o))
+			*bad = true;
+	}
+	return arr;
+}
+
 static int inspect_one(const char *path, bool json)
 {
+	image_stats ist[8];
+	size_t nist = 0;
 	pf_source *src;
 	pf_schema *schema = NULL;
 	decoder dec = { 0 };
@@ -144,6 +250,8 @@ static int inspect_one(const char *path, bool json)
 			fs = copy;
 		}
 	}
+	if (fs && nfs && !dec.raw)
+		image_sample(path, fs, nfs, ist, &nist);
 	{
 		const char *format = ix ? "indexed" : "tfrecord";
 		const char *comp = pf_compression_name(pf_source_compression(src));
@@ -168,6 +276,7 @@ static int inspect_one(const char *path, bool json)
 					    pf_json_u64(pf_shard_index_alignment(ix)), &bad);
 			pf_json_put(o, "schema", schema_json(fs, fs ? nfs : 0, records, &bad),
 				    &bad);
+			pf_json_put(o, "images", images_json(ist, nist, &bad), &bad);
 			if (cli_json_print(o, bad)) {
 				ret = -ENOMEM;
 				goto out;
@@ -187,6 +296,7 @@ static int inspect_one(const char *path, bool json)
 				printf("  schema\n");
 				print_schema_text(fs, nfs, records);
 			}
+			images_text(ist, nist);
 		}
 	}
 	ret = 0;

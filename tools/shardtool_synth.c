@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common_internal.h"
+#include "pf_transform.h"
 #include "shardtool.h"
 
 #define SYNTH_VOCAB 32000u
@@ -28,7 +29,8 @@ static double rng_gauss(pf_rng *r)
 
 /* ------------------------------------------------------------------ */
 
-typedef enum synth_kind { SYNTH_TOKENS, SYNTH_DENSE, SYNTH_IMAGES } synth_kind;
+typedef enum synth_kind { SYNTH_TOKENS, SYNTH_DENSE, SYNTH_IMAGES, SYNTH_BLOBS } synth_kind;
+static const char *const kind_names[] = { "tokens", "dense", "images", "blobs" };
 
 typedef struct synth {
 	synth_kind kind;
@@ -39,7 +41,78 @@ typedef struct synth {
 	uint8_t *image;
 	uint8_t *out;
 	size_t out_cap;
+	uint32_t min_side, max_side;	/* images: the shorter side's range */
+	uint8_t *pixels, *jpeg;		/* images: the scene, its JPEG */
+	size_t jpeg_cap;
 } synth;
+
+/* ------------------------------------------------------------------ */
+/* Images: scenes with edges and texture, encoded by libjpeg-turbo.     */
+
+/* A w x h scene of comps (1, 3, 4) channels in s->pixels: a gradient,
+ * rectangles and discs of flat color with hard edges, stripes, and
+ * pixel noise, so that the JPEG has what a photo's has (smooth areas,
+ * edges, high-frequency texture). */
+static void scene(synth *s, pf_rng *r, uint32_t w, uint32_t h, uint32_t comps)
+{
+	double g0[3], gx[3], gy[3];
+	uint32_t nshapes = 3 + (uint32_t)pf_rng_below(r, 6);
+	double fx = 0.02 + 0.3 * pf_rng_unit(r), fy = 0.02 + 0.3 * pf_rng_unit(r);
+	uint8_t *rgb = s->pixels;
+
+	for (int c = 0; c < 3; c++) {
+		g0[c] = 255 * pf_rng_unit(r);
+		gx[c] = (pf_rng_unit(r) - 0.5) * 2.0 * 200 / w;
+		gy[c] = (pf_rng_unit(r) - 0.5) * 2.0 * 200 / h;
+	}
+	for (uint32_t y = 0; y < h; y++)
+		for (uint32_t x = 0; x < w; x++)
+			for (int c = 0; c < 3; c++) {
+				double v = g0[c] + gx[c] * x + gy[c] * y +
+					   18 * sin(x * fx + c) * cos(y * fy);
+
+				rgb[((size_t)y * w + x) * 3 + c] =
+					(uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+			}
+	for (uint32_t k = 0; k < nshapes; k++) {
+		uint32_t x0 = (uint32_t)pf_rng_below(r, w), y0 = (uint32_t)pf_rng_below(r, h);
+		uint32_t rw = 8 + (uint32_t)pf_rng_below(r, w / 2), rh = 8 + (uint32_t)pf_rng_below(r, h / 2);
+		bool disc = pf_rng_next(r) & 1;
+		uint8_t col[3] = { (uint8_t)pf_rng_next(r), (uint8_t)pf_rng_next(r),
+				   (uint8_t)pf_rng_next(r) };
+
+		for (uint32_t y = y0; y < y0 + rh && y < h; y++)
+			for (uint32_t x = x0; x < x0 + rw && x < w; x++) {
+				double dx = ((double)x - x0) / rw - 0.5, dy = ((double)y - y0) / rh - 0.5;
+
+				if (!disc || dx * dx + dy * dy < 0.25)
+					memcpy(rgb + ((size_t)y * w + x) * 3, col, 3);
+			}
+	}
+	/* Texture: noise of +-12 levels. */
+	for (size_t i = 0; i < (size_t)w * h * 3; i += 8) {
+		uint64_t bits = pf_rng_next(r);
+
+		for (size_t k = 0; k < 8 && i + k < (size_t)w * h * 3; k++) {
+			int v = rgb[i + k] + (int)((bits >> (8 * k)) & 0xff) % 25 - 12;
+
+			rgb[i + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+		}
+	}
+	if (comps == 1)
+		pf_image_rgb_to_luma(rgb, rgb, w * h);
+	else if (comps == 4)
+		for (size_t i = (size_t)w * h; i-- > 0;) {
+			uint8_t c = (uint8_t)(255 - rgb[i * 3]), m = (uint8_t)(255 - rgb[i * 3 + 1]);
+			uint8_t yl = (uint8_t)(255 - rgb[i * 3 + 2]);
+			uint8_t kk = c < m ? (c < yl ? c : yl) : (m < yl ? m : yl);
+
+			rgb[i * 4] = (uint8_t)(c - kk);
+			rgb[i * 4 + 1] = (uint8_t)(m - kk);
+			rgb[i * 4 + 2] = (uint8_t)(yl - kk);
+			rgb[i * 4 + 3] = kk;
+		}
+}
 
 /* A token's vote for a class in the hidden teacher, in [-1, 1). */
 static double token_vote(uint64_t seed, uint32_t cls, int64_t id)
@@ -47,6 +120,52 @@ static double token_vote(uint64_t seed, uint32_t cls, int64_t id)
 	uint64_t h = pf_mix64(seed ^ pf_mix64((uint64_t)id * SYNTH_TOKEN_CLASSES + cls));
 
 	return (double)(h >> 11) * 0x1.0p-52 - 1.0;
+}
+
+/* An ImageNet-layout record (the TensorFlow models' build_imagenet_data
+ * features): a JPEG of quality 90 whose shorter side is in [min_side,
+ * max_side] and longer side up to 1.5 times it, 8% grayscale, 12%
+ * progressive, 2% CMYK; the label 1..1000. */
+static int64_t synth_image(synth *s, pf_rng *r)
+{
+	uint32_t side = s->min_side + (uint32_t)pf_rng_below(r, s->max_side - s->min_side + 1);
+	uint32_t other = side + (uint32_t)pf_rng_below(r, side / 2 + 1);
+	bool wide = pf_rng_next(r) & 1;
+	uint32_t w = wide ? other : side, h = wide ? side : other;
+	uint32_t pick = (uint32_t)pf_rng_below(r, 100);
+	uint32_t comps = pick < 8 ? 1 : pick < 10 ? 4 : 3;
+	bool progressive = pf_rng_below(r, 100) < 12;
+	int64_t label = 1 + (int64_t)pf_rng_below(r, 1000), height = h, width = w, channels = 3;
+	pf_bytes img, fmt = { (const uint8_t *)"JPEG", 4 }, space;
+	pf_feature f[7];
+	pf_error err;
+	int64_t n;
+
+	scene(s, r, w, h, comps);
+	n = pf_image_encode_jpeg(s->pixels, w, h, comps, 90, progressive, s->jpeg, s->jpeg_cap,
+				 &err);
+	if (n < 0)
+		return n;
+	img.data = s->jpeg;
+	img.len = (uint32_t)n;
+	space.data = (const uint8_t *)(comps == 1 ? "Grayscale" : comps == 4 ? "CMYK" : "RGB");
+	space.len = (uint32_t)strlen((const char *)space.data);
+	memset(f, 0, sizeof(f));
+	f[0] = (pf_feature){ .name = "image/encoded", .name_len = 13, .kind = PF_KIND_BYTES,
+			     .count = 1, .v.bytes = &img };
+	f[1] = (pf_feature){ .name = "image/format", .name_len = 12, .kind = PF_KIND_BYTES,
+			     .count = 1, .v.bytes = &fmt };
+	f[2] = (pf_feature){ .name = "image/colorspace", .name_len = 16, .kind = PF_KIND_BYTES,
+			     .count = 1, .v.bytes = &space };
+	f[3] = (pf_feature){ .name = "image/height", .name_len = 12, .kind = PF_KIND_INT64,
+			     .count = 1, .v.int64s = &height };
+	f[4] = (pf_feature){ .name = "image/width", .name_len = 11, .kind = PF_KIND_INT64,
+			     .count = 1, .v.int64s = &width };
+	f[5] = (pf_feature){ .name = "image/channels", .name_len = 14, .kind = PF_KIND_INT64,
+			     .count = 1, .v.int64s = &channels };
+	f[6] = (pf_feature){ .name = "image/class/label", .name_len = 17, .kind = PF_KIND_INT64,
+			     .count = 1, .v.int64s = &label };
+	return pf_example_encode(f, 7, s->out, s->out_cap);
 }
 
 /* Encode record number g into s->out.  @return bytes or -errno. */
@@ -112,7 +231,9 @@ static int64_t synth_record(synth *s, uint64_t g)
 		f[0].v.floats = s->x;
 		break;
 	}
-	case SYNTH_IMAGES: {
+	case SYNTH_IMAGES:
+		return synth_image(s, &r);
+	case SYNTH_BLOBS: {
 		uint32_t n = (16u << 10) + (uint32_t)(pf_rng_next(&r) % ((48u << 10) + 1));
 
 		for (uint32_t i = 0; i < n; i += 8) {
@@ -136,18 +257,28 @@ static int64_t synth_record(synth *s, uint64_t g)
 typedef struct synth_opts {
 	int kind;		/* synth_kind */
 	uint64_t records, shards, seed;
+	uint64_t min_side, max_side;
 	const char *out;
 	bool kind_given;
 } synth_opts;
 
 static const cli_opt synth_cli[] = {
-	{ CLI_CHOICE, "kind", .arg = "tokens|dense|images", .choices = "tokens|dense|images",
+	{ CLI_CHOICE, "kind", .arg = "tokens|dense|images|blobs",
+	  .choices = "tokens|dense|images|blobs",
 	  .off = offsetof(synth_opts, kind), .seen = CLI_SEEN(synth_opts, kind_given),
 	  .help = "tokens: 'tokens', Zipf-like int64 ids (vocab 32000), 128-512 per "
 		  "record, and 'label', an int64 class from a hidden teacher (8 "
 		  "classes); dense: 'x', 256 Gaussian floats, and 'label', the argmax "
-		  "of a hidden linear teacher (10 classes); images: 'image', "
-		  "incompressible 16-64 KiB bytes, and 'label', int64 0..999" },
+		  "of a hidden linear teacher (10 classes); images: ImageNet's "
+		  "TFRecord layout, 'image/encoded' a JPEG (quality 90, shorter side "
+		  "in --min-side..--max-side; 8% gray, 12% progressive, 2% CMYK), "
+		  "'image/class/label' 1..1000, 'image/height', 'image/width', "
+		  "'image/format', 'image/colorspace', 'image/channels'; blobs: "
+		  "'image', incompressible 16-64 KiB bytes, and 'label', int64 0..999" },
+	{ CLI_U64, "min-side", .arg = "PX", .off = offsetof(synth_opts, min_side), .min = 16,
+	  .max = 8192, .help = "images: the shorter side's least (default 200)" },
+	{ CLI_U64, "max-side", .arg = "PX", .off = offsetof(synth_opts, max_side), .min = 16,
+	  .max = 8192, .help = "images: the shorter side's most (default 600)" },
 	{ CLI_U64, "records", .arg = "N", .off = offsetof(synth_opts, records),
 	  .max = 1ull << 40, .suffix = true, .help = "records in all" },
 	{ CLI_U64, "shards", .arg = "S", .off = offsetof(synth_opts, shards), .min = 1,
@@ -161,8 +292,8 @@ static const cli_opt synth_cli[] = {
 
 static const cli_command synth_command = {
 	.name = "shardtool synth",
-	.usage = "usage: shardtool synth --kind tokens|dense|images --records N --shards S\n"
-		 "                       --out DIR [--seed SEED]\n",
+	.usage = "usage: shardtool synth --kind tokens|dense|images|blobs --records N --shards S\n"
+		 "                       --out DIR [--seed SEED] [--min-side PX --max-side PX]\n",
 	.about = "Writes S plain TFRecord shards of tf.train.Example to DIR; record i is\n"
 		 "the same whatever S is.\n",
 	.opts = synth_cli,
@@ -170,7 +301,7 @@ static const cli_command synth_command = {
 
 int cmd_synth(int argc, char **argv)
 {
-	synth_opts so = { .seed = 1 };
+	synth_opts so = { .seed = 1, .min_side = 200, .max_side = 600 };
 	synth s = { .kind = SYNTH_TOKENS, .seed = 1 };
 	uint64_t records, shards, *count = NULL;
 	const char *out, *kind;
@@ -189,7 +320,12 @@ int cmd_synth(int argc, char **argv)
 	records = so.records;
 	shards = so.shards;
 	out = so.out;
-	kind = s.kind == SYNTH_TOKENS ? "tokens" : s.kind == SYNTH_DENSE ? "dense" : "images";
+	kind = kind_names[s.kind];
+	if (so.min_side > so.max_side)
+		return cli_usage("--min-side %llu is more than --max-side %llu",
+				 (unsigned long long)so.min_side, (unsigned long long)so.max_side);
+	s.min_side = (uint32_t)so.min_side;
+	s.max_side = (uint32_t)so.max_side;
 	if (ensure_dir(out) < 0)
 		return 1;
 
@@ -198,6 +334,20 @@ int cmd_synth(int argc, char **argv)
 	s.image = malloc(64u << 10);
 	s.teacher = malloc(SYNTH_DENSE_CLASSES * SYNTH_DENSE_DIM * sizeof(float));
 	s.out_cap = (64u << 10) + 4096;
+	if (s.kind == SYNTH_IMAGES) {
+		size_t px = (size_t)s.max_side * (s.max_side + s.max_side / 2 + 1);
+
+		s.pixels = malloc(px * 4);
+		s.jpeg_cap = px * 4 + 65536;
+		s.jpeg = malloc(s.jpeg_cap);
+		s.out_cap = s.jpeg_cap + 4096;
+		if (!s.pixels || !s.jpeg) {
+			cli_fail("out of memory");
+			free(s.pixels);
+			free(s.jpeg);
+			return 1;
+		}
+	}
 	s.out = malloc(s.out_cap + PF_TFR_OVERHEAD);
 	count = calloc(shards, sizeof(*count));
 	uint8_t *framed = malloc(s.out_cap + PF_TFR_OVERHEAD);
@@ -290,6 +440,8 @@ out:
 	free(s.ids);
 	free(s.x);
 	free(s.image);
+	free(s.pixels);
+	free(s.jpeg);
 	free(s.teacher);
 	free(s.out);
 	return ret;

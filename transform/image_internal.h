@@ -49,9 +49,6 @@ const pf_image_decoder *pf_image_decoder_for(pf_image_format f);
 void pf_image_crop_eval(uint32_t img_w, uint32_t img_h, uint32_t out_w, uint32_t out_h,
 			double box[4]);
 
-/* PIL's RGB to "L": (R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16,
- * n pixels, in place is fine (dst <= src). */
-void pf_image_rgb_to_luma(uint8_t *dst, const uint8_t *src, uint32_t n);
 
 /* libjpeg's error manager that jumps back with the message (decode and
  * encode share it): pf_jpeg_on_error() formats the message into msg and

@@ -153,6 +153,10 @@ int pf_image_transform_box(const pf_image_spec *spec, const void *data, size_t l
 int pf_image_decode_full(const void *data, size_t len, uint32_t channels, uint64_t max_pixels,
 			 void *dst, size_t cap, pf_image_scratch *scratch, pf_error *err);
 
+/* PIL's RGB to "L": (R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16,
+ * n pixels, in place is fine (dst <= src). */
+void pf_image_rgb_to_luma(uint8_t *dst, const uint8_t *src, uint32_t n);
+
 /*! pf_image_encode_jpeg(): w x h pixels of components bytes (1 gray, 3
  *  RGB, 4 CMYK written in Adobe's inverted polarity, as PIL writes it) as
  *  a JPEG of quality 1..100, progressive or baseline, into dst[0..cap):
