@@ -11,15 +11,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "file_policy_internal.h"
 #include "io_internal.h"
+#include "stat_internal.h"
+
+const char *pf_file_type_name(unsigned mode)
+{
+	return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" :
+	       S_ISSOCK(mode) ? "a socket" : S_ISCHR(mode) ? "a character device" :
+	       S_ISBLK(mode) ? "a block device" : "not a regular file";
+}
 
 int pf_file_open(const char *path, pf_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: open(2) of a FIFO with no writer waits for one,
+	 * forever; non-blocking it returns at once, and the type is checked
+	 * before anything is read.  Reads of a regular file ignore the flag,
+	 * but it is cleared all the same. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), fl;
 	struct stat st;
 
 	pf_error_clear(err);
@@ -35,6 +48,15 @@ int pf_file_open(const char *path, pf_error *err)
 		return pf_error_set(err, -EISDIR, PF_OFFSET_NONE, 0,
 				    "is a directory, not a file");
 	}
+	if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		close(fd);
+		pf_error_set_file(err, path);
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "is %s, not a regular file", pf_file_type_name(st.st_mode));
+	}
+	fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	return fd;
 }
 
@@ -392,7 +414,7 @@ int64_t pf_file_pread(int fd, void *buf, size_t len, uint64_t offset,
 /* ------------------------------------------------------------------ */
 /* Many stats at once                                                   */
 
-static void stat_one(const char *path, pf_stat_result *r)
+static void stat_one(const char *path, pf_stat_result *r, pf_file_id *id)
 {
 	struct stat st;
 
@@ -405,9 +427,16 @@ static void stat_one(const char *path, pf_stat_result *r)
 		.size = (uint64_t)st.st_size,
 		.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
 	};
+	if (id)
+		*id = (pf_file_id){ .dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino };
 }
 
 int pf_stat_many(const char *const *paths, size_t n, pf_stat_result *out)
+{
+	return pf_stat_many_ids(paths, n, out, NULL);
+}
+
+int pf_stat_many_ids(const char *const *paths, size_t n, pf_stat_result *out, pf_file_id *ids)
 {
 	struct io_uring ring;
 	struct statx *stx;
@@ -417,7 +446,7 @@ int pf_stat_many(const char *const *paths, size_t n, pf_stat_result *out)
 
 	if (n < 2 || io_uring_queue_init(depth, &ring, 0) < 0) {
 		for (size_t i = 0; i < n; i++)
-			stat_one(paths[i], &out[i]);
+			stat_one(paths[i], &out[i], ids ? &ids[i] : NULL);
 		return 0;
 	}
 	stx = pf_calloc(depth, sizeof(*stx));
@@ -454,7 +483,8 @@ int pf_stat_many(const char *const *paths, size_t n, pf_stat_result *out)
 			k = free_slot[--nfree];
 			which[k] = next++;
 			io_uring_prep_statx(sqe, AT_FDCWD, paths[which[k]], 0,
-					    STATX_TYPE | STATX_MODE | STATX_SIZE | STATX_MTIME,
+					    STATX_TYPE | STATX_MODE | STATX_SIZE | STATX_MTIME |
+					    STATX_INO,
 					    &stx[k]);
 			io_uring_sqe_set_data64(sqe, k);
 		}
@@ -469,7 +499,7 @@ int pf_stat_many(const char *const *paths, size_t n, pf_stat_result *out)
 
 			if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP) {
 				/* A kernel without STATX in the ring. */
-				stat_one(paths[which[k]], r);
+				stat_one(paths[which[k]], r, ids ? &ids[which[k]] : NULL);
 			} else if (cqe->res < 0) {
 				*r = (pf_stat_result){ .error = cqe->res };
 			} else {
@@ -479,6 +509,12 @@ int pf_stat_many(const char *const *paths, size_t n, pf_stat_result *out)
 					.mtime_ns = (int64_t)stx[k].stx_mtime.tv_sec * 1000000000 +
 						    stx[k].stx_mtime.tv_nsec,
 				};
+				if (ids)
+					ids[which[k]] = (pf_file_id){
+						.dev = (uint64_t)makedev(stx[k].stx_dev_major,
+									 stx[k].stx_dev_minor),
+						.ino = stx[k].stx_ino,
+					};
 			}
 			io_uring_cqe_seen(&ring, cqe);
 			which[k] = SIZE_MAX;
@@ -492,9 +528,10 @@ int pf_stat_many(const char *const *paths, size_t n, pf_stat_result *out)
 		 * sent, one by one. */
 		for (unsigned k = 0; k < depth; k++)
 			if (which[k] != SIZE_MAX)
-				stat_one(paths[which[k]], &out[which[k]]);
+				stat_one(paths[which[k]], &out[which[k]],
+					 ids ? &ids[which[k]] : NULL);
 		for (size_t i = next; i < n; i++)
-			stat_one(paths[i], &out[i]);
+			stat_one(paths[i], &out[i], ids ? &ids[i] : NULL);
 	}
 	pf_free(stx);
 	pf_free(which);

@@ -118,16 +118,14 @@ static void phase_end(pf_open_phase *ph, pf_region_table *t)
 /* Every file's index tail: its frames, or none (a stream file, counted
  * later).  Fills ds->paths, sizes, indexes, the digest and
  * ds->open.index; ds->open.streams says how many files have no index. */
-static int read_tails(pf_dataset *ds, const char *const *paths, size_t n,
+static int read_tails(pf_dataset *ds, char **paths, size_t n,
 		      const pf_source_config *scfg, const pf_open_config *ocfg, pf_error *err)
 {
 	int ret;
 
 	phase_begin(&ds->open.index, scfg->regions);
-	ret = pf_paths_expand(paths, n, &ds->paths, err);
-	if (ret < 0)
-		return ret;
-	ds->nfiles = (size_t)ret;
+	ds->paths = paths;	/* pf_paths_resolve()'s, handed over */
+	ds->nfiles = n;
 	if (ds->nfiles == 0)
 		return pf_error_set(err, -ENOENT, PF_OFFSET_NONE, 0, "the dataset names no files");
 	ds->index = pf_calloc(ds->nfiles, sizeof(*ds->index));
@@ -186,11 +184,21 @@ static int open_dataset(pf_dataset **out, const char *const *paths, size_t n, bo
 {
 	pf_dataset *ds = pf_calloc(1, sizeof(*ds));
 	uint64_t *stream_records = NULL, t0 = pf_now_ns();
-	char *manifest = NULL;
-	int ret = ds ? 0 : -ENOMEM;
+	char *manifest = NULL, **files = NULL;
+	int ret = ds ? 0 : -ENOMEM, nfiles = 0;
 
 	if (ret == 0 && use_manifest)
 		ret = pf_manifest_locate(paths, n, &manifest);
+	if (ret == 0) {
+		/* The paths' shards; or a manifest named beside them (a shell
+		 * glob of their directory), checked against them. */
+		nfiles = pf_paths_resolve(paths, n, &files, use_manifest ? &manifest : NULL, err);
+		ret = nfiles < 0 ? nfiles : manifest ? 1 : 0;
+		if (manifest) {
+			pf_paths_free(files, (size_t)nfiles);
+			files = NULL;
+		}
+	}
 	if (ret > 0) {
 		ds->manifest_path = manifest;
 		phase_begin(&ds->open.manifest, scfg->regions);
@@ -198,7 +206,7 @@ static int open_dataset(pf_dataset **out, const char *const *paths, size_t n, bo
 		ds->open.manifest.files = 1;
 		phase_end(&ds->open.manifest, scfg->regions);
 	} else if (ret == 0) {
-		ret = read_tails(ds, paths, n, scfg, ocfg, err);
+		ret = read_tails(ds, files, (size_t)nfiles, scfg, ocfg, err);
 	}
 	if (ret == -ENOMEM && err && !err->code)
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory opening the dataset");

@@ -111,13 +111,30 @@ PF_API const char *pf_source_path(const pf_source *s);
 /*! Skip mode: drops reported so far. */
 PF_API uint64_t pf_source_drops(const pf_source *s);
 
-/*! pf_paths_expand(): a directory gives its regular files (sorted,
- *  hidden ones skipped), a pattern with * ? [ is globbed (sorted), anything
- *  else is taken as a file name; order otherwise as given.
+/*! pf_paths_expand(): the shards that args name, every file once.  A
+ *  directory gives its regular files (sorted, hidden ones and
+ *  PF_MANIFEST_NAME skipped; one that gives none is an error, and so is
+ *  an entry that cannot be stat()ed: a symlink loop, a dangling link); a
+ *  pattern with * ? [ is globbed (sorted; the directory's manifest
+ *  skipped); a named file ending in ".manifest" is read as a manifest
+ *  (magic and checksums): alone it gives the shards it lists, beside
+ *  shards it must list exactly them (by identity); anything else is a
+ *  file name.  Order otherwise as given.  Refused with err naming the
+ *  path: a named file that is not a regular file (a FIFO, a socket, a
+ *  device: -EINVAL), a file reached twice by identity (named twice, a
+ *  directory twice, "D/x" and "./D/x", a link and its target: -EINVAL,
+ *  naming both arguments), a shard named beside a manifest that does not
+ *  list it or a listed one not named (-EINVAL, naming both).
  *  @return the count with *out (free with pf_paths_free()), or -errno
  *  with err naming the argument. */
 PF_API int pf_paths_expand(const char *const *args, size_t n, char ***out,
 			   pf_error *err);
+/*! pf_paths_resolve(): pf_paths_expand(), and *manifest (may be NULL)
+ *  the manifest file args name when they name exactly one (alone, or
+ *  beside the shards it lists), else NULL; free it with free().  The
+ *  caller may then open the dataset from it (one read plans it). */
+PF_API int pf_paths_resolve(const char *const *args, size_t n, char ***out, char **manifest,
+			    pf_error *err);
 PF_API void pf_paths_free(char **list, size_t n);
 
 /* ------------------------------------------------------------------ */

@@ -165,9 +165,16 @@ int pf_spec_infer(const char *const *paths, size_t n, const pf_spec_infer_config
 			return ret;
 		}
 	}
-	nfiles = pf_paths_expand(paths, n, &files, err);
+	/* A manifest named beside its shards: from it, as named alone. */
+	nfiles = pf_paths_resolve(paths, n, &files, cfg->ignore_manifest ? NULL : &manifest, err);
 	if (nfiles < 0)
 		return nfiles;
+	if (manifest) {
+		pf_paths_free(files, (size_t)nfiles);
+		ret = from_manifest(manifest, cfg->int64_as_int32, out, err);
+		free(manifest);
+		return ret;
+	}
 	if (nfiles == 0) {
 		pf_paths_free(files, 0);
 		return pf_error_set(err, -ENOENT, PF_OFFSET_NONE, 0, "the paths name no files");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -657,17 +658,19 @@ static int paths_cycle(void *arg, pf_error *err)
 
 Test(alloc_failure, paths_expand, .init = make_dataset, .fini = free_dataset)
 {
-	char pattern[600];
-	/* The directory's 5 data files and 20 more, 2 zstd files by the
-	 * pattern, one file by name. */
-	struct paths_ctx c = { .args = { ds.dir, pattern, ds.plain }, .nargs = 3,
-			       .expect = 5 + 20 + 2 + 1 };
+	char pattern[600], more[600];
+	/* A directory's 20 files, 2 zstd files by the pattern, one file by
+	 * name: each file once (a file reached twice is refused). */
+	struct paths_ctx c = { .args = { more, pattern, ds.plain }, .nargs = 3,
+			       .expect = 20 + 2 + 1 };
 
 	/* More than 16 names, so the list grows. */
+	snprintf(more, sizeof(more), "%s/more", ds.dir);
+	cr_assert_eq(mkdir(more, 0755), 0);
 	for (int i = 0; i < 20; i++) {
 		char p[700];
 
-		snprintf(p, sizeof(p), "%s/extra-%02d.tfrecord", ds.dir, i);
+		snprintf(p, sizeof(p), "%s/extra-%02d.tfrecord", more, i);
 		tu_write_file(p, "", 0);
 	}
 	snprintf(pattern, sizeof(pattern), "%s/*.zst", ds.dir);

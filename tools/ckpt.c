@@ -30,7 +30,9 @@ static int ckpt_load(ckpt_set *set, const char *path)
 		cli_usage("--resume: at most %u states", CKPT_MAX_FILES);
 		return -E2BIG;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO named here would hold open(2) until a writer
+	 * came; it is refused below as not a regular file. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &sb) < 0) {
 		ret = -errno;
 		cli_usage("--resume: %s: %s", path, strerror(errno));

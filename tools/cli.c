@@ -142,16 +142,21 @@ int cli_parse_range(const char *flag, const char *text, uint64_t *from,
 	return 0;
 }
 
-int cli_expand_inputs(char *const *args, int n, char ***out)
+int cli_resolve_inputs(char *const *args, int n, char ***out, char **manifest)
 {
 	pf_error err;
 	int ret;
 
 	pf_error_clear(&err);
-	ret = pf_paths_expand((const char *const *)args, (size_t)n, out, &err);
+	ret = pf_paths_resolve((const char *const *)args, (size_t)n, out, manifest, &err);
 	if (ret < 0)
 		cli_print_error(&err);
 	return ret;
+}
+
+int cli_expand_inputs(char *const *args, int n, char ***out)
+{
+	return cli_resolve_inputs(args, n, out, NULL);
 }
 
 void cli_free_inputs(char **list, int n)

@@ -137,11 +137,14 @@ int cli_parse_u64(const char *flag, const char *text, uint64_t min,
 int cli_parse_range(const char *flag, const char *text, uint64_t *from,
 		    uint64_t *to);
 
-/*! Expand inputs: a directory gives its regular files (sorted, hidden
- *  ones skipped), a pattern with * ? [ is globbed (sorted), anything else
- *  is taken as a file name.  @return the count with *out (free with
- *  cli_free_inputs()), or -errno after printing why. */
+/*! Expand inputs as pf_paths_expand() does (directories, globs, a
+ *  manifest alone or beside its shards, every file once).  @return the
+ *  count with *out (free with cli_free_inputs()), or -errno after
+ *  printing why. */
 int cli_expand_inputs(char *const *args, int n, char ***out);
+/*! cli_expand_inputs(), and *manifest the manifest the inputs name (alone
+ *  or beside its shards: pf_paths_resolve()), or NULL; free() it. */
+int cli_resolve_inputs(char *const *args, int n, char ***out, char **manifest);
 void cli_free_inputs(char **list, int n);
 
 /*! Print err as "prog: <file>: byte N: what" to stderr. */

@@ -675,7 +675,10 @@ int main(int argc, char **argv)
 	if (cli_outfile_open(&o.html_out, "--html", o.html))
 		return 1;
 	raise_fd_limit();
-	nfiles = cli_expand_inputs(argv + first, argc - first, &files);
+	/* A manifest named beside its shards (the shell glob of their directory) is theirs,
+	 * checked against them; named alone, it gives the shards it lists. */
+	nfiles = cli_resolve_inputs(argv + first, argc - first, &files,
+				    o.no_manifest ? NULL : &mpath);
 	if (nfiles < 0)
 		return 1;
 	if (nfiles == 0) {
@@ -687,8 +690,8 @@ int main(int argc, char **argv)
 	 * regions' check a stat per shard (a round trip each on a far
 	 * bucket).  It is the one file read before the check. */
 	if (!o.no_manifest) {
-		int found = pf_manifest_locate((const char *const *)argv + first,
-					       (size_t)(argc - first), &mpath);
+		int found = mpath ? 1 : pf_manifest_locate((const char *const *)argv + first,
+							   (size_t)(argc - first), &mpath);
 
 		pf_error_clear(&err);
 		if (found > 0 && pf_manifest_load(&manifest, mpath, NULL, &err) < 0) {
@@ -715,8 +718,9 @@ int main(int argc, char **argv)
 		};
 
 		pf_error_clear(&err);
-		d = pf_spec_infer((const char *const *)argv + first, (size_t)(argc - first), &ic,
-				  &spec, &err);
+		d = mpath ? pf_spec_infer((const char *const *)&mpath, 1, &ic, &spec, &err)
+			  : pf_spec_infer((const char *const *)argv + first,
+					  (size_t)(argc - first), &ic, &spec, &err);
 		if (d == -ENODATA) {
 			char line[PF_ERROR_LINE_MAX];
 
@@ -749,7 +753,7 @@ int main(int argc, char **argv)
 	memset(&cfg, 0, sizeof(cfg));
 	/* With a manifest the loader is given it (the one path named), not
 	 * the files listed. */
-	cfg.paths = manifest ? (const char *const *)argv + first : (const char *const *)files;
+	cfg.paths = manifest ? (const char *const *)&mpath : (const char *const *)files;
 	cfg.npaths = manifest ? 1 : (size_t)nfiles;
 	cfg.ignore_manifest = o.no_manifest;
 	cfg.features = o.features;

@@ -170,6 +170,148 @@ static json_t *images_json(const image_stats *st, size_t nst, bool *bad)
 	return arr;
 }
 
+/* ------------------------------------------------------------------ */
+/* A manifest named to inspect or verify                                */
+
+static const char *manifest_format_name(pf_manifest_format f)
+{
+	return f == PF_MANIFEST_INDEXED ? "indexed" : "stream";
+}
+
+/* The manifest at path, loaded.  @return 0 with *m, or <0 after
+ * printing why (file, byte offset, what). */
+static int load_manifest(const char *path, pf_manifest **m)
+{
+	pf_error err;
+
+	pf_error_clear(&err);
+	if (pf_manifest_load(m, path, NULL, &err) < 0) {
+		cli_print_error(&err);
+		return err.code ? err.code : -EBADMSG;
+	}
+	return 0;
+}
+
+/* What the manifest at path holds: its shards and their counts, and the
+ * merged schema.  @return 0, or <0 after printing why. */
+static int inspect_manifest(const char *path, bool json)
+{
+	pf_manifest *m = NULL;
+	pf_feature_schema *fs = NULL;
+	size_t ns, nfs;
+	uint64_t bytes = 0, indexed = 0;
+	int ret = load_manifest(path, &m);
+
+	if (ret < 0)
+		return ret;
+	ns = pf_manifest_shards(m);
+	nfs = pf_manifest_schema_count(m);
+	fs = calloc(nfs ? nfs : 1, sizeof(*fs));
+	if (!fs) {
+		cli_fail("%s: out of memory", path);
+		pf_manifest_free(m);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nfs; i++)
+		fs[i] = *pf_manifest_schema(m, i);
+	for (size_t i = 0; i < ns; i++) {
+		bytes += pf_manifest_get(m, i)->size;
+		indexed += pf_manifest_get(m, i)->format == PF_MANIFEST_INDEXED;
+	}
+	if (json) {
+		json_t *o = json_object(), *arr = json_array();
+		bool bad = false;
+
+		pf_json_put(o, "file", pf_json_str(path), &bad);
+		pf_json_put(o, "format", pf_json_str("manifest"), &bad);
+		pf_json_put(o, "shards", pf_json_u64(ns), &bad);
+		pf_json_put(o, "records", pf_json_u64(pf_manifest_records(m)), &bad);
+		pf_json_put(o, "shard_bytes", pf_json_u64(bytes), &bad);
+		for (size_t i = 0; i < ns; i++) {
+			const pf_manifest_shard *s = pf_manifest_get(m, i);
+			json_t *e = json_object();
+
+			pf_json_put(e, "path", pf_json_str(s->path), &bad);
+			pf_json_put(e, "format", pf_json_str(manifest_format_name(s->format)), &bad);
+			pf_json_put(e, "records", pf_json_u64(s->records), &bad);
+			pf_json_put(e, "frames", pf_json_u64(s->nframes), &bad);
+			pf_json_put(e, "bytes", pf_json_u64(s->size), &bad);
+			if (json_array_append_new(arr, e))
+				bad = true;
+		}
+		pf_json_put(o, "shard_list", arr, &bad);
+		pf_json_put(o, "schema", schema_json(fs, nfs, pf_manifest_schema_records(m), &bad),
+			    &bad);
+		if (cli_json_print(o, bad))
+			ret = -ENOMEM;
+	} else {
+		printf("%s\n", path);
+		printf("  format       manifest\n");
+		printf("  shards       %zu (%llu indexed, %llu stream files)\n", ns,
+		       (unsigned long long)indexed, (unsigned long long)(ns - indexed));
+		printf("  records      %llu\n", (unsigned long long)pf_manifest_records(m));
+		printf("  bytes        %llu in the shards\n", (unsigned long long)bytes);
+		for (size_t i = 0; i < ns; i++) {
+			const pf_manifest_shard *s = pf_manifest_get(m, i);
+
+			printf("    %-40s %-7s %llu records, %llu bytes\n", s->path,
+			       manifest_format_name(s->format), (unsigned long long)s->records,
+			       (unsigned long long)s->size);
+		}
+		if (nfs) {
+			printf("  schema\n");
+			print_schema_text(fs, nfs, pf_manifest_schema_records(m));
+		}
+	}
+	free(fs);
+	pf_manifest_free(m);
+	return ret;
+}
+
+/* The manifest at path: its own checks (magic, version, CRC, entries
+ * that hold together), then each shard it lists as it says: there, a
+ * regular file of its size and mtime.  @return 0, or <0 after printing
+ * the first problem. */
+static int verify_manifest(const char *path)
+{
+	pf_manifest *m = NULL;
+	int ret = load_manifest(path, &m);
+
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; ret == 0 && i < pf_manifest_shards(m); i++) {
+		const pf_manifest_shard *s = pf_manifest_get(m, i);
+		char shard[PF_PATH_MAX];
+		struct stat st;
+		int64_t mtime;
+
+		pf_manifest_shard_path(path, s, shard, sizeof(shard));
+		if (stat(shard, &st) != 0) {
+			cli_fail("%s: lists %s: %s", path, shard, strerror(errno));
+			ret = -ENOENT;
+			break;
+		}
+		mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		if (!S_ISREG(st.st_mode))
+			cli_fail("%s: lists %s, which is not a regular file", path, shard);
+		else if ((uint64_t)st.st_size != s->size)
+			cli_fail("%s: the shard is %llu bytes, %s says %llu: it changed since the "
+				 "manifest was written (run `shardtool manifest` again)", shard,
+				 (unsigned long long)st.st_size, path, (unsigned long long)s->size);
+		else if (mtime != s->mtime_ns)
+			cli_fail("%s: the shard was modified since %s was written (run `shardtool "
+				 "manifest` again)", shard, path);
+		else
+			continue;
+		ret = -ESTALE;
+	}
+	if (ret == 0)
+		printf("%s: OK (manifest, %zu shards, %llu records)\n", path,
+		       pf_manifest_shards(m), (unsigned long long)pf_manifest_records(m));
+	pf_manifest_free(m);
+	return ret;
+}
+
 static int inspect_one(const char *path, bool json)
 {
 	image_stats ist[8];
@@ -332,7 +474,7 @@ int cmd_inspect(int argc, char **argv)
 {
 	inspect_opts io = { 0 };
 	bool json;
-	char **inputs;
+	char **inputs, *manifest = NULL;
 	int n, bad = 0, ret, first;
 
 	ret = cli_parse(&inspect_command, argc, argv, &io, &first);
@@ -341,13 +483,18 @@ int cmd_inspect(int argc, char **argv)
 	json = io.json;
 	if (first == argc)
 		return cli_usage("no files given");
-	n = cli_expand_inputs(argv + first, argc - first, &inputs);
+	n = cli_resolve_inputs(argv + first, argc - first, &inputs, &manifest);
 	if (n < 0)
 		return 1;
-	for (int i = 0; i < n; i++)
+	/* A manifest prints what it holds; named alone, it is all that is
+	 * printed (its shards are in it), beside shards they follow. */
+	if (manifest && inspect_manifest(manifest, json) < 0)
+		bad++;
+	for (int i = 0; (!manifest || argc - first > 1) && i < n; i++)
 		if (inspect_one(inputs[i], json) < 0)
 			bad++;
 	cli_free_inputs(inputs, n);
+	free(manifest);
 	return bad ? 1 : 0;
 }
 
@@ -463,7 +610,7 @@ static const cli_command verify_command = {
 
 int cmd_verify(int argc, char **argv)
 {
-	char **inputs;
+	char **inputs, *manifest = NULL;
 	int n, bad = 0, ret, first;
 	verify_progress vp = { 0 };
 	uint64_t t0 = pf_now_ns();
@@ -473,9 +620,13 @@ int cmd_verify(int argc, char **argv)
 		return ret;
 	if (first == argc)
 		return cli_usage("no files given");
-	n = cli_expand_inputs(argv + first, argc - first, &inputs);
+	n = cli_resolve_inputs(argv + first, argc - first, &inputs, &manifest);
 	if (n < 0)
 		return 1;
+	/* A manifest as a manifest (its checksums, its shards' sizes), then
+	 * the shards it lists as shards. */
+	if (manifest && verify_manifest(manifest) < 0)
+		bad++;
 	for (int i = 0; i < n; i++) {
 		struct stat st;
 
@@ -495,7 +646,9 @@ int cmd_verify(int argc, char **argv)
 	cli_progress_end(&vp.line);
 	cli_free_inputs(inputs, n);
 	if (bad)
-		fprintf(stderr, "%s: %d of %d files failed verification\n", cli_prog, bad, n);
+		fprintf(stderr, "%s: %d of %d files failed verification\n", cli_prog, bad,
+			n + (manifest != NULL));
+	free(manifest);
 	return bad ? 1 : 0;
 }
 

@@ -342,6 +342,16 @@ _C_MESSAGE_ARGUMENT = (
     ("memory budget", "memory_mib"),
     ("cannot open the quarantine log", "quarantine"),
     ("the dataset names no files", "paths"),
+    # pf_paths_expand()'s refusals: a directory with no shards, a file
+    # reached twice, a FIFO or another non-regular file, a manifest named
+    # beside shards it does not list, a link in a directory that leads
+    # nowhere.
+    ("the directory", "paths"),
+    ("named twice", "paths"),
+    ("is a ", "paths"),
+    ("named beside the manifest", "paths"),
+    ("lists the shard", "paths"),
+    ("in directory", "paths"),
 )
 
 
