@@ -287,3 +287,17 @@ Test(paths, file_open_refuses_a_fifo, .init = make_d, .timeout = 60)
 	cr_assert(strstr(err.file, "fifo2") && strstr(err.msg, "a FIFO"), "%s: %s", err.file,
 		  err.msg);
 }
+
+/* Every host of an MPI pod given the shell's glob: each plans from the
+ * manifest (before, every rank failed reading it as a shard). */
+Test(paths, an_mpirun_pod_reads_the_shell_glob, .init = make_d, .timeout = 240)
+{
+	ran r;
+
+	tu_need_mpirun();
+	r = run(TU_MPI_ENV "mpirun --oversubscribe -np 2 $LOADBENCH --quiet --json "
+		"--per-core-batch 4 --epochs 1 --threads 1 --memory 128 D/*");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	cr_assert_null(strstr(r.out, "CRC"), "%s", r.out);
+	cr_assert(strstr(r.out, "\"records\":"), "%s", r.out);
+}
