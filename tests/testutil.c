@@ -272,6 +272,13 @@ pid_t tu_regionfs_start(const char *args, const char *stats, const char *from,
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
+		/* The stop signals as a terminal gives them, whatever this
+		 * test was started under: `nohup` leaves SIGHUP ignored, a
+		 * shell's background job SIGINT, and regionfs keeps a stop
+		 * signal it was started with ignored. */
+		signal(SIGHUP, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
