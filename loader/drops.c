@@ -62,6 +62,8 @@ static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
 	if (log && l->qfd >= 0 && !(line = quarantine_line(l, d, &e, path, &n)))
 		ret = -ENOMEM;
 	pthread_mutex_lock(&l->mu);
+	if (!l->first_drop.code)
+		l->first_drop = e;
 	l->m.corrupt_drops++;
 	l->m.corrupt_records += d->records > 0 ? (uint64_t)d->records : 0;
 	if (line) {
@@ -114,4 +116,34 @@ int pf_drop_at_count(void *ctx, const pf_drop *d)
 
 	return note_drop(l, d, d->cause.file,
 			 l->topo.host_index == 0 || (l->cfg.allgather && l->topo.num_hosts > 1));
+}
+
+int pf_drops_explain_size(const pf_loader *l, pf_error *err)
+{
+	char *size = NULL;
+	pf_error e;
+
+	if (!err || !l->m.corrupt_drops)
+		return err ? err->code : 0;
+	size = pf_strdup(err->msg);
+	if (!size)
+		return err->code;
+	if (l->first_drop.code) {
+		e = l->first_drop;
+		pf_error_set(&e, -EBADMSG, e.offset_kind, e.offset,
+			     "%s; skip mode dropped it (%llu damaged unit%s opening the "
+			     "dataset, this the first), and then %s", l->first_drop.msg,
+			     (unsigned long long)l->m.corrupt_drops,
+			     l->m.corrupt_drops == 1 ? "" : "s", size);
+	} else {
+		pf_error_clear(&e);
+		pf_error_set(&e, -EBADMSG, PF_OFFSET_NONE, 0,
+			     "%s: skip mode dropped %llu damaged unit%s counting the stream "
+			     "files on other hosts (the quarantine log of the host that counted each says which)", size,
+			     (unsigned long long)l->m.corrupt_drops,
+			     l->m.corrupt_drops == 1 ? "" : "s");
+	}
+	pf_free(size);
+	*err = e;
+	return err->code;
 }

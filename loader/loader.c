@@ -313,32 +313,10 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 		if (ret < 0)
 			goto fail;
 	}
-	/* A dataset that cannot fill one global batch would give no step at
-	 * all: a mistake (the wrong directory, or a topology too large for
-	 * a small test set) best said now.  Wrap fills a host's step from the
-	 * start of its share, so it needs a record on every host. */
-	{
-		uint64_t global = l->host_batch * l->topo.num_hosts;
-
-		if (l->ds->records == 0 ||
-		    (l->ds->records < global && cfg->remainder != PF_REMAINDER_WRAP)) {
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "the dataset holds %llu records, fewer than one global "
-					   "batch of %llu (per_core_batch %u x %u cores x %u hosts)%s",
-					   (unsigned long long)l->ds->records,
-					   (unsigned long long)global, l->topo.per_core_batch,
-					   l->topo.cores, l->topo.num_hosts,
-					   l->ds->records ? ": no step could be made (remainder=wrap "
-					   "would repeat records to fill one)" : "");
-			goto fail;
-		}
-		if (l->ds->records < l->topo.num_hosts) {
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "the dataset holds %llu records, fewer than the %u hosts: "
-					   "with remainder=wrap every host needs one to wrap around",
-					   (unsigned long long)l->ds->records, l->topo.num_hosts);
-			goto fail;
-		}
+	ret = pf_plan_check_records(l->ds->records, &l->topo, cfg->remainder, err);
+	if (ret < 0) {
+		ret = pf_drops_explain_size(l, err);
+		goto fail;
 	}
 	ret = check_global(l, err);
 	if (ret < 0)

@@ -260,6 +260,13 @@ void pf_plan_block_perm(uint64_t seed, uint32_t epoch, uint32_t host, uint64_t k
 uint32_t pf_plan_slice(uint32_t block, uint32_t pcb);
 /*! Steps per epoch for this topology. */
 uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem);
+/*! A dataset that cannot fill one global batch would give no step at all:
+ *  a mistake (the wrong directory, or a topology too large for a small
+ *  test set) best said before anything runs.  Wrap fills a host's step
+ *  from the start of its share, so it needs a record on every host.
+ *  @return 0, or -EINVAL with err saying which. */
+int pf_plan_check_records(uint64_t records, const pf_topology *t, pf_remainder rem,
+			  pf_error *err);
 /*! Build host t->host_index's plan for epoch e into *p (its arrays are
  *  reused between calls; free with pf_plan_release()).  slice 0: the
  *  units, permuted when shuffle; slice > 0 (the global shuffle, indexed

@@ -296,8 +296,11 @@ struct pf_loader {
 	uint64_t last_rstep;
 	batch_slot *last_slot;
 
-	/* Corrupt data in skip mode: the quarantine log, or -1. */
+	/* Corrupt data in skip mode: the quarantine log, or -1; the first
+	 * drop this host found (code 0: none), to name when the drops leave
+	 * no step to make. */
 	int qfd;
+	pf_error first_drop;
 	/* The process's read counters at creation (retries, faults and
 	 * timeouts are those of every read path, pf_file_pread()'s too). */
 	pf_io_totals totals0;
@@ -590,6 +593,10 @@ int pf_drop_report(pf_loader *l, const pf_drop *d, const char *path);
  * host that counted the file logs it when the pod split the counting. */
 int pf_drop_at_open(void *ctx, const pf_drop *d);
 int pf_drop_at_count(void *ctx, const pf_drop *d);
+/* err (the dataset too small for one step) when skip mode dropped some of
+ * it opening it: the first drop (its file, byte and cause) becomes the
+ * error, the size of what is left said after it.  @return err's code. */
+int pf_drops_explain_size(const pf_loader *l, pf_error *err);
 
 /* images.c: the image decode stage.  pf_images_setup() splits the spec
  * (at creation); pf_images_decode() decodes record rec of file `file`,

@@ -253,6 +253,27 @@ uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem)
 				  rem);
 }
 
+int pf_plan_check_records(uint64_t records, const pf_topology *t, pf_remainder rem,
+			  pf_error *err)
+{
+	uint64_t global = (uint64_t)t->per_core_batch * t->cores * t->num_hosts;
+
+	if (records == 0 || (records < global && rem != PF_REMAINDER_WRAP))
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the dataset holds %llu records, fewer than one global "
+				    "batch of %llu (per_core_batch %u x %u cores x %u hosts)%s",
+				    (unsigned long long)records, (unsigned long long)global,
+				    t->per_core_batch, t->cores, t->num_hosts,
+				    records ? ": no step could be made (remainder=wrap would "
+				    "repeat records to fill one)" : "");
+	if (records < t->num_hosts)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the dataset holds %llu records, fewer than the %u hosts: "
+				    "with remainder=wrap every host needs one to wrap around",
+				    (unsigned long long)records, t->num_hosts);
+	return 0;
+}
+
 static int add_segment(pf_epoch_plan *p, uint64_t unit, uint64_t first,
 		       uint64_t count)
 {

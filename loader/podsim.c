@@ -290,6 +290,11 @@ int pf_podsim_run(pf_podsim **out, const pf_podsim_config *cfg, pf_error *err)
 				   (unsigned long long)ds->records, UINT32_MAX);
 		goto out;
 	}
+	/* As the loader refuses it: a pod of no steps checks nothing. */
+	ret = pf_plan_check_records(ds->records, &(pf_topology){ 0, cfg->num_hosts,
+				    sum->cores_per_host, sum->per_core_batch }, cfg->remainder, err);
+	if (ret < 0)
+		goto out;
 	w.ds = ds;
 	w.seed = cfg->seed;
 	w.epoch = cfg->epoch;

@@ -568,3 +568,58 @@ Test(loadbench, a_usage_error_is_one_line)
 		cr_assert_str_eq(out, cases[i][1]);
 	}
 }
+
+/* Names a job script gets wrong: an empty or unset variable, an empty
+ * directory, a malformed fault spec.  Each is refused, naming the flag or
+ * the path (issue 25): never a fresh epoch where a resume was asked for,
+ * never a message that leaves the user to guess which argument. */
+Test(loadbench, empty_paths_and_bad_values_name_the_culprit)
+{
+	const char *d = make_dataset();
+	char cmd[2048], out[8192];
+	struct { const char *args; int status; const char *says; } cases[] = {
+		/* --resume "$CKPT" with CKPT unset must not start over */
+		{ "--resume '' Z", 2, "--resume: an empty path" },
+		{ "--resume , Z", 2, "--resume: an empty path in ','" },
+		{ "--resume S,,S Z", 2, "--resume: an empty path in" },
+		{ "--resume S, Z", 2, "--resume: an empty path in" },
+		{ "--resume /nonexistent/state Z", 2, "--resume: /nonexistent/state" },
+		{ "--save-state '' Z", 2, "--save-state: an empty path" },
+		{ "--on-corrupt skip --quarantine '' Z", 2, "--quarantine: an empty path" },
+		/* a usage error exits 2 naming the flag */
+		{ "--faults eio:2.0 Z", 2, "--faults: byte 4: fraction 2.0 is above 1" },
+		{ "--faults bogus Z", 2, "--faults: byte 0: unknown fault" },
+		/* the empty directory and the empty path named */
+		{ "E", 1, "/e: the directory holds no files to read" },
+		{ "Z/part-00000-of-00004.tfrecord.zst E", 1, "/e: the directory holds no files" },
+		{ "Z ''", 1, "path 2 of 2 is empty" },
+		/* too few records for the topology: the loader's refusal */
+		{ "--num-hosts 9000 --host-index 0 --per-core-batch 1 Z", 1,
+		  "fewer than one global batch of 9000" },
+	};
+
+	cr_assert_eq(tu_system("mkdir %s/e && %s --quiet --steps 1 --per-core-batch 8 "
+			       "--save-state %s/s %s/z >/dev/null", d, tu_env_tool("LOADBENCH"),
+			       d, d), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char args[1024];
+		size_t n = 0;
+
+		/* Z: the dataset, E: an empty directory, S: a saved state. */
+		for (const char *p = cases[i].args; *p && n < sizeof(args) - 1; p++) {
+			const char *sub = *p == 'Z' ? "z" : *p == 'E' ? "e" : *p == 'S' ? "s" : NULL;
+
+			if (sub)
+				n += (size_t)snprintf(args + n, sizeof(args) - n, "%s/%s", d, sub);
+			else
+				args[n++] = *p;
+			cr_assert_lt(n, sizeof(args));
+		}
+		args[n] = '\0';
+		snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>&1", tu_env_tool("LOADBENCH"), args);
+		int st = tu_capture(cmd, out, sizeof(out), NULL);
+		cr_assert_eq(WEXITSTATUS(st), cases[i].status, "%s -> %d: %s", args,
+			     WEXITSTATUS(st), out);
+		cr_assert(strstr(out, cases[i].says), "%s -> %s", args, out);
+	}
+}

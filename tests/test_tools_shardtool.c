@@ -378,3 +378,67 @@ Test(shardtool, synth_images_inspect_and_load)
 	cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
 	cr_assert(strstr(out, "unknown image option 'crop'"), "%s", out);
 }
+
+/* text with each D replaced by dir, into out. */
+static void with_dir(const char *text, const char *dir, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (const char *p = text; *p && n + 1 < cap; p++)
+		n += (size_t)snprintf(out + n, cap - n, *p == 'D' ? "%s" : "%.1s",
+				      *p == 'D' ? dir : p);
+	cr_assert_lt(n, cap);
+	out[n] = '\0';
+}
+
+/* What a user can ask that makes no shard or no step (issue 25): more
+ * shards than records (no empty shard written: a reader finds no schema
+ * in one), no records at all, a pod too large for the dataset (refused as
+ * the loader refuses it, not 0 steps with every check "yes"), and the
+ * empty names of a script's unset variables, each named. */
+Test(shardtool, no_empty_shards_no_empty_pods_and_empty_names_named)
+{
+	const char *d = tu_tmpdir();
+	char cmd[2048], out[8192];
+	struct { const char *args; int status; const char *says; } cases[] = {
+		{ "podsim --hosts 2000 --per-core-batch 1 --summary D/z", 1,
+		  "the dataset holds 241 records, fewer than one global batch of 2000" },
+		{ "podsim --hosts 2000 --per-core-batch 1 --remainder wrap --summary D/z", 1,
+		  "fewer than the 2000 hosts" },
+		{ "convert --out '' D/raw", 2, "--out: an empty path" },
+		{ "manifest D/e", 1, "D/e: the directory holds no files to read" },
+		{ "verify D/e", 1, "D/e: the directory holds no files to read" },
+		{ "convert --out D/none D/nothing.tfrecord", 1,
+		  "D/nothing.tfrecord: no records to convert" },
+	};
+
+	cr_assert_eq(tu_system("%s synth --kind tokens --records 241 --shards 1 --out %s/raw "
+			       ">/dev/null && mkdir %s/e && : > %s/nothing.tfrecord", tool(), d, d,
+			       d), 0);
+	cr_assert_eq(tu_system("%s convert --out %s/z %s/raw >/dev/null", tool(), d, d), 0);
+
+	/* 300 shards of 241 records: capped at 241, saying so. */
+	snprintf(cmd, sizeof(cmd), "%s convert --shards 300 --out %s/many %s/raw 2>&1", tool(),
+		 d, d);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0, "%s", out);
+	cr_assert(strstr(out, "300 shards asked for (--shards), the inputs hold 241 records: "
+			 "writing 241 shards of one record"), "%s", out);
+	cr_assert_eq(tu_system("test $(ls %s/many/*.zst | wc -l) = 241 && "
+			       "test -e %s/many/part-00240-of-00241.tfrecord.zst", d, d), 0);
+	snprintf(cmd, sizeof(cmd), "%s --quiet --json --per-core-batch 1 %s/many/*.zst 2>&1",
+		 tu_env_tool("LOADBENCH"), d);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0, "%s", out);
+	cr_assert(strstr(out, "\"records\":241,"), "%s", out);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char args[1024], says[1024];
+
+		with_dir(cases[i].args, d, args, sizeof(args));
+		with_dir(cases[i].says, d, says, sizeof(says));
+		snprintf(cmd, sizeof(cmd), "%s %s 2>&1", tool(), args);
+		int st = tu_capture(cmd, out, sizeof(out), NULL);
+		cr_assert_eq(WEXITSTATUS(st), cases[i].status, "%s -> %d: %s", args,
+			     WEXITSTATUS(st), out);
+		cr_assert(strstr(out, says), "%s -> %s", args, out);
+	}
+}

@@ -84,11 +84,26 @@ int ckpt_add(void *field, const char *value)
 {
 	ckpt_set *set = field;
 	char *list = strdup(value);
+	char *f = list;
 	int ret = list ? 0 : -ENOMEM;
 
-	for (char *save = NULL, *f = list ? strtok_r(list, ",", &save) : NULL; f && ret == 0;
-	     f = strtok_r(NULL, ",", &save))
+	/* An empty name in the list ("a,,b", "a,") is an unset variable in
+	 * a job script, never "no state": refused before any is read. */
+	if (!*value || *value == ',' || strstr(value, ",,") || value[strlen(value) - 1] == ',') {
+		free(list);
+		cli_usage("--resume: an empty path in '%s' (an unset variable?)", value);
+		return -EINVAL;
+	}
+	while (f && ret == 0) {
+		char *comma = strchr(f, ',');
+
+		if (comma)
+			*comma = '\0';
 		ret = ckpt_load(set, f);
+		f = comma ? comma + 1 : NULL;
+	}
+	if (!list)
+		cli_usage("--resume: out of memory");
 	free(list);
 	return ret;
 }

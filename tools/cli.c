@@ -379,6 +379,18 @@ static bool takes_value(const cli_opt *o)
 	return o->type != CLI_FLAG && o->type != CLI_SECTION && o->type != CLI_NOTE;
 }
 
+/* The option's value names a file or directory: an empty one is a
+ * mistake, never "none". */
+static bool names_path(const cli_opt *o)
+{
+	static const char *const kinds[] = { "FILE", "DIR", "PATH" };
+
+	for (size_t i = 0; o->arg && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (!strcmp(o->arg, kinds[i]))
+			return true;
+	return false;
+}
+
 /* "a|b|c" as "a, b or c". */
 static void choice_list(const char *choices, char *buf, size_t cap)
 {
@@ -484,6 +496,10 @@ static int store(const flat *f, const char *v)
 	int ret = 0;
 
 	snprintf(flag, sizeof(flag), "--%s", o->name);
+	/* "--resume $CKPT" with CKPT unset: a job must not start over, nor
+	 * write to ".tmp", because a variable was empty. */
+	if (takes_value(o) && names_path(o) && !*v)
+		return bad("--%s: an empty path (an unset variable?)", o->name);
 	switch (o->type) {
 	case CLI_FLAG:
 		*(bool *)field = true;

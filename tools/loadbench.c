@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common_internal.h"
+#include "io_internal.h"
 #include "loadbench.h"
 
 #define PROGRESS_NS 250000000ull	/* redraw at most 4 times a second */
@@ -94,6 +95,21 @@ static int parse_io_depth(void *field, const char *v)
 static int parse_prefetch(void *field, const char *v)
 {
 	return parse_auto("--prefetch", v, 1024, field);
+}
+
+/* --faults SPEC: checked here, so that a malformed spec is a usage error
+ * (exit 2) naming the flag and the byte, not a loader failure. */
+static int parse_faults(void *field, const char *v)
+{
+	pf_fault_plan plan;
+	pf_error err;
+
+	if (pf_fault_parse(&plan, v, strlen(v), "--faults", &err) < 0) {
+		cli_usage("%s", err.msg);
+		return -EINVAL;
+	}
+	*(const char **)field = v;
+	return 0;
 }
 
 /* The baseline's reads in flight: --io-depth, or the loader's most. */
@@ -217,7 +233,7 @@ const cli_opt loadbench_cli[] = {
 		  "warming read pass.  steady: records/s from the first batch to the "
 		  "last; n/a under 10 batches or 100 ms." },
 	{ CLI_SECTION, .help = "faults and corrupt data:" },
-	{ CLI_STRING, "faults", .arg = "SPEC", .off = O(faults), .more = true,
+	{ CLI_CALL, "faults", .arg = "SPEC", .off = O(faults), .call = parse_faults, .more = true,
 	  .help = "inject read faults (io/pf_io.h; e.g. eio:0.01,seed=3; default "
 		  "$PODFEED_FAULTS)" },
 	{ CLI_U64, "io-retries", .arg = "N", .off = O(io_retries), .max = 1000,

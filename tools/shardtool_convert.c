@@ -357,7 +357,23 @@ int cmd_convert(int argc, char **argv)
 	if (ret)
 		goto out;
 	ret = 1;
-	if (ensure_dir(out) < 0 || count_records(inputs, n, &total) < 0)
+	if (count_records(inputs, n, &total) < 0)
+		goto out;
+	if (total == 0) {
+		cli_fail("%s%s: no records to convert", inputs[0],
+			 n > 1 ? " and the other inputs" : "");
+		goto out;
+	}
+	/* A shard holds at least one record: an empty one is no shard (a
+	 * reader finds no schema in it). */
+	if (shards > total) {
+		fprintf(stderr, "convert: %llu shards %s, the inputs hold %llu records: writing "
+			"%llu shards of one record\n", (unsigned long long)shards,
+			co.shards ? "asked for (--shards)" : "(one per input)",
+			(unsigned long long)total, (unsigned long long)total);
+		shards = total;
+	}
+	if (ensure_dir(out) < 0)
 		goto out;
 	cli_progress_start(&pg, false);
 
@@ -430,19 +446,6 @@ int cmd_convert(int argc, char **argv)
 		pf_error_clear(&err);
 		if (o.w && finish_shard(&o, true, &err) < 0)
 			goto out;
-		/* Shards left empty (more shards than records) still exist. */
-		while (written_shards < shards) {
-			cur = written_shards++;
-			snprintf(o.path, sizeof(o.path),
-				 "%s/part-%05llu-of-%05llu.tfrecord.zst", out,
-				 (unsigned long long)cur, (unsigned long long)shards);
-			o.fd = open_out(o.path, o.tmp, sizeof(o.tmp));
-			if (o.fd < 0 || pf_shard_writer_create(&o.w, &wcfg, sink_fd, &o.fd) < 0)
-				goto fail;
-			o.dec.raw = true;
-			if (finish_shard(&o, true, &err) < 0)
-				goto out;
-		}
 	}
 	if (write_convert_manifest(out, shards) < 0)
 		goto fail;

@@ -26,10 +26,15 @@ PyObject *pf_ext_raise_class(const char *name, PyObject *fallback, const char *m
 	return NULL;
 }
 
-/* Which class a C error code becomes. */
-static const char *class_of(int code)
+/* Which class a C error code becomes.  -ESTALE is two things: a state of
+ * another dataset (no file: a configuration refused) and a shard that
+ * changed since it was planned (a file named: its data is not what was
+ * planned). */
+static const char *class_of(int code, const pf_error *err)
 {
 	switch (code) {
+	case -ESTALE:
+		return err && err->file[0] ? "DataError" : "ConfigError";
 	case -EBADMSG:
 	case -EFBIG:
 	case -EPROTONOSUPPORT:
@@ -82,7 +87,7 @@ PyObject *pf_ext_raise(int code, const pf_error *err, const char *what)
 		pf_error_format(err, line, sizeof(line));
 	else
 		snprintf(line, sizeof(line), "%s", pf_strerror(code));
-	cls = error_class(class_of(code), PyExc_RuntimeError);
+	cls = error_class(class_of(code, err), PyExc_RuntimeError);
 	msg = what ? PyUnicode_FromFormat("%s: %s", what, line)
 		   : PyUnicode_FromString(line);
 	if (!msg)

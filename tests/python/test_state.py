@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Checkpoints (state_dict, exact and elastic resume), inspect_state, plan,
 # and four hosts emulated in one process.
+import errno
 import json
 import pickle
 
@@ -87,6 +88,23 @@ def test_inspect_state_and_damage(data):
     bad = dict(s, blob=s["blob"][:10] + ("A" if s["blob"][10] != "A" else "B") + s["blob"][11:])
     with pytest.raises(podfeed.DataError):
         podfeed.inspect_state(bad)
+
+
+def test_state_of_another_dataset_is_a_config_error(data):
+    # A state saved over 3 of the 4 shards, resumed over all 4: the engine
+    # says -ESTALE; that is a refused configuration (a ValueError), not a
+    # bare podfeed.Error.
+    shards = sorted((data / "indexed").glob("*.zst"))
+    with podfeed.Loader([str(p) for p in shards[:3]], TOKENS, 8) as lo:
+        next(lo)
+        s = lo.state_dict()
+    with pytest.raises(podfeed.ConfigError, match="another dataset") as e:
+        podfeed.Loader(data / "indexed", TOKENS, 8, state=s)
+    assert isinstance(e.value, ValueError) and e.value.errno == errno.ESTALE
+    lo = podfeed.Loader(data / "indexed", TOKENS, 8)
+    with pytest.raises(podfeed.ConfigError, match="another dataset"):
+        lo.load_state_dict(s)
+    lo.close()
 
 
 def test_host_identity(data):
