@@ -35,7 +35,9 @@ typedef struct count_job {
 	const uint32_t *files;	/* the files this host counts, in file order */
 	size_t n;
 	size_t next;		/* the next entry of files to take */
-	uint64_t *records, *largest, *drops, *dropped;	/* per entry */
+	/* per entry: records, the largest, drops, the records they held
+	 * where known, drops of records not known, the bytes they skipped */
+	uint64_t *records, *largest, *drops, *dropped, *unknown, *skipped;
 	uint64_t decompressed;
 	pthread_mutex_t mu;
 	bool stop;
@@ -57,6 +59,8 @@ static int count_drop(void *ctx, const pf_drop *d)
 
 	job->drops[cf->k]++;
 	job->dropped[cf->k] += d->records > 0 ? (uint64_t)d->records : 0;
+	job->unknown[cf->k] += d->records < 0;
+	job->skipped[cf->k] += pf_drop_bytes(d);
 	return job->drop ? job->drop(job->drop_ctx, d) : 0;
 }
 
@@ -175,7 +179,7 @@ typedef struct count_head {
 } count_head;
 
 typedef struct count_entry {
-	uint64_t records, largest, drops, dropped;
+	uint64_t records, largest, drops, dropped, unknown, skipped;
 } count_entry;
 
 static void error_line(const pf_error *e, char *dst)
@@ -303,6 +307,8 @@ static int merge(pf_dataset *ds, const uint32_t *streams, uint64_t *records,
 		if (h != ocfg->host_index) {
 			ds->open.remote_drops += e->drops;
 			ds->open.remote_dropped += e->dropped;
+			ds->open.remote_unknown += e->unknown;
+			ds->open.remote_skipped += e->skipped;
 		}
 	}
 	return 0;
@@ -317,7 +323,7 @@ int pf_dataset_count_streams(pf_dataset *ds, uint64_t *records, const pf_source_
 	size_t mine = 0, per_host = (size_t)((nstreams + hosts - 1) / hosts);
 	size_t piece = sizeof(count_head) + per_host * sizeof(count_entry);
 	uint32_t *streams = pf_malloc((nstreams ? nstreams : 1) * sizeof(*streams));
-	uint64_t *counts = pf_calloc(4 * (per_host ? per_host : 1), sizeof(*counts));
+	uint64_t *counts = pf_calloc(6 * (per_host ? per_host : 1), sizeof(*counts));
 	uint8_t *buf = pod ? pf_calloc((size_t)hosts + 1, piece) : NULL;
 	pf_error *local = pf_malloc(sizeof(*local));
 	count_job job = { .ds = ds, .scfg = scfg };
@@ -348,6 +354,8 @@ int pf_dataset_count_streams(pf_dataset *ds, uint64_t *records, const pf_source_
 	job.largest = counts + per_host;
 	job.drops = counts + 2 * per_host;
 	job.dropped = counts + 3 * per_host;
+	job.unknown = counts + 4 * per_host;
+	job.skipped = counts + 5 * per_host;
 	job.drop = ocfg && ocfg->count_drop ? ocfg->count_drop : scfg->on_drop;
 	job.drop_ctx = ocfg && ocfg->count_drop ? ocfg->count_drop_ctx : scfg->on_drop_ctx;
 	pthread_mutex_init(&job.mu, NULL);
@@ -380,7 +388,7 @@ int pf_dataset_count_streams(pf_dataset *ds, uint64_t *records, const pf_source_
 			error_line(err, head->error);
 		for (size_t k = 0; ret == 0 && k < mine; k++)
 			e[k] = (count_entry){ job.records[k], job.largest[k], job.drops[k],
-					      job.dropped[k] };
+					      job.dropped[k], job.unknown[k], job.skipped[k] };
 	}
 	if (ret < 0) {
 		pf_error scratch;

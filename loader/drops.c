@@ -66,6 +66,8 @@ static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
 		l->first_drop = e;
 	l->m.corrupt_drops++;
 	l->m.corrupt_records += d->records > 0 ? (uint64_t)d->records : 0;
+	l->m.corrupt_unknown += d->records < 0;
+	l->m.corrupt_bytes += pf_drop_bytes(d);
 	if (line) {
 		/* One write per line: O_APPEND keeps lines of several
 		 * processes whole. */

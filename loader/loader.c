@@ -279,6 +279,8 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 	if (l->ds->open.remote_drops) {
 		l->m.corrupt_drops += l->ds->open.remote_drops;
 		l->m.corrupt_records += l->ds->open.remote_dropped;
+		l->m.corrupt_unknown += l->ds->open.remote_unknown;
+		l->m.corrupt_bytes += l->ds->open.remote_skipped;
 		if (l->cfg.max_corrupt && l->m.corrupt_drops > l->cfg.max_corrupt) {
 			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 					   "more than %llu corrupt units dropped (the budget): %llu "

@@ -60,6 +60,8 @@ typedef struct pf_open_stats {
 	bool count_split;		/* the pod split the counting */
 	uint64_t remote_drops;		/* drops other hosts found counting */
 	uint64_t remote_dropped;	/* the records they held, where known */
+	uint64_t remote_unknown;	/* the drops of records not known */
+	uint64_t remote_skipped;	/* the bytes the drops skipped */
 } pf_open_stats;
 
 typedef struct pf_dataset {
@@ -258,6 +260,14 @@ void pf_plan_block_perm(uint64_t seed, uint32_t epoch, uint32_t host, uint64_t k
  *  1 + (pcb - 1)(slice - 1) / (block - 1) at most 1.1; docs/design.md,
  *  "The global shuffle"), at least 1. */
 uint32_t pf_plan_slice(uint32_t block, uint32_t pcb);
+
+/* The bytes a drop skipped: from its first byte to where reading resumed
+ * (both in the drop's offset kind). */
+static inline uint64_t pf_drop_bytes(const pf_drop *d)
+{
+	return d->resume > d->start ? d->resume - d->start : 0;
+}
+
 /*! Steps per epoch for this topology. */
 uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem);
 /*! A dataset that cannot fill one global batch would give no step at all:

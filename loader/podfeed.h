@@ -573,7 +573,8 @@ typedef struct pf_loader_metrics {
 	uint64_t io_retries, io_faults, io_timeouts;
 	uint64_t io_short_reads;	/* engine reads that returned less than asked */
 	uint64_t corrupt_drops;		/* units dropped (PF_CORRUPT_SKIP) */
-	uint64_t corrupt_records;	/* records they held, where known */
+	uint64_t corrupt_records;	/* records they held, where known
+					   (corrupt_unknown below: those not) */
 	uint64_t holes;			/* rows handed out empty for them */
 	/* Reads the loader's I/O engine completed: one per frame of an
 	 * indexed shard, one per block of PF_READ_DEFAULT bytes of a stream
@@ -624,6 +625,17 @@ typedef struct pf_loader_metrics {
 	uint64_t images_upscaled;
 	uint64_t image_decode_ns;
 	uint64_t image_scratch_bytes;
+	/* 0.7: corrupt data in skip mode, what is not known.  A drop whose
+	 * records cannot be counted (a damaged span of a stream, a compressed
+	 * member, a stream cut short: what follows the damage cannot be
+	 * read) adds to corrupt_unknown and not to corrupt_records, which
+	 * is then a lower bound: the records lost are unknown while
+	 * corrupt_unknown > 0 (reports say "unknown", JSON null).
+	 * corrupt_bytes: the bytes every drop skipped, from its start to
+	 * where reading resumed (file bytes for frames and compressed
+	 * members, decompressed bytes for a stream's records and spans). */
+	uint64_t corrupt_unknown;
+	uint64_t corrupt_bytes;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;

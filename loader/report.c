@@ -566,12 +566,27 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			pf_text_printf(t, " and %zu more", nempty - named);
 		pf_text_printf(t, "\n");
 	}
-	if (cfg->on_corrupt == PF_CORRUPT_SKIP || m->corrupt_drops)
-		pf_text_printf(t, "corrupt     %llu units dropped (%llu records known lost), %llu "
-			       "empty rows handed out%s%s\n", (unsigned long long)m->corrupt_drops,
-			       (unsigned long long)m->corrupt_records,
-			       (unsigned long long)m->holes, cfg->quarantine ? "; logged to " : "",
+	if (cfg->on_corrupt == PF_CORRUPT_SKIP || m->corrupt_drops) {
+		/* A unit whose records cannot be counted makes the loss
+		 * unknown: never "0 lost" where the data was not read. */
+		pf_text_printf(t, "corrupt     %llu units dropped (records lost: ",
+			       (unsigned long long)m->corrupt_drops);
+		if (m->corrupt_unknown && m->corrupt_records)
+			pf_text_printf(t, "unknown, at least %llu (%llu unit%s of unknown size); ",
+				       (unsigned long long)m->corrupt_records,
+				       (unsigned long long)m->corrupt_unknown,
+				       m->corrupt_unknown == 1 ? "" : "s");
+		else if (m->corrupt_unknown)
+			pf_text_printf(t, "unknown (%llu unit%s of unknown size); ",
+				       (unsigned long long)m->corrupt_unknown,
+				       m->corrupt_unknown == 1 ? "" : "s");
+		else
+			pf_text_printf(t, "%llu; ", (unsigned long long)m->corrupt_records);
+		pf_text_printf(t, "%llu bytes skipped), %llu empty rows handed out%s%s\n",
+			       (unsigned long long)m->corrupt_bytes, (unsigned long long)m->holes,
+			       cfg->quarantine ? "; logged to " : "",
 			       cfg->quarantine ? cfg->quarantine : "");
+	}
 	for (size_t i = 0; run->tuning && i < TUNING_ROWS; i++) {
 		const pf_tuning_choice *c = tuning_at(run->tuning, i);
 
@@ -644,7 +659,12 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 	pf_json_put(o, "remainder_wrapped", pf_json_u64(m->remainder_wrapped), bad);
 	sub = json_object();
 	pf_json_put(sub, "drops", pf_json_u64(m->corrupt_drops), bad);
-	pf_json_put(sub, "records_lost", pf_json_u64(m->corrupt_records), bad);
+	/* null while some unit's records are unknown; the known ones apart */
+	pf_json_put(sub, "records_lost", m->corrupt_unknown ? json_null()
+				       : pf_json_u64(m->corrupt_records), bad);
+	pf_json_put(sub, "records_lost_known", pf_json_u64(m->corrupt_records), bad);
+	pf_json_put(sub, "units_unknown", pf_json_u64(m->corrupt_unknown), bad);
+	pf_json_put(sub, "bytes_skipped", pf_json_u64(m->corrupt_bytes), bad);
 	pf_json_put(sub, "holes", pf_json_u64(m->holes), bad);
 	pf_json_put(o, "corrupt", sub, bad);
 	pf_json_put(o, "io_backend", pf_json_str(m->io_backend ? m->io_backend : "none"), bad);

@@ -156,6 +156,9 @@ Test(corrupt, skip_drops_the_frame_keeps_the_steps_and_logs_it, .timeout = 60)
 	cr_assert_eq(r.m.holes, lost);
 	cr_assert_eq(r.m.corrupt_drops, 1);
 	cr_assert_eq(r.m.corrupt_records, lost);
+	/* An indexed frame's records are known: the loss is exact. */
+	cr_assert_eq(r.m.corrupt_unknown, 0);
+	cr_assert_gt(r.m.corrupt_bytes, 0);
 	cr_assert_eq(r.m.records, r.nvalid);
 	line = (char *)tu_read_file(q, &len);
 	line = realloc(line, len + 1);
@@ -623,6 +626,54 @@ Test(corrupt, empty_files_by_their_names, .timeout = 60)
 		cr_assert_eq(r.ret, 0, "%s", r.err.msg);
 		cr_assert_eq(r.nvalid, 100);
 		cr_assert_eq(r.m.corrupt_drops, i + 1);
+		free(r.seen);
+	}
+}
+
+/* Units whose records cannot be counted (issue 25): an indexed shard cut
+ * at 45% with no manifest (its index is gone: read as a zstd stream, cut
+ * inside a frame), a plain shard cut inside a record, a gzip member with
+ * a flipped byte.  Each is a drop of unknown records, never "0 records
+ * lost", with the bytes of the dropped unit counted. */
+Test(corrupt, a_loss_that_cannot_be_counted_is_unknown_not_zero, .timeout = 60)
+{
+	static const char *const kinds[] = { "indexed", "plain", "gzip" };
+	pf_loader_config cfg = { .per_core_batch = 1, .threads = 2,
+				 .on_corrupt = PF_CORRUPT_SKIP };
+
+	for (int k = 0; k < 3; k++) {
+		const char *d = tu_tmpdir();
+		char p[512];
+		size_t len;
+		uint8_t *buf;
+		result r;
+
+		if (k == 0) {
+			snprintf(p, sizeof(p), "%s/s.tfrecord.zst", d);
+			tu_write_id_shard(p, 0, 1000, 2048, 0);
+		} else {
+			snprintf(p, sizeof(p), "%s/s.tfrecord%s", d, k == 2 ? ".gz" : "");
+			tu_write_id_stream(p, 0, 1000, k == 2);
+		}
+		buf = tu_read_file(p, &len);
+		if (k == 2) {
+			buf[len / 2] ^= 0x40;
+			tu_write_file(p, buf, len);
+		} else {
+			tu_write_file(p, buf, len * 45 / 100);
+		}
+		free(buf);
+		run(d, cfg, 1000, &r);
+		cr_assert_eq(r.ret, 0, "%s: %s", kinds[k], r.err.msg);
+		cr_assert_gt(r.nvalid, 0, "%s", kinds[k]);
+		cr_assert_lt(r.nvalid, 1000, "%s", kinds[k]);
+		/* The gzip member's flipped byte may first break a record's
+		 * CRC (a drop of 1 known record), then the member's check. */
+		cr_assert_eq(r.m.corrupt_unknown, 1, "%s: the records lost are unknown", kinds[k]);
+		cr_assert_eq(r.m.corrupt_records, r.m.corrupt_drops - 1, "%s: %llu drops, %llu "
+			     "records known", kinds[k], (unsigned long long)r.m.corrupt_drops,
+			     (unsigned long long)r.m.corrupt_records);
+		cr_assert_gt(r.m.corrupt_bytes, 0, "%s", kinds[k]);
 		free(r.seen);
 	}
 }

@@ -576,10 +576,11 @@ Test(loadbench, a_usage_error_is_one_line)
 Test(loadbench, empty_paths_and_bad_values_name_the_culprit)
 {
 	const char *d = make_dataset();
-	char cmd[2048], out[8192];
+	char z[1024], e[1024], st[1024], cut[1024];
+	const char *where[] = { z, e, st, cut };
 	struct { const char *args; int status; const char *says; } cases[] = {
 		/* --resume "$CKPT" with CKPT unset must not start over */
-		{ "--resume '' Z", 2, "--resume: an empty path" },
+		{ "--quiet --resume '' Z", 2, "--resume: an empty path" },
 		{ "--resume , Z", 2, "--resume: an empty path in ','" },
 		{ "--resume S,,S Z", 2, "--resume: an empty path in" },
 		{ "--resume S, Z", 2, "--resume: an empty path in" },
@@ -593,33 +594,62 @@ Test(loadbench, empty_paths_and_bad_values_name_the_culprit)
 		{ "E", 1, "/e: the directory holds no files to read" },
 		{ "Z/part-00000-of-00004.tfrecord.zst E", 1, "/e: the directory holds no files" },
 		{ "Z ''", 1, "path 2 of 2 is empty" },
+		/* skip mode that leaves no record names what it dropped */
+		{ "--on-corrupt skip --features label:int64[1] C", 1,
+		  "/cut.tfrecord.zst: byte 20000: truncated zstd stream" },
 		/* too few records for the topology: the loader's refusal */
 		{ "--num-hosts 9000 --host-index 0 --per-core-batch 1 Z", 1,
 		  "fewer than one global batch of 9000" },
 	};
 
+	/* Z: the dataset, E: an empty directory, S: a saved state, C: a
+	 * stock zstd stream (one frame) cut at byte 20000. */
+	snprintf(z, sizeof(z), "%s/z", d);
+	snprintf(cut, sizeof(cut), "%s/cut.tfrecord.zst", d);
+	cr_assert_eq(tu_system("zstd -q -c %s/raw/tokens-00000-of-00004.tfrecord | head -c 20000 "
+			       ">%s", d, cut), 0);
+	snprintf(e, sizeof(e), "%s/e", d);
+	snprintf(st, sizeof(st), "%s/s", d);
 	cr_assert_eq(tu_system("mkdir %s/e && %s --quiet --steps 1 --per-core-batch 8 "
 			       "--save-state %s/s %s/z >/dev/null", d, tu_env_tool("LOADBENCH"),
 			       d, d), 0);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char args[1024];
-		size_t n = 0;
 
-		/* Z: the dataset, E: an empty directory, S: a saved state. */
-		for (const char *p = cases[i].args; *p && n < sizeof(args) - 1; p++) {
-			const char *sub = *p == 'Z' ? "z" : *p == 'E' ? "e" : *p == 'S' ? "s" : NULL;
-
-			if (sub)
-				n += (size_t)snprintf(args + n, sizeof(args) - n, "%s/%s", d, sub);
-			else
-				args[n++] = *p;
-			cr_assert_lt(n, sizeof(args));
-		}
-		args[n] = '\0';
-		snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>&1", tu_env_tool("LOADBENCH"), args);
-		int st = tu_capture(cmd, out, sizeof(out), NULL);
-		cr_assert_eq(WEXITSTATUS(st), cases[i].status, "%s -> %d: %s", args,
-			     WEXITSTATUS(st), out);
-		cr_assert(strstr(out, cases[i].says), "%s -> %s", args, out);
+		tu_subst(args, sizeof(args), cases[i].args, "ZESC", where);
+		tu_expect_run(tu_env_tool("LOADBENCH"), args, cases[i].status, cases[i].says);
 	}
+}
+
+/* A plain shard cut inside a record, read with --on-corrupt skip: the
+ * records the cut took cannot be counted, so the report says the loss is
+ * unknown (JSON null, text "unknown") with the bytes skipped, never
+ * "0 records lost" (issue 25). */
+Test(loadbench, skip_mode_reports_an_uncountable_loss_as_unknown, .timeout = 60)
+{
+	const char *d = make_dataset();
+	char args[2048], cmd[2600], out[16384];
+	json_t *o, *c;
+
+	cr_assert_eq(tu_system("mkdir %s/cut && f=%s/raw/tokens-00000-of-00004.tfrecord && "
+			       "head -c $(($(stat -c %%s $f) * 45 / 100)) $f >%s/cut/a.tfrecord",
+			       d, d, d), 0);
+	snprintf(args, sizeof(args), "--per-core-batch 1 --on-corrupt skip "
+		 "--features label:int64[1] %s/cut", d);
+	o = run_json(args);
+	c = json_object_get(o, "corrupt");
+	cr_assert_eq(ju(c, "drops"), 1);
+	cr_assert(json_is_null(json_object_get(c, "records_lost")), "%s",
+		  json_dumps(c, JSON_COMPACT));
+	cr_assert_eq(ju(c, "units_unknown"), 1);
+	cr_assert_eq(ju(c, "records_lost_known"), 0);
+	cr_assert_gt(ju(c, "bytes_skipped"), 0);
+	cr_assert_gt(ju(o, "records"), 0);
+	json_decref(o);
+
+	snprintf(cmd, sizeof(cmd), "%s --quiet %s 2>&1", tu_env_tool("LOADBENCH"), args);
+	cr_assert_eq(WEXITSTATUS(tu_capture(cmd, out, sizeof(out), NULL)), 0, "%s", out);
+	cr_assert(strstr(out, "corrupt     1 units dropped (records lost: unknown (1 unit of "
+			 "unknown size); "), "%s", out);
+	cr_assert(strstr(out, " bytes skipped), 0 empty rows"), "%s", out);
 }

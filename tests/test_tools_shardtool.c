@@ -379,18 +379,6 @@ Test(shardtool, synth_images_inspect_and_load)
 	cr_assert(strstr(out, "unknown image option 'crop'"), "%s", out);
 }
 
-/* text with each D replaced by dir, into out. */
-static void with_dir(const char *text, const char *dir, char *out, size_t cap)
-{
-	size_t n = 0;
-
-	for (const char *p = text; *p && n + 1 < cap; p++)
-		n += (size_t)snprintf(out + n, cap - n, *p == 'D' ? "%s" : "%.1s",
-				      *p == 'D' ? dir : p);
-	cr_assert_lt(n, cap);
-	out[n] = '\0';
-}
-
 /* What a user can ask that makes no shard or no step (issue 25): more
  * shards than records (no empty shard written: a reader finds no schema
  * in one), no records at all, a pod too large for the dataset (refused as
@@ -433,12 +421,8 @@ Test(shardtool, no_empty_shards_no_empty_pods_and_empty_names_named)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char args[1024], says[1024];
 
-		with_dir(cases[i].args, d, args, sizeof(args));
-		with_dir(cases[i].says, d, says, sizeof(says));
-		snprintf(cmd, sizeof(cmd), "%s %s 2>&1", tool(), args);
-		int st = tu_capture(cmd, out, sizeof(out), NULL);
-		cr_assert_eq(WEXITSTATUS(st), cases[i].status, "%s -> %d: %s", args,
-			     WEXITSTATUS(st), out);
-		cr_assert(strstr(out, says), "%s -> %s", args, out);
+		tu_subst(args, sizeof(args), cases[i].args, "D", &d);
+		tu_subst(says, sizeof(says), cases[i].says, "D", &d);
+		tu_expect_run(tool(), args, cases[i].status, says);
 	}
 }

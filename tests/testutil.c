@@ -122,6 +122,33 @@ int tu_capture(const char *cmd, char *out, size_t cap, size_t *len)
 	return pclose(p);
 }
 
+void tu_subst(char *out, size_t cap, const char *text, const char *letters,
+	      const char *const *values)
+{
+	size_t n = 0;
+
+	for (const char *p = text; *p && n < cap; p++) {
+		const char *k = strchr(letters, *p);
+
+		n += (size_t)snprintf(out + n, cap - n, "%s", k ? values[k - letters]
+								 : (char[]){ *p, 0 });
+	}
+	cr_assert_lt(n, cap, "%s: too long", text);
+	out[n] = '\0';
+}
+
+void tu_expect_run(const char *tool, const char *args, int status, const char *says)
+{
+	char cmd[4096], out[8192];
+	int st;
+
+	cr_assert_lt((size_t)snprintf(cmd, sizeof(cmd), "%s %s 2>&1", tool, args), sizeof(cmd));
+	st = tu_capture(cmd, out, sizeof(out), NULL);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == status, "%s -> %d: %s", args,
+		  WEXITSTATUS(st), out);
+	cr_assert(strstr(out, says), "%s -> %s (no '%s')", args, out, says);
+}
+
 const char *tu_env_tool(const char *name)
 {
 	const char *t = getenv(name);

@@ -31,6 +31,13 @@ int tu_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * NUL-terminated; *len the bytes read when len is not NULL).  @return
  * pclose()'s wait status. */
 int tu_capture(const char *cmd, char *out, size_t cap, size_t *len);
+/* text into out with each of letters replaced by its values[] ("ZE",
+ * { dataset, empty }: "Z E" -> "dataset empty"). */
+void tu_subst(char *out, size_t cap, const char *text, const char *letters,
+	      const char *const *values);
+/* Run "tool args 2>&1": fails the test unless it exits with status and
+ * its output holds says (quoted with the output when not). */
+void tu_expect_run(const char *tool, const char *args, int status, const char *says);
 /* The value of environment variable name (a tool's path that meson test
  * sets); fails the test when unset. */
 const char *tu_env_tool(const char *name);

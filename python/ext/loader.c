@@ -600,7 +600,7 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 {
 	pf_loader *l = usable(lo);
 	pf_loader_metrics m;
-	PyObject *hist, *d, *series;
+	PyObject *hist, *lost, *d, *series;
 
 	(void)unused;
 	if (!l)
@@ -624,7 +624,18 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		return NULL;
 	}
 #define U(x) (unsigned long long)(x)
-	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsKsKsKsN}",
+	/* corrupt_records: None while a dropped unit's records are unknown
+	 * (corrupt_unknown > 0); corrupt_records_known: the known ones. */
+	if (m.corrupt_unknown)
+		lost = Py_NewRef(Py_None);
+	else
+		lost = PyLong_FromUnsignedLongLong(m.corrupt_records);
+	if (!lost) {
+		Py_DECREF(hist);
+		Py_DECREF(series);
+		return NULL;
+	}
+	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsNsKsKsKsKsKsN}",
 		"records", U(m.records), "steps", U(m.steps),
 		"bytes_read", U(m.bytes_read), "bytes_decompressed", U(m.bytes_decompressed),
 		"remainder_dropped", U(m.remainder_dropped),
@@ -639,8 +650,9 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		"files_direct", m.files_direct, "io_retries", U(m.io_retries),
 		"io_faults", U(m.io_faults), "io_timeouts", U(m.io_timeouts),
 		"io_short_reads", U(m.io_short_reads), "corrupt_drops", U(m.corrupt_drops),
-		"corrupt_records", U(m.corrupt_records), "holes", U(m.holes),
-		"io_requests", U(m.io_requests), "series", series);
+		"corrupt_records", lost, "corrupt_records_known", U(m.corrupt_records),
+		"corrupt_unknown", U(m.corrupt_unknown), "corrupt_bytes", U(m.corrupt_bytes),
+		"holes", U(m.holes), "io_requests", U(m.io_requests), "series", series);
 #undef U
 	return d;
 }
@@ -733,7 +745,11 @@ static PyMethodDef loader_methods[] = {
 	  "                       short\n"
 	  "  corrupt_drops, corrupt_records, holes\n"
 	  "                       on_corrupt='skip': units dropped, the records\n"
-	  "                       they held, rows handed out empty\n"
+	  "                       they held (None: unknown, some unit's records\n"
+	  "                       could not be counted), rows handed out empty\n"
+	  "  corrupt_records_known, corrupt_unknown, corrupt_bytes\n"
+	  "                       the records known lost, the units of unknown\n"
+	  "                       size, the bytes of the dropped units\n"
 	  "  series               the time series: {column: [value per point]},\n"
 	  "                       t_s (seconds since the start), records, steps,\n"
 	  "                       bytes_read, bytes_decompressed, rss_bytes,\n"

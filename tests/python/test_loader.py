@@ -465,3 +465,33 @@ def test_version_is_the_projects():
     assert podfeed.__version__ == want
     assert re.search(r"version : '%s'" % re.escape(want), meson)
     assert re.fullmatch(r"\d+\.\d+\.\d+", podfeed.__version__)
+
+
+def test_skip_mode_that_leaves_no_record_names_the_damage(data, tmp_path):
+    # One stock zstd stream cut inside its only frame: skip mode drops it
+    # whole, and the refusal names the file, the byte and the damage, not
+    # only "the dataset holds 0 records".
+    import subprocess
+    plain = sorted((data / "plain").iterdir())[0]
+    whole = subprocess.run(["zstd", "-q", "-c", str(plain)], check=True,
+                           capture_output=True).stdout
+    cut = tmp_path / "cut.tfrecord.zst"
+    cut.write_bytes(whole[:20000])
+    with pytest.raises(podfeed.DataError, match="truncated zstd stream") as e:
+        podfeed.Loader(cut, TOKENS, 8, on_corrupt="skip")
+    assert e.value.file == str(cut) and e.value.offset == 20000
+    assert "0 records" in str(e.value)
+
+
+def test_skip_mode_metrics_say_an_uncountable_loss_is_unknown(data, tmp_path):
+    # A plain shard cut inside a record: the records the cut took cannot
+    # be counted; corrupt_records is None (unknown), never 0.
+    plain = sorted((data / "plain").iterdir())[0].read_bytes()
+    (tmp_path / "a.tfrecord").write_bytes(plain[:len(plain) * 45 // 100])
+    with podfeed.Loader(tmp_path, TOKENS, 1, on_corrupt="skip") as lo:
+        n = sum(1 for _ in lo)
+        m = lo.metrics()
+    assert n > 0
+    assert m["corrupt_drops"] == 1 and m["corrupt_records"] is None
+    assert m["corrupt_unknown"] == 1 and m["corrupt_records_known"] == 0
+    assert m["corrupt_bytes"] > 0
