@@ -489,6 +489,13 @@ int pf_paths_resolve(const char *const *args, size_t nargs, char ***out, char **
 	*out = NULL;
 	if (manifest)
 		*manifest = NULL;
+	/* An empty name is an unset variable in a script: the current
+	 * directory is not what was meant, nor is "no file". */
+	for (size_t i = 0; i < nargs; i++)
+		if (!args[i][0])
+			return pf_error_set(err, -ENOENT, PF_OFFSET_NONE, 0,
+					    "path %zu of %zu is empty (an unset variable?)",
+					    i + 1, nargs);
 	/* Which arguments are directories: all stat()ed at once (1,000
 	 * shards named one by one on a far bucket: 16 round trips, not
 	 * 1,000). */

@@ -124,7 +124,8 @@ PF_API uint64_t pf_source_drops(const pf_source *s);
  *  device: -EINVAL), a file reached twice by identity (named twice, a
  *  directory twice, "D/x" and "./D/x", a link and its target: -EINVAL,
  *  naming both arguments), a shard named beside a manifest that does not
- *  list it or a listed one not named (-EINVAL, naming both).
+ *  list it or a listed one not named (-EINVAL, naming both); an empty
+ *  name (-ENOENT, naming its place).
  *  @return the count with *out (free with pf_paths_free()), or -errno
  *  with err naming the argument. */
 PF_API int pf_paths_expand(const char *const *args, size_t n, char ***out,

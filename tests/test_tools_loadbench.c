@@ -591,8 +591,8 @@ Test(loadbench, empty_paths_and_bad_values_name_the_culprit)
 		{ "--faults eio:2.0 Z", 2, "--faults: byte 4: fraction 2.0 is above 1" },
 		{ "--faults bogus Z", 2, "--faults: byte 0: unknown fault" },
 		/* the empty directory and the empty path named */
-		{ "E", 1, "/e: the directory holds no files to read" },
-		{ "Z/part-00000-of-00004.tfrecord.zst E", 1, "/e: the directory holds no files" },
+		{ "E", 1, "/e: the directory (argument 1) holds no shards" },
+		{ "Z/part-00000-of-00004.tfrecord.zst E", 1, "/e: the directory (argument 2) holds no shards" },
 		{ "Z ''", 1, "path 2 of 2 is empty" },
 		/* skip mode that leaves no record names what it dropped */
 		{ "--on-corrupt skip --features label:int64[1] C", 1,

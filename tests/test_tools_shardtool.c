@@ -394,8 +394,9 @@ Test(shardtool, no_empty_shards_no_empty_pods_and_empty_names_named)
 		{ "podsim --hosts 2000 --per-core-batch 1 --remainder wrap --summary D/z", 1,
 		  "fewer than the 2000 hosts" },
 		{ "convert --out '' D/raw", 2, "--out: an empty path" },
-		{ "manifest D/e", 1, "D/e: the directory holds no files to read" },
-		{ "verify D/e", 1, "D/e: the directory holds no files to read" },
+		{ "manifest D/e", 1, "D/e: the directory (argument 1) holds no shards" },
+		{ "verify D/e", 1, "D/e: the directory (argument 1) holds no shards" },
+		{ "verify D/z ''", 1, "path 2 of 2 is empty" },
 		{ "convert --out D/none D/nothing.tfrecord", 1,
 		  "D/nothing.tfrecord: no records to convert" },
 	};
