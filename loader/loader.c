@@ -213,6 +213,15 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 	if (ret < 0)
 		goto fail;
 	pf_images_setup(l);
+	for (uint32_t i = 0; i < l->spec.n; i++)
+		if (l->spec.f[i].ragged) {
+			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					   "feature spec: '%s' is ragged ([*]): give it a length "
+					   "(%s:%s[N]) or a pack length (pack_length, loadbench "
+					   "--pack L) to pack it", l->spec.f[i].name,
+					   l->spec.f[i].name, pf_dtype_name(l->spec.f[i].dtype));
+			goto fail;
+		}
 	pf_io_totals_get(&l->totals0);
 	if (cfg->io_faults || cfg->io_retries || cfg->io_retry_backoff_us || cfg->io_timeout_ms) {
 		pf_io_config pol = { .faults = cfg->io_faults, .retries = cfg->io_retries,

@@ -186,8 +186,17 @@ PF_API size_t pf_manifest_shard_path(const char *manifest, const pf_manifest_sha
  *
  *   dtype   int32 | int64 | float32 | bytes
  *   len     values per record (bytes: bytes per record); shorter lists
- *           are padded, longer ones truncated
+ *           are padded, longer ones truncated; or '*': a ragged feature
+ *           (int32, int64, float32) of any length, which only packing
+ *           (pf_loader_config.pack_length) can batch: the loader refuses
+ *           it without a pack length
  *   option  pad=V          value for padding short lists (default 0)
+ *           lengths        also give NAME_lengths, int32[1]: the record's
+ *                          length of this feature (values; bytes: of its
+ *                          first value) before padding or truncation,
+ *                          capped at len; 0 when absent.  It follows the
+ *                          feature in the spec (f[i + 1], role
+ *                          PF_ROLE_LENGTHS) and in every batch.
  *           default=V      the feature is optional: a record without it
  *                          gets a row of len values V
  *           scale=V        multiply (float32 only, after the cast)
@@ -234,11 +243,28 @@ typedef enum pf_dtype {
 #define PF_SPEC_MAX_FEATURES 64u
 #define PF_SPEC_MAX_NAME 128u
 
+/* What a feature of a spec is (pf_feature_spec.role): a record's
+ * feature, or one the loader makes beside the feature before it (its
+ * parent, f[i - 1]).  Made features are never looked up in a record. */
+typedef enum pf_feature_role {
+	PF_ROLE_VALUES = 0,	/* the record's feature of that name */
+	PF_ROLE_LENGTHS,	/* int32[1]: the parent's length in the record
+				   (values; bytes: of its first value), capped at
+				   the parent's len; 0 when absent (:lengths) */
+	PF_ROLE_SEGMENT_IDS,	/* int32[L]: the packed parent's segment ids */
+	PF_ROLE_POSITIONS,	/* int32[L]: the packed parent's positions */
+	PF_ROLE_LENGTHS_FULL,	/* the loader's own: PF_ROLE_LENGTHS, not capped */
+} pf_feature_role;
+
 typedef struct pf_feature_spec {
 	char name[PF_SPEC_MAX_NAME];
 	pf_dtype dtype;
-	uint32_t len;		/* values (bytes for PF_DTYPE_BYTES) per record */
+	uint32_t len;		/* values (bytes for PF_DTYPE_BYTES) per record;
+				   ragged: 0 until packing gives it L */
 	bool has_default;	/* default=: optional, absent = default_value */
+	/* 0.7, in what was padding (the struct's size and offsets stay): */
+	bool ragged;		/* [*]: any length, packed (pack_length) */
+	uint8_t role;		/* pf_feature_role */
 	double pad;
 	double default_value;
 	double scale, shift;	/* float32: v * scale + shift (1, 0 default) */

@@ -336,6 +336,28 @@ static int missing(const pf_feature_spec *fs, const pf_example *ex,
 			    f ? "present but has no value list" : "missing", list);
 }
 
+/* A record's length of a feature: its values, or its first value's
+ * bytes. */
+static uint64_t value_count(const pf_feature *f)
+{
+	if (!f || f->kind == PF_KIND_NONE)
+		return 0;
+	if (f->kind == PF_KIND_BYTES)
+		return f->count ? f->v.bytes[0].len : 0;
+	return f->count;
+}
+
+void pf_spec_apply_made(const pf_spec *spec, uint32_t i, const pf_feature *parent,
+			uint8_t *out)
+{
+	const pf_feature_spec *fs = &spec->f[i];
+
+	if ((fs->role == PF_ROLE_LENGTHS || fs->role == PF_ROLE_LENGTHS_FULL) && i)
+		pf_spec_store_length(&spec->f[i - 1], fs, value_count(parent), out);
+	else
+		memset(out, 0, (size_t)fs->len * pf_dtype_size(fs->dtype));
+}
+
 int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
 		     uint8_t *const dst[], pf_error *err)
 {
@@ -351,6 +373,11 @@ int pf_spec_apply_to(const pf_spec *spec, const pf_example *ex,
 					    "feature spec: destination %p of '%s' is not %zu-byte aligned",
 					    (void *)dst[i], fs->name,
 					    pf_dtype_size(fs->dtype));
+		if (fs->role != PF_ROLE_VALUES) {
+			pf_spec_apply_made(spec, i, i ? pf_example_find(ex, spec->f[i - 1].name) :
+						      NULL, dst[i]);
+			continue;
+		}
 		f = pf_example_find(ex, fs->name);
 		if ((!f || f->kind == PF_KIND_NONE) && !fs->has_default)
 			return missing(fs, ex, f, err);
@@ -434,7 +461,7 @@ int pf_spec_check_schema(const pf_spec *spec, const pf_feature_schema *schema, s
 		uint64_t with = 0;
 		int ret;
 
-		if (fs->has_default)
+		if (fs->has_default || fs->role != PF_ROLE_VALUES)
 			continue;
 		for (size_t k = 0; k < n; k++) {
 			const pf_feature_schema *s = &schema[k];

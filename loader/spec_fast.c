@@ -524,6 +524,57 @@ static int store(struct walk *w, uint32_t i, const struct list *l)
 	return ret < 0 ? FAST_NO : 0;
 }
 
+/* A record's length of a list (for a made LENGTHS feature): its values
+ * (a varint ends at each byte below 0x80), or its first value's bytes. */
+static int list_length(const struct list *l, uint64_t *n)
+{
+	const uint8_t *data;
+	size_t len;
+	pf_bytes first;
+	uint32_t count;
+
+	*n = 0;
+	switch (l->kind) {
+	case PF_KIND_NONE:
+		return 0;
+	case PF_KIND_BYTES:
+		if (bytes_values(l, &first, &count))
+			return FAST_NO;
+		*n = first.len;
+		return 0;
+	case PF_KIND_FLOAT:
+		if (packed(l, &data, &len))
+			return FAST_NO;
+		*n = len / 4;
+		return 0;
+	case PF_KIND_INT64:
+		if (packed(l, &data, &len))
+			return FAST_NO;
+		for (size_t k = 0; k < len; k++)
+			*n += data[k] < 0x80;
+		return 0;
+	}
+	return FAST_NO;
+}
+
+/* Feature i's made LENGTHS feature, when it has one (f[i + 1]). */
+static int store_length(struct walk *w, uint32_t i, const struct list *l)
+{
+	const pf_feature_spec *fs;
+	uint64_t n;
+
+	if (i + 1 >= w->n)
+		return 0;
+	fs = &w->spec->f[i + 1];
+	if (fs->role != PF_ROLE_LENGTHS && fs->role != PF_ROLE_LENGTHS_FULL)
+		return 0;
+	if (list_length(l, &n))
+		return FAST_NO;
+	pf_spec_store_length(&w->spec->f[i], fs, n, w->dst[i + 1]);
+	w->seen |= 1ull << (i + 1);
+	return 0;
+}
+
 /* Store the entry's list into every spec feature named key (one, unless
  * a hand-made spec names a feature twice).  A key is cut at a NUL by
  * protobuf-c: when the cut is what makes it match, FAST_NO. */
@@ -536,6 +587,8 @@ static int match_store(struct walk *w, const uint8_t *key, size_t len,
 		const char *name = w->spec->f[i].name;
 		size_t k = 0;
 
+		if (w->spec->f[i].role != PF_ROLE_VALUES)
+			continue;	/* made, not read */
 		/* Byte by byte: most names differ at the first. */
 		while (k < len && k < PF_SPEC_MAX_NAME && key[k] &&
 		       key[k] == (uint8_t)name[k])
@@ -547,7 +600,7 @@ static int match_store(struct walk *w, const uint8_t *key, size_t len,
 				return FAST_NO;	/* the name, then a NUL */
 			continue;	/* the name, then more */
 		}
-		if (store(w, i, l))
+		if (store(w, i, l) || store_length(w, i, l))
 			return FAST_NO;
 		w->seen |= 1ull << i;
 		stored = true;
@@ -618,10 +671,14 @@ static int fast(struct walk *w, const void *rec, size_t len)
 			return FAST_NO;
 	if (len && walk_example(w, rec, (const uint8_t *)rec + len))
 		return FAST_NO;
-	for (uint32_t i = 0; i < w->n; i++)
-		if (!(w->seen & (1ull << i)) &&
-		    pf_spec_apply_one(&spec->f[i], NULL, w->dst[i], &scratch_err) < 0)
+	for (uint32_t i = 0; i < w->n; i++) {
+		if (w->seen & (1ull << i))
+			continue;
+		if (spec->f[i].role != PF_ROLE_VALUES)
+			pf_spec_apply_made(spec, i, NULL, w->dst[i]);
+		else if (pf_spec_apply_one(&spec->f[i], NULL, w->dst[i], &scratch_err) < 0)
 			return FAST_NO;
+	}
 	return 0;
 }
 

@@ -5,6 +5,8 @@
 #ifndef PF_SPEC_INTERNAL_H
 #define PF_SPEC_INTERNAL_H
 
+#include <string.h>
+
 #include "podfeed.h"
 #include "pf_transform.h"
 
@@ -82,5 +84,28 @@ static inline const pf_image_spec *pf_spec_image_of(const pf_spec_images *im, ui
 			return &im->image[k];
 	return NULL;
 }
+/* Lay out spec's rows again (row_bytes) after its features changed. */
+void pf_spec_layout(pf_spec *spec);
+/* Insert a made feature (role) right after feature parent, named the
+ * parent's name and suffix.  @return 0, or -EINVAL with err (no room, the
+ * name too long or taken). */
+int pf_spec_add_made(pf_spec *spec, uint32_t parent, pf_feature_role role,
+		     const char *suffix, pf_dtype dtype, uint32_t len, pf_error *err);
+/* A made feature of role LENGTHS(_FULL) into out: n, the parent's length
+ * in the record, capped at the parent's len unless FULL. */
+static inline void pf_spec_store_length(const pf_feature_spec *parent,
+					const pf_feature_spec *fs, uint64_t n, uint8_t *out)
+{
+	int32_t v;
+
+	if (fs->role == PF_ROLE_LENGTHS && n > parent->len)
+		n = parent->len;
+	v = n > INT32_MAX ? INT32_MAX : (int32_t)n;
+	memcpy(out, &v, sizeof(v));
+}
+/* A made feature without a record's part (segment ids, positions: the
+ * packer's): zeros. */
+void pf_spec_apply_made(const pf_spec *spec, uint32_t i, const pf_feature *parent,
+			uint8_t *out);
 
 #endif

@@ -23,9 +23,9 @@
  *   feature := name ':' dtype '[' len ']' (':' option)*
  *   name    := 1..127 of [A-Za-z0-9_./-]
  *   dtype   := 'int32' | 'int64' | 'float32' | 'bytes'
- *   len     := [0-9]+, value 1..2^24
+ *   len     := [0-9]+, value 1..2^24 | '*' (ragged: numeric dtypes only)
  *   option  := 'pad=' num | 'default=' num | 'scale=' num | 'shift=' num
- *            | 'clip=' num ':' num | 'required'
+ *            | 'clip=' num ':' num | 'required' | 'lengths'
  *   num     := [0-9+-.eE]+ read by strtod in the C locale, finite
  *
  * Each option at most once per feature.  scale and shift are float32 only;
@@ -34,14 +34,19 @@
  * pad, default and clip bounds must be integers inside the dtype (bytes: pad 0..255) and, since
  * pf_feature_spec holds them as doubles, exactly representable: an int64
  * pad written as a decimal integer above 2^53 that a double cannot hold
- * is refused rather than silently rounded.
+ * is refused rather than silently rounded.  'lengths' (a [len] feature's
+ * true lengths) adds the feature NAME_lengths right after it, role
+ * PF_ROLE_LENGTHS; a ragged feature takes neither 'lengths' (packing
+ * gives its segments) nor 'default' (a packed record has no default
+ * length).
  */
 
 #define SPEC_MAX_LEN (1u << 24)
 #define SPEC_NAME_MAX (PF_SPEC_MAX_NAME - 1)
 #define SPEC_NUM_MAX 64		/* longest number token accepted */
 #define DTYPE_LIST "int32, int64, float32, bytes, image"
-#define OPTION_LIST "pad, default, scale, shift, clip, required"
+#define OPTION_LIST "pad, default, scale, shift, clip, required, lengths"
+#define LENGTHS_SUFFIX "_lengths"
 
 size_t pf_dtype_size(pf_dtype t)
 {
@@ -193,6 +198,7 @@ enum opt {
 	OPT_CLIP = 1u << 3,
 	OPT_REQUIRED = 1u << 4,
 	OPT_DEFAULT = 1u << 5,
+	OPT_LENGTHS = 1u << 6,
 };
 
 static const struct {
@@ -205,6 +211,7 @@ static const struct {
 	{ "shift", OPT_SHIFT },
 	{ "clip", OPT_CLIP },
 	{ "required", OPT_REQUIRED },
+	{ "lengths", OPT_LENGTHS },
 };
 
 static const struct {
@@ -349,12 +356,23 @@ static int parse_option(cursor *c, pf_feature_spec *fs, unsigned *seen)
 			    oname, fs->name);
 	*seen |= opt;
 
-	if (opt == OPT_REQUIRED) {
-		/* Every feature without a default is required: nothing to set. */
+	if (opt == OPT_REQUIRED || opt == OPT_LENGTHS) {
+		/* Every feature without a default is required: nothing to set;
+		 * lengths: parse() adds the feature. */
 		if (c->s[c->pos] == '=')
-			return fail(c, c->pos, "option 'required' takes no value");
+			return fail(c, c->pos, "option '%s' takes no value", oname);
+		if (opt == OPT_LENGTHS && fs->ragged)
+			return fail(c, start,
+				    "option 'lengths' is for [len] features; a ragged "
+				    "feature's records are told apart by its segment ids "
+				    "(feature '%s')", fs->name);
 		return 0;
 	}
+	if (opt == OPT_DEFAULT && fs->ragged)
+		return fail(c, start,
+			    "option 'default' does not apply to a ragged feature (feature "
+			    "'%s' is [*]): a packed feature must be in every record",
+			    fs->name);
 	if ((opt == OPT_SCALE || opt == OPT_SHIFT) &&
 	    fs->dtype != PF_DTYPE_FLOAT32)
 		return fail(c, start, "option '%s' is for float32 only (feature '%s' is %s)",
@@ -427,7 +445,8 @@ static int parse_image(cursor *c, pf_feature_spec *fs, pf_image_spec *image)
 	return 0;
 }
 
-static int parse_feature(cursor *c, pf_feature_spec *fs, pf_image_spec *image, bool *is_image)
+static int parse_feature(cursor *c, pf_feature_spec *fs, pf_image_spec *image, bool *is_image,
+			 bool *lengths)
 {
 	size_t start = c->pos, n, len_start;
 	const char *tok;
@@ -493,8 +512,20 @@ static int parse_feature(cursor *c, pf_feature_spec *fs, pf_image_spec *image, b
 	}
 
 	/* [len]: digits only, no sign; saturate while reading so a long run
-	 * of digits cannot overflow. */
+	 * of digits cannot overflow.  [*]: ragged. */
 	len_start = ++c->pos;
+	if (c->s[c->pos] == '*') {
+		if (fs->dtype == PF_DTYPE_BYTES)
+			return fail(c, c->pos,
+				    "a ragged feature ([*]) is int32, int64 or float32 "
+				    "(feature '%s' is bytes)", fs->name);
+		c->pos++;
+		if (c->s[c->pos] != ']')
+			return fail(c, c->pos, "expected ']' after '*'");
+		fs->ragged = true;
+		c->pos++;
+		goto options;
+	}
 	while (c->s[c->pos] >= '0' && c->s[c->pos] <= '9') {
 		len = len * 10 + (uint64_t)(c->s[c->pos] - '0');
 		if (len > SPEC_MAX_LEN)
@@ -519,6 +550,7 @@ static int parse_feature(cursor *c, pf_feature_spec *fs, pf_image_spec *image, b
 	fs->len = (uint32_t)len;
 	c->pos++;
 
+options:
 	fs->scale = 1.0;
 	while (c->s[c->pos] == ':') {
 		c->pos++;
@@ -526,9 +558,76 @@ static int parse_feature(cursor *c, pf_feature_spec *fs, pf_image_spec *image, b
 		if (ret < 0)
 			return ret;
 	}
+	*lengths = seen & OPT_LENGTHS;
 	if (c->s[c->pos] && c->s[c->pos] != ',')
 		return unexpected(c, seen ? "after an option" : "after ']'");
 	return 0;
+}
+
+/* Add fs (its name set) as the spec's next feature, unless its name is
+ * taken. */
+static int add_feature(cursor *c, pf_spec *spec, size_t start)
+{
+	const pf_feature_spec *fs = &spec->f[spec->n];
+
+	for (uint32_t i = 0; i < spec->n; i++)
+		if (!strcmp(spec->f[i].name, fs->name))
+			return fail(c, start, "duplicate feature '%s' (also feature %u%s)",
+				    fs->name, i,
+				    spec->f[i].role == PF_ROLE_LENGTHS ? ", made by :lengths" : "");
+	spec->n++;
+	return 0;
+}
+
+int pf_spec_add_made(pf_spec *spec, uint32_t parent, pf_feature_role role,
+		     const char *suffix, pf_dtype dtype, uint32_t len, pf_error *err)
+{
+	pf_feature_spec *fs;
+	char name[PF_SPEC_MAX_NAME];
+
+	memcpy(name, spec->f[parent].name, sizeof(name));
+
+	if (spec->n == PF_SPEC_MAX_FEATURES)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "feature spec: more than %u features with '%s%s'",
+				    PF_SPEC_MAX_FEATURES, name, suffix);
+	if (strlen(name) + strlen(suffix) > SPEC_NAME_MAX)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "feature spec: '%s%s' is longer than %u bytes", name,
+				    suffix, SPEC_NAME_MAX);
+	/* Made features follow their parent: the ones after it move up. */
+	memmove(&spec->f[parent + 2], &spec->f[parent + 1],
+		(spec->n - parent - 1) * sizeof(spec->f[0]));
+	fs = &spec->f[parent + 1];
+	memset(fs, 0, sizeof(*fs));
+	snprintf(fs->name, sizeof(fs->name), "%s%s", name, suffix);
+	fs->dtype = dtype;
+	fs->len = len;
+	fs->scale = 1.0;
+	fs->role = (uint8_t)role;
+	for (uint32_t i = 0; i < spec->n + 1; i++)
+		if (i != parent + 1 && !strcmp(spec->f[i].name, fs->name)) {
+			memmove(&spec->f[parent + 1], &spec->f[parent + 2],
+				(spec->n - parent - 1) * sizeof(spec->f[0]));
+			memset(&spec->f[spec->n], 0, sizeof(spec->f[0]));
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "feature spec: '%s' would be made for '%s', but "
+					    "the spec has a feature of that name", fs->name, name);
+		}
+	spec->n++;
+	pf_spec_layout(spec);
+	return 0;
+}
+
+void pf_spec_layout(pf_spec *spec)
+{
+	size_t off = 0;
+
+	for (uint32_t i = 0; i < spec->n && i < PF_SPEC_MAX_FEATURES; i++) {
+		off = pf_spec_align(off, pf_dtype_size(spec->f[i].dtype));
+		off += (size_t)spec->f[i].len * pf_dtype_size(spec->f[i].dtype);
+	}
+	spec->row_bytes = pf_spec_align(off, 8);
 }
 
 /* Every feature of text into spec, the row laid out as they come: each
@@ -537,7 +636,6 @@ static int parse_feature(cursor *c, pf_feature_spec *fs, pf_image_spec *image, b
 static int parse(pf_spec *spec, pf_spec_images *images, const char *text, pf_error *err)
 {
 	cursor c = { .s = text, .pos = 0, .err = err };
-	size_t off = 0;
 	int ret;
 
 	for (;;) {
@@ -545,31 +643,48 @@ static int parse(pf_spec *spec, pf_spec_images *images, const char *text, pf_err
 		pf_image_spec image;
 		bool is_image = false;
 		size_t start = c.pos;
+		bool lengths = false;
 
 		if (spec->n == PF_SPEC_MAX_FEATURES)
 			return fail(&c, start, "more than %u features",
 				    PF_SPEC_MAX_FEATURES);
 		fs = &spec->f[spec->n];
-		ret = parse_feature(&c, fs, &image, &is_image);
+		ret = parse_feature(&c, fs, &image, &is_image, &lengths);
 		if (ret < 0)
 			return ret;
 		if (is_image && images) {
 			images->feature[images->n] = spec->n;
 			images->image[images->n++] = image;
 		}
-		for (uint32_t i = 0; i < spec->n; i++)
-			if (!strcmp(spec->f[i].name, fs->name))
-				return fail(&c, start,
-					    "duplicate feature '%s' (also feature %u)",
-					    fs->name, i);
-		spec->n++;
-		off = pf_spec_align(off, pf_dtype_size(fs->dtype));
-		off += (size_t)fs->len * pf_dtype_size(fs->dtype);
+		ret = add_feature(&c, spec, start);
+		if (ret < 0)
+			return ret;
+		if (lengths) {
+			pf_feature_spec *ls;
+
+			if (spec->n == PF_SPEC_MAX_FEATURES)
+				return fail(&c, start, "more than %u features (with '%s"
+					    LENGTHS_SUFFIX "')", PF_SPEC_MAX_FEATURES, fs->name);
+			if (strlen(fs->name) + strlen(LENGTHS_SUFFIX) > SPEC_NAME_MAX)
+				return fail(&c, start, "feature name '%s" LENGTHS_SUFFIX
+					    "' (from :lengths) longer than %u bytes",
+					    fs->name, SPEC_NAME_MAX);
+			ls = &spec->f[spec->n];
+			memcpy(ls->name, fs->name, strlen(fs->name));
+			memcpy(ls->name + strlen(fs->name), LENGTHS_SUFFIX, sizeof(LENGTHS_SUFFIX));
+			ls->dtype = PF_DTYPE_INT32;
+			ls->len = 1;
+			ls->scale = 1.0;
+			ls->role = PF_ROLE_LENGTHS;
+			ret = add_feature(&c, spec, start);
+			if (ret < 0)
+				return ret;
+		}
 		if (!text[c.pos])
 			break;
 		c.pos++;	/* ',' */
 	}
-	spec->row_bytes = pf_spec_align(off, 8);
+	pf_spec_layout(spec);
 	return 0;
 }
 
@@ -667,8 +782,15 @@ size_t pf_spec_format(const pf_spec *spec, char *dst, size_t cap)
 	for (uint32_t i = 0; i < spec->n && i < PF_SPEC_MAX_FEATURES; i++) {
 		const pf_feature_spec *fs = &spec->f[i];
 
-		put(&o, "%s%.*s:%s[%u]", i ? "," : "", (int)SPEC_NAME_MAX,
-		    fs->name, pf_dtype_name(fs->dtype), fs->len);
+		/* Made features come from their parent's text. */
+		if (fs->role != PF_ROLE_VALUES)
+			continue;
+		if (fs->ragged)
+			put(&o, "%s%.*s:%s[*]", o.n ? "," : "", (int)SPEC_NAME_MAX,
+			    fs->name, pf_dtype_name(fs->dtype));
+		else
+			put(&o, "%s%.*s:%s[%u]", o.n ? "," : "", (int)SPEC_NAME_MAX,
+			    fs->name, pf_dtype_name(fs->dtype), fs->len);
 		if (!same_bits(fs->pad, 0.0)) {
 			put(&o, ":pad=");
 			put_value(&o, fs, fs->pad);
@@ -691,6 +813,8 @@ size_t pf_spec_format(const pf_spec *spec, char *dst, size_t cap)
 			put(&o, ":");
 			put_value(&o, fs, fs->clip_hi);
 		}
+		if (i + 1 < spec->n && spec->f[i + 1].role == PF_ROLE_LENGTHS)
+			put(&o, ":lengths");
 	}
 	c_locale_leave(old);
 	return o.n;

@@ -371,7 +371,7 @@ Test(spec, errors_options)
 {
 	parse_fails("x:int32[1]:", 11, "empty option");
 	parse_fails("x:int32[1]::required", 11, "empty option");
-	parse_fails("x:int32[1]:foo=1", 11, "unknown option 'foo' (pad, default, scale, shift, clip, required)");
+	parse_fails("x:int32[1]:foo=1", 11, "unknown option 'foo' (pad, default, scale, shift, clip, required, lengths)");
 	parse_fails("x:int32[1]:Pad=1", 11, "unknown option 'Pad'");
 	parse_fails("x:int32[1]:requiredx", 11, "unknown option 'requiredx'");
 	parse_fails("x:int32[1]:pad=1:pad=2", 17, "option 'pad' given twice");
@@ -839,4 +839,183 @@ Test(apply, encoded_and_decoded_example)
 	cr_assert_eq(s->row_bytes, 1056);
 	pf_arena_release(&arena);
 	free(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* Ragged features ([*]) and true lengths (:lengths)                    */
+
+/* The fields 0.7 added sit in what was padding: the struct keeps its
+ * size and every older field its offset. */
+Test(ragged, feature_spec_layout_unchanged)
+{
+	cr_assert_eq(sizeof(pf_feature_spec), 200);
+	cr_assert_eq(offsetof(pf_feature_spec, pad), 144);
+	cr_assert_eq(offsetof(pf_feature_spec, clip), 176);
+	cr_assert_lt(offsetof(pf_feature_spec, role), offsetof(pf_feature_spec, pad));
+}
+
+Test(ragged, star_parses_as_ragged)
+{
+	pf_spec *s = parse_ok("tokens:int32[*],targets:int64[*]:pad=-1,w:float32[*]:scale=2");
+
+	cr_assert_eq(s->n, 3);
+	for (uint32_t i = 0; i < 3; i++) {
+		cr_assert(s->f[i].ragged);
+		cr_assert_eq(s->f[i].len, 0);
+		cr_assert_eq(s->f[i].role, PF_ROLE_VALUES);
+	}
+	cr_assert_eq(s->f[1].pad, -1.0);
+	cr_assert_eq(s->f[2].scale, 2.0);
+	cr_assert_eq(s->row_bytes, 0);
+	free(s);
+	canonical("tokens:int32[*]:pad=-1:clip=0:100", "tokens:int32[*]:pad=-1:clip=0:100");
+}
+
+Test(ragged, lengths_adds_a_feature_after_its_parent)
+{
+	pf_spec *s = parse_ok("tokens:int32[6]:lengths:pad=-1,img:bytes[4]:lengths,label:int64[1]");
+
+	cr_assert_eq(s->n, 5);
+	cr_assert_str_eq(s->f[0].name, "tokens");
+	cr_assert_str_eq(s->f[1].name, "tokens_lengths");
+	cr_assert_eq(s->f[1].role, PF_ROLE_LENGTHS);
+	cr_assert_eq(s->f[1].dtype, PF_DTYPE_INT32);
+	cr_assert_eq(s->f[1].len, 1);
+	cr_assert_str_eq(s->f[3].name, "img_lengths");
+	cr_assert_str_eq(s->f[4].name, "label");
+	/* tokens 24 bytes, its length 4, img 4, its length 4, label at 40 */
+	cr_assert_eq(pf_spec_offset(s, 1), 24);
+	cr_assert_eq(pf_spec_offset(s, 4), 40);
+	cr_assert_eq(s->row_bytes, 48);
+	free(s);
+	canonical("tokens:int32[6]:lengths:pad=-1,img:bytes[4]:lengths,label:int64[1]",
+		  "tokens:int32[6]:pad=-1:lengths,img:bytes[4]:lengths,label:int64[1]");
+}
+
+Test(ragged, errors_name_the_byte)
+{
+	parse_fails("t:bytes[*]", 8, "a ragged feature ([*]) is int32, int64 or float32");
+	parse_fails("t:int32[*x]", 9, "expected ']' after '*'");
+	parse_fails("t:int32[**]", 9, "expected ']' after '*'");
+	parse_fails("t:int32[*]:lengths", 11, "option 'lengths' is for [len] features");
+	parse_fails("t:int32[*]:default=1", 11, "'default' does not apply to a ragged feature");
+	parse_fails("t:int32[2]:lengths=1", 18, "option 'lengths' takes no value");
+	parse_fails("t:int32[2]:lengths:lengths", 19, "option 'lengths' given twice");
+	parse_fails("t:int32[2]:lengths,t_lengths:int32[1]", 19,
+		    "duplicate feature 't_lengths' (also feature 1, made by :lengths)");
+	parse_fails("t_lengths:int32[1],t:int32[2]:lengths", 19,
+		    "duplicate feature 't_lengths' (also feature 0)");
+}
+
+Test(ragged, lengths_name_too_long)
+{
+	char text[300], name[128];
+
+	memset(name, 'a', 120);
+	name[120] = '\0';
+	snprintf(text, sizeof(text), "%s:int32[2]:lengths", name);
+	parse_fails(text, 0, "(from :lengths) longer than 127 bytes");
+}
+
+/* Lengths counted both ways (the fast decode and the slow one): values of
+ * int64 lists, floats, a bytes value's bytes; capped at len; 0 absent. */
+Test(ragged, lengths_values)
+{
+	int64_t tok[9] = { 1, 300, -5, 70000, 2, 3, 4, 5, 6 };
+	float v[3] = { 1, 2, 3 };
+	pf_bytes b = { (const uint8_t *)"abcdefg", 7 };
+	pf_feature f[3] = {
+		{ .name = "tokens", .name_len = 6, .kind = PF_KIND_INT64, .count = 9, .v.int64s = tok },
+		{ .name = "v", .name_len = 1, .kind = PF_KIND_FLOAT, .count = 3, .v.floats = v },
+		{ .name = "img", .name_len = 3, .kind = PF_KIND_BYTES, .count = 1, .v.bytes = &b },
+	};
+	uint8_t rec[512];
+	int64_t n = pf_example_encode(f, 3, rec, sizeof(rec));
+	pf_spec *s = parse_ok("tokens:int32[16]:lengths,v:float32[2]:lengths,img:bytes[10]:lengths,"
+			      "gone:int32[2]:default=7:lengths");
+	uint8_t *row = aligned_alloc(64, 4096);
+	int32_t got[4];
+	pf_arena a;
+	pf_error err;
+	uint8_t *dst[PF_SPEC_MAX_FEATURES];
+	pf_example ex;
+
+	cr_assert_gt(n, 0);
+	cr_assert_eq(pf_arena_init(&a, PF_ARENA_BYTES_FOR((size_t)n)), 0);
+	for (int way = 0; way < 2; way++) {
+		memset(row, 0xee, 4096);
+		for (uint32_t i = 0; i < s->n; i++)
+			dst[i] = row + pf_spec_offset(s, i);
+		if (way == 0) {
+			cr_assert_eq(pf_spec_decode(s, rec, (size_t)n, &a, dst, &err), 0, "%s",
+				     err.msg);
+		} else {
+			pf_arena_reset(&a);
+			cr_assert_eq(pf_example_decode(rec, (size_t)n, &a, &ex, &err), 0);
+			cr_assert_eq(pf_spec_apply_to(s, &ex, dst, &err), 0, "%s", err.msg);
+		}
+		memcpy(&got[0], dst[1], 4);
+		memcpy(&got[1], dst[3], 4);
+		memcpy(&got[2], dst[5], 4);
+		memcpy(&got[3], dst[7], 4);
+		cr_assert_eq(got[0], 9, "way %d", way);
+		cr_assert_eq(got[1], 2, "way %d: 3 floats capped at len 2", way);
+		cr_assert_eq(got[2], 7, "way %d", way);
+		cr_assert_eq(got[3], 0, "way %d: absent", way);
+		cr_assert_eq(((int32_t *)(void *)dst[0])[1], 300);
+		cr_assert_eq(((int32_t *)(void *)dst[6])[1], 7, "the default");
+	}
+	pf_arena_release(&a);
+	free(row);
+	free(s);
+}
+
+Test(ragged, loader_refuses_star_without_a_pack_length)
+{
+	const char *dir = tu_id_dataset(64);
+	const char *paths[] = { dir };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 4,
+				 .features = "v:float32[*],id:int64[1]" };
+	pf_loader *l = NULL;
+	pf_error err;
+
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), -EINVAL);
+	cr_assert_null(l);
+	cr_assert(strstr(err.msg, "'v' is ragged ([*]): give it a length (v:float32[N]) "
+			 "or a pack length"), "%s", err.msg);
+}
+
+/* :lengths through the loader: id_lengths is 1 in every row, v_lengths
+ * the 3 floats capped at 2. */
+Test(ragged, loader_delivers_lengths)
+{
+	const char *dir = tu_id_dataset(64);
+	const char *paths[] = { dir };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 8,
+				 .cores_per_host = 2, .threads = 2,
+				 .features = "id:int64[1]:lengths,v:float32[2]:lengths" };
+	pf_loader *l;
+	pf_batch *b;
+	pf_error err;
+	uint64_t rows = 0;
+
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_loader_spec(l)->n, 4);
+	while (pf_loader_next(l, &b) == 1) {
+		for (uint32_t c = 0; c < b->cores; c++) {
+			pf_core_batch *cb = &b->core[c];
+
+			cr_assert_eq(cb->ntensors, 4);
+			cr_assert_str_eq(cb->tensors[1].name, "id_lengths");
+			cr_assert_str_eq(cb->tensors[3].name, "v_lengths");
+			for (uint32_t r = 0; r < b->per_core_batch; r++) {
+				cr_assert_eq(((int32_t *)cb->tensors[1].data)[r], 1);
+				cr_assert_eq(((int32_t *)cb->tensors[3].data)[r], 2);
+				rows++;
+			}
+		}
+		pf_loader_release(l, b);
+	}
+	cr_assert_eq(rows, 64);
+	pf_loader_free(l);
 }

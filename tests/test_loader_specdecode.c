@@ -129,6 +129,11 @@ static const char *const base_specs[] = {
 	"tokens:bytes[3]",
 	"x:bytes[1]",
 	"label:int32[1],tokens:int32[8],x:float32[4],img:bytes[8],unset:int64[1]",
+	"tokens:int32[8]:lengths,label:int32[1]:lengths",
+	"tokens:int64[64]:lengths,x:float32[4]:lengths,img:bytes[4]:lengths",
+	"absent:int32[3]:default=-1:lengths,unset:float32[2]:default=0:lengths",
+	"empty_i:int32[2]:lengths,empty_b:bytes[2]:lengths,empty_f:float32[1]:lengths",
+	"tokens:int32[*],label:int32[1]",
 };
 #define NSPECS (sizeof(base_specs) / sizeof(base_specs[0]))
 
@@ -647,6 +652,8 @@ static void random_spec_text(sd_rng *r, char *text, size_t cap)
 
 			o += (size_t)snprintf(text + o, cap - o, ":clip=%lld:%lld", lo, hi);
 		}
+		if (sd_next(r) % 4 == 0)
+			o += (size_t)snprintf(text + o, cap - o, ":lengths");
 		if (sd_next(r) % 8 == 0)
 			o += (size_t)snprintf(text + o, cap - o, ":required");
 		else if (sd_next(r) % 2 == 0)

@@ -231,11 +231,11 @@ def _feature_spec(features):
             dtype, length = what
         elif isinstance(what, dict):
             unknown = set(what) - {"dtype", "len", "pad", "default", "required",
-                                   "scale", "shift", "clip"}
+                                   "scale", "shift", "clip", "lengths"}
             if unknown:
                 raise ValueError(f"features: {name}: unknown keys {sorted(unknown)} "
                                  "(known: dtype, len, pad, default, required, scale, "
-                                 "shift, clip)")
+                                 "shift, clip, lengths)")
             if "dtype" not in what:
                 raise ValueError(f"features: {name}: the dict has no 'dtype'")
             dtype, length = what["dtype"], what.get("len", 1)
@@ -243,10 +243,17 @@ def _feature_spec(features):
         else:
             dtype, length = what, 1
         dtype = _dtype_name(dtype, name)
-        if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 1:
-            raise ValueError(f"features: {name}: len must be an int >= 1, not {length!r}")
-        text = f"{name}:{dtype}[{int(length)}]"
+        if length == "*":
+            text = f"{name}:{dtype}[*]"
+        elif isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 1:
+            raise ValueError(f"features: {name}: len must be an int >= 1 or '*' "
+                             f"(ragged, packed), not {length!r}")
+        else:
+            text = f"{name}:{dtype}[{int(length)}]"
         opts = dict(opts)
+        if not isinstance(opts.get("lengths", False), bool):
+            raise TypeError(f"features: {name}.lengths must be True or False, "
+                            f"not {opts['lengths']!r}")
         if not isinstance(opts.get("required", False), bool):
             raise TypeError(f"features: {name}.required must be True or False, "
                             f"not {opts['required']!r}")
@@ -267,6 +274,8 @@ def _feature_spec(features):
                 raise ValueError(f"features: {name}.clip must be (lo, hi), not {clip!r}")
             text += (f":clip={_number(clip[0], f'{name}.clip')}:"
                      f"{_number(clip[1], f'{name}.clip')}")
+        if opts.get("lengths"):
+            text += ":lengths"
         parts.append(text)
     return ",".join(parts)
 

@@ -179,6 +179,22 @@ def test_features_as_dict_and_spec_text(data):
             assert x["label"].dtype == np.int64 and x["tokens"].dtype == np.int32
 
 
+def test_lengths_and_ragged_in_the_dict_form(data):
+    spec = {"tokens": {"dtype": "int32", "len": 16, "lengths": True}, "label": ("int64", 1)}
+    assert podfeed._feature_spec(spec) == "tokens:int32[16]:lengths,label:int64[1]"
+    assert podfeed._feature_spec({"tokens": ("int32", "*")}) == "tokens:int32[*]"
+    with podfeed.Loader(str(data / "indexed"), spec, 8) as loader:
+        assert loader.features == ("tokens", "tokens_lengths", "label")
+        batch = next(loader)
+        lengths = batch["tokens_lengths"]
+        assert lengths.dtype == np.int32 and lengths.shape[-1] == 1
+        # every synth token record holds at least one token; capped at 16
+        assert ((lengths >= 1) & (lengths <= 16)).all()
+    with pytest.raises(podfeed.ConfigError) as e:
+        podfeed.Loader(str(data / "indexed"), "tokens:int32[*],label:int64[1]", 8)
+    assert "'tokens' is ragged ([*]): give it a length" in str(e.value)
+
+
 def test_missing_file(data, tmp_path):
     missing = tmp_path / "nope.tfrecord.zst"
     with pytest.raises(podfeed.FileError) as e:
@@ -257,6 +273,9 @@ LOADER_BAD = [
     (dict(features={"x": {"dtype": "int32", "pad": "0"}}), TypeError, "features"),
     (dict(features={"x": {"dtype": "int32", "clip": 3}}), ValueError, "features"),
     (dict(features={"x": {"dtype": "int32", "required": "yes"}}), TypeError, "features"),
+    (dict(features={"x": {"dtype": "int32", "lengths": 1}}), TypeError, "features"),
+    (dict(features={"x": ("int32", "**")}), ValueError, "features"),
+    (dict(features="x:int32[*]:lengths"), ValueError, "features"),
     (dict(features="tokens:int33[4]"), ValueError, "features"),
     (dict(per_core_batch=1.5), TypeError, "per_core_batch"),
     (dict(per_core_batch=0), ValueError, "per_core_batch"),
