@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* podfeed transforms: what a record's feature becomes beyond fixed rows
- * (images: decode, crop, flip, resize).  Not installed: the loader and the
+ * (images: decode, crop, flip, resize; the packer of token lists).  Not installed: the loader and the
  * tools use it; its functions are not exported. */
 #ifndef PF_TRANSFORM_H
 #define PF_TRANSFORM_H
@@ -165,6 +165,112 @@ void pf_image_rgb_to_luma(uint8_t *dst, const uint8_t *src, uint32_t n);
 int64_t pf_image_encode_jpeg(const uint8_t *px, uint32_t w, uint32_t h, uint32_t components,
 			     int quality, bool progressive, void *dst, size_t cap,
 			     pf_error *err);
+
+/* ------------------------------------------------------------------ */
+/* The packer (transform/pack.c)                                        */
+/* ------------------------------------------------------------------ */
+/*
+ * Packing puts several records' token lists into rows of L values, as
+ * seqio's trim_and_pack, Grain's first-fit packing or a GPT-style
+ * concatenate-and-chunk do.  A record has up to PF_PACKER_MAX_FEATURES
+ * packed features (inputs, targets, ...), each of its own length; a row
+ * holds L values of each.  The packer is a pure function of the records'
+ * lengths in order: it says where each record goes (its pieces: row,
+ * offset, segment id, the values of the record that go there), and the
+ * caller copies the values (pf_pack_copy()).  Rows are numbered from 0
+ * in the order they are opened, which is also the order they close, so
+ * a row's number is its place in the output.
+ *
+ *   PF_PACKER_FIRST_FIT  a record goes whole into the first open row (of at
+ *                      most `pool`, the oldest first) with room for every
+ *                      one of its features; when none has room and the
+ *                      pool is full, the oldest row closes and a new one
+ *                      opens at the end.  A feature longer than L is cut
+ *                      to L, and the record counted as truncated.
+ *   PF_PACKER_CONCAT     the records' values one after the other, cut into
+ *                      rows of exactly L: a record may go on in the next
+ *                      row (its positions go on too; its segment id there
+ *                      is that row's).  Only the last row has padding.
+ *                      A record's packed features must be of one length.
+ *
+ * Segment ids are 1, 2, ... for the records of a row in the order they
+ * went in (0 is padding); positions are 0 .. n-1 inside each record.
+ * A record of no values in every feature goes nowhere and is counted.
+ */
+#define PF_PACKER_MAX_FEATURES 16u
+#define PF_PACKER_POOL_MAX 64u
+#define PF_PACKER_POOL_DEFAULT 8u
+#define PF_PACKER_LENGTH_MAX (1u << 20)
+
+typedef enum pf_packer_mode {
+	PF_PACKER_FIRST_FIT = 0,
+	PF_PACKER_CONCAT,
+} pf_packer_mode;
+
+/* An open row: its number and its fill of each feature. */
+typedef struct pf_pack_row {
+	uint64_t id;
+	uint32_t segments;
+	uint32_t fill[PF_PACKER_MAX_FEATURES];
+} pf_pack_row;
+
+/* The packer: plain data, the caller's (no allocation).  What it has
+ * counted is the caller's to read. */
+typedef struct pf_packer {
+	uint32_t length;		/* L */
+	uint32_t nfeatures;
+	uint32_t pool;			/* open rows at most (first_fit) */
+	pf_packer_mode mode;
+	pf_pack_row open[PF_PACKER_POOL_MAX];	/* oldest first */
+	uint32_t nopen;
+	uint64_t next_row;		/* the number the next row opened gets */
+	/* Counts (values: summed over the features) */
+	uint64_t records;		/* placed */
+	uint64_t values;		/* placed (after truncation) */
+	uint64_t empty_records;		/* of no values: placed nowhere */
+	uint64_t truncated_records;	/* first_fit: longer than L */
+	uint64_t truncated_values;	/* the values cut off them */
+} pf_packer;
+
+/* Where a record (or a part of it) goes: row `row`, feature f's values
+ * [from, from + count[f]) of the record at offsets at[f] ... of the row,
+ * with segment id `segment`. */
+typedef struct pf_pack_piece {
+	uint64_t row;
+	uint32_t segment;
+	uint32_t from;
+	uint32_t at[PF_PACKER_MAX_FEATURES];
+	uint32_t count[PF_PACKER_MAX_FEATURES];
+} pf_pack_piece;
+
+/*! pf_packer_init(): an empty packer of rows of length values for
+ *  nfeatures features; pool 0: PF_PACKER_POOL_DEFAULT.  @return 0, or
+ *  -EINVAL with err saying which setting is out of range (length
+ *  1..PF_PACKER_LENGTH_MAX, nfeatures 1..PF_PACKER_MAX_FEATURES, pool
+ *  1..PF_PACKER_POOL_MAX, the mode). */
+int pf_packer_init(pf_packer *p, uint32_t length, uint32_t nfeatures,
+			  pf_packer_mode mode, uint32_t pool, pf_error *err);
+
+/*! pf_pack_place(): place the next record, whose feature f holds len[f]
+ *  values, writing its pieces to pieces[0 .. cap) (first_fit: one;
+ *  concat: at most 1 + (largest len - 1) / L + 1; 0 for an empty record).
+ *  Rows numbered below *closed (set on return) will take nothing more:
+ *  they are final.  @return the pieces, or -EINVAL (concat: the features'
+ *  lengths differ; err names them), -ENOBUFS (cap too small). */
+int pf_pack_place(pf_packer *p, const uint32_t *len, pf_pack_piece *pieces,
+			 uint32_t cap, uint64_t *closed, pf_error *err);
+
+/*! pf_pack_finish(): close every open row (the end of the records).
+ *  @return the rows made since pf_packer_init(): all of them final. */
+uint64_t pf_pack_finish(pf_packer *p);
+
+/*! pf_pack_copy(): feature f of piece pc into its row: values
+ *  src[from .. from + count) (elements of elem bytes) to row[at ..],
+ *  segment ids seg[at ..] = segment, positions pos[at ..] = from, from +
+ *  1, ...  (seg and pos may be NULL).  The row's other places are the
+ *  caller's (padding: pad, 0, 0). */
+void pf_pack_copy(const pf_pack_piece *pc, uint32_t f, const void *src, size_t elem,
+			 void *row, int32_t *seg, int32_t *pos);
 
 #ifdef __cplusplus
 }
