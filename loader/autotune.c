@@ -247,6 +247,8 @@ void pf_loader_tuning_sized(const pf_loader *l, pf_tuning *out, size_t out_size)
 {
 	pf_tuning t;
 
+	if (l->pack)	/* the inner loader's pipeline */
+		l = pf_pack_inner(l);
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	t = l->tune;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);

@@ -117,8 +117,23 @@ static int check_global(const pf_loader *l, pf_error *err)
  * caller may pass (abi_compat.c gives it for programs built before). */
 #define CONFIG_SIZE_0_5 PF_LOADER_CONFIG_SIZE_0_5
 
+static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
+		  const pf_spec *spec, pf_error *err);
+
 int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
 			   pf_error *err)
+{
+	return create(out, ucfg, cfg_size, NULL, err);
+}
+
+int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
+			  pf_error *err)
+{
+	return create(out, cfg, sizeof(*cfg), spec, err);
+}
+
+static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
+		  const pf_spec *spec, pf_error *err)
 {
 	uint64_t t_create = pf_now_ns();
 	pf_loader_config config;
@@ -140,9 +155,11 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 			   "pf_loader_config", err);
 	if (ret < 0)
 		return ret;
-	if (!cfg->npaths || !cfg->features || !cfg->per_core_batch)
+	if (!cfg->npaths || (!cfg->features && !spec) || !cfg->per_core_batch)
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "the loader needs paths, a feature spec and a per-core batch");
+	else if (cfg->pack_length)
+		return pf_pack_create(out, cfg, err);
 	else if (!(l = pf_calloc(1, sizeof(*l))))
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "out of memory creating the loader");
@@ -209,7 +226,10 @@ int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t
 	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
 		l->slice = pf_plan_slice(l->wblock, l->topo.per_core_batch);
 
-	ret = pf_spec_parse_images(&l->spec, &l->images, cfg->features, err);
+	if (spec)
+		l->spec = *spec;
+	else
+		ret = pf_spec_parse_images(&l->spec, &l->images, cfg->features, err);
 	if (ret < 0)
 		goto fail;
 	pf_images_setup(l);
@@ -433,6 +453,8 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	batch_slot *b;
 	struct timespec deadline = { 0 };
 
+	if (l->pack)
+		return pf_pack_next(l, out, timeout_ns);
 	pthread_mutex_lock(&l->mu);
 	pf_tune_next_entry(l, t0);
 	/* A caller's mistake changes nothing: no batch is taken, the loader
@@ -518,6 +540,10 @@ void pf_loader_release(pf_loader *l, pf_batch *batch)
 
 	if (!batch)
 		return;
+	if (l->pack) {
+		pf_pack_release(l, batch);
+		return;
+	}
 	b = (batch_slot *)((char *)batch - offsetof(batch_slot, batch));
 	pthread_mutex_lock(&l->mu);
 	l->held--;
@@ -538,6 +564,11 @@ void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *um, size
 {
 	pf_loader_metrics metrics, *m = &metrics;
 
+	if (l->pack) {
+		pf_pack_metrics(l, m);
+		pf_struct_out(um, m_size, m, sizeof(*m));
+		return;
+	}
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	*m = l->m;
 	m->decode_threads = l->active_workers;
@@ -605,6 +636,10 @@ void pf_loader_free(pf_loader *l)
 {
 	if (!l)
 		return;
+	if (l->pack) {
+		pf_pack_free(l);
+		return;
+	}
 	pthread_mutex_lock(&l->mu);
 	l->stop = true;
 	wake_all(l);

@@ -404,6 +404,10 @@ struct pf_loader {
 	uint64_t tune_last_ns;		/* when next() last returned a batch */
 	uint64_t tune_first_ns;		/* when the first batch was returned */
 
+	/* Packing (pack.c): this loader hands out packed rows made from
+	 * an inner loader's records; NULL: not packing. */
+	struct pf_pack_run *pack;
+
 	/* metrics, under mu; the I/O stage is busy when not waiting */
 	pf_loader_metrics m;
 	uint64_t io_start_ns, io_end_ns;
@@ -583,6 +587,20 @@ void pf_place_flush(pf_loader *l, worker *w);
 /* The records [pos, pos + count) of a stream of blocks of w records,
  * whose block holding pos is g0, are done: ring entries come free. */
 void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w);
+
+/* loader.c: pf_loader_create() with a spec made by the caller instead
+ * of cfg->features (pack.c's inner loader). */
+int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
+			  pf_error *err);
+
+/* pack.c: packed sequences (cfg->pack_length), over an inner loader. */
+typedef struct pf_pack_run pf_pack_run;
+int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err);
+void pf_pack_free(pf_loader *l);
+int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns);
+void pf_pack_release(pf_loader *l, pf_batch *batch);
+void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m);
+const pf_loader *pf_pack_inner(const pf_loader *l);
 
 /* drops.c */
 /* One drop (skip mode) of the file path: counted, logged, checked

@@ -7,6 +7,7 @@
 
 #include "pf_formats.h"
 #include "pf_io.h"
+#include "pf_transform.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -533,6 +534,17 @@ typedef struct pf_loader_config {
 	 * on) or PF_SHUFFLE_GLOBAL (a shuffle over the whole dataset, on
 	 * whatever shuffle says).  Any other value is refused at create. */
 	pf_shuffle_mode shuffle_mode;
+
+	/* 0.7: packed sequences (docs/api.md, "Packed sequences").  With
+	 * pack_length L (1 .. PF_PACK_LENGTH_MAX; 0: no packing) every
+	 * feature of the spec must be ragged ([*]): they are packed together
+	 * into rows of L values (pf_pack_mode, transform/pf_transform.h),
+	 * each row of a batch one packed row, and each gets NAME_segment_ids
+	 * and NAME_positions (int32[L]) after it.  pack_pool: open rows of
+	 * first_fit (0: PF_PACK_POOL_DEFAULT). */
+	uint32_t pack_length;
+	pf_pack_mode pack_mode;
+	uint32_t pack_pool;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_config;
@@ -663,6 +675,17 @@ typedef struct pf_loader_metrics {
 	 * members, decompressed bytes for a stream's records and spans). */
 	uint64_t corrupt_unknown;
 	uint64_t corrupt_bytes;
+	/* 0.7: packing (pack_length; all 0 without it).  Rows delivered, the
+	 * value slots they hold (rows x L x packed features) and the records'
+	 * values among them (efficiency: pack_values / pack_slots), the
+	 * segments in them (records a row: pack_segments / pack_rows; a
+	 * record concat splits counts in each row); records longer than L
+	 * cut (first_fit) and the values cut; records of no values (skipped);
+	 * and rows made past an epoch's last step, dropped. */
+	uint64_t pack_rows, pack_slots, pack_values, pack_segments;
+	uint64_t pack_truncated_records, pack_truncated_values;
+	uint64_t pack_empty_records;
+	uint64_t pack_rows_dropped;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;

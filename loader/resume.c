@@ -384,6 +384,10 @@ int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
 	pf_state s;
 	int64_t n;
 
+	if (l->pack) {
+		pf_free(pieces);
+		return -ENOTSUP;	/* not yet: packing's resume */
+	}
 	if (!pieces)
 		return -ENOMEM;
 	pthread_mutex_lock(&l->mu);

@@ -1,0 +1,615 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Packed sequences in the loader (pack_length): the records of an inner
+ * loader, which decodes each record's ragged features into rows of their
+ * own with their true lengths, placed by the packer (transform/) into
+ * packed rows, which make the batches this loader hands out.  Not here:
+ * where a record goes in a row (transform/pack.c), reading and decoding
+ * (the inner loader's pipeline).
+ *
+ * The inner loader is an ordinary loader of the same dataset, hosts,
+ * seed, shuffle and corrupt-data policy, one core of PF_PACK_GROUP
+ * records a step, whose spec is the user's with each ragged feature
+ * given a length (L; concat: at least PF_PACK_CONCAT_CAP, so that a
+ * record goes on whole into the next rows) and its uncapped length
+ * beside it.  Its batches are a pure function of (dataset, seed, epoch,
+ * topology), never of its threads, and the packer is a pure function of
+ * the records in that order: so are the packed batches.  The packing runs
+ * on the consumer's thread inside pf_loader_next(): it copies each
+ * record's values once, from the inner batch into its packed row.
+ *
+ * Rows are numbered in each epoch from 0 as the packer opens them, which
+ * is the order they close; row k is row k % B of step k / B (B = cores x
+ * per_core_batch).  A step is handed out once all its rows are closed and
+ * the step after it is known to exist (its rows opened), or the epoch's
+ * records are all placed: then the epoch has floor(rows / B) steps, and
+ * the rows after the last step are dropped and counted. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pipeline_internal.h"
+#include "spec_internal.h"
+
+/* Records per inner step, and the least values of a concat feature's
+ * inner row (longer records are cut there, and counted). */
+#define PF_PACK_GROUP 32u
+#define PF_PACK_CONCAT_CAP 16384u
+
+typedef struct pack_out {
+	struct pack_out *next;		/* free list */
+	pf_batch batch;
+	pf_core_batch *core;
+	pf_tensor *tensors;
+	uint8_t *valid;
+	uint8_t *mem;
+	uint64_t segments, values;	/* of its rows, for the metrics */
+} pack_out;
+
+struct pf_pack_run {
+	pf_loader *inner;
+	pf_packer packer;
+	uint32_t nf;				/* packed features */
+	uint32_t fin[PF_PACK_MAX_FEATURES];	/* inner spec: values */
+	uint32_t fout[PF_PACK_MAX_FEATURES];	/* outer spec: values (+1 ids, +2 positions) */
+	uint32_t cap;				/* values of an inner row */
+	uint32_t L, B;
+	size_t *toff;				/* outer tensor offsets in a core block */
+	size_t block_bytes;
+
+	pack_out *outs, *free;
+	unsigned nouts, window;
+	pack_out **inprog;			/* [window]: step j at j % window */
+	unsigned held, held_max;
+
+	/* The epoch being packed: the next step to hand out, the rows
+	 * opened, those final; its end. */
+	uint32_t epoch;
+	uint64_t step, opened, closed;
+	bool epoch_done;
+	uint64_t epoch_steps;
+	bool inner_done, started;
+	uint64_t gstep;
+
+	/* A record's pieces: an inner row holds at most cap values, which
+	 * concat spreads over at most cap / L + 2 rows. */
+	pf_pack_piece *pieces;
+	uint32_t npieces;
+
+	/* The inner batch being placed, and the next record of it. */
+	pf_batch *ib;
+	uint32_t icore, irow;
+};
+
+/* ------------------------------------------------------------------ */
+/* Creation                                                             */
+
+/* The packed spec (outer: what the batches hold) and the inner one from
+ * the user's. */
+static int make_specs(pf_pack_run *pk, const pf_loader_config *cfg, pf_spec *outer,
+		      pf_spec *inner, pf_error *err)
+{
+	uint32_t n = outer->n;
+	int ret;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const pf_feature_spec *fs = &outer->f[i];
+
+		if (fs->role == PF_ROLE_VALUES && fs->ragged)
+			continue;
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "feature spec: '%s' has a fixed length ([%u]) beside packed "
+				    "features: with a pack length every feature must be ragged "
+				    "([*]), since a packed row holds several records and a fixed "
+				    "feature has no place in it", fs->role == PF_ROLE_VALUES ?
+				    fs->name : outer->f[i - 1].name,
+				    fs->role == PF_ROLE_VALUES ? fs->len : outer->f[i - 1].len);
+	}
+	if (n > PF_PACK_MAX_FEATURES)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "feature spec: %u packed features, at most %u", n,
+				    PF_PACK_MAX_FEATURES);
+	pk->nf = n;
+	pk->cap = cfg->pack_mode == PF_PACK_CONCAT && cfg->pack_length < PF_PACK_CONCAT_CAP
+		? PF_PACK_CONCAT_CAP : cfg->pack_length;
+	*inner = *outer;
+	/* Backwards, so that the made features' moves leave the indexes of
+	 * the features before them alone. */
+	for (uint32_t i = n; i-- > 0;) {
+		inner->f[i].ragged = false;
+		inner->f[i].len = pk->cap;
+		outer->f[i].len = cfg->pack_length;
+		ret = pf_spec_add_made(inner, i, PF_ROLE_LENGTHS_FULL, "_lengths", PF_DTYPE_INT32,
+				       1, err);
+		if (ret == 0)
+			ret = pf_spec_add_made(outer, i, PF_ROLE_POSITIONS, "_positions",
+					       PF_DTYPE_INT32, cfg->pack_length, err);
+		if (ret == 0)
+			ret = pf_spec_add_made(outer, i, PF_ROLE_SEGMENT_IDS, "_segment_ids",
+					       PF_DTYPE_INT32, cfg->pack_length, err);
+		if (ret < 0)
+			return ret;
+	}
+	for (uint32_t f = 0; f < n; f++) {
+		pk->fin[f] = 2 * f;
+		pk->fout[f] = 3 * f;
+	}
+	pf_spec_layout(inner);
+	pf_spec_layout(outer);
+	return 0;
+}
+
+/* The output batches: as many as the consumer may hold and the steps
+ * being packed at once need. */
+static int make_outs(pf_loader *l, pf_pack_run *pk, pf_error *err)
+{
+	const pf_spec *s = &l->spec;
+	uint32_t cores = l->topo.cores, pcb = l->topo.per_core_batch;
+	size_t off = 0;
+
+	pk->toff = pf_calloc(s->n, sizeof(*pk->toff));
+	if (!pk->toff)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->n; i++) {
+		off = round_up(off, 64);
+		pk->toff[i] = off;
+		off += (size_t)pcb * s->f[i].len * pf_dtype_size(s->f[i].dtype);
+	}
+	pk->block_bytes = round_up(off, 64);
+	/* Steps in progress: the one handed out next, the one after it (known
+	 * to exist), and those the pool's open rows reach into. */
+	pk->window = 3 + (pk->packer.pool + pk->cap / pk->L + 1 + pk->B - 1) / pk->B;
+	pk->held_max = l->cfg.prefetch + 1;
+	pk->nouts = pk->window + pk->held_max;
+	pk->npieces = pk->cap / pk->L + 2;
+	pk->pieces = pf_calloc(pk->npieces, sizeof(*pk->pieces));
+	if (!pk->pieces)
+		return -ENOMEM;
+	pk->inprog = pf_calloc(pk->window, sizeof(*pk->inprog));
+	pk->outs = pf_calloc(pk->nouts, sizeof(*pk->outs));
+	if (!pk->inprog || !pk->outs)
+		return -ENOMEM;
+	for (unsigned k = 0; k < pk->nouts; k++) {
+		pack_out *o = &pk->outs[k];
+
+		o->core = pf_calloc(cores, sizeof(*o->core));
+		o->tensors = pf_calloc((size_t)cores * s->n, sizeof(*o->tensors));
+		o->valid = pf_calloc((size_t)cores * pcb, 1);
+		o->mem = pf_pool_alloc(pk->block_bytes * cores);
+		if (!o->core || !o->tensors || !o->valid || !o->mem)
+			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+					    "out of memory for %u packed batches of %zu bytes",
+					    pk->nouts, pk->block_bytes * cores);
+		l->memory_bytes += pk->block_bytes * cores;
+		memset(o->valid, 1, (size_t)cores * pcb);
+		for (uint32_t c = 0; c < cores; c++) {
+			pf_core_batch *cb = &o->core[c];
+
+			cb->tensors = o->tensors + (size_t)c * s->n;
+			cb->ntensors = s->n;
+			cb->block = o->mem + (size_t)c * pk->block_bytes;
+			cb->block_bytes = pk->block_bytes;
+			cb->valid = o->valid + (size_t)c * pcb;
+			cb->nvalid = pcb;
+			for (uint32_t i = 0; i < s->n; i++) {
+				cb->tensors[i].name = s->f[i].name;
+				cb->tensors[i].dtype = s->f[i].dtype;
+				cb->tensors[i].len = s->f[i].len;
+				cb->tensors[i].data = (uint8_t *)cb->block + pk->toff[i];
+			}
+		}
+		o->batch.core = o->core;
+		o->batch.cores = cores;
+		o->batch.per_core_batch = pcb;
+		o->next = pk->free;
+		pk->free = o;
+	}
+	return 0;
+}
+
+int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
+{
+	pf_loader_config icfg = *cfg;
+	pf_spec *inner_spec = NULL;
+	pf_pack_run *pk;
+	pf_loader *l;
+	int ret;
+
+	if (cfg->pack_length > PF_PACK_LENGTH_MAX)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "pack length %u is too large (at most %u)", cfg->pack_length,
+				    PF_PACK_LENGTH_MAX);
+	l = pf_calloc(1, sizeof(*l));
+	pk = pf_calloc(1, sizeof(*pk));
+	inner_spec = pf_calloc(1, sizeof(*inner_spec));
+	if (!l || !pk || !inner_spec) {
+		pf_free(l);
+		pf_free(pk);
+		pf_free(inner_spec);
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory creating the loader");
+	}
+	l->create_start_ns = pf_now_ns();
+	l->pack = pk;
+	l->cfg = *cfg;
+	l->qfd = -1;
+	pthread_mutex_init(&l->mu, NULL);
+	l->topo.host_index = cfg->host_index;
+	l->topo.num_hosts = cfg->num_hosts ? cfg->num_hosts : 1;
+	l->topo.cores = cfg->cores_per_host ? cfg->cores_per_host : 1;
+	l->topo.per_core_batch = cfg->per_core_batch;
+	l->host_batch = l->topo.cores * l->topo.per_core_batch;
+	l->epochs = cfg->epochs ? cfg->epochs : 1;
+	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
+	pk->B = l->host_batch;
+	pk->L = cfg->pack_length;
+	ret = pf_spec_parse(&l->spec, cfg->features, err);
+	if (ret == 0)
+		ret = make_specs(pk, cfg, &l->spec, inner_spec, err);
+	if (ret == 0)
+		ret = pf_packer_init(&pk->packer, cfg->pack_length, pk->nf, cfg->pack_mode,
+				     cfg->pack_pool, err);
+	if (ret < 0)
+		goto fail;
+	icfg.pack_length = 0;
+	icfg.features = NULL;
+	icfg.cores_per_host = 1;
+	icfg.per_core_batch = PF_PACK_GROUP;
+	icfg.max_steps = 0;
+	icfg.remainder = PF_REMAINDER_DROP;
+	/* The inner rows are long (L values, or PF_PACK_CONCAT_CAP): unless
+	 * the config sets it, the shuffle window is what a quarter of the
+	 * budget holds, at most the default. */
+	if (cfg->shuffle && !cfg->shuffle_window) {
+		uint64_t budget = cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT;
+		uint64_t w = budget / 4 / (inner_spec->row_bytes ? inner_spec->row_bytes : 1);
+
+		w = w < PF_LOADER_WINDOW_DEFAULT ? w : PF_LOADER_WINDOW_DEFAULT;
+		icfg.shuffle_window = (uint32_t)(w < PF_PACK_GROUP ? PF_PACK_GROUP : w);
+	}
+	ret = pf_loader_create_spec(&pk->inner, &icfg, inner_spec, err);
+	if (ret < 0)
+		goto fail_inner;	/* it took its part in the pod's open */
+	ret = make_outs(l, pk, err);
+	if (ret < 0)
+		goto fail;
+	pf_free(inner_spec);
+	*out = l;
+	return 0;
+fail:
+	/* The other hosts of a pod wait for this one's part. */
+	if (!pk->inner)
+		pf_dataset_open_abandon(&(pf_open_config){
+			.host_index = cfg->host_index, .num_hosts = cfg->num_hosts,
+			.allgather = cfg->allgather, .allgather_ctx = cfg->allgather_ctx },
+			err);
+fail_inner:
+	if (ret == -ENOMEM && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory creating the loader");
+	pf_free(inner_spec);
+	pf_pack_free(l);
+	return ret;
+}
+
+void pf_pack_free(pf_loader *l)
+{
+	pf_pack_run *pk = l->pack;
+
+	pf_loader_free(pk->inner);
+	for (unsigned k = 0; pk->outs && k < pk->nouts; k++) {
+		pack_out *o = &pk->outs[k];
+
+		pf_free(o->core);
+		pf_free(o->tensors);
+		pf_free(o->valid);
+		pf_pool_free(o->mem, pk->block_bytes * l->topo.cores, l->cfg.keep_pools);
+	}
+	pf_free(pk->outs);
+	pf_free(pk->inprog);
+	pf_free(pk->pieces);
+	pf_free(pk->toff);
+	pf_free(pk);
+	pthread_mutex_destroy(&l->mu);
+	pf_free(l);
+}
+
+/* ------------------------------------------------------------------ */
+/* Packing                                                              */
+
+/* Whether a pad is all zero bytes (-0.0 is not). */
+static bool same_zero(double pad)
+{
+	double zero = 0.0;
+
+	return !memcmp(&pad, &zero, sizeof(pad));
+}
+
+/* A fresh output batch for step j: padding everywhere. */
+static pack_out *take_out(pf_loader *l, pf_pack_run *pk, uint64_t j)
+{
+	pack_out *o = pk->free;
+	const pf_spec *s = &l->spec;
+
+	pk->free = o->next;
+	o->segments = o->values = 0;
+	for (uint32_t c = 0; c < l->topo.cores; c++)
+		for (uint32_t i = 0; i < s->n; i++) {
+			const pf_feature_spec *fs = &s->f[i];
+			uint8_t *t = o->core[c].tensors[i].data;
+
+			if (fs->role == PF_ROLE_VALUES && !same_zero(fs->pad)) {
+				for (uint32_t r = 0; r < l->topo.per_core_batch; r++)
+					pf_spec_pad_from(fs, t + (size_t)r * fs->len *
+							 pf_dtype_size(fs->dtype), 0);
+			} else {
+				memset(t, 0, (size_t)l->topo.per_core_batch * fs->len *
+				       pf_dtype_size(fs->dtype));
+			}
+		}
+	pk->inprog[j % pk->window] = o;
+	return o;
+}
+
+static void give_back(pf_pack_run *pk, pack_out *o)
+{
+	o->next = pk->free;
+	pk->free = o;
+}
+
+/* The outputs of steps [from, to) go back unused (dropped). */
+static void drop_steps(pf_pack_run *pk, uint64_t from, uint64_t to)
+{
+	for (uint64_t j = from; j < to; j++) {
+		pack_out *o = pk->inprog[j % pk->window];
+
+		if (o)
+			give_back(pk, o);
+		pk->inprog[j % pk->window] = NULL;
+	}
+}
+
+/* Place inner record (core 0, row r of pk->ib). */
+static int place(pf_loader *l, pf_pack_run *pk, uint32_t r)
+{
+	const pf_core_batch *ib = &pk->ib->core[0];
+	const pf_spec *s = &l->spec;
+	uint32_t len[PF_PACK_MAX_FEATURES];
+	const uint8_t *src[PF_PACK_MAX_FEATURES];
+	uint64_t closed;
+	int k;
+
+	for (uint32_t f = 0; f < pk->nf; f++) {
+		const pf_tensor *v = &ib->tensors[pk->fin[f]], *n = &ib->tensors[pk->fin[f] + 1];
+		int32_t full = ((const int32_t *)n->data)[r];
+
+		src[f] = (const uint8_t *)v->data + (size_t)r * v->len * pf_dtype_size(v->dtype);
+		len[f] = (uint32_t)full < pk->cap ? (uint32_t)full : pk->cap;
+		if ((uint32_t)full > pk->cap) {
+			/* concat: longer than an inner row holds */
+			pk->packer.truncated_values += (uint32_t)full - pk->cap;
+			pk->packer.truncated_records += f == 0;
+		}
+	}
+	{
+		k = pf_pack_place(&pk->packer, len, pk->pieces, pk->npieces, &closed, &l->err);
+		if (k < 0)
+			return k;
+		for (int j = 0; j < k; j++) {
+			const pf_pack_piece *pc = &pk->pieces[j];
+			uint64_t step = pc->row / pk->B;
+			uint32_t idx = (uint32_t)(pc->row % pk->B);
+			uint32_t core = idx / l->topo.per_core_batch, row = idx % l->topo.per_core_batch;
+			pack_out *o;
+
+			if (step >= pk->step + pk->window)
+				return pf_error_set(&l->err, -EOVERFLOW, PF_OFFSET_NONE, 0,
+						    "packing: row %llu is beyond the steps in progress",
+						    (unsigned long long)pc->row);
+			o = pk->inprog[step % pk->window];
+			if (!o)
+				o = take_out(l, pk, step);
+			for (uint32_t f = 0; f < pk->nf; f++) {
+				pf_tensor *t = o->core[core].tensors;
+				uint32_t i = pk->fout[f];
+				size_t elem = pf_dtype_size(s->f[i].dtype);
+
+				pf_pack_copy(pc, f, src[f], elem,
+					     (uint8_t *)t[i].data + (size_t)row * pk->L * elem,
+					     (int32_t *)t[i + 1].data + (size_t)row * pk->L,
+					     (int32_t *)t[i + 2].data + (size_t)row * pk->L);
+				o->values += pc->count[f];
+			}
+			o->segments++;
+		}
+	}
+	pk->opened = pk->packer.next_row;
+	pk->closed = closed;
+	return 0;
+}
+
+/* The epoch's records are all placed: its rows and steps are known. */
+static void end_epoch(pf_pack_run *pk)
+{
+	uint64_t rows = pf_pack_finish(&pk->packer);
+
+	pk->opened = pk->closed = rows;
+	pk->epoch_done = true;
+	pk->epoch_steps = rows / pk->B;
+}
+
+/* Start epoch e: an empty packer, row and step 0. */
+static void start_epoch(pf_pack_run *pk, uint32_t e)
+{
+	pf_packer next = pk->packer;
+
+	/* The counts go on across epochs; the rows start again. */
+	next.nopen = 0;
+	next.next_row = 0;
+	pk->packer = next;
+	pk->epoch = e;
+	pk->step = pk->opened = pk->closed = 0;
+	pk->epoch_done = false;
+	pk->epoch_steps = 0;
+}
+
+/* Pack until step pk->step can be handed out (1), the run is over (0),
+ * or an error (<0; -ETIMEDOUT changes nothing). */
+static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
+{
+	for (;;) {
+		int ret;
+
+		if (!pk->epoch_done) {
+			if (pk->closed >= (pk->step + 1) * pk->B &&
+			    pk->opened >= (pk->step + 2) * pk->B)
+				return 1;
+		} else {
+			if (pk->step < pk->epoch_steps)
+				return 1;
+			/* Rows past the last step: dropped. */
+			l->m.pack_rows_dropped += pk->opened - pk->step * pk->B;
+			drop_steps(pk, pk->step, pk->step + pk->window);
+			if (pk->inner_done)
+				return 0;
+			start_epoch(pk, pk->epoch + 1);
+			continue;
+		}
+		if (!pk->ib) {
+			ret = pf_loader_next_timed(pk->inner, &pk->ib, timeout_ns);
+			if (ret == -ETIMEDOUT)
+				return ret;
+			if (ret < 0) {
+				const pf_error *e = pf_loader_last_error(pk->inner);
+
+				if (e)
+					l->err = *e;
+				return ret;
+			}
+			if (ret == 0) {
+				pk->ib = NULL;
+				pk->inner_done = true;
+				end_epoch(pk);
+				continue;
+			}
+			if (!pk->started) {
+				pk->started = true;
+				start_epoch(pk, pk->ib->epoch);
+			}
+			pk->irow = 0;
+		}
+		while (pk->irow < pk->ib->per_core_batch) {
+			uint32_t r = pk->irow++;
+
+			/* A hole (a record lost to damage, skip mode) has no values. */
+			if (!pk->ib->core[0].valid[r])
+				continue;
+			ret = place(l, pk, r);
+			if (ret < 0)
+				return ret;
+			if (pk->opened >= (pk->step + 2) * pk->B && pk->closed >= (pk->step + 1) * pk->B)
+				break;
+		}
+		if (pk->irow == pk->ib->per_core_batch) {
+			bool last = pk->ib->epoch_end;
+
+			pf_loader_release(pk->inner, pk->ib);
+			pk->ib = NULL;
+			if (last)
+				end_epoch(pk);
+		}
+	}
+}
+
+int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
+{
+	pf_pack_run *pk = l->pack;
+	uint64_t t0 = pf_now_ns(), dt;
+	pack_out *o;
+	int ret;
+
+	l->misused = pk->held >= pk->held_max;
+	if (l->misused) {
+		pf_error_clear(&l->misuse);
+		pf_error_set(&l->misuse, -EBUSY, PF_OFFSET_NONE, 0,
+			     "%u batches held, at most prefetch + 1 = %u; release one first",
+			     pk->held, pk->held_max);
+		return -EBUSY;
+	}
+	if (l->failed)
+		return l->err.code ? l->err.code : -EIO;
+	if (l->cfg.max_steps && l->m.steps >= l->cfg.max_steps)
+		return 0;
+	ret = pack_ready(l, pk, timeout_ns);
+	if (ret <= 0) {
+		if (ret < 0 && ret != -ETIMEDOUT) {
+			l->failed = true;
+			if (!l->err.code)
+				pf_error_set(&l->err, ret, PF_OFFSET_NONE, 0, "%s", pf_strerror(ret));
+		}
+		return ret;
+	}
+	o = pk->inprog[pk->step % pk->window];
+	if (!o)	/* a step of no record can only be padding: never */
+		o = take_out(l, pk, pk->step);
+	pk->inprog[pk->step % pk->window] = NULL;
+	o->batch.epoch = pk->epoch;
+	o->batch.step = pk->step;
+	o->batch.global_step = pk->gstep++;
+	o->batch.epoch_start = pk->step == 0;
+	o->batch.epoch_end = pk->epoch_done && pk->step + 1 == pk->epoch_steps;
+	pk->step++;
+	pk->held++;
+	dt = pf_now_ns() - t0;
+	pthread_mutex_lock(&l->mu);
+	l->m.steps++;
+	l->m.pack_rows += pk->B;
+	l->m.pack_slots += (uint64_t)pk->B * pk->L * pk->nf;
+	l->m.pack_values += o->values;
+	l->m.pack_segments += o->segments;
+	l->m.next_wait_ns += dt;
+	l->m.next_hist[pf_hist_bucket(dt)]++;
+	if (!l->m.first_batch_ns)
+		l->m.first_batch_ns = pf_now_ns() - l->create_start_ns;
+	pthread_mutex_unlock(&l->mu);
+	*out = &o->batch;
+	return 1;
+}
+
+void pf_pack_release(pf_loader *l, pf_batch *batch)
+{
+	pack_out *o = (pack_out *)((char *)batch - offsetof(pack_out, batch));
+
+	l->pack->held--;
+	give_back(l->pack, o);
+}
+
+const pf_loader *pf_pack_inner(const pf_loader *l)
+{
+	return l->pack->inner;
+}
+
+void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m)
+{
+	const pf_pack_run *pk = l->pack;
+	pf_loader_metrics own;
+
+	pf_loader_get_metrics(pk->inner, m);
+	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+	own = l->m;
+	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+	/* The inner loader's records and steps are its own groups: the
+	 * consumer's are the packed rows'. */
+	m->steps = own.steps;
+	m->steps_per_epoch = l->steps_per_epoch;
+	m->next_wait_ns = own.next_wait_ns;
+	memcpy(m->next_hist, own.next_hist, sizeof(m->next_hist));
+	m->first_batch_ns = own.first_batch_ns;
+	m->memory_bytes += l->memory_bytes;
+	m->pack_rows = own.pack_rows;
+	m->pack_slots = own.pack_slots;
+	m->pack_values = own.pack_values;
+	m->pack_segments = own.pack_segments;
+	m->pack_rows_dropped = own.pack_rows_dropped;
+	m->pack_truncated_records = pk->packer.truncated_records;
+	m->pack_truncated_values = pk->packer.truncated_values;
+	m->pack_empty_records = pk->packer.empty_records;
+}
