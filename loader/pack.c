@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "pipeline_internal.h"
+#include "pf_transform.h"
 #include "spec_internal.h"
 
 /* Records per inner step, and the least values of a concat feature's
@@ -79,6 +80,38 @@ struct pf_pack_run {
 	pf_batch *ib;
 	uint32_t icore, irow;
 };
+
+_Static_assert(PF_PACK_LENGTH_MAX == PF_PACKER_LENGTH_MAX &&
+	       PF_PACK_POOL_DEFAULT == PF_PACKER_POOL_DEFAULT &&
+	       PF_PACK_POOL_MAX == PF_PACKER_POOL_MAX &&
+	       PF_PACK_MAX_FEATURES == PF_PACKER_MAX_FEATURES &&
+	       (int)PF_PACK_FIRST_FIT == (int)PF_PACKER_FIRST_FIT &&
+	       (int)PF_PACK_CONCAT == (int)PF_PACKER_CONCAT,
+	       "the loader's packing settings are the packer's");
+
+const char *pf_pack_mode_name(pf_pack_mode mode)
+{
+	switch (mode) {
+	case PF_PACK_FIRST_FIT: return "first_fit";
+	case PF_PACK_CONCAT: return "concat";
+	}
+	return NULL;
+}
+
+int pf_pack_mode_parse(const char *name, pf_pack_mode *mode)
+{
+	if (!name)
+		return -EINVAL;
+	if (!strcmp(name, "first_fit") || !strcmp(name, "first-fit")) {
+		*mode = PF_PACK_FIRST_FIT;
+		return 0;
+	}
+	if (!strcmp(name, "concat")) {
+		*mode = PF_PACK_CONCAT;
+		return 0;
+	}
+	return -EINVAL;
+}
 
 /* ------------------------------------------------------------------ */
 /* Creation                                                             */
@@ -246,7 +279,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	if (ret == 0)
 		ret = make_specs(pk, cfg, &l->spec, inner_spec, err);
 	if (ret == 0)
-		ret = pf_packer_init(&pk->packer, cfg->pack_length, pk->nf, cfg->pack_mode,
+		ret = pf_packer_init(&pk->packer, cfg->pack_length, pk->nf, (pf_packer_mode)cfg->pack_mode,
 				     cfg->pack_pool, err);
 	if (ret < 0)
 		goto fail;

@@ -7,7 +7,6 @@
 
 #include "pf_formats.h"
 #include "pf_io.h"
-#include "pf_transform.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -397,6 +396,27 @@ typedef struct pf_state_blob {
 typedef int (*pf_allgather_fn)(void *ctx, const void *mine, size_t len, void *all,
 			       pf_error *err);
 
+/* Packed sequences (pf_loader_config.pack_length; docs/api.md, "Packed
+ * sequences"). */
+typedef enum pf_pack_mode {
+	PF_PACK_FIRST_FIT = 0,	/* each record whole into the first of a pool
+				   of open rows with room (the oldest closes
+				   when none has and the pool is full); longer
+				   than L: cut to L, counted */
+	PF_PACK_CONCAT,		/* the records' values one after the other,
+				   cut into rows of exactly L */
+} pf_pack_mode;
+#define PF_PACK_LENGTH_MAX (1u << 20)	/* pack_length at most */
+#define PF_PACK_POOL_DEFAULT 8u		/* first_fit's open rows */
+#define PF_PACK_POOL_MAX 64u
+#define PF_PACK_MAX_FEATURES 16u	/* packed features at most */
+
+/*! "first_fit", "concat"; NULL for another value. */
+PF_API const char *pf_pack_mode_name(pf_pack_mode mode);
+/*! pf_pack_mode_parse(): "first_fit" (or "first-fit") and "concat".
+ *  @return 0 with *mode, or -EINVAL. */
+PF_API int pf_pack_mode_parse(const char *name, pf_pack_mode *mode);
+
 /* pf_loader_config's threads, io_depth and prefetch: chosen by the loader
  * (pf_loader_tuning()). */
 #define PF_AUTO 0u
@@ -538,7 +558,7 @@ typedef struct pf_loader_config {
 	/* 0.7: packed sequences (docs/api.md, "Packed sequences").  With
 	 * pack_length L (1 .. PF_PACK_LENGTH_MAX; 0: no packing) every
 	 * feature of the spec must be ragged ([*]): they are packed together
-	 * into rows of L values (pf_pack_mode, transform/pf_transform.h),
+	 * into rows of L values (pf_pack_mode, above),
 	 * each row of a batch one packed row, and each gets NAME_segment_ids
 	 * and NAME_positions (int32[L]) after it.  pack_pool: open rows of
 	 * first_fit (0: PF_PACK_POOL_DEFAULT). */

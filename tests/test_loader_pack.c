@@ -324,3 +324,21 @@ Test(pack, missing_feature_is_named)
 	cr_assert_eq(pf_loader_last_error(l)->record, 40);
 	pf_loader_free(l);
 }
+
+Test(pack, mode_names)
+{
+	pf_pack_mode m = PF_PACK_CONCAT;
+
+	cr_assert_eq(pf_pack_mode_parse("first-fit", &m), 0);
+	cr_assert_eq(m, PF_PACK_FIRST_FIT);
+	cr_assert_eq(pf_pack_mode_parse("concat", &m), 0);
+	cr_assert_eq(m, PF_PACK_CONCAT);
+	cr_assert_eq(pf_pack_mode_parse("first_fit", &m), 0);
+	cr_assert_eq(m, PF_PACK_FIRST_FIT);
+	cr_assert_eq(pf_pack_mode_parse("best_fit", &m), -EINVAL);
+	cr_assert_eq(pf_pack_mode_parse("", &m), -EINVAL);
+	cr_assert_eq(pf_pack_mode_parse(NULL, &m), -EINVAL);
+	cr_assert_str_eq(pf_pack_mode_name(PF_PACK_CONCAT), "concat");
+	cr_assert_str_eq(pf_pack_mode_name(PF_PACK_FIRST_FIT), "first_fit");
+	cr_assert_null(pf_pack_mode_name((pf_pack_mode)9));
+}

@@ -68,7 +68,7 @@ static void rows_free(rows *r)
 	free(r->used);
 }
 
-static void run(pf_pack_mode mode, uint32_t L, uint32_t pool, uint32_t nf, uint32_t nrec,
+static void run(pf_packer_mode mode, uint32_t L, uint32_t pool, uint32_t nf, uint32_t nrec,
 		uint32_t median, uint64_t seed)
 {
 	pf_packer *p = calloc(1, sizeof(*p));
@@ -88,11 +88,11 @@ static void run(pf_pack_mode mode, uint32_t L, uint32_t pool, uint32_t nf, uint3
 
 		len[0] = random_length(&seed, median, 1u << 16);
 		for (uint32_t f = 1; f < nf; f++)
-			len[f] = mode == PF_PACK_CONCAT ? len[0] :
+			len[f] = mode == PF_PACKER_CONCAT ? len[0] :
 				 random_length(&seed, median, 1u << 16);
 		for (uint32_t f = 0; f < nf; f++) {
 			total += len[f];
-			if (mode == PF_PACK_FIRST_FIT && len[f] > L) {
+			if (mode == PF_PACKER_FIRST_FIT && len[f] > L) {
 				tvals += len[f] - L;
 				values += L;
 			} else {
@@ -100,7 +100,7 @@ static void run(pf_pack_mode mode, uint32_t L, uint32_t pool, uint32_t nf, uint3
 			}
 		}
 		empty += total == 0;
-		for (uint32_t f = 0; f < nf && mode == PF_PACK_FIRST_FIT; f++)
+		for (uint32_t f = 0; f < nf && mode == PF_PACKER_FIRST_FIT; f++)
 			if (len[f] > L) {
 				trunc++;
 				break;
@@ -174,7 +174,7 @@ static void run(pf_pack_mode mode, uint32_t L, uint32_t pool, uint32_t nf, uint3
 							cr_assert_eq(pos[fill + n], pos[fill + n - 1] + 1);
 						n++;
 					}
-					if (mode == PF_PACK_FIRST_FIT)
+					if (mode == PF_PACKER_FIRST_FIT)
 						cr_assert_eq(pos[fill], 0);
 					seen_values += n;
 					fill += n;
@@ -183,14 +183,14 @@ static void run(pf_pack_mode mode, uint32_t L, uint32_t pool, uint32_t nf, uint3
 				/* padding after: zeros */
 				for (uint32_t v = fill; v < L; v++)
 					cr_assert(!seg[v] && !pos[v] && !val[v]);
-				if (mode == PF_PACK_CONCAT && row + 1 < nrows)
+				if (mode == PF_PACKER_CONCAT && row + 1 < nrows)
 					cr_assert_eq(fill, L, "concat: row %llu not full",
 						     (unsigned long long)row);
 			}
 		}
 		cr_assert_eq(seen_values, values, "every value once");
 		/* concat: the records in order, each whole and continuing */
-		if (mode == PF_PACK_CONCAT && nf == 1) {
+		if (mode == PF_PACKER_CONCAT && nf == 1) {
 			for (uint64_t row = 0; row < nrows; row++) {
 				const int32_t *val = r.val[0] + row * L, *pos = r.pos[0] + row * L;
 
@@ -215,18 +215,18 @@ static void run(pf_pack_mode mode, uint32_t L, uint32_t pool, uint32_t nf, uint3
 
 Test(pack, first_fit_invariants)
 {
-	run(PF_PACK_FIRST_FIT, 2048, 8, 1, 3000, 300, 1);
-	run(PF_PACK_FIRST_FIT, 512, 1, 1, 3000, 300, 2);
-	run(PF_PACK_FIRST_FIT, 512, 64, 2, 3000, 100, 3);
-	run(PF_PACK_FIRST_FIT, 7, 3, 2, 2000, 3, 4);
+	run(PF_PACKER_FIRST_FIT, 2048, 8, 1, 3000, 300, 1);
+	run(PF_PACKER_FIRST_FIT, 512, 1, 1, 3000, 300, 2);
+	run(PF_PACKER_FIRST_FIT, 512, 64, 2, 3000, 100, 3);
+	run(PF_PACKER_FIRST_FIT, 7, 3, 2, 2000, 3, 4);
 }
 
 Test(pack, concat_invariants)
 {
-	run(PF_PACK_CONCAT, 2048, 0, 1, 3000, 300, 5);
-	run(PF_PACK_CONCAT, 100, 0, 1, 3000, 300, 6);
-	run(PF_PACK_CONCAT, 256, 0, 2, 2000, 100, 7);
-	run(PF_PACK_CONCAT, 1, 0, 1, 500, 3, 8);
+	run(PF_PACKER_CONCAT, 2048, 0, 1, 3000, 300, 5);
+	run(PF_PACKER_CONCAT, 100, 0, 1, 3000, 300, 6);
+	run(PF_PACKER_CONCAT, 256, 0, 2, 2000, 100, 7);
+	run(PF_PACKER_CONCAT, 1, 0, 1, 500, 3, 8);
 }
 
 /* A plain first fit, written out: the pool of 2 rows of 10. */
@@ -242,7 +242,7 @@ Test(pack, first_fit_by_hand)
 	const uint32_t want_seg[] = { 1, 1, 2, 2, 1, 3 };
 	const uint64_t want_closed[] = { 0, 0, 0, 0, 1, 1 };
 
-	cr_assert_eq(pf_packer_init(&p, 10, 1, PF_PACK_FIRST_FIT, 2, &err), 0);
+	cr_assert_eq(pf_packer_init(&p, 10, 1, PF_PACKER_FIRST_FIT, 2, &err), 0);
 	for (int i = 0; i < 6; i++) {
 		cr_assert_eq(pf_pack_place(&p, &lens[i], pc, 4, &closed, &err), 1);
 		cr_assert_eq(pc[0].row, want_row[i], "record %d", i);
@@ -264,7 +264,7 @@ Test(pack, concat_by_hand)
 	pf_error err;
 	uint32_t len = 7;
 
-	cr_assert_eq(pf_packer_init(&p, 4, 1, PF_PACK_CONCAT, 0, &err), 0);
+	cr_assert_eq(pf_packer_init(&p, 4, 1, PF_PACKER_CONCAT, 0, &err), 0);
 	cr_assert_eq(pf_pack_place(&p, &len, pc, 4, &closed, &err), 2);
 	cr_assert_eq(pc[0].row, 0);
 	cr_assert_eq(pc[0].count[0], 4);
@@ -279,7 +279,7 @@ Test(pack, concat_by_hand)
 	cr_assert_eq(closed, 2, "row 1 is full");
 	cr_assert_eq(pf_pack_finish(&p), 2);
 	/* too few pieces */
-	cr_assert_eq(pf_packer_init(&p, 4, 1, PF_PACK_CONCAT, 0, &err), 0);
+	cr_assert_eq(pf_packer_init(&p, 4, 1, PF_PACKER_CONCAT, 0, &err), 0);
 	len = 9;
 	cr_assert_eq(pf_pack_place(&p, &len, pc, 2, &closed, &err), -ENOBUFS);
 }
@@ -288,30 +288,21 @@ Test(pack, bad_settings)
 {
 	pf_packer p;
 	pf_error err;
-	pf_pack_mode m;
 	uint32_t len[2] = { 3, 4 };
 	pf_pack_piece pc[4];
 	uint64_t closed;
 
-	cr_assert_eq(pf_packer_init(&p, 0, 1, PF_PACK_FIRST_FIT, 0, &err), -EINVAL);
+	cr_assert_eq(pf_packer_init(&p, 0, 1, PF_PACKER_FIRST_FIT, 0, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "pack length 0 is out of range 1..1048576"), "%s", err.msg);
-	cr_assert_eq(pf_packer_init(&p, PF_PACK_LENGTH_MAX + 1, 1, PF_PACK_FIRST_FIT, 0, &err),
+	cr_assert_eq(pf_packer_init(&p, PF_PACKER_LENGTH_MAX + 1, 1, PF_PACKER_FIRST_FIT, 0, &err),
 		     -EINVAL);
-	cr_assert_eq(pf_packer_init(&p, 8, 0, PF_PACK_FIRST_FIT, 0, &err), -EINVAL);
-	cr_assert_eq(pf_packer_init(&p, 8, 17, PF_PACK_FIRST_FIT, 0, &err), -EINVAL);
-	cr_assert_eq(pf_packer_init(&p, 8, 1, PF_PACK_FIRST_FIT, 65, &err), -EINVAL);
+	cr_assert_eq(pf_packer_init(&p, 8, 0, PF_PACKER_FIRST_FIT, 0, &err), -EINVAL);
+	cr_assert_eq(pf_packer_init(&p, 8, 17, PF_PACKER_FIRST_FIT, 0, &err), -EINVAL);
+	cr_assert_eq(pf_packer_init(&p, 8, 1, PF_PACKER_FIRST_FIT, 65, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "pack pool of 65 open rows"), "%s", err.msg);
-	cr_assert_eq(pf_packer_init(&p, 8, 1, (pf_pack_mode)7, 0, &err), -EINVAL);
+	cr_assert_eq(pf_packer_init(&p, 8, 1, (pf_packer_mode)7, 0, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "pack mode 7"), "%s", err.msg);
-	cr_assert_eq(pf_packer_init(&p, 8, 2, PF_PACK_CONCAT, 0, &err), 0);
+	cr_assert_eq(pf_packer_init(&p, 8, 2, PF_PACKER_CONCAT, 0, &err), 0);
 	cr_assert_eq(pf_pack_place(&p, len, pc, 4, &closed, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "feature 0 has 3 values, feature 1 has 4"), "%s", err.msg);
-	cr_assert_eq(pf_pack_mode_parse("first-fit", &m), 0);
-	cr_assert_eq(m, PF_PACK_FIRST_FIT);
-	cr_assert_eq(pf_pack_mode_parse("concat", &m), 0);
-	cr_assert_eq(m, PF_PACK_CONCAT);
-	cr_assert_eq(pf_pack_mode_parse("best_fit", &m), -EINVAL);
-	cr_assert_eq(pf_pack_mode_parse(NULL, &m), -EINVAL);
-	cr_assert_str_eq(pf_pack_mode_name(PF_PACK_CONCAT), "concat");
-	cr_assert_null(pf_pack_mode_name((pf_pack_mode)9));
 }
