@@ -289,14 +289,14 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	icfg.per_core_batch = PF_PACK_GROUP;
 	icfg.max_steps = 0;
 	icfg.remainder = PF_REMAINDER_DROP;
-	/* The inner rows are long (L values, or PF_PACK_CONCAT_CAP): unless
-	 * the config sets it, the shuffle window is what a quarter of the
-	 * budget holds, at most the default. */
-	if (cfg->shuffle && !cfg->shuffle_window) {
+	/* The inner rows are long (L values, or PF_PACK_CONCAT_CAP): the
+	 * shuffle window is at most what a quarter of the budget holds. */
+	if (cfg->shuffle) {
 		uint64_t budget = cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT;
 		uint64_t w = budget / 4 / (inner_spec->row_bytes ? inner_spec->row_bytes : 1);
+		uint64_t want = cfg->shuffle_window ? cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT;
 
-		w = w < PF_LOADER_WINDOW_DEFAULT ? w : PF_LOADER_WINDOW_DEFAULT;
+		w = w < want ? w : want;
 		icfg.shuffle_window = (uint32_t)(w < PF_PACK_GROUP ? PF_PACK_GROUP : w);
 	}
 	ret = pf_loader_create_spec(&pk->inner, &icfg, inner_spec, err);

@@ -491,6 +491,12 @@ static void first_batch_json(json_t *o, const pf_loader_metrics *m, bool *bad)
 		    pf_json_num((double)minus0(m->first_batch_ns, m->create_ns) * 1e-9), bad);
 }
 
+/* a / b, 0 for b 0. */
+static double pack_ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
 static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader_metrics *m,
 			const pf_run_info *run, const pf_loader_verdict *v, const bool *empty,
 			size_t nempty)
@@ -554,6 +560,20 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 	pf_text_printf(t, "remainder   %llu records dropped, %llu wrapped\n",
 		       (unsigned long long)m->remainder_dropped,
 		       (unsigned long long)m->remainder_wrapped);
+	if (cfg->pack_length)
+		pf_text_printf(t, "packing     %s, L %u: %llu rows, efficiency %.4f (values / "
+			       "slots), %.2f records a row, %.0f values/s; truncated %llu "
+			       "records (%llu values), %llu empty, %llu rows dropped\n",
+			       pf_pack_mode_name(cfg->pack_mode) ? pf_pack_mode_name(cfg->pack_mode)
+								 : "?",
+			       cfg->pack_length, (unsigned long long)m->pack_rows,
+			       pack_ratio(m->pack_values, m->pack_slots),
+			       pack_ratio(m->pack_segments, m->pack_rows),
+			       (double)m->pack_values / s,
+			       (unsigned long long)m->pack_truncated_records,
+			       (unsigned long long)m->pack_truncated_values,
+			       (unsigned long long)m->pack_empty_records,
+			       (unsigned long long)m->pack_rows_dropped);
 	if (nempty) {
 		size_t named = 0;
 
@@ -657,6 +677,26 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 	pf_json_put(o, "memory_pool_bytes", pf_json_u64(m->memory_bytes), bad);
 	pf_json_put(o, "remainder_dropped", pf_json_u64(m->remainder_dropped), bad);
 	pf_json_put(o, "remainder_wrapped", pf_json_u64(m->remainder_wrapped), bad);
+	if (cfg->pack_length) {
+		const char *mode = pf_pack_mode_name(cfg->pack_mode);
+
+		sub = json_object();
+		pf_json_put(sub, "mode", pf_json_str(mode ? mode : "?"), bad);
+		pf_json_put(sub, "length", pf_json_u64(cfg->pack_length), bad);
+		pf_json_put(sub, "rows", pf_json_u64(m->pack_rows), bad);
+		pf_json_put(sub, "slots", pf_json_u64(m->pack_slots), bad);
+		pf_json_put(sub, "values", pf_json_u64(m->pack_values), bad);
+		pf_json_put(sub, "efficiency", pf_json_num(pack_ratio(m->pack_values, m->pack_slots)),
+			    bad);
+		pf_json_put(sub, "records_per_row",
+			    pf_json_num(pack_ratio(m->pack_segments, m->pack_rows)), bad);
+		pf_json_put(sub, "values_per_s", pf_json_num((double)m->pack_values / s), bad);
+		pf_json_put(sub, "truncated_records", pf_json_u64(m->pack_truncated_records), bad);
+		pf_json_put(sub, "truncated_values", pf_json_u64(m->pack_truncated_values), bad);
+		pf_json_put(sub, "empty_records", pf_json_u64(m->pack_empty_records), bad);
+		pf_json_put(sub, "rows_dropped", pf_json_u64(m->pack_rows_dropped), bad);
+		pf_json_put(o, "packing", sub, bad);
+	}
 	sub = json_object();
 	pf_json_put(sub, "drops", pf_json_u64(m->corrupt_drops), bad);
 	/* null while some unit's records are unknown; the known ones apart */

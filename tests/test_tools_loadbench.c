@@ -335,6 +335,18 @@ Test(loadbench, bad_flags_and_missing_files)
 		{ "--per-core-batch", 2, "--per-core-batch: a value is required" },
 		{ "", 2, "no shards given" },
 		{ "--features 'tokens:int33[4]' Z", 2, "--features:" },
+		{ "--pack 0 --features 'tokens:int32[*]' Z", 2, "--pack: '0' is out of range" },
+		{ "--pack x Z", 2, "--pack: 'x'" },
+		{ "--pack 64 --pack-mode best Z", 2, "--pack-mode: 'best' is not first-fit or concat" },
+		{ "--features 'tokens:int32[*]' Z", 1, "'tokens' is ragged ([*]): give it a length" },
+		{ "--pack 2000000 --features 'tokens:int32[*]' Z", 1,
+		  "pack length 2000000 is too large (at most 1048576)" },
+		{ "--pack 64 --pack-pool 65 --features 'tokens:int32[*]' Z", 1,
+		  "pack pool of 65 open rows is out of range 1..64" },
+		{ "--pack 64 --features 'tokens:int32[*],label:int64[1]' Z", 1,
+		  "'label' has a fixed length ([1]) beside packed features" },
+		{ "--pack 64 --features 'tokens:float32[*]:default=0' Z", 2,
+		  "'default' does not apply to a ragged feature" },
 		{ "/nonexistent/shard.tfrecord.zst", 1, "/nonexistent/shard.tfrecord.zst" },
 		{ "--features 'label:int64[1]' Z /nonexistent/b.tfrecord.zst", 1, "/nonexistent/b.tfrecord.zst" },
 	};
@@ -652,4 +664,33 @@ Test(loadbench, skip_mode_reports_an_uncountable_loss_as_unknown, .timeout = 60)
 	cr_assert(strstr(out, "corrupt     1 units dropped (records lost: unknown (1 unit of "
 			 "unknown size); "), "%s", out);
 	cr_assert(strstr(out, " bytes skipped), 0 empty rows"), "%s", out);
+}
+
+/* --pack: the report's packing object, the same figures in text. */
+Test(loadbench, packing_report, .timeout = 120)
+{
+	const char *d = make_dataset();
+	char args[1024];
+	json_t *o, *p;
+
+	for (int mode = 0; mode < 2; mode++) {
+		snprintf(args, sizeof(args), "--features 'tokens:int32[*]' --pack 128 --pack-mode %s "
+			 "--per-core-batch 4 --cores 2 %s/z", mode ? "concat" : "first-fit", d);
+		o = run_json(args);
+		p = json_object_get(o, "packing");
+		cr_assert_not_null(p);
+		cr_assert_str_eq(json_string_value(json_object_get(p, "mode")),
+				 mode ? "concat" : "first_fit");
+		cr_assert_eq(jd(p, "length"), 128);
+		cr_assert_eq(jd(p, "rows"), jd(o, "steps") * 8);
+		cr_assert_eq(jd(p, "slots"), jd(p, "rows") * 128);
+		cr_assert_gt(jd(p, "values"), 0);
+		cr_assert_float_eq(jd(p, "efficiency"), jd(p, "values") / jd(p, "slots"), 1e-9);
+		if (mode)
+			cr_assert_eq(jd(p, "efficiency"), 1.0, "concat fills every row it hands out");
+		else
+			cr_assert_gt(jd(p, "truncated_records"), 0);
+		cr_assert_gt(jd(p, "values_per_s"), 0);
+		json_decref(o);
+	}
 }

@@ -182,6 +182,16 @@ const cli_opt loadbench_cli[] = {
 	{ CLI_CHOICE, "remainder", .arg = "drop|wrap", .off = O(remainder),
 	  .choices = "drop|wrap", .more = true,
 	  .help = "the records past the last whole step of an epoch (default drop)" },
+	{ CLI_U64, "pack", .arg = "L", .off = O(pack), .min = 1, .max = UINT32_MAX,
+	  .suffix = true,
+	  .help = "pack the spec's ragged features (name:dtype[*]) into rows of L values, "
+		  "with NAME_segment_ids and NAME_positions (default: no packing)" },
+	{ CLI_CHOICE, "pack-mode", .arg = "first-fit|concat", .off = O(pack_mode),
+	  .choices = "first-fit|concat", .more = true,
+	  .help = "first-fit: each record whole into the first open row with room "
+		  "(default); concat: the records one after the other, cut into rows" },
+	{ CLI_U64, "pack-pool", .arg = "N", .off = O(pack_pool), .min = 1, .max = UINT32_MAX,
+	  .more = true, .help = "first-fit's open rows (default 8)" },
 	{ CLI_STRING, "features", .arg = "SPEC", .off = O(features),
 	  .help = "the feature spec (default: from the shards' schema)" },
 	{ CLI_NOTE, .more = true,
@@ -406,7 +416,8 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 		return 1;
 	}
 	out->steps_per_epoch = pf_loader_steps_per_epoch(l);
-	if (!out->steps_per_epoch) {
+	/* Packing: the epoch's steps are known as its records are placed. */
+	if (!out->steps_per_epoch && !cfg->pack_length) {
 		pf_loader_metrics m;
 		pf_loader_get_metrics(l, &m);
 		cli_fail("the data holds %llu records: not one global batch of %llu",
@@ -785,6 +796,9 @@ int main(int argc, char **argv)
 	cfg.shuffle_mode = o.shuffle_mode;
 	cfg.shuffle_window = (uint32_t)o.window;
 	cfg.remainder = (pf_remainder)o.remainder;
+	cfg.pack_length = (uint32_t)(o.pack > UINT32_MAX ? UINT32_MAX : o.pack);
+	cfg.pack_mode = (pf_pack_mode)o.pack_mode;
+	cfg.pack_pool = (uint32_t)o.pack_pool;
 	cfg.threads = (unsigned)o.threads_arg;
 	cfg.io_depth = (unsigned)o.io_depth;
 	cfg.memory_budget = (size_t)o.memory_mib << 20;

@@ -21,6 +21,8 @@ typedef struct options {
 	pf_shuffle_mode shuffle_mode;	/* --shuffle=global */
 	const char *features;
 	int remainder;			/* pf_remainder */
+	uint64_t pack, pack_pool;	/* --pack L, --pack-pool N */
+	int pack_mode;			/* pf_pack_mode */
 	bool host_index_given, num_hosts_given;	/* else from the environment */
 	const char *save_state;
 	uint64_t save_every;
