@@ -168,14 +168,14 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		"remainder_wrap", "threads", "io_depth", "memory_bytes", "prefetch",
 		"on_corrupt_skip", "max_corrupt", "quarantine", "resume",
 		"verify_records", "direct_io", "io_backend", "io_faults", "shuffle_global",
-		NULL,
+		"pack_length", "pack_concat", "pack_pool", NULL,
 	};
 	pf_loader_config cfg = { 0 };
 	PyObject *paths, *resume = Py_None;
 	const char *features, *quarantine = NULL, *io_backend = NULL, *io_faults = NULL;
 	const char **cpaths = NULL;
 	unsigned long long seed = 0, max_steps = 0, memory = 0, max_corrupt = 0;
-	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0, global = 0;
+	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0, global = 0, concat = 0;
 	pf_state_blob *blobs = NULL;
 	Py_buffer *views = NULL;
 	Py_ssize_t nviews = 0;
@@ -191,14 +191,15 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		return PyErr_Format(PyExc_RuntimeError,
 				    "the loader is open or its batches are held; close it "
 				    "and release them first");
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzp", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzpIpI", names,
 					 &paths, &features, &cfg.per_core_batch,
 					 &cfg.cores_per_host, &cfg.host_index,
 					 &cfg.num_hosts, &seed, &cfg.epochs, &max_steps,
 					 &shuffle, &cfg.shuffle_window, &wrap, &cfg.threads,
 					 &cfg.io_depth, &memory, &cfg.prefetch, &skip,
 					 &max_corrupt, &quarantine, &resume, &verify, &direct,
-					 &io_backend, &io_faults, &global))
+					 &io_backend, &io_faults, &global, &cfg.pack_length, &concat,
+					 &cfg.pack_pool))
 		return NULL;
 	cpaths = c_strings(paths, "paths", &cfg.npaths);
 	if (!cpaths)
@@ -243,6 +244,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	cfg.direct_io = direct;
 	cfg.io_backend = io_backend;
 	cfg.io_faults = io_faults;
+	cfg.pack_mode = concat ? PF_PACK_CONCAT : PF_PACK_FIRST_FIT;
 
 	pf_error_clear(&err);
 	/* Opening reads every shard's index: no GIL needed, and it may take
@@ -635,7 +637,7 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		Py_DECREF(series);
 		return NULL;
 	}
-	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsNsKsKsKsKsKsN}",
+	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsNsKsKsKsKsKsNsKsKsKsKsKsKsKsK}",
 		"records", U(m.records), "steps", U(m.steps),
 		"bytes_read", U(m.bytes_read), "bytes_decompressed", U(m.bytes_decompressed),
 		"remainder_dropped", U(m.remainder_dropped),
@@ -652,7 +654,13 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		"io_short_reads", U(m.io_short_reads), "corrupt_drops", U(m.corrupt_drops),
 		"corrupt_records", lost, "corrupt_records_known", U(m.corrupt_records),
 		"corrupt_unknown", U(m.corrupt_unknown), "corrupt_bytes", U(m.corrupt_bytes),
-		"holes", U(m.holes), "io_requests", U(m.io_requests), "series", series);
+		"holes", U(m.holes), "io_requests", U(m.io_requests), "series", series,
+		"pack_rows", U(m.pack_rows), "pack_slots", U(m.pack_slots),
+		"pack_values", U(m.pack_values), "pack_segments", U(m.pack_segments),
+		"pack_truncated_records", U(m.pack_truncated_records),
+		"pack_truncated_values", U(m.pack_truncated_values),
+		"pack_empty_records", U(m.pack_empty_records),
+		"pack_rows_dropped", U(m.pack_rows_dropped));
 #undef U
 	return d;
 }
@@ -756,7 +764,14 @@ static PyMethodDef loader_methods[] = {
 	  "                       stage.NAME.busy_s and .threads (io, decode,\n"
 	  "                       consumer_wait), region.LABEL.bytes: a point\n"
 	  "                       every 20 ms of next() calls, at most 240\n"
-	  "                       (docs/api.md, \"The time series\")" },
+	  "                       (docs/api.md, \"The time series\")\n"
+	  "  pack_rows, pack_slots, pack_values, pack_segments\n"
+	  "                       pack_length: packed rows delivered, their value\n"
+	  "                       slots and the records' values in them\n"
+	  "                       (efficiency: values / slots), segments in them\n"
+	  "  pack_truncated_records, pack_truncated_values, pack_empty_records,\n"
+	  "  pack_rows_dropped    records cut at L and the values cut, records\n"
+	  "                       of no values, rows past an epoch's last step" },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -616,6 +616,15 @@ class Loader(_podfeed.LoaderBase):
                       'eio@7,short:0.05,delay=200ms:0.1,seed=42' (kinds
                       eio, short, enoent, hang, delay=D; '@N' the Nth
                       request, ':F' a fraction of reads).
+      pack_length     pack the spec's ragged features ('tokens:int32[*]')
+                      into rows of this many values, each with
+                      NAME_segment_ids and NAME_positions (None: no
+                      packing; docs/api.md, "Packed sequences").
+      pack_mode       'first_fit' (each record whole into the first open
+                      row with room; longer ones cut at pack_length) or
+                      'concat' (the records one after the other, cut into
+                      rows).
+      pack_pool       first_fit's open rows (None: 8).
 
     Iterating yields podfeed.Batch objects (help(podfeed.Batch)) and ends
     after the last epoch.  next() runs without the GIL and Ctrl-C
@@ -645,9 +654,13 @@ class Loader(_podfeed.LoaderBase):
                  remainder="drop", on_corrupt="fail", memory_mib=512, threads=None,
                  state=None, prefetch=2, max_steps=None, io_depth=None,
                  max_corrupt=None, quarantine=None, verify_records=False,
-                 direct_io=False, io_backend=None, io_faults=None):
+                 direct_io=False, io_backend=None, io_faults=None, pack_length=None,
+                 pack_mode="first_fit", pack_pool=None):
         u64 = 2**64 - 1
         shuffle, shuffle_global = _shuffle(shuffle)
+        pack_length = _uint("pack_length", pack_length, lo=1, hi=2**32 - 1, none_ok=True) or 0
+        pack_mode = _choice("pack_mode", pack_mode, ("first_fit", "concat"))
+        pack_pool = _uint("pack_pool", pack_pool, lo=1, hi=2**32 - 1, none_ok=True) or 0
         verify_records = _flag("verify_records", verify_records)
         direct_io = _flag("direct_io", direct_io)
         remainder = _choice("remainder", remainder, ("drop", "wrap"))
@@ -695,7 +708,8 @@ class Loader(_podfeed.LoaderBase):
             prefetch=_uint("prefetch", prefetch, lo=1, hi=1 << 16),
             on_corrupt_skip=on_corrupt == "skip", max_corrupt=max_corrupt or 0,
             quarantine=quarantine, verify_records=verify_records, direct_io=direct_io,
-            io_backend=io_backend, io_faults=io_faults)
+            io_backend=io_backend, io_faults=io_faults, pack_length=pack_length,
+            pack_concat=pack_mode == "concat", pack_pool=pack_pool)
         self.host_index, self.num_hosts = index, count
         self.cores, self.per_core_batch = cores, per_core_batch
         self._reopen(None if state is None else _state_blobs(state))

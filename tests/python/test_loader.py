@@ -195,6 +195,46 @@ def test_lengths_and_ragged_in_the_dict_form(data):
     assert "'tokens' is ragged ([*]): give it a length" in str(e.value)
 
 
+@pytest.mark.parametrize("mode", ["first_fit", "concat"])
+def test_packing(data, mode):
+    L = 128
+    with podfeed.Loader(str(data / "indexed"), "tokens:int32[*]", 4, cores=2,
+                        pack_length=L, pack_mode=mode) as loader:
+        assert loader.features == ("tokens", "tokens_segment_ids", "tokens_positions")
+        rows = 0
+        for batch in loader:
+            tok, seg, pos = (batch[k] for k in loader.features)
+            assert tok.shape == seg.shape == pos.shape == (2, 4, L)
+            for row_seg, row_pos in zip(seg.reshape(-1, L), pos.reshape(-1, L)):
+                rows += 1
+                used = row_seg > 0
+                # the segments come first, then padding (0)
+                assert not used[np.argmin(used):].any() or used.all()
+                ids = row_seg[used]
+                assert (np.diff(ids) >= 0).all() and (ids[0] == 1)
+                # positions count up inside each segment
+                starts = np.flatnonzero(np.diff(ids)) + 1
+                for a, b in zip(np.r_[0, starts], np.r_[starts, ids.size]):
+                    p = row_pos[used][a:b]
+                    assert (np.diff(p) == 1).all()
+                    if mode == "first_fit":
+                        assert p[0] == 0
+        m = loader.metrics()
+        assert m["pack_rows"] == rows > 0 and m["pack_slots"] == rows * L
+        assert 0 < m["pack_values"] <= m["pack_slots"]
+        packing = loader.report("dict")["packing"]
+        assert packing["mode"] == mode and packing["length"] == L
+        assert packing["efficiency"] == pytest.approx(m["pack_values"] / m["pack_slots"])
+        assert "packing" in loader.report()
+    with pytest.raises(podfeed.ConfigError) as e:
+        podfeed.Loader(str(data / "indexed"), "tokens:int32[*],label:int64[1]", 4,
+                       pack_length=L)
+    assert "'label' has a fixed length ([1]) beside packed features" in str(e.value)
+    with pytest.raises(podfeed.ConfigError) as e:
+        podfeed.Loader(str(data / "indexed"), "tokens:int32[*]", 4, pack_length=2**21)
+    assert "pack length 2097152 is too large" in str(e.value)
+
+
 def test_missing_file(data, tmp_path):
     missing = tmp_path / "nope.tfrecord.zst"
     with pytest.raises(podfeed.FileError) as e:
@@ -276,6 +316,11 @@ LOADER_BAD = [
     (dict(features={"x": {"dtype": "int32", "lengths": 1}}), TypeError, "features"),
     (dict(features={"x": ("int32", "**")}), ValueError, "features"),
     (dict(features="x:int32[*]:lengths"), ValueError, "features"),
+    (dict(pack_length=0), ValueError, "pack_length"),
+    (dict(pack_length="64"), TypeError, "pack_length"),
+    (dict(pack_mode="best_fit"), ValueError, "pack_mode"),
+    (dict(pack_mode=1), TypeError, "pack_mode"),
+    (dict(pack_pool=0), ValueError, "pack_pool"),
     (dict(features="tokens:int33[4]"), ValueError, "features"),
     (dict(per_core_batch=1.5), TypeError, "per_core_batch"),
     (dict(per_core_batch=0), ValueError, "per_core_batch"),
