@@ -67,8 +67,13 @@ struct pf_pack_run {
 	uint32_t epoch;
 	uint64_t step, opened, closed;
 	bool epoch_done;
-	uint64_t epoch_steps;
+	uint64_t epoch_steps;		/* planned: every host's */
+	uint64_t epoch_rows;		/* planned: this host's */
 	bool inner_done, started;
+
+	/* Every record's packed lengths, in dataset order (pack_plan.c). */
+	uint32_t *lengths;
+	uint64_t nlengths;
 	uint64_t gstep;
 
 	/* A record's pieces: an inner row holds at most cap values, which
@@ -112,6 +117,8 @@ int pf_pack_mode_parse(const char *name, pf_pack_mode *mode)
 	}
 	return -EINVAL;
 }
+
+static int plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err);
 
 /* ------------------------------------------------------------------ */
 /* Creation                                                             */
@@ -242,7 +249,7 @@ static int make_outs(pf_loader *l, pf_pack_run *pk, pf_error *err)
 int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 {
 	pf_loader_config icfg = *cfg;
-	pf_spec *inner_spec = NULL;
+	pf_spec *inner_spec = NULL, *user_spec = NULL;
 	pf_pack_run *pk;
 	pf_loader *l;
 	int ret;
@@ -254,10 +261,12 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	l = pf_calloc(1, sizeof(*l));
 	pk = pf_calloc(1, sizeof(*pk));
 	inner_spec = pf_calloc(1, sizeof(*inner_spec));
-	if (!l || !pk || !inner_spec) {
+	user_spec = pf_calloc(1, sizeof(*user_spec));
+	if (!l || !pk || !inner_spec || !user_spec) {
 		pf_free(l);
 		pf_free(pk);
 		pf_free(inner_spec);
+		pf_free(user_spec);
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory creating the loader");
 	}
@@ -276,8 +285,10 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	pk->B = l->host_batch;
 	pk->L = cfg->pack_length;
 	ret = pf_spec_parse(&l->spec, cfg->features, err);
-	if (ret == 0)
+	if (ret == 0) {
+		*user_spec = l->spec;
 		ret = make_specs(pk, cfg, &l->spec, inner_spec, err);
+	}
 	if (ret == 0)
 		ret = pf_packer_init(&pk->packer, cfg->pack_length, pk->nf, (pf_packer_mode)cfg->pack_mode,
 				     cfg->pack_pool, err);
@@ -304,8 +315,26 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		goto fail_inner;	/* it took its part in the pod's open */
 	ret = make_outs(l, pk, err);
 	if (ret < 0)
-		goto fail;
+		goto fail_inner;
+	/* The plan: every record's lengths, then epoch 0's steps. */
+	ret = pf_pack_lengths(cfg, user_spec, pk->nf, &pk->lengths, &pk->nlengths, err);
+	if (ret < 0)
+		goto fail_inner;
+	ret = plan_epoch(l, pk, pk->inner->start_epoch, err);
+	if (ret < 0)
+		goto fail_inner;
+	l->steps_per_epoch = pk->epoch_steps;
+	if (!l->steps_per_epoch) {
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "the dataset's records pack into %llu rows of %u on this host "
+				   "(the fewest of any host decide), not one step of %u rows "
+				   "(per_core_batch %u x %u cores)",
+				   (unsigned long long)pk->epoch_rows, pk->L, pk->B,
+				   l->topo.per_core_batch, l->topo.cores);
+		goto fail_inner;
+	}
 	pf_free(inner_spec);
+	pf_free(user_spec);
 	*out = l;
 	return 0;
 fail:
@@ -319,6 +348,7 @@ fail_inner:
 	if (ret == -ENOMEM && !err->code)
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory creating the loader");
 	pf_free(inner_spec);
+	pf_free(user_spec);
 	pf_pack_free(l);
 	return ret;
 }
@@ -339,10 +369,23 @@ void pf_pack_free(pf_loader *l)
 	pf_free(pk->outs);
 	pf_free(pk->inprog);
 	pf_free(pk->pieces);
+	pf_free(pk->lengths);
 	pf_free(pk->toff);
 	pf_free(pk);
 	pthread_mutex_destroy(&l->mu);
 	pf_free(l);
+}
+
+/* Epoch e's steps, every host's (pack_plan.c), and this host's rows. */
+static int plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err)
+{
+	int ret = pf_pack_plan_steps(pk->inner, &pk->packer, l->cfg.seed, e, pk->lengths, pk->nf,
+				     pk->cap, pk->B, &pk->epoch_steps, &pk->epoch_rows);
+
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+				    "planning the packed epoch %u: %s", e, pf_strerror(ret));
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -433,6 +476,8 @@ static int place(pf_loader *l, pf_pack_run *pk, uint32_t r)
 			uint32_t core = idx / l->topo.per_core_batch, row = idx % l->topo.per_core_batch;
 			pack_out *o;
 
+			if (step >= pk->epoch_steps)
+				continue;	/* past the epoch's last step: dropped */
 			if (step >= pk->step + pk->window)
 				return pf_error_set(&l->err, -EOVERFLOW, PF_OFFSET_NONE, 0,
 						    "packing: row %llu is beyond the steps in progress",
@@ -466,13 +511,13 @@ static void end_epoch(pf_pack_run *pk)
 
 	pk->opened = pk->closed = rows;
 	pk->epoch_done = true;
-	pk->epoch_steps = rows / pk->B;
 }
 
-/* Start epoch e: an empty packer, row and step 0. */
-static void start_epoch(pf_pack_run *pk, uint32_t e)
+/* Start epoch e: an empty packer, row and step 0, its steps planned. */
+static int start_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
 {
 	pf_packer next = pk->packer;
+	int ret;
 
 	/* The counts go on across epochs; the rows start again. */
 	next.nopen = 0;
@@ -481,7 +526,8 @@ static void start_epoch(pf_pack_run *pk, uint32_t e)
 	pk->epoch = e;
 	pk->step = pk->opened = pk->closed = 0;
 	pk->epoch_done = false;
-	pk->epoch_steps = 0;
+	ret = plan_epoch(l, pk, e, &l->err);
+	return ret;
 }
 
 /* Pack until step pk->step can be handed out (1), the run is over (0),
@@ -491,19 +537,24 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 	for (;;) {
 		int ret;
 
-		if (!pk->epoch_done) {
-			if (pk->closed >= (pk->step + 1) * pk->B &&
-			    pk->opened >= (pk->step + 2) * pk->B)
-				return 1;
-		} else {
-			if (pk->step < pk->epoch_steps)
-				return 1;
-			/* Rows past the last step: dropped. */
-			l->m.pack_rows_dropped += pk->opened - pk->step * pk->B;
+		if (pk->step < pk->epoch_steps &&
+		    (pk->epoch_done || pk->closed >= (pk->step + 1) * pk->B))
+			return 1;
+		if (pk->epoch_done) {
+			/* Rows past the last step (every host's): dropped. */
+			if (pk->opened != pk->epoch_rows)
+				return pf_error_set(&l->err, -EIO, PF_OFFSET_NONE, 0,
+						    "packing epoch %u made %llu rows, its plan %llu "
+						    "(did the data change since it was opened?)",
+						    pk->epoch, (unsigned long long)pk->opened,
+						    (unsigned long long)pk->epoch_rows);
+			l->m.pack_rows_dropped += pk->opened - pk->epoch_steps * pk->B;
 			drop_steps(pk, pk->step, pk->step + pk->window);
-			if (pk->inner_done)
+			if (pk->inner_done || pk->epoch + 1 >= l->epochs)
 				return 0;
-			start_epoch(pk, pk->epoch + 1);
+			ret = start_epoch(l, pk, pk->epoch + 1);
+			if (ret < 0)
+				return ret;
 			continue;
 		}
 		if (!pk->ib) {
@@ -525,7 +576,7 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 			}
 			if (!pk->started) {
 				pk->started = true;
-				start_epoch(pk, pk->ib->epoch);
+				pk->epoch = pk->ib->epoch;
 			}
 			pk->irow = 0;
 		}
@@ -538,7 +589,7 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 			ret = place(l, pk, r);
 			if (ret < 0)
 				return ret;
-			if (pk->opened >= (pk->step + 2) * pk->B && pk->closed >= (pk->step + 1) * pk->B)
+			if (pk->step < pk->epoch_steps && pk->closed >= (pk->step + 1) * pk->B)
 				break;
 		}
 		if (pk->irow == pk->ib->per_core_batch) {
@@ -588,7 +639,7 @@ int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	o->batch.step = pk->step;
 	o->batch.global_step = pk->gstep++;
 	o->batch.epoch_start = pk->step == 0;
-	o->batch.epoch_end = pk->epoch_done && pk->step + 1 == pk->epoch_steps;
+	o->batch.epoch_end = pk->step + 1 == pk->epoch_steps;
 	pk->step++;
 	pk->held++;
 	dt = pf_now_ns() - t0;

@@ -601,6 +601,20 @@ int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns);
 void pf_pack_release(pf_loader *l, pf_batch *batch);
 void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m);
 const pf_loader *pf_pack_inner(const pf_loader *l);
+/* pack_plan.c: every record's length of each of the nf packed features
+ * (the first nf of user, the spec as parsed) in dataset order, read by a
+ * loader of the dataset alone (*out: pf_free()).  @return 0 or <0 with
+ * err. */
+int pf_pack_lengths(const pf_loader_config *cfg, const pf_spec *user, uint32_t nf,
+		    uint32_t **out, uint64_t *nrecords, pf_error *err);
+/* The steps of epoch `epoch` on every host: the packer pk (empty, its
+ * settings) over each host's records as the inner loader delivers them,
+ * their lengths len (capped at cap), host_batch rows a step; *own_rows:
+ * this host's rows.  @return 0 or -ENOMEM. */
+struct pf_packer;
+int pf_pack_plan_steps(const pf_loader *inner, const struct pf_packer *pk, uint64_t seed,
+		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+		       uint32_t host_batch, uint64_t *steps, uint64_t *own_rows);
 
 /* drops.c */
 /* One drop (skip mode) of the file path: counted, logged, checked

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Packing's plan: the steps of an epoch, the same on every host, known
+ * before its first batch.  The records' packed lengths (a pass over the
+ * dataset that decodes one value and the length of each packed feature)
+ * and every host's record order (plan.c's, as the inner loader reads
+ * them) go through the packer (transform/), lengths only, for each host:
+ * the epoch's steps are the fewest rows any host makes over its rows a
+ * step; the rows a host makes past them are dropped and counted.  Not
+ * here: packing the values (pack.c). */
+#include <errno.h>
+#include <string.h>
+
+#include "pf_transform.h"
+#include "pipeline_internal.h"
+#include "spec_internal.h"
+
+/* Records a step of the lengths pass. */
+#define LENGTHS_GROUP 256u
+
+int pf_pack_lengths(const pf_loader_config *cfg, const pf_spec *user, uint32_t nf,
+		    uint32_t **out, uint64_t *nrecords, pf_error *err)
+{
+	pf_loader_config lcfg = *cfg;
+	pf_spec *spec = pf_calloc(1, sizeof(*spec));
+	pf_loader *l = NULL;
+	uint32_t *len = NULL;
+	uint64_t n = 0, total;
+	pf_batch *b;
+	int ret;
+
+	if (!spec)
+		return -ENOMEM;
+	*spec = *user;
+	for (uint32_t i = nf; i-- > 0;) {
+		spec->f[i].ragged = false;
+		spec->f[i].len = 1;
+		ret = pf_spec_add_made(spec, i, PF_ROLE_LENGTHS_FULL, "_lengths", PF_DTYPE_INT32,
+				       1, err);
+		if (ret < 0)
+			goto out;
+	}
+	pf_spec_layout(spec);
+	lcfg.pack_length = 0;
+	lcfg.features = NULL;
+	lcfg.host_index = 0;
+	lcfg.num_hosts = 1;
+	lcfg.cores_per_host = 1;
+	lcfg.per_core_batch = LENGTHS_GROUP;
+	lcfg.shuffle = false;
+	lcfg.epochs = 1;
+	lcfg.max_steps = 0;
+	lcfg.remainder = PF_REMAINDER_WRAP;
+	lcfg.resume = NULL;
+	lcfg.nresume = 0;
+	lcfg.allgather = NULL;	/* every host counts alone (for now) */
+	lcfg.quarantine = NULL;
+	ret = pf_loader_create_spec(&l, &lcfg, spec, err);
+	if (ret < 0)
+		goto out;
+	total = l->ds->records;
+	len = pf_calloc(total ? total * nf : 1, sizeof(*len));
+	if (!len) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* One host, in order: the dataset's records 0 .. total - 1 (the
+	 * wrapped ones after them are not needed). */
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		const pf_core_batch *cb = &b->core[0];
+
+		for (uint32_t r = 0; r < b->per_core_batch && n < total; r++, n++)
+			for (uint32_t f = 0; f < nf; f++)
+				len[n * nf + f] = cb->valid[r] ?
+					(uint32_t)((const int32_t *)cb->tensors[2 * f + 1].data)[r] : 0;
+		pf_loader_release(l, b);
+	}
+	if (ret < 0) {
+		*err = *pf_loader_last_error(l);
+		goto out;
+	}
+	*out = len;
+	*nrecords = total;
+	len = NULL;
+	ret = 0;
+out:
+	pf_loader_free(l);
+	pf_free(len);
+	pf_free(spec);
+	return ret;
+}
+
+/* The rows host h's inner stream of epoch e packs into. */
+static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint32_t epoch,
+			 const uint32_t *len, uint32_t nf, uint32_t cap, const uint64_t *file_base,
+			 pf_packer *pk, uint32_t *perm)
+{
+	const pf_dataset *ds = inner->ds;
+	pf_topology t = inner->topo;
+	pf_epoch_plan p = { 0 };
+	pf_pack_piece pieces[4];
+	uint64_t seg_start = 0, closed;
+	uint32_t w = inner->wblock;
+	size_t si = 0;
+	pf_packer scratch = *pk;
+	pf_error err;
+	int ret;
+
+	t.host_index = h;
+	ret = pf_plan_epoch(&p, ds, &t, seed, epoch, inner->cfg.shuffle, PF_REMAINDER_DROP);
+	if (ret < 0)
+		goto out;
+	/* Outputs in order: block k's output o holds its input perm^-1(o). */
+	for (uint64_t k = 0; k * w < p.quota; k++) {
+		uint64_t first = k * w, left = p.stream_len - first;
+		uint32_t n = left < w ? (uint32_t)left : w;
+
+		if (inner->shuffle_rows) {
+			uint32_t *inv = perm + w;
+
+			pf_plan_block_perm(seed, epoch, h, k, perm, n);
+			for (uint32_t r = 0; r < n; r++)
+				inv[perm[r]] = r;
+			memcpy(perm, inv, n * sizeof(*perm));
+		} else {
+			for (uint32_t r = 0; r < n; r++)
+				perm[r] = r;
+		}
+		for (uint32_t o = 0; o < n && first + o < p.quota; o++) {
+			uint64_t at = first + perm[o], rec;
+			uint32_t l[PF_PACKER_MAX_FEATURES];
+			const pf_unit *u;
+
+			/* Segments: found from the start for outputs out of order. */
+			if (at < seg_start) {
+				seg_start = 0;
+				si = 0;
+			}
+			while (at >= seg_start + p.seg[si].count)
+				seg_start += p.seg[si++].count;
+			u = &ds->units[p.seg[si].unit];
+			rec = file_base[u->file] + (u->stream ? 0 : u->first_record) + p.seg[si].first +
+			      (at - seg_start);
+			for (uint32_t f = 0; f < nf; f++)
+				l[f] = len[rec * nf + f] < cap ? len[rec * nf + f] : cap;
+			/* Lengths only: 4 pieces hold any record in first_fit;
+			 * concat's pieces are not needed, only its rows. */
+			if (scratch.mode == PF_PACKER_CONCAT) {
+				uint64_t end;
+
+				/* The rows concat opens for l values after the
+				 * open row's fill (pack.c's place_concat()). */
+				if (l[0]) {
+					if (!scratch.nopen) {
+						scratch.nopen = 1;
+						memset(&scratch.open[0], 0, sizeof(scratch.open[0]));
+						scratch.open[0].id = scratch.next_row++;
+					}
+					end = (uint64_t)scratch.open[0].fill[0] + l[0];
+					scratch.next_row += (end - 1) / scratch.length;
+					scratch.open[0].fill[0] = (uint32_t)(end % scratch.length);
+					if (!scratch.open[0].fill[0])
+						scratch.nopen = 0;
+				}
+				continue;
+			}
+			ret = pf_pack_place(&scratch, l, pieces, 4, &closed, &err);
+			if (ret < 0)
+				goto out;
+		}
+	}
+	ret = 0;
+out:
+	pf_plan_release(&p);
+	return ret < 0 ? ret : (int64_t)scratch.next_row;
+}
+
+int pf_pack_plan_steps(const pf_loader *inner, const pf_packer *pk, uint64_t seed,
+		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+		       uint32_t host_batch, uint64_t *steps, uint64_t *own_rows)
+{
+	const pf_dataset *ds = inner->ds;
+	uint64_t *file_base = pf_calloc(ds->nfiles ? ds->nfiles : 1, sizeof(*file_base));
+	uint32_t *perm = pf_malloc(2 * (size_t)inner->wblock * sizeof(*perm));
+	pf_packer empty = *pk;
+	uint64_t least = UINT64_MAX;
+	int ret = 0;
+
+	if (!file_base || !perm) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* Units are in file order: each file's first record number. */
+	for (uint64_t u = 0, base = 0; u < ds->nunits; u++) {
+		const pf_unit *un = &ds->units[u];
+
+		if (u == 0 || un->file != ds->units[u - 1].file)
+			file_base[un->file] = base;
+		base += un->records;
+	}
+	empty.nopen = 0;
+	empty.next_row = 0;
+	for (uint32_t h = 0; h < inner->topo.num_hosts; h++) {
+		int64_t rows = host_rows(inner, h, seed, epoch, len, nf, cap, file_base, &empty,
+					 perm);
+
+		if (rows < 0) {
+			ret = (int)rows;
+			goto out;
+		}
+		if ((uint64_t)rows < least)
+			least = (uint64_t)rows;
+		if (h == inner->topo.host_index)
+			*own_rows = (uint64_t)rows;
+	}
+	*steps = least / host_batch;
+out:
+	pf_free(file_base);
+	pf_free(perm);
+	return ret;
+}
