@@ -106,7 +106,8 @@ static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint
 	int ret;
 
 	t.host_index = h;
-	ret = pf_plan_epoch(&p, ds, &t, seed, epoch, inner->cfg.shuffle, PF_REMAINDER_DROP);
+	ret = pf_plan_epoch(&p, ds, &t, seed, epoch, inner->cfg.shuffle, inner->slice,
+			    PF_REMAINDER_DROP);
 	if (ret < 0)
 		goto out;
 	/* Outputs in order: block k's output o holds its input perm^-1(o). */

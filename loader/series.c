@@ -295,8 +295,13 @@ void pf_series_sample(pf_loader *l, uint64_t now, bool end)
 
 int pf_loader_series(const pf_loader *l, pf_series **out)
 {
-	pf_loader *ml = (pf_loader *)l;	/* the lock only */
-	const pf_series *s = l->series;
+	pf_loader *ml;
+	const pf_series *s;
+
+	if (l->pack)	/* packing: the inner loader's pipeline */
+		l = pf_pack_inner(l);
+	ml = (pf_loader *)l;	/* the lock only */
+	s = l->series;
 	pf_series *c;
 	pf_loader_metrics m;
 	bool live;

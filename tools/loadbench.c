@@ -183,7 +183,7 @@ const cli_opt loadbench_cli[] = {
 	  .choices = "drop|wrap", .more = true,
 	  .help = "the records past the last whole step of an epoch (default drop)" },
 	{ CLI_U64, "pack", .arg = "L", .off = O(pack), .min = 1, .max = UINT32_MAX,
-	  .suffix = true,
+	  .suffix = true, .more = true,
 	  .help = "pack the spec's ragged features (name:dtype[*]) into rows of L values, "
 		  "with NAME_segment_ids and NAME_positions (default: no packing)" },
 	{ CLI_CHOICE, "pack-mode", .arg = "first-fit|concat", .off = O(pack_mode),
