@@ -384,30 +384,6 @@ static int bytes_values(const struct list *l, pf_bytes *first, uint32_t *count)
 	return 0;
 }
 
-/* A Feature whose key is not in the spec: checked, not stored. */
-static int check_list(const struct list *l)
-{
-	const uint8_t *data;
-	size_t len;
-	pf_bytes first;
-	uint32_t count;
-
-	switch (l->kind) {
-	case PF_KIND_NONE:
-		return 0;
-	case PF_KIND_BYTES:
-		return bytes_values(l, &first, &count);
-	case PF_KIND_FLOAT:
-		return packed(l, &data, &len);
-	case PF_KIND_INT64:
-		if (packed(l, &data, &len))
-			return FAST_NO;
-		return pf_varint_decode_i64(data, len, NULL, 0, INT64_MIN,
-					    INT64_MAX, NULL) < 0 ? FAST_NO : 0;
-	}
-	return FAST_NO;
-}
-
 /* n bytes of scratch from the arena, 8-byte aligned; given back by
  * pf_spec_decode() (the arena is as it was on entry when it returns). */
 static void *scratch(struct walk *w, size_t n)
@@ -555,6 +531,22 @@ static int list_length(const struct list *l, uint64_t *n)
 		return 0;
 	}
 	return FAST_NO;
+}
+
+/* A Feature whose key is not in the spec: checked, not stored. */
+static int check_list(const struct list *l)
+{
+	const uint8_t *data;
+	size_t len;
+	uint64_t n;
+
+	if (list_length(l, &n))
+		return FAST_NO;
+	if (l->kind != PF_KIND_INT64)
+		return 0;
+	packed(l, &data, &len);
+	return pf_varint_decode_i64(data, len, NULL, 0, INT64_MIN, INT64_MAX, NULL) < 0 ?
+	       FAST_NO : 0;
 }
 
 /* Feature i's made LENGTHS feature, when it has one (f[i + 1]). */
