@@ -559,6 +559,16 @@ static PyObject *loader_save_state(pf_ext_loader *lo, PyObject *unused)
 	return out;
 }
 
+/* d[key] = v.  @return 0 or -1 with an exception. */
+static int pf_dict_set_u64(PyObject *d, const char *key, uint64_t v)
+{
+	PyObject *o = PyLong_FromUnsignedLongLong(v);
+	int rc = o ? PyDict_SetItemString(d, key, o) : -1;
+
+	Py_XDECREF(o);
+	return rc;
+}
+
 static PyObject *stage(const pf_stage_metrics *s)
 {
 	return Py_BuildValue("{sKsK}", "busy_ns", (unsigned long long)s->busy_ns,
@@ -661,6 +671,12 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		"pack_truncated_values", U(m.pack_truncated_values),
 		"pack_empty_records", U(m.pack_empty_records),
 		"pack_rows_dropped", U(m.pack_rows_dropped));
+	/* Image features' counts (0.7). */
+	if (d && (pf_dict_set_u64(d, "images", m.images) < 0 ||
+		  pf_dict_set_u64(d, "images_upscaled", m.images_upscaled) < 0 ||
+		  pf_dict_set_u64(d, "image_decode_ns", m.image_decode_ns) < 0 ||
+		  pf_dict_set_u64(d, "image_scratch_bytes", m.image_scratch_bytes) < 0))
+		Py_CLEAR(d);
 #undef U
 	return d;
 }
