@@ -787,7 +787,12 @@ static PyMethodDef loader_methods[] = {
 	  "                       (efficiency: values / slots), segments in them\n"
 	  "  pack_truncated_records, pack_truncated_values, pack_empty_records,\n"
 	  "  pack_rows_dropped    records cut at L and the values cut, records\n"
-	  "                       of no values, rows past an epoch's last step" },
+	  "                       of no values, rows past an epoch's last step\n"
+
+	  "  images, images_upscaled  image features: images decoded, and those\n"
+	  "                       whose box was smaller than the output\n"
+	  "  image_decode_ns      the decode threads' time on images\n"
+	  "  image_scratch_bytes  the image scratch the threads hold" },
 	{ NULL, NULL, 0, NULL },
 };
 
