@@ -242,7 +242,7 @@ int pf_spec_image_parse(const char *s, size_t *pos, pf_image_spec *out, char *wh
 {
 	icur c = { .s = s, .pos = *pos, .why = why, .cap = cap, .at = at };
 	size_t train_only = SIZE_MAX, start;
-	uint32_t h, w;
+	uint32_t h = 0, w = 0;
 	unsigned seen = 0;
 	pf_error err;
 	int ret;
