@@ -358,12 +358,18 @@ typedef struct host_stats {
 	uint64_t count_files, count_decompressed;	/* stream files it counted */
 	double seconds, wait_fraction, compute_ms_p50, loss;
 	double first_batch_s, open_s;	/* the first batch; opening the dataset */
+	/* Where its time went (pf_loader_verdict_compute()): each stage's
+	 * busy share, the busier stage, a step's mean time and next()'s
+	 * latency. */
+	double io_busy, decode_busy, consumer_wait, step_ms, next_p50_us, next_p99_us;
+	char bottleneck[16];
 	uint32_t index, model;
 } host_stats;
 
 typedef struct pod_view {
 	double total_rps, mean_rps, slowest_s;
 	uint32_t straggler, fastest;
+	uint32_t step_fast, step_slow;	/* the hosts of the least and most step_ms */
 	bool steps_equal, models_equal;
 } pod_view;
 
@@ -393,6 +399,10 @@ static void pod_derive(const host_stats *all, uint32_t hosts, pod_view *v)
 			v->straggler = i;
 		if (host_rps(h) > host_rps(&all[v->fastest]))
 			v->fastest = i;
+		if (h->step_ms < all[v->step_fast].step_ms)
+			v->step_fast = i;
+		if (h->step_ms > all[v->step_slow].step_ms)
+			v->step_slow = i;
 		if (h->steps != all[0].steps)
 			v->steps_equal = false;
 		if (h->model && h->params_hash != all[0].params_hash)
@@ -401,6 +411,20 @@ static void pod_derive(const host_stats *all, uint32_t hosts, pod_view *v)
 	/* The pod is done when its slowest host is. */
 	v->total_rps = v->slowest_s > 0 ? (double)records / v->slowest_s : 0;
 	v->mean_rps = v->total_rps / hosts;
+}
+
+/* The busy share of a host's bottleneck stage. */
+static double busy_of(const host_stats *h)
+{
+	return strcmp(h->bottleneck, "decode") ? h->io_busy : h->decode_busy;
+}
+
+/* How much longer the slowest host's step is than the fastest's. */
+static double step_spread(const host_stats *all, const pod_view *v)
+{
+	double lo = all[v->step_fast].step_ms;
+
+	return lo > 0 ? all[v->step_slow].step_ms / lo - 1 : 0;
 }
 
 static void pod_text(pf_text *t, const host_stats *all, uint32_t hosts, const char *transport,
@@ -426,9 +450,20 @@ static void pod_text(pf_text *t, const host_stats *all, uint32_t hosts, const ch
 		pf_text_printf(t, "  %s\n", h->name);
 	}
 	pf_text_printf(t, "straggler   host %u (%s): %.0f records/s, %.1f%% below the fastest "
-		       "(host %u)\n", s->index, s->name, host_rps(s),
+		       "(host %u); its bottleneck %s (busy %.0f%%)\n", s->index, s->name,
+		       host_rps(s),
 		       host_rps(fast) > 0 ? 100.0 * (1.0 - host_rps(s) / host_rps(fast)) : 0,
-		       fast->index);
+		       fast->index, s->bottleneck, busy_of(s) * 100);
+	pf_text_printf(t, "step time   %.3f ms (host %u) to %.3f ms (host %u) a step: the "
+		       "slowest %.1f%% above the fastest\n", all[v->step_fast].step_ms,
+		       all[v->step_fast].index, all[v->step_slow].step_ms,
+		       all[v->step_slow].index, step_spread(all, v) * 100);
+	pf_text_printf(t, "stages      busy per host (io, decode; the consumer waiting):");
+	for (uint32_t i = 0; i < hosts; i++)
+		pf_text_printf(t, "%s host %u %.0f%%, %.0f%%; %.0f%%", i ? "," : "", all[i].index,
+			       all[i].io_busy * 100, all[i].decode_busy * 100,
+			       all[i].consumer_wait * 100);
+	pf_text_printf(t, "\n");
 	if (v->steps_equal) {
 		pf_text_printf(t, "steps       %llu on every host\n",
 			       (unsigned long long)all[0].steps);
@@ -463,13 +498,23 @@ static json_t *pod_json(const host_stats *all, uint32_t hosts, const char *trans
 	pf_json_put(sub, "records_per_s", pf_json_num(host_rps(s)), bad);
 	pf_json_put(sub, "below_fastest", pf_json_num(host_rps(fast) > 0 ?
 			1.0 - host_rps(s) / host_rps(fast) : 0), bad);
+	pf_json_put(sub, "bottleneck", pf_json_str(s->bottleneck), bad);
+	pf_json_put(sub, "bottleneck_busy", pf_json_num(busy_of(s)), bad);
 	pf_json_put(o, "straggler", sub, bad);
+	sub = json_object();
+	pf_json_put(sub, "min", pf_json_num(all[v->step_fast].step_ms), bad);
+	pf_json_put(sub, "min_host", pf_json_u64(all[v->step_fast].index), bad);
+	pf_json_put(sub, "max", pf_json_num(all[v->step_slow].step_ms), bad);
+	pf_json_put(sub, "max_host", pf_json_u64(all[v->step_slow].index), bad);
+	pf_json_put(sub, "spread", pf_json_num(step_spread(all, v)), bad);
+	pf_json_put(o, "step_ms", sub, bad);
 	pf_json_put(o, "steps_equal", pf_json_bool(v->steps_equal), bad);
 	if (model)
 		pf_json_put(o, "models_equal", pf_json_bool(v->models_equal), bad);
 	for (uint32_t i = 0; i < hosts; i++) {
 		const host_stats *h = &all[i];
 		char hash[24];
+		json_t *stages;
 
 		sub = json_object();
 		pf_json_put(sub, "index", pf_json_u64(h->index), bad);
@@ -483,6 +528,15 @@ static json_t *pod_json(const host_stats *all, uint32_t hosts, const char *trans
 		pf_json_put(sub, "open_count_files", pf_json_u64(h->count_files), bad);
 		pf_json_put(sub, "open_count_decompressed", pf_json_u64(h->count_decompressed), bad);
 		pf_json_put(sub, "mb_per_s_read", pf_json_num(host_mbps(h)), bad);
+		pf_json_put(sub, "step_ms", pf_json_num(h->step_ms), bad);
+		pf_json_put(sub, "next_p50_us", pf_json_num(h->next_p50_us), bad);
+		pf_json_put(sub, "next_p99_us", pf_json_num(h->next_p99_us), bad);
+		pf_json_put(sub, "bottleneck", pf_json_str(h->bottleneck), bad);
+		stages = json_object();
+		pf_json_put(stages, "io", pf_json_num(h->io_busy), bad);
+		pf_json_put(stages, "decode", pf_json_num(h->decode_busy), bad);
+		pf_json_put(stages, "consumer_wait", pf_json_num(h->consumer_wait), bad);
+		pf_json_put(sub, "stages", stages, bad);
 		if (model) {
 			snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)h->params_hash);
 			pf_json_put(sub, "input_wait_fraction", pf_json_num(h->wait_fraction), bad);
@@ -530,6 +584,19 @@ int pf_report_add_pod(pf_report *r, pf_pod *pod, uint32_t host_index,
 			       m->open_exchange_ns) * 1e-9;
 	mine.count_files = m->open_count_files;
 	mine.count_decompressed = m->open_count_decompressed;
+	{
+		pf_run_info run = { .seconds = seconds > 0 ? seconds : 1e-9 };
+		pf_loader_verdict vd;
+
+		pf_loader_verdict_compute(m, &run, &vd);
+		mine.io_busy = vd.io_busy;
+		mine.decode_busy = vd.decode_busy;
+		mine.consumer_wait = vd.consumer_wait;
+		mine.next_p50_us = vd.next_p50_us;
+		mine.next_p99_us = vd.next_p99_us;
+		mine.step_ms = m->steps ? seconds * 1e3 / (double)m->steps : 0;
+		snprintf(mine.bottleneck, sizeof(mine.bottleneck), "%s", vd.bottleneck);
+	}
 	if (t && log) {
 		if (pf_train_log_figures(log, &f) < 0)
 			return nomem(err, "pod section");

@@ -633,16 +633,18 @@ static void unknown_series(page *p)
 /* ------------------------------------------------------------------ */
 /* The pod                                                              */
 
-/* Per host: a bar of its records/s, the slowest named (a section of
- * pod.host elements, whatever members they have). */
+/* Per host: its records/s (the slowest in red), then its stages' busy
+ * shares side by side (the members of pod.host[i].stages, whatever they
+ * are), the straggler and its bottleneck named under them. */
 static void pod(page *p)
 {
 	const json_t *pd = get(p->root, "pod"), *hosts = get(pd, "host");
-	const json_t *slow = get(pd, "straggler");
+	const json_t *slow = get(pd, "straggler"), *first_stages;
 	pf_text *t = p->t;
-	double max = 0, bw;
-	size_t n = json_array_size(hosts), i;
-	json_t *h;
+	double max = 0, rowh, bw;
+	size_t n = json_array_size(hosts), i, nstages = 0, k;
+	json_t *h, *v;
+	const char *name;
 	char lab[32];
 
 	if (!n)
@@ -652,25 +654,73 @@ static void pod(page *p)
 			max = getnum(h, "records_per_s");
 	figure_open(t, "pod", "Each host's records per second");
 	pf_text_printf(t, "<svg viewBox=\"0 0 %.0f %.0f\" role=\"img\" class=\"plot\" "
-		       "data-drawn=\"yes\" data-colors=\"%s %s\"><title>Each host's records per "
-		       "second</title>", W, 40.0 + 28.0 * (double)n, palette[0], palette[1]);
+		       "data-drawn=\"yes\" data-colors=\"%s\"><title>Each host's records per "
+		       "second</title>", W, 50.0 + 28.0 * (double)n, palette[0]);
 	bw = max > 0 ? PW / max : 0;
 	json_array_foreach(hosts, i, h) {
 		bool s = getnum(h, "index") == getnum(slow, "index");
-		double v = getnum(h, "records_per_s");
+		double rps = getnum(h, "records_per_s");
 
 		snprintf(lab, sizeof(lab), "host %.0f", getnum(h, "index"));
 		pf_text_printf(t, "<text x=\"%.1f\" y=\"%.1f\" class=\"yt\">%s</text><rect x=\"%.1f\" "
 			       "y=\"%.1f\" width=\"%.1f\" height=\"20\" fill=\"%s\"><title>%s: %.0f "
 			       "records/s</title></rect>", ML - 6, 24.0 + 28.0 * (double)i,
-			       lab, ML, 10.0 + 28.0 * (double)i, isfinite(v) ? v * bw : 0,
-			       palette[s ? 1 : 0], lab, v);
+			       lab, ML, 10.0 + 28.0 * (double)i, isfinite(rps) ? rps * bw : 0,
+			       palette[s ? 1 : 0], lab, rps);
 	}
-	pf_text_printf(t, "</svg>");
+	pf_text_printf(t, "<text x=\"%.1f\" y=\"%.1f\" class=\"xl\">records per second "
+		       "(the slowest host in red)</text></svg>", ML + PW / 2, 40.0 + 28.0 * (double)n);
 	snprintf(p->reading, sizeof(p->reading), "%.0f records/s for the pod of %zu hosts; the "
-		 "slowest is host %.0f (%s) at %.0f records/s.", getnum(pd, "records_per_s"), n,
-		 getnum(slow, "index"), getstr(slow, "name", "?"),
-		 getnum(slow, "records_per_s"));
+		 "slowest is host %.0f (%s) at %.0f records/s, %.1f%% below the fastest; its "
+		 "bottleneck: %s (busy %.0f%%).", getnum(pd, "records_per_s"), n,
+		 getnum(slow, "index"), getstr(slow, "name", "?"), getnum(slow, "records_per_s"),
+		 getnum(slow, "below_fastest") * 100, getstr(slow, "bottleneck", "?"),
+		 getnum(slow, "bottleneck_busy") * 100);
+	figure_close(t, p->reading);
+
+	first_stages = get(json_array_get(hosts, 0), "stages");
+	nstages = json_object_size(first_stages);
+	if (!nstages)
+		return;
+	figure_open(t, "pod-stages", "Each host's stages: busy share");
+	pf_text_printf(t, "<ul class=\"legend\">");
+	k = 0;
+	json_object_foreach((json_t *)first_stages, name, v) {
+		pf_text_printf(t, "<li><span class=\"sw\" style=\"background:%s\"></span>",
+			       palette[k++ % NPALETTE]);
+		esc(t, name);
+		pf_text_printf(t, "</li>");
+	}
+	rowh = 8.0 + 12.0 * (double)nstages;
+	pf_text_printf(t, "</ul><svg viewBox=\"0 0 %.0f %.0f\" role=\"img\" class=\"plot\" "
+		       "data-drawn=\"yes\" data-colors=\"", W, 50.0 + rowh * (double)n);
+	for (k = 0; k < nstages; k++)
+		pf_text_printf(t, "%s%s", k ? " " : "", palette[k % NPALETTE]);
+	pf_text_printf(t, "\"><title>Each host's stages</title>");
+	json_array_foreach(hosts, i, h) {
+		double y = 10.0 + rowh * (double)i;
+
+		snprintf(lab, sizeof(lab), "host %.0f", getnum(h, "index"));
+		pf_text_printf(t, "<text x=\"%.1f\" y=\"%.1f\" class=\"yt\">%s</text>", ML - 6,
+			       y + rowh / 2, lab);
+		k = 0;
+		json_object_foreach((json_t *)first_stages, name, v) {
+			double share = getnum(get(h, "stages"), name);
+
+			pf_text_printf(t, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"10\" "
+				       "fill=\"%s\"><title>%s %s: %.0f%%</title></rect>", ML,
+				       y + 12.0 * (double)k, isfinite(share) ? share * PW : 0,
+				       palette[k % NPALETTE], lab, name, share * 100);
+			k++;
+		}
+	}
+	pf_text_printf(t, "<text x=\"%.1f\" y=\"%.1f\" class=\"xl\">busy share of the run, 0 to "
+		       "100%%</text></svg>", ML + PW / 2, 40.0 + rowh * (double)n);
+	snprintf(p->reading, sizeof(p->reading), "a step took %.3f ms (host %.0f) to %.3f ms "
+		 "(host %.0f): the slowest %.1f%% above the fastest; the slowest host's "
+		 "bottleneck is %s.", getnum(pd, "step_ms.min"), getnum(pd, "step_ms.min_host"),
+		 getnum(pd, "step_ms.max"), getnum(pd, "step_ms.max_host"),
+		 getnum(pd, "step_ms.spread") * 100, getstr(slow, "bottleneck", "?"));
 	figure_close(t, p->reading);
 }
 

@@ -263,3 +263,44 @@ def test_report_format_html_is_checked(data):
                            r"or 'html', not 'svg'"):
             loader.report("svg")
         assert loader.report("html").startswith("<!DOCTYPE html>")
+
+
+def test_a_pod_s_page_names_the_straggler_and_its_bottleneck(data, tmp_path):
+    """Under mpirun (2 hosts): each host's records/s and stage shares drawn,
+    the slowest host and its bottleneck stage named, as the pod section
+    of the JSON says."""
+    import shutil
+    if not shutil.which("mpirun"):
+        if os.environ.get("PODFEED_TEST_NO_MISSING") == "1":
+            pytest.fail("mpirun is not installed (tools/install-deps installs it)")
+        pytest.skip("mpirun is not installed")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
+                        "PMI_RANK", "PMI_SIZE", "TPU_WORKER_ID", "RANK", "WORLD_SIZE")}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               TMPDIR=str(tmp_path))    # an mpirun session directory of its own
+    page = tmp_path / "pod.html"
+    out = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", tool("tools/loadbench"),
+                          "--quiet", "--json", "--per-core-batch", "8", "--threads", "1",
+                          "--epochs", "20", "--features", TOKENS, "--html", str(page),
+                          str(data / "indexed")], capture_output=True, text=True, env=env,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    pod = report["pod"]
+    slow = pod["straggler"]
+    assert len(pod["host"]) == 2
+    assert slow["bottleneck"] == pod["host"][slow["index"]]["bottleneck"]
+    assert pod["step_ms"]["max"] >= pod["step_ms"]["min"] > 0
+    for h in pod["host"]:
+        assert set(h["stages"]) == {"io", "decode", "consumer_wait"}
+        assert h["step_ms"] == pytest.approx(h["seconds"] * 1e3 / h["steps"], rel=1e-6)
+    dom, charts = render(page, "pod")
+    check_figures(dom, report)
+    by_id = {c["id"]: c for c in charts}
+    assert by_id["chart-pod"]["drawn"] == by_id["chart-pod-stages"]["drawn"] == "yes"
+    assert by_id["chart-pod"]["reading"].startswith(
+        f"{pod['records_per_s']:.0f} records/s for the pod of 2 hosts; the slowest is "
+        f"host {slow['index']} ")
+    assert f"its bottleneck: {slow['bottleneck']} " in by_id["chart-pod"]["reading"]
+    assert len(by_id["chart-pod-stages"]["colours"]) == 3
