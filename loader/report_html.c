@@ -322,6 +322,7 @@ static void line_chart(pf_text *t, chart *c, const char *reading)
 		pf_text_printf(t, "<g class=\"series\" data-name=\"");
 		esc(t, l->name);
 		pf_text_printf(t, "\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
+			       "vector-effect=\"non-scaling-stroke\" "
 			       "points=\"", col);
 		for (size_t i = 0; i < n; i++) {
 			double v = num(json_array_get(l->y, i)) * l->scale;
