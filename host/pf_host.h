@@ -682,6 +682,31 @@ PF_API int pf_report_add_pod(struct pf_report *r, pf_pod *pod, uint32_t host_ind
 			     const struct pf_loader_metrics *m, double seconds, pf_trainer *t,
 			     const pf_train_log *log, pf_error *err);
 
+/* One rung of a scaling ladder (loadbench ladder): a pod of hosts hosts,
+ * as its report said it, and the step plan it ran. */
+typedef struct pf_ladder_rung {
+	uint32_t hosts;
+	double records_per_s;		/* the pod's */
+	double per_host_records_per_s;
+	bool steps_equal;		/* every host took the same steps */
+	uint64_t global_batch;		/* its step plan: records a step, pod-wide */
+	uint64_t steps;			/* steps each host took */
+	double lr;			/* the learning rate (0: no model) */
+} pf_ladder_rung;
+
+#define PF_LADDER_EFFICIENCY_FLOOR 0.90
+
+/*! pf_report_add_ladder(): the "ladder" section of n rungs (ascending
+ *  hosts): per rung the scaling efficiency, its records/s a host over the
+ *  first rung's (the first rung standing in for one host when 1 is not a
+ *  rung), the linear ideal (the first rung's rate a host times the
+ *  hosts), and the first rung under 90%; its members are the report's
+ *  own ("rungs", "first_under_90"), as loadbench ladder --json prints
+ *  them.  @return 0, -EINVAL (no rung, hosts not ascending), -EEXIST,
+ *  -ENOMEM. */
+PF_API int pf_report_add_ladder(struct pf_report *r, const pf_ladder_rung *rungs, size_t n,
+				pf_error *err);
+
 #ifdef __cplusplus
 }
 #endif

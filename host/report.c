@@ -626,3 +626,64 @@ int pf_report_add_pod(pf_report *r, pf_pod *pod, uint32_t host_index,
 	}
 	return ret < 0 ? ret : v.steps_equal ? 0 : 1;
 }
+
+/* ------------------------------------------------------------------ */
+/* The ladder section                                                   */
+
+int pf_report_add_ladder(pf_report *r, const pf_ladder_rung *rungs, size_t n, pf_error *err)
+{
+	pf_text t = { 0 };
+	json_t *o, *arr;
+	double base;
+	size_t flagged = SIZE_MAX;
+	bool bad = false;
+
+	pf_error_clear(err);
+	if (!n)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "a ladder of no rung");
+	for (size_t i = 1; i < n; i++)
+		if (rungs[i].hosts <= rungs[i - 1].hosts)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "the ladder's rungs do not ascend (%u hosts after %u)",
+					    rungs[i].hosts, rungs[i - 1].hosts);
+	/* Per-host throughput against the first rung's. */
+	base = rungs[0].per_host_records_per_s;
+	o = json_object();
+	arr = json_array();
+	pf_text_printf(&t, "%-6s %16s %16s %11s  %s\n", "hosts", "records/s (pod)", "per host",
+		       "efficiency", "steps");
+	for (size_t i = 0; i < n; i++) {
+		const pf_ladder_rung *g = &rungs[i];
+		double eff = base > 0 ? g->per_host_records_per_s / base : 0;
+		json_t *e = json_object();
+
+		if (flagged == SIZE_MAX && eff < PF_LADDER_EFFICIENCY_FLOOR)
+			flagged = i;
+		pf_text_printf(&t, "%-6u %16.0f %16.0f %10.1f%%  %s%s\n", g->hosts,
+			       g->records_per_s, g->per_host_records_per_s, eff * 100,
+			       g->steps_equal ? "equal" : "NOT EQUAL",
+			       i == flagged ? "   <- first rung under 90%" : "");
+		pf_json_put(e, "hosts", pf_json_u64(g->hosts), &bad);
+		pf_json_put(e, "records_per_s", pf_json_num(g->records_per_s), &bad);
+		pf_json_put(e, "per_host_records_per_s", pf_json_num(g->per_host_records_per_s),
+			    &bad);
+		pf_json_put(e, "efficiency", pf_json_num(eff), &bad);
+		pf_json_put(e, "steps_equal", pf_json_bool(g->steps_equal), &bad);
+		pf_json_put(e, "ideal_records_per_s", pf_json_num(base * g->hosts), &bad);
+		pf_json_put(e, "global_batch", pf_json_u64(g->global_batch), &bad);
+		pf_json_put(e, "steps", pf_json_u64(g->steps), &bad);
+		pf_json_put(e, "lr", g->lr > 0 ? pf_json_num(g->lr) : json_null(), &bad);
+		if (json_array_append_new(arr, e))
+			bad = true;
+	}
+	if (flagged != SIZE_MAX)
+		pf_text_printf(&t, "scaling: efficiency falls under 90%% at %u hosts (%.1f%%): "
+			       "find why before scaling further\n", rungs[flagged].hosts,
+			       base > 0 ? rungs[flagged].per_host_records_per_s / base * 100 : 0);
+	else
+		pf_text_printf(&t, "scaling: every rung at or above 90%% efficiency\n");
+	pf_json_put(o, "rungs", arr, &bad);
+	pf_json_put(o, "first_under_90", flagged != SIZE_MAX ? pf_json_u64(rungs[flagged].hosts)
+							     : json_null(), &bad);
+	return pf_report_section(r, PF_SECTION_LADDER, &t, o, bad, err);
+}

@@ -204,6 +204,8 @@ typedef struct chart {
 	const char *hline_label;
 	double ymin_max;	/* the y axis reaches at least this */
 	const char *too_short;	/* the series' reason there is nothing to draw */
+	const char *xlabel;	/* NULL: the seconds since the loader's start */
+	bool dashed[MAX_LINES];	/* a line drawn dashed (an ideal) */
 } chart;
 
 static void chart_init(chart *c, const char *id, const char *title, const json_t *x,
@@ -271,7 +273,8 @@ static void legend(pf_text *t, const chart *c)
 /* A line chart of c over its x (or, too short, the reason in its place). */
 static void line_chart(pf_text *t, chart *c, const char *reading)
 {
-	axes a = { .xlabel = "seconds since the loader's start", .ylabel = c->unit };
+	axes a = { .xlabel = c->xlabel ? c->xlabel : "seconds since the loader's start",
+		   .ylabel = c->unit };
 	size_t n = json_array_size(c->x);
 
 	figure_open(t, c->id, c->title);
@@ -322,8 +325,8 @@ static void line_chart(pf_text *t, chart *c, const char *reading)
 		pf_text_printf(t, "<g class=\"series\" data-name=\"");
 		esc(t, l->name);
 		pf_text_printf(t, "\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
-			       "vector-effect=\"non-scaling-stroke\" "
-			       "points=\"", col);
+			       "vector-effect=\"non-scaling-stroke\" %spoints=\"", col,
+			       c->dashed[k] ? "stroke-dasharray=\"8 5\" " : "");
 		for (size_t i = 0; i < n; i++) {
 			double v = num(json_array_get(l->y, i)) * l->scale;
 
@@ -341,7 +344,7 @@ static void line_chart(pf_text *t, chart *c, const char *reading)
 			pf_text_printf(t, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\">"
 				       "<title>", px(&a, x), py(&a, v), col);
 			esc(t, l->name);
-			pf_text_printf(t, " at %.3f s: %.6g ", x, v);
+			pf_text_printf(t, c->xlabel ? " at %.0f: %.6g " : " at %.3f s: %.6g ", x, v);
 			esc(t, c->unit);
 			pf_text_printf(t, "</title></circle>");
 		}
@@ -726,6 +729,73 @@ static void pod(page *p)
 }
 
 /* ------------------------------------------------------------------ */
+/* The ladder                                                           */
+
+/* records/s against hosts: the pod's, the linear ideal (dashed) and a
+ * host's; the efficiency at each rung said; the step plan beside it. */
+static void ladder(page *p)
+{
+	const json_t *rungs = get(p->root, "rungs"), *first = get(p->root, "first_under_90");
+	json_t *x = json_array(), *pod = json_array(), *ideal = json_array(), *host = json_array();
+	pf_text *t = p->t;
+	chart c;
+	size_t i, len = 0;
+	json_t *g;
+
+	json_array_foreach(rungs, i, g) {
+		json_array_append(x, get(g, "hosts"));
+		json_array_append(pod, get(g, "records_per_s"));
+		json_array_append(ideal, get(g, "ideal_records_per_s"));
+		json_array_append(host, get(g, "per_host_records_per_s"));
+	}
+	chart_init(&c, "ladder", "Scaling: records per second against hosts", x, "records/s");
+	c.xlabel = "hosts in the pod";
+	add_line(&c, "the pod", 7, pod, 1);
+	add_line(&c, "linear ideal", 12, ideal, 1);
+	c.dashed[1] = true;
+	add_line(&c, "a host", 6, host, 1);
+	len = (size_t)snprintf(p->reading, sizeof(p->reading), "scaling efficiency ");
+	json_array_foreach(rungs, i, g)
+		if (len < sizeof(p->reading))
+			len += (size_t)snprintf(p->reading + len, sizeof(p->reading) - len,
+						"%s%.0f%% at %.0f host%s", i ? ", " : "",
+						getnum(g, "efficiency") * 100, getnum(g, "hosts"),
+						getnum(g, "hosts") == 1 ? "" : "s");
+	if (len < sizeof(p->reading)) {
+		if (json_is_integer(first))
+			snprintf(p->reading + len, sizeof(p->reading) - len, "; under 90%% from "
+				 "%lld hosts: find why before scaling further.",
+				 (long long)json_integer_value(first));
+		else
+			snprintf(p->reading + len, sizeof(p->reading) - len, "; every rung at or "
+				 "above 90%%: the next step up may be taken.");
+	}
+	if (json_array_size(x) < 2)
+		c.too_short = "one rung: nothing to scale against";
+	line_chart(t, &c, p->reading);
+	json_decref(x);
+	json_decref(pod);
+	json_decref(ideal);
+	json_decref(host);
+
+	pf_text_printf(t, "<section id=\"plan\"><h2>The step plan of each rung</h2><div "
+		       "class=\"scroll\"><table class=\"plan\"><tr><th>hosts</th><th>global "
+		       "batch</th><th>steps</th><th>learning rate</th><th>records/s</th><th>"
+		       "efficiency</th></tr>");
+	json_array_foreach(rungs, i, g) {
+		pf_text_printf(t, "<tr><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>",
+			       getnum(g, "hosts"), getnum(g, "global_batch"), getnum(g, "steps"));
+		if (json_is_number(get(g, "lr")))
+			pf_text_printf(t, "%.6g", getnum(g, "lr"));
+		else
+			pf_text_printf(t, "(no model)");
+		pf_text_printf(t, "</td><td>%.0f</td><td>%.1f%%</td></tr>",
+			       getnum(g, "records_per_s"), getnum(g, "efficiency") * 100);
+	}
+	pf_text_printf(t, "</table></div></section>\n");
+}
+
+/* ------------------------------------------------------------------ */
 /* Every figure, as tables                                              */
 
 static void rows(pf_text *t, const char *prefix, const json_t *v)
@@ -783,7 +853,7 @@ static void tables(pf_text *t, const json_t *root)
 
 	pf_text_printf(t, "<section id=\"figures\"><h2>Every figure</h2><p>The report's JSON "
 		       "(as <code>--json</code> prints it), member by member.</p>");
-	table_open(t, "loader");
+	table_open(t, get(root, "records") ? "loader" : "report");
 	json_object_foreach((json_t *)root, k, v)
 		if (!json_is_object(v))
 			rows(t, k, v);
@@ -819,6 +889,7 @@ static const char style[] =
 	".sw{display:inline-block;width:12px;height:12px;margin-right:5px;vertical-align:-1px}"
 	".reading{margin:4px 0 0;font-weight:600}"
 	".scroll{overflow-x:auto}table{border-collapse:collapse;font-size:13px}"
+	"table.plan{font-size:15px;margin:6px 0 18px}"
 	"th,td{text-align:left;padding:2px 8px;border-bottom:1px solid #eee;"
 	"vertical-align:top}td{word-break:break-all}"
 	"details.figures{margin:8px 0}summary{font-weight:600;cursor:pointer}"
@@ -861,6 +932,8 @@ static void build(pf_text *t, const json_t *root)
 	if (p.series && !p.too_short)
 		unknown_series(&p);
 	pod(&p);
+	if (json_is_array(get(root, "rungs")))
+		ladder(&p);
 	pf_text_printf(t, "</section>\n");
 	tables(t, root);
 	pf_text_printf(t, "\n</body></html>\n");

@@ -14,13 +14,14 @@
 #include "loadbench.h"
 
 #define MAX_RUNGS 16
-#define EFFICIENCY_FLOOR 0.90
 #define OUTPUT_MAX (64u << 20)
 
 typedef struct rung {
 	uint64_t hosts;
-	double pod_rps, per_host_rps, efficiency;
+	double pod_rps, per_host_rps;
 	bool steps_equal;
+	uint64_t global_batch, steps;	/* the rung's step plan, as it ran */
+	double lr;			/* with a model, else 0 */
 } rung;
 
 typedef struct ladder_opts {
@@ -28,6 +29,7 @@ typedef struct ladder_opts {
 	unsigned n;
 	bool hosts_given, json, quiet;
 	const char *mpirun;
+	const char *html;	/* --html FILE */
 	options lb;		/* loadbench's options: checked, passed on */
 	char **rest;		/* what the rungs are given */
 	int nrest;
@@ -78,6 +80,9 @@ static const cli_opt ladder_own[] = {
 	  .help = "the launcher (default: mpirun on PATH)" },
 	{ CLI_FLAG, "json", .off = offsetof(ladder_opts, json),
 	  .help = "the ladder as one JSON object on stdout" },
+	{ CLI_STRING, "html", .arg = "FILE", .off = offsetof(ladder_opts, html),
+	  .help = "also write the ladder as a page: records/s against hosts with the "
+		  "linear ideal, the step plan beside it (docs/report.md)" },
 	{ CLI_FLAG, "quiet", .off = offsetof(ladder_opts, quiet), .more = true,
 	  .help = "accepted; the rungs are always quiet" },
 	{ CLI_END },
@@ -246,6 +251,10 @@ static int run_rung(const char *mpirun, const char *self, rung *r, int nargs,
 	r->pod_rps = json_number_value(json_object_get(pod, "records_per_s"));
 	r->per_host_rps = json_number_value(json_object_get(pod, "per_host_records_per_s"));
 	r->steps_equal = json_is_true(json_object_get(pod, "steps_equal"));
+	r->global_batch = (uint64_t)json_integer_value(
+		json_object_get(json_object_get(report, "topology"), "global_batch"));
+	r->steps = (uint64_t)json_integer_value(json_object_get(report, "steps"));
+	r->lr = json_number_value(json_object_get(json_object_get(report, "train"), "lr"));
 	json_decref(report);
 	return 0;
 }
@@ -258,9 +267,13 @@ int ladder_main(int argc, char **argv)
 	const char *mpirun;
 	char self[4096];
 	char **rest;
-	int nrest, flagged = -1, ret, first;
+	int nrest, ret, first;
 	bool json;
 	ssize_t len;
+	pf_ladder_rung rungs[MAX_RUNGS];
+	pf_report *rep = NULL;
+	pf_error err;
+	cli_outfile html;
 
 	loadbench_defaults(&o.lb);
 	o.rest = calloc((size_t)argc + 1, sizeof(*o.rest));
@@ -306,50 +319,40 @@ int ladder_main(int argc, char **argv)
 		setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
 		setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
 	}
+	if (cli_outfile_open(&html, "--html", o.html)) {
+		free(rest);
+		return 1;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		if (run_rung(mpirun, self, &r[i], nrest, rest)) {
 			free(rest);
+			cli_outfile_close(&html, true);
 			return 1;
 		}
-		/* Per-host throughput against the first rung's. */
-		r[i].efficiency = r[0].per_host_rps > 0 ?
-				  r[i].per_host_rps / r[0].per_host_rps : 0;
-		if (flagged < 0 && r[i].efficiency < EFFICIENCY_FLOOR)
-			flagged = (int)i;
+		rungs[i] = (pf_ladder_rung){
+			.hosts = (uint32_t)r[i].hosts, .records_per_s = r[i].pod_rps,
+			.per_host_records_per_s = r[i].per_host_rps,
+			.steps_equal = r[i].steps_equal, .global_batch = r[i].global_batch,
+			.steps = r[i].steps, .lr = r[i].lr,
+		};
 	}
 	free(rest);
-	if (json) {
-		json_t *o = json_object(), *arr = json_array(), *e;
-		bool bad = false;
-
-		for (unsigned i = 0; i < n; i++) {
-			e = json_object();
-			pf_json_put(e, "hosts", pf_json_u64(r[i].hosts), &bad);
-			pf_json_put(e, "records_per_s", pf_json_num(r[i].pod_rps), &bad);
-			pf_json_put(e, "per_host_records_per_s", pf_json_num(r[i].per_host_rps),
-				    &bad);
-			pf_json_put(e, "efficiency", pf_json_num(r[i].efficiency), &bad);
-			pf_json_put(e, "steps_equal", pf_json_bool(r[i].steps_equal), &bad);
-			if (json_array_append_new(arr, e))
-				bad = true;
-		}
-		pf_json_put(o, "rungs", arr, &bad);
-		pf_json_put(o, "first_under_90", flagged >= 0 ? pf_json_u64(r[flagged].hosts)
-							      : json_null(), &bad);
-		return cli_json_print(o, bad);
+	/* The figures (efficiency, the linear ideal, the first rung under
+	 * 90%) are the library's ladder section. */
+	pf_error_clear(&err);
+	if (pf_report_create(&rep) < 0 || pf_report_add_ladder(rep, rungs, n, &err) < 0) {
+		if (err.code)
+			cli_print_error(&err);
+		else
+			cli_fail("out of memory for the report");
+		ret = 1;
+	} else if (pf_report_print(rep, json ? PF_REPORT_JSON : PF_REPORT_TEXT, stdout) < 0) {
+		cli_fail("cannot write the report: %s", strerror(errno));
+		ret = 1;
+	} else {
+		ret = o.html ? cli_report_html(&html, rep) : 0;
 	}
-	printf("%-6s %16s %16s %11s  %s\n", "hosts", "records/s (pod)", "per host",
-	       "efficiency", "steps");
-	for (unsigned i = 0; i < n; i++)
-		printf("%-6llu %16.0f %16.0f %10.1f%%  %s%s\n",
-		       (unsigned long long)r[i].hosts, r[i].pod_rps, r[i].per_host_rps,
-		       r[i].efficiency * 100, r[i].steps_equal ? "equal" : "NOT EQUAL",
-		       (int)i == flagged ? "   <- first rung under 90%" : "");
-	if (flagged >= 0)
-		printf("scaling: efficiency falls under 90%% at %llu hosts (%.1f%%): "
-		       "find why before scaling further\n",
-		       (unsigned long long)r[flagged].hosts, r[flagged].efficiency * 100);
-	else
-		printf("scaling: every rung at or above 90%% efficiency\n");
-	return 0;
+	pf_report_free(rep);
+	cli_outfile_close(&html, ret != 0);
+	return ret;
 }

@@ -269,16 +269,7 @@ def test_a_pod_s_page_names_the_straggler_and_its_bottleneck(data, tmp_path):
     """Under mpirun (2 hosts): each host's records/s and stage shares drawn,
     the slowest host and its bottleneck stage named, as the pod section
     of the JSON says."""
-    import shutil
-    if not shutil.which("mpirun"):
-        if os.environ.get("PODFEED_TEST_NO_MISSING") == "1":
-            pytest.fail("mpirun is not installed (tools/install-deps installs it)")
-        pytest.skip("mpirun is not installed")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
-                        "PMI_RANK", "PMI_SIZE", "TPU_WORKER_ID", "RANK", "WORLD_SIZE")}
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               TMPDIR=str(tmp_path))    # an mpirun session directory of its own
+    env = _mpi_env(tmp_path)
     page = tmp_path / "pod.html"
     out = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", tool("tools/loadbench"),
                           "--quiet", "--json", "--per-core-batch", "8", "--threads", "1",
@@ -304,3 +295,52 @@ def test_a_pod_s_page_names_the_straggler_and_its_bottleneck(data, tmp_path):
         f"host {slow['index']} ")
     assert f"its bottleneck: {slow['bottleneck']} " in by_id["chart-pod"]["reading"]
     assert len(by_id["chart-pod-stages"]["colours"]) == 3
+
+
+def _mpi_env(tmp_path):
+    import shutil
+    if not shutil.which("mpirun"):
+        if os.environ.get("PODFEED_TEST_NO_MISSING") == "1":
+            pytest.fail("mpirun is not installed (tools/install-deps installs it)")
+        pytest.skip("mpirun is not installed")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK",
+                        "PMI_RANK", "PMI_SIZE", "TPU_WORKER_ID", "RANK", "WORLD_SIZE")}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               TMPDIR=str(tmp_path))    # an mpirun session directory of its own
+    return env
+
+
+def test_the_ladder_s_page_draws_scaling_against_the_linear_ideal(data, tmp_path):
+    env = _mpi_env(tmp_path)
+    page = tmp_path / "ladder.html"
+    out = subprocess.run([tool("tools/loadbench"), "ladder", "--hosts", "1,2", "--json",
+                          "--html", str(page), "--per-core-batch", "8", "--threads", "1",
+                          "--epochs", "5", "--features", TOKENS, str(data / "indexed")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    rungs = report["rungs"]
+    assert [g["hosts"] for g in rungs] == [1, 2]
+    for g in rungs:
+        assert g["ideal_records_per_s"] == pytest.approx(
+            rungs[0]["per_host_records_per_s"] * g["hosts"], rel=1e-6)
+        assert g["global_batch"] == 8 * g["hosts"]
+        assert g["steps"] == 5 * 2000 // g["global_batch"]
+        assert g["lr"] is None      # no model
+    dom, charts = render(page, "ladder")
+    check_figures(dom, report)
+    (c,) = charts
+    assert c["id"] == "chart-ladder" and c["drawn"] == "yes" and len(c["colours"]) == 3
+    want = ", ".join(f"{g['efficiency'] * 100:.0f}% at {g['hosts']} host"
+                     f"{'' if g['hosts'] == 1 else 's'}" for g in rungs)
+    assert c["reading"].startswith(f"scaling efficiency {want}; ")
+    assert ("under 90% from 2 hosts" in c["reading"]) == (report["first_under_90"] == 2)
+    f = Figures()
+    f.feed(dom)
+    assert "The step plan of each rung" in "".join(f.text)
+    # an unwritable page fails before any rung runs
+    bad = subprocess.run([tool("tools/loadbench"), "ladder", "--hosts", "1,2", "--html",
+                          str(tmp_path / "no" / "x.html"), "--features", TOKENS,
+                          str(data / "indexed")], capture_output=True, text=True, env=env)
+    assert bad.returncode == 1 and "--html " in bad.stderr and "rung of" not in bad.stderr
