@@ -6,6 +6,7 @@
 # text holds the figures of the JSON report of the same run.
 import html.parser
 import json
+import re
 import math
 import os
 import pathlib
@@ -118,7 +119,10 @@ def check_drawn(b, name, min_pixels=40):
         # The first batch's bar may have parts under a pixel wide; a
         # line is drawn across the whole plot.
         # (bars, as a stage's share near 0%, may be short: the longest)
-        bars = ("chart-first-batch", "chart-pod", "chart-pod-stages")
+        # The ladder's lines meet at one host by definition, and the pod's
+        # line lies on the linear ideal wherever scaling is linear: the
+        # longest colour here, each line's points in the ladder's test.
+        bars = ("chart-first-batch", "chart-pod", "chart-pod-stages", "chart-ladder")
         need = counts.values() if c["id"] not in bars else [max(counts.values())]
         assert all(n >= min_pixels for n in need), f"{c['id']}: {counts}"
     return charts
@@ -334,6 +338,10 @@ def test_the_ladder_s_page_draws_scaling_against_the_linear_ideal(data, tmp_path
     check_figures(dom, report)
     (c,) = charts
     assert c["id"] == "chart-ladder" and c["drawn"] == "yes" and len(c["colours"]) == 3
+    # each of the three lines has a point a rung, in its own colour
+    lines = re.findall(r'<polyline[^>]*stroke="(#[0-9a-f]{6})"[^>]*points="([^"]*)"', dom)
+    assert sorted(col for col, _ in lines) == sorted(c["colours"]), lines
+    assert all(len(pts.split()) == len(rungs) for _, pts in lines), lines
     want = ", ".join(f"{g['efficiency'] * 100:.0f}% at {g['hosts']} host"
                      f"{'' if g['hosts'] == 1 else 's'}" for g in rungs)
     assert c["reading"].startswith(f"scaling efficiency {want}; ")
