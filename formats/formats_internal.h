@@ -157,6 +157,10 @@ static inline void pf_store_le64(void *p, uint64_t v) { memcpy(p, &v, 8); }
 #define PF_SKIP_SEEKTABLE 0x184D2A5Eu	/* zstd seekable seek table */
 #define PF_SEEKABLE_MAGIC 0x8F92EAB1u
 #define PF_SEEKTABLE_FOOTER 9u
-#define PF_INDEX_TRAILER_MAGIC 0x58494650u /* "PFIX" little-endian */
+#define PF_INDEX_TRAILER_MAGIC 0x58494650u /* "PFIX" little-endian: version 1,
+					      trailer {u32 L, magic} */
+#define PF_INDEX_TRAILER_MAGIC_CRC 0x43494650u /* "PFIC": version 2 on, trailer
+					      {u32 CRC32C of the protobuf,
+					      u32 L, magic} */
 
 #endif

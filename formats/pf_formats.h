@@ -540,7 +540,7 @@ PF_API bool pf_schema_is_fixed(const pf_schema *s, const pf_feature_schema *f);
  * table.  Frames may be aligned to a power-of-two boundary with skippable
  * padding frames.
  */
-#define PF_SHARD_VERSION 1u
+#define PF_SHARD_VERSION 2u	/* 2: the index carries its CRC32C */
 #define PF_SHARD_TAIL_HINT (64u << 10)	/* tail bytes to read first */
 #define PF_SHARD_MAX_INDEX (256u << 20)	/* refuse larger index frames */
 #define PF_SHARD_FRAME_DEFAULT (1u << 20)

@@ -12,8 +12,10 @@
  *
  *   ... data frames ... | index frame | seek table frame |
  *
- *   index frame:  u32 PF_SKIP_INDEX, u32 size (= L + 8),
- *                 ShardIndex protobuf (L bytes), u32 L, u32 "PFIX"
+ *   index frame:  u32 PF_SKIP_INDEX, u32 size (= L + 12),
+ *                 ShardIndex protobuf (L bytes), u32 CRC32C of those L
+ *                 bytes, u32 L, u32 "PFIC" (version 2 on); version 1
+ *                 (still read): size L + 8, no CRC, u32 L, u32 "PFIX"
  *   seek table:   u32 PF_SKIP_SEEKTABLE, u32 size (= n * entry + 9),
  *                 n entries {u32 compressed, u32 decompressed[, u32 xxh]},
  *                 u32 n, u8 descriptor, u32 PF_SEEKABLE_MAGIC
@@ -24,7 +26,8 @@
  */
 
 #define PF_SKIP_HEADER 8u
-#define PF_INDEX_TRAILER 8u
+#define PF_INDEX_TRAILER 8u		/* version 1: u32 L, "PFIX" */
+#define PF_INDEX_TRAILER_CRC 12u	/* version 2: u32 CRC32C, u32 L, "PFIC" */
 #define PF_SEEK_CHECKSUM_FLAG 0x80u
 #define PF_SEEK_RESERVED_BITS 0x7cu
 
@@ -275,7 +278,7 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 	const uint8_t *p;
 	struct seek_table st;
 	uint64_t st_len, ix_end, ix_len, ix_start, need;
-	uint32_t pb_len;
+	uint32_t pb_len, trailer;
 	uint8_t desc;
 	int64_t ret;
 
@@ -323,7 +326,7 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 	st.start = file_size - st_len;
 	/* Ask for the index trailer too, so that a short first read costs
 	 * one more round trip, not two. */
-	need = st_len + (st.start >= PF_INDEX_TRAILER ? PF_INDEX_TRAILER : 0);
+	need = st_len + (st.start >= PF_INDEX_TRAILER_CRC ? PF_INDEX_TRAILER_CRC : 0);
 	if (tail_len < need)
 		return (int64_t)need;
 	p = at(tail, tail_len, file_size, st.start);
@@ -340,12 +343,16 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 		return pf_error_set(err, -ENODATA, PF_OFFSET_FILE, st.start,
 				    "no podfeed index before the seek table");
 	p = at(tail, tail_len, file_size, ix_end - PF_INDEX_TRAILER);
-	if (pf_load_le32(p + 4) != PF_INDEX_TRAILER_MAGIC)
+	if (pf_load_le32(p + 4) == PF_INDEX_TRAILER_MAGIC_CRC)
+		trailer = PF_INDEX_TRAILER_CRC;
+	else if (pf_load_le32(p + 4) == PF_INDEX_TRAILER_MAGIC)
+		trailer = PF_INDEX_TRAILER;
+	else
 		return pf_error_set(err, -ENODATA, PF_OFFSET_FILE,
 				    ix_end - 4,
 				    "no podfeed index before the seek table");
 	pb_len = pf_load_le32(p);
-	ix_len = PF_SKIP_HEADER + (uint64_t)pb_len + PF_INDEX_TRAILER;
+	ix_len = PF_SKIP_HEADER + (uint64_t)pb_len + trailer;
 	if (ix_len > ix_end)
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE,
 				    ix_end - PF_INDEX_TRAILER,
@@ -361,12 +368,24 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 		return (int64_t)(file_size - ix_start);
 	p = at(tail, tail_len, file_size, ix_start);
 	if (pf_load_le32(p) != PF_SKIP_INDEX ||
-	    pf_load_le32(p + 4) != (uint64_t)pb_len + PF_INDEX_TRAILER)
+	    pf_load_le32(p + 4) != (uint64_t)pb_len + trailer)
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, ix_start,
 				    "index frame header (magic 0x%08x, size %u) does not match its trailer (length %u)",
 				    pf_load_le32(p), pf_load_le32(p + 4), pb_len);
 
-	/* 4. The protobuf, then every field checked before it is trusted. */
+	/* 4. Version 2 on: the index's CRC32C, before a byte of it is
+	 * trusted (a flipped byte of a feature name would otherwise pass as
+	 * another schema). */
+	if (trailer == PF_INDEX_TRAILER_CRC) {
+		uint32_t stored = pf_load_le32(p + PF_SKIP_HEADER + pb_len);
+		uint32_t crc = pf_crc32c(0, p + PF_SKIP_HEADER, pb_len);
+
+		if (crc != stored)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, ix_start + PF_SKIP_HEADER,
+					    "index CRC mismatch (0x%08x, stored 0x%08x): the "
+					    "shard's index is damaged", crc, stored);
+	}
+	/* 5. The protobuf, then every field checked before it is trusted. */
 	pb = podfeed__shard_index__unpack(&pb_allocator, pb_len,
 					  p + PF_SKIP_HEADER);
 	if (!pb) {

@@ -15,7 +15,9 @@
  *   frame 1 ...        each frame starts on an align boundary
  *   frame n-1          no padding after the last frame
  *   index              skippable PF_SKIP_INDEX:
- *                        [ShardIndex protobuf][u32 its length][u32 "PFIX"]
+ *                        [ShardIndex protobuf][u32 its CRC32C]
+ *                        [u32 its length][u32 "PFIC"]
+ *                      (version 1, still read: no CRC, "PFIX")
  *   seek table         skippable PF_SKIP_SEEKTABLE: n x {u32 compressed,
  *                        u32 decompressed}, then {u32 n, u8 0, u32 magic}
  *
@@ -380,7 +382,7 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 	ix.schema_records = w->schema_records;
 
 	pb_len = podfeed__shard_index__get_packed_size(&ix);
-	total = PF_SKIP_HEADER + pb_len + 8;
+	total = PF_SKIP_HEADER + pb_len + 12;
 	if (total > PF_SHARD_MAX_INDEX) {
 		ret = pf_error_set(err, -EFBIG, PF_OFFSET_FILE, data_end,
 				   "index of %zu bytes is larger than the limit of %u",
@@ -391,10 +393,14 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 	if (!buf)
 		goto out;
 	pf_store_le32(buf, PF_SKIP_INDEX);
-	pf_store_le32(buf + 4, (uint32_t)(pb_len + 8));
+	pf_store_le32(buf + 4, (uint32_t)(pb_len + 12));
 	podfeed__shard_index__pack(&ix, buf + PF_SKIP_HEADER);
-	pf_store_le32(buf + PF_SKIP_HEADER + pb_len, (uint32_t)pb_len);
-	pf_store_le32(buf + PF_SKIP_HEADER + pb_len + 4, PF_INDEX_TRAILER_MAGIC);
+	/* The whole index checked, the schema with it: the frame table is
+	 * cross-checked against the seek table, the schema by nothing else. */
+	pf_store_le32(buf + PF_SKIP_HEADER + pb_len,
+		      pf_crc32c(0, buf + PF_SKIP_HEADER, pb_len));
+	pf_store_le32(buf + PF_SKIP_HEADER + pb_len + 4, (uint32_t)pb_len);
+	pf_store_le32(buf + PF_SKIP_HEADER + pb_len + 8, PF_INDEX_TRAILER_MAGIC_CRC);
 	*out = buf;
 	*out_len = total;
 	ret = 0;

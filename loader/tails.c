@@ -292,9 +292,11 @@ out:
 	}
 	for (size_t k = 0; ret == 0 && k < t.ndamage; k++) {
 		const tail_damage *d = &t.damage[k];
+		/* The index lost, no record: the shard is read as the zstd
+		 * stream it also is, whose own damage is dropped on its own. */
 		pf_drop drop = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
 				 .start = d->cause.offset, .resume = ds->file_size[d->file],
-				 .records = -1, .cause = d->cause };
+				 .records = 0, .cause = d->cause };
 
 		if (scfg->on_drop)
 			ret = scfg->on_drop(scfg->on_drop_ctx, &drop);

@@ -427,3 +427,29 @@ Test(shardtool, no_empty_shards_no_empty_pods_and_empty_names_named)
 		tu_expect_run(tool(), args, cases[i].status, says);
 	}
 }
+
+/* One byte of a feature name flipped inside an indexed shard's index
+ * ("label" -> "la8el"): the index's CRC32C (version 2) finds it, and the
+ * damage is the file's, not the user's spec (issue 25). */
+Test(shardtool, a_damaged_index_schema_is_the_shards_damage)
+{
+	const char *d = tu_tmpdir();
+	char args[2048], f[1024];
+
+	cr_assert_eq(tu_system("%s synth --kind tokens --records 300 --shards 1 --out %s/raw "
+			       ">/dev/null && %s convert --out %s/z %s/raw >/dev/null", tool(), d,
+			       tool(), d, d), 0);
+	snprintf(f, sizeof(f), "%s/z/part-00000-of-00001.tfrecord.zst", d);
+	cr_assert_eq(tu_system("at=$(grep -obUa label %s | tail -1 | cut -d: -f1) && "
+			       "printf 8 | dd of=%s bs=1 seek=$((at + 2)) conv=notrunc 2>/dev/null",
+			       f, f), 0);
+	snprintf(args, sizeof(args), "verify %s", f);
+	tu_expect_run(tool(), args, 1, "index CRC mismatch");
+	snprintf(args, sizeof(args), "--quiet --no-manifest --features label:int64[1] %s", f);
+	tu_expect_run(tu_env_tool("LOADBENCH"), args, 1, "the shard's index is damaged");
+	/* Skip mode: the index dropped (no record with it), the shard read
+	 * as the zstd stream it also is: every record. */
+	snprintf(args, sizeof(args), "--quiet --no-manifest --on-corrupt skip --per-core-batch 1 "
+		 "--features label:int64[1] %s", f);
+	tu_expect_run(tu_env_tool("LOADBENCH"), args, 0, "records     300 in 300 steps");
+}
