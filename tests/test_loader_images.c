@@ -129,6 +129,17 @@ static void check_row(const uint8_t *img, int64_t label, uint32_t epoch, uint64_
 		  (long long)label, epoch);
 }
 
+/* The loader of these tests: the one file in paths, FEATURES, 4 rows a
+ * core on 2 cores. */
+static void image_config(pf_loader_config *cfg, const char **paths)
+{
+	cfg->paths = paths;
+	cfg->npaths = 1;
+	cfg->features = FEATURES;
+	cfg->per_core_batch = 4;
+	cfg->cores_per_host = 2;
+}
+
 static run_out run(const char *path, unsigned threads, const pf_state_blob *from,
 		   uint64_t max_steps, pf_state_blob *save, bool check)
 {
@@ -140,11 +151,7 @@ static run_out run(const char *path, unsigned threads, const pf_state_blob *from
 	run_out o = { 0 };
 	int ret;
 
-	cfg.paths = paths;
-	cfg.npaths = 1;
-	cfg.features = FEATURES;
-	cfg.per_core_batch = 4;
-	cfg.cores_per_host = 2;
+	image_config(&cfg, paths);
 	cfg.epochs = 3;
 	cfg.seed = 42;
 	cfg.shuffle = true;
@@ -254,11 +261,7 @@ Test(loader_images, damaged_image_skipped_is_a_hole)
 	uint32_t holes = 0;
 	int ret;
 
-	cfg.paths = paths;
-	cfg.npaths = 1;
-	cfg.features = FEATURES;
-	cfg.per_core_batch = 4;
-	cfg.cores_per_host = 2;
+	image_config(&cfg, paths);
 	cfg.on_corrupt = PF_CORRUPT_SKIP;
 	cfg.max_corrupt = 1;
 	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
