@@ -275,3 +275,22 @@ Test(tfrecord, parse_verified_skips_only_the_data_crc)
 	pf_error_clear(&err);
 	cr_assert_eq(pf_tfr_parse_verified(buf, n, 0, 8, &rec, &err), -EFBIG);
 }
+
+/* Skip mode finds an empty record after damage, zeros or not: header_ok()
+ * knows a zero length's CRC without computing it, and that constant must
+ * be the one pf_tfr_encode() writes. */
+Test(tfrecord, resync_finds_an_empty_record_after_zeros_and_garbage)
+{
+	static const uint8_t fill[] = { 0x00, 0x5a };
+	uint8_t buf[64 + 16 + 17];
+
+	for (size_t k = 0; k < sizeof(fill); k++) {
+		memset(buf, fill[k], 64);
+		cr_assert_eq(pf_tfr_encode(buf + 64, 16, "", 0), 16);
+		cr_assert_eq(pf_tfr_encode(buf + 80, 17, "x", 1), 17);
+		cr_assert_eq(pf_tfr_resync(buf, sizeof(buf), 1 << 20, true), 64,
+			     "fill 0x%02x", fill[k]);
+		/* The zeros themselves are no record: their CRC is not zero's. */
+		cr_assert_eq(pf_tfr_resync(buf, 64, 1 << 20, true), 64);
+	}
+}
