@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `shardtool synth`: a deterministic synthetic TFRecord dataset of
  * tf.train.Example (token, dense or image records with a hidden teacher's
- * labels). */
+ * labels; text records of log-normal lengths for packing). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +16,11 @@
 #define SYNTH_TOKEN_CLASSES 8u
 #define SYNTH_DENSE_DIM 256u
 #define SYNTH_DENSE_CLASSES 10u
+/* text: log-normal lengths, ln(length) ~ N(ln(median), SYNTH_TEXT_SIGMA),
+ * clamped to 1..max; the end-of-text id closes each record. */
+#define SYNTH_TEXT_SIGMA 1.0
+#define SYNTH_TEXT_EOS 1
+#define SYNTH_TEXT_MAX_CAP 65536u
 
 /* ------------------------------------------------------------------ */
 /* Deterministic randomness: splitmix64, one stream per record.         */
@@ -29,8 +34,10 @@ static double rng_gauss(pf_rng *r)
 
 /* ------------------------------------------------------------------ */
 
-typedef enum synth_kind { SYNTH_TOKENS, SYNTH_DENSE, SYNTH_IMAGES, SYNTH_BLOBS } synth_kind;
-static const char *const kind_names[] = { "tokens", "dense", "images", "blobs" };
+typedef enum synth_kind {
+	SYNTH_TOKENS, SYNTH_DENSE, SYNTH_IMAGES, SYNTH_BLOBS, SYNTH_TEXT
+} synth_kind;
+static const char *const kind_names[] = { "tokens", "dense", "images", "blobs", "text" };
 
 typedef struct synth {
 	synth_kind kind;
@@ -42,6 +49,8 @@ typedef struct synth {
 	uint8_t *out;
 	size_t out_cap;
 	uint32_t min_side, max_side;	/* images: the shorter side's range */
+	uint32_t median_tokens, max_tokens;	/* text: the lengths */
+	int64_t *targets;		/* text: the next token of each */
 	uint8_t *pixels, *jpeg;		/* images: the scene, its JPEG */
 	size_t jpeg_cap;
 } synth;
@@ -112,6 +121,26 @@ static void scene(synth *s, pf_rng *r, uint32_t w, uint32_t h, uint32_t comps)
 			rgb[i * 4 + 2] = (uint8_t)(yl - kk);
 			rgb[i * 4 + 3] = kk;
 		}
+}
+
+/* A Zipf-like token id: P(id) ~ 1/(id+1), a log-uniform rank (s = 1). */
+static int64_t zipf_id(pf_rng *r)
+{
+	const double logv = log((double)SYNTH_VOCAB + 1.0);
+	int64_t id = (int64_t)floor(exp(pf_rng_unit(r) * logv)) - 1;
+
+	return id >= (int64_t)SYNTH_VOCAB ? SYNTH_VOCAB - 1 : id;
+}
+
+/* A text record's length: log-normal of median m (sigma
+ * SYNTH_TEXT_SIGMA), rounded, clamped to 1..max. */
+static uint32_t text_length(pf_rng *r, uint32_t median, uint32_t max)
+{
+	double v = exp(log((double)median) + SYNTH_TEXT_SIGMA * rng_gauss(r));
+
+	if (!(v < (double)max))	/* NaN too */
+		return max;
+	return v < 1.0 ? 1 : (uint32_t)llround(v);
 }
 
 /* A token's vote for a class in the hidden teacher, in [-1, 1). */
@@ -187,13 +216,10 @@ static int64_t synth_record(synth *s, uint64_t g)
 	case SYNTH_TOKENS: {
 		uint32_t n = 128 + (uint32_t)(pf_rng_next(&r) % 385);
 		double score[SYNTH_TOKEN_CLASSES] = { 0 };
-		const double logv = log((double)SYNTH_VOCAB + 1.0);
 
 		for (uint32_t i = 0; i < n; i++) {
-			/* P(id) ~ 1/(id+1): log-uniform rank, Zipf with s = 1. */
-			int64_t id = (int64_t)floor(exp(pf_rng_unit(&r) * logv)) - 1;
-			if (id >= (int64_t)SYNTH_VOCAB)
-				id = SYNTH_VOCAB - 1;
+			int64_t id = zipf_id(&r);
+
 			s->ids[i] = id;
 			for (uint32_t c = 0; c < SYNTH_TOKEN_CLASSES; c++)
 				score[c] += token_vote(s->seed, c, id);
@@ -233,6 +259,25 @@ static int64_t synth_record(synth *s, uint64_t g)
 	}
 	case SYNTH_IMAGES:
 		return synth_image(s, &r);
+	case SYNTH_TEXT: {
+		/* tokens: Zipf-like ids 2.. ending in the end-of-text id;
+		 * targets: each token's next (the last: end-of-text again). */
+		uint32_t n = text_length(&r, s->median_tokens, s->max_tokens);
+
+		for (uint32_t i = 0; i + 1 < n; i++) {
+			int64_t id = zipf_id(&r);
+
+			s->ids[i] = id < 2 ? id + 2 : id;
+		}
+		s->ids[n - 1] = SYNTH_TEXT_EOS;
+		memcpy(s->targets, s->ids + 1, (n - 1) * sizeof(*s->ids));
+		s->targets[n - 1] = SYNTH_TEXT_EOS;
+		f[0] = (pf_feature){ .name = "tokens", .name_len = 6, .kind = PF_KIND_INT64,
+				     .count = n, .v.int64s = s->ids };
+		f[1] = (pf_feature){ .name = "targets", .name_len = 7, .kind = PF_KIND_INT64,
+				     .count = n, .v.int64s = s->targets };
+		break;
+	}
 	case SYNTH_BLOBS: {
 		uint32_t n = (16u << 10) + (uint32_t)(pf_rng_next(&r) % ((48u << 10) + 1));
 
@@ -258,13 +303,14 @@ typedef struct synth_opts {
 	int kind;		/* synth_kind */
 	uint64_t records, shards, seed;
 	uint64_t min_side, max_side;
+	uint64_t median_tokens, max_tokens;
 	const char *out;
 	bool kind_given;
 } synth_opts;
 
 static const cli_opt synth_cli[] = {
-	{ CLI_CHOICE, "kind", .arg = "tokens|dense|images|blobs",
-	  .choices = "tokens|dense|images|blobs",
+	{ CLI_CHOICE, "kind", .arg = "tokens|dense|images|blobs|text",
+	  .choices = "tokens|dense|images|blobs|text",
 	  .off = offsetof(synth_opts, kind), .seen = CLI_SEEN(synth_opts, kind_given),
 	  .help = "tokens: 'tokens', Zipf-like int64 ids (vocab 32000), 128-512 per "
 		  "record, and 'label', an int64 class from a hidden teacher (8 "
@@ -274,11 +320,20 @@ static const cli_opt synth_cli[] = {
 		  "in --min-side..--max-side; 8% gray, 12% progressive, 2% CMYK), "
 		  "'image/class/label' 1..1000, 'image/height', 'image/width', "
 		  "'image/format', 'image/colorspace', 'image/channels'; blobs: "
-		  "'image', incompressible 16-64 KiB bytes, and 'label', int64 0..999" },
+		  "'image', incompressible 16-64 KiB bytes, and 'label', int64 0..999; "
+		  "text: 'tokens', Zipf-like int64 ids (vocab 32000) of log-normal "
+		  "length (median --median-tokens, sigma 1, clamped to 1..--max-tokens) "
+		  "ending in the end-of-text id 1, and 'targets', each token's next" },
 	{ CLI_U64, "min-side", .arg = "PX", .off = offsetof(synth_opts, min_side), .min = 16,
 	  .max = 8192, .help = "images: the shorter side's least (default 200)" },
 	{ CLI_U64, "max-side", .arg = "PX", .off = offsetof(synth_opts, max_side), .min = 16,
 	  .max = 8192, .help = "images: the shorter side's most (default 600)" },
+	{ CLI_U64, "median-tokens", .arg = "N", .off = offsetof(synth_opts, median_tokens),
+	  .min = 1, .max = SYNTH_TEXT_MAX_CAP, .help = "text: the records' median length "
+	  "(default 300)" },
+	{ CLI_U64, "max-tokens", .arg = "N", .off = offsetof(synth_opts, max_tokens), .min = 1,
+	  .max = SYNTH_TEXT_MAX_CAP, .help = "text: the longest record; longer ones are cut "
+	  "to it (default 16384)" },
 	{ CLI_U64, "records", .arg = "N", .off = offsetof(synth_opts, records),
 	  .max = 1ull << 40, .suffix = true, .help = "records in all" },
 	{ CLI_U64, "shards", .arg = "S", .off = offsetof(synth_opts, shards), .min = 1,
@@ -292,8 +347,9 @@ static const cli_opt synth_cli[] = {
 
 static const cli_command synth_command = {
 	.name = "shardtool synth",
-	.usage = "usage: shardtool synth --kind tokens|dense|images|blobs --records N --shards S\n"
-		 "                       --out DIR [--seed SEED] [--min-side PX --max-side PX]\n",
+	.usage = "usage: shardtool synth --kind tokens|dense|images|blobs|text --records N\n"
+		 "                       --shards S --out DIR [--seed SEED] [--min-side PX\n"
+		 "                       --max-side PX] [--median-tokens N --max-tokens N]\n",
 	.about = "Writes S plain TFRecord shards of tf.train.Example to DIR; record i is\n"
 		 "the same whatever S is.\n",
 	.opts = synth_cli,
@@ -301,7 +357,8 @@ static const cli_command synth_command = {
 
 int cmd_synth(int argc, char **argv)
 {
-	synth_opts so = { .seed = 1, .min_side = 200, .max_side = 600 };
+	synth_opts so = { .seed = 1, .min_side = 200, .max_side = 600, .median_tokens = 300,
+			  .max_tokens = 16384 };
 	synth s = { .kind = SYNTH_TOKENS, .seed = 1 };
 	uint64_t records, shards, *count = NULL;
 	const char *out, *kind;
@@ -326,14 +383,23 @@ int cmd_synth(int argc, char **argv)
 				 (unsigned long long)so.min_side, (unsigned long long)so.max_side);
 	s.min_side = (uint32_t)so.min_side;
 	s.max_side = (uint32_t)so.max_side;
+	if (so.median_tokens > so.max_tokens)
+		return cli_usage("--median-tokens %llu is more than --max-tokens %llu",
+				 (unsigned long long)so.median_tokens,
+				 (unsigned long long)so.max_tokens);
+	s.median_tokens = (uint32_t)so.median_tokens;
+	s.max_tokens = (uint32_t)so.max_tokens;
 	if (ensure_dir(out) < 0)
 		return 1;
 
-	s.ids = malloc(512 * sizeof(*s.ids));
+	s.ids = malloc((s.kind == SYNTH_TEXT ? s.max_tokens : 512) * sizeof(*s.ids));
+	s.targets = malloc((s.kind == SYNTH_TEXT ? s.max_tokens : 1) * sizeof(*s.targets));
 	s.x = malloc(SYNTH_DENSE_DIM * sizeof(*s.x));
 	s.image = malloc(64u << 10);
 	s.teacher = malloc(SYNTH_DENSE_CLASSES * SYNTH_DENSE_DIM * sizeof(float));
 	s.out_cap = (64u << 10) + 4096;
+	if (s.kind == SYNTH_TEXT)	/* two lists of ids of at most 3 varint bytes */
+		s.out_cap = (size_t)s.max_tokens * 2 * 3 + 4096;
 	if (s.kind == SYNTH_IMAGES) {
 		size_t px = (size_t)s.max_side * (s.max_side + s.max_side / 2 + 1);
 
@@ -351,7 +417,8 @@ int cmd_synth(int argc, char **argv)
 	s.out = malloc(s.out_cap + PF_TFR_OVERHEAD);
 	count = calloc(shards, sizeof(*count));
 	uint8_t *framed = malloc(s.out_cap + PF_TFR_OVERHEAD);
-	if (!s.ids || !s.x || !s.image || !s.teacher || !s.out || !count || !framed) {
+	if (!s.ids || !s.targets || !s.x || !s.image || !s.teacher || !s.out || !count ||
+	    !framed) {
 		cli_fail("out of memory");
 		ret = 1;
 		goto out;
@@ -438,6 +505,7 @@ out:
 	free(framed);
 	free(count);
 	free(s.ids);
+	free(s.targets);
 	free(s.x);
 	free(s.image);
 	free(s.pixels);
