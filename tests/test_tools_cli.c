@@ -175,7 +175,7 @@ static const struct usage_case {
 	{ "SHARDTOOL", "", "a command is required", "shardtool" },
 	{ "SHARDTOOL", "frobnicate", "unknown command 'frobnicate'", "shardtool" },
 	{ "SHARDTOOL", "synth --kind words --records 1 --shards 1 --out o",
-	  "--kind: 'words' is not tokens, dense, images or blobs", "shardtool synth" },
+	  "--kind: 'words' is not tokens, dense, images, blobs or text", "shardtool synth" },
 	{ "SHARDTOOL", "synth --kind tokens", "--kind, --records, --shards and --out are "
 	  "required", "shardtool synth" },
 	{ "SHARDTOOL", "convert --out o --align 5000 i", "--align: 5000 is not a power of two",
