@@ -694,3 +694,29 @@ Test(loadbench, packing_report, .timeout = 120)
 		json_decref(o);
 	}
 }
+
+/* Without --features the spec comes from the first file's index; in skip
+ * mode a damaged one is passed, said, and the spec taken from the next
+ * file (the loader then reads the damaged shard as its zstd stream); in
+ * fail mode it stays the error it is. */
+Test(loadbench, skip_mode_infers_the_spec_past_a_damaged_first_index, .timeout = 120)
+{
+	const char *d = tu_tmpdir();
+	const char *st = tu_env_tool("SHARDTOOL");
+	char args[2048], f[1024];
+
+	cr_assert_eq(tu_system("%s synth --kind tokens --records 300 --shards 3 --out %s/raw "
+			       ">/dev/null && %s convert --out %s/z %s/raw >/dev/null && "
+			       "rm %s/z/podfeed.manifest", st, d, st, d, d, d), 0);
+	snprintf(f, sizeof(f), "%s/z/part-00000-of-00003.tfrecord.zst", d);
+	cr_assert_eq(tu_system("at=$(grep -obUa label %s | tail -1 | cut -d: -f1) && "
+			       "printf 8 | dd of=%s bs=1 seek=$((at + 2)) conv=notrunc 2>/dev/null",
+			       f, f), 0);
+	snprintf(args, sizeof(args), "--per-core-batch 1 --epochs 1 %s/z", d);
+	tu_expect_run(tu_env_tool("LOADBENCH"), args, 1, "part-00000-of-00003.tfrecord.zst: byte");
+	snprintf(args, sizeof(args), "--on-corrupt skip --per-core-batch 1 --epochs 1 %s/z", d);
+	tu_expect_run(tu_env_tool("LOADBENCH"), args, 0,
+		      "the shard's index is damaged (--on-corrupt skip: the spec from the next "
+		      "file's index)");
+	tu_expect_run(tu_env_tool("LOADBENCH"), args, 0, "records     300 in 300 steps");
+}

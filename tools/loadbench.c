@@ -748,6 +748,21 @@ int main(int argc, char **argv)
 		d = mpath ? pf_spec_infer((const char *const *)&mpath, 1, &ic, &spec, &err)
 			  : pf_spec_infer((const char *const *)argv + first,
 					  (size_t)(argc - first), &ic, &spec, &err);
+		/* --on-corrupt skip reads past a damaged file: so does the
+		 * spec's inference, from the next file's index, saying which
+		 * it passed (the loader's own skip counts it again). */
+		for (int k = 0; !mpath && d < 0 && d != -ENODATA && d != -ENOMEM &&
+				o.on_corrupt == PF_CORRUPT_SKIP && k + 1 < nfiles; k++) {
+			if (strcmp(err.file, files[k]))
+				break;	/* not this file's damage: as it is */
+			char line[PF_ERROR_LINE_MAX];
+
+			pf_error_format(&err, line, sizeof(line));
+			fprintf(stderr, "loadbench: %s (--on-corrupt skip: the spec from the "
+				"next file's index)\n", line);
+			pf_error_clear(&err);
+			d = pf_spec_infer((const char *const *)&files[k + 1], 1, &ic, &spec, &err);
+		}
 		if (d == -ENODATA) {
 			char line[PF_ERROR_LINE_MAX];
 
