@@ -249,6 +249,13 @@ void pf_loader_tuning_sized(const pf_loader *l, pf_tuning *out, size_t out_size)
 
 	if (l->pack)	/* the inner loader's pipeline */
 		l = pf_pack_inner(l);
+	if (l->mix) {
+		/* A mixture's sources tune themselves, each its own: the
+		 * first one's is said. */
+		pf_mixture_tuning(l->mix, &t);
+		pf_struct_out(out, out_size, &t, sizeof(t));
+		return;
+	}
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	t = l->tune;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);

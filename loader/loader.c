@@ -93,6 +93,37 @@ static void global_reads_hint(const pf_loader *l)
 		(unsigned long long)frame, l->slice, l->topo.per_core_batch, l->wblock);
 }
 
+/* A loader over cfg's sources (mixture.c). */
+static int create_mixture(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
+{
+	pf_loader *l;
+	int ret;
+
+	if (!cfg->sources || !cfg->nsources || !cfg->features || !cfg->per_core_batch)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "a mixture needs sources (%zu given), a feature spec and a "
+				    "per-core batch", cfg->sources ? cfg->nsources : 0);
+	/* Packing packs one record order; a mixture deals rows among
+	 * loaders: the two together are not built (docs/api.md). */
+	if (cfg->pack_length)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "a mixture cannot be packed: pack_length %u with %zu sources "
+				    "(pack one dataset, or mix without packing)",
+				    cfg->pack_length, cfg->nsources);
+	l = pf_calloc(1, sizeof(*l));
+	if (!l)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory creating the loader");
+	ret = pf_mixture_create(&l->mix, cfg, err);
+	if (ret < 0) {
+		pf_free(l);
+		return ret;
+	}
+	l->cfg = *cfg;
+	*out = l;
+	return 0;
+}
+
 /* The global shuffle reads slices of frames through the index: a file
  * without one (a stream) cannot be sliced, and is refused by name. */
 static int check_global(const pf_loader *l, pf_error *err)
@@ -155,6 +186,8 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 			   "pf_loader_config", err);
 	if (ret < 0)
 		return ret;
+	if (cfg->nsources || cfg->sources)
+		return create_mixture(out, cfg, err);
 	if (!cfg->npaths || (!cfg->features && !spec) || !cfg->per_core_batch)
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "the loader needs paths, a feature spec and a per-core batch");
@@ -455,6 +488,10 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 
 	if (l->pack)
 		return pf_pack_next(l, out, timeout_ns);
+	/* A mixture's batch is made in this call, from its sources' batches
+	 * (which it waits for whatever the timeout). */
+	if (l->mix)
+		return pf_mixture_next(l->mix, out);
 	pthread_mutex_lock(&l->mu);
 	pf_tune_next_entry(l, t0);
 	/* A caller's mistake changes nothing: no batch is taken, the loader
@@ -544,6 +581,10 @@ void pf_loader_release(pf_loader *l, pf_batch *batch)
 		pf_pack_release(l, batch);
 		return;
 	}
+	if (l->mix) {
+		pf_mixture_release(l->mix, batch);
+		return;
+	}
 	b = (batch_slot *)((char *)batch - offsetof(batch_slot, batch));
 	pthread_mutex_lock(&l->mu);
 	l->held--;
@@ -555,6 +596,8 @@ void pf_loader_release(pf_loader *l, pf_batch *batch)
 
 const pf_error *pf_loader_last_error(const pf_loader *l)
 {
+	if (l->mix)
+		return pf_mixture_last_error(l->mix);
 	if (l->misused)
 		return &l->misuse;
 	return l->failed ? &l->err : NULL;
@@ -566,6 +609,11 @@ void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *um, size
 
 	if (l->pack) {
 		pf_pack_metrics(l, m);
+		pf_struct_out(um, m_size, m, sizeof(*m));
+		return;
+	}
+	if (l->mix) {
+		pf_mixture_metrics(l->mix, m);
 		pf_struct_out(um, m_size, m, sizeof(*m));
 		return;
 	}
@@ -598,13 +646,15 @@ void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *um, size
 
 uint64_t pf_loader_steps_per_epoch(const pf_loader *l)
 {
-	return l->steps_per_epoch;
+	return l->mix ? pf_mixture_steps(l->mix) : l->steps_per_epoch;
 }
 
 uint64_t pf_loader_steps_left(const pf_loader *l)
 {
 	uint64_t total = 0, taken;
 
+	if (l->mix)
+		return pf_mixture_steps_left(l->mix);
 	/* The run: the rest of a resumed epoch (or a whole one), then whole
 	 * epochs up to the count, cut at max_steps (counted from this
 	 * run's start, as the schedule counts it). */
@@ -629,7 +679,24 @@ uint64_t pf_loader_steps_left(const pf_loader *l)
 
 const pf_spec *pf_loader_spec(const pf_loader *l)
 {
-	return &l->spec;
+	return l->mix ? pf_mixture_spec(l->mix) : &l->spec;
+}
+
+size_t pf_loader_sources(const pf_loader *l)
+{
+	return l->mix ? pf_mixture_sources(l->mix) : 0;
+}
+
+int pf_loader_source_metrics_sized(const pf_loader *l, size_t i, pf_source_metrics *out,
+				   size_t out_size)
+{
+	pf_source_metrics m;
+
+	if (!l->mix || i >= pf_mixture_sources(l->mix))
+		return -ENOENT;
+	pf_mixture_source_metrics(l->mix, i, &m);
+	pf_struct_out(out, out_size, &m, sizeof(m));
+	return 0;
 }
 
 void pf_loader_free(pf_loader *l)
@@ -638,6 +705,11 @@ void pf_loader_free(pf_loader *l)
 		return;
 	if (l->pack) {
 		pf_pack_free(l);
+		return;
+	}
+	if (l->mix) {
+		pf_mixture_free(l->mix);
+		pf_free(l);
 		return;
 	}
 	pthread_mutex_lock(&l->mu);

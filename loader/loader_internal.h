@@ -334,6 +334,28 @@ void pf_state_release(pf_state *s);
 /*! Records in the pieces. */
 uint64_t pf_state_remaining(const pf_state *s);
 
+/* A mixture's checkpoint (state.c encodes it; mixture.c makes it). */
+typedef struct pf_mix_source_state {
+	const uint8_t *state;	/* the source's loader state */
+	size_t state_len;
+	uint32_t consumed;	/* rows of its next batch already taken */
+} pf_mix_source_state;
+
+typedef struct pf_mix_state {
+	uint64_t digest, next_step;
+	uint32_t host_index, num_hosts, cores, per_core_batch;
+	pf_mix_source_state *sources;
+	size_t nsources;
+	uint8_t *mem;		/* decoded: what sources point into */
+} pf_mix_state;
+
+int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap);
+/*! Decode a "PFMX" blob: the envelope as pf_state_decode()'s, then the
+ *  payload.  @return 0 with *s (free with pf_mix_state_release()), or
+ *  -EBADMSG / -EPROTONOSUPPORT / -ENOMEM with err. */
+int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error *err);
+void pf_mix_state_release(pf_mix_state *s);
+
 /* pool.c: the loader's large pools, anonymous mappings (huge pages
  * asked for), kept when freed with keep in a small process-wide cache
  * for the next loader, else given back.  pf_pool_alloc(0) is NULL (it

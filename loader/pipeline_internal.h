@@ -265,7 +265,28 @@ typedef struct epoch_run {
 	uint64_t wrapped;	/* records repeated to fill the last step */
 } epoch_run;
 
+/* mixture.c: a loader over several sources' loaders (pf_loader.mix). */
+typedef struct pf_mixture pf_mixture;
+int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *err);
+void pf_mixture_free(pf_mixture *m);
+int pf_mixture_next(pf_mixture *m, pf_batch **out);
+void pf_mixture_release(pf_mixture *m, pf_batch *b);
+const pf_error *pf_mixture_last_error(const pf_mixture *m);
+int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap);
+void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out);
+size_t pf_mixture_sources(const pf_mixture *m);
+void pf_mixture_source_metrics(const pf_mixture *m, size_t k, pf_source_metrics *out);
+const pf_spec *pf_mixture_spec(const pf_mixture *m);
+/* The first source's loader's tuning (each source tunes its own). */
+void pf_mixture_tuning(const pf_mixture *m, pf_tuning *out);
+uint64_t pf_mixture_steps(const pf_mixture *m);
+uint64_t pf_mixture_steps_left(const pf_mixture *m);
+/* The first source's loader's series (each source has its own). */
+int pf_mixture_series(const pf_mixture *m, pf_series **out);
+
 struct pf_loader {
+	/* A mixture: everything below is unused, the calls go to it. */
+	pf_mixture *mix;
 	pf_loader_config cfg;
 	pf_topology topo;
 	pf_spec spec;

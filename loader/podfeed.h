@@ -416,6 +416,42 @@ PF_API const char *pf_pack_mode_name(pf_pack_mode mode);
 /*! pf_pack_mode_parse(): "first_fit" (or "first-fit") and "concat".
  *  @return 0 with *mode, or -EINVAL. */
 PF_API int pf_pack_mode_parse(const char *name, pf_pack_mode *mode);
+/* A mixture's sources (pf_loader_config.sources).  The name pf_source is
+ * the formats layer's record reader, hence pf_loader_source. */
+typedef struct pf_loader_source {
+	const char *name;		/* unique among the sources; NULL: "source<i>" */
+	const char *const *paths;	/* files, directories or globs, as
+					   pf_loader_config.paths (a manifest too) */
+	size_t npaths;
+	double weight;			/* > 0 and finite; the shares are the
+					   weights over their sum */
+} pf_loader_source;
+
+/* How a mixture fills a batch's rows from its sources. */
+typedef enum pf_mix {
+	/* Each global batch carries from source k its share p_k of the
+	 * batch, floor or ceil of p_k x B, the rounding rotating so that
+	 * every source's count over steps stays within one record of
+	 * t x B x p_k (long-run shares exact). */
+	PF_MIX_STRATIFIED = 0,
+	/* Each row's source drawn at random from the shares, seeded by
+	 * (seed, step, row): a host's counts vary from batch to batch. */
+	PF_MIX_SAMPLE,
+} pf_mix;
+
+/* When a mixture ends (besides max_steps).  Every source has its own
+ * epochs: a source that runs out starts its next epoch, with a new
+ * shuffle when shuffling, whatever the others do. */
+typedef enum pf_mix_stop {
+	/* After `epochs` passes of the first source (the default): the last
+	 * step is the last whose records of the first source all lie in its
+	 * first `epochs` epochs. */
+	PF_MIX_STOP_FIRST_SOURCE = 0,
+	/* When any source has run out of its first epoch (tf.data's
+	 * stop_on_empty_dataset): the last step is the last whose records
+	 * of every source lie in its first epoch. */
+	PF_MIX_STOP_FIRST_EXHAUSTED,
+} pf_mix_stop;
 
 /* pf_loader_config's threads, io_depth and prefetch: chosen by the loader
  * (pf_loader_tuning()). */
@@ -565,6 +601,19 @@ typedef struct pf_loader_config {
 	uint32_t pack_length;
 	pf_pack_mode pack_mode;
 	uint32_t pack_pool;
+	/* 0.7: a mixture (docs/api.md, "Mixtures"): nsources sources, each
+	 * its own dataset with a weight, read with this config's feature
+	 * spec (a feature a source's schema lacks needs default=, else
+	 * create fails naming the source and the feature), topology, seed,
+	 * shuffle and budget (shared among the sources by weight).  paths
+	 * must then be empty; plain paths are one source of weight 1. */
+	const pf_loader_source *sources;
+	size_t nsources;
+	pf_mix mix;			/* PF_MIX_STRATIFIED (0) or PF_MIX_SAMPLE */
+	pf_mix_stop mix_stop;		/* PF_MIX_STOP_FIRST_SOURCE (0) or
+					   PF_MIX_STOP_FIRST_EXHAUSTED */
+	bool source_feature;		/* a mixture: append the feature "_source",
+					   int32[1], the row's source index */
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_config;
@@ -823,6 +872,32 @@ PF_API uint64_t pf_loader_steps_per_epoch(const pf_loader *l);
  *  0 once the run is done; UINT64_MAX when the count does not fit.  Any
  *  thread. */
 PF_API uint64_t pf_loader_steps_left(const pf_loader *l);
+/* One source of a mixture, as the run has used it. */
+typedef struct pf_source_metrics {
+	const char *name;		/* valid while the loader lives */
+	double weight;
+	double share;			/* the weight over the weights' sum */
+	uint64_t records;		/* its rows handed out by this run */
+	double realised_share;		/* records over the run's rows */
+	uint32_t epochs_started;	/* of its own epochs (0: none yet) */
+	uint64_t bytes_read, bytes_decompressed;
+	uint64_t dataset_records;	/* of one epoch of it */
+	uint64_t dataset_files;
+	double seconds;			/* since the loader's creation: MB/s is
+					   bytes_read over it */
+	/* New fields go here, at the end, only. */
+} pf_source_metrics;
+
+/*! pf_loader_sources(): a mixture's sources (0: not a mixture). */
+PF_API size_t pf_loader_sources(const pf_loader *l);
+/*! pf_loader_source_metrics(): source i's figures so far.  The consumer's
+ *  thread.  @return 0, or -ENOENT (no such source). */
+PF_API int pf_loader_source_metrics_sized(const pf_loader *l, size_t i, pf_source_metrics *out,
+					  size_t out_size);
+static inline int pf_loader_source_metrics(const pf_loader *l, size_t i, pf_source_metrics *out)
+{
+	return pf_loader_source_metrics_sized(l, i, out, sizeof(*out));
+}
 PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
 /*! pf_loader_feature_shape(): the shape of feature i's values in one
  *  record, and their element type.  A plain feature is [len]; an image is
@@ -1118,6 +1193,13 @@ PF_API void pf_loader_verdict_compute(const pf_loader_metrics *m, const pf_run_i
 PF_API int pf_report_add_loader(pf_report *r, const pf_loader_config *cfg,
 				const pf_loader_metrics *m, const pf_run_info *run,
 				pf_error *err);
+
+/*! pf_report_add_sources(): a mixture's sources (pf_loader_source_metrics()
+ *  of each, n of them): per source its share as configured and realised,
+ *  records, epochs started and MB/s read; in JSON the array "sources".
+ *  @return 0, -EINVAL (none), -EEXIST, -ENOMEM. */
+PF_API int pf_report_add_sources(pf_report *r, const pf_source_metrics *s, size_t n,
+				 pf_error *err);
 
 /* Raw passes over the same indexed shards (what loadbench --baseline
  * times): reading whole frames, pread + frame CRC + zstd, and decoding

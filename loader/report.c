@@ -228,7 +228,7 @@ int pf_report_section(pf_report *r, pf_report_kind kind, pf_text *text, json_t *
 		      bool bad, pf_error *err)
 {
 	static const char *const names[] = { "loader", "baseline", "regions", "train", "pod",
-						    "series", "ladder" };
+						    "series", "ladder", "sources" };
 	char *json = NULL, *owned = NULL;
 	int ret = -ENOMEM;
 

@@ -59,6 +59,7 @@ typedef enum pf_report_kind {
 	PF_SECTION_POD,
 	PF_SECTION_SERIES,
 	PF_SECTION_LADDER,
+	PF_SECTION_SOURCES,	/* a mixture's sources (report_sources.c) */
 	PF_SECTION_KINDS,
 } pf_report_kind;
 

@@ -388,6 +388,10 @@ int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
 		pf_free(pieces);
 		return -ENOTSUP;	/* not yet: packing's resume */
 	}
+	if (l->mix) {
+		pf_free(pieces);
+		return pf_mixture_save_state(l->mix, buf, cap);
+	}
 	if (!pieces)
 		return -ENOMEM;
 	pthread_mutex_lock(&l->mu);

@@ -308,6 +308,9 @@ int pf_loader_series(const pf_loader *l, pf_series **out)
 	uint64_t t_ns;
 
 	*out = NULL;
+	/* A mixture's: its first source's loader's (mixture.c). */
+	if (l->mix)
+		return pf_mixture_series(l->mix, out);
 	if (!s)
 		return -EINVAL;
 	pthread_mutex_lock(&ml->series_mu);

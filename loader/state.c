@@ -16,6 +16,7 @@
 #include "pf_state.pb-c.h"
 
 static const uint8_t state_magic[4] = { 'P', 'F', 'S', 'T' };
+static const uint8_t mix_magic[4] = { 'P', 'F', 'M', 'X' };
 
 static void put_le32(uint8_t *p, uint32_t v)
 {
@@ -29,6 +30,57 @@ static uint32_t get_le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
 	       (uint32_t)p[3] << 24;
+}
+
+/* The envelope's header before a payload of len bytes at p + 16. */
+static void envelope_put(void *buf, const uint8_t magic[4], size_t len)
+{
+	uint8_t *p = buf;
+
+	memcpy(p, magic, 4);
+	put_le32(p + 4, PF_STATE_VERSION);
+	put_le32(p + 8, (uint32_t)len);
+	put_le32(p + 12, pf_crc32c(0, p + PF_STATE_HEADER, len));
+}
+
+/* A blob's envelope: its magic (what names the kind of state), version,
+ * length and CRC.  @return 0 with *plen, or -EBADMSG / -EPROTONOSUPPORT
+ * with err naming the byte offset and what was wrong. */
+static int envelope_check(const uint8_t *p, size_t len, const uint8_t magic[4],
+			  const char *what, uint32_t *plen, pf_error *err)
+{
+	uint32_t version, crc;
+
+	if (len < PF_STATE_HEADER)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, len,
+				    "state is %zu bytes, shorter than its %u-byte header "
+				    "(truncated?)", len, PF_STATE_HEADER);
+	if (memcmp(p, magic, 4))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
+				    "not a podfeed %s (no %.4s magic)", what, (const char *)magic);
+	version = get_le32(p + 4);
+	*plen = get_le32(p + 8);
+	crc = get_le32(p + 12);
+	if (version == 0)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 4,
+				    "state format version 0 does not exist");
+	if (version > PF_STATE_VERSION)
+		return pf_error_set(err, -EPROTONOSUPPORT, PF_OFFSET_FILE, 4,
+				    "state format version %u is newer than this podfeed "
+				    "reads (%u)", version, PF_STATE_VERSION);
+	if (*plen > PF_STATE_MAX)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 8,
+				    "state payload of %u bytes is over the %u-byte limit",
+				    *plen, PF_STATE_MAX);
+	if (*plen != len - PF_STATE_HEADER)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, len,
+				    "state holds %zu payload bytes, its header says %u (%s)",
+				    len - PF_STATE_HEADER, *plen,
+				    *plen > len - PF_STATE_HEADER ? "truncated" : "trailing bytes");
+	if (pf_crc32c(0, p + PF_STATE_HEADER, *plen) != crc)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
+				    "state payload fails its CRC32C: corrupt");
+	return 0;
 }
 
 uint64_t pf_state_remaining(const pf_state *s)
@@ -89,13 +141,8 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 	m.remaining = ptrs;
 	len = podfeed__loader_state__get_packed_size(&m);
 	if (PF_STATE_HEADER + len <= cap) {
-		uint8_t *p = buf;
-
-		podfeed__loader_state__pack(&m, p + PF_STATE_HEADER);
-		memcpy(p, state_magic, 4);
-		put_le32(p + 4, PF_STATE_VERSION);
-		put_le32(p + 8, (uint32_t)len);
-		put_le32(p + 12, pf_crc32c(0, p + PF_STATE_HEADER, len));
+		podfeed__loader_state__pack(&m, (uint8_t *)buf + PF_STATE_HEADER);
+		envelope_put(buf, state_magic, len);
 	}
 	pf_free(pieces);
 	pf_free(ptrs);
@@ -154,7 +201,7 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 {
 	const uint8_t *p = blob;
 	Podfeed__LoaderState *m;
-	uint32_t version, plen, crc;
+	uint32_t plen;
 	bool oom = false;
 	/* protobuf-c allocates through pf_malloc(), a failure remembered so
 	 * that out of memory is not taken for a corrupt payload. */
@@ -163,35 +210,9 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 	int ret;
 
 	memset(s, 0, sizeof(*s));
-	if (len < PF_STATE_HEADER)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, len,
-				    "state is %zu bytes, shorter than its %u-byte header "
-				    "(truncated?)", len, PF_STATE_HEADER);
-	if (memcmp(p, state_magic, 4))
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 0,
-				    "not a podfeed loader state (no PFST magic)");
-	version = get_le32(p + 4);
-	plen = get_le32(p + 8);
-	crc = get_le32(p + 12);
-	if (version == 0)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 4,
-				    "state format version 0 does not exist");
-	if (version > PF_STATE_VERSION)
-		return pf_error_set(err, -EPROTONOSUPPORT, PF_OFFSET_FILE, 4,
-				    "state format version %u is newer than this podfeed "
-				    "reads (%u)", version, PF_STATE_VERSION);
-	if (plen > PF_STATE_MAX)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, 8,
-				    "state payload of %u bytes is over the %u-byte limit",
-				    plen, PF_STATE_MAX);
-	if (plen != len - PF_STATE_HEADER)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, len,
-				    "state holds %zu payload bytes, its header says %u (%s)",
-				    len - PF_STATE_HEADER, plen,
-				    plen > len - PF_STATE_HEADER ? "truncated" : "trailing bytes");
-	if (pf_crc32c(0, p + PF_STATE_HEADER, plen) != crc)
-		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
-				    "state payload fails its CRC32C: corrupt");
+	ret = envelope_check(p, len, state_magic, "loader state", &plen, err);
+	if (ret < 0)
+		return ret;
 	m = podfeed__loader_state__unpack(&pb, plen, p + PF_STATE_HEADER);
 	if (!m && oom)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
@@ -259,6 +280,23 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 	int ret;
 
 	pf_error_clear(err);
+	/* A mixture's state: where the mixture is (its sources' places are
+	 * its own business). */
+	if (len >= 4 && !memcmp(blob, mix_magic, 4)) {
+		pf_mix_state ms;
+
+		ret = pf_mix_state_decode(&ms, blob, len, err);
+		if (ret < 0)
+			return ret;
+		info = (pf_state_info){
+			.host_index = ms.host_index, .num_hosts = ms.num_hosts,
+			.cores_per_host = ms.cores, .per_core_batch = ms.per_core_batch,
+			.step_in_epoch = ms.next_step, .global_step = ms.next_step,
+		};
+		pf_mix_state_release(&ms);
+		pf_struct_out(uinfo, info_size, &info, sizeof(info));
+		return 0;
+	}
 	ret = pf_state_decode(&s, blob, len, err);
 	if (ret < 0)
 		return ret;
@@ -274,3 +312,103 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 	return 0;
 }
 
+
+/* ------------------------------------------------------------------ */
+/* A mixture's state (mixture.c): "PFMX", the same envelope              */
+
+
+int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
+{
+	Podfeed__MixtureState m = PODFEED__MIXTURE_STATE__INIT;
+	Podfeed__MixtureSource *src = pf_calloc(s->nsources + 1, sizeof(*src));
+	Podfeed__MixtureSource **ptrs = pf_calloc(s->nsources + 1, sizeof(*ptrs));
+	size_t len;
+
+	if (!src || !ptrs) {
+		pf_free(src);
+		pf_free(ptrs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->nsources; i++) {
+		podfeed__mixture_source__init(&src[i]);
+		src[i].state.data = (uint8_t *)s->sources[i].state;
+		src[i].state.len = s->sources[i].state_len;
+		src[i].consumed = s->sources[i].consumed;
+		ptrs[i] = &src[i];
+	}
+	m.digest = s->digest;
+	m.next_step = s->next_step;
+	m.host_index = s->host_index;
+	m.num_hosts = s->num_hosts;
+	m.cores_per_host = s->cores;
+	m.per_core_batch = s->per_core_batch;
+	m.n_sources = s->nsources;
+	m.sources = ptrs;
+	len = podfeed__mixture_state__get_packed_size(&m);
+	if (PF_STATE_HEADER + len <= cap) {
+		podfeed__mixture_state__pack(&m, (uint8_t *)buf + PF_STATE_HEADER);
+		envelope_put(buf, mix_magic, len);
+	}
+	pf_free(src);
+	pf_free(ptrs);
+	return (int64_t)(PF_STATE_HEADER + len);
+}
+
+int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error *err)
+{
+	bool oom = false;
+	ProtobufCAllocator pb = { .alloc = pf_alloc_cb_flag, .free = pf_free_cb,
+				  .allocator_data = &oom };
+	Podfeed__MixtureState *m;
+	uint32_t plen;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	ret = envelope_check(blob, len, mix_magic, "mixture state", &plen, err);
+	if (ret < 0)
+		return ret;
+	m = podfeed__mixture_state__unpack(&pb, plen, (const uint8_t *)blob + PF_STATE_HEADER);
+	if (!m)
+		return oom ? pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+					  "no memory to unpack the state")
+			   : pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
+					  "state payload does not parse as podfeed.MixtureState");
+	s->digest = m->digest;
+	s->next_step = m->next_step;
+	s->host_index = m->host_index;
+	s->num_hosts = m->num_hosts;
+	s->cores = m->cores_per_host;
+	s->per_core_batch = m->per_core_batch;
+	s->nsources = m->n_sources;
+	s->sources = pf_calloc(m->n_sources + 1, sizeof(*s->sources));
+	s->mem = pf_malloc(plen + 1);
+	if (!s->sources || !s->mem) {
+		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "no memory for the state");
+		goto out;
+	}
+	/* The sources' states point into one copy of the payload. */
+	{
+		size_t at = 0;
+
+		for (size_t i = 0; i < m->n_sources; i++) {
+			const Podfeed__MixtureSource *ms = m->sources[i];
+
+			memcpy(s->mem + at, ms->state.data, ms->state.len);
+			s->sources[i] = (pf_mix_source_state){ s->mem + at, ms->state.len,
+								 ms->consumed };
+			at += ms->state.len;
+		}
+	}
+out:
+	podfeed__mixture_state__free_unpacked(m, &pb);
+	if (ret < 0)
+		pf_mix_state_release(s);
+	return ret;
+}
+
+void pf_mix_state_release(pf_mix_state *s)
+{
+	pf_free(s->sources);
+	pf_free(s->mem);
+	memset(s, 0, sizeof(*s));
+}

@@ -154,6 +154,26 @@ static const struct usage_case {
 	{ "LOADBENCH", "--shuffle=random d", "--shuffle: 'random' is not a shuffle (window, "
 	  "global", "loadbench" },
 	{ "LOADBENCH", "--shuffle= d", "--shuffle: '' is not a shuffle", "loadbench" },
+	{ "LOADBENCH", "--source web", "--source: 'web' is not NAME=WEIGHT:PATH", "loadbench" },
+	{ "LOADBENCH", "--source web=1", "--source: 'web=1' is not NAME=WEIGHT:PATH", "loadbench" },
+	{ "LOADBENCH", "--source =1:d", "--source: '=1:d': a NAME is 1 to 63 bytes", "loadbench" },
+	{ "LOADBENCH", "--source web=1:", "--source: 'web=1:' names no PATH", "loadbench" },
+	{ "LOADBENCH", "--source web=0:d", "the weight '0' is not a finite number above 0",
+	  "loadbench" },
+	{ "LOADBENCH", "--source web=-1:d", "the weight '-1' is not", "loadbench" },
+	{ "LOADBENCH", "--source web=nan:d", "the weight 'nan' is not", "loadbench" },
+	{ "LOADBENCH", "--source web=x:d", "the weight 'x' is not", "loadbench" },
+	{ "LOADBENCH", "--source a=1:d --source a=2:d", "two sources are named 'a'",
+	  "loadbench" },
+	{ "LOADBENCH", "--source a=1:/nonexistent/podfeed", "--source a: "
+	  "'/nonexistent/podfeed' matches no files", "loadbench" },
+	{ "LOADBENCH", "--source a=1:d d", "'d': a mixture's files are its --source's only",
+	  "loadbench" },
+	{ "LOADBENCH", "--mix sample d", "--mix: needs --source", "loadbench" },
+	{ "LOADBENCH", "--source a=1:d --mix zipf", "--mix: 'zipf' is not stratified or sample",
+	  "loadbench" },
+	{ "LOADBENCH", "--source a=1:d --mix-stop last", "--mix-stop: 'last' is not first or "
+	  "first-exhausted", "loadbench" },
 	{ "LOADBENCH", "--cross-region maybe d", "--cross-region: 'maybe' is not warn, refuse "
 	  "or allow", "loadbench" },
 	{ "LOADBENCH", "--embed-lr-scale 0 d", "--embed-lr-scale: '0' is not a finite number "
@@ -233,14 +253,18 @@ Test(cli, a_usage_error_is_one_line_with_a_hint)
 	free(err);
 }
 
+/* loadbench's JSON report of a run with args (dir NULL: args name the
+ * data). */
 static json_t *report(const char *dir, const char *args)
 {
 	char *out = malloc(OUT_CAP), *err = malloc(OUT_CAP), line[1024];
 	json_error_t jerr;
 	json_t *o;
 
-	snprintf(line, sizeof(line), "--json --quiet --per-core-batch 10 --threads 1 %s %s/z",
-		 args, dir);
+	snprintf(line, sizeof(line), "--json --quiet --per-core-batch 10 --threads 1 %s%s%s",
+		 args, dir ? " " : "", dir ? dir : "");
+	if (dir)
+		strncat(line, "/z", sizeof(line) - strlen(line) - 1);
 	cr_assert_eq(run(tu_env_tool("LOADBENCH"), line, out, err), 0, "%s: %s", line, err);
 	o = json_loads(out, 0, &jerr);
 	cr_assert_not_null(o, "%s: %s", jerr.text, out);
@@ -277,6 +301,23 @@ Test(cli, loadbench_shuffles_only_when_asked)
 	cr_assert_str_eq(json_string_value(json_object_get(o, "shuffle_mode")), "global");
 	cr_assert_eq(json_integer_value(json_object_get(o, "shuffle_window")), 8192);
 	json_decref(o);
+	/* A mixture of the shards with themselves: a line per source, and
+	 * the "sources" array. */
+	{
+		char args[1024];
+		json_t *src;
+
+		snprintf(args, sizeof(args), "--source a=3:%s/z --source b=1:%s/z --shuffle", d, d);
+		o = report(NULL, args);
+		src = json_object_get(o, "sources");
+		cr_assert(json_is_array(src) && json_array_size(src) == 2);
+		cr_assert_str_eq(json_string_value(json_object_get(json_array_get(src, 1), "name")),
+				 "b");
+		cr_assert_float_eq(json_number_value(json_object_get(json_array_get(src, 0),
+								      "realised_share")),
+				   0.75, 0.01);
+		json_decref(o);
+	}
 	o = report(d, "--shuffle=window");
 	cr_assert_str_eq(json_string_value(json_object_get(o, "shuffle_mode")), "window");
 	json_decref(o);

@@ -149,6 +149,40 @@ static int parse_shuffle(void *field, const char *v)
 	return -EINVAL;
 }
 
+/* --source NAME=WEIGHT:PATH: one source of a mixture (PATH a file, a
+ * directory, a glob or a manifest; NAME unique; WEIGHT a number > 0). */
+static int parse_source(void *field, const char *v)
+{
+	lb_sources *m = field;
+	const char *eq = strchr(v, '='), *colon = eq ? strchr(eq + 1, ':') : NULL;
+	char weight[64], *end;
+	double w;
+	size_t k = m->n;
+
+	if (k == LB_MAX_SOURCES)
+		return cli_usage("--source: more than %d sources", LB_MAX_SOURCES), -EINVAL;
+	if (!eq || !colon)
+		return cli_usage("--source: '%s' is not NAME=WEIGHT:PATH", v), -EINVAL;
+	if (eq == v || (size_t)(eq - v) >= sizeof(m->name[k]))
+		return cli_usage("--source: '%s': a NAME is 1 to 63 bytes", v), -EINVAL;
+	if (!colon[1])
+		return cli_usage("--source: '%s' names no PATH", v), -EINVAL;
+	snprintf(weight, sizeof(weight), "%.*s", (int)(colon - eq - 1), eq + 1);
+	w = strtod(weight, &end);
+	if (!*weight || *end || !(w > 0) || !isfinite(w))
+		return cli_usage("--source: '%s': the weight '%s' is not a finite number "
+				 "above 0", v, weight), -EINVAL;
+	snprintf(m->name[k], sizeof(m->name[k]), "%.*s", (int)(eq - v), v);
+	for (size_t i = 0; i < k; i++)
+		if (!strcmp(m->name[i], m->name[k]))
+			return cli_usage("--source: two sources are named '%s'", m->name[k]),
+			       -EINVAL;
+	m->path[k][0] = colon + 1;
+	m->s[k].weight = w;
+	m->n++;
+	return 0;
+}
+
 #define O(field) offsetof(options, field)
 #define SEEN(field) CLI_SEEN(options, field)
 
@@ -179,6 +213,21 @@ const cli_opt loadbench_cli[] = {
 	  .help = "records in the shuffle window (default 8192); implies --shuffle" },
 	{ CLI_U64, "seed", .arg = "S", .off = O(seed), .max = UINT64_MAX, .more = true,
 	  .help = "shuffle seed (default 0)" },
+	{ CLI_CALL, "source", .arg = "NAME=WEIGHT:PATH", .off = O(mix), .call = parse_source,
+	  .more = true,
+	  .help = "a source of a mixture, repeated (then no SHARD is given): its name, "
+		  "weight (> 0; shares are weights over their sum) and files (a "
+		  "directory, a glob, a manifest)" },
+	{ CLI_CHOICE, "mix", .arg = "stratified|sample", .off = O(mix_mode),
+	  .choices = "stratified|sample", .more = true,
+	  .help = "a mixture's rows: each batch its sources' shares (default), or "
+		  "each row's source drawn" },
+	{ CLI_CHOICE, "mix-stop", .arg = "first|first-exhausted", .off = O(mix_stop),
+	  .choices = "first|first-exhausted", .more = true,
+	  .help = "a mixture ends after --epochs epochs of the first source (default), "
+		  "or when any source runs out of its first epoch" },
+	{ CLI_FLAG, "source-feature", .off = O(source_feature), .more = true,
+	  .help = "a mixture's batches hold _source (int32), each row's source" },
 	{ CLI_CHOICE, "remainder", .arg = "drop|wrap", .off = O(remainder),
 	  .choices = "drop|wrap", .more = true,
 	  .help = "the records past the last whole step of an epoch (default drop)" },
@@ -304,6 +353,27 @@ void loadbench_defaults(options *o)
 	train_defaults(&o->train);
 }
 
+/* Each --source's PATH must name files: a name that is no directory nor
+ * pattern comes back from the expansion as is, and must exist.  @return
+ * 0, or 2 (1: out of memory) after saying which does not. */
+static int check_sources(const options *o)
+{
+	for (size_t k = 0; k < o->mix.n; k++) {
+		char **fk = NULL;
+		int nk = cli_expand_inputs((char *const *)o->mix.path[k], 1, &fk);
+		bool none = nk == 0 || (nk == 1 && !strcmp(fk[0], o->mix.path[k][0]) &&
+					access(fk[0], F_OK));
+
+		if (nk < 0)
+			return 1;
+		cli_free_inputs(fk, nk);
+		if (none)
+			return cli_usage("--source %s: '%s' matches no files", o->mix.name[k],
+					 o->mix.path[k][0]);
+	}
+	return 0;
+}
+
 /* @return -1 to go on (*first: the first shard's index in argv), else
  * the exit status. */
 static int parse_options(int argc, char **argv, options *o, int *first)
@@ -325,14 +395,33 @@ static int parse_options(int argc, char **argv, options *o, int *first)
 				 o->quarantine ? "--quarantine" : "--max-corrupt");
 	if (o->save_every && !o->save_state)
 		return cli_usage("--save-every: needs --save-state FILE");
-	if (*first == argc)
+	if (o->mix.n && *first != argc)
+		return cli_usage("'%s': a mixture's files are its --source's only", argv[*first]);
+	if (o->mix.n && (ret = check_sources(o)) != 0)
+		return ret;
+	if (*first == argc && !o->mix.n)
 		return cli_usage("no shards given");
+	if (!o->mix.n && (o->mix_mode || o->mix_stop || o->source_feature))
+		return cli_usage("%s: needs --source", o->mix_mode ? "--mix" : o->mix_stop ?
+				 "--mix-stop" : "--source-feature");
 	o->threads = o->threads_arg;
 	if (!o->threads) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		o->threads = n > 0 ? (uint64_t)n : 1;
 	}
 	return -1;
+}
+
+/* A mixture's files: every source's, in source order (for the regions'
+ * check and the report).  @return 0, or 1 after saying why not. */
+static int mixture_files(const options *o, char ***files, int *nfiles)
+{
+	char *paths[LB_MAX_SOURCES];
+
+	for (size_t k = 0; k < o->mix.n; k++)
+		paths[k] = (char *)o->mix.path[k][0];
+	*nfiles = cli_expand_inputs(paths, (int)o->mix.n, files);
+	return *nfiles < 0 ? 1 : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -350,6 +439,8 @@ typedef struct loader_run {
 	pf_loader_metrics m;
 	pf_tuning tune;		/* threads, reads in flight, prefetch: in force, and why */
 	pf_series *series;	/* the loader's time series (pf_series_free()) */
+	pf_source_metrics sm[LB_MAX_SOURCES];	/* a mixture's sources */
+	size_t nsources;
 } loader_run;
 
 typedef struct progress {
@@ -427,7 +518,10 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 		return 1;
 	}
 	p.total_steps = cfg->max_steps;
-	if (cfg->epochs != UINT32_MAX) {
+	if (cfg->nsources) {
+		/* A mixture's steps are the run's, its stop rule's. */
+		p.total_steps = out->steps_per_epoch;
+	} else if (cfg->epochs != UINT32_MAX) {
 		uint64_t all = out->steps_per_epoch * cfg->epochs;
 		if (!p.total_steps || all < p.total_steps)
 			p.total_steps = all;
@@ -475,6 +569,9 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 		return 1;
 	}
 	pf_loader_get_metrics(l, &out->m);
+	out->nsources = pf_loader_sources(l);
+	for (size_t k = 0; k < out->nsources && k < LB_MAX_SOURCES; k++)
+		pf_loader_source_metrics(l, k, &out->sm[k]);
 	out->first_batch_ms = (double)out->m.first_batch_ns * 1e-6;
 	pf_loader_tuning(l, &out->tune);
 	out->peak_rss = peak_rss_bytes();
@@ -537,6 +634,9 @@ static int report(const options *o, const pf_loader_config *cfg, char **files, i
 	pf_error_clear(&err);
 	if (pf_report_create(&r) < 0 ||
 	    pf_report_add_loader(r, cfg, &runs[best].m, &info, &err) < 0)
+		goto out;
+	if (runs[best].nsources &&
+	    pf_report_add_sources(r, runs[best].sm, runs[best].nsources, &err) < 0)
 		goto out;
 	if (o->baseline) {
 		pf_baseline b = {
@@ -680,7 +780,8 @@ int main(int argc, char **argv)
 	bl_decode bd = { 0 };
 	char **files = NULL, *inferred = NULL, *mpath = NULL;
 	pf_manifest *manifest = NULL;
-	int nfiles = 0, ret, first, d;
+	int nfiles = 0, ret, first, d, ninputs;
+	char *const *inputs;
 	static const cli_subcommand subcommands[] = {
 		{ "plan", "the scaling plan of a pod", plan_main },
 		{ "ladder", "runs of 1, 2, 4... hosts and their scaling efficiency",
@@ -702,10 +803,23 @@ int main(int argc, char **argv)
 	if (cli_outfile_open(&o.html_out, "--html", o.html))
 		return 1;
 	raise_fd_limit();
-	/* A manifest named beside its shards (the shell glob of their directory) is theirs,
-	 * checked against them; named alone, it gives the shards it lists. */
-	nfiles = cli_resolve_inputs(argv + first, argc - first, &files,
-				    o.no_manifest ? NULL : &mpath);
+	if (o.mix.n) {
+		ret = mixture_files(&o, &files, &nfiles);
+		if (ret)
+			return ret;
+		/* The first source's files stand for the dataset where one is
+		 * named: the spec's schema. */
+		inputs = (char *const *)o.mix.path[0];
+		ninputs = 1;
+	} else {
+		inputs = argv + first;
+		ninputs = argc - first;
+		/* A manifest named beside its shards (the shell glob of their
+		 * directory) is theirs, checked against them; named alone, it
+		 * gives the shards it lists. */
+		nfiles = cli_resolve_inputs(inputs, ninputs, &files,
+					    o.no_manifest ? NULL : &mpath);
+	}
 	if (nfiles < 0)
 		return 1;
 	if (nfiles == 0) {
@@ -716,9 +830,9 @@ int main(int argc, char **argv)
 	/* The manifest first: it is the dataset, and its sizes spare the
 	 * regions' check a stat per shard (a round trip each on a far
 	 * bucket).  It is the one file read before the check. */
-	if (!o.no_manifest) {
-		int found = mpath ? 1 : pf_manifest_locate((const char *const *)argv + first,
-							   (size_t)(argc - first), &mpath);
+	if (!o.no_manifest && !o.mix.n) {
+		int found = mpath ? 1 : pf_manifest_locate((const char *const *)inputs,
+							   (size_t)ninputs, &mpath);
 
 		pf_error_clear(&err);
 		if (found > 0 && pf_manifest_load(&manifest, mpath, NULL, &err) < 0) {
@@ -730,7 +844,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "loadbench: the manifest names %zu shards, %s holds %d "
 				"files: only the manifest's are read (`shardtool manifest` "
 				"again to take the others, or --no-manifest)\n",
-				pf_manifest_shards(manifest), argv[first], nfiles);
+				pf_manifest_shards(manifest), inputs[0], nfiles);
 	}
 	/* Before any shard is read: a refusal must read none. */
 	if ((ret = manifest ? manifest_regions_check(&o.ro, manifest, mpath)
@@ -746,8 +860,8 @@ int main(int argc, char **argv)
 
 		pf_error_clear(&err);
 		d = mpath ? pf_spec_infer((const char *const *)&mpath, 1, &ic, &spec, &err)
-			  : pf_spec_infer((const char *const *)argv + first,
-					  (size_t)(argc - first), &ic, &spec, &err);
+			  : pf_spec_infer((const char *const *)inputs, (size_t)ninputs, &ic,
+					  &spec, &err);
 		/* --on-corrupt skip reads past a damaged file: so does the
 		 * spec's inference, from the next file's index, saying which
 		 * it passed (the loader's own skip counts it again). */
@@ -829,6 +943,20 @@ int main(int argc, char **argv)
 		cfg.io_timeout_ms = o.io_timeout_ms ? (int)o.io_timeout_ms : PF_IO_TIMEOUT_NONE;
 	cfg.quarantine = o.quarantine;
 	cfg.max_corrupt = o.max_corrupt;
+	if (o.mix.n) {
+		for (size_t k = 0; k < o.mix.n; k++) {
+			o.mix.s[k].name = o.mix.name[k];
+			o.mix.s[k].paths = o.mix.path[k];
+			o.mix.s[k].npaths = 1;
+		}
+		cfg.paths = NULL;
+		cfg.npaths = 0;
+		cfg.sources = o.mix.s;
+		cfg.nsources = o.mix.n;
+		cfg.mix = (pf_mix)o.mix_mode;
+		cfg.mix_stop = (pf_mix_stop)o.mix_stop;
+		cfg.source_feature = o.source_feature;
+	}
 	/* Runs after the first start on the pools the first one faulted in,
 	 * as a process making loaders one after another does (asked for:
 	 * a loader keeps nothing by default). */

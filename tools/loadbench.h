@@ -10,6 +10,15 @@
 #include "regions.h"
 #include "train.h"
 
+/* --source NAME=WEIGHT:PATH, repeated: a mixture's sources. */
+#define LB_MAX_SOURCES 16
+typedef struct lb_sources {
+	size_t n;
+	pf_loader_source s[LB_MAX_SOURCES];
+	const char *path[LB_MAX_SOURCES][1];	/* the PATH of each */
+	char name[LB_MAX_SOURCES][64];
+} lb_sources;
+
 typedef struct options {
 	uint64_t per_core_batch, cores, host_index, num_hosts;
 	uint64_t threads_arg;	/* --threads: PF_AUTO or a count */
@@ -19,6 +28,9 @@ typedef struct options {
 	bool epochs_given, direct, verify, json, baseline, quiet, no_manifest;
 	bool shuffle, window_given;
 	pf_shuffle_mode shuffle_mode;	/* --shuffle=global */
+	lb_sources mix;			/* --source */
+	int mix_mode, mix_stop;		/* --mix, --mix-stop */
+	bool source_feature;		/* --source-feature */
 	const char *features;
 	int remainder;			/* pf_remainder */
 	uint64_t pack, pack_pool;	/* --pack L, --pack-pool N */

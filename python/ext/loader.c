@@ -168,7 +168,8 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		"remainder_wrap", "threads", "io_depth", "memory_bytes", "prefetch",
 		"on_corrupt_skip", "max_corrupt", "quarantine", "resume",
 		"verify_records", "direct_io", "io_backend", "io_faults", "shuffle_global",
-		"pack_length", "pack_concat", "pack_pool", NULL,
+		"pack_length", "pack_concat", "pack_pool", "sources", "mix", "mix_stop",
+		"source_feature", NULL,
 	};
 	pf_loader_config cfg = { 0 };
 	PyObject *paths, *resume = Py_None;
@@ -176,6 +177,12 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	const char **cpaths = NULL;
 	unsigned long long seed = 0, max_steps = 0, memory = 0, max_corrupt = 0;
 	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0, global = 0, concat = 0;
+	int with_source = 0;
+	unsigned mix = 0, mix_stop = 0;
+	PyObject *sources = Py_None;
+	pf_loader_source *srcs = NULL;
+	const char ***spaths = NULL, **allpaths = NULL;
+	size_t nsrc = 0, nall = 0;
 	pf_state_blob *blobs = NULL;
 	Py_buffer *views = NULL;
 	Py_ssize_t nviews = 0;
@@ -191,7 +198,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		return PyErr_Format(PyExc_RuntimeError,
 				    "the loader is open or its batches are held; close it "
 				    "and release them first");
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzpIpI", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzpIpIOIIp", names,
 					 &paths, &features, &cfg.per_core_batch,
 					 &cfg.cores_per_host, &cfg.host_index,
 					 &cfg.num_hosts, &seed, &cfg.epochs, &max_steps,
@@ -199,11 +206,55 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 					 &cfg.io_depth, &memory, &cfg.prefetch, &skip,
 					 &max_corrupt, &quarantine, &resume, &verify, &direct,
 					 &io_backend, &io_faults, &global, &cfg.pack_length, &concat,
-					 &cfg.pack_pool))
+					 &cfg.pack_pool, &sources, &mix, &mix_stop, &with_source))
 		return NULL;
 	cpaths = c_strings(paths, "paths", &cfg.npaths);
 	if (!cpaths)
 		return NULL;
+	/* A mixture: [(name, weight, [path, ...]), ...] (podfeed.Source
+	 * checked them). */
+	if (sources != Py_None) {
+		if (!PyList_Check(sources)) {
+			PyErr_SetString(PyExc_TypeError, "sources: expected a list");
+			goto out;
+		}
+		nsrc = (size_t)PyList_GET_SIZE(sources);
+		srcs = PyMem_Calloc(nsrc + 1, sizeof(*srcs));
+		spaths = PyMem_Calloc(nsrc + 1, sizeof(*spaths));
+		if (!srcs || !spaths) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		for (size_t k = 0; k < nsrc; k++) {
+			PyObject *t = PyList_GET_ITEM(sources, (Py_ssize_t)k), *plist;
+			const char *name;
+			double weight;
+
+			if (!PyArg_ParseTuple(t, "sdO!", &name, &weight, &PyList_Type, &plist))
+				goto out;
+			spaths[k] = c_strings(plist, "sources", &srcs[k].npaths);
+			if (!spaths[k])
+				goto out;
+			srcs[k].name = name;
+			srcs[k].weight = weight;
+			srcs[k].paths = spaths[k];
+			nall += srcs[k].npaths;
+		}
+		allpaths = PyMem_Calloc(nall + 1, sizeof(*allpaths));
+		if (!allpaths) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		nall = 0;
+		for (size_t k = 0; k < nsrc; k++)
+			for (size_t i = 0; i < srcs[k].npaths; i++)
+				allpaths[nall++] = srcs[k].paths[i];
+		cfg.sources = srcs;
+		cfg.nsources = nsrc;
+		cfg.mix = (pf_mix)mix;
+		cfg.mix_stop = (pf_mix_stop)mix_stop;
+		cfg.source_feature = with_source;
+	}
 	if (resume != Py_None) {
 		if (!PyList_Check(resume)) {
 			PyErr_SetString(PyExc_TypeError, "resume: expected a list of bytes");
@@ -261,7 +312,8 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	 * counts them) and the strings cfg points to. */
 	fcopy = mem_strdup(features);
 	qcopy = quarantine ? mem_strdup(quarantine) : NULL;
-	nfiles = pf_paths_expand(cpaths, cfg.npaths, &files, &err);
+	nfiles = nsrc ? pf_paths_expand(allpaths, nall, &files, &err)
+		      : pf_paths_expand(cpaths, cfg.npaths, &files, &err);
 	if (nfiles < 0 || !fcopy || (quarantine && !qcopy)) {
 		if (nfiles < 0)
 			pf_ext_raise(nfiles, &err, "paths");
@@ -275,8 +327,22 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	spec = pf_loader_spec(l);
 	Py_CLEAR(lo->names);
 	Py_CLEAR(lo->dtypes);
-	lo->names = PyTuple_New(spec->n);
-	lo->dtypes = PyTuple_New(spec->n);
+	/* A mixture's batches may hold _source (int32) after the spec's. */
+	lo->names = PyTuple_New(spec->n + (nsrc && with_source));
+	lo->dtypes = PyTuple_New(spec->n + (nsrc && with_source));
+	if (lo->names && lo->dtypes && nsrc && with_source) {
+		PyObject *name = PyUnicode_FromString("_source");
+		PyObject *dt = (PyObject *)PyArray_DescrFromType(NPY_INT32);
+
+		if (!name || !dt) {
+			Py_XDECREF(name);
+			Py_XDECREF(dt);
+			Py_CLEAR(lo->names);
+		} else {
+			PyTuple_SET_ITEM(lo->names, spec->n, name);
+			PyTuple_SET_ITEM(lo->dtypes, spec->n, dt);
+		}
+	}
 	for (uint32_t f = 0; lo->names && lo->dtypes && f < spec->n; f++) {
 		PyObject *name = PyUnicode_FromString(spec->f[f].name);
 		const char *elem = "uint8";
@@ -310,6 +376,8 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	lo->cfg.npaths = 0;
 	lo->cfg.resume = NULL;
 	lo->cfg.nresume = 0;
+	lo->cfg.sources = NULL;		/* the report takes the sources' figures */
+	lo->cfg.nsources = 0;
 	lo->cfg.features = lo->features = fcopy;
 	lo->cfg.quarantine = lo->quarantine = qcopy;
 	lo->cfg.io_backend = lo->cfg.io_faults = NULL;	/* the report reads neither */
@@ -334,6 +402,11 @@ out:
 	PyMem_Free(views);
 	PyMem_Free(blobs);
 	PyMem_Free(cpaths);
+	for (size_t k = 0; spaths && k < nsrc; k++)
+		PyMem_Free(spaths[k]);
+	PyMem_Free(spaths);
+	PyMem_Free(srcs);
+	PyMem_Free(allpaths);
 	PyMem_Free(fcopy);
 	PyMem_Free(qcopy);
 	if (files)
@@ -512,6 +585,20 @@ static PyObject *loader_report(pf_ext_loader *lo, PyObject *args)
 		rc = pf_report_add_loader(r, &lo->cfg, &m, &run, &err);
 	if (rc == 0 && sr)
 		rc = pf_report_add_series(r, sr, &err);
+	if (rc == 0 && lo->l && pf_loader_sources(lo->l)) {
+		size_t n = pf_loader_sources(lo->l);
+		pf_source_metrics *sm = PyMem_Calloc(n, sizeof(*sm));
+
+		if (!sm) {
+			pf_series_free(series);
+			pf_report_free(r);
+			return PyErr_NoMemory();
+		}
+		for (size_t k = 0; k < n; k++)
+			pf_loader_source_metrics(lo->l, k, &sm[k]);
+		rc = pf_report_add_sources(r, sm, n, &err);
+		PyMem_Free(sm);
+	}
 	pf_series_free(series);
 	if (rc < 0) {
 		pf_report_free(r);

@@ -26,7 +26,8 @@ from . import _podfeed
 from ._podfeed import Batch, Tensor
 
 __all__ = [
-    "Loader", "Batch", "Tensor", "Image", "Error", "DataError", "FileError", "ConfigError",
+    "Loader", "Source", "Batch", "Tensor", "Image", "Error", "DataError", "FileError",
+    "ConfigError",
     "BatchLimitError", "inspect_state", "plan", "parse_spec", "host_identity",
     "STATE_FORMAT",
 ]
@@ -369,9 +370,15 @@ def _named_error(e, paths):
     library's message says which (a budget too small becomes a
     ConfigError); else e itself."""
     text = str(e)
+    cause = e.cause or ""
+    # A mixture's source names itself first ("source 'web': ..."): its
+    # config is wrong (a feature its schema lacks), a ValueError.
+    source = cause.startswith("source '") and "': " in cause
+    if source:
+        cause = cause.split("': ", 1)[1]
     for start, argument in _C_MESSAGE_ARGUMENT:
-        if (e.cause or "").startswith(start):
-            cls = ConfigError if argument == "memory_mib" else type(e)
+        if cause.startswith(start):
+            cls = ConfigError if argument == "memory_mib" or source else type(e)
             if argument == "paths":
                 text += f" (paths {paths!r})"
             named = cls(f"{argument}: {text}")
@@ -516,13 +523,66 @@ def plan(per_core_batch, cores, hosts, ref_global_batch=0, ref_steps=0, *,
                                  ref_warmup_steps)
 
 
+class Source:
+    """Source(paths, weight=1.0, name=None): one source of a mixture, given
+    to Loader in a list in place of paths:
+
+        podfeed.Loader([podfeed.Source("data/web", weight=0.7, name="web"),
+                        podfeed.Source("data/code", weight=0.3, name="code")],
+                       "tokens:int32[512]", per_core_batch=32, shuffle=True)
+
+    paths as Loader's; weight a finite number > 0 (the shares are the
+    weights over their sum); name unique among the sources (None:
+    'source<i>').  Each source is read with the loader's features,
+    topology, seed and shuffle, has epochs of its own and its own place in
+    a checkpoint (docs/api.md, "Mixtures")."""
+
+    __slots__ = ("paths", "weight", "name")
+
+    def __init__(self, paths, weight=1.0, name=None):
+        self.paths = _paths(paths)
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+            raise TypeError(f"weight: expected a number, not {weight!r}")
+        weight = float(weight)
+        if not (weight > 0 and math.isfinite(weight)):
+            raise ValueError(f"weight: {weight!r} is not a finite number above 0"
+                             + (f" (source {name!r})" if isinstance(name, str) else ""))
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name: expected a str or None, not {name!r}")
+        if name is not None and not 0 < len(name.encode()) < 64:
+            raise ValueError(f"name: {name!r} is not 1 to 63 bytes")
+        self.weight, self.name = weight, name
+
+    def __repr__(self):
+        return f"podfeed.Source({self.paths!r}, weight={self.weight!r}, name={self.name!r})"
+
+
+def _sources(paths):
+    """A mixture's sources as the C extension takes them, or None when paths
+    names plain files."""
+    items = paths if isinstance(paths, (list, tuple)) else [paths]
+    if not any(isinstance(s, Source) for s in items):
+        return None
+    if not all(isinstance(s, Source) for s in items):
+        raise TypeError("paths: a list of podfeed.Source, or of paths, not both")
+    out, names = [], set()
+    for i, s in enumerate(items):
+        name = s.name if s.name is not None else f"source{i}"
+        if name in names:
+            raise ValueError(f"paths: two sources are named {name!r}")
+        names.add(name)
+        out.append((name, s.weight, list(s.paths)))
+    return out
+
+
 class Loader(_podfeed.LoaderBase):
     """Loader(paths, features, per_core_batch, cores=1, host_index=None,
     num_hosts=None, seed=0, epochs=1, shuffle=False, shuffle_window=8192,
     remainder="drop", on_corrupt="fail", memory_mib=512, threads=None,
     state=None, prefetch=2, max_steps=None, io_depth=None, max_corrupt=None,
     quarantine=None, verify_records=False, direct_io=False, io_backend=None,
-    io_faults=None)
+    io_faults=None, pack_length=None, pack_mode="first_fit", pack_pool=None,
+    mix="stratified", mix_stop="first", source_feature=False)
 
     One loader per host.  Each step it hands each of this host's `cores`
     cores exactly `per_core_batch` records, as one Batch whose arrays are
@@ -539,6 +599,10 @@ class Loader(_podfeed.LoaderBase):
     with the argument's name):
       paths           a file, a directory (its files, sorted), a glob
                       ('data/*.zst'), or a list of them; str or PathLike.
+                      Or a mixture: a list of podfeed.Source(paths,
+                      weight, name), each source its own dataset read
+                      with these features, topology, seed and shuffle,
+                      with epochs of its own (help(podfeed.Source)).
                       Plain TFRecord, GZIP/ZLIB TFRecord, zstd streams and
                       podfeed's indexed shards, told apart by their bytes;
                       a directory with a podfeed.manifest is planned from it.
@@ -612,6 +676,15 @@ class Loader(_podfeed.LoaderBase):
                       page cache).
       io_backend      'uring' or 'pread' (None: $PODFEED_IO, else io_uring,
                       falling back to pread where it is refused).
+      mix, mix_stop, source_feature
+                      a mixture's rows: mix 'stratified' (each batch takes
+                      from each source its share, floor or ceiling, the
+                      rounding rotating so long-run shares are exact) or
+                      'sample' (each row's source drawn); mix_stop 'first'
+                      (after `epochs` epochs of the first source) or
+                      'first_exhausted' (when any source runs out of its
+                      first epoch); source_feature True adds '_source'
+                      (int32, the row's source index) to the batches.
       io_faults       inject read faults and delays, for tests: e.g.
                       'eio@7,short:0.05,delay=200ms:0.1,seed=42' (kinds
                       eio, short, enoent, hang, delay=D; '@N' the Nth
@@ -655,8 +728,18 @@ class Loader(_podfeed.LoaderBase):
                  state=None, prefetch=2, max_steps=None, io_depth=None,
                  max_corrupt=None, quarantine=None, verify_records=False,
                  direct_io=False, io_backend=None, io_faults=None, pack_length=None,
-                 pack_mode="first_fit", pack_pool=None):
+                 pack_mode="first_fit", pack_pool=None, mix="stratified",
+                 mix_stop="first", source_feature=False):
         u64 = 2**64 - 1
+        sources = _sources(paths)
+        mix = _choice("mix", mix, ("stratified", "sample"))
+        mix_stop = _choice("mix_stop", mix_stop, ("first", "first_exhausted"))
+        source_feature = _flag("source_feature", source_feature)
+        for name, given in (("mix", mix != "stratified"), ("mix_stop", mix_stop != "first"),
+                            ("source_feature", source_feature)):
+            if sources is None and given:
+                raise ValueError(f"{name}: only for a mixture (paths a list of "
+                                 "podfeed.Source)")
         shuffle, shuffle_global = _shuffle(shuffle)
         pack_length = _uint("pack_length", pack_length, lo=1, hi=2**32 - 1, none_ok=True) or 0
         pack_mode = _choice("pack_mode", pack_mode, ("first_fit", "concat"))
@@ -694,7 +777,10 @@ class Loader(_podfeed.LoaderBase):
                              f"batches of {host_batch}, is over 2**30")
         index, count, self.host_source = host_identity(host_index, num_hosts)
         self._config = dict(
-            paths=_paths(paths), features=_feature_spec(features),
+            paths=[] if sources else _paths(paths), features=_feature_spec(features),
+            sources=sources, mix=("stratified", "sample").index(mix),
+            mix_stop=("first", "first_exhausted").index(mix_stop),
+            source_feature=source_feature,
             per_core_batch=per_core_batch, cores=cores,
             host_index=index, num_hosts=count,
             seed=_uint("seed", seed, hi=u64),

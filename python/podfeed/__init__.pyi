@@ -85,6 +85,12 @@ class Image:
                  flip: Optional[bool] = ..., max_pixels: Optional[int] = ...) -> None: ...
     def spec(self) -> str: ...
 
+class Source:
+    paths: List[str]
+    weight: float
+    name: Optional[str]
+    def __init__(self, paths: _Paths, weight: float = ..., name: Optional[str] = ...) -> None: ...
+
 class Loader:
     host_index: int
     num_hosts: int
@@ -97,7 +103,7 @@ class Loader:
     closed: bool
     held: int
     prefetch: int
-    def __init__(self, paths: _Paths, features: Union[str, Mapping[str, _Feature]],
+    def __init__(self, paths: Union[_Paths, Source, Sequence[Source]], features: Union[str, Mapping[str, _Feature]],
                  per_core_batch: int, cores: int = ..., host_index: Optional[int] = ...,
                  num_hosts: Optional[int] = ..., seed: int = ..., epochs: int = ...,
                  shuffle: Union[bool, str] = ..., shuffle_window: int = ..., remainder: str = ...,
@@ -108,7 +114,8 @@ class Loader:
                  verify_records: bool = ..., direct_io: bool = ...,
                  io_backend: Optional[str] = ..., io_faults: Optional[str] = ...,
                  pack_length: Optional[int] = ..., pack_mode: str = ...,
-                 pack_pool: Optional[int] = ...) -> None: ...
+                 pack_pool: Optional[int] = ...,
+                 mix: str = ..., mix_stop: str = ..., source_feature: bool = ...) -> None: ...
     def __iter__(self) -> "Loader": ...
     def __next__(self) -> Batch: ...
     def __enter__(self) -> "Loader": ...

@@ -4,7 +4,9 @@
  * The first byte picks how the rest is used:
  *   even  as a whole blob (envelope, CRC, version, then the payload);
  *   odd   as a payload, wrapped in a correct envelope, so that the
- *         protobuf parse and the field checks are reached past the CRC.
+ *         protobuf parse and the field checks are reached past the CRC;
+ *         with bit 1 set too, a mixture's ("PFMX") envelope.
+ * A whole blob is read as either kind of state.
  * The harness aborts when a refusal comes without a message, or when a
  * state that decodes does not survive encode -> decode unchanged. */
 #include <errno.h>
@@ -44,6 +46,40 @@ static bool same(const pf_state *a, const pf_state *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A mixture's state (mixture.c's checkpoint): refused with a message, or
+ * the same after encode -> decode. */
+static int mixture(const uint8_t *blob, size_t len)
+{
+	pf_mix_state s, t;
+	pf_error err;
+	uint8_t *again;
+	int64_t n;
+	int ret;
+
+	pf_error_clear(&err);
+	ret = pf_mix_state_decode(&s, blob, len, &err);
+	CHECK(ret == 0 || ((ret == -EBADMSG || ret == -EPROTONOSUPPORT || ret == -ENOMEM) &&
+			   err.code == ret && err.msg[0]));
+	if (ret < 0)
+		return ret;
+	n = pf_mix_state_encode(&s, NULL, 0);
+	CHECK(n > 0);
+	again = malloc((size_t)n);
+	CHECK(again);
+	CHECK(pf_mix_state_encode(&s, again, (size_t)n) == n);
+	CHECK(pf_mix_state_decode(&t, again, (size_t)n, &err) == 0);
+	CHECK(t.digest == s.digest && t.next_step == s.next_step && t.nsources == s.nsources &&
+	      t.host_index == s.host_index && t.num_hosts == s.num_hosts);
+	for (size_t i = 0; i < s.nsources; i++)
+		CHECK(t.sources[i].consumed == s.sources[i].consumed &&
+		      t.sources[i].state_len == s.sources[i].state_len &&
+		      !memcmp(t.sources[i].state, s.sources[i].state, s.sources[i].state_len));
+	pf_mix_state_release(&t);
+	pf_mix_state_release(&s);
+	free(again);
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	pf_state s, t;
@@ -60,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		len = PF_STATE_HEADER + size - 1;
 		blob = malloc(len);
 		CHECK(blob);
-		memcpy(blob, "PFST", 4);
+		memcpy(blob, data[0] & 2 ? "PFMX" : "PFST", 4);
 		put_le32(blob + 4, PF_STATE_VERSION);
 		put_le32(blob + 8, (uint32_t)(size - 1));
 		put_le32(blob + 12, pf_crc32c(0, data + 1, size - 1));
@@ -70,6 +106,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		blob = malloc(len ? len : 1);
 		CHECK(blob);
 		memcpy(blob, data + 1, len);
+	}
+	if (len >= 4 && !memcmp(blob, "PFMX", 4)) {
+		ret = mixture(blob, len);
+		CHECK((pf_state_inspect(blob, len, &info, &err) == 0) == (ret == 0));
+		free(blob);
+		return 0;
 	}
 	pf_error_clear(&err);
 	ret = pf_state_decode(&s, blob, len, &err);

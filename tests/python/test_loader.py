@@ -373,6 +373,12 @@ LOADER_BAD = [
     (dict(io_backend="aio"), ValueError, "io_backend"),
     (dict(io_faults=5), TypeError, "io_faults"),
     (dict(io_faults="what=3"), ValueError, "io_faults"),
+    (dict(mix=1), TypeError, "mix"),
+    (dict(mix="sample"), ValueError, "mix"),  # not a mixture
+    (dict(mix_stop="last"), ValueError, "mix_stop"),
+    (dict(mix_stop="first_exhausted"), ValueError, "mix_stop"),  # not a mixture
+    (dict(source_feature=1), TypeError, "source_feature"),
+    (dict(source_feature=True), ValueError, "source_feature"),  # not a mixture
 ]
 
 

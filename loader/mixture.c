@@ -1,0 +1,856 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Mixtures (pf_loader_config.sources): a loader over several sources,
+ * each read by a loader of its own (its dataset, plan, shuffle, epochs
+ * and pipeline; a source that runs out starts its next epoch, with a new
+ * permutation when shuffling), whose rows the mixture copies into its own
+ * batches in the order its schedule says: which source each row of each
+ * step takes its next record from.  The schedule is a pure function of
+ * (the shares, seed, host batch, step): every host deals the same counts
+ * of its batch to the sources, so every host takes as much of each
+ * source as the others and stops at the same step.  Not here: anything of reading (the sources' loaders do all
+ * of it); the checkpoint's encoding (state.c). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline_internal.h"
+
+#define FIX 32			/* shares in 2^-32 of a record */
+#define ONE ((uint64_t)1 << FIX)
+#define MIX_ALIGN 64u
+#define MIX_BATCHES 8u		/* host batches' worth of a source in its batch */
+
+typedef struct mix_source {
+	char name[64];
+	double weight;
+	uint64_t q;		/* share in 2^-32 (they sum to ONE) */
+	pf_loader *l;		/* the source's own loader */
+	uint32_t sub_batch;	/* rows of its batches (one core) */
+	uint64_t epoch_records;	/* records of one of its epochs on a host */
+	pf_batch *cur;		/* its batch rows are taken from, or NULL */
+	uint32_t cur_row;	/* rows of cur taken */
+	uint8_t *before;	/* its state before cur was taken */
+	size_t before_len, before_cap;
+	uint64_t taken;		/* rows this run handed out from it */
+	uint32_t epoch;		/* of the last batch taken from it */
+	bool any;
+} mix_source;
+
+typedef struct mix_slot {
+	pf_batch batch;
+	pf_core_batch *core;
+	pf_tensor *tensors;	/* cores x (features + _source) */
+	uint8_t *valid;
+	void *mem;
+	size_t mem_len;
+	bool held;
+} mix_slot;
+
+struct pf_mixture {
+	mix_source *src;
+	size_t n;
+	pf_mix mode;
+	uint64_t seed;
+	pf_topology topo;
+	uint32_t host_batch;	/* b: the rows the schedule deals out each step */
+	uint64_t stride;	/* coprime with b: spreads a step's rows over the sources */
+	/* The schedule at step `at`: the deficits of the rounding, and the
+	 * step's counts. */
+	uint64_t at;
+	int64_t *deficit;
+	uint64_t *count;
+	uint64_t *cum;		/* the counts' prefix sums */
+	uint64_t *order;	/* scratch: sources by deficit */
+	uint64_t step0;		/* the run's first step */
+	uint64_t step;		/* the next step to hand out */
+	uint64_t end;		/* the step after the last */
+	uint32_t features;	/* of the spec (without _source) */
+	size_t fbytes[PF_SPEC_MAX_FEATURES + 1];
+	size_t toff[PF_SPEC_MAX_FEATURES + 1];
+	size_t block_bytes;
+	bool source_feature;
+	mix_slot *slots;
+	unsigned nslots;
+	unsigned held;
+	pf_error err;
+	bool failed, misused;
+	pf_error misuse;
+	uint64_t start_ns;	/* pf_loader_create()'s start */
+	uint64_t create_ns, first_ns;	/* its time, and to the first batch */
+	uint64_t digest;	/* of the sources' names, shares and the rule */
+};
+
+/* ------------------------------------------------------------------ */
+/* Checking the config                                                  */
+
+static int check_sources(const pf_loader_config *cfg, pf_error *err)
+{
+	double total = 0;
+
+	if (cfg->npaths)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "a mixture takes its paths from its sources: paths must be "
+				    "empty (plain paths are one source of weight 1)");
+	if ((unsigned)cfg->mix > PF_MIX_SAMPLE)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "mix %u is neither PF_MIX_STRATIFIED (0) nor PF_MIX_SAMPLE (1)",
+				    (unsigned)cfg->mix);
+	if ((unsigned)cfg->mix_stop > PF_MIX_STOP_FIRST_EXHAUSTED)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "mix_stop %u is neither PF_MIX_STOP_FIRST_SOURCE (0) nor "
+				    "PF_MIX_STOP_FIRST_EXHAUSTED (1)", (unsigned)cfg->mix_stop);
+	if (cfg->nsources > 256)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "%zu sources, over the limit of 256", cfg->nsources);
+	for (size_t i = 0; i < cfg->nsources; i++) {
+		const pf_loader_source *s = &cfg->sources[i];
+		const char *name = s->name ? s->name : "(unnamed)";
+
+		if (s->name && (!*s->name || strlen(s->name) >= 64))
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "source %zu: a name is 1 to 63 bytes ('%.80s')", i,
+					    s->name);
+		if (!(s->weight > 0) || !isfinite(s->weight))
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "source '%s': weight %g is not a finite number above 0",
+					    name, s->weight);
+		if (!s->npaths || !s->paths)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "source '%s' names no files", name);
+		for (size_t j = 0; s->name && j < i; j++)
+			if (cfg->sources[j].name && !strcmp(cfg->sources[j].name, s->name))
+				return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+						    "two sources are named '%s' (sources %zu and %zu)",
+						    s->name, j, i);
+		total += s->weight;
+	}
+	if (!isfinite(total))
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the sources' weights sum to %g", total);
+	return 0;
+}
+
+/* The shares in 2^-32, summing to ONE exactly (the largest takes the
+ * rounding), the same on every host: the same doubles in the same
+ * order. */
+static void fix_shares(pf_mixture *m)
+{
+	double total = 0;
+	uint64_t sum = 0;
+	size_t big = 0;
+
+	for (size_t k = 0; k < m->n; k++)
+		total += m->src[k].weight;
+	for (size_t k = 0; k < m->n; k++) {
+		m->src[k].q = (uint64_t)floor(m->src[k].weight / total * (double)ONE);
+		if (m->src[k].q == 0)
+			m->src[k].q = 1;
+		sum += m->src[k].q;
+		if (m->src[k].q > m->src[big].q)
+			big = k;
+	}
+	m->src[big].q += ONE - sum;	/* sum is within n of ONE */
+}
+
+/* ------------------------------------------------------------------ */
+/* The schedule                                                         */
+
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Step `at`'s counts of a host batch (every host's the same), then
+ * advance to the next step: each source gets floor(b q_k) and the R rows
+ * left go to the R sources with the largest deficit (ties: the lower
+ * index), whose deficits then drop by one record.  Per step a count is
+ * the floor or the ceiling of the exact share; over steps a source's
+ * total stays within about a record of t b q_k.  Every host dealing the
+ * same counts keeps each host's use of each source the same, so that the
+ * stop rules hold on every host at the same step. */
+static void schedule_step(pf_mixture *m)
+{
+	uint64_t left = m->host_batch;
+
+	for (size_t k = 0; k < m->n; k++) {
+		pf_u128 exact = (pf_u128)m->host_batch * m->src[k].q;
+
+		m->count[k] = (uint64_t)(exact >> FIX);
+		m->deficit[k] += (int64_t)(uint64_t)(exact & (ONE - 1));
+		left -= m->count[k];
+		m->order[k] = k;
+	}
+	/* The few sources: a selection by insertion. */
+	for (size_t i = 1; i < m->n; i++)
+		for (size_t j = i; j > 0 && m->deficit[m->order[j]] > m->deficit[m->order[j - 1]];
+		     j--) {
+			uint64_t t = m->order[j];
+
+			m->order[j] = m->order[j - 1];
+			m->order[j - 1] = t;
+		}
+	for (size_t i = 0; i < left && i < m->n; i++) {
+		m->count[m->order[i]]++;
+		m->deficit[m->order[i]] -= (int64_t)ONE;
+	}
+	m->cum[0] = 0;
+	for (size_t k = 0; k < m->n; k++)
+		m->cum[k + 1] = m->cum[k] + m->count[k];
+	m->at++;
+}
+
+/* The schedule from step 0 up to step t (its counts in m->count). */
+static void schedule_seek(pf_mixture *m, uint64_t t)
+{
+	if (m->at > t + 1 || m->at == 0) {
+		memset(m->deficit, 0, m->n * sizeof(*m->deficit));
+		m->at = 0;
+	}
+	while (m->at <= t)
+		schedule_step(m);
+}
+
+/* The source of row j (0 .. b-1) of step t (whose counts m holds). */
+static size_t slot_source(const pf_mixture *m, uint64_t t, uint64_t j)
+{
+	uint64_t v;
+	size_t k = 0;
+
+	if (m->mode == PF_MIX_SAMPLE) {
+		uint64_t u = pf_mix64(pf_mix64(m->seed ^ 0x6d6978ull) ^ pf_mix64(t) ^
+				      pf_mix64(j ^ ((uint64_t)m->topo.host_index << 32))) >> FIX;
+		uint64_t c = 0;
+
+		for (k = 0; k + 1 < m->n; k++) {
+			c += m->src[k].q;
+			if (u < c)
+				break;
+		}
+		return k;
+	}
+	/* A step's rows take the sources spread out, not in runs: row j is
+	 * the source whose range of the step's counts holds (j x stride +
+	 * offset) mod b, stride coprime with b. */
+	v = (uint64_t)(((pf_u128)j * m->stride + pf_mix64(m->seed ^ t)) % m->host_batch);
+	while (k + 1 < m->n && v >= m->cum[k + 1])
+		k++;
+	return k;
+}
+
+/* Records of source k in steps [0, t) on each host: stratified, exact;
+ * sample: the expected count, rounded down (a host's own draws may take
+ * a few more). */
+static uint64_t source_records_before(pf_mixture *m, size_t k, uint64_t t)
+{
+	uint64_t n = 0;
+
+	if (m->mode == PF_MIX_SAMPLE)
+		return (uint64_t)(((pf_u128)t * m->host_batch * m->src[k].q) >> FIX);
+	memset(m->deficit, 0, m->n * sizeof(*m->deficit));
+	m->at = 0;
+	for (uint64_t s = 0; s < t; s++) {
+		schedule_step(m);
+		n += m->count[k];
+	}
+	return n;
+}
+
+/* The step after the last: the last whose records of source k all lie
+ * in its first `epochs` epochs, for the first source (or for every
+ * source when the first to run out ends the run). */
+static uint64_t last_step(pf_mixture *m, size_t k, uint64_t epochs)
+{
+	uint64_t limit = m->src[k].epoch_records * epochs, lo = 0, hi;
+
+	/* t steps take within a record of t b q_k of it: the answer is below
+	 * (limit + 2) / (b q_k) + 2 (the records are counted, not assumed,
+	 * by bisection). */
+	hi = (uint64_t)(((pf_u128)(limit + 2) << FIX) / ((pf_u128)m->host_batch * m->src[k].q)) + 2;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+
+		if (source_records_before(m, k, mid) <= limit)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* ------------------------------------------------------------------ */
+/* Creating                                                             */
+
+static void source_error(pf_error *err, const char *name, const pf_error *cause)
+{
+	char msg[sizeof(err->msg)];
+
+	*err = *cause;
+	snprintf(msg, sizeof(msg), "source '%s': %.*s", name, (int)sizeof(msg) - 80,
+		 cause->msg);
+	memcpy(err->msg, msg, sizeof(msg));
+}
+
+/* The mixture's batch slots: prefetch + 1 of them, each core's block the
+ * features (and _source) as [per_core_batch][len] arrays. */
+static int make_slots(pf_mixture *m, const pf_spec *spec, unsigned n, pf_error *err)
+{
+	uint32_t pcb = m->topo.per_core_batch, cores = m->topo.cores;
+	uint32_t nt = m->features + m->source_feature;
+
+	m->block_bytes = 0;
+	for (uint32_t f = 0; f < nt; f++) {
+		m->fbytes[f] = f < m->features ? pf_dtype_size(spec->f[f].dtype) * spec->f[f].len
+					       : sizeof(int32_t);
+		m->toff[f] = m->block_bytes;
+		m->block_bytes = round_up(m->block_bytes + m->fbytes[f] * pcb, MIX_ALIGN);
+	}
+	m->slots = pf_calloc(n, sizeof(*m->slots));
+	if (!m->slots)
+		return -ENOMEM;
+	m->nslots = n;
+	for (unsigned i = 0; i < n; i++) {
+		mix_slot *s = &m->slots[i];
+
+		s->mem_len = m->block_bytes * cores;
+		s->mem = pf_pool_alloc(s->mem_len ? s->mem_len : MIX_ALIGN);
+		s->core = pf_calloc(cores, sizeof(*s->core));
+		s->tensors = pf_calloc((size_t)cores * nt, sizeof(*s->tensors));
+		s->valid = pf_calloc((size_t)cores * pcb, 1);
+		if (!s->mem || !s->core || !s->tensors || !s->valid)
+			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+					    "out of memory for the mixture's batches");
+		for (uint32_t c = 0; c < cores; c++) {
+			pf_core_batch *cb = &s->core[c];
+
+			cb->block = (uint8_t *)s->mem + (size_t)c * m->block_bytes;
+			cb->block_bytes = m->block_bytes;
+			cb->tensors = s->tensors + (size_t)c * nt;
+			cb->ntensors = nt;
+			cb->valid = s->valid + (size_t)c * pcb;
+			for (uint32_t f = 0; f < nt; f++)
+				cb->tensors[f] = (pf_tensor){
+					.name = f < m->features ? spec->f[f].name : "_source",
+					.dtype = f < m->features ? spec->f[f].dtype : PF_DTYPE_INT32,
+					.len = f < m->features ? spec->f[f].len : 1,
+					.data = (uint8_t *)cb->block + m->toff[f],
+				};
+		}
+		s->batch.core = s->core;
+		s->batch.cores = cores;
+		s->batch.per_core_batch = pcb;
+	}
+	return 0;
+}
+
+/* Source k's loader: the mixture's topology with one core and batches
+ * of its share of a host batch, epochs without end, its share of the
+ * budget; resumed from blob when there is one. */
+static int open_source(pf_mixture *m, const pf_loader_config *cfg, size_t k,
+		       const void *blob, size_t blob_len, pf_error *err)
+{
+	mix_source *s = &m->src[k];
+	const pf_loader_source *ls = &cfg->sources[k];
+	pf_loader_config sc = *cfg;
+	pf_state_blob sb = { blob, blob_len };
+	pf_error e;
+	/* Its batches: its share of MIX_BATCHES host batches, rounded: few
+	 * enough of its batches a step that a batch's own cost (the call,
+	 * the state kept before it) stays small beside its rows', and its
+	 * epoch's remainder under one of them. */
+	uint64_t rows = ((pf_u128)m->host_batch * MIX_BATCHES * s->q + ONE / 2) >> FIX;
+	int ret;
+
+	sc.sources = NULL;
+	sc.nsources = 0;
+	sc.source_feature = false;
+	sc.paths = ls->paths;
+	sc.npaths = ls->npaths;
+	sc.cores_per_host = 1;
+	sc.per_core_batch = (uint32_t)(rows ? rows : 1);
+	sc.epochs = UINT32_MAX;
+	sc.max_steps = 0;
+	sc.resume = blob ? &sb : NULL;
+	sc.nresume = blob ? 1 : 0;
+	sc.memory_budget = (cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT) /
+			   m->n;
+	sc.prefetch = 0;
+	/* Its share of the shuffle window: the sources' windows add up to
+	 * the one asked for (a batch draws from all of them), and so does
+	 * the memory their rows take. */
+	{
+		uint64_t w = cfg->shuffle_window ? cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT;
+
+		w = ((pf_u128)w * s->q + ONE / 2) >> FIX;
+		sc.shuffle_window = (uint32_t)(w ? w : 1);
+	}
+	/* The threads asked for, shared by share (each at least one); auto:
+	 * each source's loader picks its own. */
+	if (cfg->threads) {
+		uint64_t t = ((pf_u128)cfg->threads * s->q + ONE - 1) >> FIX;
+
+		sc.threads = (unsigned)(t ? t : 1);
+	}
+	pf_error_clear(&e);
+	ret = pf_loader_create(&s->l, &sc, &e);
+	if (ret < 0) {
+		source_error(err, s->name, &e);
+		return ret;
+	}
+	s->sub_batch = sc.per_core_batch;
+	s->epoch_records = pf_loader_steps_per_epoch(s->l) * s->sub_batch;
+	return 0;
+}
+
+static uint64_t mix_digest(const pf_mixture *m, const pf_loader_config *cfg)
+{
+	uint64_t d = pf_mix64(m->n ^ ((uint64_t)cfg->mix << 8) ^ ((uint64_t)cfg->mix_stop << 16) ^
+			      ((uint64_t)cfg->source_feature << 24));
+
+	for (size_t k = 0; k < m->n; k++) {
+		d = pf_mix64(d ^ m->src[k].q);
+		for (const char *c = m->src[k].name; *c; c++)
+			d = pf_mix64(d ^ (uint8_t)*c);
+	}
+	return d;
+}
+
+void pf_mixture_free(pf_mixture *m)
+{
+	if (!m)
+		return;
+	for (size_t k = 0; m->src && k < m->n; k++) {
+		if (m->src[k].cur)
+			pf_loader_release(m->src[k].l, m->src[k].cur);
+		pf_loader_free(m->src[k].l);
+		pf_free(m->src[k].before);
+	}
+	for (unsigned i = 0; m->slots && i < m->nslots; i++) {
+		pf_pool_free(m->slots[i].mem, m->slots[i].mem_len ? m->slots[i].mem_len : MIX_ALIGN,
+			     false);
+		pf_free(m->slots[i].core);
+		pf_free(m->slots[i].tensors);
+		pf_free(m->slots[i].valid);
+	}
+	pf_free(m->slots);
+	pf_free(m->src);
+	pf_free(m->deficit);
+	pf_free(m->count);
+	pf_free(m->cum);
+	pf_free(m->order);
+	pf_free(m);
+}
+
+static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
+		   pf_error *err);
+
+int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *err)
+{
+	pf_mixture *m;
+	pf_mix_state st = { 0 };
+	uint64_t epochs = cfg->epochs ? cfg->epochs : 1;
+	int ret = check_sources(cfg, err);
+
+	*out = NULL;
+	if (ret < 0)
+		return ret;
+	m = pf_calloc(1, sizeof(*m));
+	if (!m)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	m->start_ns = pf_now_ns();
+	m->n = cfg->nsources;
+	m->mode = cfg->mix;
+	m->seed = cfg->seed;
+	m->source_feature = cfg->source_feature;
+	m->topo = (pf_topology){ cfg->host_index, cfg->num_hosts ? cfg->num_hosts : 1,
+				 cfg->cores_per_host ? cfg->cores_per_host : 1,
+				 cfg->per_core_batch };
+	m->host_batch = m->topo.cores * m->topo.per_core_batch;
+	m->src = pf_calloc(m->n, sizeof(*m->src));
+	m->deficit = pf_calloc(m->n, sizeof(*m->deficit));
+	m->count = pf_calloc(m->n, sizeof(*m->count));
+	m->cum = pf_calloc(m->n + 1, sizeof(*m->cum));
+	m->order = pf_calloc(m->n, sizeof(*m->order));
+	if (!m->src || !m->deficit || !m->count || !m->cum || !m->order) {
+		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+		goto fail;
+	}
+	for (size_t k = 0; k < m->n; k++) {
+		m->src[k].weight = cfg->sources[k].weight;
+		snprintf(m->src[k].name, sizeof(m->src[k].name), "%s",
+			 cfg->sources[k].name ? cfg->sources[k].name : "");
+		if (!cfg->sources[k].name)
+			snprintf(m->src[k].name, sizeof(m->src[k].name), "source%zu", k);
+	}
+	fix_shares(m);
+	m->digest = mix_digest(m, cfg);
+	/* The largest stride below 0.62 b coprime with b. */
+	m->stride = (uint64_t)m->host_batch * 618 / 1000;
+	while (m->stride > 1 && gcd(m->stride, m->host_batch) != 1)
+		m->stride--;
+	if (m->stride == 0)
+		m->stride = 1;
+	if (cfg->nresume) {
+		if (cfg->nresume != 1 || !cfg->resume) {
+			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					   "a mixture resumes from this host's own state, on the "
+					   "topology it was saved with (%zu states given); elastic "
+					   "resume of a mixture is not supported", cfg->nresume);
+			goto fail;
+		}
+		ret = pf_mix_state_decode(&st, cfg->resume[0].data, cfg->resume[0].len, err);
+		if (ret == 0)
+			ret = restore(m, cfg, &st, err);
+		if (ret < 0)
+			goto fail;
+	} else {
+		for (size_t k = 0; k < m->n && ret == 0; k++)
+			ret = open_source(m, cfg, k, NULL, 0, err);
+		if (ret < 0)
+			goto fail;
+	}
+	{
+		const pf_spec *spec = pf_loader_spec(m->src[0].l);
+
+		m->features = spec->n;
+		ret = make_slots(m, spec, (cfg->prefetch ? cfg->prefetch : 2) + 1, err);
+		if (ret < 0)
+			goto fail;
+	}
+	/* The steps of the run: the stop rule's (every host's the same);
+	 * then max_steps of this run. */
+	if (cfg->mix_stop == PF_MIX_STOP_FIRST_EXHAUSTED) {
+		m->end = UINT64_MAX;
+		for (size_t k = 0; k < m->n; k++) {
+			uint64_t e = last_step(m, k, 1);
+
+			m->end = e < m->end ? e : m->end;
+		}
+	} else {
+		m->end = last_step(m, 0, epochs);
+	}
+	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
+		m->end = m->step0 + cfg->max_steps;
+	if (m->step0 < m->end)
+		schedule_seek(m, m->step0);
+	m->step = m->step0;
+	m->create_ns = pf_now_ns() - m->start_ns;
+	pf_mix_state_release(&st);
+	*out = m;
+	return 0;
+fail:
+	pf_mix_state_release(&st);
+	pf_mixture_free(m);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints                                                          */
+
+static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
+		   pf_error *err)
+{
+	int ret = 0;
+
+	if (st->digest != m->digest || st->nsources != m->n)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the state is of another mixture (%zu sources; this one "
+				    "has %zu, or their names, weights or rules differ)",
+				    st->nsources, m->n);
+	if (st->num_hosts != m->topo.num_hosts || st->host_index != m->topo.host_index ||
+	    st->cores != m->topo.cores || st->per_core_batch != m->topo.per_core_batch)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "a mixture resumes on the topology it was saved with (host "
+				    "%u of %u, %u x %u); elastic resume of a mixture is not "
+				    "supported", st->host_index, st->num_hosts, st->cores,
+				    st->per_core_batch);
+	m->step0 = st->next_step;
+	for (size_t k = 0; k < m->n && ret == 0; k++) {
+		const pf_mix_source_state *ss = &st->sources[k];
+		mix_source *s = &m->src[k];
+
+		ret = open_source(m, cfg, k, ss->state, ss->state_len, err);
+		if (ret < 0 || !ss->consumed)
+			continue;
+		/* The batch it was inside, again, less what was taken. */
+		ret = pf_loader_next(s->l, &s->cur);
+		if (ret != 1 || ss->consumed > s->sub_batch) {
+			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					   "source '%s': the state says %u rows of its batch were "
+					   "taken, and it has no such batch", s->name, ss->consumed);
+			break;
+		}
+		ret = 0;
+		s->before = pf_malloc(ss->state_len);
+		if (!s->before) {
+			ret = -ENOMEM;
+			break;
+		}
+		memcpy(s->before, ss->state, ss->state_len);
+		s->before_len = s->before_cap = ss->state_len;
+		s->cur_row = ss->consumed;
+		s->epoch = s->cur->epoch;
+		s->any = true;
+	}
+	return ret;
+}
+
+int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap)
+{
+	pf_mix_source_state *ss = pf_calloc(m->n, sizeof(*ss));
+	uint8_t **own = pf_calloc(m->n, sizeof(*own));
+	pf_mix_state st = { .digest = m->digest, .next_step = m->step,
+			    .host_index = m->topo.host_index, .num_hosts = m->topo.num_hosts,
+			    .cores = m->topo.cores, .per_core_batch = m->topo.per_core_batch,
+			    .sources = ss, .nsources = m->n };
+	int64_t n = -ENOMEM;
+
+	if (!ss || !own)
+		goto out;
+	for (size_t k = 0; k < m->n; k++) {
+		mix_source *s = &m->src[k];
+
+		if (s->cur) {
+			ss[k] = (pf_mix_source_state){ s->before, s->before_len, s->cur_row };
+			continue;
+		}
+		n = pf_loader_save_state(s->l, NULL, 0);
+		if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
+			goto out;
+		pf_loader_save_state(s->l, own[k], (size_t)n);
+		ss[k] = (pf_mix_source_state){ own[k], (size_t)n, 0 };
+	}
+	n = pf_mix_state_encode(&st, buf, cap);
+out:
+	for (size_t k = 0; own && k < m->n; k++)
+		pf_free(own[k]);
+	pf_free(own);
+	pf_free(ss);
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Batches                                                              */
+
+static void fail(pf_mixture *m, const mix_source *s, int code)
+{
+	const pf_error *e = pf_loader_last_error(s->l);
+	pf_error cause;
+
+	pf_error_clear(&cause);
+	if (e)
+		cause = *e;
+	else
+		pf_error_set(&cause, code ? code : -EIO, PF_OFFSET_NONE, 0, "%s",
+			     code ? pf_strerror(code) : "it ended before the mixture");
+	source_error(&m->err, s->name, &cause);
+	if (!m->err.code)
+		m->err.code = code ? code : -EIO;
+	m->failed = true;
+}
+
+/* The next row of source k: its batch's, a new batch taken when that one
+ * is used up (its state before it kept for a checkpoint). */
+static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t *row)
+{
+	mix_source *s = &m->src[k];
+	int ret;
+
+	if (!s->cur || s->cur_row == s->sub_batch) {
+		int64_t n;
+
+		if (s->cur)
+			pf_loader_release(s->l, s->cur);
+		s->cur = NULL;
+		n = pf_loader_save_state(s->l, NULL, 0);
+		if (n < 0)
+			return (int)n;
+		if ((size_t)n > s->before_cap) {
+			uint8_t *b = pf_realloc(s->before, (size_t)n);
+
+			if (!b)
+				return -ENOMEM;
+			s->before = b;
+			s->before_cap = (size_t)n;
+		}
+		pf_loader_save_state(s->l, s->before, s->before_cap);
+		s->before_len = (size_t)n;
+		ret = pf_loader_next(s->l, &s->cur);
+		if (ret != 1) {
+			s->cur = NULL;
+			fail(m, s, ret);
+			return m->err.code;
+		}
+		s->cur_row = 0;
+		s->epoch = s->cur->epoch;
+		s->any = true;
+	}
+	*cb = &s->cur->core[0];
+	*row = s->cur_row++;
+	s->taken++;
+	return 0;
+}
+
+int pf_mixture_next(pf_mixture *m, pf_batch **out)
+{
+	uint32_t pcb = m->topo.per_core_batch;
+	mix_slot *slot = NULL;
+	int ret;
+
+	m->misused = m->held >= m->nslots;
+	if (m->misused) {
+		pf_error_clear(&m->misuse);
+		pf_error_set(&m->misuse, -EBUSY, PF_OFFSET_NONE, 0,
+			     "%u batches held, at most prefetch + 1 = %u; release one first",
+			     m->held, m->nslots);
+		return -EBUSY;
+	}
+	if (m->failed)
+		return m->err.code;
+	if (m->step >= m->end)
+		return 0;
+	for (unsigned i = 0; i < m->nslots && !slot; i++)
+		if (!m->slots[i].held)
+			slot = &m->slots[i];
+	schedule_seek(m, m->step);
+	for (uint32_t r = 0; r < m->host_batch; r++) {
+		size_t k = slot_source(m, m->step, r);
+		pf_core_batch *dst = &slot->core[r / pcb];
+		uint32_t i = r % pcb, srow = 0;
+		const pf_core_batch *src = NULL;
+
+		ret = next_row(m, k, &src, &srow);
+		if (ret < 0)
+			return ret;
+		for (uint32_t f = 0; f < m->features; f++)
+			memcpy((uint8_t *)dst->tensors[f].data + i * m->fbytes[f],
+			       (const uint8_t *)src->tensors[f].data + srow * m->fbytes[f],
+			       m->fbytes[f]);
+		if (m->source_feature)
+			((int32_t *)dst->tensors[m->features].data)[i] = (int32_t)k;
+		((uint8_t *)dst->valid)[i] = src->valid[srow];
+	}
+	for (uint32_t c = 0; c < m->topo.cores; c++) {
+		slot->core[c].nvalid = 0;
+		for (uint32_t i = 0; i < pcb; i++)
+			slot->core[c].nvalid += slot->core[c].valid[i];
+	}
+	slot->batch.epoch = m->src[0].epoch;
+	slot->batch.step = m->step;
+	slot->batch.global_step = m->step;
+	slot->batch.epoch_start = m->step == 0;
+	slot->batch.epoch_end = m->step + 1 == m->end;
+	slot->held = true;
+	m->held++;
+	m->step++;
+	if (!m->first_ns)
+		m->first_ns = pf_now_ns() - m->start_ns;
+	*out = &slot->batch;
+	return 1;
+}
+
+void pf_mixture_release(pf_mixture *m, pf_batch *b)
+{
+	mix_slot *s = (mix_slot *)((char *)b - offsetof(mix_slot, batch));
+
+	if (s->held) {
+		s->held = false;
+		m->held--;
+	}
+}
+
+const pf_error *pf_mixture_last_error(const pf_mixture *m)
+{
+	if (m->misused)
+		return &m->misuse;
+	return m->failed ? &m->err : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Figures                                                              */
+
+void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (size_t k = 0; k < m->n; k++) {
+		pf_loader_metrics s;
+
+		pf_loader_get_metrics(m->src[k].l, &s);
+		out->bytes_read += s.bytes_read;
+		out->bytes_decompressed += s.bytes_decompressed;
+		out->records_per_epoch += s.records_per_epoch;
+		out->io_requests += s.io_requests;
+		out->memory_bytes += s.memory_bytes;
+		out->io.busy_ns += s.io.busy_ns;
+		out->io.wait_ns += s.io.wait_ns;
+		out->decode.busy_ns += s.decode.busy_ns;
+		out->decode.wait_ns += s.decode.wait_ns;
+		out->decode_threads += s.decode_threads;
+		out->corrupt_drops += s.corrupt_drops;
+		out->corrupt_records += s.corrupt_records;
+		out->holes += s.holes;
+		out->dataset_files += s.dataset_files;
+		out->files_opened += s.files_opened;
+		if (!out->io_backend)
+			out->io_backend = s.io_backend;
+	}
+	out->steps = m->step - m->step0;
+	out->records = out->steps * m->host_batch;
+	out->steps_per_epoch = m->end;
+	out->create_ns = m->create_ns;
+	out->first_batch_ns = m->first_ns;
+}
+
+size_t pf_mixture_sources(const pf_mixture *m)
+{
+	return m->n;
+}
+
+void pf_mixture_source_metrics(const pf_mixture *m, size_t k, pf_source_metrics *out)
+{
+	const mix_source *s = &m->src[k];
+	uint64_t all = (m->step - m->step0) * m->host_batch;
+	pf_loader_metrics lm;
+
+	pf_loader_get_metrics(s->l, &lm);
+	*out = (pf_source_metrics){
+		.name = s->name, .weight = s->weight, .share = (double)s->q / (double)ONE,
+		.records = s->taken, .realised_share = all ? (double)s->taken / (double)all : 0,
+		.epochs_started = s->any ? s->epoch + 1 : 0, .bytes_read = lm.bytes_read,
+		.bytes_decompressed = lm.bytes_decompressed,
+		.dataset_records = lm.records_per_epoch, .dataset_files = lm.dataset_files,
+		.seconds = (double)(pf_now_ns() - m->start_ns) / 1e9,
+	};
+}
+
+void pf_mixture_tuning(const pf_mixture *m, pf_tuning *out)
+{
+	pf_loader_tuning(m->src[0].l, out);
+}
+
+const pf_spec *pf_mixture_spec(const pf_mixture *m)
+{
+	return pf_loader_spec(m->src[0].l);
+}
+
+int pf_mixture_series(const pf_mixture *m, pf_series **out)
+{
+	return pf_loader_series(m->src[0].l, out);
+}
+
+uint64_t pf_mixture_steps_left(const pf_mixture *m)
+{
+	return m->end > m->step ? m->end - m->step : 0;
+}
+
+uint64_t pf_mixture_steps(const pf_mixture *m)
+{
+	return m->end;
+}

@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: Apache-2.0
+# podfeed.Source mixtures through the Python package: shares per batch and
+# _source, the report's sources, resume through state_dict() bit for bit,
+# and every bad argument a ValueError or TypeError naming it.
+import zlib
+
+import numpy as np
+import pytest
+
+import podfeed
+from conftest import TOKENS, run, tool
+
+S = podfeed.Source
+
+
+@pytest.fixture(scope="module")
+def two(data, tmp_path_factory):
+    """A second source: the same records in 2 shards of smaller frames."""
+    out = tmp_path_factory.mktemp("second") / "z"
+    run(tool("tools/shardtool"), "convert", "--out", out, "--shards", 2, "--frame-size", "32K",
+        data / "plain")
+    return data / "indexed", out
+
+
+def mix(two, **kw):
+    a, b = two
+    return [S(a, weight=3, name="web"), S(b, weight=1, name="code")]
+
+
+def crc_of(batch):
+    crc = 0
+    for c in range(batch.cores):
+        for name, view in batch.core(c).items():
+            crc = zlib.crc32(view.tobytes(), crc)
+    return crc
+
+
+def test_shares_per_batch_and_source_feature(two):
+    with podfeed.Loader(mix(two), TOKENS, 8, cores=2, shuffle=True, seed=3,
+                        source_feature=True, max_steps=40) as loader:
+        steps = 0
+        for b in loader:
+            s = np.asarray(b["_source"]).reshape(-1)
+            assert s.dtype == np.int32
+            assert sorted(np.bincount(s, minlength=2).tolist()) == [4, 12]
+            steps += 1
+        report = loader.report()
+        d = loader.report("dict")
+    assert steps == 40
+    assert "source      web: share 0.750 of 0.750" in report
+    assert "source      code: share 0.250 of 0.250" in report
+    assert [(s["name"], s["records"]) for s in d["sources"]] == [("web", 480), ("code", 160)]
+
+
+def test_resume_from_state_dict_is_bit_for_bit(two):
+    kw = dict(cores=2, shuffle="global", seed=5, epochs=2, source_feature=True)
+    with podfeed.Loader(mix(two), TOKENS, 4, **kw) as loader:
+        ref = [crc_of(b) for b in loader]
+    with podfeed.Loader(mix(two), TOKENS, 4, max_steps=37, **kw) as loader:
+        first = [crc_of(b) for b in loader]
+        state = loader.state_dict()
+    assert state["global_step"] == 37
+    with podfeed.Loader(mix(two), TOKENS, 4, state=state, **kw) as loader:
+        rest = [crc_of(b) for b in loader]
+    assert first + rest == ref
+
+
+@pytest.mark.parametrize("kwargs,exc,name", [
+    (dict(weight=0), ValueError, "weight"),
+    (dict(weight=-2.5), ValueError, "weight"),
+    (dict(weight=float("nan")), ValueError, "weight"),
+    (dict(weight=float("inf")), ValueError, "weight"),
+    (dict(weight="1"), TypeError, "weight"),
+    (dict(weight=True), TypeError, "weight"),
+    (dict(name=3), TypeError, "name"),
+    (dict(name=""), ValueError, "name"),
+])
+def test_bad_sources(two, kwargs, exc, name):
+    with pytest.raises(exc, match=f"^{name}"):
+        S(two[0], **kwargs)
+
+
+def test_bad_mixtures(two):
+    a, b = two
+    with pytest.raises(ValueError, match="two sources are named 'x'"):
+        podfeed.Loader([S(a, name="x"), S(b, name="x")], TOKENS, 4)
+    with pytest.raises(TypeError, match="^paths"):
+        podfeed.Loader([S(a), str(b)], TOKENS, 4)
+    with pytest.raises(ValueError, match="^mix: "):
+        podfeed.Loader(mix(two), TOKENS, 4, mix="zipf")
+    with pytest.raises(ValueError, match="^mix_stop"):
+        podfeed.Loader(mix(two), TOKENS, 4, mix_stop="last")
+    with pytest.raises(ValueError, match="^mix"):
+        podfeed.Loader(a, TOKENS, 4, mix="sample")
+    # A feature the sources' schema lacks: a ValueError naming it and the
+    # source.
+    with pytest.raises(ValueError, match="source 'web'.*nope"):
+        podfeed.Loader(mix(two), TOKENS + ",nope:int64[1]", 4)
+    # A source that matches nothing names itself.
+    with pytest.raises(podfeed.Error, match="source 'none'"):
+        podfeed.Loader([S(a, name="web"), S(str(b) + "-missing", name="none")], TOKENS, 4)
