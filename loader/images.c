@@ -33,6 +33,9 @@ int pf_loader_feature_shape(const pf_loader *l, uint32_t i, uint32_t shape[3],
 	const char *name;
 	uint32_t size;
 
+	/* A mixture's features are its first source's (mixture.c). */
+	if (l && l->mix)
+		l = pf_mixture_first(l->mix);
 	if (!l || i >= l->spec.n)
 		return -EINVAL;
 	im = pf_spec_image_of(&l->images, i);

@@ -840,6 +840,11 @@ const pf_spec *pf_mixture_spec(const pf_mixture *m)
 	return pf_loader_spec(m->src[0].l);
 }
 
+const pf_loader *pf_mixture_first(const pf_mixture *m)
+{
+	return m->src[0].l;
+}
+
 int pf_mixture_series(const pf_mixture *m, pf_series **out)
 {
 	return pf_loader_series(m->src[0].l, out);

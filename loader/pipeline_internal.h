@@ -281,6 +281,9 @@ const pf_spec *pf_mixture_spec(const pf_mixture *m);
 void pf_mixture_tuning(const pf_mixture *m, pf_tuning *out);
 uint64_t pf_mixture_steps(const pf_mixture *m);
 uint64_t pf_mixture_steps_left(const pf_mixture *m);
+/* The first source's loader: whose spec and feature shapes are the
+ * mixture's. */
+const pf_loader *pf_mixture_first(const pf_mixture *m);
 /* The first source's loader's series (each source has its own). */
 int pf_mixture_series(const pf_mixture *m, pf_series **out);
 

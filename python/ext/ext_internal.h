@@ -42,10 +42,11 @@ typedef struct pf_ext_loader {
 	/* Each feature's values in one record (pf_loader_feature_shape()):
 	 * dims, element size, and kind: 'i' signed, 'u' unsigned, 'f'
 	 * float, 'b' bfloat16 (numpy: uint16; DLPack: bfloat16). */
-	uint8_t fnd[PF_SPEC_MAX_FEATURES];
-	uint32_t fshape[PF_SPEC_MAX_FEATURES][3];
-	uint8_t fitem[PF_SPEC_MAX_FEATURES];
-	char fkind[PF_SPEC_MAX_FEATURES];
+	/* Per feature, and a mixture's _source after them. */
+	uint8_t fnd[PF_SPEC_MAX_FEATURES + 1];
+	uint32_t fshape[PF_SPEC_MAX_FEATURES + 1][3];
+	uint8_t fitem[PF_SPEC_MAX_FEATURES + 1];
+	char fkind[PF_SPEC_MAX_FEATURES + 1];
 	PyObject *weakrefs;
 	/* What report() gives pf_report_add_loader(), kept past close():
 	 * the configuration (paths and resume cleared; features and

@@ -341,6 +341,10 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		} else {
 			PyTuple_SET_ITEM(lo->names, spec->n, name);
 			PyTuple_SET_ITEM(lo->dtypes, spec->n, dt);
+			lo->fnd[spec->n] = 1;
+			lo->fshape[spec->n][0] = 1;
+			lo->fitem[spec->n] = sizeof(int32_t);
+			lo->fkind[spec->n] = 'i';
 		}
 	}
 	for (uint32_t f = 0; lo->names && lo->dtypes && f < spec->n; f++) {
