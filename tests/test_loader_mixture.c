@@ -37,6 +37,7 @@ typedef struct mixrun {
 	uint64_t n;
 	uint32_t crc[4096];
 	pf_source_metrics sm[4];
+	char name[4][64];	/* sm's names, past the loader */
 	size_t nsources;
 } mixrun;
 
@@ -106,8 +107,11 @@ static uint8_t *run_mix(const char *const *dirs, const double *w, size_t n, pf_l
 	}
 	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
 	r->nsources = n;
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < n; k++) {
 		cr_assert_eq(pf_loader_source_metrics(l, k, &r->sm[k]), 0);
+		snprintf(r->name[k], sizeof(r->name[k]), "%s", r->sm[k].name);
+		r->sm[k].name = r->name[k];
+	}
 	cr_assert_eq(pf_loader_source_metrics(l, n, &r->sm[0]), -ENOENT);
 	st = save(l, slen);
 	pf_loader_free(l);

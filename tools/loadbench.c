@@ -440,6 +440,7 @@ typedef struct loader_run {
 	pf_tuning tune;		/* threads, reads in flight, prefetch: in force, and why */
 	pf_series *series;	/* the loader's time series (pf_series_free()) */
 	pf_source_metrics sm[LB_MAX_SOURCES];	/* a mixture's sources */
+	char sm_name[LB_MAX_SOURCES][64];	/* their names, past the loader */
 	size_t nsources;
 } loader_run;
 
@@ -570,8 +571,11 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 	}
 	pf_loader_get_metrics(l, &out->m);
 	out->nsources = pf_loader_sources(l);
-	for (size_t k = 0; k < out->nsources && k < LB_MAX_SOURCES; k++)
+	for (size_t k = 0; k < out->nsources && k < LB_MAX_SOURCES; k++) {
 		pf_loader_source_metrics(l, k, &out->sm[k]);
+		snprintf(out->sm_name[k], sizeof(out->sm_name[k]), "%s", out->sm[k].name);
+		out->sm[k].name = out->sm_name[k];
+	}
 	out->first_batch_ms = (double)out->m.first_batch_ns * 1e-6;
 	pf_loader_tuning(l, &out->tune);
 	out->peak_rss = peak_rss_bytes();
