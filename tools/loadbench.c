@@ -416,12 +416,29 @@ static int parse_options(int argc, char **argv, options *o, int *first)
  * check and the report).  @return 0, or 1 after saying why not. */
 static int mixture_files(const options *o, char ***files, int *nfiles)
 {
-	char *paths[LB_MAX_SOURCES];
+	*files = NULL;
+	*nfiles = 0;
+	/* Source by source: two sources may name one directory (a mixture
+	 * of a dataset with itself), which one expansion would refuse. */
+	for (size_t k = 0; k < o->mix.n; k++) {
+		char **fk = NULL, **all;
+		int nk = cli_expand_inputs((char *const *)o->mix.path[k], 1, &fk);
 
-	for (size_t k = 0; k < o->mix.n; k++)
-		paths[k] = (char *)o->mix.path[k][0];
-	*nfiles = cli_expand_inputs(paths, (int)o->mix.n, files);
-	return *nfiles < 0 ? 1 : 0;
+		if (nk < 0)
+			return 1;
+		all = pf_realloc(*files, ((size_t)*nfiles + (size_t)nk + 1) * sizeof(*all));
+		if (!all) {
+			cli_free_inputs(fk, nk);
+			cli_fail("out of memory");
+			return 1;
+		}
+		/* The list, not its strings: they are the list's now. */
+		memcpy(all + *nfiles, fk, (size_t)nk * sizeof(*all));
+		pf_free(fk);
+		*files = all;
+		*nfiles += nk;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -160,6 +160,37 @@ static const char **c_strings(PyObject *list, const char *what, size_t *n)
 	return out;
 }
 
+/* A mixture's files, source by source (two sources may name one
+ * directory, which one expansion would refuse).  @return the count with
+ * *out (pf_paths_free()), or -errno with err. */
+static int expand_sources(const pf_loader_source *src, size_t n, char ***out, pf_error *err)
+{
+	char **all = NULL;
+	int total = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		char **fk = NULL, **grown;
+		int nk = pf_paths_expand(src[k].paths, src[k].npaths, &fk, err);
+
+		if (nk < 0) {
+			pf_paths_free(all, (size_t)total);
+			return nk;
+		}
+		grown = pf_realloc(all, ((size_t)total + (size_t)nk + 1) * sizeof(*all));
+		if (!grown) {
+			pf_paths_free(fk, (size_t)nk);
+			pf_paths_free(all, (size_t)total);
+			return -ENOMEM;
+		}
+		memcpy(grown + total, fk, (size_t)nk * sizeof(*grown));
+		pf_free(fk);
+		all = grown;
+		total += nk;
+	}
+	*out = all;
+	return total;
+}
+
 static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {
@@ -181,8 +212,8 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	unsigned mix = 0, mix_stop = 0;
 	PyObject *sources = Py_None;
 	pf_loader_source *srcs = NULL;
-	const char ***spaths = NULL, **allpaths = NULL;
-	size_t nsrc = 0, nall = 0;
+	const char ***spaths = NULL;
+	size_t nsrc = 0;
 	pf_state_blob *blobs = NULL;
 	Py_buffer *views = NULL;
 	Py_ssize_t nviews = 0;
@@ -238,17 +269,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 			srcs[k].name = name;
 			srcs[k].weight = weight;
 			srcs[k].paths = spaths[k];
-			nall += srcs[k].npaths;
 		}
-		allpaths = PyMem_Calloc(nall + 1, sizeof(*allpaths));
-		if (!allpaths) {
-			PyErr_NoMemory();
-			goto out;
-		}
-		nall = 0;
-		for (size_t k = 0; k < nsrc; k++)
-			for (size_t i = 0; i < srcs[k].npaths; i++)
-				allpaths[nall++] = srcs[k].paths[i];
 		cfg.sources = srcs;
 		cfg.nsources = nsrc;
 		cfg.mix = (pf_mix)mix;
@@ -312,7 +333,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	 * counts them) and the strings cfg points to. */
 	fcopy = mem_strdup(features);
 	qcopy = quarantine ? mem_strdup(quarantine) : NULL;
-	nfiles = nsrc ? pf_paths_expand(allpaths, nall, &files, &err)
+	nfiles = nsrc ? expand_sources(srcs, nsrc, &files, &err)
 		      : pf_paths_expand(cpaths, cfg.npaths, &files, &err);
 	if (nfiles < 0 || !fcopy || (quarantine && !qcopy)) {
 		if (nfiles < 0)
@@ -410,7 +431,6 @@ out:
 		PyMem_Free(spaths[k]);
 	PyMem_Free(spaths);
 	PyMem_Free(srcs);
-	PyMem_Free(allpaths);
 	PyMem_Free(fcopy);
 	PyMem_Free(qcopy);
 	if (files)

@@ -99,3 +99,11 @@ def test_bad_mixtures(two):
     # A source that matches nothing names itself.
     with pytest.raises(podfeed.Error, match="source 'none'"):
         podfeed.Loader([S(a, name="web"), S(str(b) + "-missing", name="none")], TOKENS, 4)
+
+
+def test_a_mixture_of_a_dataset_with_itself(two):
+    a, _ = two
+    with podfeed.Loader([S(a, weight=1, name="x"), S(a, weight=1, name="y")], TOKENS, 4,
+                        shuffle=True, source_feature=True, max_steps=5) as loader:
+        assert sum(1 for _ in loader) == 5
+        assert "source      y" in loader.report()
