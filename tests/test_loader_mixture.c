@@ -18,16 +18,7 @@
 
 static const char *source_dir(uint32_t k, uint64_t count, uint32_t shards)
 {
-	const char *d = tu_tmpdir();
-	char p[512];
-
-	for (uint32_t s = 0; s < shards; s++) {
-		uint64_t lo = count * s / shards, hi = count * (s + 1) / shards;
-
-		snprintf(p, sizeof(p), "%s/s%u.tfrecord.zst", d, s);
-		tu_write_id_shard(p, (uint64_t)k * ID_BASE + lo, hi - lo, 2048, 0);
-	}
-	return d;
+	return tu_id_shards((uint64_t)k * ID_BASE, count, shards, 2048);
 }
 
 typedef struct mixrun {

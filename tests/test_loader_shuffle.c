@@ -23,16 +23,7 @@
  * date). */
 static const char *sorted_dataset(uint64_t n, uint32_t shards, size_t frame_size)
 {
-	const char *d = tu_tmpdir();
-	char p[512];
-
-	for (uint32_t s = 0; s < shards; s++) {
-		uint64_t lo = n * s / shards, hi = n * (s + 1) / shards;
-
-		snprintf(p, sizeof(p), "%s/s%03u.tfrecord.zst", d, s);
-		tu_write_id_shard(p, lo, hi - lo, frame_size, 0);
-	}
-	return d;
+	return tu_id_shards(0, n, shards, frame_size);
 }
 
 /* Every id one loader hands out, in order, and its steps. */

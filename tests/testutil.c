@@ -233,6 +233,20 @@ const char *tu_id_dataset(uint64_t count)
 	return d;
 }
 
+const char *tu_id_shards(uint64_t first, uint64_t count, uint32_t shards, size_t frame_size)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+
+	for (uint32_t s = 0; s < shards; s++) {
+		uint64_t lo = count * s / shards, hi = count * (s + 1) / shards;
+
+		snprintf(p, sizeof(p), "%s/s%03u.tfrecord.zst", d, s);
+		tu_write_id_shard(p, first + lo, hi - lo, frame_size, 0);
+	}
+	return d;
+}
+
 void tu_write_id_shard(const char *path, uint64_t first, uint64_t count,
 		       size_t frame_size, uint32_t align)
 {

@@ -80,6 +80,10 @@ int64_t tu_padded_example(uint64_t id, uint8_t *buf, size_t cap);
 void tu_write_id_shard(const char *path, uint64_t first, uint64_t count,
 		       size_t frame_size, uint32_t align);
 void tu_write_id_stream(const char *path, uint64_t first, uint64_t count, bool gz);
+/* A fresh temporary directory holding ids [first, first+count) in
+ * `shards` indexed shards s000.tfrecord.zst... of about equal counts, in
+ * order (frames of frame_size bytes): @return the directory. */
+const char *tu_id_shards(uint64_t first, uint64_t count, uint32_t shards, size_t frame_size);
 /* A fresh temporary directory holding one indexed shard of ids
  * [0, count) (4 KiB frames): @return the directory. */
 const char *tu_id_dataset(uint64_t count);
