@@ -475,5 +475,12 @@ Test(mixture, bad_input_is_refused_naming_the_source_or_value, .timeout = 60)
 		c.npaths = 1;
 		cr_assert_eq(create_bad(c, s, 1, &err), -EINVAL);
 		cr_assert(strstr(err.msg, "paths must be empty"), "%s", err.msg);
+		/* Packing with a mixture: refused, naming both. */
+		c = cfg;
+		c.features = "id:int64[*]";
+		c.pack_length = 16;
+		cr_assert_eq(create_bad(c, s, 1, &err), -EINVAL);
+		cr_assert(strstr(err.msg, "a mixture cannot be packed: pack_length 16 with 1 "
+				  "sources"), "%s", err.msg);
 	}
 }

@@ -149,40 +149,6 @@ static int parse_shuffle(void *field, const char *v)
 	return -EINVAL;
 }
 
-/* --source NAME=WEIGHT:PATH: one source of a mixture (PATH a file, a
- * directory, a glob or a manifest; NAME unique; WEIGHT a number > 0). */
-static int parse_source(void *field, const char *v)
-{
-	lb_sources *m = field;
-	const char *eq = strchr(v, '='), *colon = eq ? strchr(eq + 1, ':') : NULL;
-	char weight[64], *end;
-	double w;
-	size_t k = m->n;
-
-	if (k == LB_MAX_SOURCES)
-		return cli_usage("--source: more than %d sources", LB_MAX_SOURCES), -EINVAL;
-	if (!eq || !colon)
-		return cli_usage("--source: '%s' is not NAME=WEIGHT:PATH", v), -EINVAL;
-	if (eq == v || (size_t)(eq - v) >= sizeof(m->name[k]))
-		return cli_usage("--source: '%s': a NAME is 1 to 63 bytes", v), -EINVAL;
-	if (!colon[1])
-		return cli_usage("--source: '%s' names no PATH", v), -EINVAL;
-	snprintf(weight, sizeof(weight), "%.*s", (int)(colon - eq - 1), eq + 1);
-	w = strtod(weight, &end);
-	if (!*weight || *end || !(w > 0) || !isfinite(w))
-		return cli_usage("--source: '%s': the weight '%s' is not a finite number "
-				 "above 0", v, weight), -EINVAL;
-	snprintf(m->name[k], sizeof(m->name[k]), "%.*s", (int)(eq - v), v);
-	for (size_t i = 0; i < k; i++)
-		if (!strcmp(m->name[i], m->name[k]))
-			return cli_usage("--source: two sources are named '%s'", m->name[k]),
-			       -EINVAL;
-	m->path[k][0] = colon + 1;
-	m->s[k].weight = w;
-	m->n++;
-	return 0;
-}
-
 #define O(field) offsetof(options, field)
 #define SEEN(field) CLI_SEEN(options, field)
 
@@ -213,7 +179,7 @@ const cli_opt loadbench_cli[] = {
 	  .help = "records in the shuffle window (default 8192); implies --shuffle" },
 	{ CLI_U64, "seed", .arg = "S", .off = O(seed), .max = UINT64_MAX, .more = true,
 	  .help = "shuffle seed (default 0)" },
-	{ CLI_CALL, "source", .arg = "NAME=WEIGHT:PATH", .off = O(mix), .call = parse_source,
+	{ CLI_CALL, "source", .arg = "NAME=WEIGHT:PATH", .off = O(mix), .call = lb_parse_source,
 	  .more = true,
 	  .help = "a source of a mixture, repeated (then no SHARD is given): its name, "
 		  "weight (> 0; shares are weights over their sum) and files (a "
@@ -353,27 +319,6 @@ void loadbench_defaults(options *o)
 	train_defaults(&o->train);
 }
 
-/* Each --source's PATH must name files: a name that is no directory nor
- * pattern comes back from the expansion as is, and must exist.  @return
- * 0, or 2 (1: out of memory) after saying which does not. */
-static int check_sources(const options *o)
-{
-	for (size_t k = 0; k < o->mix.n; k++) {
-		char **fk = NULL;
-		int nk = cli_expand_inputs((char *const *)o->mix.path[k], 1, &fk);
-		bool none = nk == 0 || (nk == 1 && !strcmp(fk[0], o->mix.path[k][0]) &&
-					access(fk[0], F_OK));
-
-		if (nk < 0)
-			return 1;
-		cli_free_inputs(fk, nk);
-		if (none)
-			return cli_usage("--source %s: '%s' matches no files", o->mix.name[k],
-					 o->mix.path[k][0]);
-	}
-	return 0;
-}
-
 /* @return -1 to go on (*first: the first shard's index in argv), else
  * the exit status. */
 static int parse_options(int argc, char **argv, options *o, int *first)
@@ -397,7 +342,10 @@ static int parse_options(int argc, char **argv, options *o, int *first)
 		return cli_usage("--save-every: needs --save-state FILE");
 	if (o->mix.n && *first != argc)
 		return cli_usage("'%s': a mixture's files are its --source's only", argv[*first]);
-	if (o->mix.n && (ret = check_sources(o)) != 0)
+	if (o->mix.n && o->pack)
+		return cli_usage("--pack: a mixture cannot be packed (pack one dataset, or mix "
+				 "without packing)");
+	if (o->mix.n && (ret = lb_check_sources(o)) != 0)
 		return ret;
 	if (*first == argc && !o->mix.n)
 		return cli_usage("no shards given");
@@ -410,35 +358,6 @@ static int parse_options(int argc, char **argv, options *o, int *first)
 		o->threads = n > 0 ? (uint64_t)n : 1;
 	}
 	return -1;
-}
-
-/* A mixture's files: every source's, in source order (for the regions'
- * check and the report).  @return 0, or 1 after saying why not. */
-static int mixture_files(const options *o, char ***files, int *nfiles)
-{
-	*files = NULL;
-	*nfiles = 0;
-	/* Source by source: two sources may name one directory (a mixture
-	 * of a dataset with itself), which one expansion would refuse. */
-	for (size_t k = 0; k < o->mix.n; k++) {
-		char **fk = NULL, **all;
-		int nk = cli_expand_inputs((char *const *)o->mix.path[k], 1, &fk);
-
-		if (nk < 0)
-			return 1;
-		all = pf_realloc(*files, ((size_t)*nfiles + (size_t)nk + 1) * sizeof(*all));
-		if (!all) {
-			cli_free_inputs(fk, nk);
-			cli_fail("out of memory");
-			return 1;
-		}
-		/* The list, not its strings: they are the list's now. */
-		memcpy(all + *nfiles, fk, (size_t)nk * sizeof(*all));
-		pf_free(fk);
-		*files = all;
-		*nfiles += nk;
-	}
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -825,7 +744,7 @@ int main(int argc, char **argv)
 		return 1;
 	raise_fd_limit();
 	if (o.mix.n) {
-		ret = mixture_files(&o, &files, &nfiles);
+		ret = lb_mixture_files(&o, &files, &nfiles);
 		if (ret)
 			return ret;
 		/* The first source's files stand for the dataset where one is
@@ -964,20 +883,8 @@ int main(int argc, char **argv)
 		cfg.io_timeout_ms = o.io_timeout_ms ? (int)o.io_timeout_ms : PF_IO_TIMEOUT_NONE;
 	cfg.quarantine = o.quarantine;
 	cfg.max_corrupt = o.max_corrupt;
-	if (o.mix.n) {
-		for (size_t k = 0; k < o.mix.n; k++) {
-			o.mix.s[k].name = o.mix.name[k];
-			o.mix.s[k].paths = o.mix.path[k];
-			o.mix.s[k].npaths = 1;
-		}
-		cfg.paths = NULL;
-		cfg.npaths = 0;
-		cfg.sources = o.mix.s;
-		cfg.nsources = o.mix.n;
-		cfg.mix = (pf_mix)o.mix_mode;
-		cfg.mix_stop = (pf_mix_stop)o.mix_stop;
-		cfg.source_feature = o.source_feature;
-	}
+	if (o.mix.n)
+		lb_mixture_config(&o, &cfg);
 	/* Runs after the first start on the pools the first one faulted in,
 	 * as a process making loaders one after another does (asked for:
 	 * a loader keeps nothing by default). */

@@ -57,6 +57,15 @@ typedef struct options {
 extern const cli_opt loadbench_cli[];
 void loadbench_defaults(options *o);
 
+/* Mixtures (loadbench_mix.c): --source's parser (a cli_opt call), each
+ * source's PATH checked (0, or the exit status after saying why), the
+ * sources' files in source order (0, or 1 after saying why), the
+ * config's sources. */
+int lb_parse_source(void *field, const char *v);
+int lb_check_sources(const options *o);
+int lb_mixture_files(const options *o, char ***files, int *nfiles);
+void lb_mixture_config(options *o, pf_loader_config *cfg);
+
 /* --baseline (baseline.c): every frame of the indexed shards, split among
  * T threads. */
 typedef struct bl_frame {

@@ -744,6 +744,9 @@ class Loader(_podfeed.LoaderBase):
         pack_length = _uint("pack_length", pack_length, lo=1, hi=2**32 - 1, none_ok=True) or 0
         pack_mode = _choice("pack_mode", pack_mode, ("first_fit", "concat"))
         pack_pool = _uint("pack_pool", pack_pool, lo=1, hi=2**32 - 1, none_ok=True) or 0
+        if sources is not None and pack_length:
+            raise ValueError("pack_length: a mixture cannot be packed (pack one dataset, "
+                             "or mix without packing)")
         verify_records = _flag("verify_records", verify_records)
         direct_io = _flag("direct_io", direct_io)
         remainder = _choice("remainder", remainder, ("drop", "wrap"))

@@ -107,3 +107,37 @@ def test_a_mixture_of_a_dataset_with_itself(two):
                         shuffle=True, source_feature=True, max_steps=5) as loader:
         assert sum(1 for _ in loader) == 5
         assert "source      y" in loader.report()
+
+
+def test_a_mixture_cannot_be_packed(two):
+    with pytest.raises(ValueError, match="^pack_length: a mixture cannot be packed"):
+        podfeed.Loader(mix(two), "tokens:int32[*]", 4, pack_length=64)
+
+
+def test_an_image_feature_in_a_mixture(tmp_path):
+    """Two sources of one image shard: each row's image is the plain
+    loader's image of the same record (eval: no draw), the shape the
+    plain loader's, _source beside it."""
+    shard = tmp_path / "images.tfrecord.zst"
+    run(tool("tests/python/image_ref"), "shard", shard, 60)
+    feats = {"image/encoded": podfeed.Image(16, 24, augment="eval"),
+             "image/class/label": "int64"}
+    ref = {}
+    with podfeed.Loader(shard, feats, 4) as loader:
+        for b in loader:
+            for img, label in zip(b["image/encoded"][0], b["image/class/label"][0]):
+                ref[int(label[0])] = img.copy()
+    assert len(ref) == 60
+    seen = 0
+    with podfeed.Loader([S(shard, weight=1, name="a"), S(shard, weight=2, name="b")], feats,
+                        3, cores=2, shuffle=True, seed=7, source_feature=True,
+                        max_steps=6) as loader:
+        for b in loader:
+            imgs = b["image/encoded"]
+            assert imgs.shape == (2, 3, 16, 24, 3) and imgs.dtype == np.uint8
+            assert sorted(np.asarray(b["_source"]).reshape(-1).tolist()) == [0, 0, 1, 1, 1, 1]
+            for c in range(2):
+                for img, label in zip(imgs[c], b["image/class/label"][c]):
+                    assert np.array_equal(img, ref[int(label[0])])
+                    seen += 1
+    assert seen == 36
