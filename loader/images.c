@@ -64,14 +64,16 @@ size_t pf_images_scratch_estimate(const pf_loader *l)
 	size_t most = 0;
 
 	/* The resampler's ring and weights for a box up to twice the output
-	 * (what DCT scaling leaves), the output, and a decoded row of an
-	 * image 4,096 pixels wide: an ImageNet photo's needs are well
+	 * (what DCT scaling leaves; the SIMD passes' weights, 96 bytes an
+	 * output column, and sums, 4 a byte), the output, and a decoded row
+	 * of an image 4,096 pixels wide: an ImageNet photo's needs are well
 	 * inside it. */
 	for (uint32_t k = 0; k < l->images.n; k++) {
 		const pf_image_spec *s = &l->images.image[k];
 		size_t need = (size_t)s->width * s->channels * 8 * 2 +
-			      (size_t)(s->width + s->height) * 48 + pf_image_out_bytes(s) +
-			      (size_t)4096 * 7 + 4096;
+			      (size_t)(s->width + s->height) * 48 +
+			      (size_t)s->width * (96 + s->channels * 4) + 1024 +
+			      pf_image_out_bytes(s) + (size_t)4096 * 7 + 4096;
 
 		most = need > most ? need : most;
 	}

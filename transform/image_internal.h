@@ -71,23 +71,76 @@ void pf_jpeg_on_error(j_common_ptr cinfo);
  * so that the output equals Image.resize(size, BILINEAR, box) on the same
  * source.  Rows come in one at a time (pf_resampler_push()); the vertical
  * pass keeps a ring of the horizontally resized rows its window needs,
- * so memory is that ring, not the image.
+ * so memory is that ring, not the image.  A flip mirrors the horizontal
+ * pass's output columns (the vertical pass is the same on every column).
  *
  * The source is a region of src_w x src_h pixels (the filter clamps at
  * its edges, as PIL's at an image's); box is the part of it resized to
- * out_w x out_h, in the region's pixels (fractional). */
+ * out_w x out_h, in the region's pixels (fractional).
+ *
+ * The passes run on one of pf_resize_paths (AVX2, SSE2, scalar: chosen
+ * once from the CPU, PODFEED_SIMD naming one), every one of them the same
+ * integer sums, so the same bytes (tests/test_transform_resize.c). */
+struct pf_resampler;
+
+/* PRECISION_BITS of Pillow's Resample.c: the weights' fraction. */
+#define PF_RESIZE_BITS 22
+/* The SIMD paths multiply 16-bit numbers (pmaddwd): a 22-bit weight k is
+ * k_hi * 2^15 + k_lo, both summed apart and joined, exactly. */
+#define PF_RESIZE_SPLIT 15
+
+typedef struct pf_resize_ops {
+	const char *name;
+	bool (*supported)(void);
+	/* One source row (channels 3) into the ring's slot dst. */
+	void (*horizontal3)(const struct pf_resampler *r, const uint8_t *px, uint8_t *dst);
+	/* Output row yy from the ring's rows. */
+	void (*vertical)(const struct pf_resampler *r, uint32_t yy);
+} pf_resize_ops;
+
+/* Best first, ended by a NULL name. */
+extern const pf_resize_ops pf_resize_paths[];
+/* The path pf_resampler_init() takes (the best the CPU has, or
+ * PODFEED_SIMD's if the CPU has it, else the best below it). */
+const pf_resize_ops *pf_resize_path(void);
+
+/* The scalar passes (the other paths' tails and non-x86 machines). */
+void pf_resize_h3_scalar(const struct pf_resampler *r, const uint8_t *px, uint8_t *dst,
+			 uint32_t from);
+void pf_resize_v_scalar(const struct pf_resampler *r, uint32_t yy, size_t from);
+#if defined(__x86_64__)
+bool pf_resize_have_avx2(void);
+void pf_resize_h3_avx2(const struct pf_resampler *r, const uint8_t *px, uint8_t *dst);
+void pf_resize_v_avx2(const struct pf_resampler *r, uint32_t yy);
+void pf_resize_h3_sse2(const struct pf_resampler *r, const uint8_t *px, uint8_t *dst);
+void pf_resize_v_sse2(const struct pf_resampler *r, uint32_t yy);
+#endif
+
 typedef struct pf_resampler {
 	uint32_t src_w, src_h, out_w, out_h, channels;
 	uint32_t ksize_h, ksize_v;
 	int32_t *bounds_h, *bounds_v;	/* [out][2]: first source pixel, count */
 	int32_t *k_h, *k_v;		/* [out][ksize] fixed-point weights */
+	/* The SIMD paths' horizontal weights: for output pixels 2j, 2j+1
+	 * and their taps 2p, 2p+1, 64 bytes at ((j * pairs_h) + p) * 64:
+	 * k_hi of pixel 2j, k_hi of 2j+1, k_lo of 2j, k_lo of 2j+1, each 8
+	 * int16 (k0 k1 k0 k1 k0 k1 0 0: R, G, B and a zero lane). */
+	int16_t *k16_h;
+	uint32_t pairs_h;		/* tap pairs of the widest output pixel */
+	uint32_t taps_v;		/* taps of the tallest output row */
+	/* Output pixels 0 .. simd_w - 1 (even) read 8 bytes per tap pair
+	 * inside the row; the others go through the scalar code. */
+	uint32_t simd_w;
 	uint32_t first_col, cols;	/* source columns the filter reads */
 	uint32_t first_row, rows;	/* source rows the filter reads */
 	uint8_t *ring;			/* ksize_v rows of out_w * channels */
+	size_t ring_stride;		/* bytes from a ring row to the next */
+	int32_t *acc;			/* out_w * channels sums (scalar pass) */
 	uint32_t next_out;		/* output rows written */
 	uint32_t rows_in;		/* source rows pushed (from first_row) */
 	bool flip;			/* output columns mirrored */
 	uint8_t *out;			/* out_h rows of out_w * channels */
+	const pf_resize_ops *ops;	/* the passes' code */
 } pf_resampler;
 
 /* Bytes pf_resampler_init() carves out of its memory. */
@@ -105,6 +158,12 @@ void pf_resampler_push(pf_resampler *r, const uint8_t *px);
 static inline bool pf_resampler_done(const pf_resampler *r)
 {
 	return r->next_out == r->out_h;
+}
+
+/* The ring's row of source row s (from the region's top). */
+static inline uint8_t *pf_resampler_slot(const pf_resampler *r, uint32_t s)
+{
+	return r->ring + (size_t)(s % r->ksize_v) * r->ring_stride;
 }
 
 #endif

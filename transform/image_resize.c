@@ -10,11 +10,13 @@
  * fractional bits; the sums are integers, so their order does not matter
  * and the vertical pass may run over a ring of rows. */
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "image_internal.h"
 
-#define PRECISION_BITS (32 - 8 - 2)
+#define PRECISION_BITS PF_RESIZE_BITS
 
 static double bilinear(double x)
 {
@@ -87,6 +89,24 @@ static size_t align8(size_t v)
 	return (v + 7) & ~(size_t)7;
 }
 
+static size_t align32(size_t v)
+{
+	return (v + 31) & ~(size_t)31;
+}
+
+/* A ring row's stride: the row, then at least 32 bytes (the SIMD paths
+ * store 4 bytes for a 3-byte pixel, and read whole 32-byte blocks). */
+static size_t ring_stride(uint32_t out_w, uint32_t channels)
+{
+	return align32((size_t)out_w * channels) + 32;
+}
+
+/* Tap pairs of the SIMD weights: of ksize, a bound on any pixel's taps. */
+static uint32_t pairs_of(uint32_t ksize)
+{
+	return (ksize + 1) / 2;
+}
+
 size_t pf_resampler_bytes(uint32_t src_w, uint32_t src_h, double x0, double y0, double x1,
 			  double y1, uint32_t out_w, uint32_t out_h, uint32_t channels)
 {
@@ -96,7 +116,45 @@ size_t pf_resampler_bytes(uint32_t src_w, uint32_t src_h, double x0, double y0, 
 	(void)src_h;
 	return align8((size_t)out_w * 2 * 4) + align8((size_t)out_w * kh * 4) +
 	       align8((size_t)out_h * 2 * 4) + align8((size_t)out_h * kv * 4) +
-	       align8((size_t)kv * out_w * channels) + align8((size_t)out_w * channels * 4);
+	       ((size_t)out_w + 1) / 2 * pairs_of(kh) * 64 + 32 +
+	       32 + (size_t)kv * ring_stride(out_w, channels) + (size_t)out_w * channels * 4;
+}
+
+/* The SIMD paths' horizontal weights (pf_resampler's k16_h), and how many
+ * output pixels they may take: those whose 8-byte loads, one per tap
+ * pair, stay inside the pushed row of cols pixels. */
+static void split_weights(pf_resampler *r)
+{
+	uint32_t pairs = 1, blocks = (r->out_w + 1) / 2;
+
+	for (uint32_t xx = 0; xx < r->out_w; xx++) {
+		uint32_t n = (uint32_t)r->bounds_h[xx * 2 + 1];
+
+		if ((n + 1) / 2 > pairs)
+			pairs = (n + 1) / 2;
+	}
+	r->pairs_h = pairs;
+	memset(r->k16_h, 0, (size_t)blocks * pairs * 64);
+	r->simd_w = 0;
+	for (uint32_t xx = 0; xx < r->out_w; xx++) {
+		const int32_t *k = r->k_h + (size_t)xx * r->ksize_h;
+		uint32_t n = (uint32_t)r->bounds_h[xx * 2 + 1];
+		uint32_t x0 = (uint32_t)r->bounds_h[xx * 2] - r->first_col;
+
+		for (uint32_t t = 0; t < n; t++) {
+			int16_t *w = r->k16_h + ((size_t)(xx / 2) * pairs + t / 2) * 32 + (xx & 1) * 8;
+
+			for (int c = 0; c < 3; c++) {
+				w[c * 2 + (t & 1)] = (int16_t)(k[t] >> PF_RESIZE_SPLIT);
+				w[16 + c * 2 + (t & 1)] =
+					(int16_t)(k[t] & ((1 << PF_RESIZE_SPLIT) - 1));
+			}
+		}
+		if ((size_t)x0 * 3 + (size_t)pairs * 6 + 2 <= (size_t)r->cols * 3 &&
+		    r->simd_w == xx)
+			r->simd_w = xx + 1;
+	}
+	r->simd_w &= ~1u;
 }
 
 void pf_resampler_init(pf_resampler *r, void *mem, uint32_t src_w, uint32_t src_h, double x0,
@@ -114,6 +172,7 @@ void pf_resampler_init(pf_resampler *r, void *mem, uint32_t src_w, uint32_t src_
 	r->channels = channels;
 	r->flip = flip;
 	r->out = out;
+	r->ops = pf_resize_path();
 	r->ksize_h = ksize_of(x0, x1, out_w);
 	r->ksize_v = ksize_of(y0, y1, out_h);
 	r->bounds_h = (int32_t *)p;
@@ -124,7 +183,15 @@ void pf_resampler_init(pf_resampler *r, void *mem, uint32_t src_w, uint32_t src_
 	p += align8((size_t)out_h * 2 * 4);
 	r->k_v = (int32_t *)p;
 	p += align8((size_t)out_h * r->ksize_v * 4);
-	r->ring = p;
+	p = (uint8_t *)align32((uintptr_t)p);
+	r->k16_h = (int16_t *)p;
+	p += ((size_t)out_w + 1) / 2 * pairs_of(r->ksize_h) * 64;
+	/* 32 bytes before the first row: a flipped pixel's 4-byte store
+	 * starts a byte before its 3 (pf_resize_h3_*). */
+	r->ring = p + 32;
+	r->ring_stride = ring_stride(out_w, channels);
+	memset(p, 0, 32 + (size_t)r->ksize_v * r->ring_stride);
+	r->acc = (int32_t *)(p + 32 + (size_t)r->ksize_v * r->ring_stride);
 	coeffs(src_w, x0, x1, out_w, r->ksize_h, r->bounds_h, r->k_h);
 	coeffs(src_h, y0, y1, out_h, r->ksize_v, r->bounds_v, r->k_v);
 
@@ -137,44 +204,51 @@ void pf_resampler_init(pf_resampler *r, void *mem, uint32_t src_w, uint32_t src_
 	hi = (uint32_t)(r->bounds_v[(out_h - 1) * 2] + r->bounds_v[(out_h - 1) * 2 + 1]);
 	r->first_row = lo;
 	r->rows = hi > lo ? hi - lo : 0;
+	r->taps_v = 0;
+	for (uint32_t yy = 0; yy < out_h; yy++)
+		if ((uint32_t)r->bounds_v[yy * 2 + 1] > r->taps_v)
+			r->taps_v = (uint32_t)r->bounds_v[yy * 2 + 1];
+	if (channels == 3)
+		split_weights(r);
 }
 
-/* Output row yy from the ring: every window row's weight, summed in
- * integers (so in any order). */
-static void vertical(pf_resampler *r, uint32_t yy)
+/* Output row yy's bytes from..row_bytes - 1 from the ring: every window
+ * row's weight, summed in integers (so in any order). */
+void pf_resize_v_scalar(const pf_resampler *r, uint32_t yy, size_t from)
 {
 	size_t row_bytes = (size_t)r->out_w * r->channels;
-	int32_t *acc = (int32_t *)(r->ring + align8((size_t)r->ksize_v * row_bytes));
 	const int32_t *k = r->k_v + (size_t)yy * r->ksize_v;
 	uint32_t ymin = (uint32_t)r->bounds_v[yy * 2], ymax = (uint32_t)r->bounds_v[yy * 2 + 1];
 	uint8_t *out = r->out + (size_t)yy * row_bytes;
+	int32_t *acc = r->acc;
 
-	for (size_t i = 0; i < row_bytes; i++)
+	for (size_t i = from; i < row_bytes; i++)
 		acc[i] = 1 << (PRECISION_BITS - 1);
 	for (uint32_t y = 0; y < ymax; y++) {
-		const uint8_t *src = r->ring + (size_t)((ymin + y) % r->ksize_v) * row_bytes;
+		const uint8_t *src = pf_resampler_slot(r, ymin + y);
 		int32_t w = k[y];
 
-		for (size_t i = 0; i < row_bytes; i++)
+		for (size_t i = from; i < row_bytes; i++)
 			acc[i] += src[i] * w;
 	}
-	if (!r->flip) {
-		for (size_t i = 0; i < row_bytes; i++)
-			out[i] = clip8(acc[i]);
-		return;
-	}
-	for (uint32_t x = 0; x < r->out_w; x++)
-		for (uint32_t c = 0; c < r->channels; c++)
-			out[(size_t)(r->out_w - 1 - x) * r->channels + c] =
-				clip8(acc[(size_t)x * r->channels + c]);
+	for (size_t i = from; i < row_bytes; i++)
+		out[i] = clip8(acc[i]);
 }
 
-static void horizontal3(const pf_resampler *r, const uint8_t *px, uint8_t *dst)
+static void vertical(const pf_resampler *r, uint32_t yy)
 {
-	for (uint32_t xx = 0; xx < r->out_w; xx++) {
+	pf_resize_v_scalar(r, yy, 0);
+}
+
+/* Output pixels from..out_w - 1 of a row (3 channels), each to its
+ * column (mirrored when flipping). */
+void pf_resize_h3_scalar(const pf_resampler *r, const uint8_t *px, uint8_t *dst, uint32_t from)
+{
+	for (uint32_t xx = from; xx < r->out_w; xx++) {
 		const int32_t *k = r->k_h + (size_t)xx * r->ksize_h;
 		uint32_t xmin = (uint32_t)r->bounds_h[xx * 2] - r->first_col;
 		uint32_t xmax = (uint32_t)r->bounds_h[xx * 2 + 1];
+		uint8_t *d = dst + (size_t)(r->flip ? r->out_w - 1 - xx : xx) * 3;
 		const uint8_t *s = px + (size_t)xmin * 3;
 		int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
 
@@ -183,10 +257,15 @@ static void horizontal3(const pf_resampler *r, const uint8_t *px, uint8_t *dst)
 			s1 += s[x * 3 + 1] * k[x];
 			s2 += s[x * 3 + 2] * k[x];
 		}
-		dst[xx * 3] = clip8(s0);
-		dst[xx * 3 + 1] = clip8(s1);
-		dst[xx * 3 + 2] = clip8(s2);
+		d[0] = clip8(s0);
+		d[1] = clip8(s1);
+		d[2] = clip8(s2);
 	}
+}
+
+static void horizontal3(const pf_resampler *r, const uint8_t *px, uint8_t *dst)
+{
+	pf_resize_h3_scalar(r, px, dst, 0);
 }
 
 static void horizontal1(const pf_resampler *r, const uint8_t *px, uint8_t *dst)
@@ -199,20 +278,19 @@ static void horizontal1(const pf_resampler *r, const uint8_t *px, uint8_t *dst)
 
 		for (uint32_t x = 0; x < xmax; x++)
 			s0 += px[xmin + x] * k[x];
-		dst[xx] = clip8(s0);
+		dst[r->flip ? r->out_w - 1 - xx : xx] = clip8(s0);
 	}
 }
 
 void pf_resampler_push(pf_resampler *r, const uint8_t *px)
 {
 	uint32_t s = r->first_row + r->rows_in;
-	size_t row_bytes = (size_t)r->out_w * r->channels;
-	uint8_t *slot = r->ring + (size_t)(s % r->ksize_v) * row_bytes;
+	uint8_t *slot = pf_resampler_slot(r, s);
 
 	if (r->rows_in >= r->rows)
 		return;
 	if (r->channels == 3)
-		horizontal3(r, px, slot);
+		r->ops->horizontal3(r, px, slot);
 	else
 		horizontal1(r, px, slot);
 	r->rows_in++;
@@ -223,7 +301,57 @@ void pf_resampler_push(pf_resampler *r, const uint8_t *px)
 
 		if (end > s + 1)
 			break;
-		vertical(r, yy);
+		r->ops->vertical(r, yy);
 		r->next_out++;
 	}
+}
+
+/* The paths, best first. */
+static bool have_scalar(void)
+{
+	return true;
+}
+
+static bool have_sse2(void)
+{
+	return true;	/* x86-64's baseline */
+}
+
+const pf_resize_ops pf_resize_paths[] = {
+#if defined(__x86_64__)
+	{ "avx2", pf_resize_have_avx2, pf_resize_h3_avx2, pf_resize_v_avx2 },
+	{ "sse2", have_sse2, pf_resize_h3_sse2, pf_resize_v_sse2 },
+#endif
+	{ "scalar", have_scalar, horizontal3, vertical },
+	{ NULL, NULL, NULL, NULL },
+};
+
+static const pf_resize_ops *resize_path;
+static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+
+/* The best path the CPU has, or with PODFEED_SIMD=NAME that one when the
+ * CPU has it (else the best below it; a name not of this table, such as
+ * the varint decoder's avx512: the best). */
+static void choose(void)
+{
+	const char *want = getenv("PODFEED_SIMD");
+	const pf_resize_ops *p, *best = NULL;
+	bool below = true;
+
+	for (p = pf_resize_paths; want && p->name; p++)
+		if (!strcmp(p->name, want))
+			below = false;
+	for (p = pf_resize_paths; p->name && !best; p++) {
+		if (!below && !strcmp(p->name, want))
+			below = true;
+		if (below && p->supported())
+			best = p;
+	}
+	__atomic_store_n(&resize_path, best, __ATOMIC_RELEASE);
+}
+
+const pf_resize_ops *pf_resize_path(void)
+{
+	pthread_once(&choose_once, choose);
+	return __atomic_load_n(&resize_path, __ATOMIC_ACQUIRE);
 }

@@ -5,6 +5,7 @@
 # (torchvision's Resize(256) + CenterCrop(224): identical) and train (the
 # box the rule drew, cropped, resized and flipped by PIL: identical when
 # not DCT-scaled).  image_ref (tests/python/image_ref.c) runs the C side.
+import os
 import subprocess
 
 import numpy as np
@@ -51,8 +52,15 @@ def images(tmp_path_factory):
     return out
 
 
-def ref(*args):
-    p = subprocess.run([tool("tests/python/image_ref"), *map(str, args)], capture_output=True)
+def ref(*args, simd=None):
+    """image_ref's output; simd: the resize's path (PODFEED_SIMD), else the
+    CPU's best."""
+    env = dict(os.environ)
+    env.pop("PODFEED_SIMD", None)
+    if simd:
+        env["PODFEED_SIMD"] = simd
+    p = subprocess.run([tool("tests/python/image_ref"), *map(str, args)], capture_output=True,
+                       env=env)
     assert p.returncode == 0, p.stderr.decode()
     return p.stdout, p.stderr.decode().split()
 
@@ -74,16 +82,18 @@ def boxes(w, h, n, seed):
                [(224, 224), (64, 48), (300, 300), (17, 5)][t % 4], t % 2)
 
 
+@pytest.mark.parametrize("simd", [None, "sse2", "scalar"])
 @pytest.mark.parametrize("name", KINDS)
-def test_box_resize_is_pils(images, name):
+def test_box_resize_is_pils(images, name, simd):
     """Partial decode + resize of a box, DCT scaling forbidden: PIL's crop
-    then resize(BILINEAR) (then the mirror), to the bit."""
+    then resize(BILINEAR) (then the mirror), to the bit, on the resize's
+    best path, SSE2 and scalar (a path the CPU lacks: the best below)."""
     im = Image.open(images[name]).convert("RGB")
     for x, y, bw, bh, (ow, oh), flip in boxes(*im.size, 10, 7):
         want = im.crop((x, y, x + bw, y + bh)).resize((ow, oh), Image.BILINEAR)
         if flip:
             want = want.transpose(Image.FLIP_LEFT_RIGHT)
-        out, note = ref("box", images[name], x, y, bw, bh, ow, oh, 3, flip, 1)
+        out, note = ref("box", images[name], x, y, bw, bh, ow, oh, 3, flip, 1, simd=simd)
         got = np.frombuffer(out, np.uint8).reshape(oh, ow, 3)
         assert np.array_equal(got, np.asarray(want)), (x, y, bw, bh, ow, oh)
         assert note[5] == "1"
