@@ -122,14 +122,17 @@ typedef struct pf_resampler {
 	int32_t *bounds_h, *bounds_v;	/* [out][2]: first source pixel, count */
 	int32_t *k_h, *k_v;		/* [out][ksize] fixed-point weights */
 	/* The SIMD paths' horizontal weights: for output pixels 2j, 2j+1
-	 * and their taps 2p, 2p+1, 64 bytes at ((j * pairs_h) + p) * 64:
+	 * and their taps 2p, 2p+1, 64 bytes at ((j * pairs16_h) + p) * 64:
 	 * k_hi of pixel 2j, k_hi of 2j+1, k_lo of 2j, k_lo of 2j+1, each 8
-	 * int16 (k0 k1 k0 k1 k0 k1 0 0: R, G, B and a zero lane). */
+	 * int16 (k0 k1 k0 k1 k0 k1 0 0: R, G, B and a zero lane).  Past a
+	 * pixel's taps the weights are 0. */
 	int16_t *k16_h;
 	uint32_t pairs_h;		/* tap pairs of the widest output pixel */
+	uint32_t pairs16_h;		/* pairs_h rounded up to even */
 	uint32_t taps_v;		/* taps of the tallest output row */
-	/* Output pixels 0 .. simd_w - 1 (even) read 8 bytes per tap pair
-	 * inside the row; the others go through the scalar code. */
+	/* Output pixels 0 .. simd_w - 1 (even): their loads (8 bytes a tap
+	 * pair, or 16 bytes a 4 taps) stay inside the row; the others go
+	 * through the scalar code. */
 	uint32_t simd_w;
 	uint32_t first_col, cols;	/* source columns the filter reads */
 	uint32_t first_row, rows;	/* source rows the filter reads */

@@ -101,10 +101,11 @@ static size_t ring_stride(uint32_t out_w, uint32_t channels)
 	return align32((size_t)out_w * channels) + 32;
 }
 
-/* Tap pairs of the SIMD weights: of ksize, a bound on any pixel's taps. */
+/* Tap pairs of the SIMD weights (even): of ksize, a bound on any pixel's
+ * taps. */
 static uint32_t pairs_of(uint32_t ksize)
 {
-	return (ksize + 1) / 2;
+	return (ksize + 3) / 4 * 2;
 }
 
 size_t pf_resampler_bytes(uint32_t src_w, uint32_t src_h, double x0, double y0, double x1,
@@ -126,6 +127,7 @@ size_t pf_resampler_bytes(uint32_t src_w, uint32_t src_h, double x0, double y0, 
 static void split_weights(pf_resampler *r)
 {
 	uint32_t pairs = 1, blocks = (r->out_w + 1) / 2;
+	size_t reads;
 
 	for (uint32_t xx = 0; xx < r->out_w; xx++) {
 		uint32_t n = (uint32_t)r->bounds_h[xx * 2 + 1];
@@ -134,7 +136,11 @@ static void split_weights(pf_resampler *r)
 			pairs = (n + 1) / 2;
 	}
 	r->pairs_h = pairs;
-	memset(r->k16_h, 0, (size_t)blocks * pairs * 64);
+	r->pairs16_h = (pairs + 1) / 2 * 2;
+	/* The bytes a pixel's loads reach from its first tap: SSE2, 8 from
+	 * each pair's 6; AVX2, 16 from each 4 taps' 12 (8 when 1 pair). */
+	reads = pairs == 1 ? 8 : (size_t)r->pairs16_h * 6 + 4;
+	memset(r->k16_h, 0, (size_t)blocks * r->pairs16_h * 64);
 	r->simd_w = 0;
 	for (uint32_t xx = 0; xx < r->out_w; xx++) {
 		const int32_t *k = r->k_h + (size_t)xx * r->ksize_h;
@@ -142,7 +148,8 @@ static void split_weights(pf_resampler *r)
 		uint32_t x0 = (uint32_t)r->bounds_h[xx * 2] - r->first_col;
 
 		for (uint32_t t = 0; t < n; t++) {
-			int16_t *w = r->k16_h + ((size_t)(xx / 2) * pairs + t / 2) * 32 + (xx & 1) * 8;
+			int16_t *w = r->k16_h + ((size_t)(xx / 2) * r->pairs16_h + t / 2) * 32 +
+				     (xx & 1) * 8;
 
 			for (int c = 0; c < 3; c++) {
 				w[c * 2 + (t & 1)] = (int16_t)(k[t] >> PF_RESIZE_SPLIT);
@@ -150,8 +157,7 @@ static void split_weights(pf_resampler *r)
 					(int16_t)(k[t] & ((1 << PF_RESIZE_SPLIT) - 1));
 			}
 		}
-		if ((size_t)x0 * 3 + (size_t)pairs * 6 + 2 <= (size_t)r->cols * 3 &&
-		    r->simd_w == xx)
+		if ((size_t)x0 * 3 + reads <= (size_t)r->cols * 3 && r->simd_w == xx)
 			r->simd_w = xx + 1;
 	}
 	r->simd_w &= ~1u;

@@ -64,7 +64,7 @@ void pf_resize_h3_sse2(const pf_resampler *r, const uint8_t *px, uint8_t *dst)
 	uint32_t pairs = r->pairs_h;
 
 	for (uint32_t xx = 0; xx < r->simd_w; xx++) {
-		const int16_t *w = r->k16_h + (size_t)(xx / 2) * pairs * 32 + (xx & 1) * 8;
+		const int16_t *w = r->k16_h + (size_t)(xx / 2) * r->pairs16_h * 32 + (xx & 1) * 8;
 		const uint8_t *s = px + (size_t)((uint32_t)r->bounds_h[xx * 2] - r->first_col) * 3;
 		__m128i hi = zero, lo = zero, t;
 		int32_t v;
@@ -88,8 +88,10 @@ void pf_resize_h3_sse2(const pf_resampler *r, const uint8_t *px, uint8_t *dst)
 	pf_resize_h3_scalar(r, px, dst, r->simd_w);
 }
 
-/* 16 output bytes from i: the tap rows' bytes in (y, y + 1) pairs. */
-static inline __m128i v16(const uint8_t *const *rows, const int32_t *k, uint32_t n, size_t i)
+/* 16 output bytes from i: the tap rows' bytes in (y, y + 1) pairs, wh and
+ * wl their weights (v_weights()). */
+static inline __m128i v16(const uint8_t *const *rows, const int32_t *wh_, const int32_t *wl_,
+			  uint32_t n, size_t i)
 {
 	const __m128i zero = _mm_setzero_si128();
 	__m128i h0 = zero, h1 = zero, h2 = zero, h3 = zero;
@@ -101,12 +103,7 @@ static inline __m128i v16(const uint8_t *const *rows, const int32_t *k, uint32_t
 		__m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
 		__m128i q0 = _mm_unpacklo_epi8(ab0, zero), q1 = _mm_unpackhi_epi8(ab0, zero);
 		__m128i q2 = _mm_unpacklo_epi8(ab1, zero), q3 = _mm_unpackhi_epi8(ab1, zero);
-		int32_t khi, klo;
-		__m128i wh, wl;
-
-		v_weights(k, y, n, &khi, &klo);
-		wh = _mm_set1_epi32(khi);
-		wl = _mm_set1_epi32(klo);
+		__m128i wh = _mm_set1_epi32(wh_[y / 2]), wl = _mm_set1_epi32(wl_[y / 2]);
 		h0 = _mm_add_epi32(h0, _mm_madd_epi16(q0, wh));
 		h1 = _mm_add_epi32(h1, _mm_madd_epi16(q1, wh));
 		h2 = _mm_add_epi32(h2, _mm_madd_epi16(q2, wh));
@@ -120,13 +117,18 @@ static inline __m128i v16(const uint8_t *const *rows, const int32_t *k, uint32_t
 				_mm_packs_epi32(join128(h2, l2), join128(h3, l3)));
 }
 
-/* The ring rows of output row yy's taps, in order. */
-static uint32_t tap_rows(const pf_resampler *r, uint32_t yy, const uint8_t **rows)
+/* The ring rows of output row yy's taps, in order, and their weights in
+ * pairs (v_weights()). */
+static uint32_t tap_rows(const pf_resampler *r, uint32_t yy, const uint8_t **rows, int32_t *wh,
+			 int32_t *wl)
 {
+	const int32_t *k = r->k_v + (size_t)yy * r->ksize_v;
 	uint32_t ymin = (uint32_t)r->bounds_v[yy * 2], n = (uint32_t)r->bounds_v[yy * 2 + 1];
 
 	for (uint32_t y = 0; y < n; y++)
 		rows[y] = pf_resampler_slot(r, ymin + y);
+	for (uint32_t y = 0; y < n; y += 2)
+		v_weights(k, y, n, &wh[y / 2], &wl[y / 2]);
 	return n;
 }
 
@@ -137,23 +139,23 @@ static uint32_t tap_rows(const pf_resampler *r, uint32_t yy, const uint8_t **row
 void pf_resize_v_sse2(const pf_resampler *r, uint32_t yy)
 {
 	size_t row_bytes = (size_t)r->out_w * r->channels, i;
-	const int32_t *k = r->k_v + (size_t)yy * r->ksize_v;
 	uint8_t *out = r->out + (size_t)yy * row_bytes;
 	const uint8_t *rows[MAX_TAPS];
+	int32_t wh[MAX_TAPS / 2], wl[MAX_TAPS / 2];
 	uint32_t n;
 
 	if (r->taps_v > MAX_TAPS) {
 		pf_resize_v_scalar(r, yy, 0);
 		return;
 	}
-	n = tap_rows(r, yy, rows);
+	n = tap_rows(r, yy, rows, wh, wl);
 	for (i = 0; i + 16 <= row_bytes; i += 16)
-		_mm_storeu_si128((__m128i *)(out + i), v16(rows, k, n, i));
+		_mm_storeu_si128((__m128i *)(out + i), v16(rows, wh, wl, n, i));
 	if (i < row_bytes) {
 		/* The ring's rows have room to read a whole block past their end. */
 		uint8_t tail[16];
 
-		_mm_storeu_si128((__m128i *)tail, v16(rows, k, n, i));
+		_mm_storeu_si128((__m128i *)tail, v16(rows, wh, wl, n, i));
 		memcpy(out + i, tail, row_bytes - i);
 	}
 }
@@ -168,60 +170,90 @@ static inline __m256i join256(__m256i hi, __m256i lo)
 	return _mm256_srai_epi32(_mm256_add_epi32(t, _mm256_set1_epi32(ROUND)), PF_RESIZE_BITS);
 }
 
+/* Taps 0-3 of pixels a (low lane) and b (high lane): two tap pairs'
+ * sums added to hi and lo. */
+AVX2_TARGET
+static inline void h_quad(const uint8_t *a, const uint8_t *b, const int16_t *w, __m256i pick01,
+			  __m256i pick23, __m256i *hi, __m256i *lo)
+{
+	__m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+					    _mm_loadu_si128((const __m128i *)b), 1);
+	__m256i v01 = _mm256_shuffle_epi8(v, pick01), v23 = _mm256_shuffle_epi8(v, pick23);
+
+	*hi = _mm256_add_epi32(*hi, _mm256_add_epi32(
+				_mm256_madd_epi16(v01, _mm256_load_si256((const __m256i *)w)),
+				_mm256_madd_epi16(v23, _mm256_load_si256((const __m256i *)(w + 32)))));
+	*lo = _mm256_add_epi32(*lo, _mm256_add_epi32(
+				_mm256_madd_epi16(v01, _mm256_load_si256((const __m256i *)(w + 16))),
+				_mm256_madd_epi16(v23, _mm256_load_si256((const __m256i *)(w + 48)))));
+}
+
 AVX2_TARGET
 void pf_resize_h3_avx2(const pf_resampler *r, const uint8_t *px, uint8_t *dst)
 {
-	/* Per lane: bytes r0 r1 g0 g1 b0 b1 of a tap pair's 8, each
-	 * widened to 16 bits; the 4th pair zero. */
-	const __m256i pick = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1,
-					      -1, -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1,
-					      -1, -1, -1, -1);
-	uint32_t pairs = r->pairs_h;
+	/* Per lane: bytes r0 r1 g0 g1 b0 b1 of a tap pair's 6, each widened
+	 * to 16 bits, the 4th pair zero: taps 0 and 1 of the lane's 16
+	 * bytes (pick01), taps 2 and 3 (pick23). */
+	const __m256i pick01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1,
+						-1, -1, -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1,
+						5, -1, -1, -1, -1, -1);
+	const __m256i pick23 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1,
+						-1, -1, -1, 6, -1, 9, -1, 7, -1, 10, -1, 8, -1,
+						11, -1, -1, -1, -1, -1);
+	const __m256i round = _mm256_set1_epi32(ROUND);
+	/* Locals: the stores to dst could alias r's fields for the compiler. */
+	const int32_t *bounds = r->bounds_h;
+	const int16_t *w = r->k16_h;
+	const uint8_t *base = px - (size_t)r->first_col * 3;
+	const uint32_t pairs = r->pairs_h, quads = (pairs + 1) / 2, simd_w = r->simd_w;
+	const bool flip = r->flip;
+	uint8_t *d = flip ? dst + (size_t)(r->out_w - 1) * 3 - 1 : dst;
+	const ptrdiff_t step = flip ? -3 : 3;
 
-	for (uint32_t xx = 0; xx < r->simd_w; xx += 2) {
-		const int16_t *w = r->k16_h + (size_t)(xx / 2) * pairs * 32;
-		const uint8_t *sa = px + (size_t)((uint32_t)r->bounds_h[xx * 2] - r->first_col) * 3;
-		const uint8_t *sb =
-			px + (size_t)((uint32_t)r->bounds_h[xx * 2 + 2] - r->first_col) * 3;
-		__m256i hi = _mm256_setzero_si256(), lo = hi, t;
+	for (uint32_t xx = 0; xx < simd_w; xx += 2, d += 2 * step) {
+		const uint8_t *sa = base + (size_t)(uint32_t)bounds[xx * 2] * 3;
+		const uint8_t *sb = base + (size_t)(uint32_t)bounds[xx * 2 + 2] * 3;
+		__m256i hi, lo = round, t;
 		int32_t a, b;
 
-		for (uint32_t p = 0; p < pairs; p++, sa += 6, sb += 6, w += 32) {
+		if (pairs == 1) {
+			/* Upscales: at most 2 taps, 8 bytes a pixel. */
 			__m256i v = _mm256_inserti128_si256(
 				_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)sa)),
 				_mm_loadl_epi64((const __m128i *)sb), 1);
 
-			v = _mm256_shuffle_epi8(v, pick);
-			hi = _mm256_add_epi32(
-				hi, _mm256_madd_epi16(v, _mm256_load_si256((const __m256i *)w)));
+			v = _mm256_shuffle_epi8(v, pick01);
+			hi = _mm256_madd_epi16(v, _mm256_load_si256((const __m256i *)w));
 			lo = _mm256_add_epi32(
 				lo, _mm256_madd_epi16(v, _mm256_load_si256((const __m256i *)(w + 16))));
+			w += 64;	/* pairs16_h is 2 */
+		} else {
+			hi = _mm256_setzero_si256();
+			h_quad(sa, sb, w, pick01, pick23, &hi, &lo);
+			w += 64;
+			for (uint32_t q = 1; q < quads; q++, w += 64)
+				h_quad(sa + 12 * q, sb + 12 * q, w, pick01, pick23, &hi, &lo);
 		}
-		t = join256(hi, lo);
-		if (r->flip)
+		t = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, PF_RESIZE_SPLIT), lo),
+				      PF_RESIZE_BITS);
+		if (flip)
 			t = _mm256_shuffle_epi32(t, _MM_SHUFFLE(2, 1, 0, 3));
 		t = _mm256_packs_epi32(t, t);
 		t = _mm256_packus_epi16(t, t);
 		a = _mm_cvtsi128_si32(_mm256_castsi256_si128(t));
 		b = _mm_cvtsi128_si32(_mm256_extracti128_si256(t, 1));
 		/* Pixel xx first: xx + 1's store overwrites its 4th byte. */
-		if (r->flip) {
-			uint8_t *d = dst + (size_t)(r->out_w - 1 - xx) * 3 - 1;
-
-			memcpy(d, &a, 4);
-			memcpy(d - 3, &b, 4);
-		} else {
-			memcpy(dst + (size_t)xx * 3, &a, 4);
-			memcpy(dst + (size_t)xx * 3 + 3, &b, 4);
-		}
+		memcpy(d, &a, 4);
+		memcpy(d + step, &b, 4);
 	}
-	pf_resize_h3_scalar(r, px, dst, r->simd_w);
+	pf_resize_h3_scalar(r, px, dst, simd_w);
 }
 
 /* 32 output bytes from i (lanes: bytes 0-15 and 16-31; the unpacks and
  * packs stay in their lane, so the order comes back). */
 AVX2_TARGET
-static inline __m256i v32(const uint8_t *const *rows, const int32_t *k, uint32_t n, size_t i)
+static inline __m256i v32(const uint8_t *const *rows, const int32_t *wh_, const int32_t *wl_,
+			  uint32_t n, size_t i)
 {
 	const __m256i zero = _mm256_setzero_si256();
 	__m256i h0 = zero, h1 = zero, h2 = zero, h3 = zero;
@@ -234,12 +266,7 @@ static inline __m256i v32(const uint8_t *const *rows, const int32_t *k, uint32_t
 		__m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
 		__m256i q0 = _mm256_unpacklo_epi8(ab0, zero), q1 = _mm256_unpackhi_epi8(ab0, zero);
 		__m256i q2 = _mm256_unpacklo_epi8(ab1, zero), q3 = _mm256_unpackhi_epi8(ab1, zero);
-		int32_t khi, klo;
-		__m256i wh, wl;
-
-		v_weights(k, y, n, &khi, &klo);
-		wh = _mm256_set1_epi32(khi);
-		wl = _mm256_set1_epi32(klo);
+		__m256i wh = _mm256_set1_epi32(wh_[y / 2]), wl = _mm256_set1_epi32(wl_[y / 2]);
 		h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(q0, wh));
 		h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(q1, wh));
 		h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(q2, wh));
@@ -257,27 +284,27 @@ AVX2_TARGET
 void pf_resize_v_avx2(const pf_resampler *r, uint32_t yy)
 {
 	size_t row_bytes = (size_t)r->out_w * r->channels, i;
-	const int32_t *k = r->k_v + (size_t)yy * r->ksize_v;
 	uint8_t *out = r->out + (size_t)yy * row_bytes;
 	const uint8_t *rows[MAX_TAPS];
+	int32_t wh[MAX_TAPS / 2], wl[MAX_TAPS / 2];
 	uint32_t n;
 
 	if (r->taps_v > MAX_TAPS) {
 		pf_resize_v_scalar(r, yy, 0);
 		return;
 	}
-	n = tap_rows(r, yy, rows);
+	n = tap_rows(r, yy, rows, wh, wl);
 	for (i = 0; i + 32 <= row_bytes; i += 32)
-		_mm256_storeu_si256((__m256i *)(out + i), v32(rows, k, n, i));
+		_mm256_storeu_si256((__m256i *)(out + i), v32(rows, wh, wl, n, i));
 	if (i + 16 <= row_bytes) {
-		_mm_storeu_si128((__m128i *)(out + i), v16(rows, k, n, i));
+		_mm_storeu_si128((__m128i *)(out + i), v16(rows, wh, wl, n, i));
 		i += 16;
 	}
 	if (i < row_bytes) {
 		/* The ring's rows have room to read a whole block past their end. */
 		uint8_t tail[16];
 
-		_mm_storeu_si128((__m128i *)tail, v16(rows, k, n, i));
+		_mm_storeu_si128((__m128i *)tail, v16(rows, wh, wl, n, i));
 		memcpy(out + i, tail, row_bytes - i);
 	}
 }
