@@ -194,8 +194,9 @@ static int jpeg_decode(const uint8_t *data, size_t len, const pf_image_info *inf
 	cinfo.do_fancy_upsampling = TRUE;
 	switch (cinfo.jpeg_color_space) {
 	case JCS_GRAYSCALE:
-		cinfo.out_color_space = JCS_GRAYSCALE;
-		in_ch = 1;
+		/* Gray as RGB: libjpeg-turbo replicates it, as PIL's convert(). */
+		cinfo.out_color_space = req->channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+		in_ch = req->channels == 3 ? 3 : 1;
 		break;
 	case JCS_CMYK:
 	case JCS_YCCK:
@@ -242,10 +243,6 @@ static int jpeg_decode(const uint8_t *data, size_t len, const pf_image_info *inf
 		}
 		if (ch == 3 && req->channels == 1) {
 			pf_image_rgb_to_luma(conv, px, req->w);
-			px = conv;
-		} else if (ch == 1 && req->channels == 3) {
-			for (uint32_t i = 0; i < req->w; i++)
-				memset(conv + (size_t)i * 3, px[i], 3);
 			px = conv;
 		}
 		ret = row(ctx, r, px);
