@@ -31,6 +31,17 @@ static size_t nfiles, next_file;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int failed;
 
+/* The next file's number for a thread; nfiles when there is none left. */
+static size_t take(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&mu);
+	i = next_file++;
+	pthread_mutex_unlock(&mu);
+	return i < nfiles ? i : nfiles;
+}
+
 /* train: podfeed's transform of each file instead of TurboJPEG's decode. */
 static void *transform_worker(void *arg)
 {
@@ -41,14 +52,7 @@ static void *transform_worker(void *arg)
 
 	(void)arg;
 	pf_image_spec_init(&spec, 224, 224, PF_AUGMENT_TRAIN);
-	for (;;) {
-		size_t i;
-
-		pthread_mutex_lock(&mu);
-		i = next_file++;
-		pthread_mutex_unlock(&mu);
-		if (i >= nfiles)
-			break;
+	for (size_t i; (i = take()) < nfiles;) {
 		if (pf_image_transform(&spec, files[i].data, files[i].len, 0, 0, i, out, &scratch,
 				       NULL, &err)) {
 			fprintf(stderr, "jpegfull: file %zu: %s\n", i, err.msg);
@@ -66,15 +70,9 @@ static void *worker(void *arg)
 	size_t cap = 0;
 
 	(void)arg;
-	for (;;) {
+	for (size_t i; (i = take()) < nfiles;) {
 		int w, h, sub, cs;
-		size_t i;
 
-		pthread_mutex_lock(&mu);
-		i = next_file++;
-		pthread_mutex_unlock(&mu);
-		if (i >= nfiles)
-			break;
 		if (tjDecompressHeader3(tj, files[i].data, files[i].len, &w, &h, &sub, &cs)) {
 			failed = 1;
 			continue;
