@@ -339,10 +339,13 @@ typedef struct pf_mix_source_state {
 	const uint8_t *state;	/* the source's loader state */
 	size_t state_len;
 	uint32_t consumed;	/* rows of its next batch already taken */
+	uint32_t bridge_batch;	/* after an elastic resume: the batch of the */
+	uint32_t bridge_epoch;	/* loader reading the rest of this epoch (0: none) */
 } pf_mix_source_state;
 
 typedef struct pf_mix_state {
 	uint64_t digest, next_step;
+	uint64_t end_plus_one;	/* the stop rule's end + 1; 0: from the rule */
 	uint32_t host_index, num_hosts, cores, per_core_batch;
 	pf_mix_source_state *sources;
 	size_t nsources;

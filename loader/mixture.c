@@ -15,72 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline_internal.h"
-
-#define FIX 32			/* shares in 2^-32 of a record */
-#define ONE ((uint64_t)1 << FIX)
-#define MIX_ALIGN 64u
-#define MIX_BATCHES 8u		/* host batches' worth of a source in its batch */
-
-typedef struct mix_source {
-	char name[64];
-	double weight;
-	uint64_t q;		/* share in 2^-32 (they sum to ONE) */
-	pf_loader *l;		/* the source's own loader */
-	uint32_t sub_batch;	/* rows of its batches (one core) */
-	uint64_t epoch_records;	/* records of one of its epochs on a host */
-	pf_batch *cur;		/* its batch rows are taken from, or NULL */
-	uint32_t cur_row;	/* rows of cur taken */
-	uint8_t *before;	/* its state before cur was taken */
-	size_t before_len, before_cap;
-	uint64_t taken;		/* rows this run handed out from it */
-	uint32_t epoch;		/* of the last batch taken from it */
-	bool any;
-} mix_source;
-
-typedef struct mix_slot {
-	pf_batch batch;
-	pf_core_batch *core;
-	pf_tensor *tensors;	/* cores x (features + _source) */
-	uint8_t *valid;
-	void *mem;
-	size_t mem_len;
-	bool held;
-} mix_slot;
-
-struct pf_mixture {
-	mix_source *src;
-	size_t n;
-	pf_mix mode;
-	uint64_t seed;
-	pf_topology topo;
-	uint32_t host_batch;	/* b: the rows the schedule deals out each step */
-	uint64_t stride;	/* coprime with b: spreads a step's rows over the sources */
-	/* The schedule at step `at`: the deficits of the rounding, and the
-	 * step's counts. */
-	uint64_t at;
-	int64_t *deficit;
-	uint64_t *count;
-	uint64_t *cum;		/* the counts' prefix sums */
-	uint64_t *order;	/* scratch: sources by deficit */
-	uint64_t step0;		/* the run's first step */
-	uint64_t step;		/* the next step to hand out */
-	uint64_t end;		/* the step after the last */
-	uint32_t features;	/* of the spec (without _source) */
-	size_t fbytes[PF_SPEC_MAX_FEATURES + 1];
-	size_t toff[PF_SPEC_MAX_FEATURES + 1];
-	size_t block_bytes;
-	bool source_feature;
-	mix_slot *slots;
-	unsigned nslots;
-	unsigned held;
-	pf_error err;
-	bool failed, misused;
-	pf_error misuse;
-	uint64_t start_ns;	/* pf_loader_create()'s start */
-	uint64_t create_ns, first_ns;	/* its time, and to the first batch */
-	uint64_t digest;	/* of the sources' names, shares and the rule */
-};
+#include "mixture_internal.h"
 
 /* ------------------------------------------------------------------ */
 /* Checking the config                                                  */
@@ -248,7 +183,7 @@ static size_t slot_source(const pf_mixture *m, uint64_t t, uint64_t j)
 /* Records of source k in steps [0, t) on each host: stratified, exact;
  * sample: the expected count, rounded down (a host's own draws may take
  * a few more). */
-static uint64_t source_records_before(pf_mixture *m, size_t k, uint64_t t)
+uint64_t pf_mix_records_before(pf_mixture *m, size_t k, uint64_t t)
 {
 	uint64_t n = 0;
 
@@ -263,21 +198,19 @@ static uint64_t source_records_before(pf_mixture *m, size_t k, uint64_t t)
 	return n;
 }
 
-/* The step after the last: the last whose records of source k all lie
- * in its first `epochs` epochs, for the first source (or for every
- * source when the first to run out ends the run). */
-static uint64_t last_step(pf_mixture *m, size_t k, uint64_t epochs)
+uint64_t pf_mix_last_step_from(pf_mixture *m, size_t k, uint64_t t0, uint64_t limit)
 {
-	uint64_t limit = m->src[k].epoch_records * epochs, lo = 0, hi;
+	uint64_t base = pf_mix_records_before(m, k, t0), lo = t0, hi;
 
 	/* t steps take within a record of t b q_k of it: the answer is below
-	 * (limit + 2) / (b q_k) + 2 (the records are counted, not assumed,
-	 * by bisection). */
-	hi = (uint64_t)(((pf_u128)(limit + 2) << FIX) / ((pf_u128)m->host_batch * m->src[k].q)) + 2;
+	 * t0 + (limit + 2) / (b q_k) + 2 (the records are counted, not
+	 * assumed, by bisection). */
+	hi = t0 + (uint64_t)(((pf_u128)(limit + 2) << FIX) /
+			     ((pf_u128)m->host_batch * m->src[k].q)) + 2;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo + 1) / 2;
 
-		if (source_records_before(m, k, mid) <= limit)
+		if (pf_mix_records_before(m, k, mid) - base <= limit)
 			lo = mid;
 		else
 			hi = mid - 1;
@@ -285,10 +218,18 @@ static uint64_t last_step(pf_mixture *m, size_t k, uint64_t epochs)
 	return lo;
 }
 
+/* The step after the last: the last whose records of source k all lie
+ * in its first `epochs` epochs, for the first source (or for every
+ * source when the first to run out ends the run). */
+static uint64_t last_step(pf_mixture *m, size_t k, uint64_t epochs)
+{
+	return pf_mix_last_step_from(m, k, 0, m->src[k].epoch_records * epochs);
+}
+
 /* ------------------------------------------------------------------ */
 /* Creating                                                             */
 
-static void source_error(pf_error *err, const char *name, const pf_error *cause)
+void pf_mix_source_error(pf_error *err, const char *name, const pf_error *cause)
 {
 	char msg[sizeof(err->msg)];
 
@@ -350,22 +291,32 @@ static int make_slots(pf_mixture *m, const pf_spec *spec, unsigned n, pf_error *
 	return 0;
 }
 
-/* Source k's loader: the mixture's topology with one core and batches
- * of its share of a host batch, epochs without end, its share of the
- * budget; resumed from blob when there is one. */
-static int open_source(pf_mixture *m, const pf_loader_config *cfg, size_t k,
-		       const void *blob, size_t blob_len, pf_error *err)
+uint32_t pf_mix_batch(const pf_mixture *m, size_t k)
+{
+	/* Its share of MIX_BATCHES host batches, rounded: few enough of its
+	 * batches a step that a batch's own cost (the call, the state kept
+	 * before it) stays small beside its rows', and its epoch's
+	 * remainder under one of them. */
+	uint64_t rows = ((pf_u128)m->host_batch * MIX_BATCHES * m->src[k].q + ONE / 2) >> FIX;
+
+	return (uint32_t)(rows ? rows : 1);
+}
+
+uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k)
+{
+	uint64_t rows = ((pf_u128)m->host_batch * m->src[k].q) >> FIX;
+
+	return (uint32_t)(rows ? rows : 1);
+}
+
+int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
+		       const pf_state_blob *blobs, size_t nblobs, uint32_t batch,
+		       uint32_t epochs, unsigned parts, pf_loader **out, pf_error *err)
 {
 	mix_source *s = &m->src[k];
 	const pf_loader_source *ls = &cfg->sources[k];
 	pf_loader_config sc = *cfg;
-	pf_state_blob sb = { blob, blob_len };
 	pf_error e;
-	/* Its batches: its share of MIX_BATCHES host batches, rounded: few
-	 * enough of its batches a step that a batch's own cost (the call,
-	 * the state kept before it) stays small beside its rows', and its
-	 * epoch's remainder under one of them. */
-	uint64_t rows = ((pf_u128)m->host_batch * MIX_BATCHES * s->q + ONE / 2) >> FIX;
 	int ret;
 
 	sc.sources = NULL;
@@ -374,13 +325,13 @@ static int open_source(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	sc.paths = ls->paths;
 	sc.npaths = ls->npaths;
 	sc.cores_per_host = 1;
-	sc.per_core_batch = (uint32_t)(rows ? rows : 1);
-	sc.epochs = UINT32_MAX;
+	sc.per_core_batch = batch;
+	sc.epochs = epochs;
 	sc.max_steps = 0;
-	sc.resume = blob ? &sb : NULL;
-	sc.nresume = blob ? 1 : 0;
+	sc.resume = nblobs ? blobs : NULL;
+	sc.nresume = nblobs;
 	sc.memory_budget = (cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT) /
-			   m->n;
+			   m->n / parts;
 	sc.prefetch = 0;
 	/* Its share of the shuffle window: the sources' windows add up to
 	 * the one asked for (a batch draws from all of them), and so does
@@ -399,12 +350,25 @@ static int open_source(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 		sc.threads = (unsigned)(t ? t : 1);
 	}
 	pf_error_clear(&e);
-	ret = pf_loader_create(&s->l, &sc, &e);
-	if (ret < 0) {
-		source_error(err, s->name, &e);
+	ret = pf_loader_create(out, &sc, &e);
+	if (ret < 0)
+		pf_mix_source_error(err, s->name, &e);
+	return ret;
+}
+
+/* Source k's loader of whole epochs without end: the mixture's topology
+ * with one core, resumed from blob when there is one. */
+static int open_source(pf_mixture *m, const pf_loader_config *cfg, size_t k,
+		       const void *blob, size_t blob_len, pf_error *err)
+{
+	mix_source *s = &m->src[k];
+	pf_state_blob sb = { blob, blob_len };
+	int ret = pf_mix_open_loader(m, cfg, k, &sb, blob ? 1 : 0, pf_mix_batch(m, k),
+				     UINT32_MAX, 1, &s->l, err);
+
+	if (ret < 0)
 		return ret;
-	}
-	s->sub_batch = sc.per_core_batch;
+	s->sub_batch = pf_mix_batch(m, k);
 	s->epoch_records = pf_loader_steps_per_epoch(s->l) * s->sub_batch;
 	return 0;
 }
@@ -430,6 +394,7 @@ void pf_mixture_free(pf_mixture *m)
 		if (m->src[k].cur)
 			pf_loader_release(m->src[k].l, m->src[k].cur);
 		pf_loader_free(m->src[k].l);
+		pf_loader_free(m->src[k].next);
 		pf_free(m->src[k].before);
 	}
 	for (unsigned i = 0; m->slots && i < m->nslots; i++) {
@@ -497,17 +462,36 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		m->stride--;
 	if (m->stride == 0)
 		m->stride = 1;
+	if (cfg->nresume && !cfg->resume) {
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "%zu states to resume from, and no array of them", cfg->nresume);
+		goto fail;
+	}
 	if (cfg->nresume) {
-		if (cfg->nresume != 1 || !cfg->resume) {
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "a mixture resumes from this host's own state, on the "
-					   "topology it was saved with (%zu states given); elastic "
-					   "resume of a mixture is not supported", cfg->nresume);
-			goto fail;
+		/* This host's own state on the topology it was saved with: the
+		 * run goes on as if never stopped; else every old host's state,
+		 * merged (elastic). */
+		for (size_t i = 0; i < cfg->nresume && ret == 0; i++) {
+			pf_mix_state_release(&st);
+			ret = pf_mix_state_decode(&st, cfg->resume[i].data, cfg->resume[i].len,
+						  err);
+			if (ret == 0 && (st.num_hosts != m->topo.num_hosts ||
+					 st.cores != m->topo.cores ||
+					 st.per_core_batch != m->topo.per_core_batch)) {
+				ret = pf_mix_elastic(m, cfg, err);
+				break;
+			}
+			if (ret == 0 && st.host_index == m->topo.host_index) {
+				ret = restore(m, cfg, &st, err);
+				break;
+			}
+			if (ret == 0 && i + 1 == cfg->nresume)
+				ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+						   "the states are of this topology (%u hosts, %u x "
+						   "%u), but none is host %u's", m->topo.num_hosts,
+						   m->topo.cores, m->topo.per_core_batch,
+						   m->topo.host_index);
 		}
-		ret = pf_mix_state_decode(&st, cfg->resume[0].data, cfg->resume[0].len, err);
-		if (ret == 0)
-			ret = restore(m, cfg, &st, err);
 		if (ret < 0)
 			goto fail;
 	} else {
@@ -526,7 +510,9 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	}
 	/* The steps of the run: the stop rule's (every host's the same);
 	 * then max_steps of this run. */
-	if (cfg->mix_stop == PF_MIX_STOP_FIRST_EXHAUSTED) {
+	if (m->rule_end_known) {
+		m->end = m->rule_end;
+	} else if (cfg->mix_stop == PF_MIX_STOP_FIRST_EXHAUSTED) {
 		m->end = UINT64_MAX;
 		for (size_t k = 0; k < m->n; k++) {
 			uint64_t e = last_step(m, k, 1);
@@ -536,6 +522,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	} else {
 		m->end = last_step(m, 0, epochs);
 	}
+	m->rule_end = m->end;
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
 		m->end = m->step0 + cfg->max_steps;
 	if (m->step0 < m->end)
@@ -553,6 +540,40 @@ fail:
 
 /* ------------------------------------------------------------------ */
 /* Checkpoints                                                          */
+
+/* Source k inside the bridge an elastic resume began (its state the
+ * bridge loader's): the bridge again, and the loader of its next epochs
+ * beside it, each with half the source's budget. */
+static int open_bridge(pf_mixture *m, const pf_loader_config *cfg, size_t k,
+		       const pf_mix_source_state *ss, pf_error *err)
+{
+	mix_source *s = &m->src[k];
+	pf_state_blob sb = { ss->state, ss->state_len };
+	pf_topology t = { m->topo.host_index, m->topo.num_hosts, 1, pf_mix_batch(m, k) };
+	uint8_t *fresh = NULL;
+	size_t flen = 0;
+	int ret;
+
+	if (ss->bridge_batch != pf_mix_bridge_batch(m, k) || ss->bridge_epoch == UINT32_MAX)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "source '%s': the state's bridge of batches of %u at epoch %u "
+				    "is not this mixture's (batches of %u)", s->name,
+				    ss->bridge_batch, ss->bridge_epoch, pf_mix_bridge_batch(m, k));
+	ret = pf_mix_open_loader(m, cfg, k, &sb, 1, ss->bridge_batch, ss->bridge_epoch + 1, 2,
+				 &s->l, err);
+	if (ret == 0)
+		ret = pf_mix_fresh_blob(ss->state, ss->state_len, ss->bridge_epoch + 1, &t, &fresh,
+					&flen, err);
+	if (ret == 0) {
+		sb = (pf_state_blob){ fresh, flen };
+		ret = pf_mix_open_loader(m, cfg, k, &sb, 1, t.per_core_batch, UINT32_MAX, 2,
+					 &s->next, err);
+	}
+	pf_free(fresh);
+	s->sub_batch = ss->bridge_batch;
+	s->bridge_epoch = ss->bridge_epoch;
+	return ret;
+}
 
 static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 		   pf_error *err)
@@ -572,11 +593,18 @@ static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 				    "supported", st->host_index, st->num_hosts, st->cores,
 				    st->per_core_batch);
 	m->step0 = st->next_step;
+	if (st->end_plus_one) {
+		m->rule_end = st->end_plus_one - 1;
+		m->rule_end_known = true;
+	}
 	for (size_t k = 0; k < m->n && ret == 0; k++) {
 		const pf_mix_source_state *ss = &st->sources[k];
 		mix_source *s = &m->src[k];
 
-		ret = open_source(m, cfg, k, ss->state, ss->state_len, err);
+		if (ss->bridge_batch)
+			ret = open_bridge(m, cfg, k, ss, err);
+		else
+			ret = open_source(m, cfg, k, ss->state, ss->state_len, err);
 		if (ret < 0 || !ss->consumed)
 			continue;
 		/* The batch it was inside, again, less what was taken. */
@@ -607,6 +635,7 @@ int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap)
 	pf_mix_source_state *ss = pf_calloc(m->n, sizeof(*ss));
 	uint8_t **own = pf_calloc(m->n, sizeof(*own));
 	pf_mix_state st = { .digest = m->digest, .next_step = m->step,
+			    .end_plus_one = m->rule_end + 1,
 			    .host_index = m->topo.host_index, .num_hosts = m->topo.num_hosts,
 			    .cores = m->topo.cores, .per_core_batch = m->topo.per_core_batch,
 			    .sources = ss, .nsources = m->n };
@@ -618,14 +647,18 @@ int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap)
 		mix_source *s = &m->src[k];
 
 		if (s->cur) {
-			ss[k] = (pf_mix_source_state){ s->before, s->before_len, s->cur_row };
-			continue;
+			ss[k] = (pf_mix_source_state){ s->before, s->before_len, s->cur_row, 0, 0 };
+		} else {
+			n = pf_loader_save_state(s->l, NULL, 0);
+			if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
+				goto out;
+			pf_loader_save_state(s->l, own[k], (size_t)n);
+			ss[k] = (pf_mix_source_state){ own[k], (size_t)n, 0, 0, 0 };
 		}
-		n = pf_loader_save_state(s->l, NULL, 0);
-		if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
-			goto out;
-		pf_loader_save_state(s->l, own[k], (size_t)n);
-		ss[k] = (pf_mix_source_state){ own[k], (size_t)n, 0 };
+		if (s->next) {
+			ss[k].bridge_batch = s->sub_batch;
+			ss[k].bridge_epoch = s->bridge_epoch;
+		}
 	}
 	n = pf_mix_state_encode(&st, buf, cap);
 out:
@@ -650,7 +683,7 @@ static void fail(pf_mixture *m, const mix_source *s, int code)
 	else
 		pf_error_set(&cause, code ? code : -EIO, PF_OFFSET_NONE, 0, "%s",
 			     code ? pf_strerror(code) : "it ended before the mixture");
-	source_error(&m->err, s->name, &cause);
+	pf_mix_source_error(&m->err, s->name, &cause);
 	if (!m->err.code)
 		m->err.code = code ? code : -EIO;
 	m->failed = true;
@@ -683,6 +716,15 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 		pf_loader_save_state(s->l, s->before, s->before_cap);
 		s->before_len = (size_t)n;
 		ret = pf_loader_next(s->l, &s->cur);
+		if (ret == 0 && s->next) {
+			/* The bridge's epoch is over: the loader of the next
+			 * epochs takes over, its state the one before. */
+			pf_loader_free(s->l);
+			s->l = s->next;
+			s->next = NULL;
+			s->sub_batch = pf_mix_batch(m, k);
+			return next_row(m, k, cb, row);
+		}
 		if (ret != 1) {
 			s->cur = NULL;
 			fail(m, s, ret);

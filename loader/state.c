@@ -334,10 +334,13 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 		src[i].state.data = (uint8_t *)s->sources[i].state;
 		src[i].state.len = s->sources[i].state_len;
 		src[i].consumed = s->sources[i].consumed;
+		src[i].bridge_batch = s->sources[i].bridge_batch;
+		src[i].bridge_epoch = s->sources[i].bridge_epoch;
 		ptrs[i] = &src[i];
 	}
 	m.digest = s->digest;
 	m.next_step = s->next_step;
+	m.end_plus_one = s->end_plus_one;
 	m.host_index = s->host_index;
 	m.num_hosts = s->num_hosts;
 	m.cores_per_host = s->cores;
@@ -375,6 +378,7 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 					  "state payload does not parse as podfeed.MixtureState");
 	s->digest = m->digest;
 	s->next_step = m->next_step;
+	s->end_plus_one = m->end_plus_one;
 	s->host_index = m->host_index;
 	s->num_hosts = m->num_hosts;
 	s->cores = m->cores_per_host;
@@ -395,7 +399,8 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 
 			memcpy(s->mem + at, ms->state.data, ms->state.len);
 			s->sources[i] = (pf_mix_source_state){ s->mem + at, ms->state.len,
-								 ms->consumed };
+								 ms->consumed, ms->bridge_batch,
+								 ms->bridge_epoch };
 			at += ms->state.len;
 		}
 	}
