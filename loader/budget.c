@@ -18,12 +18,48 @@
 #include "pipeline_internal.h"
 
 typedef struct mem_plan {
-	size_t cbufs, sbufs, decode, batches, perm;
+	size_t cbufs, sbufs, decode, batches, perm, fcache;
 } mem_plan;
 
 static size_t plan_total(const mem_plan *p)
 {
-	return p->cbufs + p->sbufs + p->decode + p->batches + p->perm;
+	return p->cbufs + p->sbufs + p->decode + p->batches + p->perm + p->fcache;
+}
+
+/* The global shuffle's cache of decompressed frames (frame_cache.c), in
+ * what the budget has left after the other pools: the config's frames,
+ * or (auto) those the plan's frame groups need; none when no frame is
+ * read more than once an epoch, in skip mode, or when the budget has no
+ * room.  @return 0, or -ENOMEM (a cache asked for that does not fit). */
+static int plan_fcache(pf_loader *l, mem_plan *p, pf_error *err)
+{
+	const pf_dataset *ds = l->ds;
+	size_t eb = pf_fcache_entry_bytes(ds), used = plan_total(p);
+	size_t left = used < l->cfg.memory_budget ? l->cfg.memory_budget - used : 0;
+	uint64_t want = l->cfg.frame_cache;
+
+	l->fcache_entries = 0;
+	if (!l->slice || l->cfg.frame_cache == PF_FRAME_CACHE_OFF ||
+	    l->cfg.on_corrupt == PF_CORRUPT_SKIP || ds->max_unit_records <= l->slice)
+		return 0;
+	if (want == PF_AUTO) {
+		/* The frames of a group of the plan, and one for each chunk
+		 * in flight (a group's last segments are decoded while the
+		 * next group's first are read). */
+		want = (uint64_t)pf_plan_group(l->topo.per_core_batch) + l->nchunks;
+		want = want < ds->nunits ? want : ds->nunits;
+		want = want < left / eb ? want : left / eb;
+	} else if (want > left / eb) {
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "memory budget of %zu MiB has room for %zu of the frame "
+				    "cache's %u frames of %zu KiB (the other pools take %zu MiB)",
+				    l->cfg.memory_budget >> 20, left / eb, l->cfg.frame_cache,
+				    eb >> 10, used >> 20);
+	}
+	want = want < ds->nunits ? want : ds->nunits;
+	l->fcache_entries = (unsigned)want;
+	p->fcache = (size_t)want * eb;
+	return 0;
 }
 
 /* The largest segment a chunk can carry decides how many blocks one read
@@ -183,6 +219,9 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 		}
 	}
 
+	ret = plan_fcache(l, &p, err);
+	if (ret < 0)
+		return ret;
 	l->chunks = pf_calloc(l->nchunks, sizeof(*l->chunks));
 	l->streams = pf_calloc(l->nstreams, sizeof(*l->streams));
 	l->mem_sbufs = pf_pool_alloc(p.sbufs);
@@ -244,6 +283,11 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 		if (!w->ubuf || pf_frame_decoder_create(&w->fdec) < 0)
 			return -ENOMEM;
 	}
+	if (pf_fcache_setup(l, l->fcache_entries) < 0)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "cannot allocate the frame cache's %zu MiB", p.fcache >> 20);
+	l->m.frame_cache_entries = l->fcache_entries;
+	l->m.frame_cache_bytes = p.fcache;
 	l->memory_bytes = plan_total(&p);
 	return 0;
 }

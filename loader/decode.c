@@ -141,6 +141,67 @@ static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
 	return 0;
 }
 
+/* The global shuffle's cache (frame_cache.c): the frame decompressed
+ * into entry d is framed whole once, each record's offset kept (its
+ * length CRC checked, its data CRC too on request), so that each of its
+ * segments parses only its own records. */
+static int index_frame(const pf_loader *l, pf_dframe *d, const pf_unit *u, size_t len,
+		       pf_error *err)
+{
+	size_t pos = 0;
+
+	for (uint64_t i = 0; i < u->records; i++) {
+		pf_record rec;
+		int64_t n = l->cfg.verify_records
+			? pf_tfr_parse(d->mem + pos, len - pos, pos, l->cfg.max_record_size,
+				       &rec, err)
+			: pf_tfr_parse_verified(d->mem + pos, len - pos, pos,
+						l->cfg.max_record_size, &rec, err);
+
+		if (n == 0)
+			n = pf_tfr_truncation(d->mem + pos, len - pos, pos,
+					      l->cfg.max_record_size, err);
+		if (n <= 0) {
+			if (n == 0)
+				pf_error_set(err, -EBADMSG, PF_OFFSET_STREAM, pos,
+					     "frame %u holds %llu records, its index entry says %llu",
+					     u->frame, (unsigned long long)i,
+					     (unsigned long long)u->records);
+			return n < 0 ? (int)n : -EBADMSG;
+		}
+		d->offs[i] = (uint32_t)pos;
+		pos += (size_t)n;
+	}
+	d->offs[u->records] = (uint32_t)pos;
+	d->len = len;
+	return 0;
+}
+
+/* Chunk c's records from its frame's cache entry (ready). */
+static int place_cached(pf_loader *l, worker *w, const chunk *c, pf_error *err)
+{
+	const pf_unit *u = &l->ds->units[c->seg.unit];
+	const pf_dframe *d = c->df;
+	int ret = 0;
+
+	for (uint64_t i = c->seg.first; i < c->seg.first + c->seg.count && ret == 0; i++) {
+		size_t off = d->offs[i];
+		pf_record rec;
+		int64_t n = pf_tfr_parse_verified(d->mem + off, d->offs[i + 1] - off, off,
+						  l->cfg.max_record_size, &rec, err);
+
+		if (n <= 0) {
+			ret = n < 0 ? (int)n : -EBADMSG;
+			break;
+		}
+		rec.index = u->first_record + i;
+		ret = pf_place_record(l, w, c, c->pos + (i - c->seg.first), &rec, err);
+	}
+	if (ret < 0)
+		locate_in_frame(err, u);
+	return ret;
+}
+
 static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
@@ -152,6 +213,8 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	int ret = 0;
 
 	err->frame = u->frame;
+	if (c->df && c->cbuf < 0)
+		return place_cached(l, w, c, err);
 	if (c->req.result < 0) {
 		*err = c->ioerr;
 		if (!err->code)
@@ -166,7 +229,7 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 			     u->frame);
 		return skip ? lose_frame(l, w, c, err) : err->code;
 	}
-	n = pf_frame_decode(w->fdec, fi, c->req.buf, u->csize, w->ubuf,
+	n = pf_frame_decode(w->fdec, fi, c->req.buf, u->csize, c->df ? c->df->mem : w->ubuf,
 			    l->ds->max_usize, err);
 	if (n < 0 && skip && n != -ENOMEM)
 		return lose_frame(l, w, c, err);
@@ -175,6 +238,19 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 		return (int)n;
 	}
 	len = (size_t)n;
+	if (c->df) {
+		ret = index_frame(l, c->df, u, len, err);
+		if (ret < 0) {
+			locate_in_frame(err, u);
+			return ret;
+		}
+		/* Its other segments, left in the queue, can be taken now. */
+		pthread_mutex_lock(&l->mu);
+		c->df->ready = true;
+		pthread_cond_broadcast(&l->cv_decode);
+		pthread_mutex_unlock(&l->mu);
+		return place_cached(l, w, c, err);
+	}
 	if (skip)
 		return frame_records_skip(l, w, c, fi, len, err);
 	/* The frame passed its CRC32C and zstd's content checksum, so each
@@ -290,14 +366,18 @@ void pf_decode_queue(pf_loader *l, chunk *c)
 	l->decode_tail = c;
 }
 
-/* The first chunk of the queue a worker may take: any read, or the
- * next sub-segment of a stream no other worker is reading. */
+/* The first chunk of the queue a worker may take: any read, a segment
+ * of a cached frame that is ready, or the next sub-segment of a stream no
+ * other worker is reading. */
 static chunk *take_work(pf_loader *l)
 {
 	chunk *prev = NULL;
 
 	for (chunk *c = l->decode_q; c; prev = c, c = c->next) {
 		if (c->ss && (c->ss->busy || c->ss->next_first != c->seg.first))
+			continue;
+		/* A segment of a cached frame another chunk is decompressing. */
+		if (c->df && c->cbuf < 0 && !c->df->ready)
 			continue;
 		if (prev)
 			prev->next = c->next;
@@ -361,6 +441,10 @@ void *pf_loader_worker_main(void *arg)
 		if (ret == 1) {
 			pf_stream_park(l, c->ss, c);	/* no longer this worker's */
 			continue;
+		}
+		if (c->df) {
+			c->df->pins--;
+			c->df = NULL;
 		}
 		if (c->cbuf >= 0) {
 			l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;

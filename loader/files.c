@@ -244,6 +244,19 @@ int pf_files_take(pf_loader *l, pf_io *io, uint32_t i)
 	return f->state == LF_OPEN ? f->slot : -ECANCELED;
 }
 
+void pf_files_skip(pf_loader *l, pf_io *io, uint32_t i)
+{
+	pf_files *fs = &l->files;
+
+	if (!fs->nfifo || fs->fifo[fs->fifo_head] != i)
+		return;
+	fs->fifo_head = (fs->fifo_head + 1) % fs->fifo_cap;
+	fs->nfifo--;
+	if (--fs->f[i].ahead == 0)
+		fs->ahead_files--;
+	unwanted(l, io, i);
+}
+
 void pf_files_release(pf_loader *l, pf_io *io, uint32_t i)
 {
 	l->files.f[i].busy--;

@@ -743,6 +743,7 @@ void pf_loader_free(pf_loader *l)
 	pf_free(l->mem_slotptr);
 	pf_free(l->mem_perm);
 	pf_pool_free(l->mem_batches, l->batches_size, l->cfg.keep_pools);
+	pf_fcache_teardown(l);
 	if (l->io_left) {
 		pf_pool_unmap(l->mem_cbufs, l->cbufs_size);
 		pf_pool_unmap(l->mem_sbufs, l->sbufs_size);

@@ -212,6 +212,31 @@ typedef struct pf_files {
 	uint32_t direct;		/* files read with O_DIRECT */
 } pf_files;
 
+/* A decompressed frame of the global shuffle's cache (frame_cache.c):
+ * its bytes, and where each of its records starts (offs[i], i up to its
+ * records; offs[records] is the end). */
+typedef struct pf_dframe {
+	uint64_t unit;		/* its frame, UINT64_MAX: free (the I/O thread's) */
+	uint64_t next_use;	/* plan index of its next segment (the I/O
+				   thread's), UINT64_MAX: none */
+	uint32_t pins;		/* dispatched segments not yet decoded (l->mu) */
+	bool ready;		/* decompressed and indexed (l->mu) */
+	size_t len;		/* decompressed bytes */
+	uint8_t *mem;
+	uint32_t *offs;
+} pf_dframe;
+
+typedef struct pf_fcache {
+	pf_dframe *e;
+	unsigned n;		/* entries (0: no cache) */
+	uint32_t *map;		/* [ds->nunits] entry of a unit, UINT32_MAX: none */
+	uint64_t *next;		/* [plan nseg] plan index of the next segment of
+				   the same unit, UINT64_MAX: none */
+	size_t next_cap;
+	uint8_t *mem;		/* the entries' bytes, one mapping */
+	size_t mem_size;
+} pf_fcache;
+
 typedef struct chunk {
 	struct chunk *next;
 	pf_segment seg;
@@ -223,6 +248,8 @@ typedef struct chunk {
 	pf_io_req req;
 	pf_error ioerr;		/* a failed read, as the engine tells it */
 	int cbuf;		/* compressed buffer index, or -1 */
+	pf_dframe *df;		/* its frame's cache entry (with cbuf: to fill),
+				   or NULL */
 	uint64_t submit_ns;	/* when its read was submitted */
 } chunk;
 
@@ -388,6 +415,8 @@ struct pf_loader {
 	uint64_t memory_bytes;
 
 	pf_files files;		/* the I/O thread's */
+	pf_fcache fcache;	/* the global shuffle's decompressed frames */
+	unsigned fcache_entries;	/* as the budget planned them */
 
 	/* threads */
 	pthread_t io_thread;
@@ -576,6 +605,10 @@ int pf_files_pump(pf_loader *l, pf_io *io);
  * @return its index in the engine, or <0 (the loader failed or halts;
  * l->mu not held). */
 int pf_files_take(pf_loader *l, pf_io *io, uint32_t i);
+/* The segment of file i wanted first is dispatched with no read (its
+ * frame is in the global shuffle's cache): no longer wanted, and not
+ * waited for. */
+void pf_files_skip(pf_loader *l, pf_io *io, uint32_t i);
 /* A frame read of file i completed, or a stream of it is done. */
 void pf_files_release(pf_loader *l, pf_io *io, uint32_t i);
 /* The walk ended: what it wanted and did not dispatch is not wanted. */
@@ -589,6 +622,21 @@ void pf_files_opened(pf_loader *l, pf_io *io, pf_io_req *req);
 /* schedule.c: every epoch of the run, read in order (the I/O thread's
  * work).  @return 0, or the engine's error. */
 int pf_schedule_run(pf_loader *l, pf_io *io);
+
+/* frame_cache.c: the global shuffle's decompressed frames. */
+/* Bytes of one entry: the frame's bytes and its record offsets. */
+size_t pf_fcache_entry_bytes(const pf_dataset *ds);
+/* Make `entries` entries (0: no cache).  @return 0 or -ENOMEM. */
+int pf_fcache_setup(pf_loader *l, unsigned entries);
+void pf_fcache_teardown(pf_loader *l);
+/* The I/O thread is about to walk plan: each segment's next use, and
+ * the cached frames' first.  @return 0 or -ENOMEM. */
+int pf_fcache_plan(pf_loader *l, const pf_epoch_plan *plan);
+/* The I/O thread dispatches plan segment s, of frame `unit` (with l->mu
+ * held): its cached entry (pinned), or a new one to fill (*load: the
+ * chunk reads the frame and its worker fills the entry), or NULL (not
+ * kept: decoded as without a cache). */
+pf_dframe *pf_fcache_take(pf_loader *l, uint64_t unit, size_t s, bool *load);
 
 /* decode.c */
 /* A decode worker (arg: its worker). */

@@ -295,6 +295,13 @@ uint32_t pf_plan_slice(uint32_t block, uint32_t pcb)
 	return (uint32_t)(s < block ? s : block);
 }
 
+uint32_t pf_plan_group(uint32_t pcb)
+{
+	uint64_t g = pcb > 1 ? 10ull * (pcb - 1) : 1;
+
+	return g < (1u << 20) ? (uint32_t)g : (1u << 20);
+}
+
 /* Fisher-Yates over order[0..n), seeded by (seed, epoch). */
 static void permute(uint64_t *order, uint64_t n, uint64_t seed, uint32_t epoch)
 {

@@ -614,9 +614,23 @@ typedef struct pf_loader_config {
 					   PF_MIX_STOP_FIRST_EXHAUSTED */
 	bool source_feature;		/* a mixture: append the feature "_source",
 					   int32[1], the row's source index */
+	/* 0.7: the global shuffle's cache of decompressed frames, in frames
+	 * (docs/design.md, "The global shuffle"): a frame cut into slices
+	 * is read and decompressed once while it is kept, whatever the
+	 * number of its slices a window holds.  PF_AUTO (0): as many as the
+	 * plan's frame groups need, where the memory budget has room left
+	 * after the other pools (fewer, down to none, where it has not);
+	 * PF_FRAME_CACHE_OFF: none (every slice reads its frame); n: n
+	 * frames, refused at create when the budget has no room for them.
+	 * Batches are the same whatever the cache holds.  Not used in skip
+	 * mode (on_corrupt=skip) or by the window shuffle. */
+	uint32_t frame_cache;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_config;
+
+/*! pf_loader_config.frame_cache: no cache of decompressed frames. */
+#define PF_FRAME_CACHE_OFF UINT32_MAX
 
 /* One feature of one core's batch: values[per_core_batch][len]. */
 typedef struct pf_tensor {
@@ -755,6 +769,15 @@ typedef struct pf_loader_metrics {
 	uint64_t pack_truncated_records, pack_truncated_values;
 	uint64_t pack_empty_records;
 	uint64_t pack_rows_dropped;
+	/* 0.7: the global shuffle's cache of decompressed frames
+	 * (frame_cache): its entries and their bytes (in memory_bytes too);
+	 * segments served from it (no read), frames read and decompressed
+	 * into it, entries replaced by a frame used sooner, and segments
+	 * decoded outside it (their frame not worth keeping, or every entry
+	 * in use). */
+	uint64_t frame_cache_entries, frame_cache_bytes;
+	uint64_t frame_cache_hits, frame_cache_loads;
+	uint64_t frame_cache_evictions, frame_cache_bypassed;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;

@@ -206,6 +206,7 @@ static int take_chunk(pf_loader *l, pf_io *io, const walk *wk, uint64_t pos, chu
 		l->chunks_out++;
 		pf_error_clear(&c->ioerr);
 		c->cbuf = -1;
+		c->df = NULL;
 		c->ss = NULL;
 		c->ss_last = false;
 		c->pos = pos;
@@ -304,19 +305,34 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 /* A frame segment: one read of the frame (its file is the read's until
  * the read completes). */
 static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
-			  pf_segment seg, uint64_t pos)
+			  pf_segment seg, size_t s, uint64_t pos)
 {
 	const pf_unit *u = &l->ds->units[seg.unit];
 	uint64_t len = u->csize;
 	chunk *c = NULL;
-	int slot = pf_files_take(l, io, u->file), ret;
+	bool load = false;
+	int slot, ret;
 
-	if (slot < 0)
-		return slot;
 	ret = take_chunk(l, io, wk, pos, &c);
 	if (ret < 0)
 		return ret;
 	c->seg = seg;
+	if (l->fcache.n) {
+		/* The global shuffle's cache: a frame kept is not read. */
+		pthread_mutex_lock(&l->mu);
+		c->df = pf_fcache_take(l, seg.unit, s, &load);
+		if (c->df && !load) {
+			pf_files_skip(l, io, u->file);
+			pf_decode_queue(l, c);
+			pthread_cond_broadcast(&l->cv_decode);
+			pthread_mutex_unlock(&l->mu);
+			return 0;
+		}
+		pthread_mutex_unlock(&l->mu);
+	}
+	slot = pf_files_take(l, io, u->file);
+	if (slot < 0)
+		return slot;
 	ret = pf_reads_wait(l, io, cbuf_free, 0, &l->cv_cbuf);
 	if (ret < 0) {
 		pthread_mutex_unlock(&l->mu);
@@ -419,7 +435,17 @@ static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *pl
 {
 	seg_cursor cur = { 0 }, ahead = { 0 };
 	bool ahead_done = false;
-	int over = 0, ret = 0;
+	int over = 0, ret = pf_fcache_plan(l, plan);
+
+	if (ret < 0) {
+		pf_error err;
+
+		pf_error_clear(&err);
+		pf_error_set(&err, ret, PF_OFFSET_NONE, 0,
+			     "no memory for the frame cache's plan of %zu segments", plan->nseg);
+		pf_loader_fail(l, &err, ret);
+		return ret;
+	}
 
 	while (!over && ret >= 0) {
 		pf_segment seg;
@@ -440,7 +466,7 @@ static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *pl
 			/* A frame spans at most the blocks the ring holds. */
 			ret = over = open_through(l, io, wk, (lo + seg.count - 1) / wk->w);
 			if (ret >= 0)
-				ret = dispatch_frame(l, io, wk, seg, lo);
+				ret = dispatch_frame(l, io, wk, seg, cur.s - 1, lo);
 		}
 	}
 	pf_files_forget_ahead(l, io);
