@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The global shuffle's cache of decompressed frames (loader/frame_cache.c):
+ * the batches are the same with no cache, one frame, a few and the
+ * automatic size, on 1 and 4 threads, every record once an epoch; a
+ * cache that holds every frame decompresses each once in the whole run,
+ * and its segments add up (served + loaded + decoded outside); the
+ * cache is in the memory budget and the metrics, an explicit one the
+ * budget has no room for is refused naming it, an automatic one shrinks
+ * to fit; skip mode and the window shuffle do not use it; resume from a
+ * run with a cache into one without is bit for bit. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+/* ids [0, n) in 6 uneven indexed shards (one empty) in frames of 16 KiB
+ * (hundreds of ids each; with the tests' window of 512 and per-core batch
+ * of 16, slices of 4 records: each frame is wanted by about a hundred
+ * segments an epoch). */
+static const char *dataset(uint64_t *n)
+{
+	const char *d = tu_tmpdir();
+	const uint64_t counts[] = { 6000, 7, 0, 9000, 1393, 3600 };
+	uint64_t id = 0;
+	char p[512];
+
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		snprintf(p, sizeof(p), "%s/s%zu.tfrecord.zst", d, i);
+		tu_write_id_shard(p, id, counts[i], 16384, 0);
+		id += counts[i];
+	}
+	*n = id;
+	return d;
+}
+
+typedef struct run_out {
+	uint64_t *ids;
+	uint64_t n, steps;
+	pf_loader_metrics m;
+} run_out;
+
+static int run(const char *dir, pf_loader_config cfg, run_out *out, pf_error *err)
+{
+	const char *paths[1] = { dir };
+	pf_loader *l;
+	pf_batch *b;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	cfg.paths = paths;
+	cfg.npaths = 1;
+	cfg.features = "id:int64[1]";
+	ret = pf_loader_create(&l, &cfg, err);
+	if (ret < 0)
+		return ret;
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		uint32_t per = b->cores * b->per_core_batch;
+
+		out->ids = realloc(out->ids, (out->n + per) * sizeof(*out->ids));
+		cr_assert_not_null(out->ids);
+		for (uint32_t c = 0; c < b->cores; c++) {
+			const int64_t *ids = b->core[c].tensors[0].data;
+
+			for (uint32_t i = 0; i < b->per_core_batch; i++)
+				out->ids[out->n++] = (uint64_t)ids[i];
+		}
+		out->steps++;
+		pf_loader_release(l, b);
+	}
+	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
+	pf_loader_get_metrics(l, &out->m);
+	pf_loader_free(l);
+	return 0;
+}
+
+static void run_ok(const char *dir, pf_loader_config cfg, run_out *out)
+{
+	pf_error err;
+
+	pf_error_clear(&err);
+	cr_assert_eq(run(dir, cfg, out, &err), 0, "create: %s", err.msg);
+}
+
+/* Every record of each epoch at most once (so, per_epoch of them). */
+static void check_epochs(const run_out *r, uint64_t n, uint64_t per_epoch, uint32_t epochs)
+{
+	uint8_t *seen = malloc(n);
+
+	cr_assert_not_null(seen);
+	cr_assert_eq(r->n, per_epoch * epochs);
+	for (uint32_t e = 0; e < epochs; e++) {
+		memset(seen, 0, n);
+		for (uint64_t i = e * per_epoch; i < (e + 1) * per_epoch; i++) {
+			cr_assert_lt(r->ids[i], n);
+			cr_assert_eq(seen[r->ids[i]]++, 0, "id %llu twice in epoch %u",
+				     (unsigned long long)r->ids[i], e);
+		}
+	}
+	free(seen);
+}
+
+/* Segments a run dispatched through the cache add up: each served from
+ * it, loaded into it, or decoded outside it. */
+static uint64_t segments(const pf_loader_metrics *m)
+{
+	return m->frame_cache_hits + m->frame_cache_loads + m->frame_cache_bypassed;
+}
+
+Test(fcache, batches_identical_with_any_cache_and_threads_every_record_once, .timeout = 240)
+{
+	uint64_t n;
+	const char *d = dataset(&n);
+	pf_loader_config cfg = { .per_core_batch = 16, .cores_per_host = 2, .seed = 11,
+				 .epochs = 2, .shuffle_mode = PF_SHUFFLE_GLOBAL,
+				 .shuffle_window = 512, .threads = 1,
+				 .frame_cache = PF_FRAME_CACHE_OFF };
+	const uint32_t caches[] = { PF_FRAME_CACHE_OFF, 1, 3, 40, PF_AUTO };
+	const unsigned threads[] = { 1, 4 };
+	uint64_t per_epoch = n / 32 * 32;
+	run_out ref, r, win;
+
+	run_ok(d, cfg, &ref);
+	check_epochs(&ref, n, per_epoch, 2);
+	cr_assert_eq(ref.m.frame_cache_entries, 0);
+	cr_assert_eq(segments(&ref.m), 0, "no cache: nothing goes through it");
+	for (size_t i = 0; i < sizeof(caches) / sizeof(caches[0]); i++) {
+		for (size_t t = 0; t < 2; t++) {
+			cfg.frame_cache = caches[i];
+			cfg.threads = threads[t];
+			run_ok(d, cfg, &r);
+			cr_assert_eq(r.n, ref.n);
+			cr_assert(memcmp(r.ids, ref.ids, r.n * sizeof(*r.ids)) == 0,
+				  "cache %u, %u threads: other batches than without a cache",
+				  caches[i], threads[t]);
+			if (caches[i] != PF_FRAME_CACHE_OFF && caches[i] != PF_AUTO)
+				cr_assert_eq(r.m.frame_cache_entries, caches[i]);
+			if (caches[i] == PF_FRAME_CACHE_OFF) {
+				cr_assert_eq(segments(&r.m), 0);
+			} else {
+				/* Fewer decompressions than segments: the cache
+				 * serves some (one frame too: a frame's next
+				 * slice is sometimes its next segment). */
+				cr_assert_gt(r.m.frame_cache_hits, 0, "cache %u", caches[i]);
+				cr_assert_lt(r.m.bytes_decompressed, ref.m.bytes_decompressed,
+					     "cache %u", caches[i]);
+				cr_assert_leq(r.m.frame_cache_evictions, r.m.frame_cache_loads);
+			}
+			free(r.ids);
+		}
+	}
+	/* The same segments dispatched whatever the cache. */
+	cfg.frame_cache = 1;
+	run_ok(d, cfg, &r);
+	{
+		run_out big;
+
+		cfg.frame_cache = PF_AUTO;
+		run_ok(d, cfg, &big);
+		cr_assert_eq(segments(&big.m), segments(&r.m),
+			     "auto %llu segments, one frame %llu",
+			     (unsigned long long)segments(&big.m),
+			     (unsigned long long)segments(&r.m));
+		/* A cache of every frame: each decompressed once in the
+		 * whole run, so the two epochs decompress what one epoch of
+		 * the window shuffle does (every frame once). */
+		cr_assert_eq(big.m.frame_cache_evictions, 0);
+		cr_assert_eq(big.m.frame_cache_bypassed, 0);
+		cfg.shuffle_mode = PF_SHUFFLE_WINDOW;
+		cfg.shuffle = true;
+		cfg.epochs = 1;
+		run_ok(d, cfg, &win);
+		cr_assert_eq(win.m.frame_cache_entries, 0, "the window shuffle has no cache");
+		cr_assert_eq(big.m.bytes_decompressed, win.m.bytes_decompressed,
+			     "auto cache: %llu bytes decompressed, the dataset is %llu",
+			     (unsigned long long)big.m.bytes_decompressed,
+			     (unsigned long long)win.m.bytes_decompressed);
+		free(big.ids);
+		free(win.ids);
+	}
+	free(r.ids);
+	free(ref.ids);
+}
+
+Test(fcache, in_the_budget_and_the_metrics, .timeout = 120)
+{
+	uint64_t n;
+	const char *d = dataset(&n);
+	pf_loader_config cfg = { .per_core_batch = 16, .cores_per_host = 2, .seed = 11,
+				 .shuffle_mode = PF_SHUFFLE_GLOBAL, .shuffle_window = 512,
+				 .threads = 2, .frame_cache = 30 };
+	run_out r, off, tight;
+	pf_error err;
+	uint64_t budget;
+
+	run_ok(d, cfg, &r);
+	cr_assert_eq(r.m.frame_cache_entries, 30);
+	/* An entry holds a frame (16 KiB and its records' offsets, in pages). */
+	cr_assert_geq(r.m.frame_cache_bytes, 30 * 16384);
+	cr_assert_leq(r.m.frame_cache_bytes, 30 * 4 * 16384);
+	cfg.frame_cache = PF_FRAME_CACHE_OFF;
+	run_ok(d, cfg, &off);
+	cr_assert_eq(off.m.frame_cache_bytes, 0);
+	cr_assert_eq(r.m.memory_bytes, off.m.memory_bytes + r.m.frame_cache_bytes,
+		     "the cache's bytes are in the pools' memory");
+	/* A budget with room for the other pools and 10 entries: auto
+	 * takes what is left and stays inside; 30 asked for are refused
+	 * naming the cache, what it has room for and what the rest takes. */
+	budget = off.m.memory_bytes + 10 * (r.m.frame_cache_bytes / 30) + 100;
+	cfg.memory_budget = budget;
+	cfg.frame_cache = PF_AUTO;
+	run_ok(d, cfg, &tight);
+	cr_assert_eq(tight.m.frame_cache_entries, 10);
+	cr_assert_leq(tight.m.memory_bytes, budget);
+	cr_assert_eq(tight.n, off.n);
+	cr_assert(memcmp(tight.ids, off.ids, off.n * sizeof(*off.ids)) == 0);
+	free(tight.ids);
+	cfg.frame_cache = 30;
+	pf_error_clear(&err);
+	cr_assert_eq(run(d, cfg, &tight, &err), -ENOMEM);
+	cr_assert(strstr(err.msg, "room for 10 of the frame cache's 30 frames"), "%s", err.msg);
+	/* Skip mode decides holes per segment: no cache, batches the same. */
+	cfg.memory_budget = 0;
+	cfg.frame_cache = PF_AUTO;
+	cfg.on_corrupt = PF_CORRUPT_SKIP;
+	run_ok(d, cfg, &tight);
+	cr_assert_eq(tight.m.frame_cache_entries, 0);
+	cr_assert_eq(segments(&tight.m), 0);
+	cr_assert(memcmp(tight.ids, off.ids, off.n * sizeof(*off.ids)) == 0);
+	free(tight.ids);
+	free(r.ids);
+	free(off.ids);
+}
+
+/* Frames no larger than a slice are read once anyway: no cache. */
+Test(fcache, none_when_no_frame_is_sliced, .timeout = 60)
+{
+	const char *d = tu_tmpdir();
+	char p[512];
+	pf_loader_config cfg = { .per_core_batch = 8, .seed = 2,
+				 .shuffle_mode = PF_SHUFFLE_GLOBAL, .threads = 2 };
+	run_out r;
+
+	/* Frames of 256 bytes hold a few ids; the default window of 8192
+	 * and per-core batch 8 make slices of 118 records. */
+	snprintf(p, sizeof(p), "%s/a.tfrecord.zst", d);
+	tu_write_id_shard(p, 0, 3000, 256, 0);
+	run_ok(d, cfg, &r);
+	cr_assert_eq(r.m.frame_cache_entries, 0);
+	cr_assert_eq(r.n, 3000 / 8 * 8);
+	free(r.ids);
+}
+
+/* A state saved by a run with a cache resumes in one without (and on
+ * other threads) to the batches of the run never stopped. */
+Test(fcache, resume_with_and_without_the_cache_bit_for_bit, .timeout = 180)
+{
+	uint64_t n;
+	const char *d = dataset(&n);
+	const char *paths[1] = { d };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .features = "id:int64[1]",
+				 .per_core_batch = 16, .cores_per_host = 2, .seed = 4,
+				 .epochs = 2, .shuffle_mode = PF_SHUFFLE_GLOBAL,
+				 .shuffle_window = 512, .threads = 4, .frame_cache = 2 };
+	run_out ref;
+	const uint64_t stops[] = { 1, 40, 700 };
+
+	run_ok(d, cfg, &ref);
+	for (size_t k = 0; k < sizeof(stops) / sizeof(stops[0]); k++) {
+		pf_loader *l;
+		pf_batch *b;
+		pf_error err;
+		pf_state_blob sb;
+		uint8_t *state;
+		int64_t len;
+		uint64_t at = 0;
+		int ret;
+
+		cfg.max_steps = stops[k];
+		cfg.frame_cache = 2;
+		cfg.threads = 4;
+		cfg.resume = NULL;
+		cfg.nresume = 0;
+		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+		while ((ret = pf_loader_next(l, &b)) == 1) {
+			for (uint32_t c = 0; c < b->cores; c++) {
+				const int64_t *ids = b->core[c].tensors[0].data;
+
+				for (uint32_t i = 0; i < b->per_core_batch; i++, at++)
+					cr_assert_eq((uint64_t)ids[i], ref.ids[at]);
+			}
+			pf_loader_release(l, b);
+		}
+		cr_assert_eq(ret, 0);
+		len = pf_loader_save_state(l, NULL, 0);
+		cr_assert_gt(len, 0);
+		state = malloc((size_t)len);
+		cr_assert_eq(pf_loader_save_state(l, state, (size_t)len), len);
+		pf_loader_free(l);
+		sb = (pf_state_blob){ state, (size_t)len };
+		cfg.max_steps = 0;
+		cfg.frame_cache = PF_FRAME_CACHE_OFF;
+		cfg.threads = 1;
+		cfg.resume = &sb;
+		cfg.nresume = 1;
+		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+		while ((ret = pf_loader_next(l, &b)) == 1) {
+			for (uint32_t c = 0; c < b->cores; c++) {
+				const int64_t *ids = b->core[c].tensors[0].data;
+
+				for (uint32_t i = 0; i < b->per_core_batch; i++, at++)
+					cr_assert_eq((uint64_t)ids[i], ref.ids[at],
+						     "stop %llu: record %llu differs",
+						     (unsigned long long)stops[k],
+						     (unsigned long long)at);
+			}
+			pf_loader_release(l, b);
+		}
+		cr_assert_eq(ret, 0);
+		cr_assert_eq(at, ref.n, "stop %llu", (unsigned long long)stops[k]);
+		pf_loader_free(l);
+		free(state);
+	}
+	free(ref.ids);
+}
