@@ -73,24 +73,31 @@ static pf_open_config open_config(pf_loader *l)
 				 .count_drop_ctx = l };
 }
 
-/* Frames of many records are each read once per slice: once per process,
- * a line on stderr when that is 4 reads or more an epoch, with what reads
- * less (design.md, "The global shuffle"). */
-#define PF_GLOBAL_HINT_READS 4u
-
+/* The global shuffle's frame cache reads each frame once an epoch when
+ * it holds a frame group (and the chunks in flight); where the budget
+ * left it fewer entries, frames are read again: once per process, a
+ * line on stderr naming the cache, the group and what reads less
+ * (design.md, "The global shuffle"). */
 static void global_reads_hint(const pf_loader *l)
 {
 	static int said;
-	uint64_t frame = l->ds->nunits ? l->ds->records / l->ds->nunits : 0;
-	uint64_t reads = l->slice ? (frame + l->slice - 1) / l->slice : 0;
+	const pf_dataset *ds = l->ds;
+	uint64_t frame = ds->nunits ? ds->records / ds->nunits : 0;
+	uint64_t group = l->group < ds->nunits ? l->group : ds->nunits;
 
-	if (reads < PF_GLOBAL_HINT_READS || __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+	if (!l->slice || ds->max_unit_records <= l->slice || l->cfg.on_corrupt == PF_CORRUPT_SKIP ||
+	    l->cfg.frame_cache == PF_FRAME_CACHE_OFF ||
+	    l->fcache_entries >= group || __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
 		return;
-	fprintf(stderr, "podfeed: the global shuffle reads each frame about %llu times an "
-		"epoch (frames of ~%llu records, slices of %u for a per-core batch of %u in a "
-		"window of %u): smaller frames (`shardtool convert --frame-size 64K`) or a "
-		"larger shuffle window read less\n", (unsigned long long)reads,
-		(unsigned long long)frame, l->slice, l->topo.per_core_batch, l->wblock);
+	fprintf(stderr, "podfeed: the global shuffle's frame cache holds %u frames, and its "
+		"frame groups are of %llu (frames of ~%llu records, %llu KiB, cut into slices of "
+		"%u): frames are read and decompressed again, up to ~%llu times an epoch; a "
+		"larger memory budget (%zu MiB now) or smaller frames (`shardtool convert "
+		"--frame-size 64K`) read each once\n", l->fcache_entries,
+		(unsigned long long)group, (unsigned long long)frame,
+		(unsigned long long)(ds->max_usize >> 10), l->slice,
+		(unsigned long long)((frame + l->slice - 1) / l->slice),
+		l->cfg.memory_budget >> 20);
 }
 
 /* A loader over cfg's sources (mixture.c). */
@@ -140,7 +147,6 @@ static int check_global(const pf_loader *l, pf_error *err)
 		pf_error_set_file(err, ds->paths[ds->units[u].file]);
 		return err->code;
 	}
-	global_reads_hint(l);
 	return 0;
 }
 
@@ -257,7 +263,10 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 	if (ret < 0)
 		goto fail;
 	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
+	{
 		l->slice = pf_plan_slice(l->wblock, l->topo.per_core_batch);
+		l->group = pf_plan_group(l->topo.per_core_batch);
+	}
 
 	if (spec)
 		l->spec = *spec;
@@ -406,6 +415,7 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 	ret = pf_budget_setup(l, err);
 	if (ret < 0)
 		goto fail;
+	global_reads_hint(l);
 	l->m.memory_bytes = l->memory_bytes;
 	ret = pf_series_init(l);
 	if (ret < 0)

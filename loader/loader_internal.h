@@ -286,10 +286,16 @@ int pf_plan_check_records(uint64_t records, const pf_topology *t, pf_remainder r
  *  reused between calls; free with pf_plan_release()).  slice 0: the
  *  units, permuted when shuffle; slice > 0 (the global shuffle, indexed
  *  units only): every unit cut into slices of that many records (its
- *  last one shorter), and the slices of the whole dataset permuted. */
+ *  last one shorter), and the slices of the whole dataset permuted: with
+ *  group 0 as one permutation (the order of states saved before frame
+ *  groups); else in frame groups of at most `group` frames, one drawn
+ *  from each of `group` strata of the units in dataset order, the groups
+ *  in a random order and each group's slices permuted together, so that
+ *  a frame's slices lie within its group's span (docs/design.md, "The
+ *  global shuffle"). */
 int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 		  uint64_t seed, uint32_t epoch, bool shuffle, uint32_t slice,
-		  pf_remainder rem);
+		  uint32_t group, pf_remainder rem);
 void pf_plan_release(pf_epoch_plan *p);
 
 /* ------------------------------------------------------------------ */
@@ -325,6 +331,8 @@ typedef struct pf_state {
 	uint64_t epoch_dropped, epoch_wrapped;	/* origin != saver only */
 	bool global;			/* the global shuffle */
 	uint32_t origin_slice;		/* its slice in the origin streams */
+	uint32_t origin_group;		/* its frames per group (0: one
+					   permutation of the slices) */
 } pf_state;
 
 /*! Encode s into buf (cap bytes).  @return the blob's length (nothing is

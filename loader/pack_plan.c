@@ -106,7 +106,7 @@ static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint
 	int ret;
 
 	t.host_index = h;
-	ret = pf_plan_epoch(&p, ds, &t, seed, epoch, inner->cfg.shuffle, inner->slice,
+	ret = pf_plan_epoch(&p, ds, &t, seed, epoch, inner->cfg.shuffle, inner->slice, inner->group,
 			    PF_REMAINDER_DROP);
 	if (ret < 0)
 		goto out;

@@ -284,6 +284,7 @@ typedef struct epoch_run {
 	bool permute;		/* blocks permuted */
 	uint32_t slice;		/* global shuffle: records per slice of
 				   those streams (0: whole units) */
+	uint32_t group;		/* and their frames per group (0: none) */
 	pf_piece *pieces;
 	size_t npieces;
 	uint64_t steps;		/* batches this run takes from the epoch */
@@ -336,6 +337,7 @@ struct pf_loader {
 	uint32_t spb;		/* slots one block can touch */
 	bool shuffle_rows;	/* permute inside blocks */
 	uint32_t slice;		/* global shuffle: records per slice (0: none) */
+	uint32_t group;		/* global shuffle: frames per group */
 
 	/* Where the run starts: a fresh epoch, or a resumed one. */
 	uint32_t start_epoch;

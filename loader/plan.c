@@ -302,18 +302,24 @@ uint32_t pf_plan_group(uint32_t pcb)
 	return g < (1u << 20) ? (uint32_t)g : (1u << 20);
 }
 
+/* Fisher-Yates over a[0..n) from r. */
+static void shuffle_with(pf_rng *r, uint64_t *a, uint64_t n)
+{
+	for (uint64_t i = n; i > 1; i--) {
+		uint64_t j = pf_rng_below(r, i);
+		uint64_t tmp = a[i - 1];
+
+		a[i - 1] = a[j];
+		a[j] = tmp;
+	}
+}
+
 /* Fisher-Yates over order[0..n), seeded by (seed, epoch). */
 static void permute(uint64_t *order, uint64_t n, uint64_t seed, uint32_t epoch)
 {
 	pf_rng r = pf_rng_seed(seed, epoch, 0x7065726d /* "perm" */);
 
-	for (uint64_t i = n; i > 1; i--) {
-		uint64_t j = pf_rng_below(&r, i);
-		uint64_t tmp = order[i - 1];
-
-		order[i - 1] = order[j];
-		order[j] = tmp;
-	}
+	shuffle_with(&r, order, n);
 }
 
 /* The global shuffle's items: the slices of every unit, numbered unit by
@@ -360,9 +366,59 @@ static pf_segment item_segment(const pf_dataset *ds, uint32_t slice, const uint6
 	}
 }
 
+/* The global shuffle's order in frame groups (pf_plan_epoch()): the
+ * units in dataset order cut into G strata (G = group, at most the
+ * units); each stratum's units permuted, group m takes the m-th of each
+ * (so every group draws across the whole dataset: on shards sorted by
+ * label, each holds the labels in the dataset's shares); the M groups
+ * in a random order, each group's slices together, permuted among
+ * themselves.  order[] gets every slice once.  @return 0 or -ENOMEM. */
+static int group_order(uint64_t *order, const pf_dataset *ds, const uint64_t *first,
+		       uint32_t group, uint64_t seed, uint32_t epoch)
+{
+	uint64_t nu = ds->nunits, g = group < nu ? group : nu, m = g ? (nu + g - 1) / g : 0;
+	uint64_t *units = pf_malloc((nu ? nu : 1) * sizeof(*units));
+	uint64_t *groups = pf_malloc((m ? m : 1) * sizeof(*groups)), pos = 0;
+	pf_rng r = pf_rng_seed(seed, epoch, 0x67727570 /* "grup" */);
+
+	if (!units || !groups) {
+		pf_free(units);
+		pf_free(groups);
+		return -ENOMEM;
+	}
+	for (uint64_t u = 0; u < nu; u++)
+		units[u] = u;
+	for (uint64_t j = 0; j < g; j++) {
+		uint64_t lo = (uint64_t)((pf_u128)nu * j / g), hi = (uint64_t)((pf_u128)nu * (j + 1) / g);
+
+		shuffle_with(&r, units + lo, hi - lo);
+	}
+	for (uint64_t k = 0; k < m; k++)
+		groups[k] = k;
+	shuffle_with(&r, groups, m);
+	for (uint64_t k = 0; k < m; k++) {
+		uint64_t start = pos;
+
+		for (uint64_t j = 0; j < g; j++) {
+			uint64_t lo = (uint64_t)((pf_u128)nu * j / g);
+			uint64_t hi = (uint64_t)((pf_u128)nu * (j + 1) / g), u;
+
+			if (lo + groups[k] >= hi)
+				continue;
+			u = units[lo + groups[k]];
+			for (uint64_t s = first[u]; s < first[u + 1]; s++)
+				order[pos++] = s;
+		}
+		shuffle_with(&r, order + start, pos - start);
+	}
+	pf_free(units);
+	pf_free(groups);
+	return 0;
+}
+
 int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 		  uint64_t seed, uint32_t epoch, bool shuffle, uint32_t slice,
-		  pf_remainder rem)
+		  uint32_t group, pf_remainder rem)
 {
 	uint64_t n = ds->records, h = t->host_index, hosts = t->num_hosts;
 	uint64_t lo = (uint64_t)((pf_u128)n * h / hosts);
@@ -385,12 +441,17 @@ int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
 		pf_free(first);
 		return -ENOMEM;
 	}
-	for (uint64_t i = 0; i < nitems; i++)
-		order[i] = i;
-	/* One permutation per epoch: of the units, or of the slices. */
-	if (shuffle || slice)
-		permute(order, nitems, seed, epoch);
-	for (uint64_t i = 0; i < nitems && pos < hi && ret == 0; i++) {
+	/* One permutation per epoch: of the units, or of the slices (in
+	 * frame groups, or all at once). */
+	if (slice && group) {
+		ret = group_order(order, ds, first, group, seed, epoch);
+	} else {
+		for (uint64_t i = 0; i < nitems; i++)
+			order[i] = i;
+		if (shuffle || slice)
+			permute(order, nitems, seed, epoch);
+	}
+	for (uint64_t i = 0; ret == 0 && i < nitems && pos < hi; i++) {
 		pf_segment sg = item_segment(ds, slice, first, order[i]);
 		uint64_t b = pos, e = pos + sg.count;
 

@@ -329,7 +329,7 @@ int pf_podsim_run(pf_podsim **out, const pf_podsim_config *cfg, pf_error *err)
 		uint64_t c0;
 
 		c0 = pf_now_ns();
-		ret = pf_plan_epoch(&plan, ds, &t, cfg->seed, cfg->epoch, cfg->shuffle, 0,
+		ret = pf_plan_epoch(&plan, ds, &t, cfg->seed, cfg->epoch, cfg->shuffle, 0, 0,
 				    cfg->remainder);
 		sum->plan_ns += pf_now_ns() - c0;
 		if (ret == -ERANGE) {

@@ -118,7 +118,8 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 		    !same_topology(&s->origin, &s0->origin) ||
 		    s->origin_block != s0->origin_block ||
 		    s->origin_permute != s0->origin_permute ||
-		    s->origin_slice != s0->origin_slice)
+		    s->origin_slice != s0->origin_slice ||
+		    s->origin_group != s0->origin_group)
 			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 					    "the states are not of one job at one epoch: host "
 					    "%u is at epoch %u of %u hosts, host %u at epoch %u "
@@ -187,6 +188,7 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	l->resume.w = s0->origin_block;
 	l->resume.permute = s0->origin_permute;
 	l->resume.slice = s0->origin_slice;
+	l->resume.group = s0->origin_group;
 	l->resume.steps = quota / l->host_batch;
 	l->resume.dropped = len > quota ? len - quota : 0;
 	l->resume.wrapped = quota > len ? quota - len : 0;
@@ -209,7 +211,7 @@ static int resumed_remainder(pf_loader *l, const pf_state *own, pf_error *err)
 		return 0;
 	}
 	ret = pf_plan_epoch(&plan, l->ds, &l->topo, l->cfg.seed, own->epoch, l->cfg.shuffle,
-			    own->origin_slice, l->cfg.remainder);
+			    own->origin_slice, own->origin_group, l->cfg.remainder);
 	if (ret < 0) {
 		pf_plan_release(&plan);
 		return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
@@ -266,7 +268,8 @@ int pf_resume_restore(pf_loader *l, pf_error *err)
 			l->resume = (epoch_run){
 				.epoch = own->epoch, .origin = own->origin,
 				.w = own->origin_block, .permute = own->origin_permute,
-				.slice = own->origin_slice, .npieces = own->npieces, .steps = left / l->host_batch,
+				.slice = own->origin_slice, .group = own->origin_group,
+				.npieces = own->npieces, .steps = left / l->host_batch,
 				.step0 = own->step_in_epoch,
 			};
 			l->resume.pieces = pf_calloc(own->npieces + 1, sizeof(*own->pieces));
@@ -329,7 +332,7 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 		.block = l->wblock, .epoch = l->start_epoch,
 		.global_step = l->gstep0, .origin = l->topo,
 		.origin_block = l->wblock, .origin_permute = l->shuffle_rows,
-		.global = l->slice != 0, .origin_slice = l->slice,
+		.global = l->slice != 0, .origin_slice = l->slice, .origin_group = l->group,
 	};
 	if (!l->c_any) {
 		/* Nothing handed out: where the run started (a fresh epoch
@@ -358,6 +361,7 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 		s->origin_block = er->w;
 		s->origin_permute = er->permute;
 		s->origin_slice = er->slice;
+		s->origin_group = er->group;
 		if (!same_topology(&er->origin, &l->topo)) {
 			s->epoch_dropped = er->dropped;
 			s->epoch_wrapped = er->wrapped;

@@ -478,14 +478,14 @@ static int fresh_epoch(pf_loader *l, uint32_t e, pf_epoch_plan *plan, epoch_run 
 		       pf_piece *own)
 {
 	int ret = pf_plan_epoch(plan, l->ds, &l->topo, l->cfg.seed, e, l->cfg.shuffle,
-				l->slice, l->cfg.remainder);
+				l->slice, l->group, l->cfg.remainder);
 
 	if (ret < 0)
 		return ret;
 	*own = (pf_piece){ l->topo.host_index, 0, plan->quota };
 	*er = (epoch_run){
 		.epoch = e, .origin = l->topo, .w = l->wblock, .permute = l->shuffle_rows,
-		.slice = l->slice,
+		.slice = l->slice, .group = l->group,
 		.pieces = own, .npieces = plan->quota ? 1 : 0,
 		.steps = plan->quota / l->host_batch,
 		.dropped = plan->share > plan->quota ? plan->share - plan->quota : 0,
@@ -523,7 +523,8 @@ static int walk_epoch(pf_loader *l, pf_io *io, const epoch_run *er, bool own_pla
 
 			t.host_index = pc->host;
 			ret = pf_plan_epoch(plan, l->ds, &t, l->cfg.seed, er->epoch,
-					    l->cfg.shuffle, er->slice, l->cfg.remainder);
+					    l->cfg.shuffle, er->slice, er->group,
+					    l->cfg.remainder);
 			if (ret < 0) {
 				plan_failed(l, ret, pc->host);
 				return ret;

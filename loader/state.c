@@ -137,6 +137,7 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 	m.epoch_wrapped = s->epoch_wrapped;
 	m.global_shuffle = s->global;
 	m.origin_slice = s->origin_slice;
+	m.origin_group = s->origin_group;
 	m.n_remaining = s->npieces;
 	m.remaining = ptrs;
 	len = podfeed__loader_state__get_packed_size(&m);
@@ -179,11 +180,12 @@ static int check_fields(const pf_state *s, pf_error *err)
 				    "state names an impossible origin: %u hosts, %u cores x "
 				    "%u records, blocks of %u records", s->origin.num_hosts,
 				    s->origin.cores, s->origin.per_core_batch, s->origin_block);
-	if (s->global != (s->origin_slice != 0) || s->origin_slice > s->origin_block)
+	if (s->global != (s->origin_slice != 0) || s->origin_slice > s->origin_block ||
+	    (!s->global && s->origin_group))
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 				    "state names %s shuffle with slices of %u records (blocks "
-				    "of %u)", s->global ? "the global" : "no global",
-				    s->origin_slice, s->origin_block);
+				    "of %u) in groups of %u frames", s->global ? "the global" : "no global",
+				    s->origin_slice, s->origin_block, s->origin_group);
 	for (size_t i = 0; i < s->npieces; i++) {
 		const pf_piece *p = &s->pieces[i];
 
@@ -246,6 +248,7 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 	s->epoch_wrapped = m->epoch_wrapped;
 	s->global = m->global_shuffle;
 	s->origin_slice = m->origin_slice;
+	s->origin_group = m->origin_group;
 	if (m->n_remaining) {
 		s->pieces = pf_calloc(m->n_remaining, sizeof(*s->pieces));
 		if (!s->pieces) {

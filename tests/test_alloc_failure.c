@@ -693,10 +693,10 @@ static int dataset_cycle(void *arg, pf_error *err)
 	if (ret < 0)
 		return ret;
 	CHECK(d->records == 5 * NRECORDS, "dataset records");
-	ret = pf_plan_epoch(&plan, d, &topo, 7, 0, true, 0, PF_REMAINDER_WRAP);
+	ret = pf_plan_epoch(&plan, d, &topo, 7, 0, true, 0, 0, PF_REMAINDER_WRAP);
 	/* The global shuffle's slices too. */
 	if (ret == 0)
-		ret = pf_plan_epoch(&plan, d, &topo, 7, 1, true, 3, PF_REMAINDER_WRAP);
+		ret = pf_plan_epoch(&plan, d, &topo, 7, 1, true, 3, 0, PF_REMAINDER_WRAP);
 	if (ret < 0)
 		no_err_api(err, ret, "pf_plan_epoch");
 	else

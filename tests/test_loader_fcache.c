@@ -326,3 +326,179 @@ Test(fcache, resume_with_and_without_the_cache_bit_for_bit, .timeout = 180)
 	}
 	free(ref.ids);
 }
+
+/* Frame groups: over more frames than a group holds (per-core batch 16:
+ * groups of 150 frames; 4 KiB frames of about a hundred ids, sorted by
+ * label, so 360 frames: three groups), the automatic cache holds a group
+ * and each frame is decompressed once an epoch (what the window shuffle
+ * decompresses); a frame's records come out within its group's span (a
+ * group's records and a window either side); and the batches still pass
+ * the chi-square test as random ones do (each group draws one frame from
+ * each of 150 strata of the dataset in order, so its labels are in the
+ * dataset's shares). */
+#define LABELS 10u
+#define CHI2_9_95 16.919
+
+static double pass_rate(const uint64_t *ids, uint64_t len, uint32_t b, uint64_t n)
+{
+	uint64_t pass = 0, batches = len / b;
+
+	for (uint64_t k = 0; k < batches; k++) {
+		double count[LABELS] = { 0 }, x = 0, expect = (double)b / LABELS;
+
+		for (uint32_t i = 0; i < b; i++)
+			count[ids[k * b + i] * LABELS / n] += 1;
+		for (uint32_t j = 0; j < LABELS; j++)
+			x += (count[j] - expect) * (count[j] - expect) / expect;
+		pass += x < CHI2_9_95;
+	}
+	return (double)pass / (double)batches;
+}
+
+/* Batches of a uniform permutation (splitmix64 Fisher-Yates), len ids. */
+static double random_pass_rate(uint64_t n, uint64_t len, uint32_t b)
+{
+	uint64_t *seq = malloc(len * sizeof(*seq)), x = 0x243f6a8885a308d3ull;
+	double rate;
+
+	cr_assert_not_null(seq);
+	for (uint64_t at = 0; at < len; at += n) {
+		uint64_t m = len - at < n ? len - at : n;
+
+		for (uint64_t i = 0; i < m; i++)
+			seq[at + i] = i;
+		for (uint64_t i = m; i > 1; i--) {
+			uint64_t z = (x += 0x9e3779b97f4a7c15ull), j, t;
+
+			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+			z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+			z ^= z >> 31;
+			j = z % i;
+			t = seq[at + i - 1];
+			seq[at + i - 1] = seq[at + j];
+			seq[at + j] = t;
+		}
+	}
+	rate = pass_rate(seq, len, b, n);
+	free(seq);
+	return rate;
+}
+
+/* The frame (numbered across the shards s000.. in order) of each id
+ * [0, n), from the shards' indexes; *frames, and the most records one
+ * holds. */
+static uint64_t *frames_of_ids(const char *d, uint32_t shards, uint64_t n, uint64_t *frames,
+			       uint64_t *max_frame)
+{
+	uint64_t *frame_of = malloc(n * sizeof(*frame_of)), id = 0;
+
+	cr_assert_not_null(frame_of);
+	*frames = *max_frame = 0;
+	for (uint32_t s = 0; s < shards; s++) {
+		char p[512];
+		size_t len;
+		uint8_t *file;
+		pf_shard_index *ix;
+		pf_error err;
+
+		snprintf(p, sizeof(p), "%s/s%03u.tfrecord.zst", d, s);
+		file = tu_read_file(p, &len);
+		cr_assert_not_null(file);
+		cr_assert_eq(pf_shard_index_parse(&ix, file, len, len, &err), 0, "%s", err.msg);
+		for (uint32_t f = 0; f < pf_shard_index_frames(ix); f++) {
+			const pf_frame_info *fi = pf_shard_index_frame(ix, f);
+
+			for (uint64_t r = 0; r < fi->records; r++) {
+				cr_assert_lt(id, n);
+				frame_of[id++] = *frames;
+			}
+			*max_frame = fi->records > *max_frame ? fi->records : *max_frame;
+			++*frames;
+		}
+		pf_shard_index_free(ix);
+		free(file);
+	}
+	cr_assert_eq(id, n);
+	return frame_of;
+}
+
+Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix,
+     .timeout = 240)
+{
+	const uint64_t n = 40000;
+	const uint32_t shards = 16, window = 2048;
+	const char *d = tu_tmpdir();
+	pf_loader_config cfg = { .per_core_batch = 16, .cores_per_host = 2, .seed = 8,
+				 .shuffle_mode = PF_SHUFFLE_GLOBAL, .shuffle_window = window,
+				 .threads = 2 };
+	uint64_t frames = 0, max_frame = 0, *first_at, *last_at, span, *frame_of;
+	run_out g, w, off;
+	double rg, rr;
+	char p[512];
+
+	for (uint32_t s = 0; s < shards; s++) {
+		uint64_t lo = n * s / shards, hi = n * (s + 1) / shards;
+
+		snprintf(p, sizeof(p), "%s/s%03u.tfrecord.zst", d, s);
+		tu_write_id_shard(p, lo, hi - lo, 4096, 0);
+	}
+	run_ok(d, cfg, &g);
+	cfg.frame_cache = PF_FRAME_CACHE_OFF;
+	run_ok(d, cfg, &off);
+	cr_assert(memcmp(g.ids, off.ids, g.n * sizeof(*g.ids)) == 0);
+	cfg.shuffle_mode = PF_SHUFFLE_WINDOW;
+	cfg.shuffle = true;
+	run_ok(d, cfg, &w);
+	cr_assert_gt(g.m.frame_cache_entries, 150, "a group and the chunks in flight");
+	cr_assert_eq(g.m.bytes_decompressed, w.m.bytes_decompressed,
+		     "each frame decompressed once: %llu bytes, the dataset %llu",
+		     (unsigned long long)g.m.bytes_decompressed,
+		     (unsigned long long)w.m.bytes_decompressed);
+	cr_assert_gt(off.m.bytes_decompressed, 4 * w.m.bytes_decompressed,
+		     "without the cache each slice decompresses its frame");
+	/* Each frame's records come out within its group's span: between
+	 * a frame's first and last record, at most a group's records
+	 * (150 of the largest frame's) and a window either side. */
+	frame_of = frames_of_ids(d, shards, n, &frames, &max_frame);
+	cr_assert_gt(frames, 300, "%llu frames", (unsigned long long)frames);
+	first_at = malloc(frames * sizeof(*first_at));
+	last_at = calloc(frames, sizeof(*last_at));
+	cr_assert(first_at && last_at);
+	memset(first_at, 0xff, frames * sizeof(*first_at));
+	for (uint64_t i = 0; i < g.n; i++) {
+		uint64_t f = frame_of[g.ids[i]];
+
+		first_at[f] = first_at[f] < i ? first_at[f] : i;
+		last_at[f] = i;
+	}
+	span = 150 * max_frame + 2 * window;
+	for (uint64_t f = 0; f < frames; f++)
+		cr_assert_leq(last_at[f] - first_at[f], span, "frame %llu spans %llu records "
+			      "of the epoch, more than its group's %llu",
+			      (unsigned long long)f,
+			      (unsigned long long)(last_at[f] - first_at[f]),
+			      (unsigned long long)span);
+	/* And groups are not the whole dataset: some frame's span is less
+	 * than half the epoch (one permutation of every slice spreads each
+	 * frame over nearly all of it). */
+	{
+		uint64_t least = UINT64_MAX;
+
+		for (uint64_t f = 0; f < frames; f++)
+			least = last_at[f] - first_at[f] < least ? last_at[f] - first_at[f] : least;
+		cr_assert_lt(least, g.n / 2);
+	}
+	rg = pass_rate(g.ids, g.n, 16, n);
+	rr = random_pass_rate(n, g.n, 16);
+	cr_log_info("frame groups: chi-square pass rate per batch of 16: global %.3f, random "
+		    "%.3f (%llu batches), window %.3f", rg, rr, (unsigned long long)(g.n / 16),
+		    pass_rate(w.ids, w.n, 16, n));
+	cr_assert_geq(rg, rr - 0.05, "global shuffle in groups: %.3f of batches pass, random "
+		      "ones %.3f", rg, rr);
+	free(frame_of);
+	free(first_at);
+	free(last_at);
+	free(g.ids);
+	free(w.ids);
+	free(off.ids);
+}

@@ -131,8 +131,8 @@ ParameterizedTest(int *which, tails, parallel_gives_the_serial_dataset, .timeout
 	cr_assert_gt(pf_shard_index_frames(par->index[5]), 2000, "the large index");
 	assert_same_dataset(par, ser);
 	/* And so the same plan. */
-	cr_assert_eq(pf_plan_epoch(&pp, par, &t, 5, 1, true, 0, PF_REMAINDER_DROP), 0);
-	cr_assert_eq(pf_plan_epoch(&ps, ser, &t, 5, 1, true, 0, PF_REMAINDER_DROP), 0);
+	cr_assert_eq(pf_plan_epoch(&pp, par, &t, 5, 1, true, 0, 0, PF_REMAINDER_DROP), 0);
+	cr_assert_eq(pf_plan_epoch(&ps, ser, &t, 5, 1, true, 0, 0, PF_REMAINDER_DROP), 0);
 	cr_assert_eq(pp.nseg, ps.nseg);
 	cr_assert_eq(memcmp(pp.seg, ps.seg, pp.nseg * sizeof(*pp.seg)), 0);
 	pf_plan_release(&pp);
