@@ -12,6 +12,7 @@
  * the reads (io_thread.c), the files (files.c), the records (decode.c,
  * placement.c). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pipeline_internal.h"
@@ -71,7 +72,20 @@ typedef struct walk {
 	uint64_t kfirst;	/* the piece's first block */
 	uint64_t gbase;		/* global number of block kfirst */
 	uint64_t next_block;	/* the next block to open */
+	/* The run's first block: its segments in the order of the first
+	 * output each fills (first_block_order()). */
+	struct seg_item *first;
+	size_t nfirst;
 } walk;
+
+/* A segment to dispatch: cut to the piece, at stream position lo, the
+ * plan's segment s; key: the first block output it fills. */
+typedef struct seg_item {
+	pf_segment seg;
+	uint64_t lo;
+	size_t s;
+	uint32_t key;
+} seg_item;
 
 /* The epoch output index of block k's first output inside the piece. */
 static uint64_t block_out(const walk *wk, uint64_t k)
@@ -359,10 +373,12 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 	return ret;
 }
 
-/* Where a walk is in its plan's segments. */
+/* Where a walk is in its plan's segments: the first block's, in the
+ * order they are read (walk.first), then the plan's from s on. */
 typedef struct seg_cursor {
 	size_t s;		/* the next segment of the plan */
 	uint64_t pos;		/* its stream position */
+	size_t at;		/* the next of walk.first */
 } seg_cursor;
 
 /* The next segment the walk over a piece reads from cur: the segments of
@@ -400,6 +416,80 @@ static int next_segment(const pf_loader *l, const walk *wk, const pf_epoch_plan 
 	return 0;
 }
 
+/* The next segment the walk dispatches from cur: the first block's in
+ * their order, then the plan's (next_segment()). */
+static int next_item(const pf_loader *l, const walk *wk, const pf_epoch_plan *plan,
+		     seg_cursor *cur, seg_item *it)
+{
+	int got;
+
+	if (cur->at < wk->nfirst) {
+		*it = wk->first[cur->at++];
+		return 1;
+	}
+	got = next_segment(l, wk, plan, cur, &it->seg, &it->lo);
+	it->s = cur->s - 1;
+	return got;
+}
+
+static int by_key(const void *a, const void *b)
+{
+	const seg_item *x = a, *y = b;
+
+	return x->key != y->key ? (x->key < y->key ? -1 : 1) : (x->lo < y->lo ? -1 : 1);
+}
+
+/* The run's first block read in the order its outputs come out: the
+ * segments that fill the first step first, then those of the second...
+ * A batch's rows are scattered over the block by its permutation, so in
+ * stream order the first step waits for nearly the whole block (a
+ * shuffle window of small shards behind a far bucket: every shard of the
+ * window opened and read, round trip after round trip); in this order it
+ * waits for its own rows' segments.  Where each record goes is unchanged.
+ * Not with stream files (their sub-segments are read in file order).
+ * *base: the plan's cursor after the block.  @return 0, 1 when the block
+ * is past max_steps, or <0. */
+static int first_block_order(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan,
+			     seg_cursor *base)
+{
+	uint64_t k0 = wk->kfirst * wk->w, kend = k0 + wk->w;
+	const sblock *b;
+	size_t cap = 0;
+	int ret = open_through(l, io, wk, wk->kfirst);
+
+	if (ret != 0)
+		return ret;
+	b = ring_at(l, wk->gbase);
+	for (;;) {
+		seg_cursor at = *base;
+		seg_item it;
+		uint64_t end;
+
+		if (next_segment(l, wk, plan, base, &it.seg, &it.lo) != 1 || it.lo >= kend) {
+			*base = at;
+			break;
+		}
+		it.s = base->s - 1;
+		if (pf_grow(&wk->first, &cap, wk->nfirst + 1, sizeof(*wk->first)) < 0) {
+			/* Read in stream order instead. */
+			*base = (seg_cursor){ 0 };
+			wk->nfirst = 0;
+			return 0;
+		}
+		it.key = UINT32_MAX;
+		end = it.lo + it.seg.count < kend ? it.lo + it.seg.count : kend;
+		for (uint64_t p = it.lo; p < end; p++) {
+			uint32_t o = b->perm ? b->perm[p - k0] : (uint32_t)(p - k0);
+
+			it.key = o < it.key ? o : it.key;
+		}
+		wk->first[wk->nfirst++] = it;
+	}
+	qsort(wk->first, wk->nfirst, sizeof(*wk->first), by_key);
+	base->at = 0;
+	return 0;
+}
+
 /* Want the segments the walk dispatches next, from *ahead on, while
  * files.c takes more (fewer than open_ahead distinct files wanted): their
  * files' opens start now, so that a dispatch seldom waits for one.
@@ -409,16 +499,15 @@ static int look_ahead(pf_loader *l, pf_io *io, const walk *wk, const pf_epoch_pl
 {
 	while (!*done) {
 		seg_cursor next = *ahead;
-		pf_segment seg;
-		uint64_t lo;
+		seg_item it;
 		uint32_t file;
 		int ret;
 
-		if (next_segment(l, wk, plan, &next, &seg, &lo) != 1) {
+		if (next_item(l, wk, plan, &next, &it) != 1) {
 			*done = true;
 			break;
 		}
-		file = l->ds->units[seg.unit].file;
+		file = l->ds->units[it.seg.unit].file;
 		if (pf_files_ahead_full(l, file))
 			break;
 		*ahead = next;
@@ -433,8 +522,8 @@ static int look_ahead(pf_loader *l, pf_io *io, const walk *wk, const pf_epoch_pl
  * dispatched.  @return 0, 1 when max_steps is reached, or <0. */
 static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan)
 {
-	seg_cursor cur = { 0 }, ahead = { 0 };
-	bool ahead_done = false;
+	seg_cursor cur = { 0 }, ahead;
+	bool ahead_done = false, past = false;
 	int over = 0, ret = pf_fcache_plan(l, plan);
 
 	if (ret < 0) {
@@ -446,30 +535,40 @@ static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *pl
 		pf_loader_fail(l, &err, ret);
 		return ret;
 	}
+	if (wk->gbase == 0 && !l->ds->any_stream)
+		ret = over = first_block_order(l, io, wk, plan, &cur);
+	ahead = cur;
 
 	while (!over && ret >= 0) {
-		pf_segment seg;
-		uint64_t lo;
+		seg_item it;
 		int got;
 
 		ret = look_ahead(l, io, wk, plan, &ahead, &ahead_done);
 		if (ret < 0)
 			break;
-		got = next_segment(l, wk, plan, &cur, &seg, &lo);
+		got = next_item(l, wk, plan, &cur, &it);
 		if (got != 1) {
 			over = got == 2;
 			break;
 		}
-		if (l->ds->units[seg.unit].stream) {
-			ret = over = dispatch_stream(l, io, wk, seg, lo);
+		if (l->ds->units[it.seg.unit].stream) {
+			ret = over = dispatch_stream(l, io, wk, it.seg, it.lo);
 		} else {
-			/* A frame spans at most the blocks the ring holds. */
-			ret = over = open_through(l, io, wk, (lo + seg.count - 1) / wk->w);
+			/* A frame spans at most the blocks the ring holds.  A
+			 * block past max_steps ends the walk after this
+			 * segment; in the first block's order, after the
+			 * block's last (the one that reached it is not). */
+			ret = open_through(l, io, wk, (it.lo + it.seg.count - 1) / wk->w);
+			past |= ret == 1;
 			if (ret >= 0)
-				ret = dispatch_frame(l, io, wk, seg, cur.s - 1, lo);
+				ret = dispatch_frame(l, io, wk, it.seg, it.s, it.lo);
+			over = past && cur.at >= wk->nfirst;
 		}
 	}
 	pf_files_forget_ahead(l, io);
+	pf_free(wk->first);
+	wk->first = NULL;
+	wk->nfirst = 0;
 	return ret < 0 ? ret : over;
 }
 
