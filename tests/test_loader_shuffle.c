@@ -290,3 +290,68 @@ Test(shuffle, global_refuses_a_stream_file_by_name_and_unknown_modes, .timeout =
 	cr_assert_null(l);
 	cr_assert(strstr(err.msg, "shuffle_mode 7"), "%s", err.msg);
 }
+
+/* The run's first block is read in the order its outputs come out: the
+ * first batch waits for the reads of its own rows, not for the whole
+ * shuffle window's (on small shards behind a far bucket, every shard of
+ * the window).  400 shards of one frame of 5 ids, a window of all 2,000,
+ * every read delayed 50 ms, 4 reads in flight: read in stream order, the
+ * first batch's 8 rows (scattered over the window by its permutation)
+ * would wait for nearly all 400 reads; here for about 8.  Counted in
+ * bytes read when the first batch is handed out, against an epoch's
+ * (every frame): less than a quarter (the I/O thread goes on reading
+ * meanwhile, 80 reads a second, while the consumer wakes), for both
+ * shuffles, and the batch is the one a run without delays hands out. */
+static void first_batch_reads(pf_shuffle_mode mode)
+{
+	const char *d = tu_tmpdir();
+	const char *paths[1] = { d };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .features = "id:int64[1]",
+				 .per_core_batch = 8, .seed = 3, .shuffle = true,
+				 .shuffle_mode = mode, .shuffle_window = 2000, .threads = 2,
+				 .io_depth = 4, .max_steps = 1 };
+	uint64_t total = 0, first[8];
+	pf_loader_metrics m;
+	pf_loader *l;
+	pf_batch *b;
+	pf_error err;
+	char p[512];
+
+	for (uint32_t s = 0; s < 400; s++) {
+		snprintf(p, sizeof(p), "%s/s%03u.tfrecord.zst", d, s);
+		tu_write_id_shard(p, 5 * s, 5, 4096, 0);
+	}
+	/* The epoch, without delays: its first batch, and the bytes of
+	 * every frame (all in the one block). */
+	cfg.max_steps = 0;
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_loader_next(l, &b), 1);
+	memcpy(first, b->core[0].tensors[0].data, sizeof(first));
+	pf_loader_release(l, b);
+	while (pf_loader_next(l, &b) == 1)
+		pf_loader_release(l, b);
+	pf_loader_get_metrics(l, &m);
+	total = m.bytes_read;
+	pf_loader_free(l);
+	cfg.max_steps = 1;
+	cfg.io_faults = "delay=50ms:1";
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_loader_next(l, &b), 1);
+	pf_loader_get_metrics(l, &m);
+	cr_assert(memcmp(first, b->core[0].tensors[0].data, sizeof(first)) == 0,
+		  "the order of the reads changed the batch");
+	pf_loader_release(l, b);
+	pf_loader_free(l);
+	cr_log_info("%s shuffle: %llu of the epoch's %llu bytes read at the first batch",
+		    mode == PF_SHUFFLE_GLOBAL ? "global" : "window",
+		    (unsigned long long)m.bytes_read, (unsigned long long)total);
+	cr_assert_lt(m.bytes_read, total / 4, "%s shuffle: %llu of %llu bytes read before the "
+		     "first batch", mode == PF_SHUFFLE_GLOBAL ? "global" : "window",
+		     (unsigned long long)m.bytes_read, (unsigned long long)total);
+}
+
+Test(shuffle, first_batch_waits_for_its_own_rows_reads_not_the_window, .timeout = 120)
+{
+	first_batch_reads(PF_SHUFFLE_WINDOW);
+	first_batch_reads(PF_SHUFFLE_GLOBAL);
+}
