@@ -515,9 +515,17 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 		       (unsigned long long)(cfg->per_core_batch * cores * hosts));
 	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
 		pf_text_printf(t, "order       shuffled globally: slices of frames permuted over "
-			       "the whole dataset, records in a window of %u, seed %llu\n",
+			       "the whole dataset, records in a window of %u, seed %llu; frame "
+			       "cache %llu frames (%.1f MiB): %llu slices served from it, %llu "
+			       "frames read into it, %llu replaced, %llu slices read outside it\n",
 			       cfg->shuffle_window ? cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT,
-			       (unsigned long long)cfg->seed);
+			       (unsigned long long)cfg->seed,
+			       (unsigned long long)m->frame_cache_entries,
+			       (double)m->frame_cache_bytes / 1048576.0,
+			       (unsigned long long)m->frame_cache_hits,
+			       (unsigned long long)m->frame_cache_loads,
+			       (unsigned long long)m->frame_cache_evictions,
+			       (unsigned long long)m->frame_cache_bypassed);
 	else if (cfg->shuffle)
 		pf_text_printf(t, "order       shuffled: frames permuted, records in a window "
 			       "of %u, seed %llu\n", cfg->shuffle_window ? cfg->shuffle_window
@@ -696,6 +704,16 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 		pf_json_put(sub, "empty_records", pf_json_u64(m->pack_empty_records), bad);
 		pf_json_put(sub, "rows_dropped", pf_json_u64(m->pack_rows_dropped), bad);
 		pf_json_put(o, "packing", sub, bad);
+	}
+	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL) {
+		sub = json_object();
+		pf_json_put(sub, "entries", pf_json_u64(m->frame_cache_entries), bad);
+		pf_json_put(sub, "bytes", pf_json_u64(m->frame_cache_bytes), bad);
+		pf_json_put(sub, "hits", pf_json_u64(m->frame_cache_hits), bad);
+		pf_json_put(sub, "loads", pf_json_u64(m->frame_cache_loads), bad);
+		pf_json_put(sub, "evictions", pf_json_u64(m->frame_cache_evictions), bad);
+		pf_json_put(sub, "bypassed", pf_json_u64(m->frame_cache_bypassed), bad);
+		pf_json_put(o, "frame_cache", sub, bad);
 	}
 	sub = json_object();
 	pf_json_put(sub, "drops", pf_json_u64(m->corrupt_drops), bad);

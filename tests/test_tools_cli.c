@@ -302,6 +302,19 @@ Test(cli, loadbench_shuffles_only_when_asked)
 	cr_assert(json_is_true(json_object_get(o, "shuffle")));
 	cr_assert_str_eq(json_string_value(json_object_get(o, "shuffle_mode")), "global");
 	cr_assert_eq(json_integer_value(json_object_get(o, "shuffle_window")), 8192);
+	/* Two frames of 200 records in slices of 91 (per-core batch 10):
+	 * the frame cache holds both, reads each once and serves their
+	 * other 4 slices. */
+	{
+		json_t *fc = json_object_get(o, "frame_cache");
+
+		cr_assert(json_is_object(fc), "no frame_cache in the JSON");
+		cr_assert_eq(json_integer_value(json_object_get(fc, "entries")), 2);
+		cr_assert_eq(json_integer_value(json_object_get(fc, "loads")), 2);
+		cr_assert_eq(json_integer_value(json_object_get(fc, "hits")), 4);
+		cr_assert_gt(json_integer_value(json_object_get(fc, "bytes")), 0);
+		cr_assert_eq(json_integer_value(json_object_get(fc, "bypassed")), 0);
+	}
 	json_decref(o);
 	/* A mixture of the shards with themselves: a line per source, and
 	 * the "sources" array. */
@@ -322,6 +335,7 @@ Test(cli, loadbench_shuffles_only_when_asked)
 	}
 	o = report(d, "--shuffle=window");
 	cr_assert_str_eq(json_string_value(json_object_get(o, "shuffle_mode")), "window");
+	cr_assert_null(json_object_get(o, "frame_cache"), "the window shuffle has no frame cache");
 	json_decref(o);
 	o = report(d, "--shuffle-window 100");
 	cr_assert(json_is_true(json_object_get(o, "shuffle")));
