@@ -338,7 +338,12 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 		if (c->df && !load) {
 			pf_files_skip(l, io, u->file);
 			pf_decode_queue(l, c);
-			pthread_cond_broadcast(&l->cv_decode);
+			/* One worker for it (all, when some are parked: a
+			 * parked one woken alone would not take it). */
+			if (l->active_workers < l->nworkers)
+				pthread_cond_broadcast(&l->cv_decode);
+			else
+				pthread_cond_signal(&l->cv_decode);
 			pthread_mutex_unlock(&l->mu);
 			return 0;
 		}
