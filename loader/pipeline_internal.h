@@ -86,6 +86,10 @@
  *                ahead, then dispatched); shuffle blocks opened with
  *                their permutation and batch slots; chunks dispatched to
  *                the decoders.
+ *   frame_cache.c  the global shuffle's decompressed frames: an entry per
+ *                frame kept, taken by the I/O thread as it dispatches a
+ *                segment (pf_fcache_take(): a hit, a frame to load, or
+ *                none), replaced by each entry's next use in the plan.
  *   decode.c     the decode workers (pf_loader_worker_main()) and their
  *                queue (pf_decode_queue()): frames and stream sub-segments
  *                into records, each handed to placement; the skip mode's
