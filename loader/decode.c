@@ -387,6 +387,8 @@ static chunk *take_work(pf_loader *l)
 			l->decode_tail = prev;
 		if (c->ss)
 			c->ss->busy = true;
+		if (c == l->hit_open)
+			l->hit_open = NULL;	/* no more joins it */
 		return c;
 	}
 	return NULL;
@@ -402,6 +404,7 @@ void *pf_loader_worker_main(void *arg)
 		uint64_t t0 = pf_now_ns(), t1, cpu0;
 		pf_error err;
 		chunk *c = NULL;
+		uint64_t more;
 		int ret;
 
 		/* Workers past the threads autotune chose park here. */
@@ -418,14 +421,28 @@ void *pf_loader_worker_main(void *arg)
 
 		pf_error_clear(&err);
 		ret = c->ss ? decode_stream(l, w, c, &err) : decode_frame(l, w, c, &err);
-		if (ret < 0) {
+		more = 0;
+		if (ret < 0)
 			pf_error_set_file(&err, l->ds->paths[l->ds->units[c->seg.unit].file]);
-		} else {
+		for (unsigned i = 0; ret == 0 && i < c->nmore; i++) {
+			chunk v = { .seg = c->more[i].seg, .pos = c->more[i].pos,
+				    .g0 = c->more[i].g0, .w = c->w, .df = c->more[i].df,
+				    .cbuf = -1 };
+
+			ret = place_cached(l, w, &v, &err);
+			if (ret < 0)
+				pf_error_set_file(&err, l->ds->paths[l->ds->units[v.seg.unit].file]);
+			more += v.seg.count;
+		}
+		if (ret >= 0) {
 			/* A parked sub-segment's rows too: a slot it filled
 			 * must not wait for its next block. */
 			pf_place_flush(l, w);
 			if (ret == 0)
 				pf_place_done(l, c->g0, c->pos, c->seg.count, c->w);
+			for (unsigned i = 0; ret == 0 && i < c->nmore; i++)
+				pf_place_done(l, c->more[i].g0, c->more[i].pos,
+					      c->more[i].seg.count, c->w);
 		}
 
 		pthread_mutex_lock(&l->mu);
@@ -437,7 +454,8 @@ void *pf_loader_worker_main(void *arg)
 		w->image_scratch_counted = w->image_scratch.cap;
 		w->images = w->images_upscaled = w->image_ns = 0;
 		/* A parked stream chunk's records count when it is done. */
-		pf_tune_decoded(l, ret == 1 ? 0 : c->seg.count, c->cbuf >= 0, pf_thread_cpu_ns() - cpu0);
+		pf_tune_decoded(l, ret == 1 ? 0 : c->seg.count + more, c->cbuf >= 0,
+				pf_thread_cpu_ns() - cpu0);
 		if (ret == 1) {
 			pf_stream_park(l, c->ss, c);	/* no longer this worker's */
 			continue;
@@ -446,6 +464,9 @@ void *pf_loader_worker_main(void *arg)
 			c->df->pins--;
 			c->df = NULL;
 		}
+		for (unsigned i = 0; i < c->nmore; i++)
+			c->more[i].df->pins--;
+		c->nmore = 0;
 		if (c->cbuf >= 0) {
 			l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;
 			l->free_cbuf[l->nfree_cbuf++] = c->cbuf;

@@ -82,6 +82,11 @@ int pf_fcache_plan(pf_loader *l, const pf_epoch_plan *plan)
 
 	if (!fc->n)
 		return 0;
+	/* Plan indexes are kept in 32 bits: a plan of more segments (some
+	 * 10^11 records a host) is read without the cache. */
+	fc->off = plan->nseg >= UINT32_MAX;
+	if (fc->off)
+		return 0;
 	if (plan->nseg > fc->next_cap) {
 		uint64_t *n = pf_malloc(plan->nseg * sizeof(*n));
 
@@ -126,7 +131,7 @@ pf_dframe *pf_fcache_take(pf_loader *l, uint64_t unit, size_t s, bool *load)
 	pf_dframe *d = NULL;
 
 	*load = false;
-	if (!fc->n)
+	if (!fc->n || fc->off)
 		return NULL;
 	if (fc->map[unit] != UINT32_MAX) {
 		d = &fc->e[fc->map[unit]];

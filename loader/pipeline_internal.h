@@ -239,7 +239,17 @@ typedef struct pf_fcache {
 	size_t next_cap;
 	uint8_t *mem;		/* the entries' bytes, one mapping */
 	size_t mem_size;
+	bool off;		/* the plan walked now is too long for it */
 } pf_fcache;
+
+/* More slices of cached frames, decoded with a chunk's own (the frame
+ * cache's hits come a few records each: one chunk carries several). */
+#define PF_CHUNK_MORE 15u
+typedef struct chunk_more {
+	pf_segment seg;
+	uint64_t pos, g0;
+	pf_dframe *df;		/* ready when added */
+} chunk_more;
 
 typedef struct chunk {
 	struct chunk *next;
@@ -254,6 +264,8 @@ typedef struct chunk {
 	int cbuf;		/* compressed buffer index, or -1 */
 	pf_dframe *df;		/* its frame's cache entry (with cbuf: to fill),
 				   or NULL */
+	chunk_more more[PF_CHUNK_MORE];	/* with df and no cbuf: more slices */
+	unsigned nmore;
 	uint64_t submit_ns;	/* when its read was submitted */
 } chunk;
 
@@ -423,6 +435,8 @@ struct pf_loader {
 	pf_files files;		/* the I/O thread's */
 	pf_fcache fcache;	/* the global shuffle's decompressed frames */
 	unsigned fcache_entries;	/* as the budget planned them */
+	chunk *hit_open;	/* a queued chunk of cached slices more may join
+				   (l->mu) */
 
 	/* threads */
 	pthread_t io_thread;

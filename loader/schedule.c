@@ -221,6 +221,7 @@ static int take_chunk(pf_loader *l, pf_io *io, const walk *wk, uint64_t pos, chu
 		pf_error_clear(&c->ioerr);
 		c->cbuf = -1;
 		c->df = NULL;
+		c->nmore = 0;
 		c->ss = NULL;
 		c->ss_last = false;
 		c->pos = pos;
@@ -324,30 +325,48 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 	const pf_unit *u = &l->ds->units[seg.unit];
 	uint64_t len = u->csize;
 	chunk *c = NULL;
+	pf_dframe *df = NULL;
 	bool load = false;
 	int slot, ret;
 
+	if (l->fcache.n) {
+		/* The global shuffle's cache: a frame kept is not read.  Its
+		 * slice joins the queued chunk of slices when its frame is
+		 * ready and there is room, else a chunk of its own. */
+		chunk *h;
+
+		pthread_mutex_lock(&l->mu);
+		df = pf_fcache_take(l, seg.unit, s, &load);
+		h = l->hit_open;
+		if (df && !load) {
+			pf_files_skip(l, io, u->file);
+			if (df->ready && h && h->nmore < PF_CHUNK_MORE &&
+			    h->w == wk->w) {
+				h->more[h->nmore++] = (chunk_more){
+					seg, pos, wk->gbase + (pos / wk->w - wk->kfirst), df };
+				pthread_mutex_unlock(&l->mu);
+				return 0;
+			}
+		}
+		pthread_mutex_unlock(&l->mu);
+	}
 	ret = take_chunk(l, io, wk, pos, &c);
 	if (ret < 0)
 		return ret;
 	c->seg = seg;
-	if (l->fcache.n) {
-		/* The global shuffle's cache: a frame kept is not read. */
+	c->df = df;
+	if (df && !load) {
 		pthread_mutex_lock(&l->mu);
-		c->df = pf_fcache_take(l, seg.unit, s, &load);
-		if (c->df && !load) {
-			pf_files_skip(l, io, u->file);
-			pf_decode_queue(l, c);
-			/* One worker for it (all, when some are parked: a
-			 * parked one woken alone would not take it). */
-			if (l->active_workers < l->nworkers)
-				pthread_cond_broadcast(&l->cv_decode);
-			else
-				pthread_cond_signal(&l->cv_decode);
-			pthread_mutex_unlock(&l->mu);
-			return 0;
-		}
+		pf_decode_queue(l, c);
+		l->hit_open = c;
+		/* One worker for it (all, when some are parked: a parked one
+		 * woken alone would not take it). */
+		if (l->active_workers < l->nworkers)
+			pthread_cond_broadcast(&l->cv_decode);
+		else
+			pthread_cond_signal(&l->cv_decode);
 		pthread_mutex_unlock(&l->mu);
+		return 0;
 	}
 	slot = pf_files_take(l, io, u->file);
 	if (slot < 0)
