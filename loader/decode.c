@@ -141,6 +141,29 @@ static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
 	return 0;
 }
 
+/* Record i of frame u's decompressed bytes buf[0..len), at pos: its
+ * length CRC checked (its data CRC too with verify_records).  @return
+ * its bytes (> 0), or <0 with err (a record cut short, or none where the
+ * index counts one). */
+static int64_t frame_record(const pf_loader *l, const uint8_t *buf, size_t len, size_t pos,
+			    const pf_unit *u, uint64_t i, pf_record *rec, pf_error *err)
+{
+	int64_t n = l->cfg.verify_records
+		? pf_tfr_parse(buf + pos, len - pos, pos, l->cfg.max_record_size, rec, err)
+		: pf_tfr_parse_verified(buf + pos, len - pos, pos, l->cfg.max_record_size,
+					rec, err);
+
+	if (n == 0)
+		n = pf_tfr_truncation(buf + pos, len - pos, pos, l->cfg.max_record_size, err);
+	if (n > 0)
+		return n;
+	if (n == 0)
+		pf_error_set(err, -EBADMSG, PF_OFFSET_STREAM, pos,
+			     "frame %u holds %llu records, its index entry says %llu", u->frame,
+			     (unsigned long long)i, (unsigned long long)u->records);
+	return n < 0 ? n : -EBADMSG;
+}
+
 /* The global shuffle's cache (frame_cache.c): the frame decompressed
  * into entry d is framed whole once, each record's offset kept (its
  * length CRC checked, its data CRC too on request), so that each of its
@@ -152,23 +175,10 @@ static int index_frame(const pf_loader *l, pf_dframe *d, const pf_unit *u, size_
 
 	for (uint64_t i = 0; i < u->records; i++) {
 		pf_record rec;
-		int64_t n = l->cfg.verify_records
-			? pf_tfr_parse(d->mem + pos, len - pos, pos, l->cfg.max_record_size,
-				       &rec, err)
-			: pf_tfr_parse_verified(d->mem + pos, len - pos, pos,
-						l->cfg.max_record_size, &rec, err);
+		int64_t n = frame_record(l, d->mem, len, pos, u, i, &rec, err);
 
-		if (n == 0)
-			n = pf_tfr_truncation(d->mem + pos, len - pos, pos,
-					      l->cfg.max_record_size, err);
-		if (n <= 0) {
-			if (n == 0)
-				pf_error_set(err, -EBADMSG, PF_OFFSET_STREAM, pos,
-					     "frame %u holds %llu records, its index entry says %llu",
-					     u->frame, (unsigned long long)i,
-					     (unsigned long long)u->records);
-			return n < 0 ? (int)n : -EBADMSG;
-		}
+		if (n < 0)
+			return (int)n;
 		d->offs[i] = (uint32_t)pos;
 		pos += (size_t)n;
 	}
@@ -261,21 +271,9 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	for (uint64_t i = 0; i < end; i++) {
 		pf_record rec;
 
-		n = l->cfg.verify_records
-			? pf_tfr_parse(w->ubuf + pos, len - pos, pos,
-				       l->cfg.max_record_size, &rec, err)
-			: pf_tfr_parse_verified(w->ubuf + pos, len - pos, pos,
-						l->cfg.max_record_size, &rec, err);
-		if (n == 0)
-			n = pf_tfr_truncation(w->ubuf + pos, len - pos, pos,
-					      l->cfg.max_record_size, err);
-		if (n <= 0) {
-			if (n == 0)
-				pf_error_set(err, -EBADMSG, PF_OFFSET_STREAM, pos,
-					     "frame %u holds %llu records, its index entry says %llu",
-					     u->frame, (unsigned long long)i,
-					     (unsigned long long)u->records);
-			ret = n < 0 ? (int)n : -EBADMSG;
+		n = frame_record(l, w->ubuf, len, pos, u, i, &rec, err);
+		if (n < 0) {
+			ret = (int)n;
 			break;
 		}
 		pos += (size_t)n;

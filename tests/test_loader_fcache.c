@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "podfeed.h"
+#include "shuffle_util.h"
 #include "testutil.h"
 
 /* ids [0, n) in 6 uneven indexed shards (one empty) in frames of 16 KiB
@@ -37,52 +38,16 @@ static const char *dataset(uint64_t *n)
 	return d;
 }
 
-typedef struct run_out {
-	uint64_t *ids;
-	uint64_t n, steps;
-	pf_loader_metrics m;
-} run_out;
+typedef su_run run_out;
 
 static int run(const char *dir, pf_loader_config cfg, run_out *out, pf_error *err)
 {
-	const char *paths[1] = { dir };
-	pf_loader *l;
-	pf_batch *b;
-	int ret;
-
-	memset(out, 0, sizeof(*out));
-	cfg.paths = paths;
-	cfg.npaths = 1;
-	cfg.features = "id:int64[1]";
-	ret = pf_loader_create(&l, &cfg, err);
-	if (ret < 0)
-		return ret;
-	while ((ret = pf_loader_next(l, &b)) == 1) {
-		uint32_t per = b->cores * b->per_core_batch;
-
-		out->ids = realloc(out->ids, (out->n + per) * sizeof(*out->ids));
-		cr_assert_not_null(out->ids);
-		for (uint32_t c = 0; c < b->cores; c++) {
-			const int64_t *ids = b->core[c].tensors[0].data;
-
-			for (uint32_t i = 0; i < b->per_core_batch; i++)
-				out->ids[out->n++] = (uint64_t)ids[i];
-		}
-		out->steps++;
-		pf_loader_release(l, b);
-	}
-	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
-	pf_loader_get_metrics(l, &out->m);
-	pf_loader_free(l);
-	return 0;
+	return su_collect(dir, cfg, out, err);
 }
 
 static void run_ok(const char *dir, pf_loader_config cfg, run_out *out)
 {
-	pf_error err;
-
-	pf_error_clear(&err);
-	cr_assert_eq(run(dir, cfg, out, &err), 0, "create: %s", err.msg);
+	su_collect_ok(dir, cfg, out);
 }
 
 /* Every record of each epoch at most once (so, per_epoch of them). */
@@ -254,6 +219,28 @@ Test(fcache, none_when_no_frame_is_sliced, .timeout = 60)
 	free(r.ids);
 }
 
+/* Loader l's batches to its end are ref's ids from *at on (advanced). */
+static void same_ids(pf_loader *l, const run_out *ref, uint64_t *at, uint64_t stop)
+{
+	pf_batch *b;
+	int ret;
+
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		for (uint32_t c = 0; c < b->cores; c++) {
+			const int64_t *ids = b->core[c].tensors[0].data;
+
+			for (uint32_t i = 0; i < b->per_core_batch; i++, ++*at) {
+				cr_assert_lt(*at, ref->n);
+				cr_assert_eq((uint64_t)ids[i], ref->ids[*at],
+					     "stop %llu: record %llu differs",
+					     (unsigned long long)stop, (unsigned long long)*at);
+			}
+		}
+		pf_loader_release(l, b);
+	}
+	cr_assert_eq(ret, 0);
+}
+
 /* A state saved by a run with a cache resumes in one without (and on
  * other threads) to the batches of the run never stopped. */
 Test(fcache, resume_with_and_without_the_cache_bit_for_bit, .timeout = 180)
@@ -271,13 +258,11 @@ Test(fcache, resume_with_and_without_the_cache_bit_for_bit, .timeout = 180)
 	run_ok(d, cfg, &ref);
 	for (size_t k = 0; k < sizeof(stops) / sizeof(stops[0]); k++) {
 		pf_loader *l;
-		pf_batch *b;
 		pf_error err;
 		pf_state_blob sb;
 		uint8_t *state;
 		int64_t len;
 		uint64_t at = 0;
-		int ret;
 
 		cfg.max_steps = stops[k];
 		cfg.frame_cache = 2;
@@ -285,16 +270,7 @@ Test(fcache, resume_with_and_without_the_cache_bit_for_bit, .timeout = 180)
 		cfg.resume = NULL;
 		cfg.nresume = 0;
 		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
-		while ((ret = pf_loader_next(l, &b)) == 1) {
-			for (uint32_t c = 0; c < b->cores; c++) {
-				const int64_t *ids = b->core[c].tensors[0].data;
-
-				for (uint32_t i = 0; i < b->per_core_batch; i++, at++)
-					cr_assert_eq((uint64_t)ids[i], ref.ids[at]);
-			}
-			pf_loader_release(l, b);
-		}
-		cr_assert_eq(ret, 0);
+		same_ids(l, &ref, &at, stops[k]);
 		len = pf_loader_save_state(l, NULL, 0);
 		cr_assert_gt(len, 0);
 		state = malloc((size_t)len);
@@ -307,19 +283,7 @@ Test(fcache, resume_with_and_without_the_cache_bit_for_bit, .timeout = 180)
 		cfg.resume = &sb;
 		cfg.nresume = 1;
 		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
-		while ((ret = pf_loader_next(l, &b)) == 1) {
-			for (uint32_t c = 0; c < b->cores; c++) {
-				const int64_t *ids = b->core[c].tensors[0].data;
-
-				for (uint32_t i = 0; i < b->per_core_batch; i++, at++)
-					cr_assert_eq((uint64_t)ids[i], ref.ids[at],
-						     "stop %llu: record %llu differs",
-						     (unsigned long long)stops[k],
-						     (unsigned long long)at);
-			}
-			pf_loader_release(l, b);
-		}
-		cr_assert_eq(ret, 0);
+		same_ids(l, &ref, &at, stops[k]);
 		cr_assert_eq(at, ref.n, "stop %llu", (unsigned long long)stops[k]);
 		pf_loader_free(l);
 		free(state);
@@ -336,54 +300,6 @@ Test(fcache, resume_with_and_without_the_cache_bit_for_bit, .timeout = 180)
  * the chi-square test as random ones do (each group draws one frame from
  * each of 150 strata of the dataset in order, so its labels are in the
  * dataset's shares). */
-#define LABELS 10u
-#define CHI2_9_95 16.919
-
-static double pass_rate(const uint64_t *ids, uint64_t len, uint32_t b, uint64_t n)
-{
-	uint64_t pass = 0, batches = len / b;
-
-	for (uint64_t k = 0; k < batches; k++) {
-		double count[LABELS] = { 0 }, x = 0, expect = (double)b / LABELS;
-
-		for (uint32_t i = 0; i < b; i++)
-			count[ids[k * b + i] * LABELS / n] += 1;
-		for (uint32_t j = 0; j < LABELS; j++)
-			x += (count[j] - expect) * (count[j] - expect) / expect;
-		pass += x < CHI2_9_95;
-	}
-	return (double)pass / (double)batches;
-}
-
-/* Batches of a uniform permutation (splitmix64 Fisher-Yates), len ids. */
-static double random_pass_rate(uint64_t n, uint64_t len, uint32_t b)
-{
-	uint64_t *seq = malloc(len * sizeof(*seq)), x = 0x243f6a8885a308d3ull;
-	double rate;
-
-	cr_assert_not_null(seq);
-	for (uint64_t at = 0; at < len; at += n) {
-		uint64_t m = len - at < n ? len - at : n;
-
-		for (uint64_t i = 0; i < m; i++)
-			seq[at + i] = i;
-		for (uint64_t i = m; i > 1; i--) {
-			uint64_t z = (x += 0x9e3779b97f4a7c15ull), j, t;
-
-			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-			z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-			z ^= z >> 31;
-			j = z % i;
-			t = seq[at + i - 1];
-			seq[at + i - 1] = seq[at + j];
-			seq[at + j] = t;
-		}
-	}
-	rate = pass_rate(seq, len, b, n);
-	free(seq);
-	return rate;
-}
-
 /* The frame (numbered across the shards s000.. in order) of each id
  * [0, n), from the shards' indexes; *frames, and the most records one
  * holds. */
@@ -488,11 +404,11 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 			least = last_at[f] - first_at[f] < least ? last_at[f] - first_at[f] : least;
 		cr_assert_lt(least, g.n / 2);
 	}
-	rg = pass_rate(g.ids, g.n, 16, n);
-	rr = random_pass_rate(n, g.n, 16);
+	rg = su_pass_rate(g.ids, g.n, 16, n);
+	rr = su_random_pass_rate(n, g.n, 16);
 	cr_log_info("frame groups: chi-square pass rate per batch of 16: global %.3f, random "
 		    "%.3f (%llu batches), window %.3f", rg, rr, (unsigned long long)(g.n / 16),
-		    pass_rate(w.ids, w.n, 16, n));
+		    su_pass_rate(w.ids, w.n, 16, n));
 	cr_assert_geq(rg, rr - 0.05, "global shuffle in groups: %.3f of batches pass, random "
 		      "ones %.3f", rg, rr);
 	free(frame_of);

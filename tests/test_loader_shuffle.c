@@ -13,9 +13,10 @@
 #include <string.h>
 
 #include "podfeed.h"
+#include "shuffle_util.h"
 #include "testutil.h"
 
-#define LABELS 10u
+#define LABELS SU_LABELS
 
 /* ids [0, n) in `shards` indexed shards, in order, frames of frame_size
  * bytes: with label = id * LABELS / n each shard holds one or two labels
@@ -26,102 +27,12 @@ static const char *sorted_dataset(uint64_t n, uint32_t shards, size_t frame_size
 	return tu_id_shards(0, n, shards, frame_size);
 }
 
-/* Every id one loader hands out, in order, and its steps. */
-typedef struct run_ids {
-	uint64_t *ids;
-	uint64_t n, steps;
-	uint32_t per_step;	/* ids a step */
-} run_ids;
+/* A loader's ids, in order. */
+typedef su_run run_ids;
 
 static void collect(const char *dir, pf_loader_config cfg, run_ids *out)
 {
-	const char *paths[1] = { dir };
-	pf_loader *l;
-	pf_batch *b;
-	pf_error err;
-	int ret;
-
-	memset(out, 0, sizeof(*out));
-	cfg.paths = paths;
-	cfg.npaths = 1;
-	cfg.features = "id:int64[1]";
-	ret = pf_loader_create(&l, &cfg, &err);
-	cr_assert_eq(ret, 0, "create: %s", err.msg);
-	while ((ret = pf_loader_next(l, &b)) == 1) {
-		out->per_step = b->cores * b->per_core_batch;
-		out->ids = realloc(out->ids, (out->n + out->per_step) * sizeof(*out->ids));
-		cr_assert_not_null(out->ids);
-		for (uint32_t c = 0; c < b->cores; c++) {
-			const int64_t *ids = b->core[c].tensors[0].data;
-
-			for (uint32_t i = 0; i < b->per_core_batch; i++)
-				out->ids[out->n++] = (uint64_t)ids[i];
-		}
-		out->steps++;
-		pf_loader_release(l, b);
-	}
-	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
-	pf_loader_free(l);
-}
-
-/* Pearson's chi-square of a batch's label counts against the dataset's
- * (uniform: n a multiple of LABELS). */
-static double chi_square(const uint64_t *ids, uint32_t b, uint64_t n)
-{
-	double count[LABELS] = { 0 }, x = 0, expect = (double)b / LABELS;
-
-	for (uint32_t i = 0; i < b; i++)
-		count[ids[i] * LABELS / n] += 1;
-	for (uint32_t k = 0; k < LABELS; k++)
-		x += (count[k] - expect) * (count[k] - expect) / expect;
-	return x;
-}
-
-/* The chi-square distribution's 0.95 quantile at LABELS - 1 = 9 degrees
- * of freedom: a batch "passes" below it. */
-#define CHI2_9_95 16.919
-
-/* The share of batches of b consecutive ids of seq[0..len) that pass. */
-static double pass_rate(const uint64_t *seq, uint64_t len, uint32_t b, uint64_t n)
-{
-	uint64_t pass = 0, batches = len / b;
-
-	for (uint64_t k = 0; k < batches; k++)
-		pass += chi_square(seq + k * b, b, n) < CHI2_9_95;
-	return (double)pass / (double)batches;
-}
-
-/* The reference: batches of true uniform permutations of the ids, one
- * per epoch (Fisher-Yates over splitmix64), as many ids as len. */
-static double random_pass_rate(uint64_t n, uint64_t len, uint32_t b)
-{
-	uint64_t *seq = malloc(len * sizeof(*seq)), x = 0x9e3779b97f4a7c15ull;
-	double rate;
-
-	cr_assert_not_null(seq);
-	for (uint64_t at = 0; at < len; at += n) {
-		uint64_t m = len - at < n ? len - at : n, *perm = malloc(n * sizeof(*perm));
-
-		cr_assert_not_null(perm);
-		for (uint64_t i = 0; i < n; i++)
-			perm[i] = i;
-		for (uint64_t i = n; i > 1; i--) {
-			uint64_t z = (x += 0x9e3779b97f4a7c15ull), j, t;
-
-			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-			z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-			z ^= z >> 31;
-			j = z % i;
-			t = perm[i - 1];
-			perm[i - 1] = perm[j];
-			perm[j] = t;
-		}
-		memcpy(seq + at, perm, m * sizeof(*seq));
-		free(perm);
-	}
-	rate = pass_rate(seq, len, b, n);
-	free(seq);
-	return rate;
+	su_collect_ok(dir, cfg, out);
 }
 
 Test(shuffle, global_batches_pass_a_chi_square_as_random_ones_do_window_batches_fail,
@@ -142,9 +53,9 @@ Test(shuffle, global_batches_pass_a_chi_square_as_random_ones_do_window_batches_
 	collect(d, cfg, &g);
 	cr_assert_eq(g.n, w.n);
 	/* Per core batch: what one core's step sees. */
-	rg = pass_rate(g.ids, g.n, 32, n);
-	rw = pass_rate(w.ids, w.n, 32, n);
-	rr = random_pass_rate(n, g.n, 32);
+	rg = su_pass_rate(g.ids, g.n, 32, n);
+	rw = su_pass_rate(w.ids, w.n, 32, n);
+	rr = su_random_pass_rate(n, g.n, 32);
 	cr_log_info("chi-square pass rate per batch of 32: global %.3f, window %.3f, "
 		    "random %.3f (%llu batches)", rg, rw, rr,
 		    (unsigned long long)(g.n / 32));
