@@ -406,6 +406,7 @@ void pf_mixture_free(pf_mixture *m)
 	}
 	pf_free(m->slots);
 	pf_free(m->src);
+	pf_region_table_free(m->own_regions);
 	pf_free(m->deficit);
 	pf_free(m->count);
 	pf_free(m->cum);
@@ -523,6 +524,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		m->end = last_step(m, 0, epochs);
 	}
 	m->rule_end = m->end;
+	pf_mix_regions(m, cfg);
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
 		m->end = m->step0 + cfg->max_steps;
 	if (m->step0 < m->end)
@@ -869,6 +871,7 @@ void pf_mixture_source_metrics(const pf_mixture *m, size_t k, pf_source_metrics 
 		.bytes_decompressed = lm.bytes_decompressed,
 		.dataset_records = lm.records_per_epoch, .dataset_files = lm.dataset_files,
 		.seconds = (double)(pf_now_ns() - m->start_ns) / 1e9,
+		.region = s->region, .cross_region = s->cross_region,
 	};
 }
 

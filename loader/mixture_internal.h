@@ -29,6 +29,8 @@ typedef struct mix_source {
 	size_t before_len, before_cap;
 	uint64_t taken;		/* rows this run handed out from it */
 	uint32_t epoch;		/* of the last batch taken from it */
+	const char *region;	/* its files' region label, "mixed", or NULL */
+	bool cross_region;
 	bool any;
 } mix_source;
 
@@ -76,6 +78,8 @@ struct pf_mixture {
 	uint64_t start_ns;	/* pf_loader_create()'s start */
 	uint64_t create_ns, first_ns;	/* its time, and to the first batch */
 	uint64_t digest;	/* of the sources' names, shares and the rule */
+	pf_region_table *regions;	/* the config's, or own_regions */
+	pf_region_table *own_regions;
 };
 
 /* Source k's loader (mixture.c): its dataset in batches of `batch` rows
@@ -105,6 +109,8 @@ int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_top
  * hosts by a bridge loader, the loader of its next epochs beside it;
  * m->step0 and the stop rule's end from them (mixture_elastic.c). */
 int pf_mix_elastic(pf_mixture *m, const pf_loader_config *cfg, pf_error *err);
+/* Each source's region (mixture_regions.c). */
+void pf_mix_regions(pf_mixture *m, const pf_loader_config *cfg);
 /* "source 'name': cause". */
 void pf_mix_source_error(pf_error *err, const char *name, const pf_error *cause);
 

@@ -908,6 +908,12 @@ typedef struct pf_source_metrics {
 	uint64_t dataset_files;
 	double seconds;			/* since the loader's creation: MB/s is
 					   bytes_read over it */
+	/* The storage region its files are in (pf_region_info.label: a
+	 * declared region, "local" or "undeclared"), from the config's
+	 * regions table, else from one of $PODFEED_REGION and the mounts
+	 * alone; "mixed" when its files are in several. */
+	const char *region;
+	bool cross_region;		/* a declared region other than the host's */
 	/* New fields go here, at the end, only. */
 } pf_source_metrics;
 

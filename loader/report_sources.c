@@ -31,12 +31,14 @@ int pf_report_add_sources(pf_report *r, const pf_source_metrics *s, size_t n, pf
 		json_t *e = json_object();
 
 		pf_text_printf(&t, "source      %s: share %.3f of %.3f, %llu records, %u epoch%s "
-			       "started, %.1f MB/s read (%llu records an epoch in %llu files)\n",
+			       "started, %.1f MB/s read (%llu records an epoch in %llu files)%s%s%s\n",
 			       m->name ? m->name : "", m->realised_share, m->share,
 			       (unsigned long long)m->records, m->epochs_started,
 			       m->epochs_started == 1 ? "" : "s", mbs,
 			       (unsigned long long)m->dataset_records,
-			       (unsigned long long)m->dataset_files);
+			       (unsigned long long)m->dataset_files, m->region ? ", region " : "",
+			       m->region ? m->region : "",
+			       m->cross_region ? " (not the host's: cross-region reads)" : "");
 		if (!e) {
 			bad = true;
 			continue;
@@ -51,6 +53,8 @@ int pf_report_add_sources(pf_report *r, const pf_source_metrics *s, size_t n, pf
 		pf_json_put(e, "mb_per_s", pf_json_num(mbs), &bad);
 		pf_json_put(e, "records_per_epoch", pf_json_u64(m->dataset_records), &bad);
 		pf_json_put(e, "files", pf_json_u64(m->dataset_files), &bad);
+		pf_json_put(e, "region", m->region ? pf_json_str(m->region) : json_null(), &bad);
+		pf_json_put(e, "cross_region", json_boolean(m->cross_region), &bad);
 		if (json_array_append_new(arr, e))
 			bad = true;
 	}

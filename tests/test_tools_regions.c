@@ -599,3 +599,43 @@ Test(regions, bad_region_options)
 		result_free(&r);
 	}
 }
+
+/* A mixture: a source whose files are in another declared region is
+ * warned about by name before reading, and each source's region is in
+ * the report (text and JSON); the in-region source is the host's. */
+Test(regions, mixture_sources_each_their_region, .timeout = 120)
+{
+	json_t *rep, *src;
+	result r;
+
+	make_dataset();
+	r = run(RUN_ARGS " --json --region us-east1 --mount %s=europe-west4 --source near=1:%s "
+		"--source far=1:%s", backing, near_dir, backing);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "warning: source 'far' is in region europe-west4, not this "
+			 "host's (us-east1): its reads cross regions"), "%s", r.err);
+	cr_assert_null(strstr(r.err, "source 'near'"), "%s", r.err);
+	rep = parse_json(&r);
+	src = json_object_get(rep, "sources");
+	cr_assert(json_is_array(src) && json_array_size(src) == 2);
+	cr_assert_str_eq(js(json_array_get(src, 0), "region"), "us-east1");
+	cr_assert(json_is_false(json_object_get(json_array_get(src, 0), "cross_region")));
+	cr_assert_str_eq(js(json_array_get(src, 1), "region"), "europe-west4");
+	cr_assert(json_is_true(json_object_get(json_array_get(src, 1), "cross_region")));
+	json_decref(rep);
+	result_free(&r);
+	/* The text report's source lines. */
+	r = run("--per-core-batch 25 --threads 2 --region us-east1 --mount %s=europe-west4 "
+		"--source near=1:%s --source far=1:%s", backing, near_dir, backing);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "region europe-west4 (not the host's: cross-region reads)"), "%s",
+		  r.out);
+	cr_assert(strstr(r.out, "files), region us-east1\n"), "%s", r.out);
+	result_free(&r);
+	/* --cross-region allow: nothing said. */
+	r = run(RUN_ARGS " --region us-east1 --mount %s=europe-west4 --cross-region allow "
+		"--source near=1:%s --source far=1:%s", backing, near_dir, backing);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_null(strstr(r.err, "source 'far'"), "%s", r.err);
+	result_free(&r);
+}

@@ -376,7 +376,8 @@ typedef struct loader_run {
 	pf_tuning tune;		/* threads, reads in flight, prefetch: in force, and why */
 	pf_series *series;	/* the loader's time series (pf_series_free()) */
 	pf_source_metrics sm[LB_MAX_SOURCES];	/* a mixture's sources */
-	char sm_name[LB_MAX_SOURCES][64];	/* their names, past the loader */
+	char sm_name[LB_MAX_SOURCES][64];	/* their names and regions, */
+	char sm_region[LB_MAX_SOURCES][64];	/* past the loader */
 	size_t nsources;
 } loader_run;
 
@@ -511,6 +512,11 @@ static int run_loader(const options *o, const pf_loader_config *cfg,
 		pf_loader_source_metrics(l, k, &out->sm[k]);
 		snprintf(out->sm_name[k], sizeof(out->sm_name[k]), "%s", out->sm[k].name);
 		out->sm[k].name = out->sm_name[k];
+		if (out->sm[k].region) {
+			snprintf(out->sm_region[k], sizeof(out->sm_region[k]), "%s",
+				 out->sm[k].region);
+			out->sm[k].region = out->sm_region[k];
+		}
 	}
 	out->first_batch_ms = (double)out->m.first_batch_ns * 1e-6;
 	pf_loader_tuning(l, &out->tune);
@@ -790,6 +796,8 @@ int main(int argc, char **argv)
 	if ((ret = manifest ? manifest_regions_check(&o.ro, manifest, mpath)
 			    : regions_check(&o.ro, files, NULL, nfiles)) != 0)
 		goto out;
+	if (o.mix.n)
+		lb_sources_regions(&o);
 	ret = 1;
 	if (!o.features) {
 		size_t len;

@@ -65,6 +65,7 @@ int lb_parse_source(void *field, const char *v);
 int lb_check_sources(const options *o);
 int lb_mixture_files(const options *o, char ***files, int *nfiles);
 void lb_mixture_config(options *o, pf_loader_config *cfg);
+void lb_sources_regions(const options *o);
 
 /* --baseline (baseline.c): every frame of the indexed shards, split among
  * T threads. */

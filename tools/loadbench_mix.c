@@ -112,3 +112,38 @@ void lb_mixture_config(options *o, pf_loader_config *cfg)
 	cfg->mix_stop = (pf_mix_stop)o->mix_stop;
 	cfg->source_feature = o->source_feature;
 }
+
+/* Each source in another region than the host's (the table's declared
+ * mounts), by name, before anything is read: the regions' check said
+ * which regions the files are in, this says which source they are. */
+void lb_sources_regions(const options *o)
+{
+	pf_region_table *t = o->ro.table;
+
+	if (!t || o->ro.policy == PF_CROSS_REGION_ALLOW)
+		return;
+	for (size_t k = 0; k < o->mix.n; k++) {
+		char **fk = NULL;
+		int nk = cli_expand_inputs((char *const *)o->mix.path[k], 1, &fk);
+		size_t first = SIZE_MAX;
+		bool mixed = false;
+		pf_region_info ri;
+
+		for (int i = 0; i < nk && !mixed; i++) {
+			pf_mount_info mi;
+
+			if (pf_region_table_mount(t, pf_region_table_lookup(t, fk[i]), &mi) < 0)
+				break;
+			if (first == SIZE_MAX)
+				first = mi.region_index;
+			mixed = mi.region_index != first;
+		}
+		cli_free_inputs(fk, nk);
+		if (first == SIZE_MAX || pf_region_table_region(t, first, &ri) < 0)
+			continue;
+		if (!mixed && ri.kind == PF_REGION_CROSS)
+			fprintf(stderr, "%s: warning: source '%s' is in region %s, not this "
+				"host's (%s): its reads cross regions\n", cli_prog, o->mix.name[k],
+				ri.label, pf_region_table_host(t));
+	}
+}

@@ -176,3 +176,17 @@ def test_elastic_resume_two_hosts_to_one(two):
     assert len(set(seen)) == len(seen)
     with pytest.raises(ValueError, match="needs the state of each old host once"):
         podfeed.Loader(srcs, TOKENS, 4, num_hosts=1, state=states[:1], **kw)
+
+
+def test_report_names_each_source_s_region(two, monkeypatch):
+    """Without a region table the sources' regions come from
+    $PODFEED_REGION and the mounts: local shards are the host's region."""
+    monkeypatch.setenv("PODFEED_REGION", "us-east1")
+    with podfeed.Loader(mix(two), TOKENS, 4, max_steps=3) as loader:
+        for _ in loader:
+            pass
+        d = loader.report("dict")
+        text = loader.report()
+    assert [(s["name"], s["region"], s["cross_region"]) for s in d["sources"]] == \
+        [("web", "us-east1", False), ("code", "us-east1", False)]
+    assert "region us-east1" in text
