@@ -260,6 +260,49 @@ Test(image_transform, smaller_than_target_is_upscaled_and_said)
 	cr_assert(!note.upscaled);
 }
 
+Test(image_transform, eval_wider_than_resized_is_padded_with_zeros)
+{
+	/* 300x200 to eval 64x160: the shorter side to int(64 / 0.875) = 73,
+	 * the longer to 109; CenterCrop((64, 160)) pads (160 - 109) / 2 = 25
+	 * zero columns on the left and 26 on the right (torchvision), and
+	 * normalized output has (0 - mean) / std there. */
+	static uint8_t u8[64 * 160 * 3];
+	static float f32[64 * 160 * 3];
+	pf_image_spec spec;
+	pf_error err;
+	pf_image_scratch scratch = { 0 };
+	size_t len = make_jpeg(jpeg, sizeof(jpeg), 300, 200, 3, false);
+
+	pf_image_spec_init(&spec, 64, 160, PF_AUGMENT_EVAL);
+	memset(u8, 0xa5, sizeof(u8));
+	cr_assert_eq(pf_image_transform(&spec, jpeg, len, 1, 0, 7, u8, &scratch, NULL, &err), 0,
+		     "%s", err.msg);
+	spec.dtype = PF_IMAGE_FLOAT32;
+	spec.nchw = true;
+	for (int c = 0; c < 3; c++) {
+		spec.mean[c] = 0.5f;
+		spec.std[c] = 0.25f;
+	}
+	cr_assert_eq(pf_image_transform(&spec, jpeg, len, 1, 0, 7, f32, &scratch, NULL, &err),
+		     0, "%s", err.msg);
+	pf_image_scratch_free(&scratch);
+	for (uint32_t y = 0; y < 64; y++)
+		for (uint32_t x = 0; x < 160; x++)
+			for (uint32_t c = 0; c < 3; c++) {
+				uint8_t v = u8[(y * 160 + x) * 3 + c];
+				float f = f32[(c * 64 + y) * 160 + x];
+				bool pad = x < 25 || x >= 160 - 26;
+
+				if (pad)
+					cr_assert(v == 0 && f == -2.0f, "%u,%u,%u: %u %g", y, x,
+						  c, v, f);
+				cr_assert_float_eq(f, (v / 255.0f - 0.5f) / 0.25f, 1e-5);
+			}
+	/* The image's own columns are not all black. */
+	cr_assert(u8[(32 * 160 + 25) * 3] | u8[(32 * 160 + 25) * 3 + 1] |
+		  u8[(32 * 160 + 133) * 3 + 2]);
+}
+
 Test(image_transform, layouts_and_dtypes_agree)
 {
 	static uint8_t hwc[32 * 48 * 3];

@@ -215,24 +215,27 @@ static void convert_out(const pf_image_spec *s, const uint8_t *hwc, void *dst)
 }
 
 /* The DCT scale: the largest of 8, 4, 2 at which the box still has the
- * output's size (torchvision's RandomResizedCrop output is never
- * upscaled from a box at least that large, and the filter then reads the
- * scaled pixels). */
-static uint32_t choose_scale(double bw, double bh, const pf_image_spec *s)
+ * size it is resized to, w x h (torchvision's RandomResizedCrop output is
+ * never upscaled from a box at least that large, and the filter then
+ * reads the scaled pixels). */
+static uint32_t choose_scale(double bw, double bh, uint32_t w, uint32_t h)
 {
 	for (uint32_t d = 8; d > 1; d /= 2)
-		if (bw / d >= s->width && bh / d >= s->height)
+		if (bw / d >= w && bh / d >= h)
 			return d;
 	return 1;
 }
 
 /* The core: box (x0, y0, x1, y1, fractional) of the image resized, the
- * filter clamping at the integer region clamp (x, y, w, h). */
+ * filter clamping at the integer region clamp (x, y, w, h), into the
+ * output's pixels place (NULL: all of them; else the others are 0). */
 static int run(const pf_image_spec *spec, const uint8_t *data, size_t len,
 	       const pf_image_decoder *dec, const pf_image_info *info, const double box[4],
-	       const pf_crop_box *clamp, bool flip, uint32_t dct_scale, void *dst,
-	       pf_image_scratch *scratch, pf_image_note *note, pf_error *err)
+	       const pf_crop_box *clamp, const pf_crop_box *place, bool flip,
+	       uint32_t dct_scale, void *dst, pf_image_scratch *scratch, pf_image_note *note,
+	       pf_error *err)
 {
+	pf_crop_box all = { 0, 0, spec->width, spec->height };
 	uint32_t d = dct_scale, sw, sh, rx0, ry0, rx1, ry1;
 	double bx0, by0, bx1, by1;
 	bool direct = spec->dtype == PF_IMAGE_UINT8 && (!spec->nchw || spec->channels == 1);
@@ -242,8 +245,12 @@ static int run(const pf_image_spec *spec, const uint8_t *data, size_t len,
 	uint8_t *hwc;
 	int rc;
 
+	if (!place)
+		place = &all;
 	if (d == 0)
-		d = dec->dct_scaling ? choose_scale(box[2] - box[0], box[3] - box[1], spec) : 1;
+		d = dec->dct_scaling ? choose_scale(box[2] - box[0], box[3] - box[1], place->w,
+						    place->h)
+				     : 1;
 	if (!dec->dct_scaling)
 		d = 1;
 	sw = (info->width + d - 1) / d;
@@ -260,8 +267,8 @@ static int run(const pf_image_spec *spec, const uint8_t *data, size_t len,
 	by0 = box[1] / d - ry0;
 	bx1 = box[2] / d - rx0;
 	by1 = box[3] / d - ry0;
-	rs_bytes = pf_resampler_bytes(rx1 - rx0, ry1 - ry0, bx0, by0, bx1, by1, spec->width,
-				      spec->height, spec->channels);
+	rs_bytes = pf_resampler_bytes(rx1 - rx0, ry1 - ry0, bx0, by0, bx1, by1, place->w,
+				      place->h, spec->channels);
 	out_bytes = direct ? 0 : (size_t)spec->height * spec->width * spec->channels;
 	/* The decoder's part is sized from the request, known after the
 	 * resampler's init; its bound from the whole width serves. */
@@ -278,8 +285,12 @@ static int run(const pf_image_spec *spec, const uint8_t *data, size_t len,
 	if (rc)
 		return rc;
 	hwc = direct ? dst : scratch->mem + rs_bytes;
-	pf_resampler_init(&rs, scratch->mem, rx1 - rx0, ry1 - ry0, bx0, by0, bx1, by1,
-			  spec->width, spec->height, spec->channels, flip, hwc);
+	if (place != &all)
+		memset(hwc, 0, (size_t)spec->height * spec->width * spec->channels);
+	pf_resampler_init(&rs, scratch->mem, rx1 - rx0, ry1 - ry0, bx0, by0, bx1, by1, place->w,
+			  place->h, spec->channels, flip,
+			  hwc + ((size_t)place->y * spec->width + place->x) * spec->channels);
+	rs.out_stride = (size_t)spec->width * spec->channels;
 	req.x = rx0 + rs.first_col;
 	req.y = ry0 + rs.first_row;
 	req.w = rs.cols;
@@ -292,14 +303,14 @@ static int run(const pf_image_spec *spec, const uint8_t *data, size_t len,
 	if (!pf_resampler_done(&rs))
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 				    "%s: %u of %u output rows made", dec->name, rs.next_out,
-				    spec->height);
+				    place->h);
 	if (!direct)
 		convert_out(spec, hwc, dst);
 	if (note) {
 		note->info = *info;
 		note->flipped = flip;
 		note->dct_scale = d;
-		note->upscaled = box[2] - box[0] < spec->width || box[3] - box[1] < spec->height;
+		note->upscaled = box[2] - box[0] < place->w || box[3] - box[1] < place->h;
 	}
 	return 0;
 }
@@ -337,7 +348,8 @@ int pf_image_transform_box(const pf_image_spec *spec, const void *data, size_t l
 	b[3] = (double)box->y + box->h;
 	if (note)
 		note->box = *box;
-	return run(spec, data, len, dec, &info, b, box, flip, dct_scale, dst, scratch, note, err);
+	return run(spec, data, len, dec, &info, b, box, NULL, flip, dct_scale, dst, scratch, note,
+		   err);
 }
 
 int pf_image_transform(const pf_image_spec *spec, const void *data, size_t len,
@@ -346,7 +358,7 @@ int pf_image_transform(const pf_image_spec *spec, const void *data, size_t len,
 {
 	const pf_image_decoder *dec;
 	pf_image_info info;
-	pf_crop_box box, whole;
+	pf_crop_box box, whole, into = { 0, 0, spec->width, spec->height };
 	bool flip = false;
 	double b[4];
 	int rc = open_image(spec, data, len, &dec, &info, err);
@@ -369,10 +381,10 @@ int pf_image_transform(const pf_image_spec *spec, const void *data, size_t len,
 		b[1] = box.y;
 		b[2] = (double)box.x + box.w;
 		b[3] = (double)box.y + box.h;
-		return run(spec, data, len, dec, &info, b, &box, flip, 0, dst, scratch, note,
+		return run(spec, data, len, dec, &info, b, &box, NULL, flip, 0, dst, scratch, note,
 			   err);
 	case PF_AUGMENT_EVAL:
-		pf_image_crop_eval(info.width, info.height, spec->width, spec->height, b);
+		pf_image_crop_eval(info.width, info.height, spec->width, spec->height, b, &into);
 		break;
 	default:
 		b[0] = 0;
@@ -387,7 +399,8 @@ int pf_image_transform(const pf_image_spec *spec, const void *data, size_t len,
 		note->box.w = (uint32_t)(b[2] - b[0] + 0.5);
 		note->box.h = (uint32_t)(b[3] - b[1] + 0.5);
 	}
-	return run(spec, data, len, dec, &info, b, &whole, false, 0, dst, scratch, note, err);
+	return run(spec, data, len, dec, &info, b, &whole, &into, false, 0, dst, scratch, note,
+		   err);
 }
 
 /* pf_image_decode_full()'s sink: rows straight into the caller's image. */

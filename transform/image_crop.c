@@ -64,15 +64,39 @@ void pf_image_crop_train(uint32_t img_w, uint32_t img_h, double scale_lo, double
 	box->y = (img_h - box->h) / 2;
 }
 
+/* One side of eval: the resized length r of an image side of n pixels and
+ * the output's o: the box's ends in the image's pixels, and the output's
+ * pixels it fills (at, len).  CenterCrop pads a side shorter than o with
+ * (o - r) / 2 zeros before it (and the rest after): the whole side is
+ * resized to r pixels at that place; else it crops at round((r - o) / 2). */
+static void eval_side(uint32_t n, uint32_t r, uint32_t o, double *b0, double *b1, uint32_t *at,
+		      uint32_t *len)
+{
+	double scale = (double)n / r, left;
+
+	if (o > r) {
+		*b0 = 0;
+		*b1 = n;
+		*at = (o - r) / 2;
+		*len = r;
+		return;
+	}
+	left = nearbyint(((double)r - o) / 2.0);
+	*b0 = left * scale;
+	*b1 = (left + o) * scale;
+	*at = 0;
+	*len = o;
+}
+
 void pf_image_crop_eval(uint32_t img_w, uint32_t img_h, uint32_t out_w, uint32_t out_h,
-			double box[4])
+			double box[4], pf_crop_box *place)
 {
 	/* torchvision's Resize(int(H / 0.875)) then CenterCrop((H, W)): the
 	 * shorter side to S, the longer to int(S * long / short); the crop's
-	 * corner at round((resized - crop) / 2). */
+	 * corner at round((resized - crop) / 2), or zeros around the resized
+	 * image where it is the smaller. */
 	uint32_t s = (uint32_t)floor(out_h / 0.875 + 1e-9);
 	uint32_t rw, rh;
-	double sx, sy, left, top;
 
 	if (img_w <= img_h) {
 		rw = s;
@@ -85,12 +109,6 @@ void pf_image_crop_eval(uint32_t img_w, uint32_t img_h, uint32_t out_w, uint32_t
 		rw = 1;
 	if (rh < 1)
 		rh = 1;
-	sx = (double)img_w / rw;
-	sy = (double)img_h / rh;
-	left = nearbyint(((double)rw - out_w) / 2.0);
-	top = nearbyint(((double)rh - out_h) / 2.0);
-	box[0] = left * sx;
-	box[1] = top * sy;
-	box[2] = (left + out_w) * sx;
-	box[3] = (top + out_h) * sy;
+	eval_side(img_w, rw, out_w, &box[0], &box[2], &place->x, &place->w);
+	eval_side(img_h, rh, out_h, &box[1], &box[3], &place->y, &place->h);
 }

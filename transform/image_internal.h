@@ -45,9 +45,12 @@ const pf_image_decoder *pf_image_decoder_for(pf_image_format f);
 
 /* eval's box, in the image's (fractional) pixels: x0, y0, x1, y1 of
  * torchvision's Resize(int(out_h / 0.875)) then CenterCrop((out_h,
- * out_w)), so that resizing it to the output is the two in one pass. */
+ * out_w)), so that resizing it to the output is the two in one pass; and
+ * where in the output it goes (place: the whole output, unless the
+ * output is wider or taller than the resized image: then CenterCrop pads
+ * that side with zeros, and the resized image fills only place). */
 void pf_image_crop_eval(uint32_t img_w, uint32_t img_h, uint32_t out_w, uint32_t out_h,
-			double box[4]);
+			double box[4], pf_crop_box *place);
 
 
 /* libjpeg's error manager that jumps back with the message (decode and
@@ -143,6 +146,9 @@ typedef struct pf_resampler {
 	uint32_t rows_in;		/* source rows pushed (from first_row) */
 	bool flip;			/* output columns mirrored */
 	uint8_t *out;			/* out_h rows of out_w * channels */
+	size_t out_stride;		/* bytes from an output row to the next
+					 * (out_w * channels unless set after
+					 * pf_resampler_init()) */
 	const pf_resize_ops *ops;	/* the passes' code */
 } pf_resampler;
 

@@ -53,6 +53,11 @@ static void coeffs(uint32_t in_size, double in0, double in1, uint32_t out_size, 
 
 		if (xmin < 0)
 			xmin = 0;
+		/* Pillow refuses a box past the image; here a pixel whose
+		 * window lies wholly past it (a caller's box may) reads
+		 * nothing, at the edge, so no pixel is past the region. */
+		if (xmin > (int)in_size)
+			xmin = (int)in_size;
 		if (xmax > (int)in_size)
 			xmax = (int)in_size;
 		xmax -= xmin;
@@ -178,6 +183,7 @@ void pf_resampler_init(pf_resampler *r, void *mem, uint32_t src_w, uint32_t src_
 	r->channels = channels;
 	r->flip = flip;
 	r->out = out;
+	r->out_stride = (size_t)out_w * channels;
 	r->ops = pf_resize_path();
 	r->ksize_h = ksize_of(x0, x1, out_w);
 	r->ksize_v = ksize_of(y0, y1, out_h);
@@ -225,7 +231,7 @@ void pf_resize_v_scalar(const pf_resampler *r, uint32_t yy, size_t from)
 	size_t row_bytes = (size_t)r->out_w * r->channels;
 	const int32_t *k = r->k_v + (size_t)yy * r->ksize_v;
 	uint32_t ymin = (uint32_t)r->bounds_v[yy * 2], ymax = (uint32_t)r->bounds_v[yy * 2 + 1];
-	uint8_t *out = r->out + (size_t)yy * row_bytes;
+	uint8_t *out = r->out + (size_t)yy * r->out_stride;
 	int32_t *acc = r->acc;
 
 	for (size_t i = from; i < row_bytes; i++)

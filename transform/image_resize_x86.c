@@ -139,7 +139,7 @@ static uint32_t tap_rows(const pf_resampler *r, uint32_t yy, const uint8_t **row
 void pf_resize_v_sse2(const pf_resampler *r, uint32_t yy)
 {
 	size_t row_bytes = (size_t)r->out_w * r->channels, i;
-	uint8_t *out = r->out + (size_t)yy * row_bytes;
+	uint8_t *out = r->out + (size_t)yy * r->out_stride;
 	const uint8_t *rows[MAX_TAPS];
 	int32_t wh[MAX_TAPS / 2], wl[MAX_TAPS / 2];
 	uint32_t n;
@@ -284,7 +284,7 @@ AVX2_TARGET
 void pf_resize_v_avx2(const pf_resampler *r, uint32_t yy)
 {
 	size_t row_bytes = (size_t)r->out_w * r->channels, i;
-	uint8_t *out = r->out + (size_t)yy * row_bytes;
+	uint8_t *out = r->out + (size_t)yy * r->out_stride;
 	const uint8_t *rows[MAX_TAPS];
 	int32_t wh[MAX_TAPS / 2], wl[MAX_TAPS / 2];
 	uint32_t n;

@@ -116,14 +116,28 @@ def test_dct_scaled_box_is_near_pils(images, name):
     assert scaled >= 12
 
 
-@pytest.mark.parametrize("name", ["baseline.jpg", "444.jpg", "rgb.png"])
-def test_eval_is_torchvisions(images, name):
+@pytest.mark.parametrize("size", [(224, 224), (224, 400), (192, 320), (224, 100)])
+@pytest.mark.parametrize("name", ["baseline.jpg", "444.jpg", "rgb.png", "interlaced.png"])
+def test_eval_is_torchvisions(images, name, size):
+    """Resize(int(H / 0.875)) + CenterCrop((H, W)), to the bit; where W is
+    wider than the resized image (400 and 320 of a 500x375 image's 341
+    and 292, of a 333x517 image's 256 and 219), CenterCrop pads with
+    zeros: the same zeros, the image between them.  (No box here is twice
+    its output, so no JPEG is DCT-scaled.)"""
     T = pytest.importorskip("torchvision.transforms")
+    h, w = size
     im = Image.open(images[name]).convert("RGB")
-    want = np.asarray(T.Compose([T.Resize(256), T.CenterCrop(224)])(im))
-    out, _ = ref("transform", images[name], "eval", 224, 224, 1, 0, 0)
-    got = np.frombuffer(out, np.uint8).reshape(224, 224, 3)
+    want = np.asarray(T.Compose([T.Resize(int(h / 0.875)), T.CenterCrop((h, w))])(im))
+    out, note = ref("transform", images[name], "eval", h, w, 1, 0, 0)
+    got = np.frombuffer(out, np.uint8).reshape(h, w, 3)
+    assert note[5] == "1"
     assert np.array_equal(got, want)
+    s = int(h / 0.875)
+    rw = s if im.size[0] <= im.size[1] else int(s * im.size[0] / im.size[1])
+    if w > rw:
+        left, right = (w - rw) // 2, (w - rw + 1) // 2
+        assert not got[:, :left].any() and not got[:, w - right:].any()
+        assert got[:, left:w - right].mean() > 20
 
 
 def test_resize_is_pils(images):
