@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loader_internal.h"
 #include "podfeed.h"
 #include "shuffle_util.h"
 #include "testutil.h"
@@ -417,4 +418,100 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 	free(g.ids);
 	free(w.ids);
 	free(off.ids);
+}
+
+/* A loader of cfg over d resumed from blob[0..len) to its end: its ids
+ * (free), or NULL with err when create refuses it. */
+static uint64_t *resume_ids(const char *d, pf_loader_config cfg, const void *blob, size_t len,
+			    uint64_t *n, pf_error *err)
+{
+	const char *paths[1] = { d };
+	pf_state_blob sb = { blob, len };
+	uint64_t *ids = NULL;
+	pf_loader *l;
+	pf_batch *b;
+
+	cfg.paths = paths;
+	cfg.npaths = 1;
+	cfg.features = "id:int64[1]";
+	cfg.resume = &sb;
+	cfg.nresume = 1;
+	*n = 0;
+	pf_error_clear(err);
+	if (pf_loader_create(&l, &cfg, err) < 0)
+		return NULL;
+	while (pf_loader_next(l, &b) == 1) {
+		for (uint32_t c = 0; c < b->cores; c++) {
+			const int64_t *v = b->core[c].tensors[0].data;
+
+			ids = realloc(ids, (*n + b->per_core_batch) * sizeof(*ids));
+			cr_assert_not_null(ids);
+			for (uint32_t i = 0; i < b->per_core_batch; i++)
+				ids[(*n)++] = (uint64_t)v[i];
+		}
+		pf_loader_release(l, b);
+	}
+	pf_loader_free(l);
+	return ids;
+}
+
+/* The state's frame group is the one its epoch resumes with: the same
+ * state with origin_group 0 (as saved before frame groups) resumes the
+ * epoch in the one permutation of every slice (other batches, the same
+ * each time, no record twice); a state of no global shuffle that names a
+ * group is refused naming it. */
+Test(fcache, the_states_frame_group_is_the_resumed_epochs, .timeout = 120)
+{
+	uint64_t n;
+	const char *d = dataset(&n);
+	const char *paths[1] = { d };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .features = "id:int64[1]",
+				 .per_core_batch = 16, .cores_per_host = 2, .seed = 6,
+				 .shuffle_mode = PF_SHUFFLE_GLOBAL, .shuffle_window = 512,
+				 .threads = 2, .max_steps = 5 };
+	uint8_t blob[65536], blob0[65536], *seen = calloc(n, 1);
+	uint64_t na, nb, nb2, *a, *b, *b2;
+	int64_t len, len0;
+	pf_loader *l;
+	pf_batch *bt;
+	pf_state st;
+	pf_error err;
+
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	while (pf_loader_next(l, &bt) == 1)
+		pf_loader_release(l, bt);
+	len = pf_loader_save_state(l, blob, sizeof(blob));
+	cr_assert_gt(len, 0);
+	pf_loader_free(l);
+	cr_assert_eq(pf_state_decode(&st, blob, (size_t)len, &err), 0, "%s", err.msg);
+	cr_assert_eq(st.origin_group, 150, "groups of 10 (16 - 1) frames");
+	st.origin_group = 0;
+	len0 = pf_state_encode(&st, blob0, sizeof(blob0));
+	cr_assert_gt(len0, 0);
+	cfg.max_steps = 0;
+	a = resume_ids(d, cfg, blob, (size_t)len, &na, &err);
+	b = resume_ids(d, cfg, blob0, (size_t)len0, &nb, &err);
+	b2 = resume_ids(d, cfg, blob0, (size_t)len0, &nb2, &err);
+	cr_assert(a && b && b2, "%s", err.msg);
+	cr_assert_eq(na, nb);
+	cr_assert_eq(nb, nb2);
+	cr_assert(memcmp(a, b, na * sizeof(*a)) != 0, "the group in the state changed nothing");
+	cr_assert(memcmp(b, b2, nb * sizeof(*b)) == 0);
+	for (uint64_t i = 0; i < nb; i++)
+		cr_assert_eq(seen[b[i]]++, 0, "id %llu twice", (unsigned long long)b[i]);
+	/* No global shuffle, yet a group: refused. */
+	st.global = false;
+	st.origin_slice = 0;
+	st.origin_group = 3;
+	len0 = pf_state_encode(&st, blob0, sizeof(blob0));
+	cr_assert_gt(len0, 0);
+	cfg.shuffle_mode = PF_SHUFFLE_WINDOW;
+	cfg.shuffle = true;
+	cr_assert_null(resume_ids(d, cfg, blob0, (size_t)len0, &nb, &err));
+	cr_assert(strstr(err.msg, "in groups of 3 frames"), "%s", err.msg);
+	pf_state_release(&st);
+	free(a);
+	free(b);
+	free(b2);
+	free(seen);
 }
