@@ -163,4 +163,46 @@ static inline void pf_store_le64(void *p, uint64_t v) { memcpy(p, &v, 8); }
 					      {u32 CRC32C of the protobuf,
 					      u32 L, magic} */
 
+/* ------------------------------------------------------------------ */
+/* Records' lengths in a shard's index (lengths.c)                      */
+
+#define PF_LENGTHS_VERSION 1u
+#define PF_LENGTHS_MAX_NAME 1024u
+
+/* One feature's counts while a shard's schema is inferred: nothing kept
+ * while every record's count is the same (run records of value), then one
+ * varint a record. */
+typedef struct pf_len_col {
+	uint64_t upto;		/* records accounted */
+	uint64_t run;
+	uint32_t value;
+	bool varies;
+	uint8_t *buf;
+	size_t len, cap;
+} pf_len_col;
+
+/* Record number record's count (records before it without the feature:
+ * 0).  @return 0 or -ENOMEM. */
+int pf_len_col_push(pf_len_col *c, uint64_t record, uint32_t count);
+/* The counts of records records (those past the last seen: 0) as packed
+ * varints in *out (pf_free()), or *out NULL when every record's count is
+ * the same.  @return 0 or -ENOMEM. */
+int pf_len_col_finish(const pf_len_col *c, uint64_t records, uint8_t **out, size_t *len);
+void pf_len_col_free(pf_len_col *c);
+
+/* A feature's counts as the index holds them (checked when read). */
+typedef struct pf_shard_lengths {
+	char *name;
+	uint8_t *counts;	/* packed varints, one a record */
+	size_t len;
+} pf_shard_lengths;
+
+void pf_lengths_free(pf_shard_lengths *l, size_t n);
+/* Decode the counts of records records into out.  @return 0 (-EBADMSG
+ * only for counts not checked by pf_lengths_from_pb()). */
+int pf_lengths_decode(const pf_shard_lengths *l, uint64_t records, uint32_t *out);
+/* schema.c: the columns of s's features whose count varies, for the
+ * index (pf_lengths_free()).  @return 0 or -ENOMEM. */
+int pf_schema_lengths(const pf_schema *s, pf_shard_lengths **out, size_t *n);
+
 #endif

@@ -21,4 +21,12 @@ const char *pf_schema_pb_fault(const Podfeed__FeatureSchema *f);
  * -ENOMEM (dst->name NULL). */
 int pf_schema_from_pb(pf_feature_schema *dst, const Podfeed__FeatureSchema *f);
 
+/* lengths.c: the index's RecordLengths entries, each checked (a known
+ * version, a name, unique, exactly pb->records counts of at most 32 bits)
+ * and copied into *out[0..*n) (pf_lengths_free()); crc_checked false (a
+ * version-1 index) refuses any.  at: the index's file offset, for the
+ * errors.  @return 0, -EBADMSG, -EPROTONOSUPPORT or -ENOMEM. */
+int pf_lengths_from_pb(pf_shard_lengths **out, size_t *n, const Podfeed__ShardIndex *pb,
+		       bool crc_checked, uint64_t at, pf_error *err);
+
 #endif

@@ -582,6 +582,13 @@ PF_API size_t pf_shard_index_schema_count(const pf_shard_index *ix);
 PF_API uint64_t pf_shard_index_schema_records(const pf_shard_index *ix);
 PF_API const pf_feature_schema *pf_shard_index_schema(const pf_shard_index *ix,
 						       size_t i);
+/*! pf_shard_index_lengths(): each record's value count of the Example
+ *  feature name into out[0 .. pf_shard_index_records(ix)), from the
+ *  index's record lengths (`shardtool convert` writes them for int64 and
+ *  float features whose count varies; a feature of one count in every
+ *  record is told by the schema).  What packing plans from without
+ *  reading the records.  @return 0; -ENOENT: the index does not tell. */
+PF_API int pf_shard_index_lengths(const pf_shard_index *ix, const char *name, uint32_t *out);
 /*! Frame holding record number rec (binary search); -1 when past the end. */
 PF_API int64_t pf_shard_index_find_record(const pf_shard_index *ix, uint64_t rec);
 

@@ -17,6 +17,8 @@ struct pf_schema {
 	pf_feature_schema *f;
 	size_t n, cap;
 	uint64_t records;
+	pf_len_col *col;	/* [n]: each feature's counts (lengths.c) */
+	size_t col_cap;
 };
 
 int pf_schema_create(pf_schema **out)
@@ -29,9 +31,12 @@ void pf_schema_free(pf_schema *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n; i++)
+	for (size_t i = 0; i < s->n; i++) {
 		pf_free((char *)s->f[i].name);
+		pf_len_col_free(&s->col[i]);
+	}
 	pf_free(s->f);
+	pf_free(s->col);
 	pf_free(s);
 }
 
@@ -49,7 +54,8 @@ static int key_cmp(const char *a, const char *b, uint32_t b_len, bool a_list,
 	return (int)a_list - (int)b_list;
 }
 
-/* The entry for (name, is_list), created when new.  NULL: out of memory. */
+/* The entry for (name, is_list), created when new (its column of
+ * counts beside it in s->col).  NULL: out of memory. */
 static pf_feature_schema *lookup(pf_schema *s, const char *name,
 				 uint32_t name_len, bool is_list)
 {
@@ -69,13 +75,16 @@ static pf_feature_schema *lookup(pf_schema *s, const char *name,
 		else
 			hi = mid;
 	}
-	if (pf_grow(&s->f, &s->cap, s->n + 1, sizeof(*s->f)) < 0)
+	if (pf_grow(&s->f, &s->cap, s->n + 1, sizeof(*s->f)) < 0 ||
+	    pf_grow(&s->col, &s->col_cap, s->n + 1, sizeof(*s->col)) < 0)
 		return NULL;
 	if (!(copy = pf_malloc(name_len + 1u)))
 		return NULL;
 	memcpy(copy, name, name_len);
 	copy[name_len] = '\0';
 	memmove(&s->f[lo + 1], &s->f[lo], (s->n - lo) * sizeof(*s->f));
+	memmove(&s->col[lo + 1], &s->col[lo], (s->n - lo) * sizeof(*s->col));
+	memset(&s->col[lo], 0, sizeof(*s->col));
 	s->n++;
 	f = &s->f[lo];
 	memset(f, 0, sizeof(*f));
@@ -115,6 +124,9 @@ int pf_schema_add(pf_schema *s, const pf_example *ex)
 		if (!(f = lookup(s, ft->name, ft->name_len, false)))
 			return -ENOMEM;
 		account(f, ft->kind, false, ft->count);
+		/* Each record's count, for packing's plan (lengths.c). */
+		if (pf_len_col_push(&s->col[f - s->f], s->records, ft->count) < 0)
+			return -ENOMEM;
 	}
 	/* A list's record: the values over all its steps; unset when no step
 	 * has a value kind; mixed when its steps disagree. */
@@ -141,6 +153,41 @@ int pf_schema_add(pf_schema *s, const pf_example *ex)
 	}
 	s->records++;
 	return 0;
+}
+
+int pf_schema_lengths(const pf_schema *s, pf_shard_lengths **out, size_t *n)
+{
+	pf_shard_lengths *l = NULL;
+	size_t k = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (s && s->n && !(l = pf_calloc(s->n, sizeof(*l))))
+		return -ENOMEM;
+	for (size_t i = 0; s && i < s->n; i++) {
+		const pf_feature_schema *f = &s->f[i];
+		uint8_t *buf;
+		size_t len;
+
+		/* The features packing can take: int64 or float values. */
+		if (f->is_list || f->mixed || (f->kind != PF_KIND_INT64 && f->kind != PF_KIND_FLOAT))
+			continue;
+		if (pf_len_col_finish(&s->col[i], s->records, &buf, &len) < 0)
+			goto fail;
+		if (!buf)
+			continue;	/* of one count: the schema says it */
+		l[k].name = pf_strdup(f->name);
+		l[k].counts = buf;
+		l[k].len = len;
+		if (!l[k++].name)
+			goto fail;
+	}
+	*out = l;
+	*n = k;
+	return 0;
+fail:
+	pf_lengths_free(l, k);
+	return -ENOMEM;
 }
 
 uint64_t pf_schema_records(const pf_schema *s)

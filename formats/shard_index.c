@@ -41,6 +41,8 @@ struct pf_shard_index {
 	pf_feature_schema *schema;	/* names owned (pf_malloc'd) */
 	size_t n_schema;
 	uint64_t schema_records;
+	pf_shard_lengths *lengths;	/* the records' counts (lengths.c) */
+	size_t n_lengths;
 };
 
 struct pf_frame_decoder {
@@ -55,6 +57,7 @@ void pf_shard_index_free(pf_shard_index *ix)
 		pf_free((char *)ix->schema[i].name);
 	pf_free(ix->schema);
 	pf_free(ix->frames);
+	pf_lengths_free(ix->lengths, ix->n_lengths);
 	pf_free(ix);
 }
 
@@ -102,6 +105,26 @@ const pf_feature_schema *pf_shard_index_schema(const pf_shard_index *ix,
 					       size_t i)
 {
 	return i < ix->n_schema ? &ix->schema[i] : NULL;
+}
+
+int pf_shard_index_lengths(const pf_shard_index *ix, const char *name, uint32_t *out)
+{
+	for (size_t i = 0; i < ix->n_lengths; i++)
+		if (!strcmp(ix->lengths[i].name, name))
+			return pf_lengths_decode(&ix->lengths[i], ix->records, out);
+	/* No column: a feature of one count in every record has none. */
+	for (size_t i = 0; i < ix->n_schema; i++) {
+		const pf_feature_schema *f = &ix->schema[i];
+
+		if (f->is_list || strcmp(f->name, name) || ix->schema_records != ix->records ||
+		    f->records_present != ix->records || f->min_len != f->max_len ||
+		    f->min_len > UINT32_MAX)
+			continue;
+		for (uint64_t r = 0; r < ix->records; r++)
+			out[r] = (uint32_t)f->min_len;
+		return 0;
+	}
+	return -ENOENT;
 }
 
 int64_t pf_shard_index_find_record(const pf_shard_index *ix, uint64_t rec)
@@ -448,6 +471,10 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 	if (ret)
 		goto out;
 	ret = copy_schema(ix, pb, ix_start, err);
+	if (ret)
+		goto out;
+	ret = pf_lengths_from_pb(&ix->lengths, &ix->n_lengths, pb,
+				 trailer == PF_INDEX_TRAILER_CRC, ix_start, err);
 	if (ret)
 		goto out;
 	*out = ix;

@@ -56,6 +56,8 @@ struct pf_shard_writer {
 	pf_feature_schema *schema;	/* names owned (pf_strdup) */
 	size_t n_schema;
 	uint64_t schema_records;
+	pf_shard_lengths *lengths;	/* the schema's records' counts (lengths.c) */
+	size_t n_lengths;
 
 	uint64_t records;		/* records added */
 	uint64_t uncompressed;		/* TFRecord bytes in written frames */
@@ -88,6 +90,9 @@ static void schema_clear(pf_shard_writer *w)
 	w->schema = NULL;
 	w->n_schema = 0;
 	w->schema_records = 0;
+	pf_lengths_free(w->lengths, w->n_lengths);
+	w->lengths = NULL;
+	w->n_lengths = 0;
 }
 
 int pf_shard_writer_create(pf_shard_writer **out,
@@ -298,8 +303,11 @@ int pf_shard_writer_set_schema(pf_shard_writer *w, const pf_schema *s)
 {
 	size_t n = s ? pf_schema_count(s) : 0;
 	pf_feature_schema *copy = NULL;
-	size_t i = 0;
+	pf_shard_lengths *lengths;
+	size_t i = 0, n_lengths;
 
+	if (pf_schema_lengths(s, &lengths, &n_lengths) < 0)
+		return -ENOMEM;
 	if (n) {
 		copy = pf_calloc(n, sizeof(*copy));
 		if (!copy)
@@ -317,11 +325,14 @@ int pf_shard_writer_set_schema(pf_shard_writer *w, const pf_schema *s)
 	w->schema = copy;
 	w->n_schema = n;
 	w->schema_records = s ? pf_schema_records(s) : 0;
+	w->lengths = lengths;
+	w->n_lengths = n_lengths;
 	return 0;
 out:
 	while (i--)
 		pf_free((char *)copy[i].name);
 	pf_free(copy);
+	pf_lengths_free(lengths, n_lengths);
 	return -ENOMEM;
 }
 
@@ -333,6 +344,7 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 {
 	Podfeed__ShardIndex ix = PODFEED__SHARD_INDEX__INIT;
 	Podfeed__FeatureSchema **fsp = NULL;
+	Podfeed__RecordLengths *rl = NULL, **rlp = NULL;
 	uint64_t *offset = NULL, *first = NULL;
 	uint32_t *csize = NULL, *usize = NULL, *recs = NULL, *crc = NULL;
 	uint32_t n = w->n_frames;
@@ -380,6 +392,23 @@ static int build_index(pf_shard_writer *w, uint64_t data_end, uint8_t **out,
 	ix.n_schema = w->n_schema;
 	ix.schema = fsp;
 	ix.schema_records = w->schema_records;
+	/* The records' counts, when the schema is every record's. */
+	if (w->n_lengths && w->schema_records == w->records) {
+		rl = pf_calloc(w->n_lengths, sizeof(*rl));
+		rlp = pf_calloc(w->n_lengths, sizeof(*rlp));
+		if (!rl || !rlp)
+			goto out;
+		for (size_t i = 0; i < w->n_lengths; i++) {
+			podfeed__record_lengths__init(&rl[i]);
+			rl[i].version = PF_LENGTHS_VERSION;
+			rl[i].name = w->lengths[i].name;
+			rl[i].counts.data = w->lengths[i].counts;
+			rl[i].counts.len = w->lengths[i].len;
+			rlp[i] = &rl[i];
+		}
+		ix.n_record_lengths = w->n_lengths;
+		ix.record_lengths = rlp;
+	}
 
 	pb_len = podfeed__shard_index__get_packed_size(&ix);
 	total = PF_SKIP_HEADER + pb_len + 12;
@@ -415,6 +444,8 @@ out:
 	pf_free(recs);
 	pf_free(crc);
 	pf_free(fsp);
+	pf_free(rl);
+	pf_free(rlp);
 	return ret;
 }
 

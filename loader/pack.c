@@ -74,6 +74,7 @@ struct pf_pack_run {
 	/* Every record's packed lengths, in dataset order (pack_plan.c). */
 	uint32_t *lengths;
 	uint64_t nlengths;
+	bool lengths_from_index;	/* the shards' indexes told them */
 	uint64_t gstep;
 
 	/* A record's pieces: an inner row holds at most cap values, which
@@ -317,7 +318,8 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	if (ret < 0)
 		goto fail_inner;
 	/* The plan: every record's lengths, then epoch 0's steps. */
-	ret = pf_pack_lengths(cfg, user_spec, pk->nf, &pk->lengths, &pk->nlengths, err);
+	ret = pf_pack_lengths(pk->inner, cfg, user_spec, pk->nf, &pk->lengths, &pk->nlengths,
+			      &pk->lengths_from_index, err);
 	if (ret < 0)
 		goto fail_inner;
 	ret = plan_epoch(l, pk, pk->inner->start_epoch, err);
@@ -693,6 +695,7 @@ void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m)
 	m->pack_values = own.pack_values;
 	m->pack_segments = own.pack_segments;
 	m->pack_rows_dropped = own.pack_rows_dropped;
+	m->pack_lengths_from_index = pk->lengths_from_index ? pk->nlengths : 0;
 	m->pack_truncated_records = pk->packer.truncated_records;
 	m->pack_truncated_values = pk->packer.truncated_values;
 	m->pack_empty_records = pk->packer.empty_records;

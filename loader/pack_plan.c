@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Packing's plan: the steps of an epoch, the same on every host, known
- * before its first batch.  The records' packed lengths (a pass over the
- * dataset that decodes one value and the length of each packed feature)
- * and every host's record order (plan.c's, as the inner loader reads
+ * before its first batch.  The records' packed lengths (from the shards'
+ * indexes when every shard's tells them, as `shardtool convert` writes
+ * them; otherwise a pass over the dataset that decodes one value and the
+ * length of each packed feature) and every host's record order (plan.c's, as the inner loader reads
  * them) go through the packer (transform/), lengths only, for each host:
  * the epoch's steps are the fewest rows any host makes over its rows a
  * step; the rows a host makes past them are dropped and counted.  Not
@@ -17,8 +18,114 @@
 /* Records a step of the lengths pass. */
 #define LENGTHS_GROUP 256u
 
-int pf_pack_lengths(const pf_loader_config *cfg, const pf_spec *user, uint32_t nf,
-		    uint32_t **out, uint64_t *nrecords, pf_error *err)
+/* The lengths from the shards' indexes into len[record * nf + f]:
+ * @return 1 done, 0 when some shard's index does not tell them (or the
+ * dataset has stream files, or damaged records are skipped: their records
+ * are known by reading them), or -errno. */
+static int lengths_from_index(const pf_loader *inner, const pf_spec *user, uint32_t nf,
+			      uint32_t *len, pf_error *err)
+{
+	const pf_dataset *ds = inner->ds;
+	pf_dataset *tails = NULL;
+	pf_shard_index **ix = ds->index;
+	uint64_t *file_records = NULL, *file_base = NULL;
+	uint32_t *tmp = NULL;
+	int ret = 0;
+
+	if (inner->cfg.on_corrupt != PF_CORRUPT_FAIL || ds->any_stream || !ds->nfiles)
+		return 0;
+	for (size_t f = 0; ix && f < ds->nfiles; f++)
+		if (!ix[f])
+			ix = NULL;
+	if (!ix) {
+		/* Opened from the manifest: every shard's index tail (not
+		 * its records), read many at once. */
+		pf_source_config scfg = { .on_corrupt = PF_CORRUPT_FAIL };
+
+		tails = pf_calloc(1, sizeof(*tails));
+		if (!tails)
+			return -ENOMEM;
+		tails->paths = ds->paths;
+		tails->nfiles = ds->nfiles;
+		tails->index = pf_calloc(ds->nfiles, sizeof(*tails->index));
+		tails->file_size = pf_calloc(ds->nfiles, sizeof(*tails->file_size));
+		if (!tails->index || !tails->file_size) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		ret = pf_dataset_read_tails(tails, &scfg, NULL, err);
+		if (ret < 0)
+			goto out;
+		ix = tails->index;
+		for (size_t f = 0; f < ds->nfiles; f++)
+			if (!ix[f])
+				goto out;	/* 0: a stream after all */
+	}
+	file_records = pf_calloc(ds->nfiles, sizeof(*file_records));
+	file_base = pf_calloc(ds->nfiles, sizeof(*file_base));
+	if (!file_records || !file_base) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t u = 0, base = 0; u < ds->nunits; u++) {
+		const pf_unit *un = &ds->units[u];
+
+		if (u == 0 || un->file != ds->units[u - 1].file)
+			file_base[un->file] = base;
+		file_records[un->file] += un->records;
+		base += un->records;
+	}
+	for (size_t f = 0; f < ds->nfiles; f++) {
+		uint64_t n = pf_shard_index_records(ix[f]);
+
+		if (n != file_records[f]) {
+			ret = pf_error_set(err, -EIO, PF_OFFSET_NONE, 0,
+					   "%s: its index holds %llu records, the plan %llu (did the "
+					   "shard change since the manifest was written?)",
+					   ds->paths[f], (unsigned long long)n,
+					   (unsigned long long)file_records[f]);
+			goto out;
+		}
+		pf_free(tmp);
+		tmp = pf_malloc((n ? n : 1) * sizeof(*tmp));
+		if (!tmp) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (uint32_t k = 0; k < nf; k++) {
+			ret = pf_shard_index_lengths(ix[f], user->f[k].name, tmp);
+			if (ret == -ENOENT) {
+				ret = 0;
+				goto out;	/* not told: read the records */
+			}
+			if (ret < 0) {
+				ret = pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+						   "%s: the index's record lengths of '%s' do not "
+						   "decode", ds->paths[f], user->f[k].name);
+				goto out;
+			}
+			for (uint64_t r = 0; r < n; r++)
+				len[(file_base[f] + r) * nf + k] = tmp[r];
+		}
+	}
+	ret = 1;
+out:
+	if (tails) {
+		for (size_t f = 0; f < tails->nfiles; f++)
+			pf_shard_index_free(tails->index[f]);
+		pf_free(tails->index);
+		pf_free(tails->file_size);
+		pf_free(tails);
+	}
+	pf_free(tmp);
+	pf_free(file_records);
+	pf_free(file_base);
+	return ret;
+}
+
+int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const pf_spec *user,
+		    uint32_t nf, uint32_t **out, uint64_t *nrecords, bool *from_index,
+		    pf_error *err)
 {
 	pf_loader_config lcfg = *cfg;
 	pf_spec *spec = pf_calloc(1, sizeof(*spec));
@@ -30,6 +137,20 @@ int pf_pack_lengths(const pf_loader_config *cfg, const pf_spec *user, uint32_t n
 
 	if (!spec)
 		return -ENOMEM;
+	*from_index = false;
+	total = inner->ds->records;
+	len = pf_calloc(total ? total * nf : 1, sizeof(*len));
+	if (!len) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = lengths_from_index(inner, user, nf, len, err);
+	if (ret < 0)
+		goto out;
+	if (ret == 1) {
+		*from_index = true;
+		goto done;
+	}
 	*spec = *user;
 	for (uint32_t i = nf; i-- > 0;) {
 		spec->f[i].ragged = false;
@@ -57,10 +178,11 @@ int pf_pack_lengths(const pf_loader_config *cfg, const pf_spec *user, uint32_t n
 	ret = pf_loader_create_spec(&l, &lcfg, spec, err);
 	if (ret < 0)
 		goto out;
-	total = l->ds->records;
-	len = pf_calloc(total ? total * nf : 1, sizeof(*len));
-	if (!len) {
-		ret = -ENOMEM;
+	if (l->ds->records != total) {
+		ret = pf_error_set(err, -EIO, PF_OFFSET_NONE, 0,
+				   "the dataset holds %llu records read for their lengths, %llu "
+				   "when opened (did it change?)",
+				   (unsigned long long)l->ds->records, (unsigned long long)total);
 		goto out;
 	}
 	/* One host, in order: the dataset's records 0 .. total - 1 (the
@@ -78,6 +200,7 @@ int pf_pack_lengths(const pf_loader_config *cfg, const pf_spec *user, uint32_t n
 		*err = *pf_loader_last_error(l);
 		goto out;
 	}
+done:
 	*out = len;
 	*nrecords = total;
 	len = NULL;

@@ -694,11 +694,14 @@ void pf_pack_release(pf_loader *l, pf_batch *batch);
 void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m);
 const pf_loader *pf_pack_inner(const pf_loader *l);
 /* pack_plan.c: every record's length of each of the nf packed features
- * (the first nf of user, the spec as parsed) in dataset order, read by a
- * loader of the dataset alone (*out: pf_free()).  @return 0 or <0 with
- * err. */
-int pf_pack_lengths(const pf_loader_config *cfg, const pf_spec *user, uint32_t nf,
-		    uint32_t **out, uint64_t *nrecords, pf_error *err);
+ * (the first nf of user, the spec as parsed) in the dataset order of
+ * inner's dataset (*out: pf_free()): from the shards' indexes when every
+ * shard's tells them (*from_index; the dataset opened from its manifest:
+ * their tails read, not their records), else read by a loader of the
+ * dataset alone.  @return 0 or <0 with err. */
+int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const pf_spec *user,
+		    uint32_t nf, uint32_t **out, uint64_t *nrecords, bool *from_index,
+		    pf_error *err);
 /* The steps of epoch `epoch` on every host: the packer pk (empty, its
  * settings) over each host's records as the inner loader delivers them,
  * their lengths len (capped at cap), host_batch rows a step; *own_rows:

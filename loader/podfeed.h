@@ -778,6 +778,11 @@ typedef struct pf_loader_metrics {
 	uint64_t frame_cache_entries, frame_cache_bytes;
 	uint64_t frame_cache_hits, frame_cache_loads;
 	uint64_t frame_cache_evictions, frame_cache_bypassed;
+	/* 0.7: packing's plan: the records whose packed lengths the shards'
+	 * indexes told (shardtool convert writes them); 0 when they were read
+	 * from the records at create (a stream file, a shard without them,
+	 * on_corrupt skip). */
+	uint64_t pack_lengths_from_index;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;

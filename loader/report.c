@@ -571,7 +571,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 	if (cfg->pack_length)
 		pf_text_printf(t, "packing     %s, L %u: %llu rows, efficiency %.4f (values / "
 			       "slots), %.2f records a row, %.0f values/s; truncated %llu "
-			       "records (%llu values), %llu empty, %llu rows dropped\n",
+			       "records (%llu values), %llu empty, %llu rows dropped; planned "
+			       "from %s\n",
 			       pf_pack_mode_name(cfg->pack_mode) ? pf_pack_mode_name(cfg->pack_mode)
 								 : "?",
 			       cfg->pack_length, (unsigned long long)m->pack_rows,
@@ -581,7 +582,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			       (unsigned long long)m->pack_truncated_records,
 			       (unsigned long long)m->pack_truncated_values,
 			       (unsigned long long)m->pack_empty_records,
-			       (unsigned long long)m->pack_rows_dropped);
+			       (unsigned long long)m->pack_rows_dropped,
+			       m->pack_lengths_from_index ? "the shards' indexes" : "the records");
 	if (nempty) {
 		size_t named = 0;
 
@@ -703,6 +705,8 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 		pf_json_put(sub, "truncated_values", pf_json_u64(m->pack_truncated_values), bad);
 		pf_json_put(sub, "empty_records", pf_json_u64(m->pack_empty_records), bad);
 		pf_json_put(sub, "rows_dropped", pf_json_u64(m->pack_rows_dropped), bad);
+		pf_json_put(sub, "lengths_from_index", pf_json_u64(m->pack_lengths_from_index),
+			    bad);
 		pf_json_put(o, "packing", sub, bad);
 	}
 	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL) {

@@ -758,7 +758,7 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		Py_DECREF(series);
 		return NULL;
 	}
-	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsNsKsKsKsKsKsNsKsKsKsKsKsKsKsK}",
+	d = Py_BuildValue("{sKsKsKsKsKsKsKsKsNsNsIsKsKsNsKsssIsKsKsKsKsKsNsKsKsKsKsKsNsKsKsKsKsKsKsKsKsK}",
 		"records", U(m.records), "steps", U(m.steps),
 		"bytes_read", U(m.bytes_read), "bytes_decompressed", U(m.bytes_decompressed),
 		"remainder_dropped", U(m.remainder_dropped),
@@ -781,7 +781,8 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		"pack_truncated_records", U(m.pack_truncated_records),
 		"pack_truncated_values", U(m.pack_truncated_values),
 		"pack_empty_records", U(m.pack_empty_records),
-		"pack_rows_dropped", U(m.pack_rows_dropped));
+		"pack_rows_dropped", U(m.pack_rows_dropped),
+		"pack_lengths_from_index", U(m.pack_lengths_from_index));
 	/* Image features' counts (0.7). */
 	if (d && (pf_dict_set_u64(d, "images", m.images) < 0 ||
 		  pf_dict_set_u64(d, "images_upscaled", m.images_upscaled) < 0 ||
@@ -899,6 +900,8 @@ static PyMethodDef loader_methods[] = {
 	  "  pack_truncated_records, pack_truncated_values, pack_empty_records,\n"
 	  "  pack_rows_dropped    records cut at L and the values cut, records\n"
 	  "                       of no values, rows past an epoch's last step\n"
+	  "  pack_lengths_from_index  records whose packed lengths the shards'\n"
+	  "                       indexes told (0: read from the records)\n"
 
 	  "  images, images_upscaled  image features: images decoded, and those\n"
 	  "                       whose box was smaller than the output\n"

@@ -140,6 +140,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    f->kind > PF_KIND_INT64)
 			abort();
 	}
+	/* The records' lengths of each schema feature, when the index tells
+	 * them: told twice the same (checked when parsed, never failing
+	 * after). */
+	if (pf_shard_index_records(ix) <= (1u << 20)) {
+		uint64_t n = pf_shard_index_records(ix);
+		uint32_t *a = malloc((n ? n : 1) * sizeof(*a)), *b = malloc((n ? n : 1) * sizeof(*b));
+
+		if (!a || !b)
+			abort();
+		for (size_t i = 0; i < pf_shard_index_schema_count(ix); i++) {
+			const pf_feature_schema *f = pf_shard_index_schema(ix, i);
+			int r1 = pf_shard_index_lengths(ix, f->name, a);
+			int r2 = pf_shard_index_lengths(ix, f->name, b);
+
+			if (r1 != r2 || (r1 && r1 != -ENOENT) ||
+			    (!r1 && memcmp(a, b, (n ? n : 1) * sizeof(*a))))
+				abort();
+		}
+		if (pf_shard_index_lengths(ix, "", a) != -ENOENT)
+			abort();
+		free(a);
+		free(b);
+	}
 	decode_frames(ix, data, size);
 	pf_shard_index_free(ix);
 	free(vouched);
