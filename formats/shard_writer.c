@@ -310,8 +310,10 @@ int pf_shard_writer_set_schema(pf_shard_writer *w, const pf_schema *s)
 		return -ENOMEM;
 	if (n) {
 		copy = pf_calloc(n, sizeof(*copy));
-		if (!copy)
+		if (!copy) {
+			pf_lengths_free(lengths, n_lengths);
 			return -ENOMEM;
+		}
 		for (i = 0; i < n; i++) {
 			const pf_feature_schema *f = pf_schema_get(s, i);
 

@@ -70,7 +70,10 @@ int64_t pf_varint_count_rest(const uint8_t *src, size_t pos, size_t len,
 				goto fail;
 			continue;
 		}
-		n += __builtin_popcountll(t);
+		/* t's bits are its bytes' top bits: the sum of the bytes
+		 * (each 0 or 1 after the shift) is their count, without a
+		 * popcount (a library call without -mpopcnt). */
+		n += (int64_t)(((t >> 7) * 0x0101010101010101ull) >> 56);
 		if (run + ((unsigned)__builtin_ctzll(t) >> 3) >= 10)
 			goto fail;
 		run = (unsigned)__builtin_clzll(t) >> 3;

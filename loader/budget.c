@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "pipeline_internal.h"
+#include "spec_internal.h"
 
 typedef struct mem_plan {
 	size_t cbufs, sbufs, decode, batches, perm, fcache;
@@ -232,7 +233,8 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 	l->mem_cbufs = pf_pool_alloc(p.cbufs);
 	l->cbufs_size = p.cbufs;
 	l->slots = pf_calloc(l->nslots, sizeof(*l->slots));
-	l->mem_batches = pf_pool_alloc(p.batches);
+	l->mem_batches = pf_spec_sparse(&l->spec) ? pf_pool_alloc_sparse(p.batches)
+						 : pf_pool_alloc(p.batches);
 	l->batches_size = p.batches;
 	l->mem_perm = p.perm ? pf_malloc(p.perm) : NULL;
 	if (!l->chunks || !l->streams || !l->free_cbuf || !l->ring || !l->mem_slotptr ||

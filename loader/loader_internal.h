@@ -333,6 +333,19 @@ typedef struct pf_state {
 	uint32_t origin_slice;		/* its slice in the origin streams */
 	uint32_t origin_group;		/* its frames per group (0: one
 					   permutation of the slices) */
+	/* A packing loader's part (pack.c): the fields above are its inner
+	 * loader's position, from which the packer below rebuilds the rows
+	 * not yet delivered. */
+	bool has_pack;
+	struct pf_pack_state {
+		uint32_t length, mode, pool, nf;
+		pf_topology saver;
+		uint64_t step, global_step, ahead, next_row;
+		uint32_t nopen;
+		uint64_t id[PF_PACK_POOL_MAX];
+		uint32_t fill[PF_PACK_POOL_MAX][PF_PACK_MAX_FEATURES];
+		uint32_t segments[PF_PACK_POOL_MAX];
+	} pack;
 } pf_state;
 
 /*! Encode s into buf (cap bytes).  @return the blob's length (nothing is
@@ -379,6 +392,10 @@ void pf_mix_state_release(pf_mix_state *s);
  * takes the size the pool was asked with.  pf_pool_cached(): bytes the
  * cache holds. */
 void *pf_pool_alloc(size_t size);
+/*! The same for memory most of whose pages are never written (packing's
+ *  inner rows: a record's values, not the row's padding): ordinary pages,
+ *  so that a row's first value does not fault in a zeroed 2 MiB. */
+void *pf_pool_alloc_sparse(size_t size);
 void pf_pool_free(void *p, size_t size, bool keep);
 /* Back to the system, never to the cache (memory the kernel may still
  * write into). */

@@ -561,6 +561,11 @@ void pf_tune_next_taken(pf_loader *l, uint64_t t, uint64_t waited);
 /* Restore from cfg->resume into l->start_epoch, l->gstep0 and l->resume.
  * @return 0, or <0 with err naming the state and what does not match. */
 int pf_resume_restore(pf_loader *l, pf_error *err);
+/* resume.c: the state of l as if its consumer had been handed the steps
+ * of epoch `epoch` before `step` and nothing after (pack.c saves its inner
+ * loader's so). */
+void pf_resume_state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint64_t global_step,
+			bool fresh, pf_state *s, pf_piece *pieces);
 /* Slots one block of the resumed epoch can touch. */
 uint32_t pf_resume_spb(const pf_loader *l);
 
@@ -693,6 +698,8 @@ int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns);
 void pf_pack_release(pf_loader *l, pf_batch *batch);
 void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m);
 const pf_loader *pf_pack_inner(const pf_loader *l);
+/* pack.c: pf_loader_save_state() of a packing loader. */
+int64_t pf_pack_save_state(pf_loader *l, void *buf, size_t cap);
 /* pack_plan.c: every record's length of each of the nf packed features
  * (the first nf of user, the spec as parsed) in the dataset order of
  * inner's dataset (*out: pf_free()): from the shards' indexes when every

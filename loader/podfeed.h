@@ -265,6 +265,10 @@ typedef struct pf_feature_spec {
 	/* 0.7, in what was padding (the struct's size and offsets stay): */
 	bool ragged;		/* [*]: any length, packed (pack_length) */
 	uint8_t role;		/* pf_feature_role */
+	bool nopad;		/* the loader's own (packing's inner rows): an int
+				   list's values past the record's are left as
+				   they are, not padded (its length says where
+				   they end) */
 	double pad;
 	double default_value;
 	double scale, shift;	/* float32: v * scale + shift (1, 0 default) */
@@ -854,6 +858,10 @@ typedef struct pf_state_info {
 	uint64_t global_step;		/* batches delivered in all */
 	uint64_t records_left;		/* of the epoch, on this host */
 	uint64_t dataset_records;
+	/* 0.7: a packing loader's state: its pack length (0: not packing).
+	 * The fields above are then the packing loader's (its topology, packed
+	 * steps), records_left its inner loader's records still to read. */
+	uint32_t pack_length;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_state_info;

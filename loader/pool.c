@@ -60,7 +60,7 @@ static void cache_take(unsigned i)
 	cache[i] = cache[--ncache];
 }
 
-void *pf_pool_alloc(size_t size)
+static void *pool_alloc(size_t size, bool sparse)
 {
 	size_t m = mapped_size(size);
 	void *p = NULL;
@@ -76,16 +76,29 @@ void *pf_pool_alloc(size_t size)
 		}
 	}
 	pthread_mutex_unlock(&cache_mu);
-	if (p)
-		return p;
-	p = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
+	if (!p) {
+		p = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+	}
 	/* Every page is touched on the first pass: 2 MiB pages cut the
 	 * faults (and the pinning of registered buffers) 512-fold.  Without
-	 * THP they are ordinary pages. */
-	(void)madvise(p, m, MADV_HUGEPAGE);
+	 * THP they are ordinary pages.  Sparse memory (a 64 KiB row holding
+	 * a few hundred tokens) would fault in 2 MiB for each: ordinary
+	 * pages (concat packing: 213 -> 57 MB resident, 1.6 -> 0.8 s).  A
+	 * cached mapping takes its new user's advice. */
+	(void)madvise(p, m, sparse ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
 	return p;
+}
+
+void *pf_pool_alloc(size_t size)
+{
+	return pool_alloc(size, false);
+}
+
+void *pf_pool_alloc_sparse(size_t size)
+{
+	return pool_alloc(size, true);
 }
 
 void pf_pool_free(void *p, size_t size, bool keep)

@@ -18,6 +18,12 @@
 /* A state must be of this dataset and this order. */
 static int state_matches(const pf_loader *l, const pf_state *s, size_t i, pf_error *err)
 {
+	if (s->has_pack)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "state %zu was saved by a packing loader (pack_length %u, "
+				    "%s); this loader does not pack: give it the same "
+				    "pack_length", i, s->pack.length,
+				    s->pack.mode == PF_PACK_CONCAT ? "concat" : "first_fit");
 	if (s->fingerprint != l->ds->fingerprint || s->records != l->ds->records)
 		return pf_error_set(err, -ESTALE, PF_OFFSET_NONE, 0,
 				    "state %zu is of another dataset (%llu records, "
@@ -317,46 +323,29 @@ uint32_t pf_resume_spb(const pf_loader *l)
 /* ------------------------------------------------------------------ */
 /* Saving                                                               */
 
-/* The state of the consumer's position, under l->mu.  pieces: room for
- * the pieces of the epoch in progress (one for a fresh epoch). */
-static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
+/* The state of l's consumer having been handed, in epoch `epoch`, the
+ * records before `skip` of its part of the epoch (the steps before
+ * `step`; this run's, when it resumed inside that epoch), and nothing
+ * after: the next step's global number global_step; fresh: epoch has not
+ * started.  pieces: room for l->resume.npieces + 1. */
+static void state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint64_t global_step,
+		     uint64_t skip, bool fresh, pf_state *s, pf_piece *pieces)
 {
-	const epoch_run *er = l->resumed ? &l->resume : NULL;
-	pf_piece own = { 0 };
-	uint64_t skip;
+	const epoch_run *er = l->resumed && l->resume.epoch == epoch ? &l->resume : NULL;
+	pf_piece own = { l->topo.host_index, 0, l->steps_per_epoch * l->host_batch };
 
 	*s = (pf_state){
 		.fingerprint = l->ds->fingerprint, .records = l->ds->records,
 		.seed = l->cfg.seed, .shuffle = l->cfg.shuffle,
 		.remainder = (uint32_t)l->cfg.remainder, .saver = l->topo,
-		.block = l->wblock, .epoch = l->start_epoch,
-		.global_step = l->gstep0, .origin = l->topo,
-		.origin_block = l->wblock, .origin_permute = l->shuffle_rows,
+		.block = l->wblock, .epoch = epoch, .fresh = fresh,
+		.step_in_epoch = fresh ? 0 : step, .global_step = global_step,
+		.origin = l->topo, .origin_block = l->wblock, .origin_permute = l->shuffle_rows,
 		.global = l->slice != 0, .origin_slice = l->slice, .origin_group = l->group,
 	};
-	if (!l->c_any) {
-		/* Nothing handed out: where the run started (a fresh epoch
-		 * as this host's whole stream, so that it merges with states
-		 * of hosts that are inside the epoch). */
-		skip = 0;
-		s->step_in_epoch = er ? er->step0 : 0;
-	} else if (l->c_last.epoch_end) {
-		/* Between epochs: the next starts in the restoring topology. */
-		s->epoch = l->c_epoch + 1;
-		s->fresh = true;
-		s->global_step = l->c_last.global_step + 1;
+	if (fresh)
 		return;
-	} else {
-		if (!er || l->c_epoch != er->epoch)
-			er = NULL;
-		skip = l->c_delivered;
-		s->epoch = l->c_epoch;
-		s->step_in_epoch = l->c_last.step + 1;
-		s->global_step = l->c_last.global_step + 1;
-	}
-	if (!er) {
-		own = (pf_piece){ l->topo.host_index, 0, l->steps_per_epoch * l->host_batch };
-	} else {
+	if (er) {
 		s->origin = er->origin;
 		s->origin_block = er->w;
 		s->origin_permute = er->permute;
@@ -382,6 +371,33 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 	}
 }
 
+void pf_resume_state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint64_t global_step,
+			bool fresh, pf_state *s, pf_piece *pieces)
+{
+	const epoch_run *er = l->resumed && l->resume.epoch == epoch ? &l->resume : NULL;
+
+	state_at(l, epoch, step, global_step, (step - (er ? er->step0 : 0)) * l->host_batch,
+		 fresh, s, pieces);
+}
+
+/* The state of the consumer's position, under l->mu.  pieces: room for
+ * the pieces of the epoch in progress (one for a fresh epoch). */
+static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
+{
+	if (!l->c_any)
+		/* Nothing handed out: where the run started (a fresh epoch
+		 * as this host's whole stream, so that it merges with states
+		 * of hosts that are inside the epoch). */
+		state_at(l, l->start_epoch, l->resumed ? l->resume.step0 : 0, l->gstep0, 0,
+			 false, s, pieces);
+	else if (l->c_last.epoch_end)
+		/* Between epochs: the next starts in the restoring topology. */
+		state_at(l, l->c_epoch + 1, 0, l->c_last.global_step + 1, 0, true, s, pieces);
+	else
+		state_at(l, l->c_epoch, l->c_last.step + 1, l->c_last.global_step + 1,
+			 l->c_delivered, false, s, pieces);
+}
+
 int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
 {
 	pf_piece *pieces = pf_calloc(l->resume.npieces + 1, sizeof(*pieces));
@@ -390,7 +406,7 @@ int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
 
 	if (l->pack) {
 		pf_free(pieces);
-		return -ENOTSUP;	/* not yet: packing's resume */
+		return pf_pack_save_state(l, buf, cap);
 	}
 	if (l->mix) {
 		pf_free(pieces);

@@ -410,7 +410,9 @@ static int store_ints(struct walk *w, const pf_feature_spec *fs,
 	uint8_t *to = out, *stage = NULL, *padline = NULL;
 	int64_t lo, hi, n;
 
-	if (stream_on((size_t)fs->len * size)) {
+	/* Not padded: the values alone, where the reader of the length
+	 * beside them finds them (packing's inner rows). */
+	if (!fs->nopad && stream_on((size_t)fs->len * size)) {
 		/* A line for the pad, then the values at out's offset in
 		 * their line, and room to pad out their last line. */
 		uint8_t *area = scratch(w, 64u + 64u + 64u + (size_t)cap * size + 64u);
@@ -435,7 +437,7 @@ static int store_ints(struct walk *w, const pf_feature_spec *fs,
 	if (stage)
 		stream_row(w, fs, out, stage, padline,
 			   (uint64_t)n < fs->len ? (uint32_t)n : fs->len, size);
-	else if ((uint64_t)n < fs->len)
+	else if ((uint64_t)n < fs->len && !fs->nopad)
 		pf_spec_pad_from(fs, out, (uint32_t)n);
 	return 0;
 }
@@ -523,12 +525,26 @@ static int list_length(const struct list *l, uint64_t *n)
 			return FAST_NO;
 		*n = len / 4;
 		return 0;
-	case PF_KIND_INT64:
+	case PF_KIND_INT64: {
+		size_t k = 0;
+
 		if (packed(l, &data, &len))
 			return FAST_NO;
-		for (size_t k = 0; k < len; k++)
+		/* A word at a time: the bytes below 0x80, their top bits
+		 * clear, summed by a multiply (a token list of 500 ids is
+		 * ~1,000 bytes: the byte loop was a quarter of packing's
+		 * decode). */
+		for (; k + 8 <= len; k += 8) {
+			uint64_t w;
+
+			memcpy(&w, data + k, 8);
+			w = ~w & 0x8080808080808080ull;
+			*n += ((w >> 7) * 0x0101010101010101ull) >> 56;
+		}
+		for (; k < len; k++)
 			*n += data[k] < 0x80;
 		return 0;
+	}
 	}
 	return FAST_NO;
 }

@@ -86,6 +86,15 @@ static inline const pf_image_spec *pf_spec_image_of(const pf_spec_images *im, ui
 }
 /* Lay out spec's rows again (row_bytes) after its features changed. */
 void pf_spec_layout(pf_spec *spec);
+/* Whether a spec's rows are mostly never written (a feature not padded:
+ * packing's inner rows), for pf_pool_alloc_sparse(). */
+static inline bool pf_spec_sparse(const pf_spec *spec)
+{
+	for (uint32_t i = 0; i < spec->n; i++)
+		if (spec->f[i].nopad)
+			return true;
+	return false;
+}
 /* Insert a made feature (role) right after feature parent, named the
  * parent's name and suffix.  @return 0, or -EINVAL with err (no room, the
  * name too long or taken). */

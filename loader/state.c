@@ -95,7 +95,9 @@ uint64_t pf_state_remaining(const pf_state *s)
 int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 {
 	Podfeed__LoaderState m = PODFEED__LOADER_STATE__INIT;
+	Podfeed__PackState pk = PODFEED__PACK_STATE__INIT;
 	Podfeed__StatePiece *pieces = NULL, **ptrs = NULL;
+	uint32_t fill[PF_PACK_POOL_MAX * PF_PACK_MAX_FEATURES];
 	size_t len;
 
 	if (s->npieces) {
@@ -140,6 +142,32 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 	m.origin_group = s->origin_group;
 	m.n_remaining = s->npieces;
 	m.remaining = ptrs;
+	if (s->has_pack) {
+		const struct pf_pack_state *q = &s->pack;
+
+		pk.length = q->length;
+		pk.mode = q->mode;
+		pk.pool = q->pool;
+		pk.features = q->nf;
+		pk.host_index = q->saver.host_index;
+		pk.num_hosts = q->saver.num_hosts;
+		pk.cores_per_host = q->saver.cores;
+		pk.per_core_batch = q->saver.per_core_batch;
+		pk.step_in_epoch = q->step;
+		pk.global_step = q->global_step;
+		pk.ahead = q->ahead;
+		pk.next_row = q->next_row;
+		pk.n_row_id = q->nopen;
+		pk.row_id = (uint64_t *)q->id;
+		pk.n_row_segments = q->nopen;
+		pk.row_segments = (uint32_t *)q->segments;
+		for (uint32_t r = 0; r < q->nopen; r++)
+			for (uint32_t f = 0; f < q->nf; f++)
+				fill[r * q->nf + f] = q->fill[r][f];
+		pk.n_row_fill = (size_t)q->nopen * q->nf;
+		pk.row_fill = fill;
+		m.pack = &pk;
+	}
 	len = podfeed__loader_state__get_packed_size(&m);
 	if (PF_STATE_HEADER + len <= cap) {
 		podfeed__loader_state__pack(&m, (uint8_t *)buf + PF_STATE_HEADER);
@@ -153,6 +181,62 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 static bool topology_ok(uint32_t hosts, uint32_t cores, uint32_t pcb)
 {
 	return hosts && cores && pcb && (uint64_t)cores * pcb <= UINT32_MAX / 2;
+}
+
+/* A packing loader's part: its settings, its topology, and the packer's
+ * open rows (numbered below its next row, increasing, none over the
+ * length, none empty), which are all rows not yet delivered. */
+static int check_pack(const struct pf_pack_state *q, pf_error *err)
+{
+	uint64_t rows_a_step;
+
+	if (q->length < 1 || q->length > PF_PACK_LENGTH_MAX || q->mode > PF_PACK_CONCAT ||
+	    q->pool < 1 || q->pool > PF_PACK_POOL_MAX || q->nf < 1 ||
+	    q->nf > PF_PACK_MAX_FEATURES || (q->mode == PF_PACK_CONCAT && q->pool != 1))
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state's packing names impossible settings: length %u "
+				    "(1..%u), mode %u, pool %u, %u features", q->length,
+				    PF_PACK_LENGTH_MAX, q->mode, q->pool, q->nf);
+	if (!topology_ok(q->saver.num_hosts, q->saver.cores, q->saver.per_core_batch) ||
+	    q->saver.host_index >= q->saver.num_hosts)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state's packing names an impossible topology: host %u of "
+				    "%u, %u cores x %u rows", q->saver.host_index,
+				    q->saver.num_hosts, q->saver.cores, q->saver.per_core_batch);
+	if (q->nopen > q->pool)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state's packer holds %u open rows, over its pool of %u",
+				    q->nopen, q->pool);
+	rows_a_step = (uint64_t)q->saver.cores * q->saver.per_core_batch;
+	if (q->step > UINT64_MAX / rows_a_step || q->next_row > q->step * rows_a_step)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state's packer had opened %llu rows, past the %llu of the "
+				    "%llu steps delivered: rows it would not rebuild",
+				    (unsigned long long)q->next_row,
+				    (unsigned long long)(q->step <= UINT64_MAX / rows_a_step ?
+							 q->step * rows_a_step : UINT64_MAX),
+				    (unsigned long long)q->step);
+	for (uint32_t r = 0; r < q->nopen; r++) {
+		uint64_t values = 0;
+
+		for (uint32_t f = 0; f < q->nf; f++) {
+			if (q->fill[r][f] > q->length)
+				return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+						    "state's open row %u holds %u values of "
+						    "feature %u, over the length %u", r,
+						    q->fill[r][f], f, q->length);
+			values += q->fill[r][f];
+		}
+		if (q->id[r] >= q->next_row || (r && q->id[r] <= q->id[r - 1]) || !values ||
+		    !q->segments[r] || q->segments[r] > values)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					    "state's open row %u (number %llu, %llu values, %u "
+					    "records) is not a row of a packer whose next row is "
+					    "%llu", r, (unsigned long long)q->id[r],
+					    (unsigned long long)values, q->segments[r],
+					    (unsigned long long)q->next_row);
+	}
+	return 0;
 }
 
 /* The fields must make sense on their own; against a dataset they are
@@ -196,7 +280,7 @@ static int check_fields(const pf_state *s, pf_error *err)
 					    (unsigned long long)p->begin,
 					    (unsigned long long)p->end, s->origin.num_hosts);
 	}
-	return 0;
+	return s->has_pack ? check_pack(&s->pack, err) : 0;
 }
 
 int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
@@ -261,6 +345,37 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 	for (size_t i = 0; i < m->n_remaining; i++)
 		s->pieces[i] = (pf_piece){ m->remaining[i]->host, m->remaining[i]->begin,
 					   m->remaining[i]->end };
+	if (m->pack) {
+		const Podfeed__PackState *pk = m->pack;
+		struct pf_pack_state *q = &s->pack;
+
+		s->has_pack = true;
+		*q = (struct pf_pack_state){
+			.length = pk->length, .mode = pk->mode, .pool = pk->pool,
+			.nf = pk->features,
+			.saver = { pk->host_index, pk->num_hosts, pk->cores_per_host,
+				   pk->per_core_batch },
+			.step = pk->step_in_epoch, .global_step = pk->global_step,
+			.ahead = pk->ahead, .next_row = pk->next_row,
+		};
+		if (pk->n_row_id > PF_PACK_POOL_MAX || pk->n_row_segments != pk->n_row_id ||
+		    pk->features > PF_PACK_MAX_FEATURES ||
+		    pk->n_row_fill != pk->n_row_id * (size_t)pk->features) {
+			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
+					   "state's packer lists %zu open rows, %zu record "
+					   "counts and %zu values counts (%u features a row, at "
+					   "most %u rows)", pk->n_row_id, pk->n_row_segments,
+					   pk->n_row_fill, pk->features, PF_PACK_POOL_MAX);
+			goto out;
+		}
+		q->nopen = (uint32_t)pk->n_row_id;
+		for (uint32_t r = 0; r < q->nopen; r++) {
+			q->id[r] = pk->row_id[r];
+			q->segments[r] = pk->row_segments[r];
+			for (uint32_t f = 0; f < q->nf; f++)
+				q->fill[r][f] = pk->row_fill[r * q->nf + f];
+		}
+	}
 	ret = check_fields(s, err);
 out:
 	podfeed__loader_state__free_unpacked(m, &pb);
@@ -310,6 +425,16 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 		.global_step = s.global_step, .records_left = pf_state_remaining(&s),
 		.dataset_records = s.records,
 	};
+	if (s.has_pack) {
+		info.host_index = s.pack.saver.host_index;
+		info.num_hosts = s.pack.saver.num_hosts;
+		info.cores_per_host = s.pack.saver.cores;
+		info.per_core_batch = s.pack.saver.per_core_batch;
+		info.step_in_epoch = s.pack.step;
+		info.global_step = s.pack.global_step;
+		info.fresh = s.fresh && !s.pack.step;
+		info.pack_length = s.pack.length;
+	}
 	pf_state_release(&s);
 	pf_struct_out(uinfo, info_size, &info, sizeof(info));
 	return 0;

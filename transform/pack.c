@@ -190,10 +190,18 @@ void pf_pack_copy(const pf_pack_piece *pc, uint32_t f, const void *src, size_t e
 	if (n)
 		memcpy((uint8_t *)row + (size_t)at * elem,
 		       (const uint8_t *)src + (size_t)pc->from * elem, (size_t)n * elem);
-	for (uint32_t i = 0; i < n; i++) {
-		if (seg)
-			seg[at + i] = (int32_t)pc->segment;
-		if (pos)
-			pos[at + i] = (int32_t)(pc->from + i);
+	/* Two plain loops over pointers (vectorized: a 32-bit index that
+	 * might wrap kept them scalar), not one with two branches. */
+	if (seg) {
+		int32_t *s = seg + at, id = (int32_t)pc->segment;
+
+		for (size_t i = 0; i < n; i++)
+			s[i] = id;
+	}
+	if (pos) {
+		int32_t *p = pos + at, from = (int32_t)pc->from;
+
+		for (size_t i = 0; i < n; i++)
+			p[i] = from + (int32_t)i;
 	}
 }

@@ -187,7 +187,7 @@ static PyObject *inspect_state(PyObject *self, PyObject *args)
 	PyBuffer_Release(&blob);
 	if (ret < 0)
 		return pf_ext_raise(ret, &err, "state");
-	return Py_BuildValue("{sIsIsIsIsIsOsKsKsKsK}",
+	return Py_BuildValue("{sIsIsIsIsIsOsKsKsKsKsI}",
 			     "host_index", info.host_index, "num_hosts", info.num_hosts,
 			     "cores", info.cores_per_host,
 			     "per_core_batch", info.per_core_batch, "epoch", info.epoch,
@@ -195,7 +195,8 @@ static PyObject *inspect_state(PyObject *self, PyObject *args)
 			     "step_in_epoch", (unsigned long long)info.step_in_epoch,
 			     "global_step", (unsigned long long)info.global_step,
 			     "records_left", (unsigned long long)info.records_left,
-			     "dataset_records", (unsigned long long)info.dataset_records);
+			     "dataset_records", (unsigned long long)info.dataset_records,
+			     "pack_length", info.pack_length);
 }
 
 /* _topology(host_index or -1, num_hosts or -1) -> (index, count, source,

@@ -31,6 +31,27 @@ static void put_le32(uint8_t *p, uint32_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* A packing loader's parts, field by field. */
+static bool same_pack(const pf_state *a, const pf_state *b)
+{
+	const struct pf_pack_state *p = &a->pack, *q = &b->pack;
+
+	if (a->has_pack != b->has_pack)
+		return false;
+	if (!a->has_pack)
+		return true;
+	if (p->length != q->length || p->mode != q->mode || p->pool != q->pool ||
+	    p->nf != q->nf || memcmp(&p->saver, &q->saver, sizeof(p->saver)) ||
+	    p->step != q->step || p->global_step != q->global_step || p->ahead != q->ahead ||
+	    p->next_row != q->next_row || p->nopen != q->nopen)
+		return false;
+	for (uint32_t r = 0; r < p->nopen; r++)
+		if (p->id[r] != q->id[r] || p->segments[r] != q->segments[r] ||
+		    memcmp(p->fill[r], q->fill[r], p->nf * sizeof(p->fill[r][0])))
+			return false;
+	return true;
+}
+
 static bool same(const pf_state *a, const pf_state *b)
 {
 	return a->fingerprint == b->fingerprint && a->records == b->records &&
@@ -41,7 +62,8 @@ static bool same(const pf_state *a, const pf_state *b)
 	       !memcmp(&a->origin, &b->origin, sizeof(a->origin)) &&
 	       a->origin_block == b->origin_block && a->origin_permute == b->origin_permute &&
 	       a->npieces == b->npieces &&
-	       (!a->npieces || !memcmp(a->pieces, b->pieces, a->npieces * sizeof(*a->pieces)));
+	       (!a->npieces || !memcmp(a->pieces, b->pieces, a->npieces * sizeof(*a->pieces))) &&
+	       same_pack(a, b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -120,6 +142,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK((pf_state_inspect(blob, len, &info, &err) == 0) == (ret == 0));
 	if (ret == 0) {
 		CHECK(info.records_left == pf_state_remaining(&s));
+		CHECK(info.pack_length == (s.has_pack ? s.pack.length : 0));
+		CHECK(!s.has_pack || (s.pack.nopen <= s.pack.pool && s.pack.next_row <=
+				      s.pack.step * s.pack.saver.cores * s.pack.saver.per_core_batch));
 		n = pf_state_encode(&s, NULL, 0);
 		CHECK(n > 0);
 		again = malloc((size_t)n);
