@@ -18,6 +18,24 @@
 /* Records a step of the lengths pass. */
 #define LENGTHS_GROUP 256u
 
+/* Each file's first record number in dataset order (units are in file
+ * order), and with records, each file's records.  NULL: no memory. */
+static uint64_t *file_bases(const pf_dataset *ds, uint64_t *records)
+{
+	uint64_t *base = pf_calloc(ds->nfiles ? ds->nfiles : 1, sizeof(*base));
+
+	for (uint64_t u = 0, at = 0; base && u < ds->nunits; u++) {
+		const pf_unit *un = &ds->units[u];
+
+		if (u == 0 || un->file != ds->units[u - 1].file)
+			base[un->file] = at;
+		if (records)
+			records[un->file] += un->records;
+		at += un->records;
+	}
+	return base;
+}
+
 /* The lengths from the shards' indexes into len[record * nf + f]:
  * @return 1 done, 0 when some shard's index does not tell them (or the
  * dataset has stream files, or damaged records are skipped: their records
@@ -62,18 +80,10 @@ static int lengths_from_index(const pf_loader *inner, const pf_spec *user, uint3
 				goto out;	/* 0: a stream after all */
 	}
 	file_records = pf_calloc(ds->nfiles, sizeof(*file_records));
-	file_base = pf_calloc(ds->nfiles, sizeof(*file_base));
+	file_base = file_bases(ds, file_records);
 	if (!file_records || !file_base) {
 		ret = -ENOMEM;
 		goto out;
-	}
-	for (uint64_t u = 0, base = 0; u < ds->nunits; u++) {
-		const pf_unit *un = &ds->units[u];
-
-		if (u == 0 || un->file != ds->units[u - 1].file)
-			file_base[un->file] = base;
-		file_records[un->file] += un->records;
-		base += un->records;
 	}
 	for (size_t f = 0; f < ds->nfiles; f++) {
 		uint64_t n = pf_shard_index_records(ix[f]);
@@ -303,7 +313,7 @@ int pf_pack_plan_steps(const pf_loader *inner, const pf_packer *pk, uint64_t see
 		       uint32_t host_batch, uint64_t *steps, uint64_t *own_rows)
 {
 	const pf_dataset *ds = inner->ds;
-	uint64_t *file_base = pf_calloc(ds->nfiles ? ds->nfiles : 1, sizeof(*file_base));
+	uint64_t *file_base = file_bases(ds, NULL);
 	uint32_t *perm = pf_malloc(2 * (size_t)inner->wblock * sizeof(*perm));
 	pf_packer empty = *pk;
 	uint64_t least = UINT64_MAX;
@@ -312,14 +322,6 @@ int pf_pack_plan_steps(const pf_loader *inner, const pf_packer *pk, uint64_t see
 	if (!file_base || !perm) {
 		ret = -ENOMEM;
 		goto out;
-	}
-	/* Units are in file order: each file's first record number. */
-	for (uint64_t u = 0, base = 0; u < ds->nunits; u++) {
-		const pf_unit *un = &ds->units[u];
-
-		if (u == 0 || un->file != ds->units[u - 1].file)
-			file_base[un->file] = base;
-		base += un->records;
 	}
 	empty.nopen = 0;
 	empty.next_row = 0;
