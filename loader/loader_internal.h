@@ -341,6 +341,7 @@ typedef struct pf_state {
 		uint32_t length, mode, pool, nf;
 		pf_topology saver;
 		uint64_t step, global_step, ahead, next_row;
+		uint64_t epoch_steps, epoch_rows, step_base;
 		uint32_t nopen;
 		uint64_t id[PF_PACK_POOL_MAX];
 		uint32_t fill[PF_PACK_POOL_MAX][PF_PACK_MAX_FEATURES];

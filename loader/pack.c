@@ -27,87 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pipeline_internal.h"
-#include "pf_transform.h"
-#include "spec_internal.h"
-
-/* Records per inner step, and the least values of a concat feature's
- * inner row (longer records are cut there, and counted). */
-#define PF_PACK_GROUP 32u
-#define PF_PACK_CONCAT_CAP 16384u
-
-/* Where the packer was at the start of an inner batch (or of the run, or
- * of an epoch): what a saved state rebuilds the rows not yet delivered
- * from (pf_pack_save_state()). */
-typedef struct pack_snap {
-	uint32_t epoch;
-	uint64_t step, gstep;	/* the inner batch's (the inner loader's position) */
-	bool fresh;		/* the epoch's start, before its first inner batch */
-	uint64_t consumed;	/* inner records taken in the epoch before it */
-	pf_packer packer;
-} pack_snap;
-
-typedef struct pack_out {
-	struct pack_out *next;		/* free list */
-	pf_batch batch;
-	pf_core_batch *core;
-	pf_tensor *tensors;
-	uint8_t *valid;
-	uint8_t *mem;
-	uint32_t *fill;			/* [row][feature]: values written from 0 */
-	uint64_t segments, values;	/* of its rows, for the metrics */
-} pack_out;
-
-struct pf_pack_run {
-	pf_loader *inner;
-	pf_packer packer;
-	uint32_t nf;				/* packed features */
-	uint32_t fin[PF_PACK_MAX_FEATURES];	/* inner spec: values */
-	uint32_t fout[PF_PACK_MAX_FEATURES];	/* outer spec: values (+1 ids, +2 positions) */
-	uint32_t cap;				/* values of an inner row */
-	uint32_t L, B;
-	size_t *toff;				/* outer tensor offsets in a core block */
-	size_t block_bytes;
-
-	pack_out *outs, *free;
-	unsigned nouts, window;
-	pack_out **inprog;			/* [window]: step j at j % window */
-	unsigned held, held_max;
-
-	/* The epoch being packed: the next step to hand out, the rows
-	 * opened, those final; its end. */
-	uint32_t epoch;
-	uint64_t step, opened, closed;
-	bool epoch_done;
-	uint64_t epoch_steps;		/* planned: every host's */
-	uint64_t epoch_rows;		/* planned: this host's */
-	bool inner_done, started;
-
-	/* Every record's packed lengths, in dataset order (pack_plan.c). */
-	uint32_t *lengths;
-	uint64_t nlengths;
-	bool lengths_from_index;	/* the shards' indexes told them */
-	uint64_t gstep;
-
-	/* A record's pieces: an inner row holds at most cap values, which
-	 * concat spreads over at most cap / L + 2 rows. */
-	pf_pack_piece *pieces;
-	uint32_t npieces;
-
-	/* The inner batch being placed, and the next record of it. */
-	pf_batch *ib;
-	uint32_t icore, irow;
-
-	/* Checkpoints: the packer at the start of each inner batch since the
-	 * last from which the rows not yet delivered can be rebuilt (oldest
-	 * first), the inner records taken in the epoch, and a restored
-	 * state's inner position, handed to the inner loader. */
-	pack_snap *snaps;
-	size_t nsnaps, snaps_cap;
-	uint64_t consumed;
-	void *resume_blob;
-	pf_state_blob resume;
-};
+#include "pack_internal.h"
 
 _Static_assert(PF_PACK_LENGTH_MAX == PF_PACKER_LENGTH_MAX &&
 	       PF_PACK_POOL_DEFAULT == PF_PACKER_POOL_DEFAULT &&
@@ -141,8 +61,6 @@ int pf_pack_mode_parse(const char *name, pf_pack_mode *mode)
 	return -EINVAL;
 }
 
-static int plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err);
-static int push_snap(pf_pack_run *pk, const pack_snap *sn);
 
 /* ------------------------------------------------------------------ */
 /* Creation                                                             */
@@ -272,106 +190,9 @@ static int make_outs(pf_loader *l, pf_pack_run *pk, pf_error *err)
 	return 0;
 }
 
-/* The states to resume from (cfg->resume): this host's, of this
- * topology and these pack settings, into *own (its inner position
- * re-encoded without the packing part into pk->resume, for the inner
- * loader).  @return 0 or <0 with err naming the state and what does not
- * match. */
-static int restore_states(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topology *topo,
-			  struct pf_pack_state *own, pf_error *err)
-{
-	pf_state *st = pf_calloc(cfg->nresume, sizeof(*st));
-	size_t mine = SIZE_MAX;
-	int64_t n;
-	int ret = 0;
-
-	if (!st)
-		return -ENOMEM;
-	for (size_t i = 0; i < cfg->nresume && ret == 0; i++) {
-		const struct pf_pack_state *q = &st[i].pack;
-
-		ret = pf_state_decode(&st[i], cfg->resume[i].data, cfg->resume[i].len, err);
-		if (ret < 0) {
-			char msg[sizeof(err->msg)];
-
-			snprintf(msg, sizeof(msg), "state %zu: %.*s", i, (int)sizeof(msg) - 32,
-				 err->msg);
-			memcpy(err->msg, msg, sizeof(msg));
-			break;
-		}
-		if (!st[i].has_pack) {
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "state %zu was saved by a loader without packing; this "
-					   "one packs (pack_length %u)", i, cfg->pack_length);
-			break;
-		}
-		if (q->length != cfg->pack_length || q->mode != (uint32_t)cfg->pack_mode ||
-		    q->pool != pk->packer.pool || q->nf != pk->nf) {
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "state %zu was saved packing %u features into rows of %u "
-					   "(%s, pool %u); this loader packs %u into rows of %u (%s, "
-					   "pool %u)", i, q->nf, q->length,
-					   q->mode == PF_PACK_CONCAT ? "concat" : "first_fit", q->pool,
-					   pk->nf, cfg->pack_length,
-					   pf_pack_mode_name(cfg->pack_mode), pk->packer.pool);
-			break;
-		}
-		if (q->saver.num_hosts != topo->num_hosts || q->saver.cores != topo->cores ||
-		    q->saver.per_core_batch != topo->per_core_batch) {
-			ret = pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
-					   "state %zu was saved by host %u of %u hosts, %u cores x "
-					   "%u rows; this loader is one of %u, %u x %u: a packing "
-					   "loader resumes on the topology it was saved on (not yet "
-					   "on another)", i, q->saver.host_index, q->saver.num_hosts,
-					   q->saver.cores, q->saver.per_core_batch, topo->num_hosts,
-					   topo->cores, topo->per_core_batch);
-			break;
-		}
-		if (q->saver.host_index == topo->host_index)
-			mine = i;
-	}
-	if (ret == 0 && mine == SIZE_MAX)
-		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				   "the states are of this topology (%u hosts, %u x %u), but none "
-				   "is host %u's", topo->num_hosts, topo->cores,
-				   topo->per_core_batch, topo->host_index);
-	if (ret == 0) {
-		*own = st[mine].pack;
-		st[mine].has_pack = false;
-		n = pf_state_encode(&st[mine], NULL, 0);
-		pk->resume_blob = n > 0 ? pf_malloc((size_t)n) : NULL;
-		if (n < 0 || !pk->resume_blob || pf_state_encode(&st[mine], pk->resume_blob,
-								  (size_t)n) != n)
-			ret = -ENOMEM;
-		pk->resume = (pf_state_blob){ pk->resume_blob, (size_t)n };
-	}
-	for (size_t i = 0; i < cfg->nresume; i++)
-		pf_state_release(&st[i]);
-	pf_free(st);
-	return ret;
-}
-
-/* The restored packer: its open rows and next row, the steps delivered. */
-static void restore_packer(pf_pack_run *pk, const struct pf_pack_state *q)
-{
-	pk->packer.next_row = q->next_row;
-	pk->packer.nopen = q->nopen;
-	for (uint32_t r = 0; r < q->nopen; r++) {
-		pf_pack_row *row = &pk->packer.open[r];
-
-		memset(row, 0, sizeof(*row));
-		row->id = q->id[r];
-		row->segments = q->segments[r];
-		for (uint32_t f = 0; f < q->nf; f++)
-			row->fill[f] = q->fill[r][f];
-	}
-	pk->step = q->step;
-	pk->gstep = q->global_step;
-}
 
 int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 {
-	struct pf_pack_state own = { 0 };
 	pf_loader_config icfg = *cfg;
 	pf_spec *inner_spec = NULL, *user_spec = NULL;
 	pf_pack_run *pk;
@@ -419,11 +240,11 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	if (ret < 0)
 		goto fail;
 	if (cfg->nresume) {
-		ret = restore_states(pk, cfg, &l->topo, &own, err);
+		ret = pf_pack_restore(pk, cfg, &l->topo, err);
 		if (ret < 0)
 			goto fail;
-		icfg.resume = &pk->resume;
-		icfg.nresume = 1;
+		icfg.resume = pk->resumes;
+		icfg.nresume = pk->nresumes;
 	}
 	icfg.pack_length = 0;
 	icfg.features = NULL;
@@ -452,30 +273,20 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 			      &pk->lengths_from_index, err);
 	if (ret < 0)
 		goto fail_inner;
-	ret = plan_epoch(l, pk, pk->inner->start_epoch, err);
+	ret = cfg->nresume ? pf_pack_restore_plan(l, pk, err)
+			   : pf_pack_plan_epoch(l, pk, pk->inner->start_epoch, err);
 	if (ret < 0)
 		goto fail_inner;
-	l->steps_per_epoch = pk->epoch_steps;
-	if (cfg->nresume) {
-		restore_packer(pk, &own);
-		if (pk->step > pk->epoch_steps) {
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "the state says %llu steps of epoch %u were delivered; "
-					   "its plan has %llu (another dataset or settings?)",
-					   (unsigned long long)pk->step, pk->inner->start_epoch,
-					   (unsigned long long)pk->epoch_steps);
-			goto fail_inner;
-		}
-	}
+	l->steps_per_epoch = pk->step_base + pk->epoch_steps;
 	/* Where the run starts: the first checkpoint. */
 	pk->epoch = pk->inner->start_epoch;
-	ret = push_snap(pk, &(pack_snap){
+	ret = pf_pack_push_snap(pk, &(pack_snap){
 		.epoch = pk->inner->start_epoch,
 		.step = pk->inner->resumed ? pk->inner->resume.step0 : 0,
 		.gstep = pk->inner->gstep0 });
 	if (ret < 0)
 		goto fail_inner;
-	if (!l->steps_per_epoch) {
+	if (!pk->epoch_steps && !pk->step_base) {
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "the dataset's records pack into %llu rows of %u on this host "
 				   "(the fewest of any host decide), not one step of %u rows "
@@ -524,14 +335,14 @@ void pf_pack_free(pf_loader *l)
 	pf_free(pk->lengths);
 	pf_free(pk->toff);
 	pf_free(pk->snaps);
-	pf_free(pk->resume_blob);
+	pf_pack_restore_free(pk, true);
 	pf_free(pk);
 	pthread_mutex_destroy(&l->mu);
 	pf_free(l);
 }
 
 /* Epoch e's steps, every host's (pack_plan.c), and this host's rows. */
-static int plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err)
+int pf_pack_plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err)
 {
 	int ret = pf_pack_plan_steps(pk->inner, &pk->packer, l->cfg.seed, e, pk->lengths, pk->nf,
 				     pk->cap, pk->B, &pk->epoch_steps, &pk->epoch_rows);
@@ -690,26 +501,6 @@ static void end_epoch(pf_pack_run *pk)
 	pk->epoch_done = true;
 }
 
-/* A checkpoint of the packer (its packer field filled here), after
- * those no state needs: the oldest kept is the last whose packer had
- * opened no row not yet delivered. */
-static int push_snap(pf_pack_run *pk, const pack_snap *sn)
-{
-	uint64_t delivered = pk->step * pk->B;
-
-	while (pk->nsnaps >= 2 && pk->snaps[1].packer.next_row <= delivered) {
-		memmove(&pk->snaps[0], &pk->snaps[1], (pk->nsnaps - 1) * sizeof(*pk->snaps));
-		pk->nsnaps--;
-	}
-	if (pf_grow(&pk->snaps, &pk->snaps_cap, pk->nsnaps + 1, sizeof(*pk->snaps)) < 0)
-		return -ENOMEM;
-	pk->snaps[pk->nsnaps] = *sn;
-	pk->snaps[pk->nsnaps].packer = pk->packer;
-	pk->snaps[pk->nsnaps].consumed = pk->consumed;
-	pk->nsnaps++;
-	return 0;
-}
-
 /* Start epoch e: an empty packer, row and step 0, its steps planned. */
 static int start_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
 {
@@ -722,12 +513,13 @@ static int start_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
 	pk->packer = next;
 	pk->epoch = e;
 	pk->step = pk->opened = pk->closed = 0;
+	pk->step_base = 0;
 	pk->epoch_done = false;
 	pk->nsnaps = 0;
 	pk->consumed = 0;
-	ret = push_snap(pk, &(pack_snap){ .epoch = e, .fresh = true, .gstep = 0 });
+	ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = e, .fresh = true, .gstep = 0 });
 	if (ret == 0)
-		ret = plan_epoch(l, pk, e, &l->err);
+		ret = pf_pack_plan_epoch(l, pk, e, &l->err);
 	return ret;
 }
 
@@ -780,7 +572,7 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 				pk->epoch = pk->ib->epoch;
 			}
 			pk->irow = 0;
-			ret = push_snap(pk, &(pack_snap){ .epoch = pk->ib->epoch,
+			ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = pk->ib->epoch,
 							  .step = pk->ib->step,
 							  .gstep = pk->ib->global_step });
 			if (ret < 0)
@@ -846,9 +638,9 @@ int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	pk->inprog[pk->step % pk->window] = NULL;
 	pad_out(l, pk, o);
 	o->batch.epoch = pk->epoch;
-	o->batch.step = pk->step;
+	o->batch.step = pk->step_base + pk->step;
 	o->batch.global_step = pk->gstep++;
-	o->batch.epoch_start = pk->step == 0;
+	o->batch.epoch_start = pk->step_base + pk->step == 0;
 	o->batch.epoch_end = pk->step + 1 == pk->epoch_steps;
 	pk->step++;
 	pk->held++;
@@ -907,62 +699,4 @@ void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m)
 	m->pack_truncated_records = pk->packer.truncated_records;
 	m->pack_truncated_values = pk->packer.truncated_values;
 	m->pack_empty_records = pk->packer.empty_records;
-}
-
-/* ------------------------------------------------------------------ */
-/* Checkpoints                                                          */
-
-int64_t pf_pack_save_state(pf_loader *l, void *buf, size_t cap)
-{
-	pf_pack_run *pk = l->pack;
-	const pf_loader *in = pk->inner;
-	uint64_t delivered = pk->step * pk->B;
-	const pack_snap *sn = NULL;
-	struct pf_pack_state *q;
-	pf_piece *pieces;
-	pf_packer packer;
-	pf_state s;
-	int64_t n;
-
-	pieces = pf_calloc(in->resume.npieces + 1, sizeof(*pieces));
-	if (!pieces)
-		return -ENOMEM;
-	/* The last checkpoint whose packer had opened no row not yet
-	 * delivered: from there the packer makes those rows again. */
-	for (size_t i = pk->nsnaps; i-- > 0 && !sn;)
-		if (pk->snaps[i].packer.next_row <= delivered)
-			sn = &pk->snaps[i];
-	if (pk->step >= pk->epoch_steps && pk->epoch_steps) {
-		/* The epoch is delivered: the next one, from its start. */
-		pf_resume_state_at(in, pk->epoch + 1, 0, sn ? sn->gstep : 0, true, &s, pieces);
-		packer = pk->packer;
-		packer.nopen = 0;
-		packer.next_row = 0;
-	} else {
-		if (!sn) {	/* cannot be: the epoch's first has none */
-			pf_free(pieces);
-			return -EIO;
-		}
-		pf_resume_state_at(in, sn->epoch, sn->step, sn->gstep, sn->fresh, &s, pieces);
-		packer = sn->packer;
-	}
-	s.has_pack = true;
-	q = &s.pack;
-	*q = (struct pf_pack_state){
-		.length = pk->L, .mode = (uint32_t)l->cfg.pack_mode, .pool = pk->packer.pool,
-		.nf = pk->nf, .saver = l->topo,
-		.step = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->step,
-		.global_step = pk->gstep,
-		.ahead = sn && pk->step < pk->epoch_steps ? pk->consumed - sn->consumed : 0,
-		.next_row = packer.next_row, .nopen = packer.nopen,
-	};
-	for (uint32_t r = 0; r < packer.nopen; r++) {
-		q->id[r] = packer.open[r].id;
-		q->segments[r] = packer.open[r].segments;
-		for (uint32_t f = 0; f < pk->nf; f++)
-			q->fill[r][f] = packer.open[r].fill[f];
-	}
-	n = pf_state_encode(&s, buf, cap);
-	pf_free(pieces);
-	return n;
 }

@@ -222,36 +222,38 @@ out:
 	return ret;
 }
 
-/* The rows host h's inner stream of epoch e packs into. */
-static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint32_t epoch,
-			 const uint32_t *len, uint32_t nf, uint32_t cap, const uint64_t *file_base,
-			 pf_packer *pk, uint32_t *perm)
+/* Outputs [b, e) of host t->host_index's stream of epoch `epoch` (the
+ * topology t's, in blocks of w records, permuted or not, slices of
+ * `slice` records in groups of `group` frames) through the scratch
+ * packer, lengths only. */
+static int place_range(const pf_loader *inner, const pf_topology *t, uint32_t w, bool permute,
+		       uint32_t slice, uint32_t group, uint64_t seed, uint32_t epoch, uint64_t b, uint64_t e,
+		       const uint32_t *len, uint32_t nf, uint32_t cap, const uint64_t *file_base,
+		       pf_packer *scratch, uint32_t *perm)
 {
 	const pf_dataset *ds = inner->ds;
-	pf_topology t = inner->topo;
 	pf_epoch_plan p = { 0 };
 	pf_pack_piece pieces[4];
 	uint64_t seg_start = 0, closed;
-	uint32_t w = inner->wblock;
 	size_t si = 0;
-	pf_packer scratch = *pk;
 	pf_error err;
 	int ret;
 
-	t.host_index = h;
-	ret = pf_plan_epoch(&p, ds, &t, seed, epoch, inner->cfg.shuffle, inner->slice, inner->group,
+	ret = pf_plan_epoch(&p, ds, t, seed, epoch, inner->cfg.shuffle, slice, group,
 			    PF_REMAINDER_DROP);
 	if (ret < 0)
 		goto out;
+	if (e > p.quota)
+		e = p.quota;
 	/* Outputs in order: block k's output o holds its input perm^-1(o). */
-	for (uint64_t k = 0; k * w < p.quota; k++) {
+	for (uint64_t k = b / w; k * w < e; k++) {
 		uint64_t first = k * w, left = p.stream_len - first;
 		uint32_t n = left < w ? (uint32_t)left : w;
 
-		if (inner->shuffle_rows) {
+		if (permute) {
 			uint32_t *inv = perm + w;
 
-			pf_plan_block_perm(seed, epoch, h, k, perm, n);
+			pf_plan_block_perm(seed, epoch, t->host_index, k, perm, n);
 			for (uint32_t r = 0; r < n; r++)
 				inv[perm[r]] = r;
 			memcpy(perm, inv, n * sizeof(*perm));
@@ -259,7 +261,8 @@ static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint
 			for (uint32_t r = 0; r < n; r++)
 				perm[r] = r;
 		}
-		for (uint32_t o = 0; o < n && first + o < p.quota; o++) {
+		for (uint32_t o = first < b ? (uint32_t)(b - first) : 0; o < n && first + o < e;
+		     o++) {
 			uint64_t at = first + perm[o], rec;
 			uint32_t l[PF_PACKER_MAX_FEATURES];
 			const pf_unit *u;
@@ -278,26 +281,26 @@ static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint
 				l[f] = len[rec * nf + f] < cap ? len[rec * nf + f] : cap;
 			/* Lengths only: 4 pieces hold any record in first_fit;
 			 * concat's pieces are not needed, only its rows. */
-			if (scratch.mode == PF_PACKER_CONCAT) {
+			if (scratch->mode == PF_PACKER_CONCAT) {
 				uint64_t end;
 
 				/* The rows concat opens for l values after the
 				 * open row's fill (pack.c's place_concat()). */
 				if (l[0]) {
-					if (!scratch.nopen) {
-						scratch.nopen = 1;
-						memset(&scratch.open[0], 0, sizeof(scratch.open[0]));
-						scratch.open[0].id = scratch.next_row++;
+					if (!scratch->nopen) {
+						scratch->nopen = 1;
+						memset(&scratch->open[0], 0, sizeof(scratch->open[0]));
+						scratch->open[0].id = scratch->next_row++;
 					}
-					end = (uint64_t)scratch.open[0].fill[0] + l[0];
-					scratch.next_row += (end - 1) / scratch.length;
-					scratch.open[0].fill[0] = (uint32_t)(end % scratch.length);
-					if (!scratch.open[0].fill[0])
-						scratch.nopen = 0;
+					end = (uint64_t)scratch->open[0].fill[0] + l[0];
+					scratch->next_row += (end - 1) / scratch->length;
+					scratch->open[0].fill[0] = (uint32_t)(end % scratch->length);
+					if (!scratch->open[0].fill[0])
+						scratch->nopen = 0;
 				}
 				continue;
 			}
-			ret = pf_pack_place(&scratch, l, pieces, 4, &closed, &err);
+			ret = pf_pack_place(scratch, l, pieces, 4, &closed, &err);
 			if (ret < 0)
 				goto out;
 		}
@@ -305,7 +308,53 @@ static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint
 	ret = 0;
 out:
 	pf_plan_release(&p);
+	return ret;
+}
+
+/* The rows host h's inner stream of epoch e packs into. */
+static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint32_t epoch,
+			 const uint32_t *len, uint32_t nf, uint32_t cap, const uint64_t *file_base,
+			 const pf_packer *pk, uint32_t *perm)
+{
+	pf_topology t = inner->topo;
+	pf_packer scratch = *pk;
+	int ret;
+
+	t.host_index = h;
+	ret = place_range(inner, &t, inner->wblock, inner->shuffle_rows, inner->slice, inner->group,
+			  seed, epoch,
+			  0, UINT64_MAX, len, nf, cap, file_base, &scratch, perm);
 	return ret < 0 ? ret : (int64_t)scratch.next_row;
+}
+
+int pf_pack_plan_pieces(const pf_loader *inner, const pf_packer *pk, uint64_t seed,
+			uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+			const pf_topology *origin, uint32_t w, bool permute, uint32_t slice,
+			uint32_t group, const pf_piece *pieces, size_t npieces, uint64_t *rows)
+{
+	uint64_t *file_base = file_bases(inner->ds, NULL);
+	uint32_t *perm = pf_malloc(2 * (size_t)(w ? w : 1) * sizeof(*perm));
+	pf_packer scratch = *pk;
+	int ret = 0;
+
+	if (!file_base || !perm) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	scratch.nopen = 0;
+	scratch.next_row = 0;
+	for (size_t i = 0; i < npieces && ret == 0; i++) {
+		pf_topology t = *origin;
+
+		t.host_index = pieces[i].host;
+		ret = place_range(inner, &t, w, permute, slice, group, seed, epoch, pieces[i].begin,
+				  pieces[i].end, len, nf, cap, file_base, &scratch, perm);
+	}
+	*rows = scratch.next_row;
+out:
+	pf_free(file_base);
+	pf_free(perm);
+	return ret;
 }
 
 int pf_pack_plan_steps(const pf_loader *inner, const pf_packer *pk, uint64_t seed,

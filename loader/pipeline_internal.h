@@ -566,6 +566,12 @@ int pf_resume_restore(pf_loader *l, pf_error *err);
  * loader's so). */
 void pf_resume_state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint64_t global_step,
 			bool fresh, pf_state *s, pf_piece *pieces);
+/* resume.c: the pieces host `host` of l's topology gets of the states st
+ * (every old host's, of another topology) on an elastic resume, as
+ * pf_resume_restore() would cut them for it: *pieces (pf_free()), NULL
+ * with *npieces 0 when the states are between epochs. */
+int pf_resume_elastic_share(const pf_loader *l, uint32_t host, pf_state *st, size_t n,
+			    pf_piece **pieces, size_t *npieces, pf_error *err);
 /* Slots one block of the resumed epoch can touch. */
 uint32_t pf_resume_spb(const pf_loader *l);
 
@@ -717,6 +723,14 @@ struct pf_packer;
 int pf_pack_plan_steps(const pf_loader *inner, const struct pf_packer *pk, uint64_t seed,
 		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
 		       uint32_t host_batch, uint64_t *steps, uint64_t *own_rows);
+/* The rows the packer pk (empty) makes of the records of pieces, in order
+ * (pieces of epoch `epoch`'s streams of the topology origin, in blocks of
+ * w records, permuted or not, slices): a host's share of an epoch resumed
+ * on another topology. */
+int pf_pack_plan_pieces(const pf_loader *inner, const struct pf_packer *pk, uint64_t seed,
+			uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+			const pf_topology *origin, uint32_t w, bool permute, uint32_t slice,
+			uint32_t group, const pf_piece *pieces, size_t npieces, uint64_t *rows);
 
 /* drops.c */
 /* One drop (skip mode) of the file path: counted, logged, checked

@@ -202,6 +202,32 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	return 0;
 }
 
+int pf_resume_elastic_share(const pf_loader *l, uint32_t host, pf_state *st, size_t n,
+			    pf_piece **pieces, size_t *npieces, pf_error *err)
+{
+	pf_loader *tmp = pf_malloc(sizeof(*tmp));
+	int ret;
+
+	*pieces = NULL;
+	*npieces = 0;
+	if (!tmp)
+		return -ENOMEM;
+	/* A copy that only resume_elastic() reads and writes. */
+	memcpy(tmp, l, sizeof(*tmp));
+	tmp->topo.host_index = host;
+	memset(&tmp->resume, 0, sizeof(tmp->resume));
+	tmp->resumed = false;
+	ret = resume_elastic(tmp, st, n, err);
+	if (ret == 0 && tmp->resumed) {
+		*pieces = tmp->resume.pieces;
+		*npieces = tmp->resume.npieces;
+	} else {
+		pf_free(tmp->resume.pieces);
+	}
+	pf_free(tmp);
+	return ret;
+}
+
 /* The remainder of the epoch a state of this topology is inside, for
  * the report of the run that ends it: the plan's, as a fresh epoch has
  * it, when the epoch's streams are this topology's; else (the epoch was

@@ -157,6 +157,9 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 		pk.global_step = q->global_step;
 		pk.ahead = q->ahead;
 		pk.next_row = q->next_row;
+		pk.epoch_steps = q->epoch_steps;
+		pk.epoch_rows = q->epoch_rows;
+		pk.step_base = q->step_base;
 		pk.n_row_id = q->nopen;
 		pk.row_id = (uint64_t *)q->id;
 		pk.n_row_segments = q->nopen;
@@ -203,6 +206,13 @@ static int check_pack(const struct pf_pack_state *q, pf_error *err)
 				    "state's packing names an impossible topology: host %u of "
 				    "%u, %u cores x %u rows", q->saver.host_index,
 				    q->saver.num_hosts, q->saver.cores, q->saver.per_core_batch);
+	if (q->step > q->epoch_steps || q->epoch_steps > UINT64_MAX / 2 ||
+	    q->step_base > UINT64_MAX / 2)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "state's packing says %llu steps delivered of an epoch "
+				    "planned at %llu (after %llu before a resume)",
+				    (unsigned long long)q->step, (unsigned long long)q->epoch_steps,
+				    (unsigned long long)q->step_base);
 	if (q->nopen > q->pool)
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 				    "state's packer holds %u open rows, over its pool of %u",
@@ -357,6 +367,8 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 				   pk->per_core_batch },
 			.step = pk->step_in_epoch, .global_step = pk->global_step,
 			.ahead = pk->ahead, .next_row = pk->next_row,
+			.epoch_steps = pk->epoch_steps, .epoch_rows = pk->epoch_rows,
+			.step_base = pk->step_base,
 		};
 		if (pk->n_row_id > PF_PACK_POOL_MAX || pk->n_row_segments != pk->n_row_id ||
 		    pk->features > PF_PACK_MAX_FEATURES ||
@@ -430,7 +442,7 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 		info.num_hosts = s.pack.saver.num_hosts;
 		info.cores_per_host = s.pack.saver.cores;
 		info.per_core_batch = s.pack.saver.per_core_batch;
-		info.step_in_epoch = s.pack.step;
+		info.step_in_epoch = s.pack.step_base + s.pack.step;
 		info.global_step = s.pack.global_step;
 		info.fresh = s.fresh && !s.pack.step;
 		info.pack_length = s.pack.length;

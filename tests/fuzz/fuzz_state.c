@@ -43,7 +43,9 @@ static bool same_pack(const pf_state *a, const pf_state *b)
 	if (p->length != q->length || p->mode != q->mode || p->pool != q->pool ||
 	    p->nf != q->nf || memcmp(&p->saver, &q->saver, sizeof(p->saver)) ||
 	    p->step != q->step || p->global_step != q->global_step || p->ahead != q->ahead ||
-	    p->next_row != q->next_row || p->nopen != q->nopen)
+	    p->next_row != q->next_row || p->nopen != q->nopen ||
+	    p->epoch_steps != q->epoch_steps || p->epoch_rows != q->epoch_rows ||
+	    p->step_base != q->step_base)
 		return false;
 	for (uint32_t r = 0; r < p->nopen; r++)
 		if (p->id[r] != q->id[r] || p->segments[r] != q->segments[r] ||

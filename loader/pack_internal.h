@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to packing (pack.c, pack_state.c): the packing run's state. */
+#ifndef PF_PACK_INTERNAL_H
+#define PF_PACK_INTERNAL_H
+
+#include "pipeline_internal.h"
+#include "pf_transform.h"
+#include "spec_internal.h"
+
+/* Records per inner step, and the least values of a concat feature's
+ * inner row (longer records are cut there, and counted). */
+#define PF_PACK_GROUP 32u
+#define PF_PACK_CONCAT_CAP 16384u
+
+/* Where the packer was at the start of an inner batch (or of the run, or
+ * of an epoch): what a saved state rebuilds the rows not yet delivered
+ * from (pf_pack_save_state()). */
+typedef struct pack_snap {
+	uint32_t epoch;
+	uint64_t step, gstep;	/* the inner batch's (the inner loader's position) */
+	bool fresh;		/* the epoch's start, before its first inner batch */
+	uint64_t consumed;	/* inner records taken in the epoch before it */
+	pf_packer packer;
+} pack_snap;
+
+typedef struct pack_out {
+	struct pack_out *next;		/* free list */
+	pf_batch batch;
+	pf_core_batch *core;
+	pf_tensor *tensors;
+	uint8_t *valid;
+	uint8_t *mem;
+	uint32_t *fill;			/* [row][feature]: values written from 0 */
+	uint64_t segments, values;	/* of its rows, for the metrics */
+} pack_out;
+
+struct pf_pack_run {
+	pf_loader *inner;
+	pf_packer packer;
+	uint32_t nf;				/* packed features */
+	uint32_t fin[PF_PACK_MAX_FEATURES];	/* inner spec: values */
+	uint32_t fout[PF_PACK_MAX_FEATURES];	/* outer spec: values (+1 ids, +2 positions) */
+	uint32_t cap;				/* values of an inner row */
+	uint32_t L, B;
+	size_t *toff;				/* outer tensor offsets in a core block */
+	size_t block_bytes;
+
+	pack_out *outs, *free;
+	unsigned nouts, window;
+	pack_out **inprog;			/* [window]: step j at j % window */
+	unsigned held, held_max;
+
+	/* The epoch being packed: the next step to hand out, the rows
+	 * opened, those final; its end. */
+	uint32_t epoch;
+	uint64_t step, opened, closed;
+	bool epoch_done;
+	uint64_t epoch_steps;		/* planned: every host's */
+	uint64_t epoch_rows;		/* planned: this host's */
+	bool inner_done, started;
+
+	/* Every record's packed lengths, in dataset order (pack_plan.c). */
+	uint32_t *lengths;
+	uint64_t nlengths;
+	bool lengths_from_index;	/* the shards' indexes told them */
+	uint64_t gstep;
+
+	/* A record's pieces: an inner row holds at most cap values, which
+	 * concat spreads over at most cap / L + 2 rows. */
+	pf_pack_piece *pieces;
+	uint32_t npieces;
+
+	/* The inner batch being placed, and the next record of it. */
+	pf_batch *ib;
+	uint32_t icore, irow;
+
+	/* Checkpoints: the packer at the start of each inner batch since the
+	 * last from which the rows not yet delivered can be rebuilt (oldest
+	 * first), the inner records taken in the epoch, and a restored
+	 * state's inner position, handed to the inner loader. */
+	pack_snap *snaps;
+	size_t nsnaps, snaps_cap;
+	uint64_t consumed;
+	/* A resume: the states decoded (until the plan is made), whether on
+	 * another topology, this host's packing part, and the inner loader's
+	 * states (without it) handed to the inner loader. */
+	pf_state *rst;
+	size_t nrst;
+	bool elastic;
+	struct pf_pack_state own;
+	uint8_t **resume_blobs;
+	pf_state_blob *resumes;
+	size_t nresumes;
+	/* Steps of the epoch delivered before a resume on another topology
+	 * inside it (the rows and steps above count from there). */
+	uint64_t step_base;
+};
+
+/* pack_state.c: checkpoints.  pf_pack_push_snap(): a checkpoint of the
+ * packer at an inner batch's (or the run's, or an epoch's) start.
+ * pf_pack_restore(): the states of cfg->resume decoded and checked, the
+ * inner loader's part of them in pk->resume (before the inner loader is
+ * made).  pf_pack_restore_plan(): after it is made, the packer, the steps
+ * and the epoch's plan the states say (or, on another topology, planned
+ * from the hosts' shares of what the states left).  @return 0 or <0
+ * (err). */
+int pf_pack_push_snap(pf_pack_run *pk, const pack_snap *sn);
+int pf_pack_restore(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topology *topo,
+		    pf_error *err);
+int pf_pack_restore_plan(pf_loader *l, pf_pack_run *pk, pf_error *err);
+void pf_pack_restore_free(pf_pack_run *pk, bool blobs);
+/* pack.c: epoch e's steps, every host's (pack_plan.c), and this host's
+ * rows. */
+int pf_pack_plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err);
+
+#endif

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A packing loader's checkpoints: the packer's checkpoints as it packs,
+ * the state saved from them, and the resume (on the same topology, bit
+ * for bit; on another, from what the states left).  Not here: packing
+ * (pack.c), the state's format (state.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pack_internal.h"
+
+/* A checkpoint of the packer (its packer field filled here), after
+ * those no state needs: the oldest kept is the last whose packer had
+ * opened no row not yet delivered. */
+int pf_pack_push_snap(pf_pack_run *pk, const pack_snap *sn)
+{
+	uint64_t delivered = pk->step * pk->B;
+
+	while (pk->nsnaps >= 2 && pk->snaps[1].packer.next_row <= delivered) {
+		memmove(&pk->snaps[0], &pk->snaps[1], (pk->nsnaps - 1) * sizeof(*pk->snaps));
+		pk->nsnaps--;
+	}
+	if (pf_grow(&pk->snaps, &pk->snaps_cap, pk->nsnaps + 1, sizeof(*pk->snaps)) < 0)
+		return -ENOMEM;
+	pk->snaps[pk->nsnaps] = *sn;
+	pk->snaps[pk->nsnaps].packer = pk->packer;
+	pk->snaps[pk->nsnaps].consumed = pk->consumed;
+	pk->nsnaps++;
+	return 0;
+}
+
+
+/* Drop the first n records of a state's pieces (the records its packer
+ * took past its position: placed in rows delivered or lost with the rows
+ * not delivered, never to be read again).  @return 0, or -EBADMSG when it
+ * has fewer. */
+static int skip_records(pf_state *s, uint64_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->npieces; i++) {
+		pf_piece p = s->pieces[i];
+		uint64_t len = p.end - p.begin;
+
+		if (n >= len) {
+			n -= len;
+			continue;
+		}
+		p.begin += n;
+		n = 0;
+		s->pieces[k++] = p;
+	}
+	s->npieces = k;
+	return n ? -EBADMSG : 0;
+}
+
+int pf_pack_restore(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topology *topo,
+		    pf_error *err)
+{
+	size_t n = cfg->nresume, mine = SIZE_MAX;
+	int ret = 0;
+
+	pk->rst = pf_calloc(n, sizeof(*pk->rst));
+	pk->resume_blobs = pf_calloc(n, sizeof(*pk->resume_blobs));
+	pk->resumes = pf_calloc(n, sizeof(*pk->resumes));
+	if (!pk->rst || !pk->resume_blobs || !pk->resumes)
+		return -ENOMEM;
+	pk->nrst = n;
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		const struct pf_pack_state *q = &pk->rst[i].pack;
+		const pf_topology *s0 = &pk->rst[0].pack.saver;
+
+		ret = pf_state_decode(&pk->rst[i], cfg->resume[i].data, cfg->resume[i].len, err);
+		if (ret < 0) {
+			char msg[sizeof(err->msg)];
+
+			snprintf(msg, sizeof(msg), "state %zu: %.*s", i, (int)sizeof(msg) - 32,
+				 err->msg);
+			memcpy(err->msg, msg, sizeof(msg));
+			break;
+		}
+		if (!pk->rst[i].has_pack) {
+			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					   "state %zu was saved by a loader without packing; this "
+					   "one packs (pack_length %u)", i, cfg->pack_length);
+			break;
+		}
+		if (q->length != cfg->pack_length || q->mode != (uint32_t)cfg->pack_mode ||
+		    q->pool != pk->packer.pool || q->nf != pk->nf) {
+			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					   "state %zu was saved packing %u features into rows of %u "
+					   "(%s, pool %u); this loader packs %u into rows of %u (%s, "
+					   "pool %u)", i, q->nf, q->length,
+					   q->mode == PF_PACK_CONCAT ? "concat" : "first_fit", q->pool,
+					   pk->nf, cfg->pack_length,
+					   pf_pack_mode_name(cfg->pack_mode), pk->packer.pool);
+			break;
+		}
+		if (q->saver.num_hosts != s0->num_hosts || q->saver.cores != s0->cores ||
+		    q->saver.per_core_batch != s0->per_core_batch) {
+			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					   "state %zu was saved by one of %u hosts (%u x %u), state "
+					   "0 by one of %u (%u x %u): not one job's states", i,
+					   q->saver.num_hosts, q->saver.cores, q->saver.per_core_batch,
+					   s0->num_hosts, s0->cores, s0->per_core_batch);
+			break;
+		}
+		if (q->saver.host_index == topo->host_index)
+			mine = i;
+	}
+	if (ret < 0)
+		return ret;
+	{
+		const pf_topology *s0 = &pk->rst[0].pack.saver;
+
+		pk->elastic = s0->num_hosts != topo->num_hosts || s0->cores != topo->cores ||
+			      s0->per_core_batch != topo->per_core_batch;
+	}
+	if (!pk->elastic && mine == SIZE_MAX)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "the states are of this topology (%u hosts, %u x %u), but none "
+				    "is host %u's", topo->num_hosts, topo->cores,
+				    topo->per_core_batch, topo->host_index);
+	/* The same topology: this host's state, at its position.  Another:
+	 * every old host's, each past the records its packer took (the rows
+	 * not delivered are lost with them: at most the open rows a host). */
+	for (size_t i = 0; i < n; i++) {
+		pf_state *s = &pk->rst[i];
+		size_t k = pk->nresumes;
+		int64_t len;
+
+		if (!pk->elastic && i != mine)
+			continue;
+		if (pk->elastic && !s->fresh && skip_records(s, s->pack.ahead) < 0)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					    "state %zu: its packer took %llu records past its "
+					    "position, more than the %llu it has left", i,
+					    (unsigned long long)s->pack.ahead,
+					    (unsigned long long)pf_state_remaining(s));
+		s->has_pack = false;
+		len = pf_state_encode(s, NULL, 0);
+		pk->resume_blobs[k] = len > 0 ? pf_malloc((size_t)len) : NULL;
+		if (len < 0 || !pk->resume_blobs[k] ||
+		    pf_state_encode(s, pk->resume_blobs[k], (size_t)len) != len)
+			return -ENOMEM;
+		s->has_pack = true;
+		pk->resumes[k] = (pf_state_blob){ pk->resume_blobs[k], (size_t)len };
+		pk->nresumes = k + 1;
+	}
+	if (!pk->elastic)
+		pk->own = pk->rst[mine].pack;
+	return 0;
+}
+
+/* Another topology: the packer empty at the states' epoch, after the
+ * steps they had delivered, its steps the fewest rows any new host makes
+ * of its share of the records they left. */
+static int restore_elastic(pf_loader *l, pf_pack_run *pk, pf_error *err)
+{
+	const pf_loader *in = pk->inner;
+	const pf_state *s0 = &pk->rst[0];
+	uint64_t least = UINT64_MAX;
+	int ret = 0;
+
+	for (size_t i = 0; i < pk->nrst; i++) {
+		const struct pf_pack_state *q = &pk->rst[i].pack;
+
+		if (q->global_step > pk->gstep)
+			pk->gstep = q->global_step;
+		if (!pk->rst[i].fresh && q->step_base + q->step > pk->step_base)
+			pk->step_base = q->step_base + q->step;
+	}
+	if (!in->resumed)	/* between epochs: the next, planned as any */
+		return pf_pack_plan_epoch(l, pk, in->start_epoch, err);
+	for (uint32_t h = 0; h < l->topo.num_hosts && ret == 0; h++) {
+		pf_piece *pieces;
+		size_t npieces;
+		uint64_t rows;
+
+		/* Shares are the inner loaders' (one core of PF_PACK_GROUP). */
+		ret = pf_resume_elastic_share(in, h, pk->rst, pk->nrst, &pieces, &npieces, err);
+		if (ret < 0)
+			break;
+		ret = pf_pack_plan_pieces(in, &pk->packer, l->cfg.seed, in->start_epoch,
+					  pk->lengths, pk->nf, pk->cap, &s0->origin,
+					  s0->origin_block, s0->origin_permute, s0->origin_slice,
+					  s0->origin_group, pieces, npieces, &rows);
+		pf_free(pieces);
+		if (ret < 0)
+			ret = pf_error_set(err, ret, PF_OFFSET_NONE, 0,
+					   "planning the resumed epoch %u: %s", in->start_epoch,
+					   pf_strerror(ret));
+		if (rows < least)
+			least = rows;
+		if (h == l->topo.host_index)
+			pk->epoch_rows = rows;
+	}
+	pk->epoch_steps = least / pk->B;
+	return ret;
+}
+
+int pf_pack_restore_plan(pf_loader *l, pf_pack_run *pk, pf_error *err)
+{
+	const struct pf_pack_state *q = &pk->own;
+	int ret;
+
+	if (pk->elastic)
+		ret = restore_elastic(l, pk, err);
+	else if (pk->inner->resumed || q->step || q->step_base)
+		ret = 0;	/* inside the epoch: its plan, as the state says */
+	else
+		ret = pf_pack_plan_epoch(l, pk, pk->inner->start_epoch, err);
+	if (ret == 0 && !pk->elastic) {
+		pk->packer.next_row = q->next_row;
+		pk->packer.nopen = q->nopen;
+		for (uint32_t r = 0; r < q->nopen; r++) {
+			pf_pack_row *row = &pk->packer.open[r];
+
+			memset(row, 0, sizeof(*row));
+			row->id = q->id[r];
+			row->segments = q->segments[r];
+			for (uint32_t f = 0; f < q->nf; f++)
+				row->fill[f] = q->fill[r][f];
+		}
+		pk->step = q->step;
+		pk->step_base = q->step_base;
+		pk->gstep = q->global_step;
+		if (pk->inner->resumed || q->step || q->step_base) {
+			pk->epoch_steps = q->epoch_steps;
+			pk->epoch_rows = q->epoch_rows;
+		}
+	}
+	pf_pack_restore_free(pk, false);
+	return ret;
+}
+
+void pf_pack_restore_free(pf_pack_run *pk, bool blobs)
+{
+	for (size_t i = 0; i < pk->nrst; i++)
+		pf_state_release(&pk->rst[i]);
+	pf_free(pk->rst);
+	pk->rst = NULL;
+	pk->nrst = 0;
+	if (!blobs)
+		return;
+	for (size_t i = 0; i < pk->nresumes; i++)
+		pf_free(pk->resume_blobs[i]);
+	pf_free(pk->resume_blobs);
+	pf_free(pk->resumes);
+}
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints                                                          */
+
+int64_t pf_pack_save_state(pf_loader *l, void *buf, size_t cap)
+{
+	pf_pack_run *pk = l->pack;
+	const pf_loader *in = pk->inner;
+	uint64_t delivered = pk->step * pk->B;
+	const pack_snap *sn = NULL;
+	struct pf_pack_state *q;
+	pf_piece *pieces;
+	pf_packer packer;
+	pf_state s;
+	int64_t n;
+
+	pieces = pf_calloc(in->resume.npieces + 1, sizeof(*pieces));
+	if (!pieces)
+		return -ENOMEM;
+	/* The last checkpoint whose packer had opened no row not yet
+	 * delivered: from there the packer makes those rows again. */
+	for (size_t i = pk->nsnaps; i-- > 0 && !sn;)
+		if (pk->snaps[i].packer.next_row <= delivered)
+			sn = &pk->snaps[i];
+	if (pk->step >= pk->epoch_steps && pk->epoch_steps) {
+		/* The epoch is delivered: the next one, from its start. */
+		pf_resume_state_at(in, pk->epoch + 1, 0, sn ? sn->gstep : 0, true, &s, pieces);
+		packer = pk->packer;
+		packer.nopen = 0;
+		packer.next_row = 0;
+	} else {
+		if (!sn) {	/* cannot be: the epoch's first has none */
+			pf_free(pieces);
+			return -EIO;
+		}
+		pf_resume_state_at(in, sn->epoch, sn->step, sn->gstep, sn->fresh, &s, pieces);
+		packer = sn->packer;
+	}
+	s.has_pack = true;
+	q = &s.pack;
+	*q = (struct pf_pack_state){
+		.length = pk->L, .mode = (uint32_t)l->cfg.pack_mode, .pool = pk->packer.pool,
+		.nf = pk->nf, .saver = l->topo,
+		.step = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->step,
+		.global_step = pk->gstep,
+		.ahead = sn && pk->step < pk->epoch_steps ? pk->consumed - sn->consumed : 0,
+		.step_base = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->step_base,
+		.epoch_steps = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->epoch_steps,
+		.epoch_rows = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->epoch_rows,
+		.next_row = packer.next_row, .nopen = packer.nopen,
+	};
+	for (uint32_t r = 0; r < packer.nopen; r++) {
+		q->id[r] = packer.open[r].id;
+		q->segments[r] = packer.open[r].segments;
+		for (uint32_t f = 0; f < pk->nf; f++)
+			q->fill[r][f] = packer.open[r].fill[f];
+	}
+	n = pf_state_encode(&s, buf, cap);
+	pf_free(pieces);
+	return n;
+}
+
