@@ -12,24 +12,16 @@
 #include "podfeed.h"
 #include "testutil.h"
 
-static const char *tool(void)
-{
-	const char *t = getenv("SHARDTOOL");
-
-	cr_assert_not_null(t, "SHARDTOOL is not set (run through meson test)");
-	return t;
-}
-
 /* 3,000 text records (median 40 tokens, to 300): plain in d/plain (3
  * stream files), indexed in d/z (5 shards and the manifest). */
 static const char *text_dataset(void)
 {
-	const char *d = tu_tmpdir();
+	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
 
 	cr_assert_eq(tu_system("%s synth --kind text --records 3000 --shards 3 --median-tokens 40 "
 			       "--max-tokens 300 --seed 4 --out %s/plain >/dev/null && %s convert "
-			       "--out %s/z --shards 5 --frame-size 16K %s/plain >/dev/null", tool(),
-			       d, tool(), d, d), 0);
+			       "--out %s/z --shards 5 --frame-size 16K %s/plain >/dev/null", st, d,
+			       st, d, d), 0);
 	return d;
 }
 
