@@ -175,7 +175,7 @@ static int restore_elastic(pf_loader *l, pf_pack_run *pk, pf_error *err)
 	for (uint32_t h = 0; h < l->topo.num_hosts && ret == 0; h++) {
 		pf_piece *pieces;
 		size_t npieces;
-		uint64_t rows;
+		uint64_t rows = 0;
 
 		/* Shares are the inner loaders' (one core of PF_PACK_GROUP). */
 		ret = pf_resume_elastic_share(in, h, pk->rst, pk->nrst, &pieces, &npieces, err);
