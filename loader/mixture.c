@@ -17,6 +17,14 @@
 
 #include "mixture_internal.h"
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+/* PODFEED_STREAM=0 copies rows with memcpy (for measuring), as it makes
+ * the decoders write with ordinary stores. */
+static bool mix_no_stream;
+
 /* ------------------------------------------------------------------ */
 /* Checking the config                                                  */
 
@@ -431,6 +439,11 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	if (!m)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
 	m->start_ns = pf_now_ns();
+	{
+		const char *want = getenv("PODFEED_STREAM");
+
+		mix_no_stream = want && !strcmp(want, "0");
+	}
 	m->n = cfg->nsources;
 	m->mode = cfg->mix;
 	m->seed = cfg->seed;
@@ -742,8 +755,41 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 	return 0;
 }
 
+/* One row of a feature into the mixture's batch.  Long rows go out with
+ * non-temporal stores, as the decoders write a plain loader's rows
+ * (spec_fast.c): the batch is read by the consumer after other batches
+ * have been made, and ordinary stores would first read every line of it
+ * from memory.  @return whether it streamed (an sfence is then due). */
+static bool copy_row(uint8_t *dst, const uint8_t *src, size_t n)
+{
+#if defined(__x86_64__)
+	if (n >= 1024 && ((uintptr_t)dst & 15) == 0 && (n & 15) == 0 && !mix_no_stream) {
+		size_t o = 0;
+
+		for (; o + 64 <= n; o += 64) {
+			__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + o));
+			__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 16));
+			__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 32));
+			__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 48));
+
+			_mm_stream_si128((__m128i *)(void *)(dst + o), a);
+			_mm_stream_si128((__m128i *)(void *)(dst + o + 16), b);
+			_mm_stream_si128((__m128i *)(void *)(dst + o + 32), c);
+			_mm_stream_si128((__m128i *)(void *)(dst + o + 48), d);
+		}
+		for (; o < n; o += 16)	/* n is a multiple of 16 */
+			_mm_stream_si128((__m128i *)(void *)(dst + o),
+					 _mm_loadu_si128((const __m128i *)(const void *)(src + o)));
+		return true;
+	}
+#endif
+	memcpy(dst, src, n);
+	return false;
+}
+
 int pf_mixture_next(pf_mixture *m, pf_batch **out)
 {
+	bool streamed = false;
 	uint32_t pcb = m->topo.per_core_batch;
 	mix_slot *slot = NULL;
 	int ret;
@@ -774,13 +820,17 @@ int pf_mixture_next(pf_mixture *m, pf_batch **out)
 		if (ret < 0)
 			return ret;
 		for (uint32_t f = 0; f < m->features; f++)
-			memcpy((uint8_t *)dst->tensors[f].data + i * m->fbytes[f],
-			       (const uint8_t *)src->tensors[f].data + srow * m->fbytes[f],
-			       m->fbytes[f]);
+			streamed |= copy_row((uint8_t *)dst->tensors[f].data + i * m->fbytes[f],
+					     (const uint8_t *)src->tensors[f].data +
+						     srow * m->fbytes[f], m->fbytes[f]);
 		if (m->source_feature)
 			((int32_t *)dst->tensors[m->features].data)[i] = (int32_t)k;
 		((uint8_t *)dst->valid)[i] = src->valid[srow];
 	}
+#if defined(__x86_64__)
+	if (streamed)
+		_mm_sfence();	/* the rows complete before the batch is handed out */
+#endif
 	for (uint32_t c = 0; c < m->topo.cores; c++) {
 		slot->core[c].nvalid = 0;
 		for (uint32_t i = 0; i < pcb; i++)
