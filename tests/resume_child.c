@@ -5,6 +5,9 @@
  *   resume_child DIR COMMIT LOG HOST HOSTS CORES PCB WINDOW SEED EPOCHS STOP
  *                [OLD_COMMIT...]
  *
+ * DIR a directory of shards, or a mixture: directories joined by commas,
+ * each a source of weight 1 (test_loader_mixture_kill).
+ *
  * A commit is one file, replaced by rename(): the log's length (8 bytes,
  * little-endian) then the loader state.  So a kill at any instant leaves
  * the last commit whole, and the log beyond its length is what was
@@ -97,6 +100,10 @@ static void commit(const char *path, uint64_t log_len, pf_loader *l)
 int main(int argc, char **argv)
 {
 	const char *paths[1];
+	pf_loader_source src[4];
+	const char *spaths[4][1];
+	char dirs[4096], *save = NULL;
+	size_t nsrc = 0;
 	pf_loader_config cfg = { 0 };
 	pf_state_blob blobs[16];
 	uint8_t *bufs[16];
@@ -136,6 +143,20 @@ int main(int argc, char **argv)
 
 	cfg.paths = paths;
 	cfg.npaths = 1;
+	if (strchr(argv[1], ',')) {
+		snprintf(dirs, sizeof(dirs), "%s", argv[1]);
+		for (char *p = strtok_r(dirs, ",", &save); p && nsrc < 4;
+		     p = strtok_r(NULL, ",", &save)) {
+			spaths[nsrc][0] = p;
+			src[nsrc] = (pf_loader_source){ .paths = spaths[nsrc], .npaths = 1,
+							.weight = 1 };
+			nsrc++;
+		}
+		cfg.paths = NULL;
+		cfg.npaths = 0;
+		cfg.sources = src;
+		cfg.nsources = nsrc;
+	}
 	cfg.features = "id:int64[1]";
 	cfg.host_index = (uint32_t)strtoul(argv[4], NULL, 10);
 	cfg.num_hosts = (uint32_t)strtoul(argv[5], NULL, 10);

@@ -5,19 +5,16 @@
  * and a consumer killed with SIGKILL at random points. */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "podfeed.h"
+#include "kill_util.h"
 #include "testutil.h"
 
-extern char **environ;
 
 /* Uneven indexed shards with small frames, and (streams) a plain and a
  * gzip stream: ids 0 .. *nids-1. */
@@ -563,128 +560,7 @@ Test(resume, states_of_one_topology_at_different_epochs_are_refused, .timeout = 
 }
 
 /* ------------------------------------------------------------------ */
-/* SIGKILL at random points                                             */
-
-typedef struct killer {
-	uint64_t rng;
-	unsigned kills;
-	unsigned shift;		/* delays divided by 2^shift (see phase()) */
-} killer;
-
-/* 1-25 ms, divided by 2^shift, 5 ms more for each run without progress. */
-static unsigned next_delay_us(killer *k, unsigned stalls)
-{
-	k->rng = k->rng * 6364136223846793005ull + 1442695040888963407ull;
-	return ((1000 + (unsigned)(k->rng >> 33) % 24000) >> k->shift) + 5000 * stalls;
-}
-
-static off_t file_size(const char *path)
-{
-	struct stat sb;
-
-	return stat(path, &sb) == 0 ? sb.st_size : -1;
-}
-
-/* Run resume_child with args until it exits 0, killing it after a
- * random delay each time; a run that made no progress lengthens the
- * next delay so the job always ends. */
-static void run_killed(killer *k, char *const argv[], const char *log)
-{
-	const char *exe = tu_env_tool("RESUME_CHILD");
-	unsigned stalls = 0;
-
-	for (unsigned round = 0;; round++) {
-		off_t before = file_size(log);
-		int status;
-		pid_t pid;
-
-		cr_assert_lt(round, 5000, "the job never finished");
-		cr_assert_eq(posix_spawn(&pid, exe, NULL, NULL, argv, environ), 0);
-		usleep(next_delay_us(k, stalls));
-		kill(pid, SIGKILL);
-		cr_assert_eq(waitpid(pid, &status, 0), pid);
-		if (WIFEXITED(status)) {
-			cr_assert_eq(WEXITSTATUS(status), 0, "resume_child failed");
-			return;
-		}
-		cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-		k->kills++;
-		stalls = file_size(log) == before ? stalls + 1 : 0;
-	}
-}
-
-/* The ids of a log. */
-static void count_log(const char *path, uint8_t *seen, uint64_t nids, uint64_t *n)
-{
-	size_t len;
-	uint8_t *buf = tu_read_file(path, &len);
-
-	cr_assert_eq(len % 8, 0);
-	for (size_t i = 0; i < len; i += 8) {
-		uint64_t id;
-
-		memcpy(&id, buf + i, 8);
-		cr_assert_lt(id, nids);
-		cr_assert_eq(seen[id]++, 0, "id %llu delivered twice", (unsigned long long)id);
-	}
-	*n += len / 8;
-	free(buf);
-}
-
-#define ARG(buf, fmt, ...) (snprintf(buf, sizeof(buf), fmt, __VA_ARGS__), buf)
-
-/* hosts consumers of 2 cores x 4 records, each killed until done; with
- * stop, each stops at global step stop[h] (in epoch 0).  commits/logs
- * are written as DIR/c<tag><h> and DIR/l<tag><h>. */
-static void killed_hosts(killer *k, const char *d, const char *work, char tag,
-			 uint32_t hosts, const uint64_t *stop, uint32_t old_hosts)
-{
-	for (uint32_t h = 0; h < hosts; h++) {
-		char commit[512], log[512], hs[16], ns[16], st[32];
-		char olds[8][512];
-		char *argv[24] = { "resume_child", (char *)d, commit, log, hs, ns, "2", "4",
-				   "64", "9", "1", st };
-		int argc = 12;
-
-		snprintf(commit, sizeof(commit), "%s/c%c%u", work, tag, h);
-		snprintf(log, sizeof(log), "%s/l%c%u", work, tag, h);
-		ARG(hs, "%u", h);
-		ARG(ns, "%u", hosts);
-		ARG(st, "%llu", (unsigned long long)(stop ? stop[h] : 0));
-		for (uint32_t o = 0; o < old_hosts; o++)
-			argv[argc++] = ARG(olds[o], "%s/c%c%u", work, 'a', o);
-		argv[argc] = NULL;
-		run_killed(k, argv, log);
-	}
-}
-
-/* killed_hosts() until the phase took at least `want` kills: a machine
- * fast enough to finish a job inside a few of the delays runs the phase
- * again from the start (its commits and logs removed) with the delays
- * halved, up to 6 times, so that the kill points are many wherever the
- * suite runs, and a slow machine keeps the delays as they are. */
-static void phase(killer *k, const char *d, const char *work, char tag, uint32_t hosts,
-		  const uint64_t *stop, uint32_t old_hosts, unsigned want)
-{
-	for (;;) {
-		unsigned kills0 = k->kills;
-		char path[512];
-
-		for (uint32_t h = 0; h < hosts; h++) {
-			snprintf(path, sizeof(path), "%s/c%c%u", work, tag, h);
-			unlink(path);
-			snprintf(path, sizeof(path), "%s/l%c%u", work, tag, h);
-			unlink(path);
-		}
-		killed_hosts(k, d, work, tag, hosts, stop, old_hosts);
-		if (k->kills - kills0 >= want || k->shift >= 6)
-			return;
-		cr_log_info("phase %c: %u kills, under %u: again with delays halved", tag,
-			    k->kills - kills0, want);
-		k->kills = kills0;
-		k->shift++;
-	}
-}
+/* SIGKILL at random points (kill_util.c)                               */
 
 Test(resume, sigkill_at_random_points_one_and_four_hosts_and_a_resize, .timeout = 600)
 {
@@ -699,8 +575,8 @@ Test(resume, sigkill_at_random_points_one_and_four_hosts_and_a_resize, .timeout 
 	unsigned before;
 
 	/* One host: the whole epoch, each record once, minus the remainder. */
-	phase(&k, d, work, 'o', 1, NULL, 0, 15);
-	count_log(ARG(log, "%s/lo0", work), seen, nids, &n);
+	ku_phase(&k, d, work, 'o', 1, NULL, 0, 15);
+	ku_count_log(ARG(log, "%s/lo0", work), seen, nids, &n);
 	q1 = nids / b * b;
 	cr_assert_eq(n, q1);
 	cr_log_info("1 host: %u kills", k.kills);
@@ -710,9 +586,9 @@ Test(resume, sigkill_at_random_points_one_and_four_hosts_and_a_resize, .timeout 
 	/* Four hosts. */
 	memset(seen, 0, nids);
 	n = 0;
-	phase(&k, d, work, 'f', 4, NULL, 0, 15);
+	ku_phase(&k, d, work, 'f', 4, NULL, 0, 15);
 	for (uint32_t h = 0; h < 4; h++)
-		count_log(ARG(log, "%s/lf%u", work, h), seen, nids, &n);
+		ku_count_log(ARG(log, "%s/lf%u", work, h), seen, nids, &n);
 	q4 = nids / (4 * b) * b;
 	cr_assert_eq(n, 4 * q4);
 	cr_log_info("4 hosts: %u kills", k.kills - before);
@@ -723,14 +599,14 @@ Test(resume, sigkill_at_random_points_one_and_four_hosts_and_a_resize, .timeout 
 	 * their states. */
 	memset(seen, 0, nids);
 	n = 0;
-	phase(&k, d, work, 'a', 4, stop, 0, 10);
+	ku_phase(&k, d, work, 'a', 4, stop, 0, 10);
 	for (uint32_t h = 0; h < 4; h++)
-		count_log(ARG(log, "%s/la%u", work, h), seen, nids, &n);
+		ku_count_log(ARG(log, "%s/la%u", work, h), seen, nids, &n);
 	cr_assert_eq(n, (stop[0] + stop[1] + stop[2] + stop[3]) * b, "%llu records",
 		     (unsigned long long)n);
-	phase(&k, d, work, 'b', 2, NULL, 4, 10);
+	ku_phase(&k, d, work, 'b', 2, NULL, 4, 10);
 	for (uint32_t h = 0; h < 2; h++)
-		count_log(ARG(log, "%s/lb%u", work, h), seen, nids, &n);
+		ku_count_log(ARG(log, "%s/lb%u", work, h), seen, nids, &n);
 	m = 4 * q4 - (stop[0] + stop[1] + stop[2] + stop[3]) * b;
 	q2 = m / (2 * b) * b;
 	cr_assert_eq(n, 4 * q4 - m + 2 * q2, "4 to 2: %llu records delivered",
