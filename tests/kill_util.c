@@ -149,3 +149,24 @@ void ku_unkilled(const char *d, const char *work, char tag, uint32_t hosts)
 		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "resume_child failed");
 	}
 }
+
+uint64_t ku_four_stopped(killer *k, const char *d, const char *work, const uint64_t stop[4],
+			 uint8_t *seen, uint64_t nids)
+{
+	char log[512];
+	uint64_t n = 0;
+
+	ku_phase(k, d, work, 'a', 4, stop, 0, 10);
+	for (uint32_t h = 0; h < 4; h++)
+		ku_count_log(ARG(log, "%s/la%u", work, h), seen, nids, &n);
+	cr_assert_eq(n, (stop[0] + stop[1] + stop[2] + stop[3]) * 8, "%llu records",
+		     (unsigned long long)n);
+	return n;
+}
+
+void ku_took(const killer *k, unsigned *before, const char *what)
+{
+	cr_log_info("%s: %u kills", what, k->kills - *before);
+	cr_assert_geq(k->kills - *before, 10, "%s: %u kills", what, k->kills - *before);
+	*before = k->kills;
+}

@@ -33,6 +33,14 @@ void ku_count_log(const char *path, uint8_t *seen, uint64_t nids, uint64_t *n);
  * 6 times): many kill points wherever the suite runs. */
 void ku_phase(killer *k, const char *d, const char *work, char tag, uint32_t hosts,
 	      const uint64_t *stop, uint32_t old_hosts, unsigned want);
+/* ku_phase() of tag 'a': 4 hosts stopped at global steps stop[0..3] (of
+ * 2 x 4 records each), their logs counted into seen[0..nids) (each id
+ * new).  @return the ids, asserted sum(stop) x 8. */
+uint64_t ku_four_stopped(killer *k, const char *d, const char *work, const uint64_t stop[4],
+			 uint8_t *seen, uint64_t nids);
+/* A phase took at least 10 kills since *before (said with what); *before
+ * becomes the count. */
+void ku_took(const killer *k, unsigned *before, const char *what);
 /* The same job run once, never killed (a reference): logs WORK/l<tag><h>. */
 void ku_unkilled(const char *d, const char *work, char tag, uint32_t hosts);
 
