@@ -122,9 +122,19 @@ def check_drawn(b, name, min_pixels=40):
         # The ladder's lines meet at one host by definition, and the pod's
         # line lies on the linear ideal wherever scaling is linear: the
         # longest colour here, each line's points in the ladder's test.
-        bars = ("chart-first-batch", "chart-pod", "chart-pod-stages", "chart-ladder")
+        # The stages' lines coincide where two stages are equally busy
+        # (two near 0% on a loaded machine hid one line's colour): the
+        # longest colour, and each stage's line in the DOM with its points.
+        bars = ("chart-first-batch", "chart-pod", "chart-pod-stages", "chart-ladder",
+                "chart-stages")
         need = counts.values() if c["id"] not in bars else [max(counts.values())]
         assert all(n >= min_pixels for n in need), f"{c['id']}: {counts}"
+        if c["id"] == "chart-stages":
+            points = b.eval("""[...document.querySelectorAll(
+                '#chart-stages g.series polyline')].map(p => [p.getAttribute('stroke'),
+                p.getAttribute('points').trim().split(/ +/).length])""")
+            assert sorted(col for col, _ in points) == sorted(c["colours"]), points
+            assert all(n >= 2 for _, n in points), points
     return charts
 
 
