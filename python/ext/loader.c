@@ -200,7 +200,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		"on_corrupt_skip", "max_corrupt", "quarantine", "resume",
 		"verify_records", "direct_io", "io_backend", "io_faults", "shuffle_global",
 		"pack_length", "pack_concat", "pack_pool", "sources", "mix", "mix_stop",
-		"source_feature", NULL,
+		"source_feature", "frame_cache", NULL,
 	};
 	pf_loader_config cfg = { 0 };
 	PyObject *paths, *resume = Py_None;
@@ -229,7 +229,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		return PyErr_Format(PyExc_RuntimeError,
 				    "the loader is open or its batches are held; close it "
 				    "and release them first");
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzpIpIOIIp", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzpIpIOIIpI", names,
 					 &paths, &features, &cfg.per_core_batch,
 					 &cfg.cores_per_host, &cfg.host_index,
 					 &cfg.num_hosts, &seed, &cfg.epochs, &max_steps,
@@ -237,7 +237,8 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 					 &cfg.io_depth, &memory, &cfg.prefetch, &skip,
 					 &max_corrupt, &quarantine, &resume, &verify, &direct,
 					 &io_backend, &io_faults, &global, &cfg.pack_length, &concat,
-					 &cfg.pack_pool, &sources, &mix, &mix_stop, &with_source))
+					 &cfg.pack_pool, &sources, &mix, &mix_stop, &with_source,
+					 &cfg.frame_cache))
 		return NULL;
 	cpaths = c_strings(paths, "paths", &cfg.npaths);
 	if (!cpaths)
@@ -789,6 +790,14 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		  pf_dict_set_u64(d, "image_decode_ns", m.image_decode_ns) < 0 ||
 		  pf_dict_set_u64(d, "image_scratch_bytes", m.image_scratch_bytes) < 0))
 		Py_CLEAR(d);
+	/* The global shuffle's frame cache (0.7). */
+	if (d && (pf_dict_set_u64(d, "frame_cache_entries", m.frame_cache_entries) < 0 ||
+		  pf_dict_set_u64(d, "frame_cache_bytes", m.frame_cache_bytes) < 0 ||
+		  pf_dict_set_u64(d, "frame_cache_hits", m.frame_cache_hits) < 0 ||
+		  pf_dict_set_u64(d, "frame_cache_loads", m.frame_cache_loads) < 0 ||
+		  pf_dict_set_u64(d, "frame_cache_evictions", m.frame_cache_evictions) < 0 ||
+		  pf_dict_set_u64(d, "frame_cache_bypassed", m.frame_cache_bypassed) < 0))
+		Py_CLEAR(d);
 #undef U
 	return d;
 }
@@ -906,7 +915,12 @@ static PyMethodDef loader_methods[] = {
 	  "  images, images_upscaled  image features: images decoded, and those\n"
 	  "                       whose box was smaller than the output\n"
 	  "  image_decode_ns      the decode threads' time on images\n"
-	  "  image_scratch_bytes  the image scratch the threads hold" },
+	  "  image_scratch_bytes  the image scratch the threads hold\n"
+	  "  frame_cache_entries, frame_cache_bytes  shuffle='global': the frames\n"
+	  "                       its cache holds (their bytes are in memory_bytes)\n"
+	  "  frame_cache_hits, frame_cache_loads, frame_cache_evictions,\n"
+	  "  frame_cache_bypassed slices served from it, frames read into it,\n"
+	  "                       replaced, and slices read past it" },
 	{ NULL, NULL, 0, NULL },
 };
 

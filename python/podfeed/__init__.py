@@ -378,7 +378,12 @@ def _named_error(e, paths):
         cause = cause.split("': ", 1)[1]
     for start, argument in _C_MESSAGE_ARGUMENT:
         if cause.startswith(start):
-            cls = ConfigError if argument == "memory_mib" or source else type(e)
+            # A frame cache asked for that the budget cannot hold: the
+            # cache's size is what was named.
+            if argument == "memory_mib" and "of the frame cache's" in cause:
+                argument = "frame_cache"
+            cls = (ConfigError if argument in ("memory_mib", "frame_cache") or source
+                   else type(e))
             if argument == "paths":
                 text += f" (paths {paths!r})"
             named = cls(f"{argument}: {text}")
@@ -582,7 +587,7 @@ class Loader(_podfeed.LoaderBase):
     state=None, prefetch=2, max_steps=None, io_depth=None, max_corrupt=None,
     quarantine=None, verify_records=False, direct_io=False, io_backend=None,
     io_faults=None, pack_length=None, pack_mode="first_fit", pack_pool=None,
-    mix="stratified", mix_stop="first", source_feature=False)
+    mix="stratified", mix_stop="first", source_feature=False, frame_cache=None)
 
     One loader per host.  Each step it hands each of this host's `cores`
     cores exactly `per_core_batch` records, as one Batch whose arrays are
@@ -698,6 +703,12 @@ class Loader(_podfeed.LoaderBase):
                       'concat' (the records one after the other, cut into
                       rows).
       pack_pool       first_fit's open rows (None: 8).
+      frame_cache     shuffle='global': decompressed frames kept so that a
+                      frame cut into slices is read once (None: as many
+                      as the plan's frame groups need and the budget
+                      holds; 0: none; n: n frames, a ConfigError when the
+                      budget cannot hold them).  Batches are the same
+                      whatever it holds.
 
     Iterating yields podfeed.Batch objects (help(podfeed.Batch)) and ends
     after the last epoch.  next() runs without the GIL and Ctrl-C
@@ -729,7 +740,7 @@ class Loader(_podfeed.LoaderBase):
                  max_corrupt=None, quarantine=None, verify_records=False,
                  direct_io=False, io_backend=None, io_faults=None, pack_length=None,
                  pack_mode="first_fit", pack_pool=None, mix="stratified",
-                 mix_stop="first", source_feature=False):
+                 mix_stop="first", source_feature=False, frame_cache=None):
         u64 = 2**64 - 1
         sources = _sources(paths)
         mix = _choice("mix", mix, ("stratified", "sample"))
@@ -747,6 +758,10 @@ class Loader(_podfeed.LoaderBase):
         if sources is not None and pack_length:
             raise ValueError("pack_length: a mixture cannot be packed (pack one dataset, "
                              "or mix without packing)")
+        # None: as many frames as the plan needs and the budget holds; 0:
+        # none (every slice reads its frame); n: n frames.
+        frame_cache = _uint("frame_cache", frame_cache, lo=0, hi=2**32 - 2, none_ok=True)
+        frame_cache = 0 if frame_cache is None else frame_cache or 2**32 - 1
         verify_records = _flag("verify_records", verify_records)
         direct_io = _flag("direct_io", direct_io)
         remainder = _choice("remainder", remainder, ("drop", "wrap"))
@@ -798,7 +813,8 @@ class Loader(_podfeed.LoaderBase):
             on_corrupt_skip=on_corrupt == "skip", max_corrupt=max_corrupt or 0,
             quarantine=quarantine, verify_records=verify_records, direct_io=direct_io,
             io_backend=io_backend, io_faults=io_faults, pack_length=pack_length,
-            pack_concat=pack_mode == "concat", pack_pool=pack_pool)
+            pack_concat=pack_mode == "concat", pack_pool=pack_pool,
+            frame_cache=frame_cache)
         self.host_index, self.num_hosts = index, count
         self.cores, self.per_core_batch = cores, per_core_batch
         self._reopen(None if state is None else _state_blobs(state))
