@@ -20,9 +20,9 @@
 
 #include "loader_internal.h"
 
-/* Room for a failed host's error line in the vote and the counts: the
- * host that failed returns its whole error; the others this much of it. */
-#define PF_POD_ERROR_LINE 1024u
+/* Room for a failed host's error line in the vote and the counts
+ * (PF_POD_ERROR_LINE): the host that failed returns its whole error; the
+ * others that much of it. */
 
 /* ------------------------------------------------------------------ */
 /* Counting on threads                                                  */
@@ -39,6 +39,9 @@ typedef struct count_job {
 	 * where known, drops of records not known, the bytes they skipped */
 	uint64_t *records, *largest, *drops, *dropped, *unknown, *skipped;
 	uint64_t decompressed;
+	/* Packing: each record's lengths measured with lspec into lens[k] */
+	const pf_spec *lspec;
+	pf_lenbuf *lens;
 	pthread_mutex_t mu;
 	bool stop;
 	size_t failed;		/* the lowest entry that failed, n when none */
@@ -64,8 +67,10 @@ static int count_drop(void *ctx, const pf_drop *d)
 	return job->drop ? job->drop(job->drop_ctx, d) : 0;
 }
 
-/* The records of entry k's file: in skip mode its intact ones. */
-static int count_one(count_job *job, size_t k, uint64_t *decompressed, pf_error *err)
+/* The records of entry k's file: in skip mode its intact ones; and with
+ * job->lspec their lengths (sc: the thread's scratch). */
+static int count_one(count_job *job, size_t k, pf_len_scratch *sc, uint64_t *decompressed,
+		     pf_error *err)
 {
 	const char *path = job->ds->paths[job->files[k]];
 	count_file cf = { job, k };
@@ -84,6 +89,11 @@ static int count_one(count_job *job, size_t k, uint64_t *decompressed, pf_error 
 		job->records[k]++;
 		if (rec.len > job->largest[k])
 			job->largest[k] = rec.len;
+		if (job->lspec) {
+			ret = pf_lengths_measure(job->lspec, &rec, sc, &job->lens[k], err);
+			if (ret < 0)
+				break;
+		}
 	}
 	*decompressed += pf_source_bytes_out(src);
 	pf_source_close(src);
@@ -98,6 +108,7 @@ static void *count_main(void *arg)
 {
 	count_job *job = arg;
 	uint64_t decompressed = 0;
+	pf_len_scratch sc = { 0 };
 	pf_error err;
 
 	for (;;) {
@@ -112,7 +123,7 @@ static void *count_main(void *arg)
 		}
 		job->next++;
 		pthread_mutex_unlock(&job->mu);
-		ret = count_one(job, k, &decompressed, &err);
+		ret = count_one(job, k, &sc, &decompressed, &err);
 		if (ret < 0) {
 			pthread_mutex_lock(&job->mu);
 			job->stop = true;
@@ -125,6 +136,7 @@ static void *count_main(void *arg)
 			pthread_mutex_unlock(&job->mu);
 		}
 	}
+	pf_len_scratch_free(&sc);
 	pthread_mutex_lock(&job->mu);
 	job->decompressed += decompressed;
 	pthread_mutex_unlock(&job->mu);
@@ -158,6 +170,30 @@ static int count_files(count_job *job, unsigned threads, pf_error *err)
 	return 0;
 }
 
+int pf_count_measure(const pf_dataset *ds, const uint32_t *files, size_t n, const pf_spec *lspec,
+		     unsigned threads, uint64_t max_record_size, uint64_t *records, pf_lenbuf *lens,
+		     uint64_t *decompressed, pf_error *err)
+{
+	pf_source_config scfg = { .max_record_size = max_record_size,
+				  .on_corrupt = PF_CORRUPT_FAIL };
+	uint64_t *counts = pf_calloc(5 * (n ? n : 1), sizeof(*counts));
+	count_job job = { .ds = ds, .scfg = &scfg, .files = files, .n = n, .failed = n,
+			  .records = records, .largest = counts, .drops = counts + n,
+			  .dropped = counts + 2 * n, .unknown = counts + 3 * n,
+			  .skipped = counts + 4 * n, .lspec = lspec, .lens = lens };
+	int ret;
+
+	if (!counts)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory reading the records' packed lengths");
+	pthread_mutex_init(&job.mu, NULL);
+	ret = count_files(&job, threads ? threads : 1, err);
+	pthread_mutex_destroy(&job.mu);
+	*decompressed = job.decompressed;
+	pf_free(counts);
+	return ret;
+}
+
 /* ------------------------------------------------------------------ */
 /* The pod                                                              */
 
@@ -182,7 +218,7 @@ typedef struct count_entry {
 	uint64_t records, largest, drops, dropped, unknown, skipped;
 } count_entry;
 
-static void error_line(const pf_error *e, char *dst)
+void pf_pod_error_line(const pf_error *e, char *dst)
 {
 	if (e && e->code)
 		pf_error_format(e, dst, PF_POD_ERROR_LINE);
@@ -190,7 +226,7 @@ static void error_line(const pf_error *e, char *dst)
 		snprintf(dst, PF_POD_ERROR_LINE, "failed");
 }
 
-static int exchange(pf_dataset *ds, const pf_open_config *ocfg, const void *mine, size_t len,
+int pf_pod_exchange(pf_dataset *ds, const pf_open_config *ocfg, const void *mine, size_t len,
 		    void *all, const char *what, pf_error *err)
 {
 	uint64_t t0 = pf_now_ns();
@@ -216,7 +252,7 @@ int pf_dataset_vote(const pf_dataset *ds, int status, const pf_error *why,
 				    "out of memory for the pod's vote on the dataset");
 	v->status = status;
 	if (status < 0) {
-		error_line(why, v->error);
+		pf_pod_error_line(why, v->error);
 	} else {
 		v->manifest = ds->manifest != NULL;
 		v->files = ds->nfiles;
@@ -228,7 +264,7 @@ int pf_dataset_vote(const pf_dataset *ds, int status, const pf_error *why,
 		pf_error xerr;
 
 		pf_error_clear(&xerr);
-		ret = exchange((pf_dataset *)ds, ocfg, v, sizeof(*v), all, "the dataset vote",
+		ret = pf_pod_exchange((pf_dataset *)ds, ocfg, v, sizeof(*v), all, "the dataset vote",
 			       &xerr);
 		if (ret < 0 && status < 0)
 			ret = status;
@@ -358,9 +394,26 @@ int pf_dataset_count_streams(pf_dataset *ds, uint64_t *records, const pf_source_
 	job.skipped = counts + 5 * per_host;
 	job.drop = ocfg && ocfg->count_drop ? ocfg->count_drop : scfg->on_drop;
 	job.drop_ctx = ocfg && ocfg->count_drop ? ocfg->count_drop_ctx : scfg->on_drop_ctx;
+	if (ocfg && ocfg->lengths && ret == 0) {
+		/* Packing: the lengths measured on the way, the file read once. */
+		ds->lengths = pf_calloc(ds->nfiles, sizeof(*ds->lengths));
+		job.lens = pf_calloc(mine ? mine : 1, sizeof(*job.lens));
+		job.lspec = ocfg->lengths;
+		if (!ds->lengths || !job.lens)
+			ret = pf_error_set(local, -ENOMEM, PF_OFFSET_NONE, 0,
+					   "out of memory for the records' packed lengths");
+	}
 	pthread_mutex_init(&job.mu, NULL);
-	ret = count_files(&job, ocfg && ocfg->threads ? ocfg->threads : 1, local);
+	if (ret == 0)
+		ret = count_files(&job, ocfg && ocfg->threads ? ocfg->threads : 1, local);
 	pthread_mutex_destroy(&job.mu);
+	for (size_t k = 0; job.lens && k < mine; k++) {
+		if (ret == 0)
+			ds->lengths[streams[k]] = job.lens[k];
+		else
+			pf_free(job.lens[k].p);
+	}
+	pf_free(job.lens);
 	ds->open.count.ns = pf_now_ns() - t0;
 	ds->open.count.files = mine;
 	for (size_t k = 0; k < mine; k++)
@@ -385,7 +438,7 @@ int pf_dataset_count_streams(pf_dataset *ds, uint64_t *records, const pf_source_
 
 		head->status = ret;
 		if (ret < 0)
-			error_line(err, head->error);
+			pf_pod_error_line(err, head->error);
 		for (size_t k = 0; ret == 0 && k < mine; k++)
 			e[k] = (count_entry){ job.records[k], job.largest[k], job.drops[k],
 					      job.dropped[k], job.unknown[k], job.skipped[k] };
@@ -393,10 +446,10 @@ int pf_dataset_count_streams(pf_dataset *ds, uint64_t *records, const pf_source_
 	if (ret < 0) {
 		pf_error scratch;
 
-		exchange(ds, ocfg, buf, piece, buf + piece, "stream counts", &scratch);
+		pf_pod_exchange(ds, ocfg, buf, piece, buf + piece, "stream counts", &scratch);
 		goto out;
 	}
-	ret = exchange(ds, ocfg, buf, piece, buf + piece, "stream counts", err);
+	ret = pf_pod_exchange(ds, ocfg, buf, piece, buf + piece, "stream counts", err);
 	if (ret == 0) {
 		/* The ordinals of every stream file, for the merge. */
 		for (size_t i = 0, j = 0; i < ds->nfiles; i++)

@@ -155,22 +155,29 @@ static int check_global(const pf_loader *l, pf_error *err)
 #define CONFIG_SIZE_0_5 PF_LOADER_CONFIG_SIZE_0_5
 
 static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
-		  const pf_spec *spec, pf_error *err);
+		  const pf_spec *spec, const pf_spec *lspec, bool *opened, pf_error *err);
 
 int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
 			   pf_error *err)
 {
-	return create(out, ucfg, cfg_size, NULL, err);
+	return create(out, ucfg, cfg_size, NULL, NULL, NULL, err);
 }
 
 int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
 			  pf_error *err)
 {
-	return create(out, cfg, sizeof(*cfg), spec, err);
+	return create(out, cfg, sizeof(*cfg), spec, NULL, NULL, err);
+}
+
+int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
+			     const pf_spec *lspec, bool *opened, pf_error *err)
+{
+	*opened = false;
+	return create(out, cfg, sizeof(*cfg), spec, lspec, opened, err);
 }
 
 static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
-		  const pf_spec *spec, pf_error *err)
+		  const pf_spec *spec, const pf_spec *lspec, bool *opened, pf_error *err)
 {
 	uint64_t t_create = pf_now_ns();
 	pf_loader_config config;
@@ -324,9 +331,12 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 
 		ocfg.io = &icfg;
 		l->open_tried = true;
+		ocfg.lengths = lspec;
 		ret = cfg->ignore_manifest
 			? pf_dataset_open_shards(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err)
 			: pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err);
+		if (ret == 0 && opened)
+			*opened = true;
 	}
 	if (ret < 0) {
 		if (l->failed)

@@ -87,6 +87,10 @@ typedef struct pf_dataset {
 					   every host of a pod must agree on before
 					   counting stream files */
 	pf_open_stats open;
+	/* Per file (NULL unless the open config asked for lengths): the
+	 * packed lengths of the records of the stream files this host
+	 * counted (pf_lengths_measure()); empty for the others. */
+	struct pf_lenbuf *lengths;
 } pf_dataset;
 
 /*! Online CPUs (at least 1): the default count of worker threads. */
@@ -108,6 +112,10 @@ typedef struct pf_open_config {
 	 * and read policy (faults, retries, timeout) and queue_depth, the
 	 * files read at once (0: 64); NULL: the environment's. */
 	const pf_io_config *io;
+	/* Packing (pack_gather.c): counting a stream file also measures
+	 * each record's packed lengths with this spec (pf_lengths_measure()),
+	 * kept in ds->lengths, so that the file is read once.  NULL: not. */
+	const pf_spec *lengths;
 } pf_open_config;
 
 /*! Open a dataset: from its manifest when the paths name one
@@ -177,6 +185,49 @@ int pf_shard_tail_read(int fd, const char *path, uint64_t size, pf_region_table 
 int pf_source_open_push(pf_source **out, const char *path, const pf_source_config *cfg,
 			uint64_t file_size, pf_error *err);
 void pf_source_push(pf_source *s, const uint8_t *piece, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Packed lengths (pack_gather.c): each record's value count of each
+ * packed feature, as varints, a record's features one after another. */
+
+typedef struct pf_lenbuf {
+	uint8_t *p;
+	size_t len, cap;
+} pf_lenbuf;
+
+/*! Append v as a varint.  @return 0 or -ENOMEM. */
+int pf_lenbuf_put(pf_lenbuf *b, uint32_t v);
+/* Scratch of one thread measuring records (pf_lengths_measure()). */
+typedef struct pf_len_scratch {
+	pf_arena arena;
+	uint8_t *row;
+} pf_len_scratch;
+void pf_len_scratch_free(pf_len_scratch *s);
+/*! Decode rec with lspec (packing's lengths spec: feature 2k the k-th
+ *  packed feature, one value; 2k + 1 its full length) and append its
+ *  lengths to out.  @return 0, or <0 with err (the spec's error: a
+ *  record that is not an Example, a packed feature missing). */
+int pf_lengths_measure(const pf_spec *lspec, const pf_record *rec, pf_len_scratch *s,
+		       pf_lenbuf *out, pf_error *err);
+/*! count.c: read the files files[0..n) of ds whole (as streams, their
+ *  index ignored) on up to threads threads: each one's records into
+ *  records[k] and their lengths measured with lspec into lens[k];
+ *  *decompressed: the TFRecord bytes read.  Fail mode (a damaged record
+ *  fails).  @return 0, or the lowest failed file's error (naming it). */
+int pf_count_measure(const pf_dataset *ds, const uint32_t *files, size_t n, const pf_spec *lspec,
+		     unsigned threads, uint64_t max_record_size, uint64_t *records, pf_lenbuf *lens,
+		     uint64_t *decompressed, pf_error *err);
+
+/* count.c: the pod's collectives of the open, for other collectives of
+ * a create (pack_gather.c). */
+#define PF_POD_ERROR_LINE 1024u
+/*! An error as the line a failed host sends the others. */
+void pf_pod_error_line(const pf_error *e, char *dst);
+/*! ocfg's all-gather of len bytes (its time counted in ds's exchange
+ *  phase when ds is not NULL); err says what failed, naming what.
+ *  @return 0 or <0. */
+int pf_pod_exchange(pf_dataset *ds, const pf_open_config *ocfg, const void *mine, size_t len,
+		    void *all, const char *what, pf_error *err);
 
 /* count.c: stream files counted, and the pod's agreement on the dataset. */
 /*! Whether the pod takes part in opening (a collective, more than one

@@ -197,6 +197,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	pf_spec *inner_spec = NULL, *user_spec = NULL;
 	pf_pack_run *pk;
 	pf_loader *l;
+	bool opened = false;
 	int ret;
 
 	if (cfg->pack_length > PF_PACK_LENGTH_MAX)
@@ -262,15 +263,22 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		w = w < want ? w : want;
 		icfg.shuffle_window = (uint32_t)(w < PF_PACK_GROUP ? PF_PACK_GROUP : w);
 	}
-	ret = pf_loader_create_spec(&pk->inner, &icfg, inner_spec, err);
+	/* The lengths' spec (in user_spec): counting stream files at the
+	 * open measures them too (fail mode: skip mode's are read after). */
+	ret = pf_pack_lengths_spec(user_spec, pk->nf, user_spec, err);
 	if (ret < 0)
+		goto fail;
+	ret = pf_loader_create_packing(&pk->inner, &icfg, inner_spec,
+				       cfg->on_corrupt == PF_CORRUPT_FAIL ? user_spec : NULL,
+				       &opened, err);
+	if (ret < 0 && !opened)
 		goto fail_inner;	/* it took its part in the pod's open */
-	ret = make_outs(l, pk, err);
-	if (ret < 0)
-		goto fail_inner;
-	/* The plan: every record's lengths, then epoch 0's steps. */
-	ret = pf_pack_lengths(pk->inner, cfg, user_spec, pk->nf, &pk->lengths, &pk->nlengths,
-			      &pk->lengths_from_index, err);
+	if (ret == 0)
+		ret = make_outs(l, pk, err);
+	/* The plan: every record's lengths (a pod's hosts gather them:
+	 * each takes part, failed or not), then epoch 0's steps. */
+	ret = pf_pack_lengths(pk->inner, cfg, user_spec, pk->nf, ret, err, &pk->lengths,
+			      &pk->nlengths, &pk->lstats);
 	if (ret < 0)
 		goto fail_inner;
 	ret = cfg->nresume ? pf_pack_restore_plan(l, pk, err)
@@ -695,7 +703,10 @@ void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m)
 	m->pack_values = own.pack_values;
 	m->pack_segments = own.pack_segments;
 	m->pack_rows_dropped = own.pack_rows_dropped;
-	m->pack_lengths_from_index = pk->lengths_from_index ? pk->nlengths : 0;
+	m->pack_lengths_from_index = pk->lstats.from_index;
+	m->pack_lengths_tails = pk->lstats.tails;
+	m->pack_lengths_files = pk->lstats.files;
+	m->pack_lengths_exchanged = pk->lstats.exchanged;
 	m->pack_truncated_records = pk->packer.truncated_records;
 	m->pack_truncated_values = pk->packer.truncated_values;
 	m->pack_empty_records = pk->packer.empty_records;

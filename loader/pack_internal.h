@@ -59,10 +59,11 @@ struct pf_pack_run {
 	uint64_t epoch_rows;		/* planned: this host's */
 	bool inner_done, started;
 
-	/* Every record's packed lengths, in dataset order (pack_plan.c). */
+	/* Every record's packed lengths, in dataset order (pack_gather.c),
+	 * and what reading them cost this host. */
 	uint32_t *lengths;
 	uint64_t nlengths;
-	bool lengths_from_index;	/* the shards' indexes told them */
+	pf_pack_lengths_stats lstats;
 	uint64_t gstep;
 
 	/* A record's pieces: an inner row holds at most cap values, which

@@ -695,6 +695,13 @@ void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint
  * of cfg->features (pack.c's inner loader). */
 int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
 			  pf_error *err);
+/* The same for packing's inner loader: counting its stream files also
+ * measures their records' packed lengths with lspec (when not NULL:
+ * pf_open_config.lengths); *opened: the dataset was opened (the pod's
+ * collectives of the open passed), whether or not the create failed
+ * after. */
+int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
+			     const pf_spec *lspec, bool *opened, pf_error *err);
 
 /* pack.c: packed sequences (cfg->pack_length), over an inner loader. */
 typedef struct pf_pack_run pf_pack_run;
@@ -706,15 +713,36 @@ void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m);
 const pf_loader *pf_pack_inner(const pf_loader *l);
 /* pack.c: pf_loader_save_state() of a packing loader. */
 int64_t pf_pack_save_state(pf_loader *l, void *buf, size_t cap);
-/* pack_plan.c: every record's length of each of the nf packed features
- * (the first nf of user, the spec as parsed) in the dataset order of
- * inner's dataset (*out: pf_free()): from the shards' indexes when every
- * shard's tells them (*from_index; the dataset opened from its manifest:
- * their tails read, not their records), else read by a loader of the
- * dataset alone.  @return 0 or <0 with err. */
-int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const pf_spec *user,
-		    uint32_t nf, uint32_t **out, uint64_t *nrecords, bool *from_index,
-		    pf_error *err);
+/* pack_gather.c: packing's lengths, and what reading them cost this host. */
+typedef struct pf_pack_lengths_stats {
+	uint64_t from_index;	/* records whose lengths an index told */
+	uint64_t tails;		/* index tails this host read for them */
+	uint64_t files;		/* files this host read whole for them (at the
+				   open's count too) */
+	uint64_t exchanged;	/* the pod's payloads, every host's bytes */
+} pf_pack_lengths_stats;
+/* The spec that measures the nf packed features of user (the first nf,
+ * as parsed): feature 2k the k-th with one value, 2k + 1 its full
+ * length.  @return 0 or <0 with err. */
+int pf_pack_lengths_spec(const pf_spec *user, uint32_t nf, pf_spec *out, pf_error *err);
+/* Every record's length of each of the nf packed features (lspec's) in
+ * the dataset order of inner's dataset (*out: pf_free(), *nrecords of
+ * them): each file's read once, by one host of a pod with cfg's
+ * all-gather (pack_gather.c's header says how), and exchanged.  status
+ * < 0: this host failed before (err says why; inner may be NULL) and
+ * only takes its part in the pod's exchange.  @return 0 or <0 with err,
+ * the same on every host of a pod (naming the host that failed). */
+int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const pf_spec *lspec,
+		    uint32_t nf, int status, pf_error *err, uint32_t **out, uint64_t *nrecords,
+		    pf_pack_lengths_stats *st);
+/* Each file's first record number in dataset order (units are in file
+ * order) into base, and its records added to records (when not NULL). */
+void pf_pack_file_layout(const pf_dataset *ds, uint64_t *base, uint64_t *records);
+/* One file's entry of a host's payload at p[*pos..len): its source byte
+ * and values varints into dst (*from_index: its index told them);
+ * *pos past it.  @return 0, or -EBADMSG with why (the byte and what). */
+int pf_pack_lengths_unpack(const uint8_t *p, size_t len, size_t *pos, uint64_t values,
+			   uint32_t *dst, bool *from_index, char *why, size_t whylen);
 /* The steps of epoch `epoch` on every host: the packer pk (empty, its
  * settings) over each host's records as the inner loader delivers them,
  * their lengths len (capped at cap), host_batch rows a step; *own_rows:

@@ -36,6 +36,9 @@ void pf_dataset_free(pf_dataset *ds)
 	for (size_t i = 0; i < ds->nfiles; i++)
 		if (ds->index)
 			pf_shard_index_free(ds->index[i]);
+	for (size_t i = 0; ds->lengths && i < ds->nfiles; i++)
+		pf_free(ds->lengths[i].p);
+	pf_free(ds->lengths);
 	pf_paths_free(ds->paths, ds->nfiles);
 	pf_free(ds->index);
 	pf_free(ds->file_size);

@@ -787,6 +787,15 @@ typedef struct pf_loader_metrics {
 	 * from the records at create (a stream file, a shard without them,
 	 * on_corrupt skip). */
 	uint64_t pack_lengths_from_index;
+	/* 0.7: what planning the packing cost this host: the shards' index
+	 * tails it read for their lengths, the files it read whole for them
+	 * (stream files: at the open's count, which measures them on the
+	 * way), and the bytes of lengths the pod's hosts exchanged (every
+	 * host's; 0 alone).  With the pod's all-gather each file is read by
+	 * one host (docs/api.md, "Packed sequences"). */
+	uint64_t pack_lengths_tails;
+	uint64_t pack_lengths_files;
+	uint64_t pack_lengths_exchanged;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;

@@ -572,7 +572,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 		pf_text_printf(t, "packing     %s, L %u: %llu rows, efficiency %.4f (values / "
 			       "slots), %.2f records a row, %.0f values/s; truncated %llu "
 			       "records (%llu values), %llu empty, %llu rows dropped; planned "
-			       "from %s\n",
+			       "from %s (this host read %llu index tails, %llu files whole; the "
+			       "pod exchanged %llu bytes of lengths)\n",
 			       pf_pack_mode_name(cfg->pack_mode) ? pf_pack_mode_name(cfg->pack_mode)
 								 : "?",
 			       cfg->pack_length, (unsigned long long)m->pack_rows,
@@ -583,7 +584,10 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			       (unsigned long long)m->pack_truncated_values,
 			       (unsigned long long)m->pack_empty_records,
 			       (unsigned long long)m->pack_rows_dropped,
-			       m->pack_lengths_from_index ? "the shards' indexes" : "the records");
+			       m->pack_lengths_from_index ? "the shards' indexes" : "the records",
+			       (unsigned long long)m->pack_lengths_tails,
+			       (unsigned long long)m->pack_lengths_files,
+			       (unsigned long long)m->pack_lengths_exchanged);
 	if (nempty) {
 		size_t named = 0;
 
@@ -707,6 +711,9 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 		pf_json_put(sub, "rows_dropped", pf_json_u64(m->pack_rows_dropped), bad);
 		pf_json_put(sub, "lengths_from_index", pf_json_u64(m->pack_lengths_from_index),
 			    bad);
+		pf_json_put(sub, "lengths_tails", pf_json_u64(m->pack_lengths_tails), bad);
+		pf_json_put(sub, "lengths_files", pf_json_u64(m->pack_lengths_files), bad);
+		pf_json_put(sub, "lengths_exchanged", pf_json_u64(m->pack_lengths_exchanged), bad);
 		pf_json_put(o, "packing", sub, bad);
 	}
 	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL) {

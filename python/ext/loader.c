@@ -784,6 +784,11 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 		"pack_empty_records", U(m.pack_empty_records),
 		"pack_rows_dropped", U(m.pack_rows_dropped),
 		"pack_lengths_from_index", U(m.pack_lengths_from_index));
+	/* Packing's plan: what reading the lengths cost this host (0.7). */
+	if (d && (pf_dict_set_u64(d, "pack_lengths_tails", m.pack_lengths_tails) < 0 ||
+		  pf_dict_set_u64(d, "pack_lengths_files", m.pack_lengths_files) < 0 ||
+		  pf_dict_set_u64(d, "pack_lengths_exchanged", m.pack_lengths_exchanged) < 0))
+		Py_CLEAR(d);
 	/* Image features' counts (0.7). */
 	if (d && (pf_dict_set_u64(d, "images", m.images) < 0 ||
 		  pf_dict_set_u64(d, "images_upscaled", m.images_upscaled) < 0 ||
@@ -911,6 +916,10 @@ static PyMethodDef loader_methods[] = {
 	  "                       of no values, rows past an epoch's last step\n"
 	  "  pack_lengths_from_index  records whose packed lengths the shards'\n"
 	  "                       indexes told (0: read from the records)\n"
+	  "  pack_lengths_tails, pack_lengths_files, pack_lengths_exchanged\n"
+	  "                       planning the packing: index tails and files\n"
+	  "                       this host read for the lengths, and the bytes\n"
+	  "                       of lengths the pod's hosts exchanged\n"
 
 	  "  images, images_upscaled  image features: images decoded, and those\n"
 	  "                       whose box was smaller than the output\n"
