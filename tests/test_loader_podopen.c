@@ -16,6 +16,7 @@
 #include <zstd.h>
 
 #include "podfeed.h"
+#include "pod_util.h"
 #include "testutil.h"
 
 #define HOSTS 4u
@@ -66,17 +67,8 @@ static const char *stream_dataset(uint64_t *bytes, uint64_t *plain)
 /* ------------------------------------------------------------------ */
 /* A pod of threads: an all-gather over a mutex                         */
 
-typedef struct thread_pod {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	uint32_t hosts, arrived, leaving;
-	size_t len;
-	uint8_t *buf;
-	uint32_t calls;
-} thread_pod;
-
 typedef struct host_run {
-	thread_pod *pod;
+	tu_pod_member member;
 	uint32_t host, hosts;
 	const char *path;
 	const char *features;
@@ -89,40 +81,6 @@ typedef struct host_run {
 	int64_t *ids;
 	size_t nids;
 } host_run;
-
-static int thread_allgather(void *ctx, const void *mine, size_t len, void *all, pf_error *err)
-{
-	host_run *hr = ctx;
-	thread_pod *p = hr->pod;
-
-	pthread_mutex_lock(&p->mu);
-	while (p->leaving)
-		pthread_cond_wait(&p->cv, &p->mu);
-	if (p->arrived == 0) {
-		p->len = len;
-		p->buf = realloc(p->buf, (size_t)p->hosts * len);
-		p->calls++;
-	}
-	if (len != p->len) {
-		pthread_mutex_unlock(&p->mu);
-		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "all-gather of %zu bytes, the others %zu", len, p->len);
-	}
-	memcpy(p->buf + (size_t)hr->host * len, mine, len);
-	if (++p->arrived == p->hosts) {
-		p->leaving = p->hosts;
-		pthread_cond_broadcast(&p->cv);
-	}
-	while (!p->leaving)
-		pthread_cond_wait(&p->cv, &p->mu);
-	memcpy(all, p->buf, (size_t)p->hosts * len);
-	if (--p->leaving == 0) {
-		p->arrived = 0;
-		pthread_cond_broadcast(&p->cv);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return 0;
-}
 
 /* One epoch as host hr->host: every id handed out, in order. */
 static void *host_main(void *arg)
@@ -140,8 +98,8 @@ static void *host_main(void *arg)
 	pf_batch *b;
 
 	if (hr->collective) {
-		cfg.allgather = thread_allgather;
-		cfg.allgather_ctx = hr;
+		cfg.allgather = tu_pod_allgather;
+		cfg.allgather_ctx = &hr->member;
 	}
 	hr->ids = calloc(cap, sizeof(*hr->ids));
 	hr->nids = 0;
@@ -165,13 +123,12 @@ static void *host_main(void *arg)
 /* Every host of a pod at once, each on its own thread. */
 static void run_pod(host_run *hr, uint32_t hosts, bool collective)
 {
-	thread_pod pod = { .hosts = hosts };
+	tu_pod pod;
 	pthread_t t[HOSTS];
 
-	pthread_mutex_init(&pod.mu, NULL);
-	pthread_cond_init(&pod.cv, NULL);
+	tu_pod_init(&pod, hosts);
 	for (uint32_t h = 0; h < hosts; h++) {
-		hr[h].pod = &pod;
+		hr[h].member = (tu_pod_member){ &pod, h };
 		hr[h].host = h;
 		hr[h].hosts = hosts;
 		hr[h].collective = collective;
@@ -179,7 +136,7 @@ static void run_pod(host_run *hr, uint32_t hosts, bool collective)
 	}
 	for (uint32_t h = 0; h < hosts; h++)
 		pthread_join(t[h], NULL);
-	free(pod.buf);
+	tu_pod_destroy(&pod);
 }
 
 static void free_runs(host_run *hr, uint32_t hosts)
