@@ -64,6 +64,8 @@ int pf_lenbuf_put(pf_lenbuf *b, uint32_t v)
 
 static int lenbuf_bytes(pf_lenbuf *b, const void *p, size_t n)
 {
+	if (!n)
+		return 0;
 	if (b->cap - b->len < n) {
 		size_t cap = b->cap ? b->cap : 256;
 		uint8_t *q;
@@ -592,7 +594,8 @@ static int exchange(gather *g, const pf_open_config *ocfg, int status, const pf_
 
 		n = n < chunk ? n : chunk;
 		memset(piece, 0, chunk);
-		memcpy(piece, g->mine.p + at, n);
+		if (n)
+			memcpy(piece, g->mine.p + at, n);
 		ret = pf_pod_exchange(NULL, ocfg, piece, chunk, round, "the packed lengths", err);
 		if (ret < 0)
 			goto out;
@@ -600,7 +603,8 @@ static int exchange(gather *g, const pf_open_config *ocfg, int status, const pf_
 			uint64_t m = bytes[k] > at ? bytes[k] - at : 0;
 
 			m = m < chunk ? m : chunk;
-			memcpy(*all + off[k] + at, round + (size_t)k * chunk, (size_t)m);
+			if (m)
+				memcpy(*all + off[k] + at, round + (size_t)k * chunk, (size_t)m);
 		}
 	}
 	for (uint32_t k = 0; ret == 0 && k < hosts; k++) {
