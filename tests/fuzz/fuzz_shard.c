@@ -2,6 +2,7 @@
 /* Fuzzes the indexed shard reader: the input is a whole shard file. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,21 +66,34 @@ static void decode_frames(const pf_shard_index *ix, const uint8_t *file,
 	pf_frame_decoder_free(d);
 }
 
-/* A version 2 index's CRC32C recomputed in a copy of the file, the index
- * where the parser found it (its bytes start at pb, the error's offset).
- * @return the copy, or NULL when the tail is not laid out as expected. */
-static uint8_t *vouch_for_index(const uint8_t *data, size_t size, uint64_t pb)
+static uint32_t le32(const uint8_t *p)
 {
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A version 2 index's CRC32C recomputed in a copy of the file, the index
+ * where the parser found it (its bytes start at pb, the error's offset;
+ * the CRC it read, stored, is the one the error names).
+ * @return the copy, or NULL when the tail is not laid out as expected. */
+static uint8_t *vouch_for_index(const uint8_t *data, size_t size, uint64_t pb, const char *msg)
+{
+	const char *at = strstr(msg, "stored 0x");
 	uint8_t *copy;
 	uint64_t crc_at;
 	uint32_t len;
+	unsigned stored;
 
+	if (!at || sscanf(at, "stored 0x%x", &stored) != 1)
+		return NULL;
 	/* ... protobuf (L bytes) | u32 CRC | u32 L | "PFIC" | seek table:
-	 * the CRC sits L bytes after pb, and L 4 bytes after that. */
+	 * the CRC sits L bytes after pb, and L 4 bytes after that.  The
+	 * protobuf's own bytes may look like such a trailer too (the
+	 * campaign of 2026-11-28 made one, corpus/shard/finding-two_trailers):
+	 * the trailer is the one holding the CRC the parser read. */
 	for (crc_at = pb; crc_at + 12 <= size; crc_at++) {
-		len = (uint32_t)data[crc_at + 4] | (uint32_t)data[crc_at + 5] << 8 |
-		      (uint32_t)data[crc_at + 6] << 16 | (uint32_t)data[crc_at + 7] << 24;
-		if (len == crc_at - pb && !memcmp(data + crc_at + 8, "PFIC", 4))
+		len = le32(data + crc_at + 4);
+		if (len == crc_at - pb && !memcmp(data + crc_at + 8, "PFIC", 4) &&
+		    le32(data + crc_at) == stored)
 			break;
 	}
 	if (crc_at + 12 > size || !(copy = malloc(size)))
@@ -104,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * vouch for the bytes so the field checks behind it get fuzzed too
 	 * (the version 1 corpus reaches them without). */
 	if (rc == -EBADMSG && strstr(err.msg, "index CRC mismatch") &&
-	    (vouched = vouch_for_index(data, size, err.offset))) {
+	    (vouched = vouch_for_index(data, size, err.offset, err.msg))) {
 		if (ix)
 			abort();
 		data = vouched;
