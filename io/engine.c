@@ -259,12 +259,13 @@ static int open_queue(pf_io *io, pf_io_op *op, pf_io_req *req, uint32_t i, unsig
 
 	req->file = i;
 	req->open = true;
+	req->not_regular = 0;
 	req->done_bytes = 0;
 	req->retries = 0;
 	req->result = 0;
 	req->injected = false;
 	*op = (pf_io_op){ .req = req, .start_ns = pf_now_ns(), .seq = ++io->open_requests,
-			  .step = PF_OPEN_STEP_OPEN, .path = f->path,
+			  .step = PF_OPEN_STEP_STAT, .path = f->path,
 			  .open_flags = O_RDONLY | ((flags & PF_IO_DIRECT) ? O_DIRECT : 0),
 			  .blocking = io->be == &pf_io_uring_backend && dir_is_fuse(io, f->path) };
 	if ((flags & PF_IO_FUSE_DIRECT) && io->be == &pf_io_uring_backend && op->blocking)
@@ -423,21 +424,27 @@ static bool open_account(pf_io *io, pf_io_op *op, int64_t res)
 			pf_io_attempt_plan(&io->policy, op, false, &io->opens);
 			return false;
 		}
-	} else if (op->step == PF_OPEN_STEP_OPEN) {
+	} else if (op->step == PF_OPEN_STEP_STAT && S_ISDIR(op->stx.stx_mode)) {
+		/* open(2) takes a directory for reading; a shard it is not. */
+		pf_io_open_judge_error(&io->policy, op, -EISDIR, &io->opens);
+	} else if (op->step == PF_OPEN_STEP_STAT && !S_ISREG(op->stx.stx_mode)) {
+		/* A FIFO, socket or device: never opened (a FIFO's open
+		 * would wait for a writer); the request says what it is. */
+		req->not_regular = (uint8_t)((op->stx.stx_mode & S_IFMT) >> 12);
+		pf_io_open_judge_error(&io->policy, op, -EINVAL, &io->opens);
+	} else if (op->step == PF_OPEN_STEP_STAT) {
+		/* A regular file: now the open. */
+		op->step = PF_OPEN_STEP_OPEN;
+		pf_io_attempt_plan(&io->policy, op, false, &io->opens);
+		return false;
+	} else {
 		/* Opened: the descriptor is the file's from here (closed with
-		 * it, whatever the stat says), then the stat. */
+		 * it), its size and time the stat's. */
 		if (op->fixed)
 			f->kslot = (int)res;
 		else
 			f->fd = (int)res;
 		f->direct = op->open_flags & O_DIRECT;
-		op->step = PF_OPEN_STEP_STAT;
-		pf_io_attempt_plan(&io->policy, op, false, &io->opens);
-		return false;
-	} else if (S_ISDIR(op->stx.stx_mode)) {
-		/* open(2) takes a directory for reading; a shard it is not. */
-		pf_io_open_judge_error(&io->policy, op, -EISDIR, &io->opens);
-	} else {
 		f->size = op->stx.stx_size;
 		f->mtime_ns = (int64_t)op->stx.stx_mtime.tv_sec * 1000000000 +
 			      op->stx.stx_mtime.tv_nsec;

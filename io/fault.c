@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "io_internal.h"
+#include "stat_internal.h"
 
 pf_io_totals pf_io_process_totals;
 
@@ -615,11 +616,14 @@ void pf_io_attempt_plan(const pf_io_policy *p, pf_io_op *a, bool direct,
 	pf_fault_hit h = { 0 };
 	bool faulted;
 
-	/* An open draws for its open step; the stat after it is not a
-	 * request of its own. */
-	if (p->faults.nrules && !(req->open && a->step == PF_OPEN_STEP_STAT))
-		h = pf_fault_decide(&p->faults, a->seq, a->issue, req->open);
-	a->issue++;
+	/* An open draws for its open step; the stat before it is not a
+	 * request of its own (nor an issue: the open's first is issue 0). */
+	if (req->open && a->step == PF_OPEN_STEP_STAT)
+		;
+	else if (p->faults.nrules)
+		h = pf_fault_decide(&p->faults, a->seq, a->issue++, req->open);
+	else
+		a->issue++;
 	a->issue_len = left;
 	a->action = (uint8_t)h.error;
 	a->delay_ns += h.delay_ns;
@@ -728,6 +732,9 @@ int pf_io_failure(const pf_io_policy *p, const pf_io_req *req, const char *path,
 		pf_error_set_file(err, path);
 	if (req->open && code == -EISDIR)
 		return pf_error_set(err, code, PF_OFFSET_NONE, 0, "is a directory, not a file");
+	if (req->open && req->not_regular)
+		return pf_error_set(err, code, PF_OFFSET_NONE, 0, "is %s, not a regular file",
+				    pf_file_type_name((unsigned)req->not_regular << 12));
 	if (req->open && code == -ETIMEDOUT)
 		return pf_error_set(err, code, PF_OFFSET_NONE, 0,
 				    "open timed out: no answer within %llu ms%s",

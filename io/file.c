@@ -198,7 +198,7 @@ int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off, uint64_t ti
 	return n >= 0 ? n : deadline_error(timed, e);
 }
 
-int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *a, int fd)
+int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *a)
 {
 	bool timed;
 	int ret, e;
@@ -211,7 +211,7 @@ int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *a, int fd)
 		return -ENOENT;
 	timed = deadline_arm(p->timeout_ns);
 	if (a->step == PF_OPEN_STEP_STAT)
-		ret = statx(fd, "", AT_EMPTY_PATH, PF_STATX_MASK, &a->stx);
+		ret = statx(AT_FDCWD, a->path, 0, PF_STATX_MASK, &a->stx);
 	else
 		ret = open(a->path, a->open_flags | O_CLOEXEC);
 	e = errno;

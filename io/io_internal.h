@@ -139,8 +139,11 @@ typedef struct pf_io_policy {
 	uint64_t timeout_ns;	/* each read; 0: no limit */
 } pf_io_policy;
 
-/* An open's steps: the open itself, then a stat of what it opened. */
-enum { PF_OPEN_STEP_OPEN = 0, PF_OPEN_STEP_STAT };
+/* An open's steps: a stat of the path, then (a regular file) the open.
+ * The stat comes first because open(2) of a FIFO with no writer waits
+ * for one, forever, in whatever thread does it (an io-wq worker, an
+ * opening thread); a manifest names its shards without a stat of each. */
+enum { PF_OPEN_STEP_STAT = 0, PF_OPEN_STEP_OPEN };
 #define PF_STATX_MASK (STATX_TYPE | STATX_MODE | STATX_SIZE | STATX_MTIME)
 
 /* A request in the engine, from pf_io_submit() (or pf_io_open()) until it
@@ -320,7 +323,7 @@ int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off,
  * injected error returned, else open(2) of op->path with op->open_flags
  * bounded by p's timeout (@return the descriptor), or statx(2) of the
  * descriptor fd into op->stx (@return 0).  @return -errno on failure. */
-int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *op, int fd);
+int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *op);
 void pf_sleep_ns(uint64_t ns);
 
 #endif

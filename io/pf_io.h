@@ -87,6 +87,10 @@ typedef struct pf_io_req {
 	bool injected;		/* the failed read was an injected fault */
 	bool open;		/* set by the engine: an open (pf_io_open()),
 				   not a read (it sits in what was padding) */
+	uint8_t not_regular;	/* set by the engine: an open refused (-EINVAL)
+				   because the path is a FIFO, socket or
+				   device, not opened; its st_mode >> 12
+				   (padding before, too) */
 } pf_io_req;
 
 #define PF_IO_HIST_BUCKETS 32	/* log2 of microseconds: [2^i, 2^(i+1)) us */

@@ -55,9 +55,9 @@ static void pread_close_fd(pf_io *io, int fd, int kslot)
 }
 
 /* An opening thread: steps from open_queue, in order, results to
- * open_fin.  It reads only the op (its path, flags, planned fault) and
- * the descriptor it was given, never the engine's file table, which the
- * engine's thread may move meanwhile. */
+ * open_fin.  It reads only the op (its path, flags, planned fault),
+ * never the engine's file table, which the engine's thread may move
+ * meanwhile. */
 static void *open_main(void *arg)
 {
 	pf_io *io = arg;
@@ -65,7 +65,6 @@ static void *open_main(void *arg)
 	pthread_mutex_lock(&io->open_mu);
 	for (;;) {
 		pf_io_op *op;
-		int fd;
 
 		while (!io->nqueued && !io->open_stop)
 			pthread_cond_wait(&io->open_work, &io->open_mu);
@@ -74,9 +73,8 @@ static void *open_main(void *arg)
 		op = io->open_queue[io->queue_head];
 		io->queue_head = (io->queue_head + 1) % io->queue_depth;
 		io->nqueued--;
-		fd = op->read_res;	/* the stat's descriptor */
 		pthread_mutex_unlock(&io->open_mu);
-		op->read_res = pf_io_open_step_sync(&io->policy, op, fd);
+		op->read_res = pf_io_open_step_sync(&io->policy, op);
 		pthread_mutex_lock(&io->open_mu);
 		io->open_fin[io->nfin++] = op;
 		pthread_cond_signal(&io->open_done);
@@ -108,9 +106,6 @@ static int pread_queue(pf_io *io, pf_io_op *op)
 		io->pending[io->npending++] = op;
 		return 0;
 	}
-	/* The stat's descriptor travels in the op (read_res), so that the
-	 * thread need not look at the file table. */
-	op->read_res = io->files[op->req->file].fd;
 	pthread_mutex_lock(&io->open_mu);
 	io->open_queue[(io->queue_head + io->nqueued) % io->queue_depth] = op;
 	io->nqueued++;
@@ -120,7 +115,7 @@ static int pread_queue(pf_io *io, pf_io_op *op)
 		/* No thread could be made: the step is done here. */
 		io->nqueued--;
 		pthread_mutex_unlock(&io->open_mu);
-		op->read_res = pf_io_open_step_sync(&io->policy, op, op->read_res);
+		op->read_res = pf_io_open_step_sync(&io->policy, op);
 		pthread_mutex_lock(&io->open_mu);
 		io->open_fin[io->nfin++] = op;
 	} else {

@@ -197,19 +197,17 @@ static void step_sent(pf_io *io, pf_io_op *a)
 }
 
 /* An open step: the open (into the registered table where it can), or
- * the stat of what it opened (by path for a registered file: statx takes
- * no registered descriptor).  Both run in io-wq workers (the kernel
+ * before it, the stat of its path.  Both run in io-wq workers (the kernel
  * forces stat there, and sends an open there when the lookup would
  * block). */
 static int issue_open_step(pf_io *io, pf_io_op *a)
 {
-	const pf_io_file *f = &io->files[a->req->file];
 	struct io_uring_sqe *sqe;
 	int ret;
 
 	if (!io->ring_opens) {
 		/* An old kernel: done here, completed by the run loop. */
-		a->read_res = pf_io_open_step_sync(&io->policy, a, f->fd);
+		a->read_res = pf_io_open_step_sync(&io->policy, a);
 		io->local[io->nlocal++] = a;
 		return 0;
 	}
@@ -226,10 +224,8 @@ static int issue_open_step(pf_io *io, pf_io_op *a)
 						    IORING_FILE_INDEX_ALLOC - 1);
 		else
 			io_uring_prep_openat(sqe, AT_FDCWD, a->path, a->open_flags | O_CLOEXEC, 0);
-	} else if (f->kslot >= 0) {
-		io_uring_prep_statx(sqe, AT_FDCWD, a->path, 0, PF_STATX_MASK, &a->stx);
 	} else {
-		io_uring_prep_statx(sqe, f->fd, "", AT_EMPTY_PATH, PF_STATX_MASK, &a->stx);
+		io_uring_prep_statx(sqe, AT_FDCWD, a->path, 0, PF_STATX_MASK, &a->stx);
 	}
 	/* On FUSE the open (and a stat) blocks even with its lookup cached:
 	 * straight to an io-wq worker, so that many are in flight and the

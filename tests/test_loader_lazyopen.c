@@ -3,7 +3,8 @@
  * bounded number ahead, and closes them when done: more shards than the
  * engine's old 4,096-file table, every record exactly once, the files
  * open at once bounded, on both back-ends; a shard changed since its
- * manifest, or gone, fails at its open naming it (and the manifest); open
+ * manifest, or gone, fails at its open naming it (and the manifest), one
+ * replaced by a FIFO or a device is refused unopened; open
  * faults retried to the same batches, or named. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -234,5 +235,47 @@ Test(lazyopen, a_changed_shard_fails_at_its_open, .timeout = 60)
 	pf_error_format(&r.err, line, sizeof(line));
 	cr_assert_str_eq(r.err.file, p, "%s", line);
 	cr_assert(strstr(line, "cannot open: no such file"), "%s", line);
+	free(r.seen);
+}
+
+ParameterizedTestParameters(lazyopen, a_fifo_or_device_the_manifest_names_is_refused)
+{
+	return both_backends();
+}
+
+/* A shard the manifest names, replaced by a FIFO with no writer: open(2)
+ * of it would wait for a writer forever (in an opening thread, or an
+ * io-wq worker on FUSE or a cold lookup), so the engine stats the path
+ * first and refuses it by name, unopened; a device the same.  A hang
+ * fails the test by its timeout. */
+ParameterizedTest(int *which, lazyopen, a_fifo_or_device_the_manifest_names_is_refused,
+		  .timeout = 60)
+{
+	const char *dir = tiny_shards(20, true);
+	pf_loader_config cfg = { .per_core_batch = 10, .io_backend = backend_names[*which] };
+	char p[512], line[PF_ERROR_LINE_MAX];
+	run_result r;
+
+	snprintf(p, sizeof(p), "%s/part-00013.tfrecord.zst", dir);
+	cr_assert_eq(unlink(p), 0);
+	cr_assert_eq(mkfifo(p, 0644), 0);
+	run(dir, cfg, 20 * PER_SHARD, &r);
+	cr_assert(r.created, "the loader opens no shard before its first batch: %s",
+		  r.err.msg);
+	cr_assert_eq(r.ret, -EINVAL, "%d %s", r.ret, r.err.msg);
+	pf_error_format(&r.err, line, sizeof(line));
+	cr_assert_str_eq(r.err.file, p, "%s", line);
+	cr_assert(strstr(line, ": is a FIFO, not a regular file"), "%s", line);
+	cr_assert_lt(r.records, 20 * PER_SHARD, "records after the FIFO's place were delivered");
+	free(r.seen);
+
+	cr_assert_eq(unlink(p), 0);
+	cr_assert_eq(symlink("/dev/null", p), 0);
+	run(dir, cfg, 20 * PER_SHARD, &r);
+	cr_assert(r.created, "%s", r.err.msg);
+	cr_assert_eq(r.ret, -EINVAL, "%d %s", r.ret, r.err.msg);
+	pf_error_format(&r.err, line, sizeof(line));
+	cr_assert_str_eq(r.err.file, p, "%s", line);
+	cr_assert(strstr(line, ": is a character device, not a regular file"), "%s", line);
 	free(r.seen);
 }

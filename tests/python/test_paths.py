@@ -77,3 +77,22 @@ def test_a_fifo_is_refused_not_waited_on(data, tmp_path):
     with pytest.raises(podfeed.ConfigError) as e:
         podfeed.Loader([data / "indexed", fifo], TOKENS, 8)
     assert e.value.file == str(fifo) and "FIFO" in e.value.cause
+
+
+@pytest.mark.parametrize("io_backend", ["uring", "pread"])
+def test_a_shard_the_manifest_names_replaced_by_a_fifo(data, tmp_path, io_backend):
+    # The manifest names its shards without a stat of each; the engine
+    # stats each before opening it, so a FIFO is refused by name at its
+    # turn instead of an open that waits for a writer forever.
+    d = tmp_path / "d"
+    shutil.copytree(data / "indexed", d)
+    shard = sorted(d.glob("*.zst"))[1]
+    shard.unlink()
+    os.mkfifo(shard)
+    with podfeed.Loader(d / "podfeed.manifest", TOKENS, 8, shuffle=False,
+                        io_backend=io_backend) as loader:
+        with pytest.raises(podfeed.Error) as e:
+            for _ in loader:
+                pass
+    assert e.value.file == str(shard), e.value
+    assert "is a FIFO, not a regular file" in e.value.cause, e.value
