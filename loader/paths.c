@@ -9,7 +9,8 @@
  *    it, and so is an entry that cannot be stat()ed (a symlink loop, a
  *    dangling link): no name the user gave is dropped silently;
  *  - a pattern with * ? [ is globbed (sorted) and its matches taken as
- *    if named one by one;
+ *    if named one by one, as the shell's glob would name them (a
+ *    manifest among them too);
  *  - a named file ending in ".manifest" is read as a manifest (its magic
  *    and checksums): named with no shard beside it, it stands for the
  *    shards it lists; named beside shards (as a shell glob of their
@@ -246,12 +247,10 @@ static int add_glob(resolver *r, const char *pattern, size_t arg)
 			    "cannot expand the pattern");
 	ret = stat_all((const char *const *)g.gl_pathv, g.gl_pathc, &st, &id);
 	for (size_t k = 0; ret == 0 && k < g.gl_pathc; k++) {
-		const char *p = g.gl_pathv[k], *base = strrchr(p, '/');
+		const char *p = g.gl_pathv[k];
 
-		/* The directory's own manifest, as a directory skips it: a
-		 * pattern asks for shards. */
-		if (is_manifest_name(base ? base + 1 : p))
-			continue;
+		/* Every match as if the shell had given it: a pattern over a
+		 * convert directory names its manifest beside its shards. */
 		ret = !st[k].error && S_ISDIR(st[k].mode) ? add_dir(r, p, arg, id[k].dev)
 							 : add_named(r, p, arg, &st[k], &id[k]);
 	}

@@ -112,12 +112,23 @@ Test(loader_manifest, the_same_batches_with_and_without_it_on_every_host, .timeo
 			     (unsigned long long)with.m.records_per_epoch);
 		cr_assert_eq(without.m.records_per_epoch, nids);
 	}
-	/* A glob over the directory does not take the manifest for a shard. */
+	/* A glob over the directory, expanded here as the shell would:
+	 * the manifest among its matches is their manifest (not a shard),
+	 * and plans the dataset (one file opened to plan, not six). */
 	snprintf(mpath, sizeof(mpath), "%s/*", dir);
 	run(mpath, false, 2, 3, &without);
 	cr_assert_eq(without.ret, 0, "%s", without.err.msg);
 	cr_assert_eq(without.m.records_per_epoch, nids);
 	cr_assert_eq(without.crc, with.crc);
+	cr_assert_eq(without.m.open_files, 1, "%llu files opened to plan",
+		     (unsigned long long)without.m.open_files);
+	/* A glob of the shards alone leaves the manifest out: every file. */
+	snprintf(mpath, sizeof(mpath), "%s/*.tfrecord*", dir);
+	run(mpath, false, 2, 3, &without);
+	cr_assert_eq(without.ret, 0, "%s", without.err.msg);
+	cr_assert_eq(without.crc, with.crc);
+	cr_assert_eq(without.m.open_files, 6, "%llu files opened to plan",
+		     (unsigned long long)without.m.open_files);
 	/* The manifest named itself. */
 	snprintf(mpath, sizeof(mpath), "%s/%s", dir, PF_MANIFEST_NAME);
 	run(mpath, false, 2, 3, &without);

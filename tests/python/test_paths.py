@@ -25,6 +25,10 @@ def test_the_glob_of_a_convert_directory_is_its_shards(data):
     assert records(paths) == 2000
     # Named alone, the manifest is the dataset.
     assert records([data / "indexed" / "podfeed.manifest"]) == 2000
+    # The pattern itself, expanded by podfeed as the shell would.
+    assert records(str(data / "indexed" / "*")) == 2000
+    with podfeed.Loader(str(data / "indexed" / "*"), TOKENS, 1, shuffle=False) as loader:
+        assert "1 file (the manifest) opened to plan" in loader.report()
 
 
 def test_a_manifest_beside_a_shard_it_does_not_list(data, tmp_path):
