@@ -9,7 +9,9 @@
  * that rank another dataset (to make the hosts disagree, or one fail).
  * It reads one epoch and prints one JSON line: the open's metrics and
  * the id of every record it was handed, in order; on error
- * {"error": "..."} and exit 1. */
+ * {"error": "..."} and exit 1.  With $POD_OPEN_CHILD_PACK=L it packs the
+ * dataset's text records into rows of L instead (test_loader_packpod):
+ * its steps, a digest of its batches and what planning them cost. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include <jansson.h>
 
 #include "pf_host.h"
+#include "pod_util.h"
 #include "podfeed.h"
 
 /* This rank's one JSON line: to stdout, or with $POD_OPEN_CHILD_OUT to a
@@ -57,6 +60,61 @@ static int fail(const char *msg)
 	return 1;
 }
 
+/* With $POD_OPEN_CHILD_PACK=L: a packing loader of text records
+ * (test_loader_packpod's host_main() reads with the same config): its
+ * steps, its batches' digest and what planning cost it. */
+static int packing(pf_loader_config *cfg, pf_pod *pod, uint32_t pack_length)
+{
+	pf_loader_metrics m;
+	pf_loader *l = NULL;
+	pf_batch *b;
+	pf_error err;
+	uint64_t digest = TU_DIGEST_START, steps = 0;
+	char line[PF_ERROR_LINE_MAX], name[64];
+	json_t *out;
+	int ret, status = 0;
+
+	cfg->features = "tokens:int32[*],targets:int32[*]";
+	cfg->pack_length = pack_length;
+	cfg->cores_per_host = 2;
+	cfg->seed = 11;
+	cfg->threads = 2;
+	cfg->io_depth = 0;
+	cfg->memory_budget = 0;
+	cfg->shuffle_window = 0;
+	ret = pf_loader_create(&l, cfg, &err);
+	if (ret < 0) {
+		pf_error_format(&err, line, sizeof(line));
+		status = fail(line);
+		goto out;
+	}
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		digest = tu_batch_digest(digest, b);
+		steps++;
+		pf_loader_release(l, b);
+	}
+	if (ret < 0) {
+		pf_error_format(pf_loader_last_error(l), line, sizeof(line));
+		status = fail(line);
+		goto out;
+	}
+	pf_loader_get_metrics(l, &m);
+	out = json_pack("{s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "host", cfg->host_index,
+			"hosts", cfg->num_hosts, "digest", (json_int_t)digest,
+			"steps", (json_int_t)steps,
+			"steps_per_epoch", (json_int_t)m.steps_per_epoch,
+			"pack_lengths_tails", (json_int_t)m.pack_lengths_tails,
+			"pack_lengths_files", (json_int_t)m.pack_lengths_files,
+			"pack_lengths_exchanged", (json_int_t)m.pack_lengths_exchanged);
+	snprintf(name, sizeof(name), "host-%u", cfg->host_index);
+	emit(out, name);
+	json_decref(out);
+out:
+	pf_loader_free(l);
+	pf_pod_close(pod);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	const char *path;
@@ -94,6 +152,8 @@ int main(int argc, char **argv)
 	}
 	cfg.paths = &path;
 	cfg.npaths = 1;
+	if (getenv("POD_OPEN_CHILD_PACK"))
+		return packing(&cfg, pod, (uint32_t)atoi(getenv("POD_OPEN_CHILD_PACK")));
 	ret = pf_loader_create(&l, &cfg, &err);
 	if (ret < 0) {
 		pf_error_format(&err, line, sizeof(line));

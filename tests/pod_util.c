@@ -57,3 +57,15 @@ int tu_pod_allgather(void *ctx, const void *mine, size_t len, void *all, pf_erro
 	pthread_mutex_unlock(&p->mu);
 	return 0;
 }
+
+uint64_t tu_batch_digest(uint64_t digest, const pf_batch *b)
+{
+	for (uint32_t c = 0; c < b->cores; c++)
+		for (uint32_t t = 0; t < b->core[c].ntensors; t++) {
+			const pf_tensor *tt = &b->core[c].tensors[t];
+
+			digest = pf_crc32c((uint32_t)digest, tt->data,
+					   (size_t)b->per_core_batch * tt->len * 4) ^ (digest << 32);
+		}
+	return digest;
+}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A pod of hosts as threads of one process: an all-gather
  * (pf_allgather_fn) over a mutex, for the tests of a pod's opening and
- * planning (test_loader_podopen, test_loader_packpod). */
+ * planning (test_loader_podopen, test_loader_packpod); and a batch
+ * digest, the same in pod_open_child under mpirun. */
 #ifndef PF_TESTS_POD_UTIL_H
 #define PF_TESTS_POD_UTIL_H
 
@@ -33,5 +34,10 @@ void tu_pod_init(tu_pod *p, uint32_t hosts);
 void tu_pod_destroy(tu_pod *p);
 /* pf_allgather_fn; ctx: the host's tu_pod_member. */
 int tu_pod_allgather(void *ctx, const void *mine, size_t len, void *all, pf_error *err);
+
+/* A batch's bytes folded into a digest (start from TU_DIGEST_START):
+ * every core's tensors, 4-byte values (packed rows). */
+#define TU_DIGEST_START 1469598103934665603ull
+uint64_t tu_batch_digest(uint64_t digest, const pf_batch *b);
 
 #endif

@@ -7,6 +7,7 @@
  * (pod_util.c), 1, 4 and 7 of them.  A host that fails reading its share
  * fails every host, naming it; damaged exchanged lengths are refused. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -15,6 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "pipeline_internal.h"
 #include "pod_util.h"
@@ -85,21 +88,14 @@ static void *host_main(void *arg)
 		cfg.allgather = tu_pod_allgather;
 		cfg.allgather_ctx = &r->member;
 	}
-	r->digest = 1469598103934665603ull;
+	r->digest = TU_DIGEST_START;
 	pf_error_clear(&r->err);
 	r->ret = pf_loader_create(&l, &cfg, &r->err);
 	r->rchar = rchar() - before;
 	if (r->ret < 0)
 		return NULL;
 	while ((r->ret = pf_loader_next(l, &b)) == 1) {
-		for (uint32_t c = 0; c < b->cores; c++)
-			for (uint32_t t = 0; t < b->core[c].ntensors; t++) {
-				const pf_tensor *tt = &b->core[c].tensors[t];
-
-				r->digest = pf_crc32c((uint32_t)r->digest, tt->data,
-						      (size_t)b->per_core_batch * tt->len * 4) ^
-					    (r->digest << 32);
-			}
+		r->digest = tu_batch_digest(r->digest, b);
 		r->steps++;
 		pf_loader_release(l, b);
 	}
@@ -409,5 +405,52 @@ Test(packpod, payload_entries_are_checked)
 		cr_assert_eq(out[0], 3);
 		cr_assert_eq(out[1], 128);
 		cr_assert_eq(out[2], 0);
+	}
+}
+
+/* Two MPI ranks (pf_pod_allgather) plan as the threads do: each its
+ * share of the manifest's tails or of the stream files, the batches of
+ * a host planning alone. */
+Test(packpod, two_mpi_ranks_plan_from_their_shares, .timeout = 240)
+{
+	const char *kinds[] = { "z", "plain" };
+	const char *d;
+
+	tu_need_mpirun();
+	d = text_dataset();
+	for (size_t k = 0; k < 2; k++) {
+		const char *out = tu_tmpdir();
+		char path[1024], cmd[4096];
+		static char log[1 << 16];
+		run alone[2];
+
+		snprintf(path, sizeof(path), "%s/%s", d, kinds[k]);
+		run_hosts(alone, 2, NULL, path, false);
+		snprintf(cmd, sizeof(cmd), TU_MPI_ENV "POD_OPEN_CHILD_OUT=%s POD_OPEN_CHILD_PACK=128 "
+			 "mpirun --oversubscribe -np 2 %s %s 2 0 2 2>&1", out,
+			 tu_env_tool("POD_OPEN_CHILD"), path);
+		tu_capture(cmd, log, sizeof(log), NULL);
+		for (uint32_t h = 0; h < 2; h++) {
+			char file[1200];
+			json_error_t je;
+			json_t *o;
+
+			snprintf(file, sizeof(file), "%s/host-%u.json", out, h);
+			o = json_load_file(file, 0, &je);
+			cr_assert_not_null(o, "%s: %s; mpirun said: %s", file, je.text, log);
+			cr_assert_eq(alone[h].ret, 0, "%s", alone[h].err.msg);
+			cr_assert_eq((uint64_t)json_integer_value(json_object_get(o, "digest")),
+				     alone[h].digest, "%s: rank %u's batches", kinds[k], h);
+			cr_assert_eq(json_integer_value(json_object_get(o, "steps")),
+				     (json_int_t)alone[h].steps);
+			cr_assert_eq(json_integer_value(json_object_get(o, "steps_per_epoch")),
+				     (json_int_t)alone[h].m.steps_per_epoch);
+			cr_assert_eq(json_integer_value(json_object_get(o, "pack_lengths_tails")),
+				     k == 0 ? SHARDS / 2 : 0);
+			cr_assert_eq(json_integer_value(json_object_get(o, "pack_lengths_files")),
+				     k == 0 ? 0 : STREAMS / 2);
+			cr_assert_gt(json_integer_value(json_object_get(o, "pack_lengths_exchanged")), 0);
+			json_decref(o);
+		}
 	}
 }
