@@ -47,6 +47,16 @@ static void emit(json_t *o, const char *name)
 	}
 }
 
+/* Host host's line, to the file named after it; out is consumed. */
+static void emit_host(json_t *out, uint32_t host)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "host-%u", host);
+	emit(out, name);
+	json_decref(out);
+}
+
 static int fail(const char *msg)
 {
 	json_t *o = json_pack("{s:s}", "error", msg);
@@ -70,7 +80,7 @@ static int packing(pf_loader_config *cfg, pf_pod *pod, uint32_t pack_length)
 	pf_batch *b;
 	pf_error err;
 	uint64_t digest = TU_DIGEST_START, steps = 0;
-	char line[PF_ERROR_LINE_MAX], name[64];
+	char line[PF_ERROR_LINE_MAX];
 	json_t *out;
 	int ret, status = 0;
 
@@ -106,9 +116,7 @@ static int packing(pf_loader_config *cfg, pf_pod *pod, uint32_t pack_length)
 			"pack_lengths_tails", (json_int_t)m.pack_lengths_tails,
 			"pack_lengths_files", (json_int_t)m.pack_lengths_files,
 			"pack_lengths_exchanged", (json_int_t)m.pack_lengths_exchanged);
-	snprintf(name, sizeof(name), "host-%u", cfg->host_index);
-	emit(out, name);
-	json_decref(out);
+	emit_host(out, cfg->host_index);
 out:
 	pf_loader_free(l);
 	pf_pod_close(pod);
@@ -186,13 +194,7 @@ int main(int argc, char **argv)
 			"records_per_epoch", (json_int_t)m.records_per_epoch,
 			"steps_per_epoch", (json_int_t)m.steps_per_epoch,
 			"exchange_ns", (json_int_t)m.open_exchange_ns, "ids", ids);
-	{
-		char name[64];
-
-		snprintf(name, sizeof(name), "host-%u", cfg.host_index);
-		emit(out, name);
-	}
-	json_decref(out);
+	emit_host(out, cfg.host_index);
 out:
 	pf_loader_free(l);
 	pf_pod_close(pod);
