@@ -797,6 +797,13 @@ int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const p
 		*nrecords = total;
 		len = NULL;
 	}
+	/* The stream files' lengths the open measured are in the plan now. */
+	if (inner && inner->ds && inner->ds->lengths) {
+		for (size_t f = 0; f < inner->ds->nfiles; f++)
+			pf_free(inner->ds->lengths[f].p);
+		pf_free(inner->ds->lengths);
+		inner->ds->lengths = NULL;
+	}
 	pf_free(all);
 	pf_free(g.mine.p);
 	pf_free(len);

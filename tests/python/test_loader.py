@@ -222,7 +222,11 @@ def test_packing(data, mode):
         m = loader.metrics()
         assert m["pack_rows"] == rows > 0 and m["pack_slots"] == rows * L
         assert 0 < m["pack_values"] <= m["pack_slots"]
+        # planned from the manifest's 4 shards' index tails, read once
+        assert (m["pack_lengths_tails"], m["pack_lengths_files"],
+                m["pack_lengths_exchanged"]) == (4, 0, 0)
         packing = loader.report("dict")["packing"]
+        assert packing["lengths_tails"] == 4 and packing["lengths_files"] == 0
         assert packing["mode"] == mode and packing["length"] == L
         assert packing["efficiency"] == pytest.approx(m["pack_values"] / m["pack_slots"])
         assert "packing" in loader.report()
