@@ -47,7 +47,7 @@ static int plan_fcache(pf_loader *l, mem_plan *p, pf_error *err)
 		/* The frames of a group of the plan, and one for each chunk
 		 * in flight (a group's last segments are decoded while the
 		 * next group's first are read). */
-		want = (uint64_t)pf_plan_group(l->topo.per_core_batch) + l->nchunks;
+		want = (uint64_t)l->group + l->nchunks;
 		want = want < ds->nunits ? want : ds->nunits;
 		want = want < left / eb ? want : left / eb;
 	} else if (want > left / eb) {

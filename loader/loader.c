@@ -272,7 +272,6 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
 	{
 		l->slice = pf_plan_slice(l->wblock, l->topo.per_core_batch);
-		l->group = pf_plan_group(l->topo.per_core_batch);
 	}
 
 	if (spec)
@@ -404,6 +403,9 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 	ret = check_global(l, err);
 	if (ret < 0)
 		goto fail;
+	if (l->slice)
+		l->group = pf_plan_group(l->topo.per_core_batch, l->wblock, l->ds->nunits,
+					 l->ds->records);
 	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);
 	l->m.records_per_epoch = l->ds->records;
 	l->m.steps_per_epoch = l->steps_per_epoch;

@@ -311,11 +311,19 @@ void pf_plan_block_perm(uint64_t seed, uint32_t epoch, uint32_t host, uint64_t k
  *  1 + (pcb - 1)(slice - 1) / (block - 1) at most 1.1; docs/design.md,
  *  "The global shuffle"), at least 1. */
 uint32_t pf_plan_slice(uint32_t block, uint32_t pcb);
-/*! The global shuffle's frames per group for a per-core batch of pcb
- *  (pf_plan_epoch()): 10 (pcb - 1), at least 1, so that two records of a
- *  per-core batch share a frame with odds of at most 1/10 per record
- *  beyond what the slices add; docs/design.md, "The global shuffle". */
-uint32_t pf_plan_group(uint32_t pcb);
+/* The global shuffle's frame groups hold at most this many shuffle
+ * windows of records, and at least PF_GROUP_MIN frames (pf_plan_group()). */
+#define PF_GROUP_WINDOWS 8
+#define PF_GROUP_MIN 32
+/*! The global shuffle's frames per group (pf_plan_epoch()) for a
+ *  per-core batch of pcb, a shuffle block of `block` records and a
+ *  dataset of `records` in `nunits` frames: 10 (pcb - 1), so that two
+ *  records of a per-core batch share a frame with odds of at most 1/10
+ *  per record beyond what the slices add, but no more frames than hold
+ *  PF_GROUP_WINDOWS blocks of records (nor fewer than PF_GROUP_MIN),
+ *  then evened out: the fewest groups of at most that many, equal to
+ *  within a frame.  At least 1; docs/design.md, "The global shuffle". */
+uint32_t pf_plan_group(uint32_t pcb, uint32_t block, uint64_t nunits, uint64_t records);
 
 /* The bytes a drop skipped: from its first byte to where reading resumed
  * (both in the drop's offset kind). */

@@ -298,11 +298,34 @@ uint32_t pf_plan_slice(uint32_t block, uint32_t pcb)
 	return (uint32_t)(s < block ? s : block);
 }
 
-uint32_t pf_plan_group(uint32_t pcb)
+uint32_t pf_plan_group(uint32_t pcb, uint32_t block, uint64_t nunits, uint64_t records)
 {
-	uint64_t g = pcb > 1 ? 10ull * (pcb - 1) : 1;
+	uint64_t g = pcb > 1 ? 10ull * (pcb - 1) : 1, r, m;
 
-	return g < (1u << 20) ? (uint32_t)g : (1u << 20);
+	g = g < (1u << 20) ? g : (1u << 20);
+	/* Frames of r records: a group of G holds G r records, all of them
+	 * decompressed at once in the frame cache.  At most PF_GROUP_WINDOWS
+	 * windows of them (G = 10 (pcb - 1) frames of 1 MiB is 310 MiB of
+	 * fresh memory, whose first touch cost more than the decompression;
+	 * docs/performance.md), but no fewer than PF_GROUP_MIN frames, so
+	 * that a group still holds a sorted dataset's labels in their shares
+	 * to within a frame in PF_GROUP_MIN. */
+	if (nunits && records && block) {
+		uint64_t want;
+
+		r = (records + nunits - 1) / nunits;
+		want = ((uint64_t)PF_GROUP_WINDOWS * block + r - 1) / r;
+		want = want > PF_GROUP_MIN ? want : PF_GROUP_MIN;
+		g = want < g ? want : g;
+	}
+	/* Balanced: the fewest groups of at most g, equal to within a
+	 * frame (not M - 1 full groups and a last one of a few frames, whose
+	 * span would draw from those few). */
+	if (nunits && g < nunits) {
+		m = (nunits + g - 1) / g;
+		g = (nunits + m - 1) / m;
+	}
+	return (uint32_t)g;
 }
 
 /* Fisher-Yates over a[0..n) from r. */

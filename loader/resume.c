@@ -291,6 +291,14 @@ int pf_resume_restore(pf_loader *l, pf_error *err)
 				   "the states are of this topology (%u hosts, %u x %u), "
 				   "but none is host %u's", l->topo.num_hosts, l->topo.cores,
 				   l->topo.per_core_batch, l->topo.host_index);
+	/* The job's frame groups are those of its states: the epoch they
+	 * are in and the epochs after are planned in them, whatever this
+	 * loader's dataset and configuration would choose (states saved
+	 * before the groups were sized by the window name 10 (pcb - 1)
+	 * frames; those saved before groups, none: later epochs take this
+	 * loader's). */
+	if (ret == 0 && n && l->slice && st[0].global && st[0].origin_group)
+		l->group = (own ? own : &st[0])->origin_group;
 	if (ret == 0 && own) {
 		l->start_epoch = own->epoch;
 		l->gstep0 = own->global_step;

@@ -124,10 +124,12 @@ Test(fcache, batches_identical_with_any_cache_and_threads_every_record_once, .ti
 	{
 		run_out big;
 
-		cfg.frame_cache = PF_AUTO;
+		/* More than the dataset's frames: a cache of every frame. */
+		cfg.frame_cache = 1000;
 		run_ok(d, cfg, &big);
+		cr_assert_lt(big.m.frame_cache_entries, 1000, "as many entries as frames");
 		cr_assert_eq(segments(&big.m), segments(&r.m),
-			     "auto %llu segments, one frame %llu",
+			     "all %llu segments, one frame %llu",
 			     (unsigned long long)segments(&big.m),
 			     (unsigned long long)segments(&r.m));
 		/* A cache of every frame: each decompressed once in the
@@ -141,7 +143,7 @@ Test(fcache, batches_identical_with_any_cache_and_threads_every_record_once, .ti
 		run_ok(d, cfg, &win);
 		cr_assert_eq(win.m.frame_cache_entries, 0, "the window shuffle has no cache");
 		cr_assert_eq(big.m.bytes_decompressed, win.m.bytes_decompressed,
-			     "auto cache: %llu bytes decompressed, the dataset is %llu",
+			     "cache of all: %llu bytes decompressed, the dataset is %llu",
 			     (unsigned long long)big.m.bytes_decompressed,
 			     (unsigned long long)win.m.bytes_decompressed);
 		free(big.ids);
@@ -292,9 +294,10 @@ Test(fcache, resume_with_and_without_the_cache_bit_for_bit, .timeout = 180)
 	free(ref.ids);
 }
 
-/* Frame groups: over more frames than a group holds (per-core batch 16:
- * groups of 150 frames; 4 KiB frames of about a hundred ids, sorted by
- * label, so 360 frames: three groups), the automatic cache holds a group
+/* Frame groups: over more frames than a group holds (per-core batch 16,
+ * a window of 2,048: groups of at most 10 (16 - 1) = 150 frames; 4 KiB
+ * frames of about 72 ids, sorted by label, so 553 frames: four groups,
+ * evened out to 139), the automatic cache holds a group
  * and each frame is decompressed once an epoch (what the window shuffle
  * decompresses); a frame's records come out within its group's span (a
  * group's records and a window either side); and the batches still pass
@@ -349,6 +352,7 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 				 .shuffle_mode = PF_SHUFFLE_GLOBAL, .shuffle_window = window,
 				 .threads = 2 };
 	uint64_t frames = 0, max_frame = 0, *first_at, *last_at, span, *frame_of;
+	uint32_t group;
 	run_out g, w, off;
 	double rg, rr;
 	char p[512];
@@ -359,6 +363,10 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 		snprintf(p, sizeof(p), "%s/s%03u.tfrecord.zst", d, s);
 		tu_write_id_shard(p, lo, hi - lo, 4096, 0);
 	}
+	frame_of = frames_of_ids(d, shards, n, &frames, &max_frame);
+	cr_assert_eq(frames, 553, "%llu frames", (unsigned long long)frames);
+	group = pf_plan_group(16, window, frames, n);
+	cr_assert_eq(group, 139, "553 frames in groups of at most 150: 4 of 139");
 	run_ok(d, cfg, &g);
 	cfg.frame_cache = PF_FRAME_CACHE_OFF;
 	run_ok(d, cfg, &off);
@@ -366,7 +374,7 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 	cfg.shuffle_mode = PF_SHUFFLE_WINDOW;
 	cfg.shuffle = true;
 	run_ok(d, cfg, &w);
-	cr_assert_gt(g.m.frame_cache_entries, 150, "a group and the chunks in flight");
+	cr_assert_gt(g.m.frame_cache_entries, group, "a group and the chunks in flight");
 	cr_assert_eq(g.m.bytes_decompressed, w.m.bytes_decompressed,
 		     "each frame decompressed once: %llu bytes, the dataset %llu",
 		     (unsigned long long)g.m.bytes_decompressed,
@@ -375,9 +383,7 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 		     "without the cache each slice decompresses its frame");
 	/* Each frame's records come out within its group's span: between
 	 * a frame's first and last record, at most a group's records
-	 * (150 of the largest frame's) and a window either side. */
-	frame_of = frames_of_ids(d, shards, n, &frames, &max_frame);
-	cr_assert_gt(frames, 300, "%llu frames", (unsigned long long)frames);
+	 * (139 of the largest frame's) and a window either side. */
 	first_at = malloc(frames * sizeof(*first_at));
 	last_at = calloc(frames, sizeof(*last_at));
 	cr_assert(first_at && last_at);
@@ -388,7 +394,7 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 		first_at[f] = first_at[f] < i ? first_at[f] : i;
 		last_at[f] = i;
 	}
-	span = 150 * max_frame + 2 * window;
+	span = group * max_frame + 2 * window;
 	for (uint64_t f = 0; f < frames; f++)
 		cr_assert_leq(last_at[f] - first_at[f], span, "frame %llu spans %llu records "
 			      "of the epoch, more than its group's %llu",
@@ -484,7 +490,8 @@ Test(fcache, the_states_frame_group_is_the_resumed_epochs, .timeout = 120)
 	cr_assert_gt(len, 0);
 	pf_loader_free(l);
 	cr_assert_eq(pf_state_decode(&st, blob, (size_t)len, &err), 0, "%s", err.msg);
-	cr_assert_eq(st.origin_group, 150, "groups of 10 (16 - 1) frames");
+	cr_assert_eq(st.origin_group, 24, "frames of ~281 records: 8 windows of 512 are 15, "
+		     "so 32 (the least), evened out over 71 frames: 3 groups of 24");
 	st.origin_group = 0;
 	len0 = pf_state_encode(&st, blob0, sizeof(blob0));
 	cr_assert_gt(len0, 0);
@@ -514,4 +521,138 @@ Test(fcache, the_states_frame_group_is_the_resumed_epochs, .timeout = 120)
 	free(b);
 	free(b2);
 	free(seen);
+}
+
+/* A state saved before the groups were sized by the window (origin_group
+ * 10 (pcb - 1) = 150 here, over 71 frames: one group) is of a job in
+ * groups of 150: its epoch and the epochs after resume in them, bit for
+ * bit, and the states saved on carry them; they are not this loader's
+ * own groups (24), which give other batches.  The job is emulated from
+ * its start: its state before the first step, naming 150. */
+Test(fcache, a_states_groups_stay_the_jobs, .timeout = 120)
+{
+	uint64_t n;
+	const char *d = dataset(&n);
+	const char *paths[1] = { d };
+	pf_loader_config cfg = { .paths = paths, .npaths = 1, .features = "id:int64[1]",
+				 .per_core_batch = 16, .cores_per_host = 2, .seed = 9,
+				 .shuffle_mode = PF_SHUFFLE_GLOBAL, .shuffle_window = 512,
+				 .threads = 2, .epochs = 2 };
+	uint8_t fresh[65536], old[65536], mid[65536];
+	int64_t len, flen;
+	uint64_t nref, nown, ntail, *ref, *own, *tail, steps = 0, per_epoch = n / 32 * 32;
+	pf_state_blob sb;
+	pf_loader *l;
+	pf_batch *bt;
+	pf_state st;
+	pf_error err;
+
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	flen = pf_loader_save_state(l, fresh, sizeof(fresh));
+	cr_assert_gt(flen, 0);
+	pf_loader_free(l);
+	cr_assert_eq(pf_state_decode(&st, fresh, (size_t)flen, &err), 0, "%s", err.msg);
+	cr_assert(st.global && st.step_in_epoch == 0 && st.epoch == 0);
+	cr_assert_eq(st.origin_group, 24);
+	st.origin_group = 150;
+	len = pf_state_encode(&st, old, sizeof(old));
+	cr_assert_gt(len, 0);
+	pf_state_release(&st);
+	ref = resume_ids(d, cfg, old, (size_t)len, &nref, &err);
+	own = resume_ids(d, cfg, fresh, (size_t)flen, &nown, &err);
+	cr_assert(ref && own, "%s", err.msg);
+	cr_assert_eq(nref, 2 * per_epoch);
+	cr_assert_eq(nown, nref);
+	cr_assert(memcmp(ref + per_epoch, own + per_epoch, per_epoch * sizeof(*ref)) != 0,
+		  "the second epoch in the state's groups and in the loader's are alike");
+	for (uint32_t e = 0; e < 2; e++) {
+		uint8_t *seen = calloc(n, 1);
+
+		for (uint64_t i = e * per_epoch; i < (e + 1) * per_epoch; i++)
+			cr_assert_eq(seen[ref[i]]++, 0, "id %llu twice in epoch %u",
+				     (unsigned long long)ref[i], e);
+		free(seen);
+	}
+	/* From the old job's middle (a state its loader saves 7 steps in):
+	 * its rest, the second epoch too. */
+	sb = (pf_state_blob){ old, (size_t)len };
+	cfg.resume = &sb;
+	cfg.nresume = 1;
+	cfg.max_steps = 7;
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+	while (pf_loader_next(l, &bt) == 1) {
+		pf_loader_release(l, bt);
+		steps++;
+	}
+	cr_assert_eq(steps, 7);
+	len = pf_loader_save_state(l, mid, sizeof(mid));
+	cr_assert_gt(len, 0);
+	pf_loader_free(l);
+	cr_assert_eq(pf_state_decode(&st, mid, (size_t)len, &err), 0, "%s", err.msg);
+	cr_assert_eq(st.origin_group, 150, "the state saved on names the job's groups");
+	pf_state_release(&st);
+	cfg.resume = NULL;
+	cfg.nresume = 0;
+	cfg.max_steps = 0;
+	tail = resume_ids(d, cfg, mid, (size_t)len, &ntail, &err);
+	cr_assert_not_null(tail, "%s", err.msg);
+	cr_assert_eq(ntail, nref - 7 * 32);
+	cr_assert(memcmp(tail, ref + 7 * 32, ntail * sizeof(*tail)) == 0,
+		  "resumed in the middle: other batches than the job's");
+	free(ref);
+	free(own);
+	free(tail);
+}
+
+/* The frames per group: 10 (pcb - 1), but no more than hold 8 shuffle
+ * blocks of records (nor fewer than 32), evened out into the fewest
+ * groups of at most that many. */
+Test(fcache, groups_sized_by_the_window)
+{
+	const uint32_t pcbs[] = { 1, 2, 8, 16, 32, 64, 256 };
+	const uint32_t blocks[] = { 1, 512, 8192, 65536 };
+	const uint64_t nunits[] = { 1, 7, 100, 1000, 12345 };
+	const uint64_t per_frame[] = { 1, 10, 100, 1563, 10000 };
+
+	/* The benchmark's 300,000 token records (per-core batch 32, the
+	 * default window): 192 frames of 1 MiB hold ~1,563 records, 8
+	 * windows 42 of them: 5 groups of 39 (not 310: the dataset at
+	 * once); in 64 KiB frames (2,624 of ~115) 10 (32 - 1) binds: 9
+	 * groups of 292. */
+	cr_assert_eq(pf_plan_group(32, 8192, 192, 300000), 39);
+	cr_assert_eq(pf_plan_group(32, 8192, 2624, 300000), 292);
+	/* No fewer than 32: 100 frames of 1,000, blocks of 512 (8 of them
+	 * are 5 frames): 4 groups of 25. */
+	cr_assert_eq(pf_plan_group(32, 512, 100, 100000), 25);
+	/* 10 (pcb - 1) binds below 32 too; a dataset of fewer frames is one
+	 * group; without a dataset, 10 (pcb - 1). */
+	cr_assert_eq(pf_plan_group(2, 8192, 100, 100000), 10);
+	cr_assert_eq(pf_plan_group(1, 8192, 100, 100000), 1);
+	cr_assert_geq(pf_plan_group(32, 8192, 100, 1000), 100);
+	cr_assert_eq(pf_plan_group(32, 8192, 0, 0), 310);
+	for (size_t a = 0; a < sizeof(pcbs) / sizeof(pcbs[0]); a++)
+		for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+			for (size_t c = 0; c < sizeof(nunits) / sizeof(nunits[0]); c++)
+				for (size_t e = 0; e < sizeof(per_frame) / sizeof(per_frame[0]); e++) {
+					uint64_t nu = nunits[c], r = per_frame[e];
+					uint64_t g = pf_plan_group(pcbs[a], blocks[b], nu, nu * r);
+					uint64_t most = pcbs[a] > 1 ? 10ull * (pcbs[a] - 1) : 1;
+					uint64_t fit = (8ull * blocks[b] + r - 1) / r, m;
+
+					cr_assert_geq(g, 1);
+					cr_assert_leq(g, most, "pcb %u: %llu", pcbs[a],
+						      (unsigned long long)g);
+					cr_assert_leq(g, fit > 32 ? fit : 32,
+						      "%llu frames of %llu records, blocks of %u: %llu",
+						      (unsigned long long)nu, (unsigned long long)r,
+						      blocks[b], (unsigned long long)g);
+					if (g >= nu)
+						continue;
+					/* m groups: m - 1 of g, the last less than m
+					 * frames smaller. */
+					m = (nu + g - 1) / g;
+					cr_assert_gt(nu - (m - 1) * g + m, g,
+						     "%llu frames in groups of %llu",
+						     (unsigned long long)nu, (unsigned long long)g);
+				}
 }
