@@ -342,11 +342,14 @@ static uint64_t *frames_of_ids(const char *d, uint32_t shards, uint64_t n, uint6
 	return frame_of;
 }
 
-Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix,
-     .timeout = 240)
+/* The frame groups over 40,000 ids sorted by label in 16 shards of
+ * frames of frame_bytes, the window `window`: `frames` frames in groups of
+ * `want` (the checks above). */
+static void check_groups(uint32_t frame_bytes, uint32_t window, uint64_t want_frames,
+			 uint32_t want)
 {
 	const uint64_t n = 40000;
-	const uint32_t shards = 16, window = 2048;
+	const uint32_t shards = 16;
 	const char *d = tu_tmpdir();
 	pf_loader_config cfg = { .per_core_batch = 16, .cores_per_host = 2, .seed = 8,
 				 .shuffle_mode = PF_SHUFFLE_GLOBAL, .shuffle_window = window,
@@ -361,12 +364,13 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 		uint64_t lo = n * s / shards, hi = n * (s + 1) / shards;
 
 		snprintf(p, sizeof(p), "%s/s%03u.tfrecord.zst", d, s);
-		tu_write_id_shard(p, lo, hi - lo, 4096, 0);
+		tu_write_id_shard(p, lo, hi - lo, frame_bytes, 0);
 	}
 	frame_of = frames_of_ids(d, shards, n, &frames, &max_frame);
-	cr_assert_eq(frames, 553, "%llu frames", (unsigned long long)frames);
+	cr_assert_eq(frames, want_frames, "%llu frames", (unsigned long long)frames);
 	group = pf_plan_group(16, window, frames, n);
-	cr_assert_eq(group, 139, "553 frames in groups of at most 150: 4 of 139");
+	cr_assert_eq(group, want, "%llu frames in groups of %u", (unsigned long long)frames,
+		     group);
 	run_ok(d, cfg, &g);
 	cfg.frame_cache = PF_FRAME_CACHE_OFF;
 	run_ok(d, cfg, &off);
@@ -383,7 +387,7 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 		     "without the cache each slice decompresses its frame");
 	/* Each frame's records come out within its group's span: between
 	 * a frame's first and last record, at most a group's records
-	 * (139 of the largest frame's) and a window either side. */
+	 * (`group` of the largest frame's) and a window either side. */
 	first_at = malloc(frames * sizeof(*first_at));
 	last_at = calloc(frames, sizeof(*last_at));
 	cr_assert(first_at && last_at);
@@ -413,9 +417,9 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 	}
 	rg = su_pass_rate(g.ids, g.n, 16, n);
 	rr = su_random_pass_rate(n, g.n, 16);
-	cr_log_info("frame groups: chi-square pass rate per batch of 16: global %.3f, random "
-		    "%.3f (%llu batches), window %.3f", rg, rr, (unsigned long long)(g.n / 16),
-		    su_pass_rate(w.ids, w.n, 16, n));
+	cr_log_info("frame groups of %u: chi-square pass rate per batch of 16: global %.3f, "
+		    "random %.3f (%llu batches), window %.3f", group, rg, rr,
+		    (unsigned long long)(g.n / 16), su_pass_rate(w.ids, w.n, 16, n));
 	cr_assert_geq(rg, rr - 0.05, "global shuffle in groups: %.3f of batches pass, random "
 		      "ones %.3f", rg, rr);
 	free(frame_of);
@@ -424,6 +428,22 @@ Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix
 	free(g.ids);
 	free(w.ids);
 	free(off.ids);
+}
+
+/* 4 KiB frames of ~72 ids, a window of 2,048: 10 (16 - 1) = 150 frames
+ * bind (8 windows are 225 frames); 553 frames, four groups of 139. */
+Test(fcache, frame_groups_read_each_frame_once_keep_frames_in_their_span_and_mix,
+     .timeout = 240)
+{
+	check_groups(4096, 2048, 553, 139);
+}
+
+/* 16 KiB frames of ~278 ids, a window of 2,048: 8 windows of records
+ * bind (59 frames, under 150); 144 frames, three groups of 48.  Sorted
+ * labels still mix as random ones do. */
+Test(fcache, frame_groups_of_8_windows_still_mix, .timeout = 240)
+{
+	check_groups(16384, 2048, 144, 48);
 }
 
 /* A loader of cfg over d resumed from blob[0..len) to its end: its ids
