@@ -140,17 +140,23 @@ static int make_outs(pf_loader *l, pf_pack_run *pk, pf_error *err)
 	pk->block_bytes = round_up(off, 64);
 	/* Steps in progress: the one handed out next, the one after it (known
 	 * to exist), and those the pool's open rows reach into. */
-	pk->window = 3 + (pk->packer.pool + pk->cap / pk->L + 1 + pk->B - 1) / pk->B;
+	pk->window = 3 + (pk->packer.pool + pk->cap / pk->L + 1 + pk->B - 1) / pk->B +
+		     pk->window_extra;
 	pk->held_max = l->cfg.prefetch + 1;
 	pk->nouts = pk->window + pk->held_max;
-	pk->npieces = pk->cap / pk->L + 2;
 	pk->pieces = pf_calloc(pk->npieces, sizeof(*pk->pieces));
 	if (!pk->pieces)
 		return -ENOMEM;
 	pk->inprog = pf_calloc(pk->window, sizeof(*pk->inprog));
 	pk->outs = pf_calloc(pk->nouts, sizeof(*pk->outs));
-	if (!pk->inprog || !pk->outs)
-		return -ENOMEM;
+	/* One region (the pool maps each allocation on its own huge pages:
+	 * a batch each was ~5x the memory, all of it cleared on first use). */
+	pk->outmem = pf_pool_alloc(pk->block_bytes * cores * pk->nouts);
+	if (!pk->inprog || !pk->outs || !pk->outmem)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory for %u packed batches of %zu bytes",
+				    pk->nouts, pk->block_bytes * cores);
+	l->memory_bytes += pk->block_bytes * cores * pk->nouts;
 	for (unsigned k = 0; k < pk->nouts; k++) {
 		pack_out *o = &pk->outs[k];
 
@@ -158,12 +164,9 @@ static int make_outs(pf_loader *l, pf_pack_run *pk, pf_error *err)
 		o->tensors = pf_calloc((size_t)cores * s->n, sizeof(*o->tensors));
 		o->valid = pf_calloc((size_t)cores * pcb, 1);
 		o->fill = pf_calloc((size_t)cores * pcb * pk->nf, sizeof(*o->fill));
-		o->mem = pf_pool_alloc(pk->block_bytes * cores);
-		if (!o->core || !o->tensors || !o->valid || !o->fill || !o->mem)
-			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-					    "out of memory for %u packed batches of %zu bytes",
-					    pk->nouts, pk->block_bytes * cores);
-		l->memory_bytes += pk->block_bytes * cores;
+		o->mem = pk->outmem + (size_t)k * pk->block_bytes * cores;
+		if (!o->core || !o->tensors || !o->valid || !o->fill)
+			return -ENOMEM;
 		memset(o->valid, 1, (size_t)cores * pcb);
 		for (uint32_t c = 0; c < cores; c++) {
 			pf_core_batch *cb = &o->core[c];
@@ -238,6 +241,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	if (ret == 0)
 		ret = pf_packer_init(&pk->packer, cfg->pack_length, pk->nf, (pf_packer_mode)cfg->pack_mode,
 				     cfg->pack_pool, err);
+	pk->npieces = pk->cap / pk->L + 2;
 	if (ret < 0)
 		goto fail;
 	if (cfg->nresume) {
@@ -273,12 +277,15 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 				       &opened, err);
 	if (ret < 0 && !opened)
 		goto fail_inner;	/* it took its part in the pod's open */
-	if (ret == 0)
-		ret = make_outs(l, pk, err);
 	/* The plan: every record's lengths (a pod's hosts gather them:
-	 * each takes part, failed or not), then epoch 0's steps. */
+	 * each takes part, failed or not; the direct placement's plan ahead
+	 * decides how many steps are in progress), then epoch 0's steps. */
 	ret = pf_pack_lengths(pk->inner, cfg, user_spec, pk->nf, ret, err, &pk->lengths,
 			      &pk->nlengths, &pk->lstats);
+	if (ret == 0)
+		ret = pf_pack_direct_create(l, pk);
+	if (ret == 0)
+		ret = make_outs(l, pk, err);
 	if (ret < 0)
 		goto fail_inner;
 	ret = cfg->nresume ? pf_pack_restore_plan(l, pk, err)
@@ -294,6 +301,9 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		.gstep = pk->inner->gstep0 });
 	if (ret < 0)
 		goto fail_inner;
+	/* The first groups planned before the consumer takes them (the
+	 * decode threads are at them already). */
+	pf_pack_direct_plan(l, pk, pk->epoch, pk->snaps[0].step, true);
 	if (!pk->epoch_steps && !pk->step_base) {
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "the dataset's records pack into %llu rows of %u on this host "
@@ -327,7 +337,8 @@ void pf_pack_free(pf_loader *l)
 {
 	pf_pack_run *pk = l->pack;
 
-	pf_loader_free(pk->inner);
+	pf_loader_free(pk->inner);	/* its decode threads first */
+	pf_pack_direct_free(pk);
 	for (unsigned k = 0; pk->outs && k < pk->nouts; k++) {
 		pack_out *o = &pk->outs[k];
 
@@ -335,8 +346,8 @@ void pf_pack_free(pf_loader *l)
 		pf_free(o->tensors);
 		pf_free(o->valid);
 		pf_free(o->fill);
-		pf_pool_free(o->mem, pk->block_bytes * l->topo.cores, l->cfg.keep_pools);
 	}
+	pf_pool_free(pk->outmem, pk->block_bytes * l->topo.cores * pk->nouts, l->cfg.keep_pools);
 	pf_free(pk->outs);
 	pf_free(pk->inprog);
 	pf_free(pk->pieces);
@@ -355,6 +366,8 @@ int pf_pack_plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err)
 	int ret = pf_pack_plan_steps(pk->inner, &pk->packer, l->cfg.seed, e, pk->lengths, pk->nf,
 				     pk->cap, pk->B, &pk->epoch_steps, &pk->epoch_rows);
 
+	if (ret == 0)
+		ret = pf_pack_direct_epoch(l, pk, e);
 	if (ret < 0)
 		return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
 				    "planning the packed epoch %u: %s", e, pf_strerror(ret));
@@ -374,7 +387,7 @@ static bool same_zero(double pad)
 
 /* A fresh output batch for step j: no row written yet (the padding is
  * written once the rows are full, pad_out()). */
-static pack_out *take_out(pf_loader *l, pf_pack_run *pk, uint64_t j)
+pack_out *pf_pack_take_out(pf_loader *l, pf_pack_run *pk, uint64_t j)
 {
 	pack_out *o = pk->free;
 
@@ -437,9 +450,14 @@ static void drop_steps(pf_pack_run *pk, uint64_t from, uint64_t to)
 	}
 }
 
-/* Place inner record (core 0, row r of pk->ib). */
-static int place(pf_loader *l, pf_pack_run *pk, uint32_t r)
+/* Place inner record (core 0, row r of pk->ib): its values copied into
+ * its packed rows, unless a decode thread wrote them there
+ * (pack_direct.c). */
+static int place(pf_loader *l, pf_pack_run *pk, const pack_group *g, uint32_t r)
 {
+	const pack_rec *pr = g ? &g->rec[r] : NULL;
+	const pf_pack_piece *pieces = pk->pieces;
+	bool copy = true;
 	const pf_core_batch *ib = &pk->ib->core[0];
 	const pf_spec *s = &l->spec;
 	uint32_t len[PF_PACK_MAX_FEATURES];
@@ -459,12 +477,44 @@ static int place(pf_loader *l, pf_pack_run *pk, uint32_t r)
 			pk->packer.truncated_records += f == 0;
 		}
 	}
-	{
+	if (pr) {
+		/* Planned: the records after it were planned from its
+		 * lengths, which must be the plan's. */
+		uint32_t state = __atomic_load_n(&pr->state, __ATOMIC_RELAXED);
+
+		for (uint32_t f = 0; f < pk->nf; f++)
+			if (len[f] != pr->len[f] || state == PACK_REC_DIFFERS)
+				return pf_error_set(&l->err, -EIO, PF_OFFSET_NONE, 0,
+						    "packing: record %llu of epoch %u on this "
+						    "host has %u values of '%s', the shards' "
+						    "indexes said %u (did the data change since "
+						    "they were written?)",
+						    (unsigned long long)(pk->ib->step *
+									 PF_PACK_GROUP + r),
+						    pk->ib->epoch, len[f], s->f[pk->fout[f]].name,
+						    pr->len[f]);
+		copy = state != PACK_REC_PLACED;
+		pk->direct_records += !copy;
+		/* Its place is the plan's: what placing it counts, counted
+		 * (its group's rows are the packer's at the group's end). */
+		pieces = g->pieces + pr->piece0;
+		k = (int)pr->npieces;
+		closed = pr->closed;
+		pk->packer.records += !pr->empty;
+		pk->packer.empty_records += pr->empty;
+		pk->packer.values += pr->values;
+		pk->packer.truncated_records += pr->truncated;
+		pk->packer.truncated_values += pr->truncated_values;
+		pk->opened = pr->opened;
+	} else {
 		k = pf_pack_place(&pk->packer, len, pk->pieces, pk->npieces, &closed, &l->err);
 		if (k < 0)
 			return k;
+		pk->opened = pk->packer.next_row;
+	}
+	{
 		for (int j = 0; j < k; j++) {
-			const pf_pack_piece *pc = &pk->pieces[j];
+			const pf_pack_piece *pc = &pieces[j];
 			uint64_t step = pc->row / pk->B;
 			uint32_t idx = (uint32_t)(pc->row % pk->B);
 			uint32_t core = idx / l->topo.per_core_batch, row = idx % l->topo.per_core_batch;
@@ -479,23 +529,23 @@ static int place(pf_loader *l, pf_pack_run *pk, uint32_t r)
 						    (unsigned long long)pc->row);
 			o = pk->inprog[step % pk->window];
 			if (!o)
-				o = take_out(l, pk, step);
+				o = pf_pack_take_out(l, pk, step);
 			for (uint32_t f = 0; f < pk->nf; f++) {
 				pf_tensor *t = o->core[core].tensors;
 				uint32_t i = pk->fout[f];
 				size_t elem = pf_dtype_size(s->f[i].dtype);
 
-				pf_pack_copy(pc, f, src[f], elem,
-					     (uint8_t *)t[i].data + (size_t)row * pk->L * elem,
-					     (int32_t *)t[i + 1].data + (size_t)row * pk->L,
-					     (int32_t *)t[i + 2].data + (size_t)row * pk->L);
+				if (copy)
+					pf_pack_copy(pc, f, src[f], elem,
+						     (uint8_t *)t[i].data + (size_t)row * pk->L * elem,
+						     (int32_t *)t[i + 1].data + (size_t)row * pk->L,
+						     (int32_t *)t[i + 2].data + (size_t)row * pk->L);
 				o->fill[(size_t)idx * pk->nf + f] = pc->at[f] + pc->count[f];
 				o->values += pc->count[f];
 			}
 			o->segments++;
 		}
 	}
-	pk->opened = pk->packer.next_row;
 	pk->closed = closed;
 	return 0;
 }
@@ -528,6 +578,8 @@ static int start_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
 	ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = e, .fresh = true, .gstep = 0 });
 	if (ret == 0)
 		ret = pf_pack_plan_epoch(l, pk, e, &l->err);
+	if (ret == 0)
+		pf_pack_direct_plan(l, pk, e, 0, true);
 	return ret;
 }
 
@@ -536,6 +588,7 @@ static int start_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
 static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 {
 	for (;;) {
+		const pack_group *g;
 		int ret;
 
 		if (pk->step < pk->epoch_steps &&
@@ -585,7 +638,9 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 							  .gstep = pk->ib->global_step });
 			if (ret < 0)
 				return ret;
+			pf_pack_direct_plan(l, pk, pk->ib->epoch, pk->ib->step, true);
 		}
+		g = pf_pack_direct_group(pk, pk->ib);
 		while (pk->irow < pk->ib->per_core_batch) {
 			uint32_t r = pk->irow++;
 
@@ -593,7 +648,7 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 			/* A hole (a record lost to damage, skip mode) has no values. */
 			if (!pk->ib->core[0].valid[r])
 				continue;
-			ret = place(l, pk, r);
+			ret = place(l, pk, g, r);
 			if (ret < 0)
 				return ret;
 			if (pk->step < pk->epoch_steps && pk->closed >= (pk->step + 1) * pk->B)
@@ -602,6 +657,17 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 		if (pk->irow == pk->ib->per_core_batch) {
 			bool last = pk->ib->epoch_end;
 
+			if (g) {
+				/* Planned: its records' rows are the plan's. */
+				pk->packer.nopen = g->after.nopen;
+				pk->packer.next_row = g->after.next_row;
+				memcpy(pk->packer.open, g->after.open,
+				       g->after.nopen * sizeof(*pk->packer.open));
+			}
+
+			/* Before its slot goes to the group after the last one
+			 * planned. */
+			pf_pack_direct_plan(l, pk, pk->ib->epoch, pk->ib->step + 1, false);
 			pf_loader_release(pk->inner, pk->ib);
 			pk->ib = NULL;
 			if (last)
@@ -642,7 +708,7 @@ int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	}
 	o = pk->inprog[pk->step % pk->window];
 	if (!o)	/* a step of no record can only be padding: never */
-		o = take_out(l, pk, pk->step);
+		o = pf_pack_take_out(l, pk, pk->step);
 	pk->inprog[pk->step % pk->window] = NULL;
 	pad_out(l, pk, o);
 	o->batch.epoch = pk->epoch;
@@ -658,6 +724,7 @@ int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	l->m.pack_rows += pk->B;
 	l->m.pack_slots += (uint64_t)pk->B * pk->L * pk->nf;
 	l->m.pack_values += o->values;
+	l->m.pack_direct_records = pk->direct_records;
 	l->m.pack_segments += o->segments;
 	l->m.next_wait_ns += dt;
 	l->m.next_hist[pf_hist_bucket(dt)]++;
@@ -707,6 +774,7 @@ void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m)
 	m->pack_lengths_tails = pk->lstats.tails;
 	m->pack_lengths_files = pk->lstats.files;
 	m->pack_lengths_exchanged = pk->lstats.exchanged;
+	m->pack_direct_records = own.pack_direct_records;
 	m->pack_truncated_records = pk->packer.truncated_records;
 	m->pack_truncated_values = pk->packer.truncated_values;
 	m->pack_empty_records = pk->packer.empty_records;

@@ -34,6 +34,58 @@ typedef struct pack_out {
 	uint64_t segments, values;	/* of its rows, for the metrics */
 } pack_out;
 
+/* Direct placement (pack_direct.c): inner groups planned ahead, each
+ * record's pieces and their output rows, for the decode threads to write
+ * the record straight into.  Group (epoch, step) is at groups[step %
+ * ngroups] when its tag says so; ngroups: the inner loader's batch slots
+ * (how far its decode threads may be ahead), at most PF_PACK_AHEAD_MAX. */
+#define PF_PACK_AHEAD_MAX 256u
+
+typedef struct pack_dest {
+	pack_out *o;		/* NULL: the piece's row is not delivered */
+	uint32_t core, row;
+} pack_dest;
+
+enum { PACK_REC_WAITING = 0, PACK_REC_PLACED, PACK_REC_DIFFERS };
+
+typedef struct pack_rec {
+	uint32_t len[PF_PACK_MAX_FEATURES];	/* planned (capped at cap) */
+	uint32_t piece0, npieces;		/* in the group's pieces */
+	uint32_t state;		/* PACK_REC_*, set by the decode thread */
+	/* The packer after it: its rows opened and final, and what it
+	 * counted of it (the consumer's packer takes them, not placing it
+	 * again). */
+	uint64_t opened, closed;
+	uint64_t values, truncated_values;
+	bool empty, truncated;
+} pack_rec;
+
+typedef struct pack_group {
+	uint64_t tag;		/* atomic: pack_tag(epoch, step); 0: none */
+	pack_rec rec[PF_PACK_GROUP];
+	pf_pack_piece *pieces;	/* [npieces] */
+	pack_dest *dest;
+	pf_packer after;	/* the packer after its last record */
+} pack_group;
+
+struct pf_pack_direct {	/* pf_pack_direct */
+	pack_group *groups;
+	uint32_t ngroups;
+	uint32_t npieces;			/* room in a group's pieces */
+	uint32_t nf, cap, L;
+	uint32_t fin[PF_PACK_MAX_FEATURES], fout[PF_PACK_MAX_FEATURES];
+	size_t elem[PF_PACK_MAX_FEATURES];
+	size_t soff[PF_PACK_MAX_FEATURES];	/* feature f in a worker's scratch */
+	size_t sbytes;				/* a worker's scratch */
+	uint8_t *scratch;			/* [nworkers x sbytes] */
+	unsigned nworkers;
+};
+
+static inline uint64_t pack_tag(uint32_t epoch, uint64_t step)
+{
+	return ((uint64_t)epoch << 40 | step) + 1;
+}
+
 struct pf_pack_run {
 	pf_loader *inner;
 	pf_packer packer;
@@ -46,6 +98,7 @@ struct pf_pack_run {
 	size_t block_bytes;
 
 	pack_out *outs, *free;
+	uint8_t *outmem;			/* the outs' blocks, one region */
 	unsigned nouts, window;
 	pack_out **inprog;			/* [window]: step j at j % window */
 	unsigned held, held_max;
@@ -95,6 +148,20 @@ struct pf_pack_run {
 	/* Steps of the epoch delivered before a resume on another topology
 	 * inside it (the rows and steps above count from there). */
 	uint64_t step_base;
+
+	/* Direct placement (pack_direct.c; NULL: off): this host's lengths
+	 * in the inner order of the epoch (NULL: not planned ahead this
+	 * epoch), the planner's packer and its next inner step, and the
+	 * records the decode threads placed. */
+	struct pf_pack_direct *direct;
+	uint32_t *order;
+	uint64_t norder;
+	uint32_t order_epoch;
+	pf_packer ahead;
+	uint64_t ahead_step;
+	unsigned window_extra;		/* steps in progress for the plan ahead */
+	bool ahead_on;
+	uint64_t direct_records;
 };
 
 /* pack_state.c: checkpoints.  pf_pack_push_snap(): a checkpoint of the
@@ -113,5 +180,24 @@ void pf_pack_restore_free(pf_pack_run *pk, bool blobs);
 /* pack.c: epoch e's steps, every host's (pack_plan.c), and this host's
  * rows. */
 int pf_pack_plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err);
+/* pack.c: a fresh output batch for step j (inprog). */
+pack_out *pf_pack_take_out(pf_loader *l, pf_pack_run *pk, uint64_t j);
+
+/* pack_direct.c.  pf_pack_direct_create(): direct placement for the
+ * inner loader's decode threads, when the lengths came from the shards'
+ * indexes (0; else nothing, PODFEED_PACK_DIRECT=0 too).
+ * pf_pack_direct_epoch(): this host's order of epoch e planned (or not:
+ * on another topology inside it).  pf_pack_direct_plan(): the groups
+ * from inner step `step` of the epoch on planned, as far as the steps in
+ * progress reach, and at most as far as the inner loader's slots (every
+ * group before `step` placed, none after); start: the packer is at
+ * group `step`'s start (planned from there if the plan is not ahead).
+ * pf_pack_direct_group(): inner batch ib's plan, NULL when not planned. */
+int pf_pack_direct_create(pf_loader *l, pf_pack_run *pk);
+void pf_pack_direct_free(pf_pack_run *pk);
+int pf_pack_direct_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e);
+void pf_pack_direct_plan(pf_loader *l, pf_pack_run *pk, uint32_t epoch, uint64_t step,
+			 bool start);
+pack_group *pf_pack_direct_group(pf_pack_run *pk, const pf_batch *ib);
 
 #endif

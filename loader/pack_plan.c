@@ -33,7 +33,8 @@ static uint64_t *file_bases(const pf_dataset *ds)
 static int place_range(const pf_loader *inner, const pf_topology *t, uint32_t w, bool permute,
 		       uint32_t slice, uint32_t group, uint64_t seed, uint32_t epoch, uint64_t b, uint64_t e,
 		       const uint32_t *len, uint32_t nf, uint32_t cap, const uint64_t *file_base,
-		       pf_packer *scratch, uint32_t *perm)
+		       pf_packer *scratch, uint32_t *perm, uint32_t *order,
+		       uint64_t *norder)
 {
 	const pf_dataset *ds = inner->ds;
 	pf_epoch_plan p = { 0 };
@@ -49,6 +50,8 @@ static int place_range(const pf_loader *inner, const pf_topology *t, uint32_t w,
 		goto out;
 	if (e > p.quota)
 		e = p.quota;
+	if (order)
+		*norder = e > b ? e - b : 0;
 	/* Outputs in order: block k's output o holds its input perm^-1(o). */
 	for (uint64_t k = b / w; k * w < e; k++) {
 		uint64_t first = k * w, left = p.stream_len - first;
@@ -83,6 +86,10 @@ static int place_range(const pf_loader *inner, const pf_topology *t, uint32_t w,
 			      (at - seg_start);
 			for (uint32_t f = 0; f < nf; f++)
 				l[f] = len[rec * nf + f] < cap ? len[rec * nf + f] : cap;
+			if (order)	/* the host's lengths in its output order */
+				memcpy(order + (first + o - b) * nf, l, nf * sizeof(*l));
+			if (!scratch)
+				continue;	/* the order alone */
 			/* Lengths only: 4 pieces hold any record in first_fit;
 			 * concat's pieces are not needed, only its rows. */
 			if (scratch->mode == PF_PACKER_CONCAT) {
@@ -127,7 +134,8 @@ static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint
 	t.host_index = h;
 	ret = place_range(inner, &t, inner->wblock, inner->shuffle_rows, inner->slice, inner->group,
 			  seed, epoch,
-			  0, UINT64_MAX, len, nf, cap, file_base, &scratch, perm);
+			  0, UINT64_MAX, len, nf, cap, file_base, &scratch, perm, NULL,
+			  NULL);
 	return ret < 0 ? ret : (int64_t)scratch.next_row;
 }
 
@@ -152,7 +160,8 @@ int pf_pack_plan_pieces(const pf_loader *inner, const pf_packer *pk, uint64_t se
 
 		t.host_index = pieces[i].host;
 		ret = place_range(inner, &t, w, permute, slice, group, seed, epoch, pieces[i].begin,
-				  pieces[i].end, len, nf, cap, file_base, &scratch, perm);
+				  pieces[i].end, len, nf, cap, file_base, &scratch, perm, NULL,
+				  NULL);
 	}
 	*rows = scratch.next_row;
 out:
@@ -193,6 +202,23 @@ int pf_pack_plan_steps(const pf_loader *inner, const pf_packer *pk, uint64_t see
 	}
 	*steps = least / host_batch;
 out:
+	pf_free(file_base);
+	pf_free(perm);
+	return ret;
+}
+
+int pf_pack_plan_order(const pf_loader *inner, uint64_t seed,
+		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+		       uint32_t *order, uint64_t *norder)
+{
+	uint64_t *file_base = file_bases(inner->ds);
+	uint32_t *perm = pf_malloc(2 * (size_t)inner->wblock * sizeof(*perm));
+	int ret = -ENOMEM;
+
+	if (file_base && perm)
+		ret = place_range(inner, &inner->topo, inner->wblock, inner->shuffle_rows,
+				  inner->slice, inner->group, seed, epoch, 0, UINT64_MAX, len, nf,
+				  cap, file_base, NULL, perm, order, norder);
 	pf_free(file_base);
 	pf_free(perm);
 	return ret;

@@ -207,7 +207,9 @@ int pf_pack_restore_plan(pf_loader *l, pf_pack_run *pk, pf_error *err)
 	if (pk->elastic)
 		ret = restore_elastic(l, pk, err);
 	else if (pk->inner->resumed || q->step || q->step_base)
-		ret = 0;	/* inside the epoch: its plan, as the state says */
+		/* inside the epoch: its plan, as the state says; its order
+		 * the inner loader's own unless an elastic resume cut it */
+		ret = q->step_base ? 0 : pf_pack_direct_epoch(l, pk, pk->inner->start_epoch);
 	else
 		ret = pf_pack_plan_epoch(l, pk, pk->inner->start_epoch, err);
 	if (ret == 0 && !pk->elastic) {

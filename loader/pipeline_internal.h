@@ -480,6 +480,10 @@ struct pf_loader {
 	/* Packing (pack.c): this loader hands out packed rows made from
 	 * an inner loader's records; NULL: not packing. */
 	struct pf_pack_run *pack;
+	/* A packing loader's inner loader: the decode threads write the
+	 * records planned ahead straight into their packed rows
+	 * (pack_direct.c); NULL: not (atomic: set once, while they run). */
+	struct pf_pack_direct *pack_direct;
 
 	/* metrics, under mu; the I/O stage is busy when not waiting */
 	pf_loader_metrics m;
@@ -705,6 +709,13 @@ int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const
 
 /* pack.c: packed sequences (cfg->pack_length), over an inner loader. */
 typedef struct pf_pack_run pf_pack_run;
+/* pack_direct.c, on a decode thread: the plan of the record at epoch
+ * output e, w->dst's packed values aimed at the worker's scratch (after
+ * aim()); NULL: not planned, decode into the row.  _put(): after it
+ * decoded, its pieces copied into their packed rows. */
+typedef struct pf_pack_direct pf_pack_direct;
+void *pf_pack_direct_aim(pf_pack_direct *d, worker *w, uint32_t epoch, uint64_t e);
+void pf_pack_direct_put(pf_pack_direct *d, worker *w, void *rec);
 int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err);
 void pf_pack_free(pf_loader *l);
 int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns);
@@ -751,6 +762,13 @@ struct pf_packer;
 int pf_pack_plan_steps(const pf_loader *inner, const struct pf_packer *pk, uint64_t seed,
 		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
 		       uint32_t host_batch, uint64_t *steps, uint64_t *own_rows);
+/* This host's records' lengths (capped at cap) in the order the inner
+ * loader delivers epoch `epoch` (nf a record) into order, which has room
+ * for every record of the dataset; *norder: how many (its quota).
+ * @return 0 or -ENOMEM. */
+int pf_pack_plan_order(const pf_loader *inner, uint64_t seed,
+		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+		       uint32_t *order, uint64_t *norder);
 /* The rows the packer pk (empty) makes of the records of pieces, in order
  * (pieces of epoch `epoch`'s streams of the topology origin, in blocks of
  * w records, permuted or not, slices): a host's share of an epoch resumed

@@ -119,11 +119,18 @@ int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 	uint32_t row;
 	size_t ti;
 	batch_slot *s = locate(l, c, p, &row, &ti);
+	pf_pack_direct *d = __atomic_load_n(&l->pack_direct, __ATOMIC_ACQUIRE);
+	void *plan = NULL;
 	int ret;
 
 	if (!s)
 		return 0;
 	aim(l, w, s, row);
+	/* A packing loader's inner loader (one core): a record planned
+	 * ahead goes straight into its packed rows. */
+	if (d)
+		plan = pf_pack_direct_aim(d, w, s->batch.epoch,
+					  s->batch.step * l->host_batch + row);
 	ret = decode_into(l, w, c, p, rec, err);
 	if (ret < 0) {
 		err->record = (int64_t)rec->index;
@@ -144,6 +151,8 @@ int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 		pf_place_hole(l, w, c, p);
 		return 0;
 	}
+	if (plan)
+		pf_pack_direct_put(d, w, plan);
 	tally(w, ti);
 	return 0;
 }

@@ -714,6 +714,7 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 		pf_json_put(sub, "lengths_tails", pf_json_u64(m->pack_lengths_tails), bad);
 		pf_json_put(sub, "lengths_files", pf_json_u64(m->pack_lengths_files), bad);
 		pf_json_put(sub, "lengths_exchanged", pf_json_u64(m->pack_lengths_exchanged), bad);
+		pf_json_put(sub, "direct_records", pf_json_u64(m->pack_direct_records), bad);
 		pf_json_put(o, "packing", sub, bad);
 	}
 	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL) {

@@ -58,6 +58,10 @@ struct walk {
 	uint32_t n;		/* features in the spec */
 	uint64_t seen;		/* bit i: feature i had an entry */
 	bool streamed;		/* non-temporal stores issued: sfence before return */
+	/* The list store() last decoded whole, and its values: its made
+	 * LENGTHS feature needs no count of its own. */
+	const struct list *counted;
+	uint64_t count;
 };
 
 /*
@@ -403,7 +407,7 @@ static void *scratch(struct walk *w, size_t n)
  * byte at least), 8 bytes each, which PF_ARENA_BYTES_FOR(record length)
  * always has room for. */
 static int store_ints(struct walk *w, const pf_feature_spec *fs,
-		      const uint8_t *data, size_t len, uint8_t *out)
+		      const uint8_t *data, size_t len, uint8_t *out, int64_t *count)
 {
 	size_t size = fs->dtype == PF_DTYPE_INT64 ? 8 : 4;
 	uint32_t cap = len < fs->len ? (uint32_t)len : fs->len;
@@ -434,6 +438,7 @@ static int store_ints(struct walk *w, const pf_feature_spec *fs,
 	w->arena->used = w->mark;
 	if (n < 0)
 		return FAST_NO;
+	*count = n;
 	if (stage)
 		stream_row(w, fs, out, stage, padline,
 			   (uint64_t)n < fs->len ? (uint32_t)n : fs->len, size);
@@ -454,14 +459,23 @@ static int store(struct walk *w, uint32_t i, const struct list *l)
 	pf_error scratch_err;
 	int ret;
 
+	w->counted = NULL;
 	switch (l->kind) {
 	case PF_KIND_NONE:
 		break;
 	case PF_KIND_INT64:
 		if (packed(l, &data, &len))
 			return FAST_NO;
-		if (fs->dtype == PF_DTYPE_INT32 || fs->dtype == PF_DTYPE_INT64)
-			return store_ints(w, fs, data, len, out);
+		if (fs->dtype == PF_DTYPE_INT32 || fs->dtype == PF_DTYPE_INT64) {
+			/* A valid run has a varint for each byte below 0x80:
+			 * its count is list_length()'s. */
+			ret = store_ints(w, fs, data, len, out, &n);
+			if (ret == 0) {
+				w->counted = l;
+				w->count = (uint64_t)n;
+			}
+			return ret;
+		}
 		/* int64 into float32 (or bytes: refused below) */
 		take = len < fs->len ? len : fs->len;
 		f.v.int64s = scratch(w, take * sizeof(int64_t));
@@ -576,7 +590,9 @@ static int store_length(struct walk *w, uint32_t i, const struct list *l)
 	fs = &w->spec->f[i + 1];
 	if (fs->role != PF_ROLE_LENGTHS && fs->role != PF_ROLE_LENGTHS_FULL)
 		return 0;
-	if (list_length(l, &n))
+	if (w->counted == l)
+		n = w->count;
+	else if (list_length(l, &n))
 		return FAST_NO;
 	pf_spec_store_length(&w->spec->f[i], fs, n, w->dst[i + 1]);
 	w->seen |= 1ull << (i + 1);

@@ -787,7 +787,8 @@ static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 	/* Packing's plan: what reading the lengths cost this host (0.7). */
 	if (d && (pf_dict_set_u64(d, "pack_lengths_tails", m.pack_lengths_tails) < 0 ||
 		  pf_dict_set_u64(d, "pack_lengths_files", m.pack_lengths_files) < 0 ||
-		  pf_dict_set_u64(d, "pack_lengths_exchanged", m.pack_lengths_exchanged) < 0))
+		  pf_dict_set_u64(d, "pack_lengths_exchanged", m.pack_lengths_exchanged) < 0 ||
+		  pf_dict_set_u64(d, "pack_direct_records", m.pack_direct_records) < 0))
 		Py_CLEAR(d);
 	/* Image features' counts (0.7). */
 	if (d && (pf_dict_set_u64(d, "images", m.images) < 0 ||
@@ -920,6 +921,8 @@ static PyMethodDef loader_methods[] = {
 	  "                       planning the packing: index tails and files\n"
 	  "                       this host read for the lengths, and the bytes\n"
 	  "                       of lengths the pod's hosts exchanged\n"
+	  "  pack_direct_records  records the decode threads wrote straight into\n"
+	  "                       their packed rows (the rest: the consumer's)\n"
 
 	  "  images, images_upscaled  image features: images decoded, and those\n"
 	  "                       whose box was smaller than the output\n"

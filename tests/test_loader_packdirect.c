@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Direct placement (loader/pack_direct.c: the decode threads write each
+ * record planned ahead straight into its packed rows) against the
+ * consumer's packing alone (PODFEED_PACK_DIRECT=0): the same batches, bit
+ * for bit, step by step, over two whole epochs, in both modes, shuffled
+ * and not, with 1 and 4 decode threads, as every host of 1, 4 and 7, and
+ * resumed mid-epoch; the same counts; and the records really placed by
+ * the decode threads (pack_direct_records), most of them when unshuffled
+ * on one host. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfeed.h"
+#include "testutil.h"
+
+/* 4,000 text records (median 40 tokens, to 400) in 5 indexed shards of
+ * small frames. */
+static const char *text_dataset(void)
+{
+	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
+
+	cr_assert_eq(tu_system("%s synth --kind text --records 4000 --shards 2 --median-tokens 40 "
+			       "--max-tokens 400 --seed 5 --out %s/plain >/dev/null && %s convert "
+			       "--out %s/z --shards 5 --frame-size 16K %s/plain >/dev/null", st, d,
+			       st, d, d), 0);
+	return d;
+}
+
+#define MAX_STEPS 8192
+
+typedef struct run {
+	uint64_t n;
+	uint64_t digest[MAX_STEPS];	/* each batch's bytes and numbers */
+	pf_loader_metrics m;
+} run;
+
+typedef struct setting {
+	pf_pack_mode mode;
+	bool shuffle;
+	uint32_t hosts, host, threads;
+} setting;
+
+static pf_loader_config config(const char *const *paths, const setting *s)
+{
+	return (pf_loader_config){ .paths = paths, .npaths = 1, .per_core_batch = 2,
+				   .cores_per_host = 2,
+				   .features = "tokens:int32[*],targets:int32[*]",
+				   .pack_length = 100, .pack_mode = s->mode,
+				   .shuffle = s->shuffle, .shuffle_window = 300, .seed = 17,
+				   .epochs = 2, .num_hosts = s->hosts, .host_index = s->host,
+				   .threads = s->threads };
+}
+
+static uint64_t batch_digest(const pf_batch *b)
+{
+	uint64_t d = (uint64_t)b->epoch << 48 ^ b->step << 24 ^ b->global_step ^
+		     (uint64_t)b->epoch_end << 63;
+
+	for (uint32_t c = 0; c < b->cores; c++)
+		for (uint32_t t = 0; t < b->core[c].ntensors; t++) {
+			const pf_tensor *tt = &b->core[c].tensors[t];
+
+			d = d * 0x100000001b3ull ^
+			    pf_crc32c(0, tt->data, (size_t)b->per_core_batch * tt->len * 4);
+		}
+	return d;
+}
+
+static pf_loader *create(const pf_loader_config *cfg, bool direct)
+{
+	pf_loader *l;
+	pf_error err;
+
+	/* Read when the loader is made. */
+	if (direct)
+		unsetenv("PODFEED_PACK_DIRECT");
+	else
+		setenv("PODFEED_PACK_DIRECT", "0", 1);
+	pf_error_clear(&err);
+	cr_assert_eq(pf_loader_create(&l, cfg, &err), 0, "%s", err.msg);
+	return l;
+}
+
+/* n steps (UINT64_MAX: to the end) into r from r->n on; the metrics
+ * after them (summed into r->m's direct records). */
+static void take(pf_loader *l, uint64_t n, run *r, const char *what)
+{
+	pf_loader_metrics m;
+	pf_batch *b;
+	int ret = 1;
+
+	for (uint64_t k = 0; k < n && (ret = pf_loader_next(l, &b)) == 1; k++) {
+		cr_assert_lt(r->n, MAX_STEPS);
+		r->digest[r->n++] = batch_digest(b);
+		pf_loader_release(l, b);
+	}
+	cr_assert_geq(ret, 0, "%s: %s", what, pf_loader_last_error(l)->msg);
+	pf_loader_get_metrics(l, &m);
+	m.pack_direct_records += r->m.pack_direct_records;
+	r->m = m;
+}
+
+static void whole(const char *dir, const setting *s, bool direct, run *r, const char *what)
+{
+	const char *paths[] = { dir };
+	pf_loader_config cfg = config(paths, s);
+	pf_loader *l = create(&cfg, direct);
+
+	memset(r, 0, sizeof(*r));
+	take(l, UINT64_MAX, r, what);
+	pf_loader_free(l);
+}
+
+static void same(const run *a, const run *b, const char *what)
+{
+	cr_assert_eq(a->n, b->n, "%s: %llu steps, %llu without direct placement", what,
+		     (unsigned long long)a->n, (unsigned long long)b->n);
+	for (uint64_t k = 0; k < a->n; k++)
+		cr_assert_eq(a->digest[k], b->digest[k], "%s: step %llu differs", what,
+			     (unsigned long long)k);
+	cr_assert_eq(a->m.steps_per_epoch, b->m.steps_per_epoch, "%s", what);
+	cr_assert_eq(a->m.pack_rows, b->m.pack_rows, "%s", what);
+	cr_assert_eq(a->m.pack_values, b->m.pack_values, "%s", what);
+	cr_assert_eq(a->m.pack_segments, b->m.pack_segments, "%s", what);
+	cr_assert_eq(a->m.pack_rows_dropped, b->m.pack_rows_dropped, "%s", what);
+	cr_assert_eq(a->m.pack_truncated_records, b->m.pack_truncated_records, "%s", what);
+	cr_assert_eq(a->m.pack_truncated_values, b->m.pack_truncated_values, "%s", what);
+	cr_assert_eq(b->m.pack_direct_records, 0, "%s: PODFEED_PACK_DIRECT=0 placed %llu", what,
+		     (unsigned long long)b->m.pack_direct_records);
+}
+
+static void describe(char *buf, size_t cap, const setting *s)
+{
+	snprintf(buf, cap, "%s, %s, host %u of %u, %u threads",
+		 s->mode == PF_PACK_CONCAT ? "concat" : "first_fit",
+		 s->shuffle ? "shuffled" : "in order", s->host, s->hosts, s->threads);
+}
+
+/* Every host of `hosts`, both modes, shuffled or not, 1 and 4 threads:
+ * two epochs with direct placement are those without.  @return the
+ * records placed directly, and those delivered, over them all. */
+static void every_host(const char *dir, uint32_t hosts, bool shuffle, uint64_t *placed,
+		       uint64_t *records)
+{
+	run *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+	char what[160];
+
+	*placed = *records = 0;
+	for (int mode = 0; mode < 2; mode++)
+		for (uint32_t h = 0; h < hosts; h++)
+			for (uint32_t t = 1; t <= 4; t += 3) {
+				setting s = { mode, shuffle, hosts, h, t };
+
+				describe(what, sizeof(what), &s);
+				whole(dir, &s, true, a, what);
+				whole(dir, &s, false, b, what);
+				cr_assert_gt(a->n, 4, "%s: %llu steps", what,
+					     (unsigned long long)a->n);
+				same(a, b, what);
+				*placed += a->m.pack_direct_records;
+				*records += a->m.records;
+			}
+	free(a);
+	free(b);
+}
+
+Test(packdirect, one_host_in_order_same_batches_most_placed_directly)
+{
+	char z[1024];
+	uint64_t placed, records;
+
+	snprintf(z, sizeof(z), "%s/z", text_dataset());
+	every_host(z, 1, false, &placed, &records);
+	/* Only the first groups of each epoch, decoded before the consumer
+	 * plans them, may be copied by the consumer. */
+	cr_assert_gt(placed, records / 2, "%llu of %llu records placed directly",
+		     (unsigned long long)placed, (unsigned long long)records);
+}
+
+Test(packdirect, one_host_shuffled_same_batches)
+{
+	char z[1024];
+	uint64_t placed, records;
+
+	snprintf(z, sizeof(z), "%s/z", text_dataset());
+	every_host(z, 1, true, &placed, &records);
+	cr_assert_gt(placed, 0, "none of %llu records placed directly",
+		     (unsigned long long)records);
+}
+
+Test(packdirect, four_hosts_same_batches)
+{
+	char z[1024];
+	uint64_t placed, records;
+
+	snprintf(z, sizeof(z), "%s/z", text_dataset());
+	every_host(z, 4, false, &placed, &records);
+	cr_assert_gt(placed, 0);
+	every_host(z, 4, true, &placed, &records);
+	cr_assert_gt(placed, 0);
+}
+
+Test(packdirect, seven_hosts_same_batches)
+{
+	char z[1024];
+	uint64_t placed, records;
+
+	snprintf(z, sizeof(z), "%s/z", text_dataset());
+	every_host(z, 7, false, &placed, &records);
+	cr_assert_gt(placed, 0);
+	every_host(z, 7, true, &placed, &records);
+	cr_assert_gt(placed, 0);
+}
+
+/* Saved mid-epoch with direct placement and resumed with it: the steps of
+ * a run without it, never stopped. */
+Test(packdirect, resumed_mid_epoch_same_batches)
+{
+	char z[1024];
+	const char *paths[] = { z };
+	run *ref = malloc(sizeof(*ref)), *got = malloc(sizeof(*got));
+	char what[200];
+
+	snprintf(z, sizeof(z), "%s/z", text_dataset());
+	for (int mode = 0; mode < 2; mode++)
+		for (int shuffle = 0; shuffle < 2; shuffle++)
+			for (uint32_t h = 0; h < 4; h += 3) {
+				setting s = { mode, shuffle, 4, h, 2 };
+				pf_loader_config cfg = config(paths, &s);
+				uint64_t spe, at[3];
+
+				describe(what, sizeof(what), &s);
+				whole(z, &s, false, ref, what);
+				spe = ref->m.steps_per_epoch;
+				at[0] = 3;
+				at[1] = spe / 2;
+				at[2] = spe + spe / 3;
+				for (int i = 0; i < 3; i++) {
+					pf_loader *l = create(&cfg, true);
+					pf_state_blob sb;
+					int64_t n;
+					void *blob;
+
+					memset(got, 0, sizeof(*got));
+					take(l, at[i], got, what);
+					n = pf_loader_save_state(l, NULL, 0);
+					cr_assert_gt(n, 0);
+					blob = malloc((size_t)n);
+					cr_assert_eq(pf_loader_save_state(l, blob, (size_t)n), n);
+					pf_loader_free(l);
+					sb = (pf_state_blob){ blob, (size_t)n };
+					cfg.resume = &sb;
+					cfg.nresume = 1;
+					l = create(&cfg, true);
+					take(l, UINT64_MAX, got, what);
+					pf_loader_free(l);
+					cfg.resume = NULL;
+					cfg.nresume = 0;
+					free(blob);
+					cr_assert_eq(got->n, ref->n, "%s, resumed at %llu: %llu steps, "
+						     "%llu", what, (unsigned long long)at[i],
+						     (unsigned long long)got->n,
+						     (unsigned long long)ref->n);
+					for (uint64_t k = 0; k < ref->n; k++)
+						cr_assert_eq(got->digest[k], ref->digest[k],
+							     "%s, resumed at %llu: step %llu differs",
+							     what, (unsigned long long)at[i],
+							     (unsigned long long)k);
+					if (!shuffle && h == 0)
+						cr_assert_gt(got->m.pack_direct_records, 0, "%s",
+							     what);
+				}
+			}
+	free(ref);
+	free(got);
+}
