@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Direct placement: the inner loader's decode threads write each record
  * straight into its packed rows, as the padded loader writes record i
- * into row i, when the plan knows every record's lengths before its
- * epoch (the shards' indexes told them): the consumer then only keeps
- * the packer's count.  Not here: the packer (transform/pack.c), the plan
+ * into row i: the plan knows every record's lengths before its epoch
+ * (the shards' indexes told them, or the open counted them), and in fail
+ * mode no record is lost on the way.  The consumer then only keeps the
+ * packer's count.  Not here: the packer (transform/pack.c), the plan
  * (pack_plan.c), the consumer's packing (pack.c), which stays the
  * fallback for every record not placed here.
  *

@@ -184,8 +184,8 @@ int pf_pack_plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err)
 pack_out *pf_pack_take_out(pf_loader *l, pf_pack_run *pk, uint64_t j);
 
 /* pack_direct.c.  pf_pack_direct_create(): direct placement for the
- * inner loader's decode threads, when the lengths came from the shards'
- * indexes (0; else nothing, PODFEED_PACK_DIRECT=0 too).
+ * inner loader's decode threads in fail mode (0; skip mode, or
+ * PODFEED_PACK_DIRECT=0: nothing).
  * pf_pack_direct_epoch(): this host's order of epoch e planned (or not:
  * on another topology inside it).  pf_pack_direct_plan(): the groups
  * from inner step `step` of the epoch on planned, as far as the steps in

@@ -797,7 +797,7 @@ typedef struct pf_loader_metrics {
 	uint64_t pack_lengths_files;
 	uint64_t pack_lengths_exchanged;
 	/* 0.7: packing: the records the decode threads wrote straight into
-	 * their packed rows, planned ahead from the indexes' lengths (the
+	 * their packed rows, planned ahead from the plan's lengths (the
 	 * others are copied there by the consumer's thread). */
 	uint64_t pack_direct_records;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI

@@ -4,7 +4,8 @@
  * consumer's packing alone (PODFEED_PACK_DIRECT=0): the same batches, bit
  * for bit, step by step, over two whole epochs, in both modes, shuffled
  * and not, with 1 and 4 decode threads, as every host of 1, 4 and 7, and
- * resumed mid-epoch; the same counts; and the records really placed by
+ * resumed mid-epoch, from indexed shards and from stream files; the same
+ * counts; and the records really placed by
  * the decode threads (pack_direct_records), most of them when unshuffled
  * on one host. */
 #include <criterion/criterion.h>
@@ -188,6 +189,20 @@ Test(packdirect, one_host_shuffled_same_batches)
 	every_host(z, 1, true, &placed, &records);
 	cr_assert_gt(placed, 0, "none of %llu records placed directly",
 		     (unsigned long long)records);
+}
+
+/* Stream files (their lengths measured when the dataset is opened): the
+ * same. */
+Test(packdirect, stream_files_same_batches)
+{
+	char plain[1024];
+	uint64_t placed, records;
+
+	snprintf(plain, sizeof(plain), "%s/plain", text_dataset());
+	every_host(plain, 1, false, &placed, &records);
+	cr_assert_gt(placed, 0);
+	every_host(plain, 4, true, &placed, &records);
+	cr_assert_gt(placed, 0);
 }
 
 Test(packdirect, four_hosts_same_batches)
