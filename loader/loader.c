@@ -169,6 +169,18 @@ int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf
 	return create(out, cfg, sizeof(*cfg), spec, NULL, NULL, err);
 }
 
+int pf_loader_start_workers(pf_loader *l, pf_error *err)
+{
+	for (unsigned i = 0; i < l->nworkers; i++) {
+		if (pthread_create(&l->workers[i].thread, NULL, pf_loader_worker_main,
+				   &l->workers[i]))
+			return pf_error_set(err, -EAGAIN, PF_OFFSET_NONE, 0,
+					    "cannot start loader threads");
+		l->workers[i].started = true;
+	}
+	return 0;
+}
+
 int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
 			     const pf_spec *lspec, bool *opened, pf_error *err)
 {
@@ -449,13 +461,12 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 	pthread_mutex_unlock(&l->mu);
 	if (ret < 0)
 		goto fail;
-	for (unsigned i = 0; i < l->nworkers; i++) {
-		if (pthread_create(&l->workers[i].thread, NULL, pf_loader_worker_main,
-				   &l->workers[i])) {
-			ret = -EAGAIN;
+	/* Packing's inner loader: its packer plans where its first records
+	 * go before they are decoded (pack.c starts them). */
+	if (!opened) {
+		ret = pf_loader_start_workers(l, err);
+		if (ret < 0)
 			goto fail;
-		}
-		l->workers[i].started = true;
 	}
 	l->m.create_ns = pf_now_ns() - t_create;
 	*out = l;

@@ -301,9 +301,12 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		.gstep = pk->inner->gstep0 });
 	if (ret < 0)
 		goto fail_inner;
-	/* The first groups planned before the consumer takes them (the
-	 * decode threads are at them already). */
+	/* The first groups planned before the inner loader's decode
+	 * threads start. */
 	pf_pack_direct_plan(l, pk, pk->epoch, pk->snaps[0].step, true);
+	ret = pf_loader_start_workers(pk->inner, err);
+	if (ret < 0)
+		goto fail_inner;
 	if (!pk->epoch_steps && !pk->step_base) {
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "the dataset's records pack into %llu rows of %u on this host "
@@ -465,9 +468,19 @@ static int place(pf_loader *l, pf_pack_run *pk, const pack_group *g, uint32_t r)
 	uint64_t closed;
 	int k;
 
+	uint32_t state = pr ? __atomic_load_n(&pr->state, __ATOMIC_RELAXED) : PACK_REC_WAITING;
+
 	for (uint32_t f = 0; f < pk->nf; f++) {
 		const pf_tensor *v = &ib->tensors[pk->fin[f]], *n = &ib->tensors[pk->fin[f] + 1];
-		int32_t full = ((const int32_t *)n->data)[r];
+		int32_t full;
+
+		if (state != PACK_REC_WAITING) {
+			/* Its decode thread wrote its lengths to the plan, not
+			 * the inner row (checked, and its values placed). */
+			len[f] = pr->len[f];
+			continue;
+		}
+		full = ((const int32_t *)n->data)[r];
 
 		src[f] = (const uint8_t *)v->data + (size_t)r * v->len * pf_dtype_size(v->dtype);
 		len[f] = (uint32_t)full < pk->cap ? (uint32_t)full : pk->cap;
@@ -480,20 +493,24 @@ static int place(pf_loader *l, pf_pack_run *pk, const pack_group *g, uint32_t r)
 	if (pr) {
 		/* Planned: the records after it were planned from its
 		 * lengths, which must be the plan's. */
-		uint32_t state = __atomic_load_n(&pr->state, __ATOMIC_RELAXED);
+		for (uint32_t f = 0; f < pk->nf; f++) {
+			uint32_t got = state == PACK_REC_DIFFERS ? pr->got[f] : len[f];
 
-		for (uint32_t f = 0; f < pk->nf; f++)
-			if (len[f] != pr->len[f] || state == PACK_REC_DIFFERS)
+			if (got != pr->len[f])
 				return pf_error_set(&l->err, -EIO, PF_OFFSET_NONE, 0,
 						    "packing: record %llu of epoch %u on this "
-						    "host has %u values of '%s', the shards' "
-						    "indexes said %u (did the data change since "
-						    "they were written?)",
+						    "host has %u values of '%s', its plan %u "
+						    "(did the data change since it was opened?)",
 						    (unsigned long long)(pk->ib->step *
 									 PF_PACK_GROUP + r),
-						    pk->ib->epoch, len[f], s->f[pk->fout[f]].name,
+						    pk->ib->epoch, got, s->f[pk->fout[f]].name,
 						    pr->len[f]);
+		}
 		copy = state != PACK_REC_PLACED;
+		if (!copy) {
+			pk->packer.truncated_values += pr->cut_values;
+			pk->packer.truncated_records += pr->cut;
+		}
 		pk->direct_records += !copy;
 		/* Its place is the plan's: what placing it counts, counted
 		 * (its group's rows are the packer's at the group's end). */

@@ -42,14 +42,11 @@
 
 #include "pack_internal.h"
 
-/* The steps in progress the plan ahead needs beyond the consumer's: the
- * rows `groups` inner groups of the records' mean length fill (a quarter
- * more for first_fit's room left in its rows), at most an eighth of the
- * memory budget. */
-static void window_extra(const pf_loader *l, pf_pack_run *pk, uint32_t groups)
+/* The records' mean length (capped at cap; the longest of the
+ * features'). */
+static uint64_t mean_length(const pf_pack_run *pk)
 {
-	uint64_t budget = l->cfg.memory_budget ? l->cfg.memory_budget : PF_LOADER_BUDGET_DEFAULT;
-	uint64_t most = 0, step_bytes = 0, rows, extra;
+	uint64_t most = 0;
 
 	for (uint32_t f = 0; f < pk->nf; f++) {
 		uint64_t sum = 0;
@@ -60,11 +57,23 @@ static void window_extra(const pf_loader *l, pf_pack_run *pk, uint32_t groups)
 			sum += n < pk->cap ? n : pk->cap;
 		}
 		most = sum > most ? sum : most;
+	}
+	return most / (pk->nlengths ? pk->nlengths : 1);
+}
+
+/* The steps in progress the plan ahead needs beyond the consumer's: the
+ * rows `groups` inner groups of records of length mean fill (a quarter
+ * more for first_fit's room left in its rows), at most an eighth of the
+ * memory budget. */
+static void window_extra(const pf_loader *l, pf_pack_run *pk, uint32_t groups, uint64_t mean)
+{
+	uint64_t budget = l->cfg.memory_budget ? l->cfg.memory_budget : PF_LOADER_BUDGET_DEFAULT;
+	uint64_t step_bytes = 0, rows, extra;
+
+	for (uint32_t f = 0; f < pk->nf; f++)
 		step_bytes += (uint64_t)pk->B * pk->L *
 			      (pf_dtype_size(l->spec.f[pk->fout[f]].dtype) + 2 * sizeof(int32_t));
-	}
-	rows = (uint64_t)groups * PF_PACK_GROUP * most / (pk->nlengths ? pk->nlengths : 1) /
-	       pk->L;
+	rows = (uint64_t)groups * PF_PACK_GROUP * mean / pk->L;
 	rows += rows / 4 + pk->packer.pool;
 	extra = rows / pk->B + 2;
 	if (extra * step_bytes > budget / 8)
@@ -77,6 +86,7 @@ int pf_pack_direct_create(pf_loader *l, pf_pack_run *pk)
 	const char *want = getenv("PODFEED_PACK_DIRECT");
 	const pf_spec *s = &l->spec;
 	pf_pack_direct *d;
+	uint64_t mean, most;
 	size_t bytes;
 
 	/* Skip mode: a record may be lost on the way (its place then is
@@ -97,16 +107,27 @@ int pf_pack_direct_create(pf_loader *l, pf_pack_run *pk)
 		d->soff[f] = d->sbytes;
 		d->sbytes += round_up((size_t)pk->cap * d->elem[f], 64);
 	}
+	/* The lengths: not to the inner row (a line of another core's). */
+	d->lenoff = d->sbytes;
+	d->sbytes += round_up((size_t)pk->nf * sizeof(int32_t), 64);
 	d->nworkers = pk->inner->nworkers;
 	d->ngroups = pk->inner->nslots < 4 ? 4 : pk->inner->nslots;
 	d->ngroups = d->ngroups < PF_PACK_AHEAD_MAX ? d->ngroups : PF_PACK_AHEAD_MAX;
-	/* A group's pieces: one a record and a few more (concat's records
-	 * that continue); a group that needs more is not planned. */
-	d->npieces = 2 * PF_PACK_GROUP + pk->npieces;
+	/* A group's pieces: first_fit's, one a record; concat's, the rows
+	 * records of twice the mean length span, and one record's most; a
+	 * group that needs more is not planned. */
+	mean = mean_length(pk);
+	d->npieces = pk->packer.mode == PF_PACKER_FIRST_FIT ? PF_PACK_GROUP :
+		     PF_PACK_GROUP * (uint32_t)(2 * mean / pk->L + 2) + pk->npieces;
+	/* At most a sixteenth of the budget for them all. */
+	most = (l->cfg.memory_budget ? l->cfg.memory_budget : PF_LOADER_BUDGET_DEFAULT) / 16 /
+	       d->ngroups / (sizeof(pf_pack_piece) + sizeof(pack_dest));
+	if (d->npieces > most)
+		d->npieces = (uint32_t)(most > pk->npieces ? most : pk->npieces);
 	d->groups = pf_calloc(d->ngroups, sizeof(*d->groups));
 	if (!d->groups)
 		return -ENOMEM;
-	window_extra(l, pk, d->ngroups);
+	window_extra(l, pk, d->ngroups, mean);
 	d->scratch = pf_malloc_aligned((size_t)d->nworkers * d->sbytes, 64);
 	pk->order = pf_malloc((pk->nlengths ? pk->nlengths : 1) * pk->nf * sizeof(*pk->order));
 	if (!d->scratch || !pk->order)
@@ -168,6 +189,8 @@ static int plan_group(pf_loader *l, pf_pack_run *pk, uint64_t step)
 	pf_packer was = pk->ahead;
 	uint64_t e0 = step * PF_PACK_GROUP, closed;
 	uint32_t np = 0, pcb = l->topo.per_core_batch;
+	/* A record's pieces at most: first_fit's one, concat's its rows. */
+	uint32_t room = pk->packer.mode == PF_PACKER_FIRST_FIT ? 1 : pk->npieces;
 	pf_error err;
 
 	if (e0 + PF_PACK_GROUP > pk->norder)
@@ -185,9 +208,9 @@ static int plan_group(pf_loader *l, pf_pack_run *pk, uint64_t step)
 
 		pr->piece0 = np;
 		pr->state = PACK_REC_WAITING;
-		if (np + pk->npieces > d->npieces)
+		if (np + room > d->npieces)
 			goto not_now;
-		k = pf_pack_place(&pk->ahead, pr->len, g->pieces + np, pk->npieces, &closed, &err);
+		k = pf_pack_place(&pk->ahead, pr->len, g->pieces + np, room, &closed, &err);
 		if (k < 0)
 			goto not_now;
 		pr->opened = pk->ahead.next_row;
@@ -445,8 +468,10 @@ void *pf_pack_direct_aim(pf_pack_direct *d, worker *w, uint32_t epoch, uint64_t 
 	if (__atomic_load_n(&g->tag, __ATOMIC_ACQUIRE) != pack_tag(epoch, step))
 		return NULL;
 	scratch = d->scratch + (size_t)(w - w->l->workers) * d->sbytes;
-	for (uint32_t f = 0; f < d->nf; f++)
+	for (uint32_t f = 0; f < d->nf; f++) {
 		w->dst[d->fin[f]] = scratch + d->soff[f];
+		w->dst[d->fin[f] + 1] = scratch + d->lenoff + f * sizeof(int32_t);
+	}
 	return &g->rec[e % PF_PACK_GROUP];
 }
 
@@ -455,18 +480,28 @@ void pf_pack_direct_put(pf_pack_direct *d, worker *w, void *rec)
 	pack_rec *pr = rec;
 	const pack_group *g = &d->groups[((uintptr_t)pr - (uintptr_t)d->groups) / sizeof(*g)];
 	const uint8_t *scratch = d->scratch + (size_t)(w - w->l->workers) * d->sbytes;
+	bool differs = false;
 
 	pthread_once(&put_once, choose_put);
-
+	pr->cut_values = 0;
+	pr->cut = false;
 	for (uint32_t f = 0; f < d->nf; f++) {
-		uint32_t n = (uint32_t)*(const int32_t *)(const void *)w->dst[d->fin[f] + 1];
+		uint32_t n = (uint32_t)*(const int32_t *)(const void *)(scratch + d->lenoff +
+									 f * sizeof(int32_t));
 
-		if ((n < d->cap ? n : d->cap) != pr->len[f]) {
-			/* The consumer refuses it (and its row is not
-			 * written: the data changed since the plan). */
-			__atomic_store_n(&pr->state, PACK_REC_DIFFERS, __ATOMIC_RELAXED);
-			return;
+		pr->got[f] = n < d->cap ? n : d->cap;
+		differs |= pr->got[f] != pr->len[f];
+		if (n > d->cap) {
+			/* concat: longer than an inner row holds */
+			pr->cut_values += n - d->cap;
+			pr->cut |= f == 0;
 		}
+	}
+	if (differs) {
+		/* The consumer refuses it (and its rows are not written:
+		 * the data changed since the plan). */
+		__atomic_store_n(&pr->state, PACK_REC_DIFFERS, __ATOMIC_RELAXED);
+		return;
 	}
 	for (uint32_t j = pr->piece0; j < pr->piece0 + pr->npieces; j++) {
 		const pack_dest *dst = &g->dest[j];

@@ -58,6 +58,12 @@ typedef struct pack_rec {
 	uint64_t opened, closed;
 	uint64_t values, truncated_values;
 	bool empty, truncated;
+	/* The decode thread's: the lengths it found (capped at cap), and
+	 * what the inner row's cap cut (concat), as pack.c's place() counts
+	 * it. */
+	uint32_t got[PF_PACK_MAX_FEATURES];
+	uint64_t cut_values;
+	bool cut;
 } pack_rec;
 
 typedef struct pack_group {
@@ -77,6 +83,7 @@ struct pf_pack_direct {	/* pf_pack_direct */
 	size_t elem[PF_PACK_MAX_FEATURES];
 	size_t soff[PF_PACK_MAX_FEATURES];	/* feature f in a worker's scratch */
 	size_t sbytes;				/* a worker's scratch */
+	size_t lenoff;				/* its lengths, in it */
 	uint8_t *scratch;			/* [nworkers x sbytes] */
 	unsigned nworkers;
 };

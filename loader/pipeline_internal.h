@@ -703,9 +703,11 @@ int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf
  * measures their records' packed lengths with lspec (when not NULL:
  * pf_open_config.lengths); *opened: the dataset was opened (the pod's
  * collectives of the open passed), whether or not the create failed
- * after. */
+ * after.  Its decode workers are not started: pf_loader_start_workers()
+ * (after the packer's plan ahead of them). */
 int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
 			     const pf_spec *lspec, bool *opened, pf_error *err);
+int pf_loader_start_workers(pf_loader *l, pf_error *err);
 
 /* pack.c: packed sequences (cfg->pack_length), over an inner loader. */
 typedef struct pf_pack_run pf_pack_run;

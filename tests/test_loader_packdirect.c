@@ -41,6 +41,7 @@ typedef struct setting {
 	pf_pack_mode mode;
 	bool shuffle;
 	uint32_t hosts, host, threads;
+	uint32_t length;	/* 0: 100 */
 } setting;
 
 static pf_loader_config config(const char *const *paths, const setting *s)
@@ -48,7 +49,7 @@ static pf_loader_config config(const char *const *paths, const setting *s)
 	return (pf_loader_config){ .paths = paths, .npaths = 1, .per_core_batch = 2,
 				   .cores_per_host = 2,
 				   .features = "tokens:int32[*],targets:int32[*]",
-				   .pack_length = 100, .pack_mode = s->mode,
+				   .pack_length = s->length ? s->length : 100, .pack_mode = s->mode,
 				   .shuffle = s->shuffle, .shuffle_window = 300, .seed = 17,
 				   .epochs = 2, .num_hosts = s->hosts, .host_index = s->host,
 				   .threads = s->threads };
@@ -152,7 +153,7 @@ static void every_host(const char *dir, uint32_t hosts, bool shuffle, uint64_t *
 	for (int mode = 0; mode < 2; mode++)
 		for (uint32_t h = 0; h < hosts; h++)
 			for (uint32_t t = 1; t <= 4; t += 3) {
-				setting s = { mode, shuffle, hosts, h, t };
+				setting s = { mode, shuffle, hosts, h, t, 0 };
 
 				describe(what, sizeof(what), &s);
 				whole(dir, &s, true, a, what);
@@ -229,6 +230,34 @@ Test(packdirect, seven_hosts_same_batches)
 	cr_assert_gt(placed, 0);
 }
 
+/* Records longer than an inner row (concat's 16,384 values: cut and
+ * counted) and than L (first_fit's): cut the same, counted the same. */
+Test(packdirect, long_records_same_batches)
+{
+	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
+	char z[1024];
+	run *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+
+	cr_assert_eq(tu_system("%s synth --kind text --records 300 --shards 1 --median-tokens 9000 "
+			       "--max-tokens 40000 --seed 3 --out %s/plain >/dev/null && %s convert "
+			       "--out %s/z --shards 2 --frame-size 64K %s/plain >/dev/null", st, d,
+			       st, d, d), 0);
+	snprintf(z, sizeof(z), "%s/z", d);
+	for (int mode = 0; mode < 2; mode++) {
+		setting s = { mode, false, 1, 0, 2, 1024 };
+		char what[160];
+
+		describe(what, sizeof(what), &s);
+		whole(z, &s, true, a, what);
+		whole(z, &s, false, b, what);
+		same(a, b, what);
+		cr_assert_gt(a->m.pack_truncated_records, 10, "%s", what);
+		cr_assert_gt(a->m.pack_direct_records, 0, "%s", what);
+	}
+	free(a);
+	free(b);
+}
+
 /* Saved mid-epoch with direct placement and resumed with it: the steps of
  * a run without it, never stopped. */
 Test(packdirect, resumed_mid_epoch_same_batches)
@@ -242,7 +271,7 @@ Test(packdirect, resumed_mid_epoch_same_batches)
 	for (int mode = 0; mode < 2; mode++)
 		for (int shuffle = 0; shuffle < 2; shuffle++)
 			for (uint32_t h = 0; h < 4; h += 3) {
-				setting s = { mode, shuffle, 4, h, 2 };
+				setting s = { mode, shuffle, 4, h, 2, 0 };
 				pf_loader_config cfg = config(paths, &s);
 				uint64_t spe, at[3];
 
