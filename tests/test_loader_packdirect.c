@@ -14,19 +14,14 @@
 #include <string.h>
 
 #include "podfeed.h"
+#include "pack_util.h"
 #include "testutil.h"
 
 /* 4,000 text records (median 40 tokens, to 400) in 5 indexed shards of
  * small frames. */
 static const char *text_dataset(void)
 {
-	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
-
-	cr_assert_eq(tu_system("%s synth --kind text --records 4000 --shards 2 --median-tokens 40 "
-			       "--max-tokens 400 --seed 5 --out %s/plain >/dev/null && %s convert "
-			       "--out %s/z --shards 5 --frame-size 16K %s/plain >/dev/null", st, d,
-			       st, d, d), 0);
-	return d;
+	return pu_text_dataset(4000, 2, 40, 400, 5, 5, "16K");
 }
 
 #define MAX_STEPS 8192
@@ -55,21 +50,6 @@ static pf_loader_config config(const char *const *paths, const setting *s)
 				   .threads = s->threads };
 }
 
-static uint64_t batch_digest(const pf_batch *b)
-{
-	uint64_t d = (uint64_t)b->epoch << 48 ^ b->step << 24 ^ b->global_step ^
-		     (uint64_t)b->epoch_end << 63;
-
-	for (uint32_t c = 0; c < b->cores; c++)
-		for (uint32_t t = 0; t < b->core[c].ntensors; t++) {
-			const pf_tensor *tt = &b->core[c].tensors[t];
-
-			d = d * 0x100000001b3ull ^
-			    pf_crc32c(0, tt->data, (size_t)b->per_core_batch * tt->len * 4);
-		}
-	return d;
-}
-
 static pf_loader *create(const pf_loader_config *cfg, bool direct)
 {
 	pf_loader *l;
@@ -95,7 +75,7 @@ static void take(pf_loader *l, uint64_t n, run *r, const char *what)
 
 	for (uint64_t k = 0; k < n && (ret = pf_loader_next(l, &b)) == 1; k++) {
 		cr_assert_lt(r->n, MAX_STEPS);
-		r->digest[r->n++] = batch_digest(b);
+		r->digest[r->n++] = pu_batch_digest(b);
 		pf_loader_release(l, b);
 	}
 	cr_assert_geq(ret, 0, "%s: %s", what, pf_loader_last_error(l)->msg);
@@ -234,15 +214,10 @@ Test(packdirect, seven_hosts_same_batches)
  * counted) and than L (first_fit's): cut the same, counted the same. */
 Test(packdirect, long_records_same_batches)
 {
-	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
 	char z[1024];
 	run *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
 
-	cr_assert_eq(tu_system("%s synth --kind text --records 300 --shards 1 --median-tokens 9000 "
-			       "--max-tokens 40000 --seed 3 --out %s/plain >/dev/null && %s convert "
-			       "--out %s/z --shards 2 --frame-size 64K %s/plain >/dev/null", st, d,
-			       st, d, d), 0);
-	snprintf(z, sizeof(z), "%s/z", d);
+	snprintf(z, sizeof(z), "%s/z", pu_text_dataset(300, 1, 9000, 40000, 3, 2, "64K"));
 	for (int mode = 0; mode < 2; mode++) {
 		setting s = { mode, false, 1, 0, 2, 1024 };
 		char what[160];

@@ -10,19 +10,14 @@
 #include <string.h>
 
 #include "podfeed.h"
+#include "pack_util.h"
 #include "testutil.h"
 
 /* 3,000 text records (median 40 tokens, to 300): plain in d/plain (3
  * stream files), indexed in d/z (5 shards and the manifest). */
 static const char *text_dataset(void)
 {
-	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
-
-	cr_assert_eq(tu_system("%s synth --kind text --records 3000 --shards 3 --median-tokens 40 "
-			       "--max-tokens 300 --seed 4 --out %s/plain >/dev/null && %s convert "
-			       "--out %s/z --shards 5 --frame-size 16K %s/plain >/dev/null", st, d,
-			       st, d, d), 0);
-	return d;
+	return pu_text_dataset(3000, 3, 40, 300, 4, 5, "16K");
 }
 
 typedef struct run {

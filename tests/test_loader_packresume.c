@@ -11,18 +11,13 @@
 #include <string.h>
 
 #include "podfeed.h"
+#include "pack_util.h"
 #include "testutil.h"
 
 /* 2,000 text records (median 40 tokens, to 400) in 4 indexed shards. */
 static const char *text_dataset(void)
 {
-	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
-
-	cr_assert_eq(tu_system("%s synth --kind text --records 2000 --shards 2 --median-tokens 40 "
-			       "--max-tokens 400 --seed 8 --out %s/plain >/dev/null && %s convert "
-			       "--out %s/z --shards 4 --frame-size 16K %s/plain >/dev/null", st, d,
-			       st, d, d), 0);
-	return d;
+	return pu_text_dataset(2000, 2, 40, 400, 8, 4, "16K");
 }
 
 #define MAX_STEPS 4096
@@ -43,20 +38,6 @@ static pf_loader_config config(const char *const *paths, pf_pack_mode mode, uint
 				   .num_hosts = hosts, .host_index = host, .threads = 2 };
 }
 
-static uint64_t batch_digest(const pf_batch *b)
-{
-	uint64_t d = (uint64_t)b->epoch << 48 ^ b->step << 24 ^ b->global_step;
-
-	for (uint32_t c = 0; c < b->cores; c++)
-		for (uint32_t t = 0; t < b->core[c].ntensors; t++) {
-			const pf_tensor *tt = &b->core[c].tensors[t];
-
-			d = d * 0x100000001b3ull ^
-			    pf_crc32c(0, tt->data, (size_t)b->per_core_batch * tt->len * 4);
-		}
-	return d;
-}
-
 #define ALL UINT64_MAX
 
 /* n steps of a loader (ALL: to the end) into s, from s->n on; with
@@ -69,7 +50,7 @@ static void take(pf_loader *l, uint64_t n, steps *s, void **blob, size_t *len,
 
 	for (uint64_t k = 0; k < n && (ret = pf_loader_next(l, &b)) == 1; k++) {
 		cr_assert_lt(s->n, MAX_STEPS);
-		s->digest[s->n++] = batch_digest(b);
+		s->digest[s->n++] = pu_batch_digest(b);
 		pf_loader_release(l, b);
 	}
 	cr_assert_geq(ret, 0, "%s: %s", what, pf_loader_last_error(l)->msg);
