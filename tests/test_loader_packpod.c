@@ -45,7 +45,8 @@ static const char *text_dataset(void)
 typedef struct run {
 	/* in */
 	const char *path;
-	uint32_t hosts, host;
+	const char *features;	/* NULL: the text records' */
+	uint32_t hosts, host, pack;	/* pack 0: 128 */
 	bool ignore_manifest, shuffle;
 	tu_pod_member member;	/* .pod NULL: alone */
 	/* out */
@@ -76,8 +77,11 @@ static void *host_main(void *arg)
 	run *r = arg;
 	const char *paths[] = { r->path };
 	pf_loader_config cfg = { .paths = paths, .npaths = 1, .per_core_batch = 2,
-				 .cores_per_host = 2, .features = "tokens:int32[*],targets:int32[*]",
-				 .pack_length = 128, .shuffle = r->shuffle, .seed = 11,
+				 .cores_per_host = 2,
+				 .features = r->features ? r->features
+							 : "tokens:int32[*],targets:int32[*]",
+				 .pack_length = r->pack ? r->pack : 128, .shuffle = r->shuffle,
+				 .seed = 11,
 				 .num_hosts = r->hosts, .host_index = r->host, .threads = 2,
 				 .ignore_manifest = r->ignore_manifest };
 	uint64_t before = rchar();
@@ -108,13 +112,15 @@ static void *host_main(void *arg)
 
 /* Every host of a pod at once, each on its own thread (pod: the
  * all-gather; NULL: each alone). */
-static void run_hosts(run *r, uint32_t hosts, tu_pod *pod, const char *path, bool ignore_manifest)
+static void run_hosts_as(run *r, uint32_t hosts, tu_pod *pod, const char *path,
+			 bool ignore_manifest, const char *features, uint32_t pack)
 {
 	pthread_t t[MAX_HOSTS];
 
 	for (uint32_t h = 0; h < hosts; h++) {
 		r[h] = (run){ .path = path, .hosts = hosts, .host = h, .shuffle = true,
-			      .ignore_manifest = ignore_manifest, .member = { pod, h } };
+			      .ignore_manifest = ignore_manifest, .member = { pod, h },
+			      .features = features, .pack = pack };
 		cr_assert_eq(pthread_create(&t[h], NULL, host_main, &r[h]), 0);
 		/* Alone, one after another (no host waits for another). */
 		if (!pod)
@@ -122,6 +128,11 @@ static void run_hosts(run *r, uint32_t hosts, tu_pod *pod, const char *path, boo
 	}
 	for (uint32_t h = 0; pod && h < hosts; h++)
 		pthread_join(t[h], NULL);
+}
+
+static void run_hosts(run *r, uint32_t hosts, tu_pod *pod, const char *path, bool ignore_manifest)
+{
+	run_hosts_as(r, hosts, pod, path, ignore_manifest, NULL, 0);
 }
 
 /* Files of n with ordinal j % hosts == h. */
@@ -205,6 +216,53 @@ Test(packpod, hosts_plan_alike_from_their_shares)
 			}
 			cr_assert_eq(tails, kinds[k].tails);
 			cr_assert_eq(files, kinds[k].files);
+		}
+	}
+}
+
+/* Shards whose index does not tell the lengths (written without a
+ * schema, as before 0.7): their records are read, each shard's by one
+ * host of the pod (after its tail, from a manifest), and the batches are
+ * those of a host reading them all alone. */
+Test(packpod, shards_without_lengths_are_read_by_one_host_each)
+{
+	const char *d = tu_tmpdir();
+	char ix[1024], ixm[1024];
+
+	snprintf(ix, sizeof(ix), "%s/ix", d);
+	snprintf(ixm, sizeof(ixm), "%s/ixm", d);
+	cr_assert_eq(mkdir(ix, 0755), 0);
+	for (uint32_t i = 0; i < 8; i++) {
+		char p[1100];
+
+		snprintf(p, sizeof(p), "%s/part-%u.tfrecord.zst", ix, i);
+		tu_write_id_shard(p, (uint64_t)i * 300, 300, 4096, 0);
+	}
+	cr_assert_eq(tu_system("cp -r %s %s && %s manifest %s >/dev/null", ix, ixm,
+			       tu_env_tool("SHARDTOOL"), ixm), 0);
+	for (int m = 0; m < 2; m++) {
+		const char *path = m ? ixm : ix;
+		run pod_runs[4], alone[4];
+		tu_pod pod;
+
+		tu_pod_init(&pod, 4);
+		run_hosts_as(pod_runs, 4, &pod, path, false, "v:int64[*]", 16);
+		tu_pod_destroy(&pod);
+		run_hosts_as(alone, 4, NULL, path, false, "v:int64[*]", 16);
+		for (uint32_t h = 0; h < 4; h++) {
+			const run *p = &pod_runs[h], *a = &alone[h];
+
+			cr_assert_eq(p->ret, 0, "%s host %u: %s", path, h, p->err.msg);
+			cr_assert_eq(a->ret, 0, "%s alone: %s", path, a->err.msg);
+			cr_assert_gt(p->steps, 10);
+			cr_assert_eq(p->steps, a->steps);
+			cr_assert_eq(p->digest, a->digest, "%s, host %u: other batches", path, h);
+			cr_assert_eq(p->m.pack_lengths_from_index, 0);
+			cr_assert_eq(p->m.pack_lengths_files, 2, "%s, host %u read %llu files", path,
+				     h, (unsigned long long)p->m.pack_lengths_files);
+			cr_assert_eq(p->m.pack_lengths_tails, m ? 2 : 0);
+			cr_assert_eq(a->m.pack_lengths_files, 8);
+			cr_assert_eq(a->m.pack_lengths_tails, m ? 8 : 0);
 		}
 	}
 }
