@@ -573,7 +573,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			       "slots), %.2f records a row, %.0f values/s; truncated %llu "
 			       "records (%llu values), %llu empty, %llu rows dropped; planned "
 			       "from %s (this host read %llu index tails, %llu files whole; the "
-			       "pod exchanged %llu bytes of lengths)\n",
+			       "pod exchanged %llu bytes of lengths); %llu records written into "
+			       "their rows by the decode threads\n",
 			       pf_pack_mode_name(cfg->pack_mode) ? pf_pack_mode_name(cfg->pack_mode)
 								 : "?",
 			       cfg->pack_length, (unsigned long long)m->pack_rows,
@@ -587,7 +588,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			       m->pack_lengths_from_index ? "the shards' indexes" : "the records",
 			       (unsigned long long)m->pack_lengths_tails,
 			       (unsigned long long)m->pack_lengths_files,
-			       (unsigned long long)m->pack_lengths_exchanged);
+			       (unsigned long long)m->pack_lengths_exchanged,
+			       (unsigned long long)m->pack_direct_records);
 	if (nempty) {
 		size_t named = 0;
 

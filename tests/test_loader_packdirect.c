@@ -233,6 +233,24 @@ Test(packdirect, long_records_same_batches)
 	free(b);
 }
 
+/* loadbench says how many records the decode threads placed, in its
+ * text and JSON, and none with PODFEED_PACK_DIRECT=0. */
+Test(packdirect, loadbench_says_how_many_were_placed)
+{
+	char args[2048];
+
+	snprintf(args, sizeof(args), "--quiet --threads 2 --features tokens:int32[*] --pack 128 "
+		 "--per-core-batch 4 %s/z", text_dataset());
+	unsetenv("PODFEED_PACK_DIRECT");
+	tu_expect_run(tu_env_tool("LOADBENCH"), args, 0,
+		      "records written into their rows by the decode threads");
+	setenv("PODFEED_PACK_DIRECT", "0", 1);
+	tu_expect_run(tu_env_tool("LOADBENCH"), args, 0,
+		      "; 0 records written into their rows by the decode threads");
+	snprintf(args + strlen(args), sizeof(args) - strlen(args), " --json");
+	tu_expect_run(tu_env_tool("LOADBENCH"), args, 0, "\"direct_records\":0");
+}
+
 /* Saved mid-epoch with direct placement and resumed with it: the steps of
  * a run without it, never stopped. */
 Test(packdirect, resumed_mid_epoch_same_batches)
