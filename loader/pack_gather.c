@@ -656,6 +656,9 @@ static int records_pass(const pf_loader *inner, const pf_loader_config *cfg,
 	lcfg.cores_per_host = 1;
 	lcfg.per_core_batch = LENGTHS_GROUP;
 	lcfg.shuffle = false;
+	/* In file order whatever the loader's shuffle: the global one
+	 * turns shuffle on by itself. */
+	lcfg.shuffle_mode = PF_SHUFFLE_WINDOW;
 	lcfg.epochs = 1;
 	lcfg.max_steps = 0;
 	lcfg.remainder = PF_REMAINDER_WRAP;
