@@ -218,6 +218,9 @@ typedef struct gather_head {
 	uint32_t corrupt;	/* on_corrupt */
 	uint32_t nf;
 	uint32_t crc;		/* CRC32C of the payload */
+	uint64_t chunk;		/* its rounds' size (PODFEED_GATHER_CHUNK):
+				   the same on every host, else no host
+				   would know how many rounds to wait for */
 	uint64_t bytes;		/* the payload's */
 	uint64_t records;	/* the dataset's, as planned */
 	char error[PF_POD_ERROR_LINE];
@@ -318,8 +321,21 @@ static int read_tails(gather *g, pf_shard_index **ix, pf_error *err)
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = pf_dataset_read_tails(t, &scfg, NULL, err);
-	g->st->tails += n;
+	{
+		/* The loader's back-end and read policy (timeout, retries,
+		 * faults), as the open's tails: a read that never answers
+		 * fails this host, which then tells the pod, rather than
+		 * leave every host waiting in the exchange. */
+		const pf_loader_config *lc = &g->inner->cfg;
+		pf_io_config icfg = { .backend = lc->io_backend, .faults = lc->io_faults,
+				      .retries = lc->io_retries,
+				      .retry_backoff_us = lc->io_retry_backoff_us,
+				      .timeout_ms = lc->io_timeout_ms };
+
+		ret = pf_dataset_read_tails(t, &scfg, &icfg, err);
+	}
+	if (ret == 0)
+		g->st->tails += n;
 	for (size_t k = 0; k < n; k++) {
 		ix[which[k]] = t->index[k];
 		t->index[k] = NULL;
@@ -479,10 +495,14 @@ static int exchange(gather *g, const pf_open_config *ocfg, int status, const pf_
 	gather_head *h = pf_calloc((size_t)hosts + 1, sizeof(*h)), *heads = h + 1;
 	int32_t *readies = pf_calloc(hosts, sizeof(*readies));
 	uint8_t *piece = NULL, *round = NULL;
-	uint64_t most = 0, total = 0;
+	uint64_t most = 0, total = 0, per = (uint64_t)g->nf * 5, limit = UINT64_MAX;
 	size_t chunk = 0;
 	int ret;
 
+	/* The most a payload can hold: a source byte a file, and each
+	 * record's lengths in varints of at most 5 bytes. */
+	if (!per || records <= (UINT64_MAX - g->ds->nfiles) / per)
+		limit = records * per + g->ds->nfiles;
 	if (!h || !readies) {
 		pf_free(h);
 		pf_free(readies);
@@ -500,6 +520,7 @@ static int exchange(gather *g, const pf_open_config *ocfg, int status, const pf_
 		}
 	}
 	h->status = status;
+	h->chunk = chunk;
 	h->corrupt = corrupt;
 	h->nf = g->nf;
 	h->records = records;
@@ -540,6 +561,25 @@ static int exchange(gather *g, const pf_open_config *ocfg, int status, const pf_
 	for (uint32_t k = 0; k < hosts; k++) {
 		const gather_head *o = &heads[k];
 
+		if (o->chunk != chunk) {
+			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					   "host %u of %u exchanges packed lengths in rounds of "
+					   "%llu bytes (PODFEED_GATHER_CHUNK), host %u of %llu: "
+					   "set it the same on every host, or on none", g->me,
+					   hosts, (unsigned long long)chunk, k,
+					   (unsigned long long)o->chunk);
+			goto out;
+		}
+		if (o->bytes > limit || total + o->bytes < total) {
+			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+					   "host %u of %u says its packed lengths are %llu bytes, "
+					   "more than %llu records of %u features can take (%llu): "
+					   "a damaged head", k, hosts,
+					   (unsigned long long)o->bytes,
+					   (unsigned long long)records, g->nf,
+					   (unsigned long long)limit);
+			goto out;
+		}
 		if (o->corrupt != corrupt || o->nf != g->nf || o->records != records) {
 			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 					   "host %u of %u packs %u features of %llu records "

@@ -510,3 +510,60 @@ Test(packpod, two_mpi_ranks_plan_from_their_shares, .timeout = 240)
 		}
 	}
 }
+
+/* Where the heads' fields sit (pack_gather.c's gather_head: status,
+ * on_corrupt, nf, crc, then the 64-bit chunk, bytes, records). */
+#define HEAD_CHUNK 16
+#define HEAD_BYTES 24
+
+typedef struct head_edit {
+	uint32_t host;
+	size_t at;
+	uint64_t value;
+} head_edit;
+
+static void edit_head(void *ctx, uint32_t call, uint8_t *all, size_t len, uint32_t hosts)
+{
+	const head_edit *e = ctx;
+
+	(void)hosts;
+	if (call == 2)	/* the open's vote, then the heads */
+		memcpy(all + (size_t)e->host * len + e->at, &e->value, sizeof(e->value));
+}
+
+/* A head whose payload size no dataset of this size can have (here one
+ * that would wrap the sum of sizes to a small number): every host
+ * refuses it naming the host, before any memory is sized from it.  And
+ * a host exchanging in other rounds (another PODFEED_GATHER_CHUNK): every
+ * host refuses, naming it, instead of waiting for rounds that never
+ * come. */
+Test(packpod, a_head_no_host_could_send_is_refused_by_all, .timeout = 120)
+{
+	const char *d = text_dataset();
+	static const struct {
+		head_edit e;
+		const char *why;
+	} cases[] = {
+		{ { 1, HEAD_BYTES, UINT64_MAX - 3 }, "host 1 of 4 says its packed lengths are" },
+		{ { 3, HEAD_CHUNK, 7 }, "(PODFEED_GATHER_CHUNK), host 3 of 7" },
+	};
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/z", d);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		head_edit e = cases[i].e;
+		run r[4];
+		tu_pod pod;
+
+		tu_pod_init(&pod, 4);
+		pod.tamper = edit_head;
+		pod.tamper_ctx = &e;
+		run_hosts(r, 4, &pod, path, false);
+		tu_pod_destroy(&pod);
+		for (uint32_t h = 0; h < 4; h++) {
+			cr_assert_lt(r[h].ret, 0, "case %zu host %u", i, h);
+			cr_assert(strstr(r[h].err.msg, cases[i].why), "case %zu host %u: %s", i, h,
+				  r[h].err.msg);
+		}
+	}
+}
