@@ -121,9 +121,11 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 	l->image_reserved = (size_t)l->nworkers * pf_images_scratch_estimate(l);
 	p->decode = (size_t)l->nworkers * (ds->max_usize + PF_ARENA_BYTES_FOR(arena_rec)) +
 		    l->image_reserved;
-	/* A segment per worker and two more in flight; where the budget has
-	 * no room for that, the least that works. */
-	plan_blocks(l, p, l->nworkers + 2);
+	/* A segment per worker and two more in flight (a mixture's source:
+	 * its share of the mixture's); where the budget has no room for
+	 * that, the least that works. */
+	plan_blocks(l, p, l->lookahead && l->lookahead < l->nworkers + 2 ? l->lookahead
+									 : l->nworkers + 2);
 	l->ncbufs = ds->max_csize ? depth + l->nworkers : 0;
 	p->cbufs = (size_t)l->ncbufs * l->cbuf_bytes;
 	if (plan_total(p) > budget)

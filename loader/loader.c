@@ -154,19 +154,28 @@ static int check_global(const pf_loader *l, pf_error *err)
  * caller may pass (abi_compat.c gives it for programs built before). */
 #define CONFIG_SIZE_0_5 PF_LOADER_CONFIG_SIZE_0_5
 
+/* Internal options of create(): a packer's inner loader's (lspec, opened:
+ * pack.c), a mixture's source's (lookahead, sink: mixture.c). */
+typedef struct create_opts {
+	const pf_spec *lspec;
+	bool *opened;
+	unsigned lookahead;
+	const pf_row_sink *sink;
+} create_opts;
+
 static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
-		  const pf_spec *spec, const pf_spec *lspec, bool *opened, pf_error *err);
+		  const pf_spec *spec, const create_opts *o, pf_error *err);
 
 int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
 			   pf_error *err)
 {
-	return create(out, ucfg, cfg_size, NULL, NULL, NULL, err);
+	return create(out, ucfg, cfg_size, NULL, &(create_opts){ 0 }, err);
 }
 
 int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
 			  pf_error *err)
 {
-	return create(out, cfg, sizeof(*cfg), spec, NULL, NULL, err);
+	return create(out, cfg, sizeof(*cfg), spec, &(create_opts){ 0 }, err);
 }
 
 int pf_loader_start_workers(pf_loader *l, pf_error *err)
@@ -185,11 +194,19 @@ int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const
 			     const pf_spec *lspec, bool *opened, pf_error *err)
 {
 	*opened = false;
-	return create(out, cfg, sizeof(*cfg), spec, lspec, opened, err);
+	return create(out, cfg, sizeof(*cfg), spec,
+		      &(create_opts){ .lspec = lspec, .opened = opened }, err);
+}
+
+int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
+			       unsigned lookahead, const pf_row_sink *sink, pf_error *err)
+{
+	return create(out, cfg, sizeof(*cfg), NULL,
+		      &(create_opts){ .lookahead = lookahead, .sink = sink }, err);
 }
 
 static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
-		  const pf_spec *spec, const pf_spec *lspec, bool *opened, pf_error *err)
+		  const pf_spec *spec, const create_opts *o, pf_error *err)
 {
 	uint64_t t_create = pf_now_ns();
 	pf_loader_config config;
@@ -267,6 +284,8 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 						      : PF_MAX_RECORD_DEFAULT;
 	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
 	l->nworkers = cfg->threads ? cfg->threads : pf_cpus();
+	l->lookahead = o->lookahead;
+	l->sink = o->sink;
 	l->host_batch = l->topo.cores * l->topo.per_core_batch;
 	if ((unsigned)cfg->shuffle_mode > PF_SHUFFLE_GLOBAL) {
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
@@ -342,12 +361,12 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 
 		ocfg.io = &icfg;
 		l->open_tried = true;
-		ocfg.lengths = lspec;
+		ocfg.lengths = o->lspec;
 		ret = cfg->ignore_manifest
 			? pf_dataset_open_shards(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err)
 			: pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err);
-		if (ret == 0 && opened)
-			*opened = true;
+		if (ret == 0 && o->opened)
+			*o->opened = true;
 	}
 	if (ret < 0) {
 		if (l->failed)
@@ -463,7 +482,7 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 		goto fail;
 	/* Packing's inner loader: its packer plans where its first records
 	 * go before they are decoded (pack.c starts them). */
-	if (!opened) {
+	if (!o->opened) {
 		ret = pf_loader_start_workers(l, err);
 		if (ret < 0)
 			goto fail;

@@ -2,13 +2,15 @@
 /* Mixtures (pf_loader_config.sources): a loader over several sources,
  * each read by a loader of its own (its dataset, plan, shuffle, epochs
  * and pipeline; a source that runs out starts its next epoch, with a new
- * permutation when shuffling), whose rows the mixture copies into its own
- * batches in the order its schedule says: which source each row of each
- * step takes its next record from.  The schedule is a pure function of
- * (the shares, seed, host batch, step): every host deals the same counts
- * of its batch to the sources, so every host takes as much of each
- * source as the others and stops at the same step.  Not here: anything of reading (the sources' loaders do all
- * of it); the checkpoint's encoding (state.c). */
+ * permutation when shuffling), whose rows go into the mixture's batches
+ * in the order its schedule says: which source each row of each step
+ * takes its next record from.  The schedule is a pure function of (the
+ * shares, seed, host batch, step): every host deals the same counts of
+ * its batch to the sources, so every host takes as much of each source
+ * as the others and stops at the same step.  Not here: anything of
+ * reading (the sources' loaders do all of it); the batches and how rows
+ * get into them (mixture_batch.c); the checkpoint's encoding
+ * (state.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,14 +18,6 @@
 #include <string.h>
 
 #include "mixture_internal.h"
-
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
-/* PODFEED_STREAM=0 copies rows with memcpy (for measuring), as it makes
- * the decoders write with ordinary stores. */
-static bool mix_no_stream;
 
 /* ------------------------------------------------------------------ */
 /* Checking the config                                                  */
@@ -151,7 +145,7 @@ static void schedule_step(pf_mixture *m)
 }
 
 /* The schedule from step 0 up to step t (its counts in m->count). */
-static void schedule_seek(pf_mixture *m, uint64_t t)
+void pf_mix_schedule_seek(pf_mixture *m, uint64_t t)
 {
 	if (m->at > t + 1 || m->at == 0) {
 		memset(m->deficit, 0, m->n * sizeof(*m->deficit));
@@ -162,7 +156,7 @@ static void schedule_seek(pf_mixture *m, uint64_t t)
 }
 
 /* The source of row j (0 .. b-1) of step t (whose counts m holds). */
-static size_t slot_source(const pf_mixture *m, uint64_t t, uint64_t j)
+size_t pf_mix_slot_source(const pf_mixture *m, uint64_t t, uint64_t j)
 {
 	uint64_t v;
 	size_t k = 0;
@@ -215,6 +209,10 @@ uint64_t pf_mix_last_step_from(pf_mixture *m, size_t k, uint64_t t0, uint64_t li
 	 * assumed, by bisection). */
 	hi = t0 + (uint64_t)(((pf_u128)(limit + 2) << FIX) /
 			     ((pf_u128)m->host_batch * m->src[k].q)) + 2;
+	/* Past 2^32 steps: no end (epochs without end, as loadbench --steps
+	 * asks, were counted step by step for hours). */
+	if (hi - t0 > ((uint64_t)1 << 32) || hi < t0)
+		return PF_MIX_NO_END;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo + 1) / 2;
 
@@ -247,58 +245,6 @@ void pf_mix_source_error(pf_error *err, const char *name, const pf_error *cause)
 	memcpy(err->msg, msg, sizeof(msg));
 }
 
-/* The mixture's batch slots: prefetch + 1 of them, each core's block the
- * features (and _source) as [per_core_batch][len] arrays. */
-static int make_slots(pf_mixture *m, const pf_spec *spec, unsigned n, pf_error *err)
-{
-	uint32_t pcb = m->topo.per_core_batch, cores = m->topo.cores;
-	uint32_t nt = m->features + m->source_feature;
-
-	m->block_bytes = 0;
-	for (uint32_t f = 0; f < nt; f++) {
-		m->fbytes[f] = f < m->features ? pf_dtype_size(spec->f[f].dtype) * spec->f[f].len
-					       : sizeof(int32_t);
-		m->toff[f] = m->block_bytes;
-		m->block_bytes = round_up(m->block_bytes + m->fbytes[f] * pcb, MIX_ALIGN);
-	}
-	m->slots = pf_calloc(n, sizeof(*m->slots));
-	if (!m->slots)
-		return -ENOMEM;
-	m->nslots = n;
-	for (unsigned i = 0; i < n; i++) {
-		mix_slot *s = &m->slots[i];
-
-		s->mem_len = m->block_bytes * cores;
-		s->mem = pf_pool_alloc(s->mem_len ? s->mem_len : MIX_ALIGN);
-		s->core = pf_calloc(cores, sizeof(*s->core));
-		s->tensors = pf_calloc((size_t)cores * nt, sizeof(*s->tensors));
-		s->valid = pf_calloc((size_t)cores * pcb, 1);
-		if (!s->mem || !s->core || !s->tensors || !s->valid)
-			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-					    "out of memory for the mixture's batches");
-		for (uint32_t c = 0; c < cores; c++) {
-			pf_core_batch *cb = &s->core[c];
-
-			cb->block = (uint8_t *)s->mem + (size_t)c * m->block_bytes;
-			cb->block_bytes = m->block_bytes;
-			cb->tensors = s->tensors + (size_t)c * nt;
-			cb->ntensors = nt;
-			cb->valid = s->valid + (size_t)c * pcb;
-			for (uint32_t f = 0; f < nt; f++)
-				cb->tensors[f] = (pf_tensor){
-					.name = f < m->features ? spec->f[f].name : "_source",
-					.dtype = f < m->features ? spec->f[f].dtype : PF_DTYPE_INT32,
-					.len = f < m->features ? spec->f[f].len : 1,
-					.data = (uint8_t *)cb->block + m->toff[f],
-				};
-		}
-		s->batch.core = s->core;
-		s->batch.cores = cores;
-		s->batch.per_core_batch = pcb;
-	}
-	return 0;
-}
-
 uint32_t pf_mix_batch(const pf_mixture *m, size_t k)
 {
 	/* Its share of MIX_BATCHES host batches, rounded: few enough of its
@@ -324,6 +270,7 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	mix_source *s = &m->src[k];
 	const pf_loader_source *ls = &cfg->sources[k];
 	pf_loader_config sc = *cfg;
+	unsigned lookahead = 0;
 	pf_error e;
 	int ret;
 
@@ -357,8 +304,24 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 
 		sc.threads = (unsigned)(t ? t : 1);
 	}
+	/* Its share of the segments the mixture reads ahead, a loader's
+	 * (one for each thread, and two), at least one: three sources each
+	 * reading as far ahead as a loader held (and faulted in) over 1,022
+	 * steps of rows in flight, against 536 so, and 515 for one loader
+	 * of the same records (tools/bench/mixture).  The order of the
+	 * records does not depend on it. */
+	if (!m->no_direct) {
+		uint64_t w = (cfg->threads ? cfg->threads : pf_cpus()) + 2;
+
+		lookahead = (unsigned)(((pf_u128)w * s->q) >> FIX);
+		lookahead = lookahead ? lookahead : 1;
+	}
 	pf_error_clear(&e);
-	ret = pf_loader_create(out, &sc, &e);
+	/* A source's loader of whole epochs opened once the batches are
+	 * there: its rows go straight into them from the first. */
+	ret = pf_loader_create_lookahead(out, &sc, lookahead,
+					 m->started && parts == 1 && !m->no_direct
+						 ? &m->sinks[k].sink : NULL, &e);
 	if (ret < 0)
 		pf_mix_source_error(err, s->name, &e);
 	return ret;
@@ -405,14 +368,8 @@ void pf_mixture_free(pf_mixture *m)
 		pf_loader_free(m->src[k].next);
 		pf_free(m->src[k].before);
 	}
-	for (unsigned i = 0; m->slots && i < m->nslots; i++) {
-		pf_pool_free(m->slots[i].mem, m->slots[i].mem_len ? m->slots[i].mem_len : MIX_ALIGN,
-			     false);
-		pf_free(m->slots[i].core);
-		pf_free(m->slots[i].tensors);
-		pf_free(m->slots[i].valid);
-	}
-	pf_free(m->slots);
+	/* After the sources' loaders: their decoders write into the slots. */
+	pf_mix_free_slots(m);
 	pf_free(m->src);
 	pf_region_table_free(m->own_regions);
 	pf_free(m->deficit);
@@ -424,6 +381,17 @@ void pf_mixture_free(pf_mixture *m)
 
 static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 		   pf_error *err);
+
+/* The batches: the features of the first source's spec. */
+static int make_batches(pf_mixture *m, const pf_loader_config *cfg, pf_error *err)
+{
+	const pf_spec *spec = pf_loader_spec(m->src[0].l);
+
+	m->features = spec->n;
+	return pf_mix_make_slots(m, spec, (cfg->prefetch ? cfg->prefetch : 2) + 1,
+				 cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT,
+				 err);
+}
 
 int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *err)
 {
@@ -439,11 +407,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	if (!m)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
 	m->start_ns = pf_now_ns();
-	{
-		const char *want = getenv("PODFEED_STREAM");
-
-		mix_no_stream = want && !strcmp(want, "0");
-	}
+	pf_mix_batch_env(m);
 	m->n = cfg->nsources;
 	m->mode = cfg->mix;
 	m->seed = cfg->seed;
@@ -509,16 +473,24 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		if (ret < 0)
 			goto fail;
 	} else {
-		for (size_t k = 0; k < m->n && ret == 0; k++)
+		/* The first source, then the batches, so that the others'
+		 * decoders write into them from their first record on (what
+		 * they wrote into their own batches before would be faulted
+		 * in for nothing, and copied). */
+		ret = open_source(m, cfg, 0, NULL, 0, err);
+		if (ret == 0)
+			ret = make_batches(m, cfg, err);
+		if (ret == 0) {
+			m->end = UINT64_MAX;	/* known once every source is open */
+			pf_mix_start_batches(m);
+		}
+		for (size_t k = 1; k < m->n && ret == 0; k++)
 			ret = open_source(m, cfg, k, NULL, 0, err);
 		if (ret < 0)
 			goto fail;
 	}
-	{
-		const pf_spec *spec = pf_loader_spec(m->src[0].l);
-
-		m->features = spec->n;
-		ret = make_slots(m, spec, (cfg->prefetch ? cfg->prefetch : 2) + 1, err);
+	if (!m->slots) {
+		ret = make_batches(m, cfg, err);
 		if (ret < 0)
 			goto fail;
 	}
@@ -540,9 +512,9 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	pf_mix_regions(m, cfg);
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
 		m->end = m->step0 + cfg->max_steps;
-	if (m->step0 < m->end)
-		schedule_seek(m, m->step0);
 	m->step = m->step0;
+	if (!m->started)
+		pf_mix_start_batches(m);
 	m->create_ns = pf_now_ns() - m->start_ns;
 	pf_mix_state_release(&st);
 	*out = m;
@@ -685,189 +657,6 @@ out:
 }
 
 /* ------------------------------------------------------------------ */
-/* Batches                                                              */
-
-static void fail(pf_mixture *m, const mix_source *s, int code)
-{
-	const pf_error *e = pf_loader_last_error(s->l);
-	pf_error cause;
-
-	pf_error_clear(&cause);
-	if (e)
-		cause = *e;
-	else
-		pf_error_set(&cause, code ? code : -EIO, PF_OFFSET_NONE, 0, "%s",
-			     code ? pf_strerror(code) : "it ended before the mixture");
-	pf_mix_source_error(&m->err, s->name, &cause);
-	if (!m->err.code)
-		m->err.code = code ? code : -EIO;
-	m->failed = true;
-}
-
-/* The next row of source k: its batch's, a new batch taken when that one
- * is used up (its state before it kept for a checkpoint). */
-static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t *row)
-{
-	mix_source *s = &m->src[k];
-	int ret;
-
-	if (!s->cur || s->cur_row == s->sub_batch) {
-		int64_t n;
-
-		if (s->cur)
-			pf_loader_release(s->l, s->cur);
-		s->cur = NULL;
-		n = pf_loader_save_state(s->l, NULL, 0);
-		if (n < 0)
-			return (int)n;
-		if ((size_t)n > s->before_cap) {
-			uint8_t *b = pf_realloc(s->before, (size_t)n);
-
-			if (!b)
-				return -ENOMEM;
-			s->before = b;
-			s->before_cap = (size_t)n;
-		}
-		pf_loader_save_state(s->l, s->before, s->before_cap);
-		s->before_len = (size_t)n;
-		ret = pf_loader_next(s->l, &s->cur);
-		if (ret == 0 && s->next) {
-			/* The bridge's epoch is over: the loader of the next
-			 * epochs takes over, its state the one before. */
-			pf_loader_free(s->l);
-			s->l = s->next;
-			s->next = NULL;
-			s->sub_batch = pf_mix_batch(m, k);
-			return next_row(m, k, cb, row);
-		}
-		if (ret != 1) {
-			s->cur = NULL;
-			fail(m, s, ret);
-			return m->err.code;
-		}
-		s->cur_row = 0;
-		s->epoch = s->cur->epoch;
-		s->any = true;
-	}
-	*cb = &s->cur->core[0];
-	*row = s->cur_row++;
-	s->taken++;
-	return 0;
-}
-
-/* One row of a feature into the mixture's batch.  Long rows go out with
- * non-temporal stores, as the decoders write a plain loader's rows
- * (spec_fast.c): the batch is read by the consumer after other batches
- * have been made, and ordinary stores would first read every line of it
- * from memory.  @return whether it streamed (an sfence is then due). */
-static bool copy_row(uint8_t *dst, const uint8_t *src, size_t n)
-{
-#if defined(__x86_64__)
-	if (n >= 1024 && ((uintptr_t)dst & 15) == 0 && (n & 15) == 0 && !mix_no_stream) {
-		size_t o = 0;
-
-		for (; o + 64 <= n; o += 64) {
-			__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + o));
-			__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 16));
-			__m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 32));
-			__m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + o + 48));
-
-			_mm_stream_si128((__m128i *)(void *)(dst + o), a);
-			_mm_stream_si128((__m128i *)(void *)(dst + o + 16), b);
-			_mm_stream_si128((__m128i *)(void *)(dst + o + 32), c);
-			_mm_stream_si128((__m128i *)(void *)(dst + o + 48), d);
-		}
-		for (; o < n; o += 16)	/* n is a multiple of 16 */
-			_mm_stream_si128((__m128i *)(void *)(dst + o),
-					 _mm_loadu_si128((const __m128i *)(const void *)(src + o)));
-		return true;
-	}
-#endif
-	memcpy(dst, src, n);
-	return false;
-}
-
-int pf_mixture_next(pf_mixture *m, pf_batch **out)
-{
-	bool streamed = false;
-	uint32_t pcb = m->topo.per_core_batch;
-	mix_slot *slot = NULL;
-	int ret;
-
-	m->misused = m->held >= m->nslots;
-	if (m->misused) {
-		pf_error_clear(&m->misuse);
-		pf_error_set(&m->misuse, -EBUSY, PF_OFFSET_NONE, 0,
-			     "%u batches held, at most prefetch + 1 = %u; release one first",
-			     m->held, m->nslots);
-		return -EBUSY;
-	}
-	if (m->failed)
-		return m->err.code;
-	if (m->step >= m->end)
-		return 0;
-	for (unsigned i = 0; i < m->nslots && !slot; i++)
-		if (!m->slots[i].held)
-			slot = &m->slots[i];
-	schedule_seek(m, m->step);
-	for (uint32_t r = 0; r < m->host_batch; r++) {
-		size_t k = slot_source(m, m->step, r);
-		pf_core_batch *dst = &slot->core[r / pcb];
-		uint32_t i = r % pcb, srow = 0;
-		const pf_core_batch *src = NULL;
-
-		ret = next_row(m, k, &src, &srow);
-		if (ret < 0)
-			return ret;
-		for (uint32_t f = 0; f < m->features; f++)
-			streamed |= copy_row((uint8_t *)dst->tensors[f].data + i * m->fbytes[f],
-					     (const uint8_t *)src->tensors[f].data +
-						     srow * m->fbytes[f], m->fbytes[f]);
-		if (m->source_feature)
-			((int32_t *)dst->tensors[m->features].data)[i] = (int32_t)k;
-		((uint8_t *)dst->valid)[i] = src->valid[srow];
-	}
-#if defined(__x86_64__)
-	if (streamed)
-		_mm_sfence();	/* the rows complete before the batch is handed out */
-#endif
-	for (uint32_t c = 0; c < m->topo.cores; c++) {
-		slot->core[c].nvalid = 0;
-		for (uint32_t i = 0; i < pcb; i++)
-			slot->core[c].nvalid += slot->core[c].valid[i];
-	}
-	slot->batch.epoch = m->src[0].epoch;
-	slot->batch.step = m->step;
-	slot->batch.global_step = m->step;
-	slot->batch.epoch_start = m->step == 0;
-	slot->batch.epoch_end = m->step + 1 == m->end;
-	slot->held = true;
-	m->held++;
-	m->step++;
-	if (!m->first_ns)
-		m->first_ns = pf_now_ns() - m->start_ns;
-	*out = &slot->batch;
-	return 1;
-}
-
-void pf_mixture_release(pf_mixture *m, pf_batch *b)
-{
-	mix_slot *s = (mix_slot *)((char *)b - offsetof(mix_slot, batch));
-
-	if (s->held) {
-		s->held = false;
-		m->held--;
-	}
-}
-
-const pf_error *pf_mixture_last_error(const pf_mixture *m)
-{
-	if (m->misused)
-		return &m->misuse;
-	return m->failed ? &m->err : NULL;
-}
-
-/* ------------------------------------------------------------------ */
 /* Figures                                                              */
 
 void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
@@ -895,6 +684,7 @@ void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
 		if (!out->io_backend)
 			out->io_backend = s.io_backend;
 	}
+	out->memory_bytes += m->mem_len;
 	out->steps = m->step - m->step0;
 	out->records = out->steps * m->host_batch;
 	out->steps_per_epoch = m->end;

@@ -11,6 +11,27 @@
 #define MIX_ALIGN 64u
 #define MIX_BATCHES 8u		/* host batches' worth of a source in its batch */
 
+/* What a source's decoders read to write its records straight into the
+ * mixture's batches (mixture_batch.c), on cache lines of its own (the
+ * consumer's writes of each row are elsewhere).  Records are numbered as
+ * its loader's run delivers them (run step x batch + row). */
+typedef struct mix_sink {
+	_Alignas(64) pf_row_sink sink;
+	pf_mixture *m;
+	int32_t *steps;		/* m->steps */
+	uint8_t *mem;		/* m->mem */
+	const size_t *toff, *fbytes;	/* m's */
+	size_t slot_bytes, block_bytes;
+	uint32_t *pos;		/* [mask + 1]: record c's place at c & mask:
+				   ring step << rbits | row */
+	uint8_t *direct;	/* [mask + 1]: record c was written there */
+	uint64_t mask;
+	uint64_t c0;		/* the first record with a place */
+	uint64_t mapped;	/* records [c0, mapped) have one (atomic) */
+	uint32_t rbits, pcb, features;
+	unsigned keep;		/* free slots a decoder leaves the consumer */
+} mix_sink;
+
 typedef struct mix_source {
 	char name[64];
 	double weight;
@@ -32,6 +53,10 @@ typedef struct mix_source {
 	const char *region;	/* its files' region label, "mixed", or NULL */
 	bool cross_region;
 	bool any;
+	/* Its records' places in the mixture's batches (mixture_batch.c). */
+	mix_sink *sk;		/* m->sinks[k] */
+	uint64_t mapping;	/* sk->mapped, before it is published */
+	uint64_t used;		/* the number of the next row taken */
 } mix_source;
 
 typedef struct mix_slot {
@@ -39,10 +64,10 @@ typedef struct mix_slot {
 	pf_core_batch *core;
 	pf_tensor *tensors;	/* cores x (features + _source) */
 	uint8_t *valid;
-	void *mem;
-	size_t mem_len;
 	bool held;
 } mix_slot;
+
+
 
 struct pf_mixture {
 	mix_source *src;
@@ -69,9 +94,29 @@ struct pf_mixture {
 	size_t toff[PF_SPEC_MAX_FEATURES + 1];
 	size_t block_bytes;
 	bool source_feature;
+	/* The batches (mixture_batch.c): the next `ring` steps, at t % ring,
+	 * each with the slot its rows go into, taken from the free ones
+	 * when its first row is written (the most recently freed first, so
+	 * that those in use stay few and warm) or when it is handed out. */
 	mix_slot *slots;
 	unsigned nslots;
-	unsigned held;
+	unsigned held, held_max;	/* by the consumer, and at most */
+	int32_t *steps;		/* [ring]: step t's slot at t % ring (atomic; -1: none yet) */
+	unsigned ring;
+	mix_sink *sinks;	/* [n] */
+	size_t slot_bytes;
+	int32_t *free;		/* [nslots]: free slots, a stack, under mu */
+	unsigned nfree;
+	pthread_mutex_t mu;
+	bool mu_made;
+	void *mem;		/* all the slots' blocks */
+	size_t mem_len;
+	uint8_t *rowsrc;	/* [ring x host_batch]: step t's rows' sources */
+	uint64_t mapped_step;	/* the steps before it have their rows' sources */
+	uint64_t direct_rows;	/* rows its sources wrote straight in */
+	bool no_direct;		/* PODFEED_MIX_DIRECT=0: every row copied */
+	bool started;		/* pf_mix_start_batches() was called */
+	unsigned ring_env;	/* PODFEED_MIX_RING: its steps (0: its own) */
 	pf_error err;
 	bool failed, misused;
 	pf_error misuse;
@@ -97,7 +142,8 @@ uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k);
 /* Records of source k in steps [0, t) on each host. */
 uint64_t pf_mix_records_before(pf_mixture *m, size_t k, uint64_t t);
 /* The largest step t >= t0 with records of source k in [t0, t) at most
- * limit. */
+ * limit; PF_MIX_NO_END past 2^32 steps. */
+#define PF_MIX_NO_END (UINT64_MAX - 1)
 uint64_t pf_mix_last_step_from(pf_mixture *m, size_t k, uint64_t t0, uint64_t limit);
 /* A fresh state at `epoch` for topology t, of the dataset and shuffle of
  * the state tmpl (a LoaderState blob): a loader resumed from it starts
@@ -111,6 +157,21 @@ int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_top
 int pf_mix_elastic(pf_mixture *m, const pf_loader_config *cfg, pf_error *err);
 /* Each source's region (mixture_regions.c). */
 void pf_mix_regions(pf_mixture *m, const pf_loader_config *cfg);
+/* The schedule: its counts at step t (m->count, m->cum), and the source
+ * of row j of step t (mixture.c). */
+void pf_mix_schedule_seek(pf_mixture *m, uint64_t t);
+size_t pf_mix_slot_source(const pf_mixture *m, uint64_t t, uint64_t j);
+/* The batches (mixture_batch.c): the environment's switches; the slots
+ * and the sources' places (held: the batches a consumer may hold), once
+ * the first source's loader is made; the ring's first steps mapped and
+ * the sinks of the sources' loaders made so far set, once m->step is the
+ * run's first (a source's loader made after takes its sink at its
+ * creation); all freed. */
+void pf_mix_batch_env(pf_mixture *m);
+int pf_mix_make_slots(pf_mixture *m, const pf_spec *spec, unsigned held, size_t budget,
+		      pf_error *err);
+void pf_mix_start_batches(pf_mixture *m);
+void pf_mix_free_slots(pf_mixture *m);
 /* "source 'name': cause". */
 void pf_mix_source_error(pf_error *err, const char *name, const pf_error *cause);
 

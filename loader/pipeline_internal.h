@@ -330,10 +330,25 @@ uint64_t pf_mixture_steps_left(const pf_mixture *m);
 const pf_loader *pf_mixture_first(const pf_mixture *m);
 /* The first source's loader's series (each source has its own). */
 int pf_mixture_series(const pf_mixture *m, pf_series **out);
+/* Rows the sources' decoders wrote straight into its batches. */
+uint64_t pf_mixture_direct_rows(const pf_mixture *m);
+
+/* Where a mixture wants a loader's rows (mixture.c): aim() puts the
+ * feature rows' addresses of the loader's run record c (its run step x
+ * host batch + row) into dst and says true, or says false (the row goes
+ * into the loader's own slot).  Called by the decoders. */
+typedef struct pf_row_sink {
+	bool (*aim)(void *ctx, uint64_t c, uint8_t **dst);
+	void *ctx;
+} pf_row_sink;
 
 struct pf_loader {
 	/* A mixture: everything below is unused, the calls go to it. */
 	pf_mixture *mix;
+	/* A mixture's source: where its rows go (atomic; NULL: its slots),
+	 * and the most segments it reads ahead (0: its workers + 2). */
+	const pf_row_sink *sink;
+	unsigned lookahead;
 	pf_loader_config cfg;
 	pf_topology topo;
 	pf_spec spec;
@@ -695,6 +710,11 @@ void pf_place_flush(pf_loader *l, worker *w);
  * whose block holding pos is g0, are done: ring entries come free. */
 void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w);
 
+/* loader.c: a mixture's source, reading at most `lookahead` segments
+ * ahead (its share of the mixture's; budget.c), its rows where `sink`
+ * says (NULL: its batches) from its first record on. */
+int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
+			       unsigned lookahead, const pf_row_sink *sink, pf_error *err);
 /* loader.c: pf_loader_create() with a spec made by the caller instead
  * of cfg->features (pack.c's inner loader). */
 int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,

@@ -81,11 +81,15 @@ static void tally(worker *w, size_t ti)
 		w->touched[w->ntouched++] = (uint32_t)ti;
 }
 
-/* Point w->dst at row of slot s. */
+/* Point w->dst at row of slot s, or where the loader's sink wants it. */
 static void aim(const pf_loader *l, worker *w, batch_slot *s, uint32_t row)
 {
 	uint32_t core = row / l->topo.per_core_batch, idx = row % l->topo.per_core_batch;
+	const pf_row_sink *sink = __atomic_load_n(&l->sink, __ATOMIC_ACQUIRE);
 
+	if (sink && sink->aim(sink->ctx, (s->batch.global_step - l->gstep0) * l->host_batch + row,
+			      w->dst))
+		return;
 	for (uint32_t f = 0; f < l->spec.n; f++)
 		w->dst[f] = (uint8_t *)s->core[core].block + l->toff[f] +
 			    (size_t)idx * l->fbytes[f];

@@ -32,18 +32,6 @@ typedef struct mixrun {
 	size_t nsources;
 } mixrun;
 
-static uint8_t *save(pf_loader *l, size_t *len)
-{
-	int64_t n = pf_loader_save_state(l, NULL, 0);
-	uint8_t *b;
-
-	cr_assert_gt(n, 0);
-	b = malloc((size_t)n);
-	cr_assert_eq(pf_loader_save_state(l, b, (size_t)n), n);
-	*len = (size_t)n;
-	return b;
-}
-
 /* Run a mixture of dirs with weights; at most max steps (0: all); from a
  * state (NULL: fresh).  @return the state after (*slen), the caller's. */
 static uint8_t *run_mix(const char *const *dirs, const double *w, size_t n, pf_loader_config cfg,
@@ -104,7 +92,7 @@ static uint8_t *run_mix(const char *const *dirs, const double *w, size_t n, pf_l
 		r->sm[k].name = r->name[k];
 	}
 	cr_assert_eq(pf_loader_source_metrics(l, n, &r->sm[0]), -ENOENT);
-	st = save(l, slen);
+	st = tu_save_state(l, slen);
 	pf_loader_free(l);
 	return st;
 }
@@ -353,7 +341,7 @@ Test(mixture, resumes_bit_for_bit, .timeout = 180)
 			c.features = "id:int64[1]";
 			c.source_feature = true;
 			cr_assert_eq(pf_loader_create(&l, &c, &err), 0, "%s", err.msg);
-			st = save(l, &slen);
+			st = tu_save_state(l, &slen);
 			pf_loader_free(l);
 		}
 		cr_assert_lt(slen, 64 * 1024, "a state of %zu bytes", slen);

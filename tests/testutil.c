@@ -18,6 +18,7 @@
 
 #include "common_internal.h"
 #include "pf_formats.h"
+#include "podfeed.h"
 #include "testutil.h"
 
 uint8_t *tu_read_file(const char *path, size_t *len)
@@ -443,4 +444,17 @@ pf_io *tu_engine(const char *backend, pf_io_config cfg)
 		cr_skip_test("io_uring is refused on this kernel (%s)", pf_strerror(ret));
 	cr_assert_eq(ret, 0, "%s", err.msg);
 	return io;
+}
+
+uint8_t *tu_save_state(pf_loader *l, size_t *len)
+{
+	int64_t n = pf_loader_save_state(l, NULL, 0);
+	uint8_t *b;
+
+	cr_assert_gt(n, 0);
+	b = malloc((size_t)n);
+	cr_assert_not_null(b);
+	cr_assert_eq(pf_loader_save_state(l, b, (size_t)n), n);
+	*len = (size_t)n;
+	return b;
 }

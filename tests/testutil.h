@@ -14,6 +14,9 @@
 /* Read a whole file into a malloc'd buffer (caller frees); aborts the
  * test with a message when it cannot. */
 uint8_t *tu_read_file(const char *path, size_t *len);
+/* The loader's state (malloc'd, *len bytes), asserted saved whole. */
+struct pf_loader;
+uint8_t *tu_save_state(struct pf_loader *l, size_t *len);
 /* Write len bytes to path (creating/truncating); aborts on failure. */
 void tu_write_file(const char *path, const void *data, size_t len);
 /* PF_FIXTURES_DIR "/" name, in a static buffer (one at a time). */
