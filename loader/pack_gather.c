@@ -223,6 +223,10 @@ typedef struct gather_head {
 				   would know how many rounds to wait for */
 	uint64_t bytes;		/* the payload's */
 	uint64_t records;	/* the dataset's, as planned */
+	uint32_t plan_crc;	/* skip mode: CRC32C of the lengths this host
+				   read alone (every host reads them all);
+				   0 otherwise */
+	uint32_t pad;
 	char error[PF_POD_ERROR_LINE];
 } gather_head;
 
@@ -488,8 +492,8 @@ static int gather_chunk(size_t *chunk, pf_error *err)
 /* The pod's exchange: heads, then payloads in chunks, into all (each
  * host's at off[h], bytes[h]).  Every host makes the same calls. */
 static int exchange(gather *g, const pf_open_config *ocfg, int status, const pf_error *why,
-		    uint32_t corrupt, uint64_t records, uint8_t **all, uint64_t *off,
-		    uint64_t *bytes, pf_error *err)
+		    uint32_t corrupt, uint64_t records, uint32_t plan_crc, uint8_t **all,
+		    uint64_t *off, uint64_t *bytes, pf_error *err)
 {
 	uint32_t hosts = g->hosts;
 	gather_head *h = pf_calloc((size_t)hosts + 1, sizeof(*h)), *heads = h + 1;
@@ -521,6 +525,7 @@ static int exchange(gather *g, const pf_open_config *ocfg, int status, const pf_
 	}
 	h->status = status;
 	h->chunk = chunk;
+	h->plan_crc = plan_crc;
 	h->corrupt = corrupt;
 	h->nf = g->nf;
 	h->records = records;
@@ -568,6 +573,17 @@ static int exchange(gather *g, const pf_open_config *ocfg, int status, const pf_
 					   "set it the same on every host, or on none", g->me,
 					   hosts, (unsigned long long)chunk, k,
 					   (unsigned long long)o->chunk);
+			goto out;
+		}
+		if (o->plan_crc != plan_crc) {
+			/* Skip mode: each host read every record for its
+			 * lengths; hosts that saw other lengths (damage read
+			 * differently) would plan other steps. */
+			ret = pf_error_set(err, -EIO, PF_OFFSET_NONE, 0,
+					   "host %u of %u read other packed lengths (CRC32C "
+					   "%08x) than host %u (%08x) in skip mode: their plans "
+					   "would differ; is the data the same on every host?",
+					   k, hosts, o->plan_crc, g->me, plan_crc);
 			goto out;
 		}
 		if (o->bytes > limit || total + o->bytes < total) {
@@ -823,8 +839,12 @@ int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const p
 			status = read_share(&g, err);
 	}
 	if (pod) {
-		ret = exchange(&g, &ocfg, status, err, (uint32_t)cfg->on_corrupt, total, &all, off,
-			       bytes, err);
+		uint32_t plan_crc = 0;
+
+		if (status == 0 && skip)
+			plan_crc = pf_crc32c(0, len, (size_t)total * nf * sizeof(*len));
+		ret = exchange(&g, &ocfg, status, err, (uint32_t)cfg->on_corrupt, total, plan_crc,
+			       &all, off, bytes, err);
 	} else {
 		ret = status;
 		if (ret == 0) {

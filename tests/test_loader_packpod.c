@@ -69,6 +69,9 @@ static uint64_t rchar(void)
 	return v;
 }
 
+/* The corrupt-data policy of every host (a test of skip mode sets it). */
+static pf_corrupt_policy corrupt_policy = PF_CORRUPT_FAIL;
+
 /* One epoch of host r->host: every batch's bytes digested. */
 static void *host_main(void *arg)
 {
@@ -81,7 +84,8 @@ static void *host_main(void *arg)
 				 .pack_length = r->pack ? r->pack : 128, .shuffle = r->shuffle,
 				 .seed = 11,
 				 .num_hosts = r->hosts, .host_index = r->host, .threads = 2,
-				 .ignore_manifest = r->ignore_manifest };
+				 .ignore_manifest = r->ignore_manifest,
+				 .on_corrupt = corrupt_policy };
 	uint64_t before = rchar();
 	pf_loader *l;
 	pf_batch *b;
@@ -515,6 +519,7 @@ Test(packpod, two_mpi_ranks_plan_from_their_shares, .timeout = 240)
  * on_corrupt, nf, crc, then the 64-bit chunk, bytes, records). */
 #define HEAD_CHUNK 16
 #define HEAD_BYTES 24
+#define HEAD_PLAN_CRC 40
 
 typedef struct head_edit {
 	uint32_t host;
@@ -565,5 +570,42 @@ Test(packpod, a_head_no_host_could_send_is_refused_by_all, .timeout = 120)
 			cr_assert(strstr(r[h].err.msg, cases[i].why), "case %zu host %u: %s", i, h,
 				  r[h].err.msg);
 		}
+	}
+}
+
+/* Skip mode: every host reads every record for its lengths (damage is
+ * known only by reading), and says what it read (a CRC32C of the
+ * lengths): the pod plans as each host alone, and a host whose lengths
+ * differ is named by every host instead of planning other steps. */
+Test(packpod, skip_mode_hosts_check_they_read_the_same_lengths, .timeout = 180)
+{
+	const char *d = text_dataset();
+	head_edit e = { 2, HEAD_PLAN_CRC, 0x12345678u };	/* not this dataset's */
+	char path[1024];
+	run r[4], alone[4];
+	tu_pod pod;
+
+	snprintf(path, sizeof(path), "%s/z", d);
+	corrupt_policy = PF_CORRUPT_SKIP;
+	tu_pod_init(&pod, 4);
+	run_hosts(r, 4, &pod, path, false);
+	tu_pod_destroy(&pod);
+	run_hosts(alone, 4, NULL, path, false);
+	for (uint32_t h = 0; h < 4; h++) {
+		cr_assert_eq(r[h].ret, 0, "host %u: %s", h, r[h].err.msg);
+		cr_assert_eq(alone[h].ret, 0, "host %u: %s", h, alone[h].err.msg);
+		cr_assert_eq(r[h].steps, r[0].steps, "host %u", h);
+		cr_assert_gt(r[h].steps, 2);
+		cr_assert_eq(r[h].digest, alone[h].digest, "host %u: other batches", h);
+	}
+	tu_pod_init(&pod, 4);
+	pod.tamper = edit_head;
+	pod.tamper_ctx = &e;
+	run_hosts(r, 4, &pod, path, false);
+	tu_pod_destroy(&pod);
+	for (uint32_t h = 0; h < 4; h++) {
+		cr_assert_lt(r[h].ret, 0, "host %u", h);
+		cr_assert(strstr(r[h].err.msg, "host 2 of 4 read other packed lengths (CRC32C "
+				 "12345678)"), "host %u: %s", h, r[h].err.msg);
 	}
 }
