@@ -391,6 +391,26 @@ static void tamper(void *ctx, uint32_t call, uint8_t *all, size_t len, uint32_t 
 		all[(size_t)dm->host * len + dm->at] ^= 0x01;
 }
 
+/* A pod of 4 over path whose all-gathers fn tampers with: every host
+ * fails, each saying why. */
+static void tampered_pod_fails(const char *path,
+			       void (*fn)(void *, uint32_t, uint8_t *, size_t, uint32_t),
+			       void *ctx, const char *why)
+{
+	run r[4];
+	tu_pod pod;
+
+	tu_pod_init(&pod, 4);
+	pod.tamper = fn;
+	pod.tamper_ctx = ctx;
+	run_hosts(r, 4, &pod, path, false);
+	tu_pod_destroy(&pod);
+	for (uint32_t h = 0; h < 4; h++) {
+		cr_assert_lt(r[h].ret, 0, "host %u", h);
+		cr_assert(strstr(r[h].err.msg, why), "host %u: %s", h, r[h].err.msg);
+	}
+}
+
 /* A payload damaged on the way (one bit of host 1's piece): every host
  * refuses it by its CRC32C, naming host 1. */
 Test(packpod, damaged_payload_is_refused)
@@ -399,20 +419,9 @@ Test(packpod, damaged_payload_is_refused)
 	/* The calls: the open's vote, the heads, the room, the payload. */
 	damage dm = { .call = 4, .host = 1, .at = 5 };
 	char path[1024];
-	run r[4];
-	tu_pod pod;
 
 	snprintf(path, sizeof(path), "%s/z", d);
-	tu_pod_init(&pod, 4);
-	pod.tamper = tamper;
-	pod.tamper_ctx = &dm;
-	run_hosts(r, 4, &pod, path, false);
-	tu_pod_destroy(&pod);
-	for (uint32_t h = 0; h < 4; h++) {
-		cr_assert_lt(r[h].ret, 0, "host %u", h);
-		cr_assert(strstr(r[h].err.msg, "host 1 of 4's packed lengths arrived damaged"),
-			  "host %u: %s", h, r[h].err.msg);
-	}
+	tampered_pod_fails(path, tamper, &dm, "host 1 of 4's packed lengths arrived damaged");
 }
 
 /* One file's entry of a payload: decoded, or refused saying where. */
@@ -557,19 +566,8 @@ Test(packpod, a_head_no_host_could_send_is_refused_by_all, .timeout = 120)
 	snprintf(path, sizeof(path), "%s/z", d);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		head_edit e = cases[i].e;
-		run r[4];
-		tu_pod pod;
 
-		tu_pod_init(&pod, 4);
-		pod.tamper = edit_head;
-		pod.tamper_ctx = &e;
-		run_hosts(r, 4, &pod, path, false);
-		tu_pod_destroy(&pod);
-		for (uint32_t h = 0; h < 4; h++) {
-			cr_assert_lt(r[h].ret, 0, "case %zu host %u", i, h);
-			cr_assert(strstr(r[h].err.msg, cases[i].why), "case %zu host %u: %s", i, h,
-				  r[h].err.msg);
-		}
+		tampered_pod_fails(path, edit_head, &e, cases[i].why);
 	}
 }
 
@@ -598,14 +596,6 @@ Test(packpod, skip_mode_hosts_check_they_read_the_same_lengths, .timeout = 180)
 		cr_assert_gt(r[h].steps, 2);
 		cr_assert_eq(r[h].digest, alone[h].digest, "host %u: other batches", h);
 	}
-	tu_pod_init(&pod, 4);
-	pod.tamper = edit_head;
-	pod.tamper_ctx = &e;
-	run_hosts(r, 4, &pod, path, false);
-	tu_pod_destroy(&pod);
-	for (uint32_t h = 0; h < 4; h++) {
-		cr_assert_lt(r[h].ret, 0, "host %u", h);
-		cr_assert(strstr(r[h].err.msg, "host 2 of 4 read other packed lengths (CRC32C "
-				 "12345678)"), "host %u: %s", h, r[h].err.msg);
-	}
+	tampered_pod_fails(path, edit_head, &e,
+			   "host 2 of 4 read other packed lengths (CRC32C 12345678)");
 }
