@@ -320,9 +320,9 @@ int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off,
 			 uint64_t timeout_ns);
 /* An open step carried out at once in this thread (the pread back-end's
  * threads, io_uring without IORING_OP_OPENAT): the delay slept, an
- * injected error returned, else open(2) of op->path with op->open_flags
- * bounded by p's timeout (@return the descriptor), or statx(2) of the
- * descriptor fd into op->stx (@return 0).  @return -errno on failure. */
+ * injected error returned, else statx(2) of op->path into op->stx
+ * (@return 0) or open(2) of it with op->open_flags (@return the
+ * descriptor), bounded by p's timeout.  @return -errno on failure. */
 int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *op);
 void pf_sleep_ns(uint64_t ns);
 
