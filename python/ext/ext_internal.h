@@ -94,6 +94,10 @@ PyObject *pf_ext_raise(int code, const pf_error *err, const char *what);
 PyObject *pf_ext_raise_class(const char *name, PyObject *fallback,
 			     const char *msg);
 
+/*! Loader.metrics()'s dict of l's counts and time series (metrics.c).
+ *  @return a new reference, or NULL with an exception. */
+PyObject *pf_ext_metrics_dict(const pf_loader *l);
+
 /*! A Batch over a batch the loader returned; takes the slot. */
 PyObject *pf_ext_batch_new(pf_ext_loader *lo, pf_batch *b);
 /*! The slot's loader no longer holds it (called by the slot's dealloc). */
