@@ -114,6 +114,10 @@ void pf_io_free(pf_io *io)
 	 * descriptors; registered ones go with the ring. */
 	if (io->be)
 		io->be->exit(io);
+	/* Opens whose descriptor was not yet judged. */
+	for (unsigned i = 0; io->ops && i < io->queue_depth; i++)
+		if (io->ops[i].holds_fd)
+			close(io->ops[i].open_fd);
 	for (uint32_t i = 0; i < io->nfiles; i++) {
 		if (io->files[i].fd >= 0)
 			close(io->files[i].fd);
@@ -265,8 +269,9 @@ static int open_queue(pf_io *io, pf_io_op *op, pf_io_req *req, uint32_t i, unsig
 	req->result = 0;
 	req->injected = false;
 	*op = (pf_io_op){ .req = req, .start_ns = pf_now_ns(), .seq = ++io->open_requests,
-			  .step = PF_OPEN_STEP_STAT, .path = f->path,
-			  .open_flags = O_RDONLY | ((flags & PF_IO_DIRECT) ? O_DIRECT : 0),
+			  .step = PF_OPEN_STEP_OPEN, .path = f->path, .open_fd = -1,
+			  .open_flags = O_RDONLY | O_NONBLOCK |
+					((flags & PF_IO_DIRECT) ? O_DIRECT : 0),
 			  .blocking = io->be == &pf_io_uring_backend && dir_is_fuse(io, f->path) };
 	if ((flags & PF_IO_FUSE_DIRECT) && io->be == &pf_io_uring_backend && op->blocking)
 		op->open_flags |= O_DIRECT;
@@ -404,8 +409,33 @@ bool pf_io_file_direct(const pf_io *io, uint32_t file)
 	return f && f->direct;
 }
 
+/* The stat of an open's descriptor found a regular file: the descriptor
+ * is the file's from here (closed with it), blocking again, its size and
+ * time the stat's. */
+static void open_keep(pf_io *io, pf_io_op *op)
+{
+	pf_io_file *f = &io->files[op->req->file];
+	int fl = fcntl(op->open_fd, F_GETFL);
+
+	/* Reads of a regular file ignore O_NONBLOCK, but io_uring fails
+	 * them with EAGAIN on a file system without nowait reads. */
+	if (fl >= 0)
+		fcntl(op->open_fd, F_SETFL, fl & ~O_NONBLOCK);
+	f->fd = op->open_fd;
+	op->holds_fd = false;
+	op->open_fd = -1;
+	f->direct = op->open_flags & O_DIRECT;
+	f->size = op->stx.stx_size;
+	f->mtime_ns = (int64_t)op->stx.stx_mtime.tv_sec * 1000000000 + op->stx.stx_mtime.tv_nsec;
+	if (io->regions)
+		f->mount = pf_region_table_lookup(io->regions, f->path);
+	f->fuse = io->be == &pf_io_uring_backend &&
+		  fs_is_fuse(io, makedev(op->stx.stx_dev_major, op->stx.stx_dev_minor), f->path);
+}
+
 /* An open step ended with res (a descriptor after the open, 0 after the
- * stat, or -errno).  @return true when the open is complete. */
+ * stat or the move into the table, or -errno).  @return true when the
+ * open is complete. */
 static bool open_account(pf_io *io, pf_io_op *op, int64_t res)
 {
 	pf_io_req *req = op->req;
@@ -419,41 +449,46 @@ static bool open_account(pf_io *io, pf_io_op *op, int64_t res)
 		pf_io_attempt_plan(&io->policy, op, false, &io->opens);
 		return false;
 	}
-	if (res < 0) {
+	if (op->step == PF_OPEN_STEP_INSTALL) {
+		/* The back-end moved the descriptor into its table, or kept
+		 * it (the table is full): either way the file is open. */
+		req->result = 0;
+	} else if (res < 0) {
 		if (!pf_io_open_judge_error(&io->policy, op, res, &io->opens)) {
 			pf_io_attempt_plan(&io->policy, op, false, &io->opens);
 			return false;
 		}
-	} else if (op->step == PF_OPEN_STEP_STAT && S_ISDIR(op->stx.stx_mode)) {
-		/* open(2) takes a directory for reading; a shard it is not. */
-		pf_io_open_judge_error(&io->policy, op, -EISDIR, &io->opens);
-	} else if (op->step == PF_OPEN_STEP_STAT && !S_ISREG(op->stx.stx_mode)) {
-		/* A FIFO, socket or device: never opened (a FIFO's open
-		 * would wait for a writer); the request says what it is. */
-		req->not_regular = (uint8_t)((op->stx.stx_mode & S_IFMT) >> 12);
-		pf_io_open_judge_error(&io->policy, op, -EINVAL, &io->opens);
-	} else if (op->step == PF_OPEN_STEP_STAT) {
-		/* A regular file: now the open. */
-		op->step = PF_OPEN_STEP_OPEN;
+	} else if (op->step == PF_OPEN_STEP_OPEN) {
+		/* Opened, without waiting for a FIFO's writer: now what it
+		 * is, asked of the descriptor itself. */
+		op->open_fd = (int)res;
+		op->holds_fd = true;
+		op->step = PF_OPEN_STEP_STAT;
 		pf_io_attempt_plan(&io->policy, op, false, &io->opens);
 		return false;
+	} else if (S_ISDIR(op->stx.stx_mode)) {
+		/* open(2) takes a directory for reading; a shard it is not. */
+		pf_io_open_judge_error(&io->policy, op, -EISDIR, &io->opens);
+	} else if (!S_ISREG(op->stx.stx_mode)) {
+		/* A FIFO or a device: never read (a FIFO's read would wait
+		 * for a writer); the request says what it is. */
+		req->not_regular = (uint8_t)((op->stx.stx_mode & S_IFMT) >> 12);
+		pf_io_open_judge_error(&io->policy, op, -EINVAL, &io->opens);
 	} else {
-		/* Opened: the descriptor is the file's from here (closed with
-		 * it), its size and time the stat's. */
-		if (op->fixed)
-			f->kslot = (int)res;
-		else
-			f->fd = (int)res;
-		f->direct = op->open_flags & O_DIRECT;
-		f->size = op->stx.stx_size;
-		f->mtime_ns = (int64_t)op->stx.stx_mtime.tv_sec * 1000000000 +
-			      op->stx.stx_mtime.tv_nsec;
-		if (io->regions)
-			f->mount = pf_region_table_lookup(io->regions, f->path);
-		f->fuse = io->be == &pf_io_uring_backend &&
-			  fs_is_fuse(io, makedev(op->stx.stx_dev_major, op->stx.stx_dev_minor),
-				     f->path);
+		open_keep(io, op);
+		if (io->fixed_opens) {
+			op->step = PF_OPEN_STEP_INSTALL;
+			op->install_fd = f->fd;
+			pf_io_attempt_plan(&io->policy, op, false, &io->opens);
+			return false;
+		}
 		req->result = 0;
+	}
+	if (op->holds_fd) {
+		/* Failed after the open: its descriptor is no file's. */
+		io->be->close_fd(io, op->open_fd, -1);
+		op->holds_fd = false;
+		op->open_fd = -1;
 	}
 	if (req->result < 0 && (f->fd >= 0 || f->kslot >= 0)) {
 		io->be->close_fd(io, f->fd, f->kslot);

@@ -616,9 +616,9 @@ void pf_io_attempt_plan(const pf_io_policy *p, pf_io_op *a, bool direct,
 	pf_fault_hit h = { 0 };
 	bool faulted;
 
-	/* An open draws for its open step; the stat before it is not a
-	 * request of its own (nor an issue: the open's first is issue 0). */
-	if (req->open && a->step == PF_OPEN_STEP_STAT)
+	/* An open draws for its open step; the stat after it (and the move
+	 * into the ring's table) is not a request of its own, nor an issue. */
+	if (req->open && a->step != PF_OPEN_STEP_OPEN)
 		;
 	else if (p->faults.nrules)
 		h = pf_fault_decide(&p->faults, a->seq, a->issue++, req->open);

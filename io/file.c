@@ -211,7 +211,7 @@ int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *a)
 		return -ENOENT;
 	timed = deadline_arm(p->timeout_ns);
 	if (a->step == PF_OPEN_STEP_STAT)
-		ret = statx(AT_FDCWD, a->path, 0, PF_STATX_MASK, &a->stx);
+		ret = statx(a->open_fd, "", AT_EMPTY_PATH, PF_STATX_MASK, &a->stx);
 	else
 		ret = open(a->path, a->open_flags | O_CLOEXEC);
 	e = errno;

@@ -139,11 +139,15 @@ typedef struct pf_io_policy {
 	uint64_t timeout_ns;	/* each read; 0: no limit */
 } pf_io_policy;
 
-/* An open's steps: a stat of the path, then (a regular file) the open.
- * The stat comes first because open(2) of a FIFO with no writer waits
- * for one, forever, in whatever thread does it (an io-wq worker, an
- * opening thread); a manifest names its shards without a stat of each. */
-enum { PF_OPEN_STEP_STAT = 0, PF_OPEN_STEP_OPEN };
+/* An open's steps: the open of the path, O_NONBLOCK (open(2) of a FIFO
+ * with no writer would wait for one, forever, in whatever thread does it:
+ * an io-wq worker, an opening thread), then a stat of the descriptor it
+ * gave, so that what is kept is what was checked: a regular file (a path
+ * swapped for a FIFO between a stat and an open would be opened all the
+ * same), O_NONBLOCK cleared.  io_uring with a registered table: then the
+ * descriptor into the table (IORING_OP_FILES_UPDATE; a slot cannot be
+ * stat'ed, so the open is not made into it), the plain one closed. */
+enum { PF_OPEN_STEP_OPEN = 0, PF_OPEN_STEP_STAT, PF_OPEN_STEP_INSTALL };
 #define PF_STATX_MASK (STATX_TYPE | STATX_MODE | STATX_SIZE | STATX_MTIME)
 
 /* A request in the engine, from pf_io_submit() (or pf_io_open()) until it
@@ -172,13 +176,17 @@ struct pf_io_op {
 	struct __kernel_timespec ts;	/* io_uring: the delay's, until submitted */
 	/* An open (req->open): */
 	uint8_t step;		/* PF_OPEN_STEP_* */
-	bool fixed;		/* io_uring: the open asks for a ring slot */
-	bool no_fixed;		/* ... and may not (the table is full) */
+	bool holds_fd;		/* open_fd is the op's, from the open until
+				   the stat's judgement hands it on */
+	bool opening;		/* io_uring: its open is in the kernel */
+	int open_fd;		/* the open's descriptor, while holds_fd */
+	int install_fd;		/* io_uring: the descriptor going into the
+				   table; the kernel writes its slot here */
 	bool blocking;		/* on FUSE: its open and stat wait in io-wq
 				   (IOSQE_ASYNC), never in the submitter */
 	int open_flags;		/* of the next open: O_DIRECT while wanted */
 	const char *path;	/* the file's (lives while it is open) */
-	struct statx stx;	/* what the stat step found */
+	struct statx stx;	/* what the stat of the descriptor found */
 };
 
 /* Whether a file system is FUSE, by device: asked once per device. */
@@ -234,7 +242,8 @@ struct pf_io {
 	bool ring_ready;
 	bool files_registered;	/* the ring has a sparse table of max_files */
 	bool ring_opens;	/* IORING_OP_OPENAT, _STATX and _CLOSE work */
-	bool fixed_opens;	/* opens into the table (IORING_FILE_INDEX_ALLOC) */
+	bool fixed_opens;	/* opened files go into the table (FILES_UPDATE
+				   at IORING_FILE_INDEX_ALLOC) */
 	pf_io_op **local;	/* io_uring: open steps done in this thread
 				   (no IORING_OP_OPENAT), result in read_res */
 	unsigned nlocal;
@@ -320,9 +329,9 @@ int64_t pf_read_deadline(int fd, void *buf, size_t len, int64_t off,
 			 uint64_t timeout_ns);
 /* An open step carried out at once in this thread (the pread back-end's
  * threads, io_uring without IORING_OP_OPENAT): the delay slept, an
- * injected error returned, else statx(2) of op->path into op->stx
- * (@return 0) or open(2) of it with op->open_flags (@return the
- * descriptor), bounded by p's timeout.  @return -errno on failure. */
+ * injected error returned, else open(2) of op->path with op->open_flags
+ * (@return the descriptor) or statx(2) of op->open_fd into op->stx
+ * (@return 0), bounded by p's timeout.  @return -errno on failure. */
 int pf_io_open_step_sync(const pf_io_policy *p, pf_io_op *op);
 void pf_sleep_ns(uint64_t ns);
 

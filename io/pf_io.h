@@ -89,7 +89,8 @@ typedef struct pf_io_req {
 				   not a read (it sits in what was padding) */
 	uint8_t not_regular;	/* set by the engine: an open refused (-EINVAL)
 				   because the path is a FIFO, socket or
-				   device, not opened; its st_mode >> 12
+				   device (opened O_NONBLOCK, never read,
+				   closed); its st_mode >> 12
 				   (padding before, too) */
 } pf_io_req;
 

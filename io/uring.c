@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The io_uring back-end: one ring per engine, registered files and
  * buffers where the kernel allows, batched submission.  Files are opened
- * through the ring too (IORING_OP_OPENAT into the registered table, then
- * IORING_OP_STATX), many at once beside the reads, and leave the table
- * through IORING_OP_CLOSE.  A wait before a read or open (retry backoff,
+ * through the ring too (IORING_OP_OPENAT, O_NONBLOCK, then IORING_OP_STATX
+ * of the descriptor, then IORING_OP_FILES_UPDATE into the registered
+ * table), many at once beside the reads, and leave the table through
+ * IORING_OP_CLOSE.  A wait before a read or open (retry backoff,
  * injected latency) is an IORING_OP_TIMEOUT of its own, after whose
  * completion the step is issued, so no thread sleeps.  Timeouts are
  * deadlines the run loop keeps: it waits no longer than the nearest, and
@@ -109,15 +110,6 @@ static int uring_init(pf_io *io, const pf_io_config *cfg, pf_error *err)
 	return 0;
 }
 
-static void uring_exit(pf_io *io)
-{
-	if (io->ring_ready)
-		io_uring_queue_exit(&io->ring);
-	io->ring_ready = false;
-	pf_free(io->buf_live);
-	io->buf_live = NULL;
-}
-
 /* Whether buffer i of the sparse table can be read into as a fixed
  * buffer: registered now if it is not yet.  A buffer the kernel refuses
  * (RLIMIT_MEMLOCK) is read into unregistered, as every buffer is where
@@ -196,10 +188,10 @@ static void step_sent(pf_io *io, pf_io_op *a)
 	}
 }
 
-/* An open step: the open (into the registered table where it can), or
- * before it, the stat of its path.  Both run in io-wq workers (the kernel
- * forces stat there, and sends an open there when the lookup would
- * block). */
+/* An open step: the open, the stat of its descriptor, or its move into
+ * the registered table.  The open and the stat run in io-wq workers (the
+ * kernel forces stat there, and sends an open there when the lookup
+ * would block); the move is done inline. */
 static int issue_open_step(pf_io *io, pf_io_op *a)
 {
 	struct io_uring_sqe *sqe;
@@ -216,25 +208,52 @@ static int issue_open_step(pf_io *io, pf_io_op *a)
 		return ret;
 	sqe = io_uring_get_sqe(&io->ring);
 	if (a->step == PF_OPEN_STEP_OPEN) {
-		a->fixed = io->fixed_opens && !a->no_fixed;
-		/* liburing 2.3 adds 1 to the index it is given (a slot is
-		 * sent as slot + 1); later ones take ALLOC itself, or this. */
-		if (a->fixed)
-			io_uring_prep_openat_direct(sqe, AT_FDCWD, a->path, a->open_flags, 0,
-						    IORING_FILE_INDEX_ALLOC - 1);
-		else
-			io_uring_prep_openat(sqe, AT_FDCWD, a->path, a->open_flags | O_CLOEXEC, 0);
+		/* A plain descriptor, which a stat can be asked of. */
+		io_uring_prep_openat(sqe, AT_FDCWD, a->path, a->open_flags | O_CLOEXEC, 0);
+		a->opening = true;
+	} else if (a->step == PF_OPEN_STEP_STAT) {
+		io_uring_prep_statx(sqe, a->open_fd, "", AT_EMPTY_PATH, PF_STATX_MASK, &a->stx);
 	} else {
-		io_uring_prep_statx(sqe, AT_FDCWD, a->path, 0, PF_STATX_MASK, &a->stx);
+		/* liburing 2.3 sends the offset as it is: ALLOC, a slot the
+		 * kernel picks (5.19), written over install_fd. */
+		io_uring_prep_files_update(sqe, &a->install_fd, 1, (int)IORING_FILE_INDEX_ALLOC);
 	}
 	/* On FUSE the open (and a stat) blocks even with its lookup cached:
 	 * straight to an io-wq worker, so that many are in flight and the
 	 * submitter never waits out a round trip. */
-	if (a->blocking)
+	if (a->blocking && a->step != PF_OPEN_STEP_INSTALL)
 		sqe->flags |= IOSQE_ASYNC;
 	io_uring_sqe_set_data(sqe, tagged(a, TAG_READ));
 	step_sent(io, a);
 	return 0;
+}
+
+/* The move of an open file's descriptor into the table ended with res
+ * (1, or -errno): the file is read through its slot, the plain
+ * descriptor closed (on FUSE through the ring: a close there waits for
+ * the daemon's flush); or, the table full (ENFILE) or the kernel unable
+ * to pick a slot (EINVAL before 5.19, from now on every file), through
+ * the plain descriptor. */
+static void install_done(pf_io *io, pf_io_op *op, int64_t res)
+{
+	pf_io_file *f = &io->files[op->req->file];
+	struct io_uring_sqe *sqe;
+
+	if (res < 0) {
+		if (res == -EINVAL)
+			io->fixed_opens = false;
+		return;
+	}
+	f->kslot = op->install_fd;
+	if (op->blocking && sq_room(io) == 0) {
+		sqe = io_uring_get_sqe(&io->ring);
+		io_uring_prep_close(sqe, f->fd);
+		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)TAG_CLOSE);
+		io->sq_pending++;
+	} else {
+		close(f->fd);
+	}
+	f->fd = -1;
 }
 
 static int issue_read(pf_io *io, pf_io_op *a)
@@ -324,16 +343,11 @@ static unsigned start(pf_io *io, pf_io_op *op)
  * start the next. */
 static unsigned finish(pf_io *io, pf_io_op *op, int64_t res)
 {
-	if (op->req->open && op->step == PF_OPEN_STEP_OPEN && op->fixed &&
-	    (res == -ENFILE || (res == -EINVAL && !(op->open_flags & O_DIRECT)))) {
-		/* The registered table is full (ENFILE), or the kernel opens
-		 * into it only at a slot it is given (EINVAL before 5.19):
-		 * this file, or from now every file, gets a plain descriptor.
-		 * The open is issued again, as planned. */
-		if (res == -EINVAL)
-			io->fixed_opens = false;
-		op->no_fixed = true;
-		return start(io, op);
+	if (op->req->open && op->step == PF_OPEN_STEP_OPEN)
+		op->opening = false;
+	if (op->req->open && op->step == PF_OPEN_STEP_INSTALL) {
+		install_done(io, op, res);
+		res = 0;
 	}
 	if (pf_io_account(io, op, res)) {
 		pf_io_complete(io, op);
@@ -504,6 +518,55 @@ static int uring_run(pf_io *io, unsigned min)
 	}
 }
 
+/* Opens still in the kernel make plain descriptors, which the ring's
+ * end would not close (a registered slot goes with it): each is
+ * cancelled, its completion waited for and what it opened closed. */
+static void opens_drain(pf_io *io)
+{
+	unsigned left = 0;
+
+	for (unsigned i = 0; i < io->queue_depth; i++) {
+		pf_io_op *a = &io->ops[i];
+		struct io_uring_sqe *sqe;
+
+		if (!a->opening || sq_room(io) < 0)
+			continue;
+		sqe = io_uring_get_sqe(&io->ring);
+		io_uring_prep_cancel(sqe, tagged(a, TAG_READ), 0);
+		io_uring_sqe_set_data(sqe, tagged(a, TAG_CANCEL));
+		left++;
+	}
+	while (left) {
+		struct io_uring_cqe *cqe;
+		pf_io_op *a;
+		uintptr_t data;
+
+		if (io_uring_submit_and_wait(&io->ring, 1) < 0 && io_uring_peek_cqe(&io->ring, &cqe))
+			break;
+		while (io_uring_peek_cqe(&io->ring, &cqe) == 0) {
+			data = (uintptr_t)io_uring_cqe_get_data(cqe);
+			a = (pf_io_op *)(data & ~(uintptr_t)TAG_MASK);
+			if ((data & TAG_MASK) == TAG_READ && a && a->opening) {
+				a->opening = false;
+				if (cqe->res >= 0)
+					close(cqe->res);
+				left--;
+			}
+			io_uring_cqe_seen(&io->ring, cqe);
+		}
+	}
+}
+
+static void uring_exit(pf_io *io)
+{
+	if (io->ring_ready && io->ops)
+		opens_drain(io);
+	if (io->ring_ready)
+		io_uring_queue_exit(&io->ring);
+	io->ring_ready = false;
+	pf_free(io->buf_live);
+	io->buf_live = NULL;
+}
 const pf_io_backend pf_io_uring_backend = {
 	.name = "io_uring",
 	.init = uring_init,

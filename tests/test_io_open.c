@@ -3,8 +3,10 @@
  * beside reads, closes that free the index for the next file, more files
  * than the ring's registered table (and than the old 4,096-file table)
  * through one engine, failed opens naming the file (missing, a
- * directory, no permission), and the "open-" faults, retried or not;
- * pf_stat_many(). */
+ * directory, no permission, a FIFO or a device: refused without waiting,
+ * what is kept being what was stat'ed), descriptors kept blocking, an
+ * engine freed with opens in flight closing what they opened, and the
+ * "open-" faults, retried or not; pf_stat_many(). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <dirent.h>
@@ -282,6 +284,104 @@ ParameterizedTest(int *which, io_open, failed_opens_name_the_file)
 		cr_assert_eq(st.opens.errors, 4);
 	}
 	pf_io_free(io);
+}
+
+ParameterizedTestParameters(io_open, only_regular_files_are_kept)
+{
+	return both_backends();
+}
+
+/* What an open keeps is what its stat saw: the stat is of the opened
+ * descriptor, not of the path before the open (a path swapped for a FIFO
+ * between the two would be opened, and a FIFO's open without O_NONBLOCK
+ * waits for a writer, forever).  A FIFO with no writer and a character
+ * device are opened without waiting and refused, naming the file and
+ * what it is; a regular file is kept, blocking, with O_DIRECT when asked
+ * for, its size the descriptor's. */
+ParameterizedTest(int *which, io_open, only_regular_files_are_kept)
+{
+	const char *d = tu_tmpdir();
+	char fifo[256], reg[256], line[1024];
+	pf_io *io = tu_engine(backend_names[*which], (pf_io_config){ .max_files = 1 });
+	unsigned fds0 = open_fds();
+	pf_io_req r;
+	pf_error err;
+	int f, fl;
+
+	snprintf(fifo, sizeof(fifo), "%s/shard-0.tfrecord.zst", d);
+	snprintf(reg, sizeof(reg), "%s/shard-1.tfrecord.zst", d);
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	tu_write_file(reg, "0123456789abcdef", 16);
+
+	cr_assert_eq(open_one(io, fifo, &r, &err), -EINVAL);
+	pf_error_format(&err, line, sizeof(line));
+	cr_assert_str_eq(err.file, fifo);
+	cr_assert(strstr(line, "is a FIFO, not a regular file"), "%s", line);
+	cr_assert_eq(pf_io_close_file(io, r.file), 0);
+	cr_assert_eq(pf_io_add_file(io, "/dev/null", 0, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "is a character device, not a regular file"), "%s", err.msg);
+	cr_assert_eq(open_fds(), fds0, "a refused open keeps no descriptor");
+
+	/* Regular: kept blocking, O_DIRECT as asked (this directory is on a
+	 * disk where the kernel allows it; else the open falls back). */
+	f = pf_io_add_file(io, reg, PF_IO_DIRECT, &err);
+	cr_assert_geq(f, 0, "%s", err.msg);
+	cr_assert_eq(pf_io_file_size(io, (uint32_t)f), 16);
+	if (io->files[f].fd >= 0) {
+		fl = fcntl(io->files[f].fd, F_GETFL);
+		cr_assert_geq(fl, 0);
+		cr_assert_eq(fl & O_NONBLOCK, 0, "the kept descriptor blocks");
+		cr_assert_eq(!!(fl & O_DIRECT), pf_io_file_direct(io, (uint32_t)f));
+	} else {
+		cr_assert_geq(io->files[f].kslot, 0);
+	}
+	/* The table holds one file: the second open is a plain descriptor
+	 * (io_uring), checked the same way. */
+	{
+		int g = pf_io_add_file(io, reg, 0, &err);
+
+		cr_assert_geq(g, 0, "%s", err.msg);
+		cr_assert_geq(io->files[g].fd, 0);
+		fl = fcntl(io->files[g].fd, F_GETFL);
+		cr_assert_eq(fl & (O_NONBLOCK | O_DIRECT), 0);
+		cr_assert_eq(pf_io_close_file(io, (uint32_t)g), 0);
+	}
+	cr_assert_eq(pf_io_close_file(io, (uint32_t)f), 0);
+	cr_assert_eq(open_fds(), fds0);
+	pf_io_free(io);
+}
+
+ParameterizedTestParameters(io_open, freed_with_opens_in_flight)
+{
+	return both_backends();
+}
+
+/* An engine freed while opens are in the kernel or on its threads, some
+ * opened and not yet stat'ed: every descriptor they made is closed. */
+ParameterizedTest(int *which, io_open, freed_with_opens_in_flight)
+{
+	char **paths = make_files(16);
+	unsigned fds0 = open_fds();
+	pf_io_req r[16];
+
+	for (unsigned round = 0; round < 4; round++) {
+		pf_io *io = tu_engine(backend_names[*which], (pf_io_config){ .queue_depth = 16 });
+		pf_io_req *done[16];
+
+		for (unsigned i = 0; i < 16; i++) {
+			r[i] = (pf_io_req){ 0 };
+			cr_assert_eq(pf_io_open(io, &r[i], paths[i], 0), 0);
+		}
+		/* Round 0 reaps nothing; the others some, so that the rest
+		 * are at each of their steps. */
+		if (round)
+			cr_assert_geq(pf_io_reap(io, done, round * 4, round * 4), (int)round * 4);
+		pf_io_free(io);
+		cr_assert_eq(open_fds(), fds0, "round %u", round);
+	}
+	for (unsigned i = 0; i < 16; i++)
+		free(paths[i]);
+	free(paths);
 }
 
 ParameterizedTestParameters(io_open, open_and_close_rules)
