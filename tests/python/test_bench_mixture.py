@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: Apache-2.0
+# tools/bench/mixture's arguments: the sets chosen, the refusals, and the
+# two command lines each set runs (loadbench and the data faked: the
+# benchmark itself is not a test).
+import importlib.machinery
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parent.parent.parent / "tools/bench/mixture"
+
+
+def load():
+    loader = importlib.machinery.SourceFileLoader("bench_mixture", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("bench_mixture", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_sets_chosen_in_order_each_once():
+    m = load()
+    assert m.sets_chosen(None) == ["default"]
+    assert m.sets_chosen(["all"]) == list(m.SETS)
+    assert m.sets_chosen(["threads1", "small,threads1", "default"]) == [
+        "default", "small", "threads1"]
+    with pytest.raises(ValueError, match="no set named 'tiny'"):
+        m.sets_chosen(["small", "tiny"])
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--set", "nosuch"], "no set named 'nosuch'"),
+    (["--set", "default,", "--runs", "3"], "no set named ''"),
+    (["--epochs", "0"], "--epochs 0: at least 1"),
+    (["--runs", "0"], "--runs 0: at least 1"),
+])
+def test_bad_arguments_refused_before_any_run(args, says, tmp_path):
+    # --build names a directory that is no build: a refusal must come first.
+    out = subprocess.run([sys.executable, str(SCRIPT), "--build", str(tmp_path), *args],
+                         capture_output=True, text=True)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert says in out.stderr
+
+
+def fake(m, monkeypatch, sizes):
+    """prepare() with the data made elsewhere and each source's records
+    as SIZES."""
+    calls = iter(sizes)
+    monkeypatch.setattr(m, "make_parts", lambda build, data, key, split:
+                        (data / key, data / "parts"))
+    monkeypatch.setattr(m, "loadbench", lambda build, args:
+                        ({"records_per_epoch": next(calls)}, 0.0, 0.0))
+
+
+def test_command_lines_of_a_set(monkeypatch, tmp_path):
+    m = load()
+    fake(m, monkeypatch, [34375, 34375, 31250])
+    c = m.prepare(tmp_path, tmp_path, "default", None)
+    assert c["one"] == ["--threads", "2", "--per-core-batch", "32", "--shuffle",
+                        "--epochs", "2", str(tmp_path / "tokz")]
+    assert c["three"][:7] == c["one"][:7]
+    assert c["three"][7:] == [
+        "--source", f"p0=34375:{tmp_path / 'parts/p0'}",
+        "--source", f"p1=34375:{tmp_path / 'parts/p1'}",
+        "--source", f"p2=31250:{tmp_path / 'parts/p2'}"]
+
+
+def test_weights_not_by_size_run_the_same_steps(monkeypatch, tmp_path):
+    m = load()
+    fake(m, monkeypatch, [34375, 34375, 31250])
+    c = m.prepare(tmp_path, tmp_path, "weights-epochs", 3)
+    # 3 epochs of the 100,000 records in batches of 32, on both sides.
+    assert c["one"][c["one"].index("--steps") + 1] == "9375"
+    assert c["three"][c["three"].index("--steps") + 1] == "9375"
+    assert "--epochs" not in c["one"] + c["three"]
+    assert [a.split(":")[0] for a in c["three"] if a.startswith("p")] == [
+        "p0=0.1", "p1=0.2", "p2=0.7"]
+
+
+def test_epochs_given_is_every_sets(monkeypatch, tmp_path):
+    m = load()
+    fake(m, monkeypatch, [700, 700, 600] * 2)
+    c = m.prepare(tmp_path, tmp_path, "bytes", None)
+    assert c["epochs"] == 8 and c["one"][c["one"].index("--epochs") + 1] == "8"
+    c = m.prepare(tmp_path, tmp_path, "bytes", 7)
+    assert c["epochs"] == 7 and c["three"][c["three"].index("--epochs") + 1] == "7"
