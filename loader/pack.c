@@ -456,6 +456,33 @@ static void drop_steps(pf_pack_run *pk, uint64_t from, uint64_t to)
 /* Place inner record (core 0, row r of pk->ib): its values copied into
  * its packed rows, unless a decode thread wrote them there
  * (pack_direct.c). */
+/* Record r of the inner batch has got values of feature f where the plan
+ * has planned (the records planned after it would be misplaced): the
+ * error names its file and its record there. */
+static int not_the_plan(pf_loader *l, pf_pack_run *pk, uint32_t r, uint32_t f, uint32_t got,
+			uint32_t planned)
+{
+	const pf_loader *in = pk->inner;
+	uint64_t at = pk->ib->step * PF_PACK_GROUP + r;
+	pf_pack_where w;
+	int ret;
+
+	ret = pf_pack_plan_where(in, l->cfg.seed, pk->ib->epoch, at, pk->lengths, pk->nf, pk->cap,
+				 &w);
+	pf_error_set(&l->err, -EIO, PF_OFFSET_NONE, 0,
+		     "packing: %u values of '%s' where its plan has %u (record %llu of epoch %u "
+		     "on this host; did the data change since it was opened?)",
+		     got, l->spec.f[pk->fout[f]].name, planned, (unsigned long long)at,
+		     pk->ib->epoch);
+	/* Its file and its record there (pf_error_format() says both). */
+	if (ret == 0) {
+		pf_error_set_file(&l->err, in->ds->paths[w.file]);
+		l->err.frame = -1;
+		l->err.record = (int64_t)w.record;
+	}
+	return -EIO;
+}
+
 static int place(pf_loader *l, pf_pack_run *pk, const pack_group *g, uint32_t r)
 {
 	const pack_rec *pr = g ? &g->rec[r] : NULL;
@@ -497,14 +524,7 @@ static int place(pf_loader *l, pf_pack_run *pk, const pack_group *g, uint32_t r)
 			uint32_t got = state == PACK_REC_DIFFERS ? pr->got[f] : len[f];
 
 			if (got != pr->len[f])
-				return pf_error_set(&l->err, -EIO, PF_OFFSET_NONE, 0,
-						    "packing: record %llu of epoch %u on this "
-						    "host has %u values of '%s', its plan %u "
-						    "(did the data change since it was opened?)",
-						    (unsigned long long)(pk->ib->step *
-									 PF_PACK_GROUP + r),
-						    pk->ib->epoch, got, s->f[pk->fout[f]].name,
-						    pr->len[f]);
+				return not_the_plan(l, pk, r, f, got, pr->len[f]);
 		}
 		copy = state != PACK_REC_PLACED;
 		if (!copy) {

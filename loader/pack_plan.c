@@ -34,7 +34,7 @@ static int place_range(const pf_loader *inner, const pf_topology *t, uint32_t w,
 		       uint32_t slice, uint32_t group, uint64_t seed, uint32_t epoch, uint64_t b, uint64_t e,
 		       const uint32_t *len, uint32_t nf, uint32_t cap, const uint64_t *file_base,
 		       pf_packer *scratch, uint32_t *perm, uint32_t *order,
-		       uint64_t *norder)
+		       uint64_t *norder, pf_pack_where *where)
 {
 	const pf_dataset *ds = inner->ds;
 	pf_epoch_plan p = { 0 };
@@ -84,6 +84,10 @@ static int place_range(const pf_loader *inner, const pf_topology *t, uint32_t w,
 			u = &ds->units[p.seg[si].unit];
 			rec = file_base[u->file] + (u->stream ? 0 : u->first_record) + p.seg[si].first +
 			      (at - seg_start);
+			if (where) {	/* the last output's file and record */
+				where->file = u->file;
+				where->record = rec - file_base[u->file];
+			}
 			for (uint32_t f = 0; f < nf; f++)
 				l[f] = len[rec * nf + f] < cap ? len[rec * nf + f] : cap;
 			if (order)	/* the host's lengths in its output order */
@@ -135,7 +139,7 @@ static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint
 	ret = place_range(inner, &t, inner->wblock, inner->shuffle_rows, inner->slice, inner->group,
 			  seed, epoch,
 			  0, UINT64_MAX, len, nf, cap, file_base, &scratch, perm, NULL,
-			  NULL);
+			  NULL, NULL);
 	return ret < 0 ? ret : (int64_t)scratch.next_row;
 }
 
@@ -161,7 +165,7 @@ int pf_pack_plan_pieces(const pf_loader *inner, const pf_packer *pk, uint64_t se
 		t.host_index = pieces[i].host;
 		ret = place_range(inner, &t, w, permute, slice, group, seed, epoch, pieces[i].begin,
 				  pieces[i].end, len, nf, cap, file_base, &scratch, perm, NULL,
-				  NULL);
+				  NULL, NULL);
 	}
 	*rows = scratch.next_row;
 out:
@@ -218,8 +222,25 @@ int pf_pack_plan_order(const pf_loader *inner, uint64_t seed,
 	if (file_base && perm)
 		ret = place_range(inner, &inner->topo, inner->wblock, inner->shuffle_rows,
 				  inner->slice, inner->group, seed, epoch, 0, UINT64_MAX, len, nf,
-				  cap, file_base, NULL, perm, order, norder);
+				  cap, file_base, NULL, perm, order, norder, NULL);
 	pf_free(file_base);
 	pf_free(perm);
 	return ret;
+}
+
+int pf_pack_plan_where(const pf_loader *inner, uint64_t seed, uint32_t epoch, uint64_t at,
+		       const uint32_t *len, uint32_t nf, uint32_t cap, pf_pack_where *where)
+{
+	uint64_t *file_base = file_bases(inner->ds);
+	uint32_t *perm = pf_malloc(2 * (size_t)inner->wblock * sizeof(*perm));
+	int ret = -ENOMEM;
+
+	where->file = UINT32_MAX;
+	if (file_base && perm)
+		ret = place_range(inner, &inner->topo, inner->wblock, inner->shuffle_rows,
+				  inner->slice, inner->group, seed, epoch, at, at + 1, len, nf,
+				  cap, file_base, NULL, perm, NULL, NULL, where);
+	pf_free(file_base);
+	pf_free(perm);
+	return ret < 0 ? ret : where->file == UINT32_MAX ? -ERANGE : 0;
 }

@@ -791,6 +791,17 @@ int pf_pack_plan_steps(const pf_loader *inner, const struct pf_packer *pk, uint6
 int pf_pack_plan_order(const pf_loader *inner, uint64_t seed,
 		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
 		       uint32_t *order, uint64_t *norder);
+/* Where output `at` of this host's stream of epoch `epoch` (as
+ * pf_pack_plan_order() orders it) comes from: its file (an index into
+ * inner->ds->paths) and its record number in the file.  For an error's
+ * words: it plans the epoch again.  @return 0, -ERANGE (past the
+ * host's quota) or -ENOMEM. */
+typedef struct pf_pack_where {
+	uint32_t file;
+	uint64_t record;
+} pf_pack_where;
+int pf_pack_plan_where(const pf_loader *inner, uint64_t seed, uint32_t epoch, uint64_t at,
+		       const uint32_t *len, uint32_t nf, uint32_t cap, pf_pack_where *where);
 /* The rows the packer pk (empty) makes of the records of pieces, in order
  * (pieces of epoch `epoch`'s streams of the topology origin, in blocks of
  * w records, permuted or not, slices): a host's share of an epoch resumed

@@ -7,8 +7,10 @@
  * resumed mid-epoch, from indexed shards and from stream files; the same
  * counts; and the records really placed by
  * the decode threads (pack_direct_records), most of them when unshuffled
- * on one host. */
+ * on one host; a record whose lengths are not the plan's, named by its
+ * file and its record there. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,4 +314,70 @@ Test(packdirect, resumed_mid_epoch_same_batches)
 			}
 	free(ref);
 	free(got);
+}
+
+/* path's TFRecord records in reverse order: the same bytes, so the same
+ * size, and the same record count; other lengths at most places. */
+static void reverse_records(const char *path)
+{
+	size_t len, at = 0, n = 0, out = 0;
+	uint8_t *b = tu_read_file(path, &len), *r = malloc(len);
+	size_t start[4096], size[4096];
+
+	while (at < len) {
+		uint64_t dl;
+
+		cr_assert_lt(n, 4096);
+		memcpy(&dl, b + at, 8);
+		start[n] = at;
+		size[n++] = 16 + dl;
+		at += 16 + dl;
+	}
+	cr_assert_eq(at, len);
+	while (n--) {
+		memcpy(r + out, b + start[n], size[n]);
+		out += size[n];
+	}
+	tu_write_file(path, r, len);
+	free(b);
+	free(r);
+}
+
+/* A stream file rewritten after the dataset was opened (its lengths
+ * measured then), the same size: a planned record's lengths are not the
+ * plan's, and the error names that file and the record in it.  The file
+ * is one of the last of 40, which the loader cannot reach before the
+ * consumer has taken most of the steps (its buffers and batches are a
+ * few records' worth), so it is read after the rewrite. */
+Test(packdirect, lengths_not_the_plans_name_the_file)
+{
+	const char *d = tu_tmpdir(), *st = tu_env_tool("SHARDTOOL");
+	char plain[1024], changed[1100], line[1536];
+	const char *paths[] = { plain };
+	setting s = { PF_PACK_FIRST_FIT, false, 1, 0, 1, 128 };
+	pf_loader_config cfg = config(paths, &s);
+	const pf_error *e;
+	pf_loader *l;
+	pf_batch *b;
+	int ret;
+
+	cr_assert_eq(tu_system("%s synth --kind text --records 4000 --shards 40 --median-tokens 40 "
+			       "--max-tokens 100 --seed 4 --out %s/plain >/dev/null", st, d), 0);
+	snprintf(plain, sizeof(plain), "%s/plain", d);
+	snprintf(changed, sizeof(changed), "%s/plain/text-00036-of-00040.tfrecord", d);
+	cfg.epochs = 1;
+	cfg.io_depth = 1;
+	cfg.prefetch = 1;
+	l = create(&cfg, true);
+	reverse_records(changed);
+	while ((ret = pf_loader_next(l, &b)) == 1)
+		pf_loader_release(l, b);
+	cr_assert_eq(ret, -EIO, "%d", ret);
+	e = pf_loader_last_error(l);
+	pf_error_format(e, line, sizeof(line));
+	cr_assert_str_eq(e->file, changed, "%s", line);
+	cr_assert(e->record >= 0 && e->record < 100, "%s", line);
+	cr_assert(strstr(line, "where its plan has") && strstr(line, "did the data change"),
+		  "%s", line);
+	pf_loader_free(l);
 }
