@@ -6,25 +6,9 @@
 
 #include "formats_internal.h"
 
-static size_t varint_size(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
 static uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
+	return p + pf_varint_put(p, v);
 }
 
 /* Size of the list message inside a Feature (BytesList etc.). */
@@ -35,15 +19,15 @@ static size_t list_size(const pf_feature *f)
 	switch (f->kind) {
 	case PF_KIND_BYTES:
 		for (uint32_t i = 0; i < f->count; i++)
-			n += 1 + varint_size(f->v.bytes[i].len) + f->v.bytes[i].len;
+			n += 1 + pf_varint_size(f->v.bytes[i].len) + f->v.bytes[i].len;
 		return n;
 	case PF_KIND_FLOAT:
 		n = 4ull * f->count;
-		return f->count ? 1 + varint_size(n) + n : 0;
+		return f->count ? 1 + pf_varint_size(n) + n : 0;
 	case PF_KIND_INT64:
 		for (uint32_t i = 0; i < f->count; i++)
-			n += varint_size((uint64_t)f->v.int64s[i]);
-		return f->count ? 1 + varint_size(n) + n : 0;
+			n += pf_varint_size((uint64_t)f->v.int64s[i]);
+		return f->count ? 1 + pf_varint_size(n) + n : 0;
 	case PF_KIND_NONE:
 		break;
 	}
@@ -55,7 +39,7 @@ static size_t feature_size(const pf_feature *f)
 {
 	size_t l = list_size(f);
 
-	return f->kind == PF_KIND_NONE ? 0 : 1 + varint_size(l) + l;
+	return f->kind == PF_KIND_NONE ? 0 : 1 + pf_varint_size(l) + l;
 }
 
 /* Size of one map entry message {key=1, value=2}. */
@@ -63,7 +47,7 @@ static size_t entry_size(const pf_feature *f)
 {
 	size_t fs = feature_size(f);
 
-	return 1 + varint_size(f->name_len) + f->name_len + 1 + varint_size(fs) + fs;
+	return 1 + pf_varint_size(f->name_len) + f->name_len + 1 + pf_varint_size(fs) + fs;
 }
 
 int64_t pf_example_encode(const pf_feature *features, uint32_t n, void *dst,
@@ -74,9 +58,9 @@ int64_t pf_example_encode(const pf_feature *features, uint32_t n, void *dst,
 
 	for (uint32_t i = 0; i < n; i++) {
 		size_t e = entry_size(&features[i]);
-		feats += 1 + varint_size(e) + e;
+		feats += 1 + pf_varint_size(e) + e;
 	}
-	total = 1 + varint_size(feats) + feats;
+	total = 1 + pf_varint_size(feats) + feats;
 	if (total > cap)
 		return -ENOBUFS;
 
@@ -121,7 +105,7 @@ int64_t pf_example_encode(const pf_feature *features, uint32_t n, void *dst,
 			if (!f->count)
 				break;
 			for (uint32_t k = 0; k < f->count; k++)
-				payload += varint_size((uint64_t)f->v.int64s[k]);
+				payload += pf_varint_size((uint64_t)f->v.int64s[k]);
 			p = put_varint(p, 1 << 3 | 2);
 			p = put_varint(p, payload);
 			for (uint32_t k = 0; k < f->count; k++)
@@ -129,8 +113,8 @@ int64_t pf_example_encode(const pf_feature *features, uint32_t n, void *dst,
 			break;
 		}
 			p = put_varint(p, 1 << 3 | 2);
-			p = put_varint(p, ls - 1 - varint_size(ls - 1 -
-				varint_size(ls) + 0) * 0 - 1 - 0 + 1 - 1);
+			p = put_varint(p, ls - 1 - pf_varint_size(ls - 1 -
+				pf_varint_size(ls) + 0) * 0 - 1 - 0 + 1 - 1);
 			break;
 		case PF_KIND_NONE:
 			break;

@@ -122,6 +122,34 @@ int pf_sequence_example_decode_ref(const void *rec, size_t len,
 				   pf_arena *arena, pf_example *out,
 				   pf_error *err);
 
+/* The protobuf varint of v (its 7-bit groups, low first, each but the
+ * last with the top bit set) into p, which has room for 10 bytes.
+ * @return its length, 1 to 10.  The one varint writer of the library,
+ * its tests and tools. */
+static inline size_t pf_varint_put(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* The length pf_varint_put() writes for v. */
+static inline size_t pf_varint_size(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
 /* Use the named varint path from now on, for tests and benchmarks (not
  * while other threads decode).  @return 0, -ENOTSUP when the CPU lacks
  * it, -EINVAL for an unknown name. */

@@ -18,11 +18,7 @@ static int put(pf_len_col *c, uint64_t v)
 {
 	if (c->len + 10 > c->cap && pf_grow(&c->buf, &c->cap, c->len + 10, 1) < 0)
 		return -ENOMEM;
-	while (v >= 0x80) {
-		c->buf[c->len++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	c->buf[c->len++] = (uint8_t)v;
+	c->len += pf_varint_put(c->buf + c->len, v);
 	return 0;
 }
 

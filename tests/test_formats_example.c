@@ -80,15 +80,9 @@ static wire *w_bytes(wire *w, const char *hex)	/* "0a 00 ..." */
 
 static wire *w_varint(wire *w, uint64_t v)
 {
-	uint8_t b;
+	uint8_t b[10];
 
-	while (v >= 0x80) {
-		b = (uint8_t)(v | 0x80);
-		w_raw(w, &b, 1);
-		v >>= 7;
-	}
-	b = (uint8_t)v;
-	return w_raw(w, &b, 1);
+	return w_raw(w, b, pf_varint_put(b, v));
 }
 
 static wire *w_tag(wire *w, uint32_t field, unsigned wt)

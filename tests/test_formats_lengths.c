@@ -161,18 +161,6 @@ Test(lengths, a_shard_without_a_schema_tells_nothing)
  * length and the frame's size rewritten, so that only the entry is
  * wrong. */
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
 /* A RecordLengths entry (field 14 of ShardIndex): version (omitted when
  * 0), name, counts. */
 static size_t entry(uint8_t *out, uint32_t version, const char *name, const uint8_t *counts,
@@ -183,18 +171,18 @@ static size_t entry(uint8_t *out, uint32_t version, const char *name, const uint
 
 	if (version) {
 		msg[n++] = 0x08;
-		n += put_varint(msg + n, version);
+		n += pf_varint_put(msg + n, version);
 	}
 	msg[n++] = 0x12;
-	n += put_varint(msg + n, strlen(name));
+	n += pf_varint_put(msg + n, strlen(name));
 	memcpy(msg + n, name, strlen(name));
 	n += strlen(name);
 	msg[n++] = 0x1a;
-	n += put_varint(msg + n, ncounts);
+	n += pf_varint_put(msg + n, ncounts);
 	memcpy(msg + n, counts, ncounts);
 	n += ncounts;
 	out[k++] = 0x72;
-	k += put_varint(out + k, n);
+	k += pf_varint_put(out + k, n);
 	memcpy(out + k, msg, n);
 	return k + n;
 }
@@ -297,7 +285,7 @@ Test(lengths, malformed_sections_are_refused_by_name)
 	expect_refused(&m, buf, n, false, -EBADMSG,
 		       "record lengths of 'tokens': bytes after the shard's last record's count "
 		       "(byte 10 of 11");
-	k = put_varint(c, 1ull << 32);
+	k = pf_varint_put(c, 1ull << 32);
 	memcpy(c + k, ten, 9);
 	n = entry(buf, 1, "tokens", c, k + 9);
 	expect_refused(&m, buf, n, false, -EBADMSG, "record lengths of 'tokens': a count over 2^32 - 1");

@@ -76,13 +76,7 @@ static size_t put_varint(uint8_t *p, uint64_t v, unsigned n)
 
 static unsigned varint_len(uint64_t v)
 {
-	unsigned n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
+	return (unsigned)pf_varint_size(v);
 }
 
 static const int64_t bounds[][2] = {

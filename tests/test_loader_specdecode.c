@@ -54,11 +54,11 @@ static void put_byte(sd_buf *b, uint8_t v)
 
 static void put_varint(sd_buf *b, uint64_t v)
 {
-	while (v >= 0x80) {
-		put_byte(b, (uint8_t)(v | 0x80));
-		v >>= 7;
-	}
-	put_byte(b, (uint8_t)v);
+	uint8_t t[10];
+	size_t n = pf_varint_put(t, v);
+
+	for (size_t i = 0; i < n; i++)
+		put_byte(b, t[i]);
 }
 
 static void put_bytes(sd_buf *b, const void *p, size_t n)

@@ -322,17 +322,6 @@ typedef struct lists {
 	size_t *off, *blen, *count;
 } lists;
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
 
 static int int64_lists(const recset *rs, pf_arena *arena, lists *l)
 {
@@ -358,7 +347,7 @@ static int int64_lists(const recset *rs, pf_arena *arena, lists *l)
 				continue;
 			l->off[l->n] = l->len;
 			for (uint32_t v = 0; v < f->count; v++)
-				l->len += put_varint(l->data + l->len,
+				l->len += pf_varint_put(l->data + l->len,
 						     (uint64_t)f->v.int64s[v]);
 			l->blen[l->n] = l->len - l->off[l->n];
 			l->count[l->n] = f->count;
