@@ -52,7 +52,7 @@ def fake(m, monkeypatch, sizes):
     monkeypatch.setattr(m, "make_parts", lambda build, data, key, split:
                         (data / key, data / "parts"))
     monkeypatch.setattr(m, "loadbench", lambda build, args:
-                        ({"records_per_epoch": next(calls)}, 0.0, 0.0))
+                        ({"records_per_epoch": next(calls)}, {}))
 
 
 def test_command_lines_of_a_set(monkeypatch, tmp_path):
@@ -87,3 +87,27 @@ def test_epochs_given_is_every_sets(monkeypatch, tmp_path):
     assert c["epochs"] == 8 and c["one"][c["one"].index("--epochs") + 1] == "8"
     c = m.prepare(tmp_path, tmp_path, "bytes", 7)
     assert c["epochs"] == 7 and c["three"][c["three"].index("--epochs") + 1] == "7"
+
+
+def test_figures_are_medians_of_each_runs_ratios():
+    m = load()
+
+    def run(rate, cpu_s, records, steady, wall, vcsw):
+        return m.side({"records_per_s": rate, "records": records,
+                       "steady_records_per_s": steady, "first_batch_ms": 5.0,
+                       "threads": 2},
+                      {"cpu": cpu_s, "wall": wall, "vcsw": vcsw, "ivcsw": 0})
+
+    one = [run(100.0, 1.0, 1000, 120.0, 2.0, 10), run(200.0, 1.0, 1000, None, 1.0, 20),
+           run(100.0, 2.0, 1000, 100.0, 4.0, 30)]
+    three = [run(90.0, 2.0, 1000, 60.0, 2.0, 40), run(100.0, 1.25, 1000, 90.0, 1.0, 50),
+             run(300.0, 2.0, 1000, 150.0, 1.0, 60)]
+    r = m.figures("", one, three)
+    assert r["ratios"] == [0.9, 0.5, 3.0] and r["ratio_median"] == 0.9
+    assert r["cpu_ratios"] == [0.5, 0.8, 1.0] and r["cpu_ratio_median"] == 0.8
+    # A run whose steady rate is n/a on either side has no steady ratio.
+    assert r["steady_ratios"] == [0.5, 1.5] and r["steady_ratio_median"] == 1.0
+    assert r["one_source_cpu_us_per_record"] == 1000.0
+    assert r["three_sources_cpu_utilisation"] == 1.25
+    assert r["one_source_voluntary_switches_per_1k_records"] == 20.0
+    assert r["three_sources_voluntary_switches_per_1k_records"] == 50.0
