@@ -155,12 +155,13 @@ static int check_global(const pf_loader *l, pf_error *err)
 #define CONFIG_SIZE_0_5 PF_LOADER_CONFIG_SIZE_0_5
 
 /* Internal options of create(): a packer's inner loader's (lspec, opened:
- * pack.c), a mixture's source's (lookahead, sink: mixture.c). */
+ * pack.c), a mixture's source's (lookahead, sink, fit: mixture.c). */
 typedef struct create_opts {
 	const pf_spec *lspec;
 	bool *opened;
 	unsigned lookahead;
 	const pf_row_sink *sink;
+	pf_batch_fit fit;
 } create_opts;
 
 static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
@@ -199,10 +200,30 @@ int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const
 }
 
 int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
-			       unsigned lookahead, const pf_row_sink *sink, pf_error *err)
+			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
+			       pf_error *err)
 {
 	return create(out, cfg, sizeof(*cfg), NULL,
-		      &(create_opts){ .lookahead = lookahead, .sink = sink }, err);
+		      &(create_opts){ .lookahead = lookahead, .sink = sink, .fit = fit }, err);
+}
+
+/* The batch the rule fit gives for the dataset's records (at most the
+ * config's, at least 1), and what follows from it: the host batch and
+ * the shuffle's blocks of whole host batches. */
+static int fit_batch(pf_loader *l, pf_batch_fit fit, pf_error *err)
+{
+	uint32_t b = fit(l->ds->records, l->topo.num_hosts, l->topo.per_core_batch);
+	int ret;
+
+	if (b == 0 || b >= l->topo.per_core_batch)
+		return 0;
+	l->topo.per_core_batch = l->cfg.per_core_batch = b;
+	l->host_batch = l->topo.cores * b;
+	ret = pf_plan_block(l->cfg.shuffle, l->cfg.shuffle_window, l->host_batch, &l->wblock,
+			    &l->shuffle_rows, err);
+	if (ret == 0 && l->cfg.shuffle_mode == PF_SHUFFLE_GLOBAL)
+		l->slice = pf_plan_slice(l->wblock, b);
+	return ret;
 }
 
 static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
@@ -423,6 +444,11 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 					   pf_manifest_schema_count(l->ds->manifest),
 					   pf_manifest_schema_records(l->ds->manifest),
 					   l->ds->manifest_path, "manifest's", err);
+		if (ret < 0)
+			goto fail;
+	}
+	if (o->fit) {
+		ret = fit_batch(l, o->fit, err);
 		if (ret < 0)
 			goto fail;
 	}

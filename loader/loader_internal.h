@@ -427,6 +427,8 @@ typedef struct pf_mix_source_state {
 	uint32_t consumed;	/* rows of its next batch already taken */
 	uint32_t bridge_batch;	/* after an elastic resume: the batch of the */
 	uint32_t bridge_epoch;	/* loader reading the rest of this epoch (0: none) */
+	uint32_t whole_batch;	/* the batch of its loader of whole epochs (0: a
+				   state from before it was kept: pf_mix_batch()) */
 } pf_mix_source_state;
 
 typedef struct pf_mix_state {

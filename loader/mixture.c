@@ -249,10 +249,21 @@ uint32_t pf_mix_batch(const pf_mixture *m, size_t k)
 {
 	/* Its share of MIX_BATCHES host batches, rounded: few enough of its
 	 * batches a step that a batch's own cost (the call, the state kept
-	 * before it) stays small beside its rows', and its epoch's
-	 * remainder under one of them. */
+	 * before it) stays small beside its rows'. */
 	uint64_t rows = ((pf_u128)m->host_batch * MIX_BATCHES * m->src[k].q + ONE / 2) >> FIX;
 
+	return (uint32_t)(rows ? rows : 1);
+}
+
+uint32_t pf_mix_fit_batch(uint64_t records, uint32_t hosts, uint32_t cap)
+{
+	/* An epoch of MIX_EPOCH_PARTS global batches at least, so that what
+	 * it drops (under one global batch) is under 1/MIX_EPOCH_PARTS of it;
+	 * a source of fewer records than that many a host: batches of one,
+	 * fewer than one record a host dropped. */
+	uint64_t rows = records / ((uint64_t)MIX_EPOCH_PARTS * (hosts ? hosts : 1));
+
+	rows = rows < cap ? rows : cap;
 	return (uint32_t)(rows ? rows : 1);
 }
 
@@ -280,7 +291,7 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	sc.paths = ls->paths;
 	sc.npaths = ls->npaths;
 	sc.cores_per_host = 1;
-	sc.per_core_batch = batch;
+	sc.per_core_batch = batch ? batch : pf_mix_batch(m, k);
 	sc.epochs = epochs;
 	sc.max_steps = 0;
 	sc.resume = nblobs ? blobs : NULL;
@@ -321,27 +332,37 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	 * there: its rows go straight into them from the first. */
 	ret = pf_loader_create_lookahead(out, &sc, lookahead,
 					 m->started && parts == 1 && !m->no_direct
-						 ? &m->sinks[k].sink : NULL, &e);
+						 ? &m->sinks[k].sink : NULL,
+					 batch ? NULL : pf_mix_fit_batch, &e);
 	if (ret < 0)
 		pf_mix_source_error(err, s->name, &e);
 	return ret;
 }
 
 /* Source k's loader of whole epochs without end: the mixture's topology
- * with one core, resumed from blob when there is one. */
+ * with one core, resumed from blob when there is one, in batches of
+ * `batch` rows (0: fitted to its records). */
 static int open_source(pf_mixture *m, const pf_loader_config *cfg, size_t k,
-		       const void *blob, size_t blob_len, pf_error *err)
+		       const void *blob, size_t blob_len, uint32_t batch, pf_error *err)
 {
 	mix_source *s = &m->src[k];
 	pf_state_blob sb = { blob, blob_len };
-	int ret = pf_mix_open_loader(m, cfg, k, &sb, blob ? 1 : 0, pf_mix_batch(m, k),
-				     UINT32_MAX, 1, &s->l, err);
+	int ret = pf_mix_open_loader(m, cfg, k, &sb, blob ? 1 : 0, batch, UINT32_MAX, 1, &s->l,
+				     err);
 
 	if (ret < 0)
 		return ret;
-	s->sub_batch = pf_mix_batch(m, k);
+	s->sub_batch = s->whole_batch = s->l->topo.per_core_batch;
 	s->epoch_records = pf_loader_steps_per_epoch(s->l) * s->sub_batch;
 	return 0;
+}
+
+/* The batch of source k's loader of whole epochs a state was saved with:
+ * the state says it, or, saved before batches were fitted to the
+ * sources' records, pf_mix_batch(). */
+static uint32_t saved_batch(const pf_mixture *m, size_t k, const pf_mix_source_state *ss)
+{
+	return ss->whole_batch ? ss->whole_batch : pf_mix_batch(m, k);
 }
 
 static uint64_t mix_digest(const pf_mixture *m, const pf_loader_config *cfg)
@@ -477,7 +498,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		 * decoders write into them from their first record on (what
 		 * they wrote into their own batches before would be faulted
 		 * in for nothing, and copied). */
-		ret = open_source(m, cfg, 0, NULL, 0, err);
+		ret = open_source(m, cfg, 0, NULL, 0, 0, err);
 		if (ret == 0)
 			ret = make_batches(m, cfg, err);
 		if (ret == 0) {
@@ -485,7 +506,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 			pf_mix_start_batches(m);
 		}
 		for (size_t k = 1; k < m->n && ret == 0; k++)
-			ret = open_source(m, cfg, k, NULL, 0, err);
+			ret = open_source(m, cfg, k, NULL, 0, 0, err);
 		if (ret < 0)
 			goto fail;
 	}
@@ -536,7 +557,7 @@ static int open_bridge(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 {
 	mix_source *s = &m->src[k];
 	pf_state_blob sb = { ss->state, ss->state_len };
-	pf_topology t = { m->topo.host_index, m->topo.num_hosts, 1, pf_mix_batch(m, k) };
+	pf_topology t = { m->topo.host_index, m->topo.num_hosts, 1, saved_batch(m, k, ss) };
 	uint8_t *fresh = NULL;
 	size_t flen = 0;
 	int ret;
@@ -558,8 +579,33 @@ static int open_bridge(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	}
 	pf_free(fresh);
 	s->sub_batch = ss->bridge_batch;
+	s->whole_batch = t.per_core_batch;
 	s->bridge_epoch = ss->bridge_epoch;
 	return ret;
+}
+
+/* Source k from its loader's state, in the batches it was saved with
+ * (its loader's state says them too: one that does not is refused, not
+ * resumed on another topology). */
+static int open_saved(pf_mixture *m, const pf_loader_config *cfg, size_t k,
+		      const pf_mix_source_state *ss, pf_error *err)
+{
+	uint32_t batch = saved_batch(m, k, ss);
+	pf_state_info info;
+	int ret = pf_state_inspect(ss->state, ss->state_len, &info, err);
+
+	if (ret == 0 && (info.per_core_batch != batch || info.num_hosts != m->topo.num_hosts))
+		ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				   "its loader's state is of %u hosts x batches of %u rows, the "
+				   "mixture's of %u hosts x %u", info.num_hosts,
+				   info.per_core_batch, m->topo.num_hosts, batch);
+	if (ret < 0) {
+		pf_error cause = *err;
+
+		pf_mix_source_error(err, m->src[k].name, &cause);
+		return ret;
+	}
+	return open_source(m, cfg, k, ss->state, ss->state_len, batch, err);
 }
 
 static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
@@ -591,7 +637,7 @@ static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 		if (ss->bridge_batch)
 			ret = open_bridge(m, cfg, k, ss, err);
 		else
-			ret = open_source(m, cfg, k, ss->state, ss->state_len, err);
+			ret = open_saved(m, cfg, k, ss, err);
 		if (ret < 0 || !ss->consumed)
 			continue;
 		/* The batch it was inside, again, less what was taken. */
@@ -634,14 +680,15 @@ int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap)
 		mix_source *s = &m->src[k];
 
 		if (s->cur) {
-			ss[k] = (pf_mix_source_state){ s->before, s->before_len, s->cur_row, 0, 0 };
+			ss[k] = (pf_mix_source_state){ s->before, s->before_len, s->cur_row, 0, 0, 0 };
 		} else {
 			n = pf_loader_save_state(s->l, NULL, 0);
 			if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
 				goto out;
 			pf_loader_save_state(s->l, own[k], (size_t)n);
-			ss[k] = (pf_mix_source_state){ own[k], (size_t)n, 0, 0, 0 };
+			ss[k] = (pf_mix_source_state){ own[k], (size_t)n, 0, 0, 0, 0 };
 		}
+		ss[k].whole_batch = s->whole_batch;
 		if (s->next) {
 			ss[k].bridge_batch = s->sub_batch;
 			ss[k].bridge_epoch = s->bridge_epoch;

@@ -357,7 +357,7 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 			pf_loader_free(s->l);
 			s->l = s->next;
 			s->next = NULL;
-			s->sub_batch = pf_mix_batch(m, k);
+			s->sub_batch = s->whole_batch;
 			return next_row(m, k, cb, row);
 		}
 		if (ret != 1) {

@@ -101,7 +101,7 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 			 uint32_t *epoch, uint64_t *left, pf_error *err)
 {
 	mix_source *s = &m->src[k];
-	pf_topology t = { m->topo.host_index, m->topo.num_hosts, 1, pf_mix_batch(m, k) };
+	pf_topology t = { m->topo.host_index, m->topo.num_hosts, 1, 0 };
 	uint32_t e0 = 0, bridge = pf_mix_bridge_batch(m, k);
 	bool inside = false;
 	uint8_t *fresh = NULL;
@@ -123,7 +123,13 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 					   "of it (host 0 in %u, host %u in %u; with mix=sample "
 					   "their draws differ): resume them on their own topology",
 					   s->name, e0, h, st.epoch);
-		e0 = h == 0 ? st.epoch : e0;
+		if (h == 0) {
+			/* The batch of its epochs on the new hosts, fitted to its
+			 * records there. */
+			e0 = st.epoch;
+			t.per_core_batch = pf_mix_fit_batch(st.records, m->topo.num_hosts,
+							    pf_mix_batch(m, k));
+		}
 		inside |= !st.fresh;
 		n = ret == 0 ? pf_state_encode(&st, NULL, 0) : ret;
 		pf_free(x->mem[h]);
@@ -149,7 +155,7 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 		/* Every old host between epochs: e0 starts afresh here. */
 		ret = pf_mix_open_loader(m, cfg, k, x->blobs, x->hosts, t.per_core_batch,
 					 UINT32_MAX, 1, &s->l, err);
-		s->sub_batch = t.per_core_batch;
+		s->sub_batch = s->whole_batch = t.per_core_batch;
 		return ret;
 	}
 	ret = pf_mix_open_loader(m, cfg, k, x->blobs, x->hosts, bridge, e0 + 1, 2, &s->l, err);
@@ -166,6 +172,7 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 	if (ret < 0)
 		return ret;
 	s->sub_batch = bridge;
+	s->whole_batch = t.per_core_batch;
 	s->bridge_epoch = e0;
 	*left = pf_loader_steps_left(s->l) * bridge;
 	return 0;
@@ -225,7 +232,7 @@ int pf_mix_elastic(pf_mixture *m, const pf_loader_config *cfg, pf_error *err)
 		mix_source *s = &m->src[k];
 		pf_loader *whole = s->next ? s->next : s->l;
 
-		per[k] = pf_loader_steps_per_epoch(whole) * pf_mix_batch(m, k);
+		per[k] = pf_loader_steps_per_epoch(whole) * s->whole_batch;
 		if (!s->next)	/* no bridge: e starts afresh */
 			limit[k] = per[k];
 	}

@@ -10,6 +10,7 @@
 #define ONE ((uint64_t)1 << FIX)
 #define MIX_ALIGN 64u
 #define MIX_BATCHES 8u		/* host batches' worth of a source in its batch */
+#define MIX_EPOCH_PARTS 8u	/* a source's epoch: at least so many global batches */
 
 /* What a source's decoders read to write its records straight into the
  * mixture's batches (mixture_batch.c), on cache lines of its own (the
@@ -43,6 +44,8 @@ typedef struct mix_source {
 	pf_loader *next;
 	uint32_t bridge_epoch;
 	uint32_t sub_batch;	/* rows of l's batches (one core) */
+	uint32_t whole_batch;	/* rows of the batches of its loader of whole
+				   epochs (l's, or next's after a bridge) */
 	uint64_t epoch_records;	/* records of one of its epochs on a host */
 	pf_batch *cur;		/* its batch rows are taken from, or NULL */
 	uint32_t cur_row;	/* rows of cur taken */
@@ -128,17 +131,27 @@ struct pf_mixture {
 };
 
 /* Source k's loader (mixture.c): its dataset in batches of `batch` rows
- * (one core), epochs up to `epochs`, 1/parts of its share of the budget,
- * resumed from the nblobs states given (none: fresh). */
+ * (one core; 0: pf_mix_batch() fitted to its records by
+ * pf_mix_fit_batch()), epochs up to `epochs`, 1/parts of its share of the
+ * budget, resumed from the nblobs states given (none: fresh). */
 int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 		       const pf_state_blob *blobs, size_t nblobs, uint32_t batch,
 		       uint32_t epochs, unsigned parts, pf_loader **out, pf_error *err);
-/* Rows of source k's batches: MIX_BATCHES host batches' share (its
- * loader of whole epochs), or one step's share rounded down (at least 1:
- * an elastic resume's bridge, so that what its epoch drops over the new
+/* Rows of source k's batches: MIX_BATCHES host batches' share (the most
+ * of its loader of whole epochs, and the batch of states saved before
+ * pf_mix_fit_batch()), or one step's share rounded down (at least 1: an
+ * elastic resume's bridge, so that what its epoch drops over the new
  * hosts stays under one global batch, all sources together). */
 uint32_t pf_mix_batch(const pf_mixture *m, size_t k);
 uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k);
+/* The batch of a source's loader of whole epochs: cap (pf_mix_batch()),
+ * or less for a source of `records` whose epoch over `hosts` hosts would
+ * be under MIX_EPOCH_PARTS global batches of it; at least 1.  What an
+ * epoch drops (under one global batch of it) is then under
+ * 1/MIX_EPOCH_PARTS of the epoch, or, for fewer than MIX_EPOCH_PARTS
+ * records a host, under one record a host.  A pure function of the
+ * dataset's size and topology: every host's the same. */
+uint32_t pf_mix_fit_batch(uint64_t records, uint32_t hosts, uint32_t cap);
 /* Records of source k in steps [0, t) on each host. */
 uint64_t pf_mix_records_before(pf_mixture *m, size_t k, uint64_t t);
 /* The largest step t >= t0 with records of source k in [t0, t) at most

@@ -710,11 +710,18 @@ void pf_place_flush(pf_loader *l, worker *w);
  * whose block holding pos is g0, are done: ring entries come free. */
 void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w);
 
+/* A mixture's source's batch, fitted to its dataset once counted: the
+ * rows of its batches for `records` over `hosts` hosts, at most `cap`
+ * (the config's per_core_batch), at least 1 (mixture.c). */
+typedef uint32_t (*pf_batch_fit)(uint64_t records, uint32_t hosts, uint32_t cap);
+
 /* loader.c: a mixture's source, reading at most `lookahead` segments
  * ahead (its share of the mixture's; budget.c), its rows where `sink`
- * says (NULL: its batches) from its first record on. */
+ * says (NULL: its batches) from its first record on, its batch fitted by
+ * `fit` (NULL: the config's). */
 int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
-			       unsigned lookahead, const pf_row_sink *sink, pf_error *err);
+			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
+			       pf_error *err);
 /* loader.c: pf_loader_create() with a spec made by the caller instead
  * of cfg->features (pack.c's inner loader). */
 int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,

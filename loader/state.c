@@ -476,6 +476,7 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 		src[i].consumed = s->sources[i].consumed;
 		src[i].bridge_batch = s->sources[i].bridge_batch;
 		src[i].bridge_epoch = s->sources[i].bridge_epoch;
+		src[i].whole_batch = s->sources[i].whole_batch;
 		ptrs[i] = &src[i];
 	}
 	m.digest = s->digest;
@@ -540,7 +541,7 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 			memcpy(s->mem + at, ms->state.data, ms->state.len);
 			s->sources[i] = (pf_mix_source_state){ s->mem + at, ms->state.len,
 								 ms->consumed, ms->bridge_batch,
-								 ms->bridge_epoch };
+								 ms->bridge_epoch, ms->whole_batch };
 			at += ms->state.len;
 		}
 	}

@@ -193,9 +193,11 @@ Test(mixture, each_source_its_own_epochs_each_record_once_a_new_order_each, .tim
 				 .threads = 2 };
 	mixrun r = { 0 };
 	size_t slen;
-	/* The small source's batches are its share of 8 host batches: 64
-	 * rows, 4 of them an epoch (256 records). */
-	uint64_t *ids = malloc(8000 * sizeof(*ids)), n, epoch = 300 / 64 * 64;
+	/* The small source's batches would be its share of 8 host batches,
+	 * 64 rows, 4 of them an epoch (44 records of 300 dropped): they are
+	 * fitted to its records instead, 300 / 8 = 37 rows, 8 of them an
+	 * epoch (296 records, 4 dropped). */
+	uint64_t *ids = malloc(8000 * sizeof(*ids)), n, epoch = 300 / 37 * 37;
 	uint8_t seen[300];
 
 	free(run_mix(dirs, w, 2, cfg, 0, NULL, 0, &r, &slen));

@@ -190,3 +190,31 @@ def test_report_names_each_source_s_region(two, monkeypatch):
     assert [(s["name"], s["region"], s["cross_region"]) for s in d["sources"]] == \
         [("web", "us-east1", False), ("code", "us-east1", False)]
     assert "region us-east1" in text
+
+
+def test_a_small_source_mixed_in_on_4_hosts(two, tmp_path):
+    """A fine-tuning set of 50 records at 10% of 32 rows on 4 hosts (one
+    global batch of its share of 8 host batches would need 104 records):
+    its batches are fitted to its records, so every host runs the same
+    steps, and each of its epochs (12 records a host, 2 of the 50
+    dropped) holds no record twice across the hosts."""
+    small = tmp_path / "small"
+    run(tool("tools/shardtool"), "synth", "--kind", "tokens", "--records", 50, "--shards", 1,
+        "--out", small, "--seed", 2)
+    srcs = [S(two[0], weight=0.9, name="web"), S(small, weight=0.1, name="ft")]
+    hosts = []
+    for h in range(4):
+        rows = []
+        with podfeed.Loader(srcs, TOKENS, 32, host_index=h, num_hosts=4, shuffle=True, seed=1,
+                            source_feature=True, max_steps=30) as loader:
+            for b in loader:
+                src = np.asarray(b["_source"]).reshape(-1)
+                toks = np.asarray(b["tokens"]).reshape(-1, 64)
+                rows += [t.tobytes() for s_, t in zip(src, toks) if s_ == 1]
+            d = loader.report("dict")
+        assert [s["name"] for s in d["sources"]] == ["web", "ft"]
+        hosts.append(rows)
+    assert len({len(r) for r in hosts}) == 1 and len(hosts[0]) >= 4 * 12
+    for e in range(len(hosts[0]) // 12):
+        epoch = [r for rows in hosts for r in rows[e * 12:(e + 1) * 12]]
+        assert len(set(epoch)) == 48, f"epoch {e} of the small source repeats a record"
