@@ -9,10 +9,25 @@
 
 void ms_make(ms_mix *c)
 {
-	for (size_t k = 0; k < c->n; k++)
-		if (!c->dirs[k])
-			c->dirs[k] = tu_id_shards((uint64_t)k * MS_ID_BASE, c->counts[k],
-						  c->counts[k] > 1000 ? 4 : 1, 1024);
+	/* The shards made so far (a test process makes a few). */
+	static struct made {
+		size_t k;
+		uint64_t count;
+		const char *dir;
+	} made[16];
+	static size_t nmade;
+
+	for (size_t k = 0; k < c->n; k++) {
+		for (size_t i = 0; i < nmade && !c->dirs[k]; i++)
+			if (made[i].k == k && made[i].count == c->counts[k])
+				c->dirs[k] = made[i].dir;
+		if (c->dirs[k])
+			continue;
+		c->dirs[k] = tu_id_shards((uint64_t)k * MS_ID_BASE, c->counts[k],
+					  c->counts[k] > 1000 ? 4 : 1, 1024);
+		if (nmade < 16)
+			made[nmade++] = (struct made){ k, c->counts[k], c->dirs[k] };
+	}
 }
 
 void ms_run_host(const ms_mix *c, uint32_t x, uint32_t h, const pf_state_blob *from,

@@ -35,7 +35,8 @@ typedef struct ms_run {
 	size_t state_len;
 } ms_run;
 
-/* The sources' shards (ids k * MS_ID_BASE + [0, counts[k])), once. */
+/* The sources' shards (ids k * MS_ID_BASE + [0, counts[k])), made once
+ * a process for each (k, count); dirs already set are kept. */
 void ms_make(ms_mix *c);
 /* Host x of h: from the states given (none: fresh), at most max steps
  * (0: to the end); asserts every row's id is of its _source. */

@@ -30,15 +30,10 @@
  * before the fit, of 48 and 7 (1 host) or 3 (2 hosts) since. */
 static ms_mix compat_mix(pf_mix mode)
 {
-	static const char *dirs[2];
 	ms_mix c = { .n = 2, .counts = { 600, 60 }, .w = { 0.75, 0.25 }, .hb = 8,
 		     .mode = mode, .stop = PF_MIX_STOP_FIRST_SOURCE, .epochs = 2 };
 
-	c.dirs[0] = dirs[0];
-	c.dirs[1] = dirs[1];
 	ms_make(&c);
-	dirs[0] = c.dirs[0];
-	dirs[1] = c.dirs[1];
 	return c;
 }
 

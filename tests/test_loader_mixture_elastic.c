@@ -13,23 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mixsmall_util.h"
 #include "podfeed.h"
 #include "testutil.h"
 
-#define ID_BASE 1000000u	/* source k's ids: k * ID_BASE + [0, count) */
+#define ID_BASE MS_ID_BASE	/* source k's ids: k * ID_BASE + [0, count) */
 #define NSRC 3
 #define HB 8u			/* a host batch: 1 core x 8 */
 
 static const uint64_t counts[NSRC] = { 1536, 768, 1024 };
 static const double weights[NSRC] = { 0.5, 0.25, 0.25 };
 
-typedef struct hostrun {
-	uint64_t steps;
-	uint64_t *ids[NSRC];	/* each source's ids, in the order taken */
-	uint64_t n[NSRC];
-	uint8_t *state;
-	size_t state_len;
-} hostrun;
+typedef ms_run hostrun;
 
 static const char *dirs[NSRC];
 
@@ -38,62 +33,19 @@ static const char *dirs[NSRC];
 static void run_host(uint32_t x, uint32_t h, const pf_state_blob *from, size_t nfrom,
 		     uint64_t max, hostrun *r)
 {
-	pf_loader_source src[NSRC];
-	const char *paths[NSRC][1];
-	static const char *names[NSRC] = { "web", "code", "books" };
-	pf_loader_config cfg = { .host_index = x, .num_hosts = h, .cores_per_host = 1,
-				 .per_core_batch = HB, .seed = 9, .shuffle = true, .threads = 1,
-				 .epochs = 2, .features = "id:int64[1]", .source_feature = true };
-	pf_loader *l;
-	pf_batch *b;
-	pf_error err;
-	int64_t n;
-	int ret;
+	ms_mix c = { .n = NSRC, .hb = HB, .stop = PF_MIX_STOP_FIRST_SOURCE, .epochs = 2 };
 
 	for (size_t k = 0; k < NSRC; k++) {
-		paths[k][0] = dirs[k];
-		src[k] = (pf_loader_source){ .name = names[k], .paths = paths[k], .npaths = 1,
-					     .weight = weights[k] };
+		c.counts[k] = counts[k];
+		c.w[k] = weights[k];
+		c.dirs[k] = dirs[k];
 	}
-	cfg.sources = src;
-	cfg.nsources = NSRC;
-	cfg.max_steps = max;
-	cfg.resume = nfrom ? from : NULL;
-	cfg.nresume = nfrom;
-	ret = pf_loader_create(&l, &cfg, &err);
-	cr_assert_eq(ret, 0, "host %u of %u: %s", x, h, err.msg);
-	while ((ret = pf_loader_next(l, &b)) == 1) {
-		const int64_t *ids = b->core[0].tensors[0].data;
-		const int32_t *s = b->core[0].tensors[1].data;
-
-		for (uint32_t i = 0; i < b->per_core_batch; i++) {
-			uint32_t k = (uint32_t)s[i];
-
-			cr_assert_lt(k, NSRC);
-			cr_assert_eq((uint64_t)ids[i] / ID_BASE, k, "row of _source %u has id %lld",
-				     k, (long long)ids[i]);
-			r->ids[k] = realloc(r->ids[k], (r->n[k] + 1) * sizeof(uint64_t));
-			r->ids[k][r->n[k]++] = (uint64_t)ids[i] % ID_BASE;
-		}
-		r->steps++;
-		pf_loader_release(l, b);
-	}
-	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
-	n = pf_loader_save_state(l, NULL, 0);
-	cr_assert_gt(n, 0);
-	r->state = malloc((size_t)n);
-	cr_assert_eq(pf_loader_save_state(l, r->state, (size_t)n), n);
-	r->state_len = (size_t)n;
-	cr_assert_lt(r->state_len, 64 * 1024);
-	pf_loader_free(l);
+	ms_run_host(&c, x, h, from, nfrom, max, r);
 }
 
 static void hostrun_free(hostrun *r)
 {
-	for (size_t k = 0; k < NSRC; k++)
-		free(r->ids[k]);
-	free(r->state);
-	memset(r, 0, sizeof(*r));
+	ms_run_free(r);
 }
 
 /* Rows of source k in a source's batches: MIX_BATCHES (8) host batches'
@@ -224,7 +176,7 @@ Test(mixture_elastic, bad_states_are_refused, .timeout = 120)
 	pf_loader_source src[NSRC];
 	const char *paths[NSRC][1];
 	pf_loader_config cfg = { .num_hosts = 2, .cores_per_host = 1, .per_core_batch = HB,
-				 .seed = 9, .shuffle = true, .threads = 1, .epochs = 2,
+				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 2,
 				 .features = "id:int64[1]", .source_feature = true };
 	pf_loader *l = NULL;
 	pf_error err;
@@ -237,7 +189,7 @@ Test(mixture_elastic, bad_states_are_refused, .timeout = 120)
 	}
 	for (size_t k = 0; k < NSRC; k++) {
 		paths[k][0] = dirs[k];
-		src[k] = (pf_loader_source){ .name = k == 0 ? "web" : k == 1 ? "code" : "books",
+		src[k] = (pf_loader_source){ .name = k == 0 ? "a" : k == 1 ? "b" : "c",
 					     .paths = paths[k], .npaths = 1, .weight = weights[k] };
 	}
 	cfg.sources = src;

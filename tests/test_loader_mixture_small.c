@@ -24,15 +24,10 @@
  * of them, 26 rows, is over its records on 4 hosts). */
 static ms_mix issue_mix(pf_mix mode, pf_mix_stop stop, uint32_t epochs)
 {
-	static const char *dirs[2];
 	ms_mix c = { .n = 2, .counts = { 4000, 50 }, .w = { 0.9, 0.1 }, .hb = 32, .mode = mode,
 		     .stop = stop, .epochs = epochs };
 
-	c.dirs[0] = dirs[0];
-	c.dirs[1] = dirs[1];
 	ms_make(&c);
-	dirs[0] = c.dirs[0];
-	dirs[1] = c.dirs[1];
 	return c;
 }
 
