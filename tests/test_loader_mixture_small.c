@@ -253,3 +253,55 @@ Test(mixture_small, fewer_records_than_hosts_is_refused_naming_the_source, .time
 	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
 	pf_loader_free(l);
 }
+
+/* mix=sample: each host draws its own rows, and after 20 steps the old
+ * hosts are in different epochs of the small source (12 records a host
+ * an epoch, about 3.2 a step drawn; the large one all in its first): elastic resume of their states is
+ * refused naming the source and the epochs (docs/api.md says why), and
+ * each resumes on its own topology. */
+Test(mixture_small, sample_hosts_in_different_epochs_are_refused_elastic, .timeout = 120)
+{
+	ms_mix c = issue_mix(PF_MIX_SAMPLE, PF_MIX_STOP_FIRST_SOURCE, 5);
+	static ms_run old[4];
+	pf_state_blob blobs[4];
+	const char *paths[2][1];
+	pf_loader_source src[2];
+	pf_loader_config cfg = { .host_index = 0, .num_hosts = 2, .per_core_batch = c.hb,
+				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 5,
+				 .mix = PF_MIX_SAMPLE, .features = "id:int64[1]",
+				 .source_feature = true };
+	pf_loader *l = NULL;
+	pf_error err;
+	uint64_t e = ms_epoch(&c, 1, 4), lo = UINT64_MAX, hi = 0;
+
+	for (uint32_t x = 0; x < 4; x++) {
+		ms_run_host(&c, x, 4, NULL, 0, 20, &old[x]);
+		blobs[x] = (pf_state_blob){ old[x].state, old[x].state_len };
+		lo = old[x].n[1] / e < lo ? old[x].n[1] / e : lo;
+		hi = old[x].n[1] / e > hi ? old[x].n[1] / e : hi;
+	}
+	cr_assert_lt(lo, hi, "the old hosts are all in epoch %llu of the small source: the "
+		     "case is not made", (unsigned long long)lo);
+	for (size_t k = 0; k < 2; k++) {
+		paths[k][0] = c.dirs[k];
+		src[k] = (pf_loader_source){ .name = k ? "b" : "a", .paths = paths[k], .npaths = 1,
+					     .weight = c.w[k] };
+	}
+	cfg.sources = src;
+	cfg.nsources = 2;
+	cfg.resume = blobs;
+	cfg.nresume = 4;
+	cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
+	cr_assert_null(l);
+	cr_assert(strstr(err.msg, "source 'b'") && strstr(err.msg, "different epochs"), "%s",
+		  err.msg);
+	/* On their own topology each goes on. */
+	for (uint32_t x = 0; x < 4; x++) {
+		ms_run r = { 0 };
+
+		ms_run_host(&c, x, 4, &blobs[x], 1, 3, &r);
+		cr_assert_eq(r.steps, 3);
+		ms_run_free(&r);
+		ms_run_free(&old[x]);
+	}
+}
