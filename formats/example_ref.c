@@ -121,6 +121,16 @@ static uint32_t ref_find(const pf_feature *features, const pf_feature_list *list
 	return n;
 }
 
+/* A new entry's name: key's len bytes, copied into the arena.  @return 0
+ * or REF_NOBUFS. */
+static int ref_name(pf_arena *a, const char *key, size_t len, const char **name,
+		    uint32_t *name_len)
+{
+	*name = len ? ref_copy(a, key, len) : "";
+	*name_len = (uint32_t)len;
+	return *name ? 0 : REF_NOBUFS;
+}
+
 static int copy_features(pf_arena *a, const Tensorflow__Features *src,
 			 pf_example *out)
 {
@@ -137,9 +147,7 @@ static int copy_features(pf_arena *a, const Tensorflow__Features *src,
 		uint32_t i = ref_find(features, NULL, n, entry->key, len);
 
 		if (i == n) {
-			features[n].name = len ? ref_copy(a, entry->key, len) : "";
-			features[n].name_len = (uint32_t)len;
-			if (!features[n].name)
+			if (ref_name(a, entry->key, len, &features[n].name, &features[n].name_len))
 				return REF_NOBUFS;
 			n++;
 		}
@@ -171,9 +179,7 @@ static int copy_lists(pf_arena *a, const Tensorflow__FeatureLists *src,
 		pf_feature *step = NULL;
 
 		if (i == n) {
-			lists[n].name = len ? ref_copy(a, entry->key, len) : "";
-			lists[n].name_len = (uint32_t)len;
-			if (!lists[n].name)
+			if (ref_name(a, entry->key, len, &lists[n].name, &lists[n].name_len))
 				return REF_NOBUFS;
 			n++;
 		}
@@ -201,6 +207,20 @@ static int ref_nobufs(pf_arena *a, size_t mark, pf_example *out, pf_error *err)
 			    "example arena too small (%zu bytes)", a->cap);
 }
 
+/* What both decoders do first: err cleared, out empty, a record
+ * protobuf-c takes (its lengths are ints), ra ready.  @return 0 or
+ * -EFBIG. */
+static int ref_begin(size_t len, struct ref_alloc *ra, pf_example *out, pf_error *err)
+{
+	pf_error_clear(err);
+	memset(out, 0, sizeof(*out));
+	if (len > INT_MAX)
+		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
+				    "example of %zu bytes over 2 GiB", len);
+	ref_alloc_init(ra);
+	return 0;
+}
+
 int pf_example_decode_ref(const void *rec, size_t len, pf_arena *arena,
 			  pf_example *out, pf_error *err)
 {
@@ -209,12 +229,8 @@ int pf_example_decode_ref(const void *rec, size_t len, pf_arena *arena,
 	size_t mark = arena->used;
 	int ret;
 
-	pf_error_clear(err);
-	memset(out, 0, sizeof(*out));
-	if (len > INT_MAX)
-		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
-				    "example of %zu bytes over 2 GiB", len);
-	ref_alloc_init(&ra);
+	if ((ret = ref_begin(len, &ra, out, err)) < 0)
+		return ret;
 	msg = tensorflow__example__unpack(&ra.pc, len, rec);
 	if (!msg)
 		return unpack_failed(&ra, err);
@@ -232,12 +248,8 @@ int pf_sequence_example_decode_ref(const void *rec, size_t len,
 	size_t mark = arena->used;
 	int ret;
 
-	pf_error_clear(err);
-	memset(out, 0, sizeof(*out));
-	if (len > INT_MAX)
-		return pf_error_set(err, -EFBIG, PF_OFFSET_NONE, 0,
-				    "example of %zu bytes over 2 GiB", len);
-	ref_alloc_init(&ra);
+	if ((ret = ref_begin(len, &ra, out, err)) < 0)
+		return ret;
 	msg = tensorflow__sequence_example__unpack(&ra.pc, len, rec);
 	if (!msg)
 		return unpack_failed(&ra, err);
