@@ -429,6 +429,10 @@ typedef struct pf_mix_source_state {
 	uint32_t bridge_epoch;	/* loader reading the rest of this epoch (0: none) */
 	uint32_t whole_batch;	/* the batch of its loader of whole epochs (0: a
 				   state from before it was kept: pf_mix_batch()) */
+	/* The states of the bridges of the epochs after bridge_epoch. */
+	const uint8_t *const *pending;
+	const size_t *pending_len;
+	size_t npending;
 } pf_mix_source_state;
 
 typedef struct pf_mix_state {
@@ -438,6 +442,8 @@ typedef struct pf_mix_state {
 	pf_mix_source_state *sources;
 	size_t nsources;
 	uint8_t *mem;		/* decoded: what sources point into */
+	const uint8_t **pend;	/* decoded: the sources' pending, end to end */
+	size_t *pend_len;
 } pf_mix_state;
 
 int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap);

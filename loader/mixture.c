@@ -387,6 +387,7 @@ void pf_mixture_free(pf_mixture *m)
 			pf_loader_release(m->src[k].l, m->src[k].cur);
 		pf_loader_free(m->src[k].l);
 		pf_loader_free(m->src[k].next);
+		pf_mix_free_pending(&m->src[k]);
 		pf_free(m->src[k].before);
 	}
 	/* After the sources' loaders: their decoders write into the slots. */
@@ -562,20 +563,35 @@ static int open_bridge(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	size_t flen = 0;
 	int ret;
 
-	if (ss->bridge_batch != pf_mix_bridge_batch(m, k) || ss->bridge_epoch == UINT32_MAX)
+	/* Its bridges' batch: the per-step share, over the epochs of a
+	 * chain (mixture_elastic.c). */
+	if (ss->bridge_batch > pf_mix_bridge_batch(m, k) || ss->npending > MIX_CHAIN_MAX ||
+	    ss->bridge_epoch >= UINT32_MAX - MIX_CHAIN_MAX - 1)
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 				    "source '%s': the state's bridge of batches of %u at epoch %u "
-				    "is not this mixture's (batches of %u)", s->name,
-				    ss->bridge_batch, ss->bridge_epoch, pf_mix_bridge_batch(m, k));
-	ret = pf_mix_open_loader(m, cfg, k, &sb, 1, ss->bridge_batch, ss->bridge_epoch + 1, 2,
-				 &s->l, err);
+				    "(and %zu after it) is not this mixture's (batches of %u at "
+				    "most)", s->name, ss->bridge_batch, ss->bridge_epoch,
+				    ss->npending, pf_mix_bridge_batch(m, k));
+	ret = pf_mix_open_loader(m, cfg, k, &sb, 1, ss->bridge_batch, ss->bridge_epoch + 1,
+				 2 + (unsigned)ss->npending, &s->l, err);
+	for (size_t i = 0; i < ss->npending && ret == 0; i++) {
+		pf_loader *b = NULL;
+
+		sb = (pf_state_blob){ ss->pending[i], ss->pending_len[i] };
+		ret = pf_mix_open_loader(m, cfg, k, &sb, 1, ss->bridge_batch,
+					 ss->bridge_epoch + 2 + (uint32_t)i,
+					 2 + (unsigned)ss->npending, &b, err);
+		if (ret == 0)
+			ret = pf_mix_push_pending(s, b);
+	}
 	if (ret == 0)
-		ret = pf_mix_fresh_blob(ss->state, ss->state_len, ss->bridge_epoch + 1, &t, &fresh,
+		ret = pf_mix_fresh_blob(ss->state, ss->state_len,
+					ss->bridge_epoch + 1 + (uint32_t)ss->npending, &t, &fresh,
 					&flen, err);
 	if (ret == 0) {
 		sb = (pf_state_blob){ fresh, flen };
-		ret = pf_mix_open_loader(m, cfg, k, &sb, 1, t.per_core_batch, UINT32_MAX, 2,
-					 &s->next, err);
+		ret = pf_mix_open_loader(m, cfg, k, &sb, 1, t.per_core_batch, UINT32_MAX,
+					 2 + (unsigned)ss->npending, &s->next, err);
 	}
 	pf_free(fresh);
 	s->sub_batch = ss->bridge_batch;
@@ -680,18 +696,22 @@ int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap)
 		mix_source *s = &m->src[k];
 
 		if (s->cur) {
-			ss[k] = (pf_mix_source_state){ s->before, s->before_len, s->cur_row, 0, 0, 0 };
+			ss[k] = (pf_mix_source_state){ .state = s->before, .state_len = s->before_len,
+						       .consumed = s->cur_row };
 		} else {
 			n = pf_loader_save_state(s->l, NULL, 0);
 			if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
 				goto out;
 			pf_loader_save_state(s->l, own[k], (size_t)n);
-			ss[k] = (pf_mix_source_state){ own[k], (size_t)n, 0, 0, 0, 0 };
+			ss[k] = (pf_mix_source_state){ .state = own[k], .state_len = (size_t)n };
 		}
 		ss[k].whole_batch = s->whole_batch;
 		if (s->next) {
 			ss[k].bridge_batch = s->sub_batch;
 			ss[k].bridge_epoch = s->bridge_epoch;
+			ss[k].pending = s->pend_state;
+			ss[k].pending_len = s->pend_len;
+			ss[k].npending = s->npend;
 		}
 	}
 	n = pf_mix_state_encode(&st, buf, cap);

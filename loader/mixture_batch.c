@@ -352,12 +352,17 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 		s->before_len = (size_t)n;
 		ret = pf_loader_next(s->l, &s->cur);
 		if (ret == 0 && s->next) {
-			/* The bridge's epoch is over: the loader of the next
-			 * epochs takes over, its state the one before. */
+			/* The bridge's epoch is over: the bridge of the next one
+			 * when there is one, else the loader of the next epochs
+			 * takes over, its state the one before. */
 			pf_loader_free(s->l);
-			s->l = s->next;
-			s->next = NULL;
-			s->sub_batch = s->whole_batch;
+			if (s->npend) {
+				pf_mix_pop_pending(s);
+			} else {
+				s->l = s->next;
+				s->next = NULL;
+				s->sub_batch = s->whole_batch;
+			}
 			return next_row(m, k, cb, row);
 		}
 		if (ret != 1) {

@@ -8,8 +8,10 @@
  * share rounded down, so that what the sources drop together stays under
  * one global batch; the loader of its next epochs (batches of
  * MIX_BATCHES host batches' share) waits beside it and takes over when
- * it ends.  The stop rule's end step follows from the records each
- * source has left, and is kept in the mixture's state from then on.
+ * it ends.  With mix=sample the old hosts may be in several epochs of a
+ * source: a bridge for each, in turn (chain()).  The stop rule's end
+ * step follows from the records each source has left, and is kept in
+ * the mixture's state from then on.
  * Not here: the same topology's resume (mixture.c), the merge itself
  * (resume.c). */
 #include <errno.h>
@@ -18,8 +20,11 @@
 
 #include "mixture_internal.h"
 
-int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_topology *t,
-		      uint8_t **out, size_t *outlen, pf_error *err)
+/* A state of tmpl's dataset and shuffle at `epoch` for topology t:
+ * fresh (a loader resumed from it starts the epoch), or done (its stream
+ * of the epoch delivered: nothing of it left). */
+static int epoch_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_topology *t,
+		      bool done, uint8_t **out, size_t *outlen, pf_error *err)
 {
 	pf_state s;
 	pf_piece *pieces;
@@ -32,7 +37,7 @@ int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_top
 	pieces = s.pieces;
 	s.pieces = NULL;
 	s.npieces = 0;
-	s.fresh = true;
+	s.fresh = !done;
 	s.epoch = epoch;
 	s.step_in_epoch = 0;
 	s.saver = *t;
@@ -47,6 +52,63 @@ int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_top
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
 	*outlen = (size_t)n;
 	return 0;
+}
+
+int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_topology *t,
+		      uint8_t **out, size_t *outlen, pf_error *err)
+{
+	return epoch_blob(tmpl, len, epoch, t, false, out, outlen, err);
+}
+
+int pf_mix_push_pending(mix_source *s, pf_loader *l)
+{
+	int64_t n = pf_loader_save_state(l, NULL, 0);
+	uint8_t *st = n > 0 ? pf_malloc((size_t)n) : NULL;
+	pf_loader **pl = pf_realloc(s->pend, (s->npend + 1) * sizeof(*pl));
+	const uint8_t **ps;
+	size_t *pn;
+
+	s->pend = pl ? pl : s->pend;
+	ps = pf_realloc(s->pend_state, (s->npend + 1) * sizeof(*ps));
+	s->pend_state = ps ? ps : s->pend_state;
+	pn = pf_realloc(s->pend_len, (s->npend + 1) * sizeof(*pn));
+	s->pend_len = pn ? pn : s->pend_len;
+	if (!st || !pl || !ps || !pn) {
+		pf_free(st);
+		pf_loader_free(l);
+		return n < 0 ? (int)n : -ENOMEM;
+	}
+	pf_loader_save_state(l, st, (size_t)n);
+	s->pend[s->npend] = l;
+	s->pend_state[s->npend] = st;
+	s->pend_len[s->npend++] = (size_t)n;
+	return 0;
+}
+
+void pf_mix_pop_pending(mix_source *s)
+{
+	s->l = s->pend[0];
+	pf_free((void *)s->pend_state[0]);
+	s->npend--;
+	memmove(s->pend, s->pend + 1, s->npend * sizeof(*s->pend));
+	memmove(s->pend_state, s->pend_state + 1, s->npend * sizeof(*s->pend_state));
+	memmove(s->pend_len, s->pend_len + 1, s->npend * sizeof(*s->pend_len));
+	s->bridge_epoch++;
+}
+
+void pf_mix_free_pending(mix_source *s)
+{
+	for (uint32_t i = 0; i < s->npend; i++) {
+		pf_loader_free(s->pend[i]);
+		pf_free((void *)s->pend_state[i]);
+	}
+	pf_free(s->pend);
+	pf_free(s->pend_state);
+	pf_free(s->pend_len);
+	s->pend = NULL;
+	s->pend_state = NULL;
+	s->pend_len = NULL;
+	s->npend = 0;
 }
 
 /* st's position moved past `consumed` more records of its stream (the
@@ -92,22 +154,88 @@ typedef struct elastic {
 	uint32_t hosts;
 	pf_state_blob *blobs;	/* one source's, moved past the rows taken */
 	uint8_t **mem;
+	uint32_t *epoch;	/* each old host's epoch of the source */
+	pf_topology *saver;	/* and its topology */
+	pf_state_blob *eb;	/* scratch: the states at one epoch */
+	uint8_t **emem;
 } elastic;
 
+/* Where a source was resumed: the epochs its bridges read (e0 .. e1),
+ * the records of e0's, and of those below the first source's `epochs`
+ * (bridged false: no old host was inside e0, read by the loader of its
+ * epochs). */
+typedef struct resumed {
+	uint32_t e0, e1;
+	uint64_t first, upto;
+	bool bridged;
+} resumed;
+
+/* With mix=sample the old hosts may be in epochs e0 .. e1 of source k:
+ * a bridge for each, read one after another (the first s->l, the others
+ * pending), each merging every old host's state at its epoch (a host
+ * before it: its whole stream of it; past it: none left), in batches of
+ * the per-step share over the epochs, so that what the cuts drop stays
+ * under the share times the new hosts (at least 1 row: then under one
+ * record a host a cut). */
+static int chain(pf_mixture *m, const pf_loader_config *cfg, elastic *x, size_t k,
+		 uint32_t epochs, resumed *r, pf_error *err)
+{
+	mix_source *s = &m->src[k];
+	uint32_t d = r->e1 - r->e0 + 1, bridge = pf_mix_bridge_batch(m, k) / d;
+	int ret = 0;
+
+	bridge = bridge ? bridge : 1;
+	for (uint32_t e = r->e0; e <= r->e1 && ret == 0; e++) {
+		pf_loader *b = NULL;
+
+		for (uint32_t h = 0; h < x->hosts && ret == 0; h++) {
+			size_t len = 0;
+
+			x->eb[h] = x->blobs[h];
+			if (x->epoch[h] != e) {
+				ret = epoch_blob(x->blobs[h].data, x->blobs[h].len, e, &x->saver[h],
+						 e < x->epoch[h], &x->emem[h], &len, err);
+				x->eb[h] = (pf_state_blob){ x->emem[h], len };
+			}
+		}
+		if (ret == 0)
+			ret = pf_mix_open_loader(m, cfg, k, x->eb, x->hosts, bridge, e + 1, d + 1, &b,
+						 err);
+		for (uint32_t h = 0; h < x->hosts; h++) {
+			pf_free(x->emem[h]);
+			x->emem[h] = NULL;
+		}
+		if (ret < 0)
+			break;
+		if (e == r->e0)
+			r->first = pf_loader_steps_left(b) * bridge;
+		if (e < epochs)
+			r->upto += pf_loader_steps_left(b) * bridge;
+		if (e == r->e0)
+			s->l = b;
+		else
+			ret = pf_mix_push_pending(s, b);
+	}
+	s->sub_batch = bridge;
+	s->bridge_epoch = r->e0;
+	return ret;
+}
+
 /* Source k: its old states moved, merged by a bridge loader (or, when no
- * old host was inside the epoch, by the loader of its epochs itself).
- * *epoch: the epoch it is in; *left: the records the bridge delivers. */
+ * old host was inside the epoch, by the loader of its epochs itself), or
+ * by a chain of them (chain()); the loader of its later epochs beside. */
 static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x, size_t k,
-			 uint32_t *epoch, uint64_t *left, pf_error *err)
+			 uint32_t epochs, resumed *r, pf_error *err)
 {
 	mix_source *s = &m->src[k];
 	pf_topology t = { m->topo.host_index, m->topo.num_hosts, 1, 0 };
-	uint32_t e0 = 0, bridge = pf_mix_bridge_batch(m, k);
+	uint32_t bridge = pf_mix_bridge_batch(m, k);
 	bool inside = false;
 	uint8_t *fresh = NULL;
 	size_t flen = 0;
 	int ret = 0;
 
+	*r = (resumed){ UINT32_MAX, 0, 0, 0, false };
 	for (uint32_t h = 0; h < x->hosts && ret == 0; h++) {
 		const pf_mix_source_state *ss = &x->st[h].sources[k];
 		pf_state st;
@@ -117,19 +245,15 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 		if (ret < 0)
 			break;
 		ret = advance(&st, ss->consumed, cfg->remainder);
-		if (ret == 0 && h > 0 && st.epoch != e0)
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "source '%s': the old hosts are in different epochs "
-					   "of it (host 0 in %u, host %u in %u; with mix=sample "
-					   "their draws differ): resume them on their own topology",
-					   s->name, e0, h, st.epoch);
-		if (h == 0) {
-			/* The batch of its epochs on the new hosts, fitted to its
-			 * records there. */
-			e0 = st.epoch;
+		/* The batch of its epochs on the new hosts, fitted to its
+		 * records there. */
+		if (h == 0)
 			t.per_core_batch = pf_mix_fit_batch(st.records, m->topo.num_hosts,
 							    pf_mix_batch(m, k));
-		}
+		x->epoch[h] = st.epoch;
+		x->saver[h] = st.saver;
+		r->e0 = st.epoch < r->e0 ? st.epoch : r->e0;
+		r->e1 = st.epoch > r->e1 ? st.epoch : r->e1;
 		inside |= !st.fresh;
 		n = ret == 0 ? pf_state_encode(&st, NULL, 0) : ret;
 		pf_free(x->mem[h]);
@@ -142,6 +266,39 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 		}
 		pf_state_release(&st);
 	}
+	if (ret == 0 && r->e1 - r->e0 > MIX_CHAIN_MAX)
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "source '%s': the old hosts are %u epochs of it apart (epochs "
+				   "%u to %u), over the %u an elastic resume bridges: resume them "
+				   "on their own topology", s->name, r->e1 - r->e0, r->e0, r->e1,
+				   MIX_CHAIN_MAX);
+	if (ret == 0 && r->e0 != r->e1) {
+		ret = chain(m, cfg, x, k, epochs, r, err);
+	} else if (ret == 0 && !inside) {
+		/* Every old host between epochs: e0 starts afresh here. */
+		ret = pf_mix_open_loader(m, cfg, k, x->blobs, x->hosts, t.per_core_batch,
+					 UINT32_MAX, 1, &s->l, err);
+		s->sub_batch = s->whole_batch = t.per_core_batch;
+		return ret;
+	} else if (ret == 0) {
+		ret = pf_mix_open_loader(m, cfg, k, x->blobs, x->hosts, bridge, r->e0 + 1, 2, &s->l,
+					 err);
+		s->sub_batch = bridge;
+		s->bridge_epoch = r->e0;
+		if (ret == 0)
+			r->first = pf_loader_steps_left(s->l) * bridge;
+		r->upto = r->e0 < epochs ? r->first : 0;
+	}
+	if (ret == 0)
+		ret = pf_mix_fresh_blob(x->blobs[0].data, x->blobs[0].len, r->e1 + 1, &t, &fresh,
+					&flen, err);
+	if (ret == 0) {
+		pf_state_blob sb = { fresh, flen };
+
+		ret = pf_mix_open_loader(m, cfg, k, &sb, 1, t.per_core_batch, UINT32_MAX,
+					 2 + s->npend, &s->next, err);
+	}
+	pf_free(fresh);
 	if (ret < 0) {
 		pf_error local = *err;
 
@@ -149,47 +306,28 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 			pf_mix_source_error(err, s->name, &local);
 		return ret;
 	}
-	*epoch = e0;
-	*left = 0;
-	if (!inside) {
-		/* Every old host between epochs: e0 starts afresh here. */
-		ret = pf_mix_open_loader(m, cfg, k, x->blobs, x->hosts, t.per_core_batch,
-					 UINT32_MAX, 1, &s->l, err);
-		s->sub_batch = s->whole_batch = t.per_core_batch;
-		return ret;
-	}
-	ret = pf_mix_open_loader(m, cfg, k, x->blobs, x->hosts, bridge, e0 + 1, 2, &s->l, err);
-	if (ret == 0)
-		ret = pf_mix_fresh_blob(x->blobs[0].data, x->blobs[0].len, e0 + 1, &t, &fresh,
-					&flen, err);
-	if (ret == 0) {
-		pf_state_blob sb = { fresh, flen };
-
-		ret = pf_mix_open_loader(m, cfg, k, &sb, 1, t.per_core_batch, UINT32_MAX, 2,
-					 &s->next, err);
-	}
-	pf_free(fresh);
-	if (ret < 0)
-		return ret;
-	s->sub_batch = bridge;
 	s->whole_batch = t.per_core_batch;
-	s->bridge_epoch = e0;
-	*left = pf_loader_steps_left(s->l) * bridge;
+	r->bridged = true;
 	return 0;
 }
 
 int pf_mix_elastic(pf_mixture *m, const pf_loader_config *cfg, pf_error *err)
 {
 	elastic x = { 0 };
-	uint64_t t0 = 0, limit[256], per[256];
-	uint32_t ep[256];
+	uint64_t t0 = 0, per[256];
+	resumed r[256];
 	size_t n = cfg->nresume;
+	uint32_t epochs = cfg->epochs ? cfg->epochs : 1;
 	int ret = 0;
 
 	x.st = pf_calloc(n, sizeof(*x.st));
 	x.blobs = pf_calloc(n, sizeof(*x.blobs));
 	x.mem = pf_calloc(n, sizeof(*x.mem));
-	if (!x.st || !x.blobs || !x.mem) {
+	x.epoch = pf_calloc(n, sizeof(*x.epoch));
+	x.saver = pf_calloc(n, sizeof(*x.saver));
+	x.eb = pf_calloc(n, sizeof(*x.eb));
+	x.emem = pf_calloc(n, sizeof(*x.emem));
+	if (!x.st || !x.blobs || !x.mem || !x.epoch || !x.saver || !x.eb || !x.emem) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
 		goto out;
 	}
@@ -223,34 +361,32 @@ int pf_mix_elastic(pf_mixture *m, const pf_loader_config *cfg, pf_error *err)
 		t0 = st.next_step > t0 ? st.next_step : t0;
 	}
 	for (size_t k = 0; k < m->n && ret == 0; k++)
-		ret = resume_source(m, cfg, &x, k, &ep[k], &limit[k], err);
+		ret = resume_source(m, cfg, &x, k, epochs, &r[k], err);
 	if (ret < 0)
 		goto out;
 	/* Each source's records from t0 to its end under the rule: the rest
-	 * of the epoch it is in, then whole epochs of the new topology. */
+	 * of the epochs it is in, then whole epochs of the new topology. */
 	for (size_t k = 0; k < m->n; k++) {
 		mix_source *s = &m->src[k];
 		pf_loader *whole = s->next ? s->next : s->l;
 
 		per[k] = pf_loader_steps_per_epoch(whole) * s->whole_batch;
-		if (!s->next)	/* no bridge: e starts afresh */
-			limit[k] = per[k];
+		if (!r[k].bridged)	/* no bridge: e0 starts afresh */
+			r[k].first = r[k].upto = r[k].e0 < epochs ? per[k] : 0;
 	}
 	m->step0 = t0;
 	m->rule_end = t0;
 	if (cfg->mix_stop == PF_MIX_STOP_FIRST_EXHAUSTED) {
 		m->rule_end = UINT64_MAX;
 		for (size_t k = 0; k < m->n; k++) {
-			uint64_t e = ep[k] > 0 ? t0 : pf_mix_last_step_from(m, k, t0, limit[k]);
+			uint64_t e = r[k].e0 > 0 ? t0 : pf_mix_last_step_from(m, k, t0, r[k].first);
 
 			m->rule_end = e < m->rule_end ? e : m->rule_end;
 		}
-	} else {
-		uint32_t epochs = cfg->epochs ? cfg->epochs : 1;
+	} else if (r[0].e0 < epochs) {
+		uint64_t later = r[0].e1 + 1 < epochs ? (uint64_t)(epochs - 1 - r[0].e1) * per[0] : 0;
 
-		if (ep[0] < epochs)
-			m->rule_end = pf_mix_last_step_from(m, 0, t0, limit[0] + (epochs - 1 - ep[0]) *
-									     per[0]);
+		m->rule_end = pf_mix_last_step_from(m, 0, t0, r[0].upto + later);
 	}
 	m->rule_end_known = true;
 out:
@@ -263,5 +399,9 @@ out:
 	pf_free(x.st);
 	pf_free(x.blobs);
 	pf_free(x.mem);
+	pf_free(x.epoch);
+	pf_free(x.saver);
+	pf_free(x.eb);
+	pf_free(x.emem);
 	return ret;
 }

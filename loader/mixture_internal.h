@@ -11,6 +11,7 @@
 #define MIX_ALIGN 64u
 #define MIX_BATCHES 8u		/* host batches' worth of a source in its batch */
 #define MIX_EPOCH_PARTS 8u	/* a source's epoch: at least so many global batches */
+#define MIX_CHAIN_MAX 8u	/* epochs apart an elastic resume bridges */
 
 /* What a source's decoders read to write its records straight into the
  * mixture's batches (mixture_batch.c), on cache lines of its own (the
@@ -43,6 +44,12 @@ typedef struct mix_source {
 	 * the loader of its later epochs, waits (mixture_elastic.c). */
 	pf_loader *next;
 	uint32_t bridge_epoch;
+	/* With mix=sample, old hosts in several epochs of it: the bridges of
+	 * the epochs after l's, in order, and their states as opened. */
+	pf_loader **pend;
+	const uint8_t **pend_state;
+	size_t *pend_len;
+	uint32_t npend;
 	uint32_t sub_batch;	/* rows of l's batches (one core) */
 	uint32_t whole_batch;	/* rows of the batches of its loader of whole
 				   epochs (l's, or next's after a bridge) */
@@ -163,6 +170,12 @@ uint64_t pf_mix_last_step_from(pf_mixture *m, size_t k, uint64_t t0, uint64_t li
  * that epoch.  @return 0 with *out (pf_free()), or <0 with err. */
 int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_topology *t,
 		      uint8_t **out, size_t *outlen, pf_error *err);
+/* Source k's pending bridges (mixture_elastic.c): l added last (its
+ * state kept; freed on failure); the first made s->l (the epoch after
+ * s->bridge_epoch's); all freed. */
+int pf_mix_push_pending(mix_source *s, pf_loader *l);
+void pf_mix_pop_pending(mix_source *s);
+void pf_mix_free_pending(mix_source *s);
 /* Resume from the states of every host of another topology: each
  * source's remaining records of its epoch merged and cut among the new
  * hosts by a bridge loader, the loader of its next epochs beside it;

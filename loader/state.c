@@ -462,13 +462,19 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 	Podfeed__MixtureState m = PODFEED__MIXTURE_STATE__INIT;
 	Podfeed__MixtureSource *src = pf_calloc(s->nsources + 1, sizeof(*src));
 	Podfeed__MixtureSource **ptrs = pf_calloc(s->nsources + 1, sizeof(*ptrs));
-	size_t len;
+	ProtobufCBinaryData *pend;
+	size_t len, npend = 0;
 
-	if (!src || !ptrs) {
+	for (size_t i = 0; i < s->nsources; i++)
+		npend += s->sources[i].npending;
+	pend = pf_calloc(npend + 1, sizeof(*pend));
+	if (!src || !ptrs || !pend) {
 		pf_free(src);
 		pf_free(ptrs);
+		pf_free(pend);
 		return -ENOMEM;
 	}
+	npend = 0;
 	for (size_t i = 0; i < s->nsources; i++) {
 		podfeed__mixture_source__init(&src[i]);
 		src[i].state.data = (uint8_t *)s->sources[i].state;
@@ -477,6 +483,11 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 		src[i].bridge_batch = s->sources[i].bridge_batch;
 		src[i].bridge_epoch = s->sources[i].bridge_epoch;
 		src[i].whole_batch = s->sources[i].whole_batch;
+		src[i].pending = pend + npend;
+		src[i].n_pending = s->sources[i].npending;
+		for (size_t j = 0; j < s->sources[i].npending; j++, npend++)
+			pend[npend] = (ProtobufCBinaryData){ s->sources[i].pending_len[j],
+							     (uint8_t *)s->sources[i].pending[j] };
 		ptrs[i] = &src[i];
 	}
 	m.digest = s->digest;
@@ -495,6 +506,7 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 	}
 	pf_free(src);
 	pf_free(ptrs);
+	pf_free(pend);
 	return (int64_t)(PF_STATE_HEADER + len);
 }
 
@@ -525,15 +537,23 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 	s->cores = m->cores_per_host;
 	s->per_core_batch = m->per_core_batch;
 	s->nsources = m->n_sources;
+	{
+		size_t npend = 0;
+
+		for (size_t i = 0; i < m->n_sources; i++)
+			npend += m->sources[i]->n_pending;
+		s->pend = pf_calloc(npend + 1, sizeof(*s->pend));
+		s->pend_len = pf_calloc(npend + 1, sizeof(*s->pend_len));
+	}
 	s->sources = pf_calloc(m->n_sources + 1, sizeof(*s->sources));
 	s->mem = pf_malloc(plen + 1);
-	if (!s->sources || !s->mem) {
+	if (!s->sources || !s->mem || !s->pend || !s->pend_len) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "no memory for the state");
 		goto out;
 	}
 	/* The sources' states point into one copy of the payload. */
 	{
-		size_t at = 0;
+		size_t at = 0, np = 0;
 
 		for (size_t i = 0; i < m->n_sources; i++) {
 			const Podfeed__MixtureSource *ms = m->sources[i];
@@ -541,8 +561,16 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 			memcpy(s->mem + at, ms->state.data, ms->state.len);
 			s->sources[i] = (pf_mix_source_state){ s->mem + at, ms->state.len,
 								 ms->consumed, ms->bridge_batch,
-								 ms->bridge_epoch, ms->whole_batch };
+								 ms->bridge_epoch, ms->whole_batch,
+								 s->pend + np, s->pend_len + np,
+								 ms->n_pending };
 			at += ms->state.len;
+			for (size_t j = 0; j < ms->n_pending; j++, np++) {
+				memcpy(s->mem + at, ms->pending[j].data, ms->pending[j].len);
+				s->pend[np] = s->mem + at;
+				s->pend_len[np] = ms->pending[j].len;
+				at += ms->pending[j].len;
+			}
 		}
 	}
 out:
@@ -554,6 +582,8 @@ out:
 
 void pf_mix_state_release(pf_mix_state *s)
 {
+	pf_free(s->pend);
+	pf_free(s->pend_len);
 	pf_free(s->sources);
 	pf_free(s->mem);
 	memset(s, 0, sizeof(*s));

@@ -94,10 +94,19 @@ static int mixture(const uint8_t *blob, size_t len)
 	CHECK(pf_mix_state_decode(&t, again, (size_t)n, &err) == 0);
 	CHECK(t.digest == s.digest && t.next_step == s.next_step && t.nsources == s.nsources &&
 	      t.host_index == s.host_index && t.num_hosts == s.num_hosts);
-	for (size_t i = 0; i < s.nsources; i++)
+	for (size_t i = 0; i < s.nsources; i++) {
 		CHECK(t.sources[i].consumed == s.sources[i].consumed &&
 		      t.sources[i].state_len == s.sources[i].state_len &&
 		      !memcmp(t.sources[i].state, s.sources[i].state, s.sources[i].state_len));
+		CHECK(t.sources[i].bridge_batch == s.sources[i].bridge_batch &&
+		      t.sources[i].bridge_epoch == s.sources[i].bridge_epoch &&
+		      t.sources[i].whole_batch == s.sources[i].whole_batch &&
+		      t.sources[i].npending == s.sources[i].npending);
+		for (size_t j = 0; j < s.sources[i].npending; j++)
+			CHECK(t.sources[i].pending_len[j] == s.sources[i].pending_len[j] &&
+			      !memcmp(t.sources[i].pending[j], s.sources[i].pending[j],
+				      s.sources[i].pending_len[j]));
+	}
 	pf_mix_state_release(&t);
 	pf_mix_state_release(&s);
 	free(again);
