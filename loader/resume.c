@@ -156,7 +156,8 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 			} else if (st[i].fresh) {
 				if (origin_quota)
 					all[k++] = (pf_piece){ want, 0, origin_quota };
-			} else {
+			} else if (st[i].npieces) {
+				/* (none: the host delivered all its stream) */
 				memcpy(all + k, st[i].pieces, st[i].npieces * sizeof(*all));
 				k += st[i].npieces;
 			}
