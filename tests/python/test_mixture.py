@@ -218,3 +218,43 @@ def test_a_small_source_mixed_in_on_4_hosts(two, tmp_path):
     for e in range(len(hosts[0]) // 12):
         epoch = [r for rows in hosts for r in rows[e * 12:(e + 1) * 12]]
         assert len(set(epoch)) == 48, f"epoch {e} of the small source repeats a record"
+
+
+def test_sampled_hosts_in_different_epochs_resume_on_another_host_count(two, tmp_path):
+    """mix="sample": each host draws its own rows, so after 8 steps the 4
+    old hosts are in different epochs of a 50-record source (12 records a
+    host an epoch); their state_dict()s resume on 2 hosts (a bridge for
+    each epoch, C's tests/test_loader_mixture_small.c holds the bounds):
+    equal steps, and no row of the large source, inside its first epoch
+    throughout, delivered twice."""
+    small = tmp_path / "small"
+    run(tool("tools/shardtool"), "synth", "--kind", "tokens", "--records", 50, "--shards", 1,
+        "--out", small, "--seed", 2)
+    srcs = [S(two[0], weight=0.9, name="web"), S(small, weight=0.1, name="ft")]
+    kw = dict(shuffle=True, seed=1, source_feature=True, mix="sample", epochs=3)
+
+    def web_rows(batch):
+        src = np.asarray(batch["_source"]).reshape(-1)
+        toks = np.asarray(batch["tokens"]).reshape(-1, 64)
+        return [t.tobytes() for s_, t in zip(src, toks) if s_ == 0]
+
+    states, seen, epochs = [], [], set()
+    for h in range(4):
+        with podfeed.Loader(srcs, TOKENS, 32, host_index=h, num_hosts=4, max_steps=8,
+                            **kw) as loader:
+            for b in loader:
+                seen += web_rows(b)
+            states.append(loader.state_dict())
+            epochs.add(loader.report("dict")["sources"][1]["epochs_started"])
+    assert len(epochs) > 1, "the old hosts are in one epoch of the small source"
+    steps = []
+    for h in range(2):
+        with podfeed.Loader(srcs, TOKENS, 32, host_index=h, num_hosts=2, state=states,
+                            max_steps=10, **kw) as loader:
+            n = 0
+            for b in loader:
+                seen += web_rows(b)
+                n += 1
+            steps.append(n)
+    assert steps == [10, 10]
+    assert len(set(seen)) == len(seen)
