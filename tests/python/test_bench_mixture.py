@@ -111,3 +111,19 @@ def test_figures_are_medians_of_each_runs_ratios():
     assert r["three_sources_cpu_utilisation"] == 1.25
     assert r["one_source_voluntary_switches_per_1k_records"] == 20.0
     assert r["three_sources_voluntary_switches_per_1k_records"] == 50.0
+
+
+def test_against_before_pairs_the_rounds():
+    m = load()
+
+    def run(cpu_s):
+        return m.side({"records_per_s": 1.0, "records": 1000}, {"cpu": cpu_s, "wall": 1.0,
+                                                                 "vcsw": 0, "ivcsw": 0})
+
+    this = ([run(1.0), run(3.0), run(2.0)], [run(1.0), run(1.0), run(4.0)])
+    before = ([run(2.0), run(3.0), run(1.0)], [run(2.0), run(4.0), run(4.0)])
+    r = m.against_before(this, before)
+    assert r["one_source_cpu_this_over_before"] == [0.5, 1.0, 2.0]
+    assert r["one_source_cpu_this_over_before_median"] == 1.0
+    assert r["three_sources_cpu_this_over_before"] == [0.5, 0.25, 1.0]
+    assert r["three_sources_cpu_this_over_before_median"] == 0.5
