@@ -184,6 +184,7 @@ void *pf_loader_io_main(void *arg)
 	};
 	pf_io *io = NULL;
 	pf_error err;
+	bool go;
 	int ret;
 
 	pf_error_clear(&err);
@@ -203,9 +204,14 @@ void *pf_loader_io_main(void *arg)
 	else
 		l->m.io_backend = pf_io_backend_name(io);
 	pthread_cond_broadcast(&l->cv_init);
+	/* A mixture's source: nothing is read before the mixture knows how
+	 * far its run goes (pf_loader_open_gate()). */
+	while (ret == 0 && l->gated && !halted(l))
+		pthread_cond_wait(&l->cv_init, &l->mu);
+	go = !halted(l);
 	pthread_mutex_unlock(&l->mu);
 
-	if (ret == 0) {
+	if (ret == 0 && go) {
 		ret = pf_schedule_run(l, io);
 		if (ret < 0) {
 			pf_error_clear(&err);

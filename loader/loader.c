@@ -31,6 +31,7 @@ static void wake_all(pf_loader *l)
 	pthread_cond_broadcast(&l->cv_block);
 	pthread_cond_broadcast(&l->cv_batch);
 	pthread_cond_broadcast(&l->cv_ready);
+	pthread_cond_broadcast(&l->cv_init);	/* an I/O thread at its gate */
 }
 
 /* Wake the I/O thread if it sleeps, whatever it waits for.  Call with mu
@@ -162,6 +163,7 @@ typedef struct create_opts {
 	unsigned lookahead;
 	const pf_row_sink *sink;
 	pf_batch_fit fit;
+	bool gated;
 } create_opts;
 
 static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
@@ -201,10 +203,24 @@ int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const
 
 int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
 			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
-			       pf_error *err)
+			       bool gated, pf_error *err)
 {
 	return create(out, cfg, sizeof(*cfg), NULL,
-		      &(create_opts){ .lookahead = lookahead, .sink = sink, .fit = fit }, err);
+		      &(create_opts){ .lookahead = lookahead, .sink = sink, .fit = fit,
+				      .gated = gated },
+		      err);
+}
+
+void pf_loader_open_gate(pf_loader *l, uint64_t max_steps)
+{
+	pthread_mutex_lock(&l->mu);
+	if (l->gated) {
+		if (max_steps && (!l->cfg.max_steps || max_steps < l->cfg.max_steps))
+			l->cfg.max_steps = max_steps;
+		l->gated = false;
+		pthread_cond_broadcast(&l->cv_init);
+	}
+	pthread_mutex_unlock(&l->mu);
 }
 
 /* The batch the rule fit gives for the dataset's records (at most the
@@ -307,6 +323,7 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 	l->nworkers = cfg->threads ? cfg->threads : pf_cpus();
 	l->lookahead = o->lookahead;
 	l->sink = o->sink;
+	l->gated = o->gated;
 	l->host_batch = l->topo.cores * l->topo.per_core_batch;
 	if ((unsigned)cfg->shuffle_mode > PF_SHUFFLE_GLOBAL) {
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,

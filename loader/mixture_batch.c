@@ -31,17 +31,20 @@
  * every row go through the sources' batches, with the sources reading
  * ahead as far as a loader does (for measuring, and the tests'
  * reference: the way every row went before); PODFEED_MIX_RING=N makes
- * the ring N steps (the tests: rows of later steps are copied). */
+ * the ring N steps (the tests: rows of later steps are copied);
+ * PODFEED_MIX_LIMIT=0 lets the sources' loaders read ahead past the
+ * run's end, as they did before their runs were cut (for measuring). */
 static bool mix_no_stream;
 
 void pf_mix_batch_env(pf_mixture *m)
 {
 	const char *stream = getenv("PODFEED_STREAM"), *direct = getenv("PODFEED_MIX_DIRECT");
-	const char *ring = getenv("PODFEED_MIX_RING");
+	const char *ring = getenv("PODFEED_MIX_RING"), *limit = getenv("PODFEED_MIX_LIMIT");
 
 	mix_no_stream = stream && !strcmp(stream, "0");
 	m->no_direct = direct && !strcmp(direct, "0");
 	m->ring_env = ring ? (unsigned)strtoul(ring, NULL, 10) : 0;
+	m->no_limit = limit && !strcmp(limit, "0");
 }
 
 /* Steps in the ring: their slots within a quarter of the budget (the
@@ -84,7 +87,7 @@ int pf_mix_make_slots(pf_mixture *m, const pf_spec *spec, unsigned held, size_t 
 	uint32_t nt = m->features + m->source_feature;
 	size_t slot_bytes;
 	uint64_t pool;
-	uint32_t rbits;
+	uint32_t rbits, ibits = 0, cbits = 0;
 
 	m->block_bytes = 0;
 	for (uint32_t f = 0; f < nt; f++) {
@@ -98,9 +101,13 @@ int pf_mix_make_slots(pf_mixture *m, const pf_spec *spec, unsigned held, size_t 
 	 * for it: a decoder takes a slot only while more are free. */
 	m->ring = m->no_direct ? 1 : m->ring_env ? m->ring_env
 						  : ring_steps(slot_bytes, budget, held);
-	rbits = 1;
-	while (((uint64_t)1 << rbits) < m->host_batch)
-		rbits++;
+	/* A row is its core and its place in the core's batch, in bits of
+	 * their own (no division where a decoder aims a record). */
+	while (((uint64_t)1 << ibits) < pcb)
+		ibits++;
+	while (((uint64_t)1 << cbits) < cores)
+		cbits++;
+	rbits = ibits + cbits ? ibits + cbits : 1;
 	/* A place is a ring step and a row in 32 bits. */
 	if (((uint64_t)m->ring << rbits) > UINT32_MAX)
 		m->ring = (unsigned)(UINT32_MAX >> rbits);
@@ -139,7 +146,7 @@ int pf_mix_make_slots(pf_mixture *m, const pf_spec *spec, unsigned held, size_t 
 		*sk = (mix_sink){ .m = m, .steps = m->steps, .mem = m->mem, .toff = m->toff,
 				  .fbytes = m->fbytes, .slot_bytes = slot_bytes,
 				  .block_bytes = m->block_bytes, .mask = n - 1, .rbits = rbits,
-				  .pcb = pcb, .features = m->features, .keep = held };
+				  .ibits = ibits, .features = m->features, .keep = held };
 		sk->pos = pf_malloc(n * sizeof(*sk->pos));
 		sk->direct = pf_calloc(n, 1);
 		m->src[k].sk = sk;
@@ -236,8 +243,8 @@ static bool sink_aim(void *ctx, uint64_t c, uint8_t **dst)
 	if (si < 0 && (si = take_slot(sk->m, e, sk->keep)) < 0)
 		return false;
 	row = p & ((1u << sk->rbits) - 1);
-	core = row / sk->pcb;
-	i = row % sk->pcb;
+	core = row >> sk->ibits;
+	i = row & ((1u << sk->ibits) - 1);
 	block = sk->mem + (size_t)si * sk->slot_bytes + (size_t)core * sk->block_bytes;
 	for (uint32_t f = 0; f < sk->features; f++)
 		dst[f] = block + sk->toff[f] + (size_t)i * sk->fbytes[f];
@@ -259,8 +266,7 @@ static void map_ahead(pf_mixture *m)
 		bool room = true;
 
 		pf_mix_schedule_seek(m, t);
-		for (uint32_t j = 0; j < m->host_batch; j++)
-			rs[j] = (uint8_t)pf_mix_slot_source(m, t, j);
+		pf_mix_step_sources(m, t, rs);
 		for (size_t k = 0; k < m->n; k++)
 			room &= m->src[k].mapping + m->host_batch - m->src[k].used <=
 				m->sinks[k].mask + 1;
@@ -268,13 +274,15 @@ static void map_ahead(pf_mixture *m)
 			break;
 		/* Step t - ring, which the entry held, was handed out. */
 		__atomic_store_n(&m->steps[t % m->ring], -1, __ATOMIC_RELAXED);
-		for (uint32_t j = 0; j < m->host_batch; j++) {
-			mix_source *s = &m->src[rs[j]];
+		for (uint32_t c = 0, j = 0; c < m->topo.cores; c++)
+			for (uint32_t i = 0; i < m->topo.per_core_batch; i++, j++) {
+				mix_source *s = &m->src[rs[j]];
+				mix_sink *sk = s->sk;
 
-			s->sk->pos[s->mapping & s->sk->mask] =
-				(uint32_t)(t % m->ring) << s->sk->rbits | j;
-			s->mapping++;
-		}
+				sk->pos[s->mapping & sk->mask] =
+					(uint32_t)(t % m->ring) << sk->rbits | c << sk->ibits | i;
+				s->mapping++;
+			}
 	}
 	for (size_t k = 0; more && k < m->n; k++)
 		__atomic_store_n(&m->sinks[k].mapped, m->src[k].mapping, __ATOMIC_RELEASE);
@@ -337,18 +345,20 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 		if (s->cur)
 			pf_loader_release(s->l, s->cur);
 		s->cur = NULL;
-		n = pf_loader_save_state(s->l, NULL, 0);
+		/* Encoded once where the buffer holds it (it says its
+		 * length when it does not). */
+		n = pf_loader_save_state(s->l, s->before, s->before_cap);
 		if (n < 0)
 			return (int)n;
 		if ((size_t)n > s->before_cap) {
-			uint8_t *b = pf_realloc(s->before, (size_t)n);
+			uint8_t *b = pf_realloc(s->before, (size_t)n + 64);
 
 			if (!b)
 				return -ENOMEM;
 			s->before = b;
-			s->before_cap = (size_t)n;
+			s->before_cap = (size_t)n + 64;
+			pf_loader_save_state(s->l, s->before, s->before_cap);
 		}
-		pf_loader_save_state(s->l, s->before, s->before_cap);
 		s->before_len = (size_t)n;
 		ret = pf_loader_next(s->l, &s->cur);
 		if (ret == 0 && s->next) {
@@ -442,11 +452,11 @@ int pf_mixture_next(pf_mixture *m, pf_batch **out)
 		si = take_slot(m, e, 0);
 	slot = &m->slots[si];
 	rs = m->rowsrc + (size_t)(m->step % m->ring) * m->host_batch;
-	for (uint32_t r = 0; r < m->host_batch; r++) {
+	for (uint32_t r = 0, i = 0; r < m->host_batch; r++, i = i + 1 == pcb ? 0 : i + 1) {
 		size_t k = rs[r];
 		mix_source *s = &m->src[k];
 		pf_core_batch *dst = &slot->core[r / pcb];
-		uint32_t i = r % pcb, srow = 0;
+		uint32_t srow = 0;
 		const pf_core_batch *src = NULL;
 		uint64_t c = s->used++;
 

@@ -25,12 +25,12 @@ typedef struct mix_sink {
 	const size_t *toff, *fbytes;	/* m's */
 	size_t slot_bytes, block_bytes;
 	uint32_t *pos;		/* [mask + 1]: record c's place at c & mask:
-				   ring step << rbits | row */
+				   ring step << rbits | core << ibits | row */
 	uint8_t *direct;	/* [mask + 1]: record c was written there */
 	uint64_t mask;
 	uint64_t c0;		/* the first record with a place */
 	uint64_t mapped;	/* records [c0, mapped) have one (atomic) */
-	uint32_t rbits, pcb, features;
+	uint32_t rbits, ibits, features;
 	unsigned keep;		/* free slots a decoder leaves the consumer */
 } mix_sink;
 
@@ -39,6 +39,8 @@ typedef struct mix_source {
 	double weight;
 	uint64_t q;		/* share in 2^-32 (they sum to ONE) */
 	pf_loader *l;		/* the source's own loader */
+	bool gated;		/* l reads nothing before open_gates() (mixture.c) */
+	uint64_t limit_rows;	/* scratch of open_gates() */
 	/* After an elastic resume, l reads the rest of the epoch it was in
 	 * (epoch bridge_epoch) in batches of its per-step share, and next,
 	 * the loader of its later epochs, waits (mixture_elastic.c). */
@@ -125,6 +127,7 @@ struct pf_mixture {
 	uint64_t mapped_step;	/* the steps before it have their rows' sources */
 	uint64_t direct_rows;	/* rows its sources wrote straight in */
 	bool no_direct;		/* PODFEED_MIX_DIRECT=0: every row copied */
+	bool no_limit;		/* PODFEED_MIX_LIMIT=0: sources read ahead past the end */
 	bool started;		/* pf_mix_start_batches() was called */
 	unsigned ring_env;	/* PODFEED_MIX_RING: its steps (0: its own) */
 	pf_error err;
@@ -187,6 +190,8 @@ void pf_mix_regions(pf_mixture *m, const pf_loader_config *cfg);
  * of row j of step t (mixture.c). */
 void pf_mix_schedule_seek(pf_mixture *m, uint64_t t);
 size_t pf_mix_slot_source(const pf_mixture *m, uint64_t t, uint64_t j);
+/* The sources of all rows of step t (whose counts m holds) into rs[b]. */
+void pf_mix_step_sources(const pf_mixture *m, uint64_t t, uint8_t *rs);
 /* The batches (mixture_batch.c): the environment's switches; the slots
  * and the sources' places (held: the batches a consumer may hold), once
  * the first source's loader is made; the ring's first steps mapped and

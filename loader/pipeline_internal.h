@@ -349,6 +349,9 @@ struct pf_loader {
 	 * and the most segments it reads ahead (0: its workers + 2). */
 	const pf_row_sink *sink;
 	unsigned lookahead;
+	/* A mixture's source whose I/O thread waits, its ring made, until
+	 * the mixture says how far its run goes (under mu). */
+	bool gated;
 	pf_loader_config cfg;
 	pf_topology topo;
 	pf_spec spec;
@@ -718,10 +721,14 @@ typedef uint32_t (*pf_batch_fit)(uint64_t records, uint32_t hosts, uint32_t cap)
 /* loader.c: a mixture's source, reading at most `lookahead` segments
  * ahead (its share of the mixture's; budget.c), its rows where `sink`
  * says (NULL: its batches) from its first record on, its batch fitted by
- * `fit` (NULL: the config's). */
+ * `fit` (NULL: the config's); gated: reading nothing until
+ * pf_loader_open_gate() gives the batches its run takes at most (0: no
+ * more than its config's), which the mixture knows once every source is
+ * open. */
 int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
 			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
-			       pf_error *err);
+			       bool gated, pf_error *err);
+void pf_loader_open_gate(pf_loader *l, uint64_t max_steps);
 /* loader.c: pf_loader_create() with a spec made by the caller instead
  * of cfg->features (pack.c's inner loader). */
 int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
