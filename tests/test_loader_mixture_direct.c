@@ -13,9 +13,9 @@
 
 #include "pipeline_internal.h"
 #include "podfeed.h"
+#include "mix_util.h"
 #include "testutil.h"
 
-#define ID_BASE 1000000u
 #define MAX_STEPS 4096
 
 typedef struct digest {
@@ -25,52 +25,20 @@ typedef struct digest {
 	uint64_t rows;
 } digest;
 
-static const char *dirs[3];
-
-static void make_dirs(void)
-{
-	/* 2,400, 1,300 and 500 records, in frames of 2 KiB (a few records):
-	 * many segments, each source's epochs ending at other steps. */
-	static const uint64_t count[3] = { 2400, 1300, 500 };
-
-	for (uint32_t k = 0; k < 3; k++)
-		if (!dirs[k])
-			dirs[k] = tu_id_shards((uint64_t)k * ID_BASE, count[k], 2 + k, 2048);
-}
-
 /* A run of the 3-source mixture of cfg with every row copied or not (at
  * most `max` steps, 0: to its end; from a state, or fresh), its batches'
  * digests appended to d.  @return its state after (*slen), the caller's. */
 static uint8_t *run(pf_loader_config cfg, const char *features, bool direct, uint64_t max,
 		    const uint8_t *from, size_t from_len, digest *d, size_t *slen)
 {
-	static const double w[3] = { 0.5, 0.3, 0.2 };
-	static const char *names[3] = { "web", "code", "books" };
-	pf_loader_source src[3];
-	const char *paths[3][1];
-	pf_state_blob sb = { from, from_len };
 	pf_loader *l;
 	pf_batch *b;
-	pf_error err;
 	uint8_t *st;
 	int ret;
 
-	make_dirs();
-	for (size_t k = 0; k < 3; k++) {
-		paths[k][0] = dirs[k];
-		src[k] = (pf_loader_source){ .name = names[k], .paths = paths[k], .npaths = 1,
-					     .weight = w[k] };
-	}
-	cfg.sources = src;
-	cfg.nsources = 3;
-	cfg.features = features;
 	cfg.source_feature = true;
-	cfg.max_steps = max;
-	cfg.resume = from ? &sb : NULL;
-	cfg.nresume = from ? 1 : 0;
 	cr_assert_eq(setenv("PODFEED_MIX_DIRECT", direct ? "1" : "0", 1), 0);
-	ret = pf_loader_create(&l, &cfg, &err);
-	cr_assert_eq(ret, 0, "create: %s", err.msg);
+	l = mu_create(cfg, features, max, from, from_len);
 	while ((ret = pf_loader_next(l, &b)) == 1) {
 		uint32_t crc = 0;
 

@@ -10,24 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mix_util.h"
 #include "mixture_internal.h"
 #include "podfeed.h"
 #include "testutil.h"
-
-#define ID_BASE 1000000u
-
-static const char *dirs[3];
-
-static void make_dirs(void)
-{
-	/* Frames of 2 KiB (a few records): many segments, so that a loader
-	 * reading ahead has blocks to read past the end. */
-	static const uint64_t count[3] = { 2400, 1300, 700 };
-
-	for (uint32_t k = 0; k < 3; k++)
-		if (!dirs[k])
-			dirs[k] = tu_id_shards((uint64_t)k * ID_BASE, count[k], 2 + k, 2048);
-}
 
 typedef struct outcome {
 	uint64_t steps;
@@ -41,32 +27,15 @@ typedef struct outcome {
 static uint8_t *run(pf_loader_config cfg, bool limited, uint64_t max, const uint8_t *from,
 		    size_t from_len, uint64_t stop_at, outcome *o, size_t *slen)
 {
-	static const double w[3] = { 0.5, 0.3, 0.2 };
-	static const char *names[3] = { "web", "code", "books" };
-	pf_loader_source src[3];
-	const char *paths[3][1];
-	pf_state_blob sb = { from, from_len };
 	uint8_t *st = NULL;
 	pf_loader *l;
 	pf_batch *b;
-	pf_error err;
 	int ret;
 
-	make_dirs();
-	for (size_t k = 0; k < 3; k++) {
-		paths[k][0] = dirs[k];
-		src[k] = (pf_loader_source){ .name = names[k], .paths = paths[k], .npaths = 1,
-					     .weight = w[k] };
-	}
-	cfg.sources = src;
-	cfg.nsources = 3;
-	cfg.features = "id:int64[1]";
-	cfg.max_steps = max;
-	cfg.resume = from ? &sb : NULL;
-	cfg.nresume = from ? 1 : 0;
+	/* The frames of a few records give a loader reading ahead blocks
+	 * to read past the end. */
 	cr_assert_eq(setenv("PODFEED_MIX_LIMIT", limited ? "1" : "0", 1), 0);
-	ret = pf_loader_create(&l, &cfg, &err);
-	cr_assert_eq(ret, 0, "create: %s", err.msg);
+	l = mu_create(cfg, "id:int64[1]", max, from, from_len);
 	memset(o, 0, sizeof(*o));
 	while ((ret = pf_loader_next(l, &b)) == 1) {
 		for (uint32_t c = 0; c < b->cores; c++)
