@@ -558,7 +558,8 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 		for (size_t i = 0; i < m->n_sources; i++) {
 			const Podfeed__MixtureSource *ms = m->sources[i];
 
-			memcpy(s->mem + at, ms->state.data, ms->state.len);
+			if (ms->state.len)	/* an empty one's data is NULL */
+				memcpy(s->mem + at, ms->state.data, ms->state.len);
 			s->sources[i] = (pf_mix_source_state){ s->mem + at, ms->state.len,
 								 ms->consumed, ms->bridge_batch,
 								 ms->bridge_epoch, ms->whole_batch,

@@ -87,7 +87,12 @@ static void check_spec(const pf_spec *s)
 		for (uint32_t k = 0; k < i; k++)
 			CHECK(strcmp(s->f[k].name, f->name));
 		CHECK(size);
-		CHECK(f->len >= 1 && f->len <= (1u << 24));
+		/* [*]: no length until packing gives it one; numeric, no
+		 * default (a packed feature is in every record). */
+		if (f->ragged)
+			CHECK(f->len == 0 && f->dtype != PF_DTYPE_BYTES && !f->has_default);
+		else
+			CHECK(f->len >= 1 && f->len <= (1u << 24));
 		CHECK(isfinite(f->pad) && isfinite(f->scale) && isfinite(f->shift));
 		if (f->dtype != PF_DTYPE_FLOAT32)
 			CHECK(f->scale == 1.0 && f->shift == 0.0);
