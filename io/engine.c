@@ -415,12 +415,11 @@ bool pf_io_file_direct(const pf_io *io, uint32_t file)
 static void open_keep(pf_io *io, pf_io_op *op)
 {
 	pf_io_file *f = &io->files[op->req->file];
-	int fl = fcntl(op->open_fd, F_GETFL);
 
 	/* Reads of a regular file ignore O_NONBLOCK, but io_uring fails
-	 * them with EAGAIN on a file system without nowait reads. */
-	if (fl >= 0)
-		fcntl(op->open_fd, F_SETFL, fl & ~O_NONBLOCK);
+	 * them with EAGAIN on a file system without nowait reads.  The
+	 * flags are the open's (O_DIRECT kept): no F_GETFL needed. */
+	fcntl(op->open_fd, F_SETFL, op->open_flags & ~O_NONBLOCK);
 	f->fd = op->open_fd;
 	op->holds_fd = false;
 	op->open_fd = -1;
