@@ -177,7 +177,7 @@ static void tune_threads(pf_loader *l, uint64_t decode_ns, uint64_t gap_ns, uint
 		    "with a fifth to spare and leave the other CPUs to it", t, n, ms(decode_ns),
 		    ms(gap_cpu_ns), ms(gap_ns), t, t == 1 ? "s" : "");
 	l->active_workers = t;
-	pthread_cond_broadcast(&l->cv_decode);	/* parked workers look again */
+	pf_decode_broadcast(l);	/* parked workers look again */
 	tune_depth(l);	/* fewer decoders need fewer reads */
 }
 

@@ -257,7 +257,7 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
 		/* Its other segments, left in the queue, can be taken now. */
 		pthread_mutex_lock(&l->mu);
 		c->df->ready = true;
-		pthread_cond_broadcast(&l->cv_decode);
+		pf_decode_broadcast(l);
 		pthread_mutex_unlock(&l->mu);
 		return place_cached(l, w, c, err);
 	}
@@ -392,6 +392,104 @@ static chunk *take_work(pf_loader *l)
 	return NULL;
 }
 
+/* Decode chunk c, taken from l's queue by worker w (l->mu held, and held
+ * again on return).  @return false when the loader failed. */
+static bool work_on(pf_loader *l, worker *w, chunk *c)
+{
+	uint64_t t1 = pf_now_ns(), cpu0 = pf_thread_cpu_ns();
+	pf_error err;
+	uint64_t more;
+	int ret;
+
+	pthread_mutex_unlock(&l->mu);
+
+	pf_error_clear(&err);
+	ret = c->ss ? decode_stream(l, w, c, &err) : decode_frame(l, w, c, &err);
+	more = 0;
+	if (ret < 0)
+		pf_error_set_file(&err, l->ds->paths[l->ds->units[c->seg.unit].file]);
+	for (unsigned i = 0; ret == 0 && i < c->nmore; i++) {
+		chunk v;
+
+		/* Only what place_cached() reads: a whole chunk's zeroing
+		 * (its error, its more[]) was 1.6% of a global shuffle's
+		 * mixture (tools/bench/mixture --set global). */
+		v.seg = c->more[i].seg;
+		v.pos = c->more[i].pos;
+		v.g0 = c->more[i].g0;
+		v.w = c->w;
+		v.df = c->more[i].df;
+		v.cbuf = -1;
+		ret = place_cached(l, w, &v, &err);
+		if (ret < 0)
+			pf_error_set_file(&err, l->ds->paths[l->ds->units[v.seg.unit].file]);
+		more += v.seg.count;
+	}
+	if (ret >= 0) {
+		/* A parked sub-segment's rows too: a slot it filled
+		 * must not wait for its next block. */
+		pf_place_flush(l, w);
+		if (ret == 0)
+			pf_place_done(l, c->g0, c->pos, c->seg.count, c->w);
+		for (unsigned i = 0; ret == 0 && i < c->nmore; i++)
+			pf_place_done(l, c->more[i].g0, c->more[i].pos,
+				      c->more[i].seg.count, c->w);
+	}
+
+	pthread_mutex_lock(&l->mu);
+	l->m.decode.busy_ns += pf_now_ns() - t1;
+	l->m.images += w->images;
+	l->m.images_upscaled += w->images_upscaled;
+	l->m.image_decode_ns += w->image_ns;
+	l->m.image_scratch_bytes += w->image_scratch.cap - w->image_scratch_counted;
+	w->image_scratch_counted = w->image_scratch.cap;
+	w->images = w->images_upscaled = w->image_ns = 0;
+	/* A parked stream chunk's records count when it is done. */
+	pf_tune_decoded(l, ret == 1 ? 0 : c->seg.count + more, c->cbuf >= 0,
+			pf_thread_cpu_ns() - cpu0);
+	if (ret == 1) {
+		pf_stream_park(l, c->ss, c);	/* no longer this worker's */
+		return true;
+	}
+	if (c->df) {
+		c->df->pins--;
+		c->df = NULL;
+	}
+	for (unsigned i = 0; i < c->nmore; i++)
+		c->more[i].df->pins--;
+	c->nmore = 0;
+	if (c->cbuf >= 0) {
+		l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;
+		l->free_cbuf[l->nfree_cbuf++] = c->cbuf;
+		c->cbuf = -1;
+		pthread_cond_signal(&l->cv_cbuf);
+	}
+	if (c->ss) {
+		c->ss->busy = false;
+		c->ss->next_first += c->seg.count;
+		if (c->ss_last && ret == 0)
+			pf_stream_finish(l, c->ss);
+		pf_decode_broadcast(l);
+	}
+	c->next = l->free_chunks;
+	l->free_chunks = c;
+	pthread_cond_signal(&l->cv_chunk);
+	/* The end is when the last decode is accounted, not earlier. */
+	if (--l->chunks_out == 0 && l->io_done)
+		pthread_cond_signal(&l->cv_ready);
+	if (ret < 0) {
+		pf_loader_fail_locked(l, &err, ret);
+		return false;
+	}
+	return true;
+}
+
+/* No work will come: halted, or read to the end and the queue empty. */
+static bool worker_done(const pf_loader *l)
+{
+	return halted(l) || (l->io_done && !l->decode_q);
+}
+
 void *pf_loader_worker_main(void *arg)
 {
 	worker *w = arg;
@@ -399,11 +497,8 @@ void *pf_loader_worker_main(void *arg)
 
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
-		uint64_t t0 = pf_now_ns(), t1, cpu0;
-		pf_error err;
+		uint64_t t0 = pf_now_ns();
 		chunk *c = NULL;
-		uint64_t more;
-		int ret;
 
 		/* Workers past the threads autotune chose park here. */
 		while (!halted(l) &&
@@ -412,83 +507,109 @@ void *pf_loader_worker_main(void *arg)
 			pthread_cond_wait(&l->cv_decode, &l->mu);
 		if (!c)
 			break;
-		t1 = pf_now_ns();
-		cpu0 = pf_thread_cpu_ns();
-		l->m.decode.wait_ns += t1 - t0;
-		pthread_mutex_unlock(&l->mu);
-
-		pf_error_clear(&err);
-		ret = c->ss ? decode_stream(l, w, c, &err) : decode_frame(l, w, c, &err);
-		more = 0;
-		if (ret < 0)
-			pf_error_set_file(&err, l->ds->paths[l->ds->units[c->seg.unit].file]);
-		for (unsigned i = 0; ret == 0 && i < c->nmore; i++) {
-			chunk v = { .seg = c->more[i].seg, .pos = c->more[i].pos,
-				    .g0 = c->more[i].g0, .w = c->w, .df = c->more[i].df,
-				    .cbuf = -1 };
-
-			ret = place_cached(l, w, &v, &err);
-			if (ret < 0)
-				pf_error_set_file(&err, l->ds->paths[l->ds->units[v.seg.unit].file]);
-			more += v.seg.count;
-		}
-		if (ret >= 0) {
-			/* A parked sub-segment's rows too: a slot it filled
-			 * must not wait for its next block. */
-			pf_place_flush(l, w);
-			if (ret == 0)
-				pf_place_done(l, c->g0, c->pos, c->seg.count, c->w);
-			for (unsigned i = 0; ret == 0 && i < c->nmore; i++)
-				pf_place_done(l, c->more[i].g0, c->more[i].pos,
-					      c->more[i].seg.count, c->w);
-		}
-
-		pthread_mutex_lock(&l->mu);
-		l->m.decode.busy_ns += pf_now_ns() - t1;
-		l->m.images += w->images;
-		l->m.images_upscaled += w->images_upscaled;
-		l->m.image_decode_ns += w->image_ns;
-		l->m.image_scratch_bytes += w->image_scratch.cap - w->image_scratch_counted;
-		w->image_scratch_counted = w->image_scratch.cap;
-		w->images = w->images_upscaled = w->image_ns = 0;
-		/* A parked stream chunk's records count when it is done. */
-		pf_tune_decoded(l, ret == 1 ? 0 : c->seg.count + more, c->cbuf >= 0,
-				pf_thread_cpu_ns() - cpu0);
-		if (ret == 1) {
-			pf_stream_park(l, c->ss, c);	/* no longer this worker's */
-			continue;
-		}
-		if (c->df) {
-			c->df->pins--;
-			c->df = NULL;
-		}
-		for (unsigned i = 0; i < c->nmore; i++)
-			c->more[i].df->pins--;
-		c->nmore = 0;
-		if (c->cbuf >= 0) {
-			l->m.bytes_decompressed += l->ds->units[c->seg.unit].usize;
-			l->free_cbuf[l->nfree_cbuf++] = c->cbuf;
-			c->cbuf = -1;
-			pthread_cond_signal(&l->cv_cbuf);
-		}
-		if (c->ss) {
-			c->ss->busy = false;
-			c->ss->next_first += c->seg.count;
-			if (c->ss_last && ret == 0)
-				pf_stream_finish(l, c->ss);
-			pthread_cond_broadcast(&l->cv_decode);
-		}
-		c->next = l->free_chunks;
-		l->free_chunks = c;
-		pthread_cond_signal(&l->cv_chunk);
-		/* The end is when the last decode is accounted, not earlier. */
-		if (--l->chunks_out == 0 && l->io_done)
-			pthread_cond_signal(&l->cv_ready);
-		if (ret < 0) {
-			pf_loader_fail_locked(l, &err, ret);
+		l->m.decode.wait_ns += pf_now_ns() - t0;
+		if (!work_on(l, w, c))
 			break;
-		}
 	}
 	pthread_mutex_unlock(&l->mu);
 	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* A mixture's decode threads, shared by its sources' loaders          */
+
+void pf_decode_pool_wake(pf_decode_pool *p)
+{
+	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&p->mu);
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Thread i: a chunk of whichever member has one, worker i of it decoding
+ * (the members are scanned from a place that moves on each time, so none
+ * waits behind another's queue); asleep when none has, until a member
+ * wakes its decoders; gone when every member is done or the pool stops. */
+static void *pool_main(void *arg)
+{
+	pf_pool_thread *pt = arg;
+	pf_decode_pool *p = pt->p;
+
+	for (;;) {
+		uint64_t seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+		size_t start = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+		bool worked = false, live = false, stop;
+
+		for (size_t j = 0; j < p->nmembers && !worked; j++) {
+			pf_loader *l = p->members[(start + j) % p->nmembers];
+			uint64_t t0 = pf_now_ns();
+			chunk *c;
+
+			pthread_mutex_lock(&l->mu);
+			live |= !worker_done(l);
+			c = halted(l) ? NULL : take_work(l);
+			if (c) {
+				l->m.decode.wait_ns += pf_now_ns() - t0;
+				work_on(l, &l->workers[pt->index], c);
+				worked = true;
+			}
+			pthread_mutex_unlock(&l->mu);
+		}
+		if (worked)
+			continue;
+		pthread_mutex_lock(&p->mu);
+		while (live && !p->stop && __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE) == seq)
+			pthread_cond_wait(&p->cv, &p->mu);
+		stop = p->stop || !live;
+		pthread_mutex_unlock(&p->mu);
+		if (stop)
+			break;
+	}
+	return NULL;
+}
+
+int pf_decode_pool_start(pf_decode_pool *p, pf_loader **members, size_t n, unsigned threads,
+			 pf_error *err)
+{
+	memset(p, 0, sizeof(*p));
+	p->members = members;
+	p->nmembers = n;
+	p->threads = pf_calloc(threads, sizeof(*p->threads));
+	p->args = pf_calloc(threads, sizeof(*p->args));
+	p->nthreads = threads;
+	if (!p->threads || !p->args || pthread_mutex_init(&p->mu, NULL))
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory for the mixture's decode threads");
+	pthread_cond_init(&p->cv, NULL);
+	p->made = true;
+	for (size_t k = 0; k < n; k++)
+		members[k]->pool = p;
+	for (unsigned i = 0; i < threads; i++) {
+		pf_pool_thread *pt = &p->args[i];
+
+		pt->p = p;
+		pt->index = i;
+		if (pthread_create(&p->threads[i], NULL, pool_main, pt))
+			return pf_error_set(err, -EAGAIN, PF_OFFSET_NONE, 0,
+					    "cannot start the mixture's decode threads");
+		p->started++;
+	}
+	return 0;
+}
+
+void pf_decode_pool_stop(pf_decode_pool *p)
+{
+	if (!p->made)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < p->started; i++)
+		pthread_join(p->threads[i], NULL);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	pf_free(p->threads);
+	pf_free(p->args);
+	p->made = false;
 }

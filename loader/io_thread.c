@@ -56,7 +56,7 @@ int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 		/* The frame is in its buffer: its file is done with it. */
 		read_files[nread_files++] = l->ds->units[c->seg.unit].file;
 		pf_decode_queue(l, c);
-		pthread_cond_signal(&l->cv_decode);	/* one worker per read */
+		pf_decode_signal(l);	/* one worker per read */
 	}
 	pthread_mutex_unlock(&l->mu);
 	/* Without the lock: they may close files (files.c is this thread's
@@ -233,7 +233,7 @@ void *pf_loader_io_main(void *arg)
 	l->io_end_ns = pf_now_ns();
 	l->io_done = true;
 	l->io_left = io && pf_io_inflight(io);
-	pthread_cond_broadcast(&l->cv_decode);
+	pf_decode_broadcast(l);
 	pthread_cond_broadcast(&l->cv_ready);
 	pthread_mutex_unlock(&l->mu);
 	pf_io_free(io);

@@ -27,7 +27,7 @@ static void wake_all(pf_loader *l)
 {
 	pthread_cond_broadcast(&l->cv_chunk);
 	pthread_cond_broadcast(&l->cv_cbuf);
-	pthread_cond_broadcast(&l->cv_decode);
+	pf_decode_broadcast(l);
 	pthread_cond_broadcast(&l->cv_block);
 	pthread_cond_broadcast(&l->cv_batch);
 	pthread_cond_broadcast(&l->cv_ready);
@@ -163,7 +163,7 @@ typedef struct create_opts {
 	unsigned lookahead;
 	const pf_row_sink *sink;
 	pf_batch_fit fit;
-	bool gated;
+	bool gated, pooled;
 } create_opts;
 
 static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
@@ -203,12 +203,20 @@ int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const
 
 int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
 			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
-			       bool gated, pf_error *err)
+			       bool gated, bool pooled, pf_error *err)
 {
 	return create(out, cfg, sizeof(*cfg), NULL,
 		      &(create_opts){ .lookahead = lookahead, .sink = sink, .fit = fit,
-				      .gated = gated },
+				      .gated = gated, .pooled = pooled },
 		      err);
+}
+
+void pf_loader_halt(pf_loader *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->stop = true;
+	wake_all(l);
+	pthread_mutex_unlock(&l->mu);
 }
 
 void pf_loader_open_gate(pf_loader *l, uint64_t max_steps)
@@ -525,7 +533,7 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 		goto fail;
 	/* Packing's inner loader: its packer plans where its first records
 	 * go before they are decoded (pack.c starts them). */
-	if (!o->opened) {
+	if (!o->opened && !o->pooled) {
 		ret = pf_loader_start_workers(l, err);
 		if (ret < 0)
 			goto fail;
@@ -807,10 +815,7 @@ void pf_loader_free(pf_loader *l)
 		pf_free(l);
 		return;
 	}
-	pthread_mutex_lock(&l->mu);
-	l->stop = true;
-	wake_all(l);
-	pthread_mutex_unlock(&l->mu);
+	pf_loader_halt(l);
 	for (unsigned i = 0; l->workers && i < l->nworkers; i++) {
 		if (l->workers[i].started)
 			pthread_join(l->workers[i].thread, NULL);

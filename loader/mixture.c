@@ -345,9 +345,13 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 		w = ((pf_u128)w * s->q + ONE / 2) >> FIX;
 		sc.shuffle_window = (uint32_t)(w ? w : 1);
 	}
-	/* The threads asked for, shared by share (each at least one); auto:
-	 * each source's loader picks its own. */
-	if (cfg->threads) {
+	/* The mixture's pool's threads (each a worker in every source's
+	 * loader); without the pool, the threads asked for shared by share
+	 * (each at least one); auto: each source's loader picks its own. */
+	s->pooled = s->gated && !m->no_pool;
+	if (s->pooled) {
+		sc.threads = m->pool_threads;
+	} else if (cfg->threads) {
 		uint64_t t = ((pf_u128)cfg->threads * s->q + ONE - 1) >> FIX;
 
 		sc.threads = (unsigned)(t ? t : 1);
@@ -370,7 +374,7 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	ret = pf_loader_create_lookahead(out, &sc, lookahead,
 					 m->started && parts == 1 && !m->no_direct
 						 ? &m->sinks[k].sink : NULL,
-					 batch ? NULL : pf_mix_fit_batch, s->gated, &e);
+					 batch ? NULL : pf_mix_fit_batch, s->gated, s->pooled, &e);
 	if (ret < 0)
 		pf_mix_source_error(err, s->name, &e);
 	return ret;
@@ -421,6 +425,13 @@ void pf_mixture_free(pf_mixture *m)
 {
 	if (!m)
 		return;
+	/* The pool's threads work in the pooled loaders: halted, then
+	 * joined, before those are freed. */
+	for (size_t k = 0; m->pool.made && k < m->n; k++)
+		if (m->src[k].pooled && m->src[k].l)
+			pf_loader_halt(m->src[k].l);
+	pf_decode_pool_stop(&m->pool);
+	pf_free(m->pool_members);
 	for (size_t k = 0; m->src && k < m->n; k++) {
 		if (m->src[k].cur)
 			pf_loader_release(m->src[k].l, m->src[k].cur);
@@ -451,10 +462,27 @@ static int retake(pf_mixture *m, const pf_mix_state *st, pf_error *err);
  * it) its read-ahead past the run's last step, 6% of the records of a
  * 2-epoch run of tools/bench/mixture.  Stratified, the counts are
  * exact; sampled, a host's draws are not counted ahead: no bound. */
-static void open_gates(pf_mixture *m)
+static int open_gates(pf_mixture *m, pf_error *err)
 {
 	bool bound = m->mode == PF_MIX_STRATIFIED && !m->no_limit && m->end < PF_MIX_NO_END;
 	uint64_t *at0 = bound ? pf_calloc(m->n, sizeof(*at0)) : NULL;
+	size_t members = 0;
+	int ret;
+
+	m->pool_members = pf_calloc(m->n, sizeof(*m->pool_members));
+	if (!m->pool_members)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	for (size_t k = 0; k < m->n; k++)
+		if (m->src[k].pooled && m->src[k].gated)
+			m->pool_members[members++] = m->src[k].l;
+	if (members) {
+		ret = pf_decode_pool_start(&m->pool, m->pool_members, members, m->pool_threads,
+					   err);
+		if (ret < 0) {
+			pf_free(at0);
+			return ret;
+		}
+	}
 
 	if (at0) {
 		/* One pass of the schedule up to the end for all sources. */
@@ -490,6 +518,7 @@ static void open_gates(pf_mixture *m)
 		s->gated = false;
 	}
 	pf_free(at0);
+	return 0;
 }
 
 /* The batches: the features of the first source's spec. */
@@ -519,6 +548,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
 	m->start_ns = pf_now_ns();
 	pf_mix_batch_env(m);
+	m->pool_threads = cfg->threads ? cfg->threads : pf_cpus();
 	m->n = cfg->nsources;
 	m->mode = cfg->mix;
 	m->seed = cfg->seed;
@@ -625,7 +655,9 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
 		m->end = m->step0 + cfg->max_steps;
 	m->step = m->step0;
-	open_gates(m);
+	ret = open_gates(m, err);
+	if (ret < 0)
+		goto fail;
 	if (restored) {
 		ret = retake(m, &st, err);
 		if (ret < 0)
@@ -853,7 +885,8 @@ void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
 		out->io.wait_ns += s.io.wait_ns;
 		out->decode.busy_ns += s.decode.busy_ns;
 		out->decode.wait_ns += s.decode.wait_ns;
-		out->decode_threads += s.decode_threads;
+		if (!m->src[k].pooled)
+			out->decode_threads += s.decode_threads;
 		out->corrupt_drops += s.corrupt_drops;
 		out->corrupt_records += s.corrupt_records;
 		out->holes += s.holes;
@@ -862,6 +895,8 @@ void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
 		if (!out->io_backend)
 			out->io_backend = s.io_backend;
 	}
+	if (m->pool.nthreads)
+		out->decode_threads += m->pool.nthreads;
 	out->memory_bytes += m->mem_len;
 	out->steps = m->step - m->step0;
 	out->records = out->steps * m->host_batch;

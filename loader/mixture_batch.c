@@ -33,18 +33,22 @@
  * reference: the way every row went before); PODFEED_MIX_RING=N makes
  * the ring N steps (the tests: rows of later steps are copied);
  * PODFEED_MIX_LIMIT=0 lets the sources' loaders read ahead past the
- * run's end, as they did before their runs were cut (for measuring). */
+ * run's end, as they did before their runs were cut; PODFEED_MIX_POOL=0
+ * gives each source's loader decode threads of its own, its share of
+ * those asked for rounded up, as before the pool (both for measuring). */
 static bool mix_no_stream;
 
 void pf_mix_batch_env(pf_mixture *m)
 {
 	const char *stream = getenv("PODFEED_STREAM"), *direct = getenv("PODFEED_MIX_DIRECT");
 	const char *ring = getenv("PODFEED_MIX_RING"), *limit = getenv("PODFEED_MIX_LIMIT");
+	const char *pool = getenv("PODFEED_MIX_POOL");
 
 	mix_no_stream = stream && !strcmp(stream, "0");
 	m->no_direct = direct && !strcmp(direct, "0");
 	m->ring_env = ring ? (unsigned)strtoul(ring, NULL, 10) : 0;
 	m->no_limit = limit && !strcmp(limit, "0");
+	m->no_pool = pool && !strcmp(pool, "0");
 }
 
 /* Steps in the ring: their slots within a quarter of the budget (the

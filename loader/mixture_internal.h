@@ -40,6 +40,7 @@ typedef struct mix_source {
 	uint64_t q;		/* share in 2^-32 (they sum to ONE) */
 	pf_loader *l;		/* the source's own loader */
 	bool gated;		/* l reads nothing before open_gates() (mixture.c) */
+	bool pooled;		/* l is decoded by m->pool */
 	uint64_t limit_rows;	/* scratch of open_gates() */
 	/* After an elastic resume, l reads the rest of the epoch it was in
 	 * (epoch bridge_epoch) in batches of its per-step share, and next,
@@ -128,6 +129,11 @@ struct pf_mixture {
 	uint64_t direct_rows;	/* rows its sources wrote straight in */
 	bool no_direct;		/* PODFEED_MIX_DIRECT=0: every row copied */
 	bool no_limit;		/* PODFEED_MIX_LIMIT=0: sources read ahead past the end */
+	bool no_pool;		/* PODFEED_MIX_POOL=0: each source its own decoders */
+	/* The decode threads of the sources' loaders of whole epochs. */
+	pf_decode_pool pool;
+	unsigned pool_threads;
+	pf_loader **pool_members;
 	bool started;		/* pf_mix_start_batches() was called */
 	unsigned ring_env;	/* PODFEED_MIX_RING: its steps (0: its own) */
 	pf_error err;

@@ -309,6 +309,39 @@ typedef struct epoch_run {
 	uint64_t wrapped;	/* records repeated to fill the last step */
 } epoch_run;
 
+/* A mixture's decode threads, shared by its sources' loaders (decode.c):
+ * thread i decodes with worker i of whichever member has a chunk, so the
+ * mixture runs the threads asked for, not each source's share of them
+ * rounded up (3 on 2 cores for 3 sources), and a source with work never
+ * waits while another's thread has none.  Members are created with as
+ * many workers as the pool has threads, none started, and each wakes
+ * the pool where it wakes its own decoders (pf_decode_signal()). */
+typedef struct pf_decode_pool pf_decode_pool;
+typedef struct pf_pool_thread {
+	pf_decode_pool *p;
+	unsigned index;		/* its worker in every member */
+} pf_pool_thread;
+struct pf_decode_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;	/* a member has work, or stop */
+	uint64_t seq;		/* wakes so far (atomic) */
+	size_t next;		/* where the next scan starts (atomic) */
+	bool stop, made;
+	struct pf_loader **members;
+	size_t nmembers;
+	pthread_t *threads;
+	pf_pool_thread *args;
+	unsigned nthreads, started;
+};
+/* Start threads over the members (each's pool set to p).  @return 0, or
+ * <0 with err (pf_decode_pool_stop() then joins those started). */
+int pf_decode_pool_start(pf_decode_pool *p, struct pf_loader **members, size_t n,
+			 unsigned threads, pf_error *err);
+/* Stop and join them; the members must be halted first (or have no work
+ * in flight worth finishing). */
+void pf_decode_pool_stop(pf_decode_pool *p);
+void pf_decode_pool_wake(pf_decode_pool *p);
+
 /* mixture.c: a loader over several sources' loaders (pf_loader.mix). */
 typedef struct pf_mixture pf_mixture;
 int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *err);
@@ -349,6 +382,9 @@ struct pf_loader {
 	 * and the most segments it reads ahead (0: its workers + 2). */
 	const pf_row_sink *sink;
 	unsigned lookahead;
+	/* A mixture's source decoded by the mixture's threads (NULL: its
+	 * own), set before it reads. */
+	pf_decode_pool *pool;
 	/* A mixture's source whose I/O thread waits, its ring made, until
 	 * the mixture says how far its run goes (under mu). */
 	bool gated;
@@ -528,6 +564,21 @@ static inline size_t round_up(size_t v, size_t a)
 static inline bool halted(const pf_loader *l)
 {
 	return l->stop || l->failed;
+}
+
+/* Work for the decoders (l->mu held): its own, or its pool's. */
+static inline void pf_decode_signal(pf_loader *l)
+{
+	pthread_cond_signal(&l->cv_decode);
+	if (l->pool)
+		pf_decode_pool_wake(l->pool);
+}
+
+static inline void pf_decode_broadcast(pf_loader *l)
+{
+	pthread_cond_broadcast(&l->cv_decode);
+	if (l->pool)
+		pf_decode_pool_wake(l->pool);
 }
 
 static inline sblock *ring_at(const pf_loader *l, uint64_t g)
@@ -721,14 +772,18 @@ typedef uint32_t (*pf_batch_fit)(uint64_t records, uint32_t hosts, uint32_t cap)
 /* loader.c: a mixture's source, reading at most `lookahead` segments
  * ahead (its share of the mixture's; budget.c), its rows where `sink`
  * says (NULL: its batches) from its first record on, its batch fitted by
- * `fit` (NULL: the config's); gated: reading nothing until
+ * `fit` (NULL: the config's); pooled: its workers not started (a
+ * pf_decode_pool decodes for it); gated: reading nothing until
  * pf_loader_open_gate() gives the batches its run takes at most (0: no
  * more than its config's), which the mixture knows once every source is
  * open. */
 int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
 			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
-			       bool gated, pf_error *err);
+			       bool gated, bool pooled, pf_error *err);
 void pf_loader_open_gate(pf_loader *l, uint64_t max_steps);
+/* Stop its threads' work (pf_loader_free() does it first): a mixture
+ * halts its pooled sources before it stops their pool. */
+void pf_loader_halt(pf_loader *l);
 /* loader.c: pf_loader_create() with a spec made by the caller instead
  * of cfg->features (pack.c's inner loader). */
 int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,

@@ -205,7 +205,7 @@ static void enqueue(pf_loader *l, chunk *c)
 {
 	pthread_mutex_lock(&l->mu);
 	pf_decode_queue(l, c);
-	pthread_cond_broadcast(&l->cv_decode);
+	pf_decode_broadcast(l);
 	pthread_mutex_unlock(&l->mu);
 }
 
@@ -362,9 +362,9 @@ static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
 		/* One worker for it (all, when some are parked: a parked one
 		 * woken alone would not take it). */
 		if (l->active_workers < l->nworkers)
-			pthread_cond_broadcast(&l->cv_decode);
+			pf_decode_broadcast(l);
 		else
-			pthread_cond_signal(&l->cv_decode);
+			pf_decode_signal(l);
 		pthread_mutex_unlock(&l->mu);
 		return 0;
 	}

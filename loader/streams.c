@@ -128,7 +128,7 @@ void pf_stream_park(pf_loader *l, stream_state *ss, chunk *c)
 	ss->busy = false;
 	if (stream_block(ss, ss->next_feed)) {
 		pf_decode_queue(l, c);
-		pthread_cond_signal(&l->cv_decode);
+		pf_decode_signal(l);
 	} else {
 		ss->parked = c;
 	}
@@ -211,6 +211,6 @@ void pf_stream_read_done(pf_loader *l, pf_io *io, stream_buf *sb)
 	if (ss->parked && sb->block == ss->next_feed) {
 		pf_decode_queue(l, ss->parked);
 		ss->parked = NULL;
-		pthread_cond_signal(&l->cv_decode);
+		pf_decode_signal(l);
 	}
 }
