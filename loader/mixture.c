@@ -903,6 +903,8 @@ void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
 	out->steps_per_epoch = m->end;
 	out->create_ns = m->create_ns;
 	out->first_batch_ns = m->first_ns;
+	out->next_wait_ns = m->next_wait_ns;
+	memcpy(out->next_hist, m->next_hist, sizeof(out->next_hist));
 }
 
 size_t pf_mixture_sources(const pf_mixture *m)

@@ -434,6 +434,7 @@ int pf_mixture_next(pf_mixture *m, pf_batch **out)
 	int32_t *e;
 	mix_slot *slot;
 	int32_t si;
+	uint64_t t0 = pf_now_ns(), dt;
 	int ret;
 
 	m->misused = m->held >= m->held_max;
@@ -502,6 +503,9 @@ int pf_mixture_next(pf_mixture *m, pf_batch **out)
 	map_ahead(m);
 	if (!m->first_ns)
 		m->first_ns = pf_now_ns() - m->start_ns;
+	dt = pf_now_ns() - t0;
+	m->next_wait_ns += dt;
+	m->next_hist[pf_hist_bucket(dt)]++;
 	*out = &slot->batch;
 	return 1;
 }

@@ -127,6 +127,10 @@ struct pf_mixture {
 	uint8_t *rowsrc;	/* [ring x host_batch]: step t's rows' sources */
 	uint64_t mapped_step;	/* the steps before it have their rows' sources */
 	uint64_t direct_rows;	/* rows its sources wrote straight in */
+	/* The consumer's time in next() (its sources' loaders' next() is
+	 * the mixture's own, not the consumer's), and its latencies. */
+	uint64_t next_wait_ns;
+	uint64_t next_hist[PF_IO_HIST_BUCKETS];
 	bool no_direct;		/* PODFEED_MIX_DIRECT=0: every row copied */
 	bool no_limit;		/* PODFEED_MIX_LIMIT=0: sources read ahead past the end */
 	bool no_pool;		/* PODFEED_MIX_POOL=0: each source its own decoders */

@@ -4,7 +4,8 @@
  * each source's own decode threads (PODFEED_MIX_POOL=0, the way before),
  * the mixture runs the threads asked for, a source that fails fails the
  * mixture naming it (the pool going on with the others), and a mixture
- * freed mid-run stops its pool. */
+ * freed mid-run stops its pool; and a mixture's next() latencies are in
+ * its metrics. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,15 @@ static void run(pf_loader_config cfg, bool pooled, outcome *o)
 	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
 	pf_loader_get_metrics(l, &mt);
 	o->threads = mt.decode_threads;
+	/* The consumer's next() calls, each in the latency histogram. */
+	{
+		uint64_t calls = 0;
+
+		for (size_t i = 0; i < PF_IO_HIST_BUCKETS; i++)
+			calls += mt.next_hist[i];
+		cr_assert_eq(calls, o->steps);
+		cr_assert_gt(mt.next_wait_ns, 0);
+	}
 	pf_loader_free(l);
 }
 
