@@ -518,11 +518,14 @@ void *pf_loader_worker_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* A mixture's decode threads, shared by its sources' loaders          */
 
-void pf_decode_pool_wake(pf_decode_pool *p)
+void pf_decode_pool_wake(pf_decode_pool *p, bool all)
 {
 	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&p->mu);
-	pthread_cond_broadcast(&p->cv);
+	if (all)
+		pthread_cond_broadcast(&p->cv);
+	else
+		pthread_cond_signal(&p->cv);	/* one read: one thread */
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -607,6 +610,15 @@ void pf_decode_pool_stop(pf_decode_pool *p)
 	pthread_mutex_unlock(&p->mu);
 	for (unsigned i = 0; i < p->started; i++)
 		pthread_join(p->threads[i], NULL);
+	/* The members' threads (an I/O thread at its end, their frees)
+	 * wake their decoders: no longer the pool, before it goes. */
+	for (size_t k = 0; k < p->nmembers; k++) {
+		pf_loader *l = p->members[k];
+
+		pthread_mutex_lock(&l->mu);
+		l->pool = NULL;
+		pthread_mutex_unlock(&l->mu);
+	}
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mu);
 	pf_free(p->threads);

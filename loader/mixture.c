@@ -470,8 +470,10 @@ static int open_gates(pf_mixture *m, pf_error *err)
 	int ret;
 
 	m->pool_members = pf_calloc(m->n, sizeof(*m->pool_members));
-	if (!m->pool_members)
+	if (!m->pool_members) {
+		pf_free(at0);
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	}
 	for (size_t k = 0; k < m->n; k++)
 		if (m->src[k].pooled && m->src[k].gated)
 			m->pool_members[members++] = m->src[k].l;

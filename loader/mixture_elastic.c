@@ -353,6 +353,19 @@ int pf_mix_elastic(pf_mixture *m, const pf_loader_config *cfg, pf_error *err)
 		else if (x.st[st.host_index].sources)
 			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 					   "two states of host %u of %u", st.host_index, x.hosts);
+		/* A chain's later bridges (mix=sample, the old hosts of an
+		 * elastic resume in different epochs) are not merged again:
+		 * their rows would be read twice. */
+		for (size_t k = 0; ret == 0 && k < st.nsources; k++)
+			if (st.sources[k].npending)
+				ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+						   "source '%s': host %u's state is inside the "
+						   "chain of bridges of an earlier elastic resume "
+						   "(%zu epochs to go): resume it on its %u hosts "
+						   "until the chain ends (a state without them), "
+						   "then on %u", m->src[k].name, st.host_index,
+						   st.sources[k].npending, st.num_hosts,
+						   m->topo.num_hosts);
 		if (ret < 0) {
 			pf_mix_state_release(&st);
 			break;

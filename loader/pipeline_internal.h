@@ -340,7 +340,9 @@ int pf_decode_pool_start(pf_decode_pool *p, struct pf_loader **members, size_t n
 /* Stop and join them; the members must be halted first (or have no work
  * in flight worth finishing). */
 void pf_decode_pool_stop(pf_decode_pool *p);
-void pf_decode_pool_wake(pf_decode_pool *p);
+/* all: every sleeping thread (a stream's chunk freed, the end), else one
+ * (a chunk queued). */
+void pf_decode_pool_wake(pf_decode_pool *p, bool all);
 
 /* mixture.c: a loader over several sources' loaders (pf_loader.mix). */
 typedef struct pf_mixture pf_mixture;
@@ -571,14 +573,14 @@ static inline void pf_decode_signal(pf_loader *l)
 {
 	pthread_cond_signal(&l->cv_decode);
 	if (l->pool)
-		pf_decode_pool_wake(l->pool);
+		pf_decode_pool_wake(l->pool, false);
 }
 
 static inline void pf_decode_broadcast(pf_loader *l)
 {
 	pthread_cond_broadcast(&l->cv_decode);
 	if (l->pool)
-		pf_decode_pool_wake(l->pool);
+		pf_decode_pool_wake(l->pool, true);
 }
 
 static inline sblock *ring_at(const pf_loader *l, uint64_t g)

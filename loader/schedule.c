@@ -205,7 +205,9 @@ static void enqueue(pf_loader *l, chunk *c)
 {
 	pthread_mutex_lock(&l->mu);
 	pf_decode_queue(l, c);
-	pf_decode_broadcast(l);
+	pthread_cond_broadcast(&l->cv_decode);
+	if (l->pool)
+		pf_decode_pool_wake(l->pool, false);	/* a chunk: one thread */
 	pthread_mutex_unlock(&l->mu);
 }
 

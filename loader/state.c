@@ -567,7 +567,9 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 								 ms->n_pending };
 			at += ms->state.len;
 			for (size_t j = 0; j < ms->n_pending; j++, np++) {
-				memcpy(s->mem + at, ms->pending[j].data, ms->pending[j].len);
+				if (ms->pending[j].len)	/* an empty one's data is NULL */
+					memcpy(s->mem + at, ms->pending[j].data,
+					       ms->pending[j].len);
 				s->pend[np] = s->mem + at;
 				s->pend_len[np] = ms->pending[j].len;
 				at += ms->pending[j].len;

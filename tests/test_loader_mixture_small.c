@@ -406,3 +406,60 @@ Test(mixture_small, sample_hosts_over_8_epochs_apart_are_refused, .timeout = 120
 	for (uint32_t x = 0; x < 4; x++)
 		ms_run_free(&old[x]);
 }
+
+Test(mixture_small, a_second_elastic_resume_inside_a_chain_is_refused, .timeout = 240)
+{
+	/* Sampled hosts in different epochs of the small source resumed on
+	 * 2 (a chain of bridges, the later ones pending in the states), and
+	 * those states on 3 before the chain ends: its pending bridges would
+	 * not be merged again, and the new hosts would read rows the chain
+	 * had delivered (the reviewer's case: 9 ids of epoch 6 twice). */
+	ms_mix c = { .n = 2, .counts = { 4000, 50 }, .w = { 0.9, 0.1 }, .hb = 32,
+		     .mode = PF_MIX_SAMPLE, .stop = PF_MIX_STOP_FIRST_SOURCE, .epochs = 2 };
+	static ms_run old[4], mid[2];
+	pf_state_blob b4[4], b2[2];
+	const char *paths[2][1];
+	pf_loader_source src[2];
+	pf_loader_config cfg = { .host_index = 0, .num_hosts = 3, .per_core_batch = c.hb,
+				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 2,
+				 .mix = PF_MIX_SAMPLE, .features = "id:int64[1]",
+				 .source_feature = true };
+	size_t pending = 0;
+	pf_loader *l = NULL;
+	pf_error err;
+
+	ms_make(&c);
+	for (uint32_t x = 0; x < 4; x++) {
+		ms_run_host(&c, x, 4, NULL, 0, 20, &old[x]);
+		b4[x] = (pf_state_blob){ old[x].state, old[x].state_len };
+	}
+	for (uint32_t y = 0; y < 2; y++) {
+		pf_mix_state st;
+
+		ms_run_host(&c, y, 2, b4, 4, 1, &mid[y]);
+		b2[y] = (pf_state_blob){ mid[y].state, mid[y].state_len };
+		cr_assert_eq(pf_mix_state_decode(&st, mid[y].state, mid[y].state_len, &err), 0,
+			     "%s", err.msg);
+		for (size_t k = 0; k < st.nsources; k++)
+			pending += st.sources[k].npending;
+		pf_mix_state_release(&st);
+	}
+	cr_assert_gt(pending, 0, "no state has pending bridges: the case is not made");
+	for (size_t k = 0; k < 2; k++) {
+		paths[k][0] = c.dirs[k];
+		src[k] = (pf_loader_source){ .name = k ? "b" : "a", .paths = paths[k], .npaths = 1,
+					     .weight = c.w[k] };
+	}
+	cfg.sources = src;
+	cfg.nsources = 2;
+	cfg.resume = b2;
+	cfg.nresume = 2;
+	cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
+	cr_assert_null(l);
+	cr_assert(strstr(err.msg, "source 'b'") && strstr(err.msg, "chain of bridges"), "%s",
+		  err.msg);
+	for (uint32_t x = 0; x < 4; x++)
+		ms_run_free(&old[x]);
+	for (uint32_t y = 0; y < 2; y++)
+		ms_run_free(&mid[y]);
+}
