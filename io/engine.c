@@ -270,7 +270,7 @@ static int open_queue(pf_io *io, pf_io_op *op, pf_io_req *req, uint32_t i, unsig
 	req->injected = false;
 	*op = (pf_io_op){ .req = req, .start_ns = pf_now_ns(), .seq = ++io->open_requests,
 			  .step = PF_OPEN_STEP_OPEN, .path = f->path, .open_fd = -1,
-			  .open_flags = O_RDONLY | O_NONBLOCK |
+			  .open_flags = O_RDONLY | O_NONBLOCK | O_NOCTTY |
 					((flags & PF_IO_DIRECT) ? O_DIRECT : 0),
 			  .blocking = io->be == &pf_io_uring_backend && dir_is_fuse(io, f->path) };
 	if ((flags & PF_IO_FUSE_DIRECT) && io->be == &pf_io_uring_backend && op->blocking)

@@ -32,7 +32,7 @@ int pf_file_open(const char *path, pf_error *err)
 	 * forever; non-blocking it returns at once, and the type is checked
 	 * before anything is read.  Reads of a regular file ignore the flag,
 	 * but it is cleared all the same. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), fl;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), fl;
 	struct stat st;
 
 	pf_error_clear(err);
