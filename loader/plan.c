@@ -307,7 +307,7 @@ uint32_t pf_plan_group(uint32_t pcb, uint32_t block, uint64_t nunits, uint64_t r
 	 * decompressed at once in the frame cache.  At most PF_GROUP_WINDOWS
 	 * windows of them (G = 10 (pcb - 1) frames of 1 MiB is 310 MiB of
 	 * fresh memory, whose first touch cost more than the decompression;
-	 * docs/performance.md), but no fewer than PF_GROUP_MIN frames, so
+	 * docs/performance-preprocess.md), but no fewer than PF_GROUP_MIN frames, so
 	 * that a group still holds a sorted dataset's labels in their shares
 	 * to within a frame in PF_GROUP_MIN. */
 	if (nunits && records && block) {
