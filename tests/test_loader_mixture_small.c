@@ -361,6 +361,33 @@ Test(mixture_small, sample_hosts_in_different_epochs_resume_elastic, .timeout = 
 	sample_elastic(7);
 }
 
+/* The sampled 2-source mixture of c (sources "a" and "b") on host 0 of
+ * hosts, resumed from the n states given, refused saying `says` and
+ * naming source 'b'. */
+static void refused(const ms_mix *c, uint32_t hosts, pf_state_blob *from, size_t n,
+		    const char *says)
+{
+	const char *paths[2][1];
+	pf_loader_source src[2];
+	pf_loader_config cfg = { .host_index = 0, .num_hosts = hosts, .per_core_batch = c->hb,
+				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 2,
+				 .mix = PF_MIX_SAMPLE, .features = "id:int64[1]",
+				 .source_feature = true, .resume = from, .nresume = n };
+	pf_loader *l = NULL;
+	pf_error err;
+
+	for (size_t k = 0; k < 2; k++) {
+		paths[k][0] = c->dirs[k];
+		src[k] = (pf_loader_source){ .name = k ? "b" : "a", .paths = paths[k], .npaths = 1,
+					     .weight = c->w[k] };
+	}
+	cfg.sources = src;
+	cfg.nsources = 2;
+	cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
+	cr_assert_null(l);
+	cr_assert(strstr(err.msg, "source 'b'") && strstr(err.msg, says), "%s", err.msg);
+}
+
 /* Old hosts more than 8 epochs of a source apart (a 4-record source on 4
  * hosts, an epoch a record a host, half of each batch drawn from it):
  * refused naming the source and the epochs, not bridged by as many
@@ -371,14 +398,6 @@ Test(mixture_small, sample_hosts_over_8_epochs_apart_are_refused, .timeout = 120
 		     .mode = PF_MIX_SAMPLE, .stop = PF_MIX_STOP_FIRST_SOURCE, .epochs = 2 };
 	static ms_run old[4];
 	pf_state_blob blobs[4];
-	const char *paths[2][1];
-	pf_loader_source src[2];
-	pf_loader_config cfg = { .host_index = 0, .num_hosts = 2, .per_core_batch = c.hb,
-				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 2,
-				 .mix = PF_MIX_SAMPLE, .features = "id:int64[1]",
-				 .source_feature = true };
-	pf_loader *l = NULL;
-	pf_error err;
 	uint64_t lo = UINT64_MAX, hi = 0;
 
 	ms_make(&c);
@@ -390,19 +409,7 @@ Test(mixture_small, sample_hosts_over_8_epochs_apart_are_refused, .timeout = 120
 	}
 	cr_assert_gt(hi - lo, 9, "the old hosts are %llu epochs apart: the case is not made",
 		     (unsigned long long)(hi - lo));
-	for (size_t k = 0; k < 2; k++) {
-		paths[k][0] = c.dirs[k];
-		src[k] = (pf_loader_source){ .name = k ? "b" : "a", .paths = paths[k], .npaths = 1,
-					     .weight = c.w[k] };
-	}
-	cfg.sources = src;
-	cfg.nsources = 2;
-	cfg.resume = blobs;
-	cfg.nresume = 4;
-	cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
-	cr_assert_null(l);
-	cr_assert(strstr(err.msg, "source 'b'") && strstr(err.msg, "epochs of it apart"), "%s",
-		  err.msg);
+	refused(&c, 2, blobs, 4, "epochs of it apart");
 	for (uint32_t x = 0; x < 4; x++)
 		ms_run_free(&old[x]);
 }
@@ -418,14 +425,7 @@ Test(mixture_small, a_second_elastic_resume_inside_a_chain_is_refused, .timeout 
 		     .mode = PF_MIX_SAMPLE, .stop = PF_MIX_STOP_FIRST_SOURCE, .epochs = 2 };
 	static ms_run old[4], mid[2];
 	pf_state_blob b4[4], b2[2];
-	const char *paths[2][1];
-	pf_loader_source src[2];
-	pf_loader_config cfg = { .host_index = 0, .num_hosts = 3, .per_core_batch = c.hb,
-				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 2,
-				 .mix = PF_MIX_SAMPLE, .features = "id:int64[1]",
-				 .source_feature = true };
 	size_t pending = 0;
-	pf_loader *l = NULL;
 	pf_error err;
 
 	ms_make(&c);
@@ -445,19 +445,7 @@ Test(mixture_small, a_second_elastic_resume_inside_a_chain_is_refused, .timeout 
 		pf_mix_state_release(&st);
 	}
 	cr_assert_gt(pending, 0, "no state has pending bridges: the case is not made");
-	for (size_t k = 0; k < 2; k++) {
-		paths[k][0] = c.dirs[k];
-		src[k] = (pf_loader_source){ .name = k ? "b" : "a", .paths = paths[k], .npaths = 1,
-					     .weight = c.w[k] };
-	}
-	cfg.sources = src;
-	cfg.nsources = 2;
-	cfg.resume = b2;
-	cfg.nresume = 2;
-	cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
-	cr_assert_null(l);
-	cr_assert(strstr(err.msg, "source 'b'") && strstr(err.msg, "chain of bridges"), "%s",
-		  err.msg);
+	refused(&c, 3, b2, 2, "chain of bridges");
 	for (uint32_t x = 0; x < 4; x++)
 		ms_run_free(&old[x]);
 	for (uint32_t y = 0; y < 2; y++)
