@@ -580,9 +580,14 @@ int pf_decode_pool_start(pf_decode_pool *p, pf_loader **members, size_t n, unsig
 	p->threads = pf_calloc(threads, sizeof(*p->threads));
 	p->args = pf_calloc(threads, sizeof(*p->args));
 	p->nthreads = threads;
-	if (!p->threads || !p->args || pthread_mutex_init(&p->mu, NULL))
+	if (!p->threads || !p->args || pthread_mutex_init(&p->mu, NULL)) {
+		pf_free(p->threads);
+		pf_free(p->args);
+		p->threads = NULL;
+		p->args = NULL;
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory for the mixture's decode threads");
+	}
 	pthread_cond_init(&p->cv, NULL);
 	p->made = true;
 	for (size_t k = 0; k < n; k++)

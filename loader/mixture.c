@@ -455,11 +455,12 @@ static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 		   pf_error *err);
 static int retake(pf_mixture *m, const pf_mix_state *st, pf_error *err);
 
-/* Let the sources' loaders of whole epochs read, each no further than the
+/* Start the decode pool of the sources' loaders of whole epochs (those
+ * pooled), then let them read, each no further than the
  * batches this run takes from it (the rows of steps [step0, end), and
  * those of the batch it is inside taken before a restore): left
  * unbounded, each read and decoded (into its own batches, faulted in for
- * it) its read-ahead past the run's last step, 6% of the records of a
+ * it) its read-ahead past the run's last step: 2.6% of the instructions of a
  * 2-epoch run of tools/bench/mixture.  Stratified, the counts are
  * exact; sampled, a host's draws are not counted ahead: no bound. */
 static int open_gates(pf_mixture *m, pf_error *err)
