@@ -550,7 +550,7 @@ static void *pool_main(void *arg)
 
 			pthread_mutex_lock(&l->mu);
 			live |= !worker_done(l);
-			c = halted(l) ? NULL : take_work(l);
+			c = halted(l) || pt->index >= l->nworkers ? NULL : take_work(l);
 			if (c) {
 				l->m.decode.wait_ns += pf_now_ns() - t0;
 				work_on(l, &l->workers[pt->index], c);
