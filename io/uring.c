@@ -518,11 +518,20 @@ static int uring_run(pf_io *io, unsigned min)
 	}
 }
 
+/* How long the end of an engine waits for its opens still in the
+ * kernel: an open on a stuck FUSE mount runs in an io-wq worker, which a
+ * cancel only signals, and a loader freed because its mount stopped
+ * answering must not hang there. */
+#define OPENS_DRAIN_NS (2 * 1000000000ull)
+
 /* Opens still in the kernel make plain descriptors, which the ring's
  * end would not close (a registered slot goes with it): each is
- * cancelled, its completion waited for and what it opened closed. */
+ * cancelled, its completion waited for (at most OPENS_DRAIN_NS: past
+ * that, what a stuck open makes is left open, the lesser evil) and what
+ * it opened closed. */
 static void opens_drain(pf_io *io)
 {
+	uint64_t deadline = pf_now_ns() + OPENS_DRAIN_NS;
 	unsigned left = 0;
 
 	for (unsigned i = 0; i < io->queue_depth; i++) {
@@ -536,12 +545,21 @@ static void opens_drain(pf_io *io)
 		io_uring_sqe_set_data(sqe, tagged(a, TAG_CANCEL));
 		left++;
 	}
+	if (left)
+		io_uring_submit(&io->ring);
 	while (left) {
 		struct io_uring_cqe *cqe;
+		struct __kernel_timespec ts;
+		uint64_t now = pf_now_ns();
 		pf_io_op *a;
 		uintptr_t data;
 
-		if (io_uring_submit_and_wait(&io->ring, 1) < 0 && io_uring_peek_cqe(&io->ring, &cqe))
+		if (now >= deadline)
+			break;
+		ts.tv_sec = (long long)((deadline - now) / 1000000000ull);
+		ts.tv_nsec = (long long)((deadline - now) % 1000000000ull);
+		if (io_uring_wait_cqe_timeout(&io->ring, &cqe, &ts) < 0 &&
+		    io_uring_peek_cqe(&io->ring, &cqe))
 			break;
 		while (io_uring_peek_cqe(&io->ring, &cqe) == 0) {
 			data = (uintptr_t)io_uring_cqe_get_data(cqe);
