@@ -697,12 +697,14 @@ static int open_bridge(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	/* Its bridges' batch: the per-step share, over the epochs of a
 	 * chain (mixture_elastic.c). */
 	if (ss->bridge_batch > pf_mix_bridge_batch(m, k) || ss->npending > MIX_CHAIN_MAX ||
-	    ss->bridge_epoch >= UINT32_MAX - MIX_CHAIN_MAX - 1)
+	    ss->bridge_epoch >= UINT32_MAX - MIX_CHAIN_MAX - 1 ||
+	    t.per_core_batch > pf_mix_batch(m, k))
 		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 				    "source '%s': the state's bridge of batches of %u at epoch %u "
-				    "(and %zu after it) is not this mixture's (batches of %u at "
-				    "most)", s->name, ss->bridge_batch, ss->bridge_epoch,
-				    ss->npending, pf_mix_bridge_batch(m, k));
+				    "(and %zu after it, then batches of %u) is not this mixture's "
+				    "(batches of %u and %u at most)", s->name, ss->bridge_batch,
+				    ss->bridge_epoch, ss->npending, t.per_core_batch,
+				    pf_mix_bridge_batch(m, k), pf_mix_batch(m, k));
 	ret = pf_mix_open_loader(m, cfg, k, &sb, 1, ss->bridge_batch, ss->bridge_epoch + 1,
 				 2 + (unsigned)ss->npending, &s->l, err);
 	for (size_t i = 0; i < ss->npending && ret == 0; i++) {

@@ -451,3 +451,67 @@ Test(mixture_small, a_second_elastic_resume_inside_a_chain_is_refused, .timeout 
 	for (uint32_t y = 0; y < 2; y++)
 		ms_run_free(&mid[y]);
 }
+
+Test(mixture_small, a_bridge_state_with_a_batch_not_the_mixtures_is_refused, .timeout = 240)
+{
+	/* A state saved inside an elastic resume's bridge says the batch of
+	 * the source's later epochs (whole_batch): one larger than the
+	 * mixture's is refused naming the source, not handed to a loader. */
+	ms_mix c = { .n = 2, .counts = { 4000, 50 }, .w = { 0.9, 0.1 }, .hb = 32,
+		     .mode = PF_MIX_STRATIFIED, .stop = PF_MIX_STOP_FIRST_SOURCE, .epochs = 2 };
+	static ms_run old[4], mid[2];
+	pf_state_blob b4[4], b2[2];
+	const char *paths[2][1];
+	pf_loader_source src[2];
+	pf_loader_config cfg = { .host_index = 0, .num_hosts = 2, .per_core_batch = c.hb,
+				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 2,
+				 .features = "id:int64[1]", .source_feature = true };
+	pf_mix_state st;
+	uint8_t *bad;
+	int64_t n;
+	size_t bridged = 0;
+	pf_loader *l = NULL;
+	pf_error err;
+
+	ms_make(&c);
+	for (uint32_t x = 0; x < 4; x++) {
+		ms_run_host(&c, x, 4, NULL, 0, 20, &old[x]);
+		b4[x] = (pf_state_blob){ old[x].state, old[x].state_len };
+	}
+	for (uint32_t y = 0; y < 2; y++) {
+		ms_run_host(&c, y, 2, b4, 4, 1, &mid[y]);
+		b2[y] = (pf_state_blob){ mid[y].state, mid[y].state_len };
+	}
+	cr_assert_eq(pf_mix_state_decode(&st, mid[0].state, mid[0].state_len, &err), 0, "%s",
+		     err.msg);
+	for (size_t k = 0; k < st.nsources; k++)
+		if (st.sources[k].bridge_batch) {
+			st.sources[k].whole_batch = 1u << 30;
+			bridged++;
+		}
+	cr_assert_gt(bridged, 0, "no source is inside a bridge: the case is not made");
+	n = pf_mix_state_encode(&st, NULL, 0);
+	cr_assert_gt(n, 0);
+	bad = malloc((size_t)n);
+	cr_assert_eq(pf_mix_state_encode(&st, bad, (size_t)n), n);
+	pf_mix_state_release(&st);
+	b2[0] = (pf_state_blob){ bad, (size_t)n };
+	for (size_t k = 0; k < 2; k++) {
+		paths[k][0] = c.dirs[k];
+		src[k] = (pf_loader_source){ .name = k ? "b" : "a", .paths = paths[k], .npaths = 1,
+					     .weight = c.w[k] };
+	}
+	cfg.sources = src;
+	cfg.nsources = 2;
+	cfg.resume = b2;
+	cfg.nresume = 2;
+	cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
+	cr_assert_null(l);
+	cr_assert(strstr(err.msg, "source '") && strstr(err.msg, "is not this mixture's"), "%s",
+		  err.msg);
+	free(bad);
+	for (uint32_t x = 0; x < 4; x++)
+		ms_run_free(&old[x]);
+	for (uint32_t y = 0; y < 2; y++)
+		ms_run_free(&mid[y]);
+}
