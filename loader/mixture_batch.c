@@ -457,10 +457,10 @@ int pf_mixture_next(pf_mixture *m, pf_batch **out)
 		si = take_slot(m, e, 0);
 	slot = &m->slots[si];
 	rs = m->rowsrc + (size_t)(m->step % m->ring) * m->host_batch;
-	for (uint32_t r = 0, i = 0; r < m->host_batch; r++, i = i + 1 == pcb ? 0 : i + 1) {
+	for (uint32_t r = 0, i = 0, core = 0; r < m->host_batch; r++) {
 		size_t k = rs[r];
 		mix_source *s = &m->src[k];
-		pf_core_batch *dst = &slot->core[r / pcb];
+		pf_core_batch *dst = &slot->core[core];
 		uint32_t srow = 0;
 		const pf_core_batch *src = NULL;
 		uint64_t c = s->used++;
@@ -482,6 +482,10 @@ int pf_mixture_next(pf_mixture *m, pf_batch **out)
 		if (m->source_feature)
 			((int32_t *)dst->tensors[m->features].data)[i] = (int32_t)k;
 		((uint8_t *)dst->valid)[i] = src->valid[srow];
+		if (++i == pcb) {
+			i = 0;
+			core++;
+		}
 	}
 #if defined(__x86_64__)
 	if (streamed)

@@ -361,21 +361,26 @@ Test(mixture_small, sample_hosts_in_different_epochs_resume_elastic, .timeout = 
 	sample_elastic(7);
 }
 
-/* The sampled 2-source mixture of c (sources "a" and "b") on host 0 of
- * hosts, resumed from the n states given, refused saying `says` and
- * naming source 'b'. */
+/* The 2-source mixture of c (sources "a" and "b") on host 0 of hosts,
+ * resumed from the n states given, refused saying `says` and naming
+ * source `name` (NULL: a source). */
 static void refused(const ms_mix *c, uint32_t hosts, pf_state_blob *from, size_t n,
-		    const char *says)
+		    const char *name, const char *says)
 {
+	char named[32];
+
 	const char *paths[2][1];
 	pf_loader_source src[2];
 	pf_loader_config cfg = { .host_index = 0, .num_hosts = hosts, .per_core_batch = c->hb,
 				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 2,
-				 .mix = PF_MIX_SAMPLE, .features = "id:int64[1]",
+				 .mix = c->mode, .features = "id:int64[1]",
 				 .source_feature = true, .resume = from, .nresume = n };
 	pf_loader *l = NULL;
 	pf_error err;
 
+	snprintf(named, sizeof(named), "source '%s", name ? name : "");
+	if (name)
+		strcat(named, "'");
 	for (size_t k = 0; k < 2; k++) {
 		paths[k][0] = c->dirs[k];
 		src[k] = (pf_loader_source){ .name = k ? "b" : "a", .paths = paths[k], .npaths = 1,
@@ -385,7 +390,23 @@ static void refused(const ms_mix *c, uint32_t hosts, pf_state_blob *from, size_t
 	cfg.nsources = 2;
 	cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
 	cr_assert_null(l);
-	cr_assert(strstr(err.msg, "source 'b'") && strstr(err.msg, says), "%s", err.msg);
+	cr_assert(strstr(err.msg, named) && strstr(err.msg, says), "%s", err.msg);
+}
+
+/* c's hosts: 4 fresh for 20 steps, then their states resumed on 2 for 1
+ * step (elastic: inside its bridges), those 2 states in b2. */
+static void four_then_two(const ms_mix *c, ms_run old[4], ms_run mid[2], pf_state_blob b2[2])
+{
+	pf_state_blob b4[4];
+
+	for (uint32_t x = 0; x < 4; x++) {
+		ms_run_host(c, x, 4, NULL, 0, 20, &old[x]);
+		b4[x] = (pf_state_blob){ old[x].state, old[x].state_len };
+	}
+	for (uint32_t y = 0; y < 2; y++) {
+		ms_run_host(c, y, 2, b4, 4, 1, &mid[y]);
+		b2[y] = (pf_state_blob){ mid[y].state, mid[y].state_len };
+	}
 }
 
 /* Old hosts more than 8 epochs of a source apart (a 4-record source on 4
@@ -409,7 +430,7 @@ Test(mixture_small, sample_hosts_over_8_epochs_apart_are_refused, .timeout = 120
 	}
 	cr_assert_gt(hi - lo, 9, "the old hosts are %llu epochs apart: the case is not made",
 		     (unsigned long long)(hi - lo));
-	refused(&c, 2, blobs, 4, "epochs of it apart");
+	refused(&c, 2, blobs, 4, "b", "epochs of it apart");
 	for (uint32_t x = 0; x < 4; x++)
 		ms_run_free(&old[x]);
 }
@@ -424,20 +445,15 @@ Test(mixture_small, a_second_elastic_resume_inside_a_chain_is_refused, .timeout 
 	ms_mix c = { .n = 2, .counts = { 4000, 50 }, .w = { 0.9, 0.1 }, .hb = 32,
 		     .mode = PF_MIX_SAMPLE, .stop = PF_MIX_STOP_FIRST_SOURCE, .epochs = 2 };
 	static ms_run old[4], mid[2];
-	pf_state_blob b4[4], b2[2];
+	pf_state_blob b2[2];
 	size_t pending = 0;
 	pf_error err;
 
 	ms_make(&c);
-	for (uint32_t x = 0; x < 4; x++) {
-		ms_run_host(&c, x, 4, NULL, 0, 20, &old[x]);
-		b4[x] = (pf_state_blob){ old[x].state, old[x].state_len };
-	}
+	four_then_two(&c, old, mid, b2);
 	for (uint32_t y = 0; y < 2; y++) {
 		pf_mix_state st;
 
-		ms_run_host(&c, y, 2, b4, 4, 1, &mid[y]);
-		b2[y] = (pf_state_blob){ mid[y].state, mid[y].state_len };
 		cr_assert_eq(pf_mix_state_decode(&st, mid[y].state, mid[y].state_len, &err), 0,
 			     "%s", err.msg);
 		for (size_t k = 0; k < st.nsources; k++)
@@ -445,7 +461,7 @@ Test(mixture_small, a_second_elastic_resume_inside_a_chain_is_refused, .timeout 
 		pf_mix_state_release(&st);
 	}
 	cr_assert_gt(pending, 0, "no state has pending bridges: the case is not made");
-	refused(&c, 3, b2, 2, "chain of bridges");
+	refused(&c, 3, b2, 2, "b", "chain of bridges");
 	for (uint32_t x = 0; x < 4; x++)
 		ms_run_free(&old[x]);
 	for (uint32_t y = 0; y < 2; y++)
@@ -460,28 +476,15 @@ Test(mixture_small, a_bridge_state_with_a_batch_not_the_mixtures_is_refused, .ti
 	ms_mix c = { .n = 2, .counts = { 4000, 50 }, .w = { 0.9, 0.1 }, .hb = 32,
 		     .mode = PF_MIX_STRATIFIED, .stop = PF_MIX_STOP_FIRST_SOURCE, .epochs = 2 };
 	static ms_run old[4], mid[2];
-	pf_state_blob b4[4], b2[2];
-	const char *paths[2][1];
-	pf_loader_source src[2];
-	pf_loader_config cfg = { .host_index = 0, .num_hosts = 2, .per_core_batch = c.hb,
-				 .seed = 5, .shuffle = true, .threads = 1, .epochs = 2,
-				 .features = "id:int64[1]", .source_feature = true };
+	pf_state_blob b2[2];
 	pf_mix_state st;
 	uint8_t *bad;
 	int64_t n;
 	size_t bridged = 0;
-	pf_loader *l = NULL;
 	pf_error err;
 
 	ms_make(&c);
-	for (uint32_t x = 0; x < 4; x++) {
-		ms_run_host(&c, x, 4, NULL, 0, 20, &old[x]);
-		b4[x] = (pf_state_blob){ old[x].state, old[x].state_len };
-	}
-	for (uint32_t y = 0; y < 2; y++) {
-		ms_run_host(&c, y, 2, b4, 4, 1, &mid[y]);
-		b2[y] = (pf_state_blob){ mid[y].state, mid[y].state_len };
-	}
+	four_then_two(&c, old, mid, b2);
 	cr_assert_eq(pf_mix_state_decode(&st, mid[0].state, mid[0].state_len, &err), 0, "%s",
 		     err.msg);
 	for (size_t k = 0; k < st.nsources; k++)
@@ -496,19 +499,7 @@ Test(mixture_small, a_bridge_state_with_a_batch_not_the_mixtures_is_refused, .ti
 	cr_assert_eq(pf_mix_state_encode(&st, bad, (size_t)n), n);
 	pf_mix_state_release(&st);
 	b2[0] = (pf_state_blob){ bad, (size_t)n };
-	for (size_t k = 0; k < 2; k++) {
-		paths[k][0] = c.dirs[k];
-		src[k] = (pf_loader_source){ .name = k ? "b" : "a", .paths = paths[k], .npaths = 1,
-					     .weight = c.w[k] };
-	}
-	cfg.sources = src;
-	cfg.nsources = 2;
-	cfg.resume = b2;
-	cfg.nresume = 2;
-	cr_assert_lt(pf_loader_create(&l, &cfg, &err), 0);
-	cr_assert_null(l);
-	cr_assert(strstr(err.msg, "source '") && strstr(err.msg, "is not this mixture's"), "%s",
-		  err.msg);
+	refused(&c, 2, b2, 2, NULL, "is not this mixture's");
 	free(bad);
 	for (uint32_t x = 0; x < 4; x++)
 		ms_run_free(&old[x]);
