@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Private to podfeed (every module, the tools and the tests; never
  * installed): the small helpers every layer shares, written once: the
- * monotonic clock, splitmix64 and the seeded random streams made of it,
- * FNV-1a hashing, and the log2 latency histogram.  The allocator is
- * alloc_internal.h, the error context pf_common.h. */
+ * monotonic clock and the CPUs, splitmix64 and the seeded random streams
+ * made of it, FNV-1a hashing, and the log2 latency histogram.  The
+ * allocator is alloc_internal.h, the error context pf_common.h, JSON
+ * json_internal.h. */
 #ifndef PF_COMMON_INTERNAL_H
 #define PF_COMMON_INTERNAL_H
 
@@ -40,6 +41,8 @@ uint64_t pf_now_ns(void);
 /* The calling thread's CPU time in nanoseconds: what work costs, whatever
  * else the machine runs. */
 uint64_t pf_thread_cpu_ns(void);
+/* Online CPUs (at least 1): the default count of worker threads. */
+unsigned pf_cpus(void);
 
 /* ------------------------------------------------------------------ */
 /* splitmix64 and seeded streams                                        */

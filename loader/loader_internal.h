@@ -93,9 +93,6 @@ typedef struct pf_dataset {
 	struct pf_lenbuf *lengths;
 } pf_dataset;
 
-/*! Online CPUs (at least 1): the default count of worker threads. */
-unsigned pf_cpus(void);
-
 /* How a dataset is opened beyond its files (pf_dataset_open()). */
 typedef struct pf_open_config {
 	unsigned threads;		/* stream files counted at once; 0: 1 */

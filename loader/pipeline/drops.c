@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "pipeline_internal.h"
-#include "report_internal.h"
+#include "json_internal.h"
 
 /* The drop's quarantine line: one JSON object (file, offset, offset_kind,
  * resume, unit, frame, records, host, cause) and its newline, non-ASCII

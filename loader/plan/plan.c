@@ -22,13 +22,6 @@
 
 #include "loader_internal.h"
 
-unsigned pf_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n > 0 ? (unsigned)n : 1;
-}
-
 void pf_dataset_free(pf_dataset *ds)
 {
 	if (!ds)
