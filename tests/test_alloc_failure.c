@@ -14,7 +14,7 @@
 #include <zstd.h>
 
 #include "formats_internal.h"
-#include "loader_internal.h"
+#include "plan_internal.h"
 #include "pf_host.h"
 #include "podfeed.h"
 #include "testutil.h"

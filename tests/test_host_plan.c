@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "loader_internal.h"
+#include "plan_internal.h"
 #include "pf_host.h"
 #include "testutil.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader_internal.h"
+#include "plan_internal.h"
 #include "podfeed.h"
 #include "shuffle_util.h"
 #include "testutil.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline_internal.h"
+#include "mixture_internal.h"
 #include "podfeed.h"
 #include "mix_util.h"
 #include "testutil.h"
@@ -64,7 +64,7 @@ static uint8_t *run(pf_loader_config cfg, const char *features, bool direct, uin
 		pf_loader_release(l, b);
 	}
 	cr_assert_eq(ret, 0, "next: %s", ret < 0 ? pf_loader_last_error(l)->msg : "");
-	d->direct += pf_mixture_direct_rows(l->mix);
+	d->direct += pf_mixture_direct_rows(pf_mixture_of(l));
 	st = tu_save_state(l, slen);
 	pf_loader_free(l);
 	return st;

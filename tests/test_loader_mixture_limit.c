@@ -52,18 +52,18 @@ static uint8_t *run(pf_loader_config cfg, bool limited, uint64_t max, const uint
 		 * has none left when it was bounded. */
 		o->sources_ended = true;
 		for (size_t k = 0; k < 3; k++) {
-			mix_source *s = &l->mix->src[k];
+			mix_source *s = &pf_mixture_of(l)->src[k];
 			pf_batch *more = NULL;
 
 			if (s->cur)
-				pf_loader_release(s->l, s->cur);
+				pf_pipe_release(s->l, s->cur);
 			s->cur = NULL;
-			ret = pf_loader_next(s->l, &more);
+			ret = pf_pipe_next(s->l, &more);
 			cr_assert_geq(ret, 0, "source %zu: %s", k,
-				      ret < 0 ? pf_loader_last_error(s->l)->msg : "");
+				      ret < 0 ? pf_pipe_last_error(s->l)->msg : "");
 			if (ret == 1) {
 				o->sources_ended = false;
-				pf_loader_release(s->l, more);
+				pf_pipe_release(s->l, more);
 			}
 		}
 	}

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader_internal.h"
+#include "plan_internal.h"
 #include "mixsmall_util.h"
 #include "podfeed.h"
 #include "testutil.h"

@@ -20,7 +20,7 @@
 #include <jansson.h>
 
 #include "pack_util.h"
-#include "pipeline_internal.h"
+#include "pack_internal.h"
 #include "pod_util.h"
 #include "podfeed.h"
 #include "testutil.h"

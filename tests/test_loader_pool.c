@@ -252,6 +252,7 @@ Test(pool, a_slot_no_step_needs_is_never_touched, .timeout = 120)
 	size_t slot_bytes, from, len, resident = 0, used_resident = 0;
 	unsigned char *vec;
 	pf_loader *l;
+	pf_pipe *p;
 	pf_batch *b;
 	pf_error err;
 	int ret;
@@ -275,25 +276,27 @@ Test(pool, a_slot_no_step_needs_is_never_touched, .timeout = 120)
 	cr_assert_eq(ret, 0, "%s", pf_loader_last_error(l)->msg);
 	cr_assert_eq(next_id, n);
 
-	slot_bytes = (size_t)l->topo.cores * l->block_bytes;
-	cr_assert_gt(l->slots_made, 0);
-	cr_assert_leq(l->slots_made, n / pcb, "more slots made than steps");
+	p = pf_pipe_of(l);
+	cr_assert_not_null(p);
+	slot_bytes = (size_t)p->topo.cores * p->block_bytes;
+	cr_assert_gt(p->slots_made, 0);
+	cr_assert_leq(p->slots_made, n / pcb, "more slots made than steps");
 	/* A 2 MiB page faulted in for the last slot made may reach into the
 	 * next ones: from 2 MiB past its end, nothing is resident. */
-	from = round_up((size_t)l->slots_made * slot_bytes + (2u << 20), (size_t)page);
-	cr_assert_geq((size_t)l->nslots * slot_bytes, from + slot_bytes,
-		      "the pool has too few slots past those made (%u of %u)", l->slots_made,
-		      l->nslots);
-	len = (size_t)l->nslots * slot_bytes - from;
+	from = round_up((size_t)p->slots_made * slot_bytes + (2u << 20), (size_t)page);
+	cr_assert_geq((size_t)p->nslots * slot_bytes, from + slot_bytes,
+		      "the pool has too few slots past those made (%u of %u)", p->slots_made,
+		      p->nslots);
+	len = (size_t)p->nslots * slot_bytes - from;
 	vec = calloc(len / (size_t)page + 1, 1);
 	cr_assert_not_null(vec);
-	cr_assert_eq(mincore(l->mem_batches + from, len, vec), 0);
+	cr_assert_eq(mincore(p->mem_batches + from, len, vec), 0);
 	for (size_t i = 0; i < len / (size_t)page; i++)
 		resident += vec[i] & 1;
 	cr_assert_eq(resident, 0, "%zu pages of slots never made are in memory (%u of %u "
-		     "slots made)", resident, l->slots_made, l->nslots);
+		     "slots made)", resident, p->slots_made, p->nslots);
 	/* The check sees pages: the slots made are in memory. */
-	cr_assert_eq(mincore(l->mem_batches, slot_bytes, vec), 0);
+	cr_assert_eq(mincore(p->mem_batches, slot_bytes, vec), 0);
 	for (size_t i = 0; i < slot_bytes / (size_t)page; i++)
 		used_resident += vec[i] & 1;
 	cr_assert_gt(used_resident, 0);

@@ -99,13 +99,13 @@ Test(series, a_long_run_is_downsampled_within_its_bound)
 	pf_series *s;
 	const double *t;
 	size_t n;
-	uint64_t t0 = l->create_start_ns;
+	uint64_t t0 = pf_pipe_of(l)->create_start_ns;
 
 	for (uint64_t k = 1; k <= 5000; k++) {
-		pf_series_sample(l, t0 + k * 20000000ull, false);
-		cr_assert_leq(l->series->n, 240);
+		pf_series_sample(pf_pipe_of(l), t0 + k * 20000000ull, false);
+		cr_assert_leq(pf_pipe_of(l)->series->n, 240);
 	}
-	pf_series_sample(l, t0 + 5001 * 20000000ull, true);
+	pf_series_sample(pf_pipe_of(l), t0 + 5001 * 20000000ull, true);
 	cr_assert_eq(pf_loader_series(l, &s), 0);
 	n = pf_series_points(s);
 	t = column(s, "t_s");
@@ -130,15 +130,15 @@ Test(series, downsampling_keeps_the_peak_memory)
 {
 	pf_loader *l = open_loader(tu_id_dataset(200), 1);
 	pf_series *s;
-	uint64_t t0 = l->create_start_ns;
+	uint64_t t0 = pf_pipe_of(l)->create_start_ns;
 	int c;
 	double peak = 0;
 
 	for (uint64_t k = 1; k <= 1000; k++) {
-		pf_series_sample(l, t0 + k * 20000000ull, false);
-		c = pf_series_find(l->series, "rss_bytes");
+		pf_series_sample(pf_pipe_of(l), t0 + k * 20000000ull, false);
+		c = pf_series_find(pf_pipe_of(l)->series, "rss_bytes");
 		if (k == 333) {	/* a spike only this point saw */
-			l->series->v[(size_t)c * l->series->cap + l->series->n - 1] = 1e12;
+			pf_pipe_of(l)->series->v[(size_t)c * pf_pipe_of(l)->series->cap + pf_pipe_of(l)->series->n - 1] = 1e12;
 		}
 	}
 	cr_assert_eq(pf_loader_series(l, &s), 0);
@@ -191,7 +191,7 @@ Test(series, the_section_is_rates_per_interval)
 
 	while ((ret = pf_loader_next(l, &b)) == 1) {
 		pf_loader_release(l, b);
-		pf_series_sample(l, l->create_start_ns + ++k * 25000000ull, false);
+		pf_series_sample(pf_pipe_of(l), pf_pipe_of(l)->create_start_ns + ++k * 25000000ull, false);
 	}
 	cr_assert_eq(ret, 0);
 	cr_assert_eq(pf_loader_series(l, &s), 0);
@@ -282,7 +282,7 @@ Test(series, the_html_page_holds_the_charts_and_the_figures)
 
 	while (pf_loader_next(l, &b) == 1) {
 		pf_loader_release(l, b);
-		pf_series_sample(l, l->create_start_ns + ++k * 25000000ull, false);
+		pf_series_sample(pf_pipe_of(l), pf_pipe_of(l)->create_start_ns + ++k * 25000000ull, false);
 	}
 	pf_loader_get_metrics(l, &m);
 	cr_assert_eq(pf_loader_series(l, &s), 0);

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader_internal.h"
+#include "plan_internal.h"
 #include "podfeed.h"
 #include "testutil.h"
 

@@ -7,7 +7,7 @@
  * the same names.  Built into libpodfeed.so only: the versioned names
  * need its version script (the module archives, which the tests and the
  * Python extension link, leave this file out). */
-#include "loader_internal.h"
+#include "api_internal.h"
 
 PF_API int pf_loader_create_0_1(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	__attribute__((symver("pf_loader_create@PODFEED_0.1")));

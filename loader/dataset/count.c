@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loader_internal.h"
+#include "dataset_internal.h"
 
 /* Room for a failed host's error line in the vote and the counts
  * (PF_POD_ERROR_LINE): the host that failed returns its whole error; the

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader_internal.h"
+#include "dataset_internal.h"
 
 static bool ends_with(const char *s, const char *suffix)
 {

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader_internal.h"
+#include "dataset_internal.h"
 
 /* path relative to dir ("" for the current directory), or NULL when it
  * is not under it.  Points into path, or into *resolved (free with

@@ -35,7 +35,7 @@
 #include <sys/types.h>
 
 #include "alloc_internal.h"
-#include "loader_internal.h"
+#include "dataset_internal.h"
 #include "stat_internal.h"
 
 /* One file found, and where from. */

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "loader_internal.h"
+#include "dataset_internal.h"
 
 struct pf_source {
 	char *path;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader_internal.h"
+#include "dataset_internal.h"
 
 /* Files opened and read at once: enough for a far bucket's round trips
  * to overlap (regionfs serves 16 requests at once by default; a bucket's

@@ -313,7 +313,7 @@ uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k)
 
 int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 		       const pf_state_blob *blobs, size_t nblobs, uint32_t batch,
-		       uint32_t epochs, unsigned parts, pf_loader **out, pf_error *err)
+		       uint32_t epochs, unsigned parts, pf_pipe **out, pf_error *err)
 {
 	mix_source *s = &m->src[k];
 	const pf_loader_source *ls = &cfg->sources[k];
@@ -371,7 +371,7 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	pf_error_clear(&e);
 	/* A source's loader of whole epochs opened once the batches are
 	 * there: its rows go straight into them from the first. */
-	ret = pf_loader_create_lookahead(out, &sc, lookahead,
+	ret = pf_pipe_create_source(out, &sc, lookahead,
 					 m->started && parts == 1 && !m->no_direct
 						 ? &m->sinks[k].sink : NULL,
 					 batch ? NULL : pf_mix_fit_batch, s->gated, s->pooled, &e);
@@ -396,7 +396,7 @@ static int open_source(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	if (ret < 0)
 		return ret;
 	s->sub_batch = s->whole_batch = s->l->topo.per_core_batch;
-	s->epoch_records = pf_loader_steps_per_epoch(s->l) * s->sub_batch;
+	s->epoch_records = pf_pipe_steps_per_epoch(s->l) * s->sub_batch;
 	return 0;
 }
 
@@ -429,14 +429,14 @@ void pf_mixture_free(pf_mixture *m)
 	 * joined, before those are freed. */
 	for (size_t k = 0; m->pool.made && k < m->n; k++)
 		if (m->src[k].pooled && m->src[k].l)
-			pf_loader_halt(m->src[k].l);
+			pf_pipe_halt(m->src[k].l);
 	pf_decode_pool_stop(&m->pool);
 	pf_free(m->pool_members);
 	for (size_t k = 0; m->src && k < m->n; k++) {
 		if (m->src[k].cur)
-			pf_loader_release(m->src[k].l, m->src[k].cur);
-		pf_loader_free(m->src[k].l);
-		pf_loader_free(m->src[k].next);
+			pf_pipe_release(m->src[k].l, m->src[k].cur);
+		pf_pipe_free(m->src[k].l);
+		pf_pipe_free(m->src[k].next);
 		pf_mix_free_pending(&m->src[k]);
 		pf_free(m->src[k].before);
 	}
@@ -517,7 +517,7 @@ static int open_gates(pf_mixture *m, pf_error *err)
 			batches = (rows + s->sub_batch - 1) / s->sub_batch;
 			batches = batches ? batches : 1;
 		}
-		pf_loader_open_gate(s->l, batches);
+		pf_pipe_open_gate(s->l, batches);
 		s->gated = false;
 	}
 	pf_free(at0);
@@ -527,7 +527,7 @@ static int open_gates(pf_mixture *m, pf_error *err)
 /* The batches: the features of the first source's spec. */
 static int make_batches(pf_mixture *m, const pf_loader_config *cfg, pf_error *err)
 {
-	const pf_spec *spec = pf_loader_spec(m->src[0].l);
+	const pf_spec *spec = pf_pipe_spec(m->src[0].l);
 
 	m->features = spec->n;
 	return pf_mix_make_slots(m, spec, (cfg->prefetch ? cfg->prefetch : 2) + 1,
@@ -549,6 +549,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	m = pf_calloc(1, sizeof(*m));
 	if (!m)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	m->face.ops = &pf_mixture_ops;
 	m->start_ns = pf_now_ns();
 	pf_mix_batch_env(m);
 	m->pool_threads = cfg->threads ? cfg->threads : pf_cpus();
@@ -708,7 +709,7 @@ static int open_bridge(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	ret = pf_mix_open_loader(m, cfg, k, &sb, 1, ss->bridge_batch, ss->bridge_epoch + 1,
 				 2 + (unsigned)ss->npending, &s->l, err);
 	for (size_t i = 0; i < ss->npending && ret == 0; i++) {
-		pf_loader *b = NULL;
+		pf_pipe *b = NULL;
 
 		sb = (pf_state_blob){ ss->pending[i], ss->pending_len[i] };
 		ret = pf_mix_open_loader(m, cfg, k, &sb, 1, ss->bridge_batch,
@@ -805,7 +806,7 @@ static int retake(pf_mixture *m, const pf_mix_state *st, pf_error *err)
 
 		if (!ss->consumed)
 			continue;
-		ret = pf_loader_next(s->l, &s->cur);
+		ret = pf_pipe_next(s->l, &s->cur);
 		if (ret != 1 || ss->consumed > s->sub_batch) {
 			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
 					   "source '%s': the state says %u rows of its batch were "
@@ -847,10 +848,10 @@ int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap)
 			ss[k] = (pf_mix_source_state){ .state = s->before, .state_len = s->before_len,
 						       .consumed = s->cur_row };
 		} else {
-			n = pf_loader_save_state(s->l, NULL, 0);
+			n = pf_pipe_save_state(s->l, NULL, 0);
 			if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
 				goto out;
-			pf_loader_save_state(s->l, own[k], (size_t)n);
+			pf_pipe_save_state(s->l, own[k], (size_t)n);
 			ss[k] = (pf_mix_source_state){ .state = own[k], .state_len = (size_t)n };
 		}
 		ss[k].whole_batch = s->whole_batch;
@@ -880,7 +881,7 @@ void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
 	for (size_t k = 0; k < m->n; k++) {
 		pf_loader_metrics s;
 
-		pf_loader_get_metrics(m->src[k].l, &s);
+		pf_pipe_metrics(m->src[k].l, &s);
 		out->bytes_read += s.bytes_read;
 		out->bytes_decompressed += s.bytes_decompressed;
 		out->records_per_epoch += s.records_per_epoch;
@@ -923,7 +924,7 @@ void pf_mixture_source_metrics(const pf_mixture *m, size_t k, pf_source_metrics 
 	uint64_t all = (m->step - m->step0) * m->host_batch;
 	pf_loader_metrics lm;
 
-	pf_loader_get_metrics(s->l, &lm);
+	pf_pipe_metrics(s->l, &lm);
 	*out = (pf_source_metrics){
 		.name = s->name, .weight = s->weight, .share = (double)s->q / (double)ONE,
 		.records = s->taken, .realised_share = all ? (double)s->taken / (double)all : 0,
@@ -937,22 +938,22 @@ void pf_mixture_source_metrics(const pf_mixture *m, size_t k, pf_source_metrics 
 
 void pf_mixture_tuning(const pf_mixture *m, pf_tuning *out)
 {
-	pf_loader_tuning(m->src[0].l, out);
+	pf_pipe_tuning(m->src[0].l, out);
 }
 
 const pf_spec *pf_mixture_spec(const pf_mixture *m)
 {
-	return pf_loader_spec(m->src[0].l);
+	return pf_pipe_spec(m->src[0].l);
 }
 
-const pf_loader *pf_mixture_first(const pf_mixture *m)
+const pf_pipe *pf_mixture_first(const pf_mixture *m)
 {
 	return m->src[0].l;
 }
 
 int pf_mixture_series(const pf_mixture *m, pf_series **out)
 {
-	return pf_loader_series(m->src[0].l, out);
+	return pf_pipe_series(m->src[0].l, out);
 }
 
 uint64_t pf_mixture_steps_left(const pf_mixture *m)
@@ -964,3 +965,117 @@ uint64_t pf_mixture_steps(const pf_mixture *m)
 {
 	return m->end;
 }
+
+pf_mixture *pf_mixture_of(pf_loader *l)
+{
+	return l && l->ops == &pf_mixture_ops ? (pf_mixture *)l : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The face: pf_loader_*() of a mixture                                 */
+
+static pf_mixture *mix(pf_loader *f)
+{
+	return (pf_mixture *)f;
+}
+
+static const pf_mixture *cmix(const pf_loader *f)
+{
+	return (const pf_mixture *)f;
+}
+
+/* Its batch is made in this call, from its sources' batches (which it
+ * waits for whatever the timeout). */
+static int mix_next(pf_loader *f, pf_batch **out, uint64_t timeout_ns)
+{
+	(void)timeout_ns;
+	return pf_mixture_next(mix(f), out);
+}
+
+static void mix_release(pf_loader *f, pf_batch *batch)
+{
+	pf_mixture_release(mix(f), batch);
+}
+
+static int64_t mix_save_state(pf_loader *f, void *buf, size_t cap)
+{
+	return pf_mixture_save_state(mix(f), buf, cap);
+}
+
+static const pf_error *mix_last_error(const pf_loader *f)
+{
+	return pf_mixture_last_error(cmix(f));
+}
+
+static void mix_metrics(const pf_loader *f, pf_loader_metrics *m)
+{
+	pf_mixture_metrics(cmix(f), m);
+}
+
+/* A mixture's sources tune themselves, each its own: the first one's
+ * is said. */
+static void mix_tuning(const pf_loader *f, pf_tuning *t)
+{
+	pf_mixture_tuning(cmix(f), t);
+}
+
+static uint64_t mix_steps_per_epoch(const pf_loader *f)
+{
+	return pf_mixture_steps(cmix(f));
+}
+
+static uint64_t mix_steps_left(const pf_loader *f)
+{
+	return pf_mixture_steps_left(cmix(f));
+}
+
+static const pf_spec *mix_spec(const pf_loader *f)
+{
+	return pf_mixture_spec(cmix(f));
+}
+
+/* Its features are its first source's. */
+static int mix_feature_shape(const pf_loader *f, uint32_t i, uint32_t shape[3],
+			     const char **elem, uint32_t *elem_size)
+{
+	const pf_pipe *first = pf_mixture_first(cmix(f));
+
+	return pf_spec_feature_shape(&first->spec, &first->images, i, shape, elem, elem_size);
+}
+
+static int mix_series(const pf_loader *f, pf_series **out)
+{
+	return pf_mixture_series(cmix(f), out);
+}
+
+static size_t mix_sources(const pf_loader *f)
+{
+	return pf_mixture_sources(cmix(f));
+}
+
+static void mix_source_metrics(const pf_loader *f, size_t i, pf_source_metrics *m)
+{
+	pf_mixture_source_metrics(cmix(f), i, m);
+}
+
+static void mix_free(pf_loader *f)
+{
+	pf_mixture_free(mix(f));
+}
+
+const pf_loader_ops pf_mixture_ops = {
+	.next = mix_next,
+	.release = mix_release,
+	.save_state = mix_save_state,
+	.last_error = mix_last_error,
+	.metrics = mix_metrics,
+	.tuning = mix_tuning,
+	.steps_per_epoch = mix_steps_per_epoch,
+	.steps_left = mix_steps_left,
+	.spec = mix_spec,
+	.feature_shape = mix_feature_shape,
+	.series = mix_series,
+	.sources = mix_sources,
+	.source_metrics = mix_source_metrics,
+	.free = mix_free,
+};

@@ -321,7 +321,7 @@ void pf_mix_start_batches(pf_mixture *m)
 
 static void fail(pf_mixture *m, const mix_source *s, int code)
 {
-	const pf_error *e = pf_loader_last_error(s->l);
+	const pf_error *e = pf_pipe_last_error(s->l);
 	pf_error cause;
 
 	pf_error_clear(&cause);
@@ -347,11 +347,11 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 		int64_t n;
 
 		if (s->cur)
-			pf_loader_release(s->l, s->cur);
+			pf_pipe_release(s->l, s->cur);
 		s->cur = NULL;
 		/* Encoded once where the buffer holds it (it says its
 		 * length when it does not). */
-		n = pf_loader_save_state(s->l, s->before, s->before_cap);
+		n = pf_pipe_save_state(s->l, s->before, s->before_cap);
 		if (n < 0)
 			return (int)n;
 		if ((size_t)n > s->before_cap) {
@@ -361,15 +361,15 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 				return -ENOMEM;
 			s->before = b;
 			s->before_cap = (size_t)n + 64;
-			pf_loader_save_state(s->l, s->before, s->before_cap);
+			pf_pipe_save_state(s->l, s->before, s->before_cap);
 		}
 		s->before_len = (size_t)n;
-		ret = pf_loader_next(s->l, &s->cur);
+		ret = pf_pipe_next(s->l, &s->cur);
 		if (ret == 0 && s->next) {
 			/* The bridge's epoch is over: the bridge of the next one
 			 * when there is one, else the loader of the next epochs
 			 * takes over, its state the one before. */
-			pf_loader_free(s->l);
+			pf_pipe_free(s->l);
 			if (s->npend) {
 				pf_mix_pop_pending(s);
 			} else {

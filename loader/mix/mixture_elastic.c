@@ -60,11 +60,11 @@ int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_top
 	return epoch_blob(tmpl, len, epoch, t, false, out, outlen, err);
 }
 
-int pf_mix_push_pending(mix_source *s, pf_loader *l)
+int pf_mix_push_pending(mix_source *s, pf_pipe *l)
 {
-	int64_t n = pf_loader_save_state(l, NULL, 0);
+	int64_t n = pf_pipe_save_state(l, NULL, 0);
 	uint8_t *st = n > 0 ? pf_malloc((size_t)n) : NULL;
-	pf_loader **pl = pf_realloc(s->pend, (s->npend + 1) * sizeof(*pl));
+	pf_pipe **pl = pf_realloc(s->pend, (s->npend + 1) * sizeof(*pl));
 	const uint8_t **ps;
 	size_t *pn;
 
@@ -75,10 +75,10 @@ int pf_mix_push_pending(mix_source *s, pf_loader *l)
 	s->pend_len = pn ? pn : s->pend_len;
 	if (!st || !pl || !ps || !pn) {
 		pf_free(st);
-		pf_loader_free(l);
+		pf_pipe_free(l);
 		return n < 0 ? (int)n : -ENOMEM;
 	}
-	pf_loader_save_state(l, st, (size_t)n);
+	pf_pipe_save_state(l, st, (size_t)n);
 	s->pend[s->npend] = l;
 	s->pend_state[s->npend] = st;
 	s->pend_len[s->npend++] = (size_t)n;
@@ -99,7 +99,7 @@ void pf_mix_pop_pending(mix_source *s)
 void pf_mix_free_pending(mix_source *s)
 {
 	for (uint32_t i = 0; i < s->npend; i++) {
-		pf_loader_free(s->pend[i]);
+		pf_pipe_free(s->pend[i]);
 		pf_free((void *)s->pend_state[i]);
 	}
 	pf_free(s->pend);
@@ -186,7 +186,7 @@ static int chain(pf_mixture *m, const pf_loader_config *cfg, elastic *x, size_t 
 
 	bridge = bridge ? bridge : 1;
 	for (uint32_t e = r->e0; e <= r->e1 && ret == 0; e++) {
-		pf_loader *b = NULL;
+		pf_pipe *b = NULL;
 
 		for (uint32_t h = 0; h < x->hosts && ret == 0; h++) {
 			size_t len = 0;
@@ -208,9 +208,9 @@ static int chain(pf_mixture *m, const pf_loader_config *cfg, elastic *x, size_t 
 		if (ret < 0)
 			break;
 		if (e == r->e0)
-			r->first = pf_loader_steps_left(b) * bridge;
+			r->first = pf_pipe_steps_left(b) * bridge;
 		if (e < epochs)
-			r->upto += pf_loader_steps_left(b) * bridge;
+			r->upto += pf_pipe_steps_left(b) * bridge;
 		if (e == r->e0)
 			s->l = b;
 		else
@@ -286,7 +286,7 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 		s->sub_batch = bridge;
 		s->bridge_epoch = r->e0;
 		if (ret == 0)
-			r->first = pf_loader_steps_left(s->l) * bridge;
+			r->first = pf_pipe_steps_left(s->l) * bridge;
 		r->upto = r->e0 < epochs ? r->first : 0;
 	}
 	if (ret == 0)
@@ -381,9 +381,9 @@ int pf_mix_elastic(pf_mixture *m, const pf_loader_config *cfg, pf_error *err)
 	 * of the epochs it is in, then whole epochs of the new topology. */
 	for (size_t k = 0; k < m->n; k++) {
 		mix_source *s = &m->src[k];
-		pf_loader *whole = s->next ? s->next : s->l;
+		pf_pipe *whole = s->next ? s->next : s->l;
 
-		per[k] = pf_loader_steps_per_epoch(whole) * s->whole_batch;
+		per[k] = pf_pipe_steps_per_epoch(whole) * s->whole_batch;
 		if (!r[k].bridged)	/* no bridge: e0 starts afresh */
 			r[k].first = r[k].upto = r[k].e0 < epochs ? per[k] : 0;
 	}

@@ -1,10 +1,45 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A mixture's parts shared by mixture.c (the schedule, batches, states)
- * and mixture_elastic.c (resuming on another topology). */
+/* Private to loader/: the mix room (loader/mix/): a mixture, a loader
+ * over a pipeline per source (pf_loader_config.sources).  The schedule
+ * that deals each step's rows among the sources, the stop rules and the
+ * checkpoint (mixture.c); its batches, which the sources' decoders write
+ * their rows straight into (mixture_batch.c, through the pipeline's row
+ * sink); resuming on another topology (mixture_elastic.c); each source's
+ * storage region (mixture_regions.c).  Above the pipeline: it creates,
+ * reads and frees one per source and their shared decode pool. */
 #ifndef PF_MIXTURE_INTERNAL_H
 #define PF_MIXTURE_INTERNAL_H
 
 #include "pipeline_internal.h"
+
+/* mixture.c: a loader over several sources' loaders (pf_mixture_ops its
+ * face). */
+typedef struct pf_mixture pf_mixture;
+extern const pf_loader_ops pf_mixture_ops;
+int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *err);
+void pf_mixture_free(pf_mixture *m);
+int pf_mixture_next(pf_mixture *m, pf_batch **out);
+void pf_mixture_release(pf_mixture *m, pf_batch *b);
+const pf_error *pf_mixture_last_error(const pf_mixture *m);
+int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap);
+void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out);
+size_t pf_mixture_sources(const pf_mixture *m);
+void pf_mixture_source_metrics(const pf_mixture *m, size_t k, pf_source_metrics *out);
+const pf_spec *pf_mixture_spec(const pf_mixture *m);
+/* The first source's loader's tuning (each source tunes its own). */
+void pf_mixture_tuning(const pf_mixture *m, pf_tuning *out);
+uint64_t pf_mixture_steps(const pf_mixture *m);
+uint64_t pf_mixture_steps_left(const pf_mixture *m);
+/* The first source's loader: whose spec and feature shapes are the
+ * mixture's. */
+const pf_pipe *pf_mixture_first(const pf_mixture *m);
+/* The first source's loader's series (each source has its own). */
+int pf_mixture_series(const pf_mixture *m, pf_series **out);
+/* Rows the sources' decoders wrote straight into its batches. */
+uint64_t pf_mixture_direct_rows(const pf_mixture *m);
+/* The mixture behind a loader, or NULL when it is another kind (for the
+ * tests that look inside one). */
+pf_mixture *pf_mixture_of(pf_loader *l);
 
 #define FIX 32			/* shares in 2^-32 of a record */
 #define ONE ((uint64_t)1 << FIX)
@@ -38,18 +73,18 @@ typedef struct mix_source {
 	char name[64];
 	double weight;
 	uint64_t q;		/* share in 2^-32 (they sum to ONE) */
-	pf_loader *l;		/* the source's own loader */
+	pf_pipe *l;		/* the source's own loader */
 	bool gated;		/* l reads nothing before open_gates() (mixture.c) */
 	bool pooled;		/* l is decoded by m->pool */
 	uint64_t limit_rows;	/* scratch of open_gates() */
 	/* After an elastic resume, l reads the rest of the epoch it was in
 	 * (epoch bridge_epoch) in batches of its per-step share, and next,
 	 * the loader of its later epochs, waits (mixture_elastic.c). */
-	pf_loader *next;
+	pf_pipe *next;
 	uint32_t bridge_epoch;
 	/* With mix=sample, old hosts in several epochs of it: the bridges of
 	 * the epochs after l's, in order, and their states as opened. */
-	pf_loader **pend;
+	pf_pipe **pend;
 	const uint8_t **pend_state;
 	size_t *pend_len;
 	uint32_t npend;
@@ -83,6 +118,7 @@ typedef struct mix_slot {
 
 
 struct pf_mixture {
+	pf_loader face;		/* pf_mixture_ops */
 	mix_source *src;
 	size_t n;
 	pf_mix mode;
@@ -137,7 +173,7 @@ struct pf_mixture {
 	/* The decode threads of the sources' loaders of whole epochs. */
 	pf_decode_pool pool;
 	unsigned pool_threads;
-	pf_loader **pool_members;
+	pf_pipe **pool_members;
 	bool started;		/* pf_mix_start_batches() was called */
 	unsigned ring_env;	/* PODFEED_MIX_RING: its steps (0: its own) */
 	pf_error err;
@@ -156,7 +192,7 @@ struct pf_mixture {
  * budget, resumed from the nblobs states given (none: fresh). */
 int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 		       const pf_state_blob *blobs, size_t nblobs, uint32_t batch,
-		       uint32_t epochs, unsigned parts, pf_loader **out, pf_error *err);
+		       uint32_t epochs, unsigned parts, pf_pipe **out, pf_error *err);
 /* Rows of source k's batches: MIX_BATCHES host batches' share (the most
  * of its loader of whole epochs, and the batch of states saved before
  * pf_mix_fit_batch()), or one step's share rounded down (at least 1: an
@@ -186,7 +222,7 @@ int pf_mix_fresh_blob(const void *tmpl, size_t len, uint32_t epoch, const pf_top
 /* Source k's pending bridges (mixture_elastic.c): l added last (its
  * state kept; freed on failure); the first made s->l (the epoch after
  * s->bridge_epoch's); all freed. */
-int pf_mix_push_pending(mix_source *s, pf_loader *l);
+int pf_mix_push_pending(mix_source *s, pf_pipe *l);
 void pf_mix_pop_pending(mix_source *s);
 void pf_mix_free_pending(mix_source *s);
 /* Resume from the states of every host of another topology: each

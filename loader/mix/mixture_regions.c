@@ -12,7 +12,7 @@
 /* Source k's region: the one its files share, or "mixed". */
 static void source_region(pf_mixture *m, mix_source *s)
 {
-	const pf_loader *l = s->next ? s->next : s->l;
+	const pf_pipe *l = s->next ? s->next : s->l;
 	const pf_dataset *ds = l->ds;
 	size_t first = SIZE_MAX;
 	bool mixed = false;

@@ -123,7 +123,7 @@ static int make_specs(pf_pack_run *pk, const pf_loader_config *cfg, pf_spec *out
 
 /* The output batches: as many as the consumer may hold and the steps
  * being packed at once need. */
-static int make_outs(pf_loader *l, pf_pack_run *pk, pf_error *err)
+static int make_outs(pf_packing *l, pf_pack_run *pk, pf_error *err)
 {
 	const pf_spec *s = &l->spec;
 	uint32_t cores = l->topo.cores, pcb = l->topo.per_core_batch;
@@ -194,12 +194,14 @@ static int make_outs(pf_loader *l, pf_pack_run *pk, pf_error *err)
 }
 
 
+static void pack_free(pf_packing *l);
+
 int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 {
 	pf_loader_config icfg = *cfg;
 	pf_spec *inner_spec = NULL, *user_spec = NULL;
 	pf_pack_run *pk;
-	pf_loader *l;
+	pf_packing *l;
 	bool opened = false;
 	int ret;
 
@@ -219,10 +221,10 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory creating the loader");
 	}
+	l->face.ops = &pf_packing_ops;
 	l->create_start_ns = pf_now_ns();
 	l->pack = pk;
 	l->cfg = *cfg;
-	l->qfd = -1;
 	pthread_mutex_init(&l->mu, NULL);
 	l->topo.host_index = cfg->host_index;
 	l->topo.num_hosts = cfg->num_hosts ? cfg->num_hosts : 1;
@@ -269,14 +271,16 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	}
 	/* The lengths' spec (in user_spec): counting stream files at the
 	 * open measures them too (fail mode: skip mode's are read after). */
-	ret = pf_pack_lengths_spec(user_spec, pk->nf, user_spec, err);
+	ret = pf_spec_lengths(user_spec, pk->nf, user_spec, err);
 	if (ret < 0)
 		goto fail;
-	ret = pf_loader_create_packing(&pk->inner, &icfg, inner_spec,
+	ret = pf_pipe_create_packing(&pk->inner, &icfg, inner_spec,
 				       cfg->on_corrupt == PF_CORRUPT_FAIL ? user_spec : NULL,
 				       &opened, err);
 	if (ret < 0 && !opened)
 		goto fail_inner;	/* it took its part in the pod's open */
+	if (ret == 0)
+		pf_pipe_order(pk->inner, &pk->inner_order);
 	/* The plan: every record's lengths (a pod's hosts gather them:
 	 * each takes part, failed or not; the direct placement's plan ahead
 	 * decides how many steps are in progress), then epoch 0's steps. */
@@ -304,7 +308,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	/* The first groups planned before the inner loader's decode
 	 * threads start. */
 	pf_pack_direct_plan(l, pk, pk->epoch, pk->snaps[0].step, true);
-	ret = pf_loader_start_workers(pk->inner, err);
+	ret = pf_pipe_start_workers(pk->inner, err);
 	if (ret < 0)
 		goto fail_inner;
 	if (!pk->epoch_steps && !pk->step_base) {
@@ -318,7 +322,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	}
 	pf_free(inner_spec);
 	pf_free(user_spec);
-	*out = l;
+	*out = &l->face;
 	return 0;
 fail:
 	/* The other hosts of a pod wait for this one's part. */
@@ -332,15 +336,15 @@ fail_inner:
 		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory creating the loader");
 	pf_free(inner_spec);
 	pf_free(user_spec);
-	pf_pack_free(l);
+	pack_free(l);
 	return ret;
 }
 
-void pf_pack_free(pf_loader *l)
+static void pack_free(pf_packing *l)
 {
 	pf_pack_run *pk = l->pack;
 
-	pf_loader_free(pk->inner);	/* its decode threads first */
+	pf_pipe_free(pk->inner);	/* its decode threads first */
 	pf_pack_direct_free(pk);
 	for (unsigned k = 0; pk->outs && k < pk->nouts; k++) {
 		pack_out *o = &pk->outs[k];
@@ -364,9 +368,9 @@ void pf_pack_free(pf_loader *l)
 }
 
 /* Epoch e's steps, every host's (pack_plan.c), and this host's rows. */
-int pf_pack_plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err)
+int pf_pack_plan_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e, pf_error *err)
 {
-	int ret = pf_pack_plan_steps(pk->inner, &pk->packer, l->cfg.seed, e, pk->lengths, pk->nf,
+	int ret = pf_pack_plan_steps(&pk->inner_order, &pk->packer, l->cfg.seed, e, pk->lengths, pk->nf,
 				     pk->cap, pk->B, &pk->epoch_steps, &pk->epoch_rows);
 
 	if (ret == 0)
@@ -390,7 +394,7 @@ static bool same_zero(double pad)
 
 /* A fresh output batch for step j: no row written yet (the padding is
  * written once the rows are full, pad_out()). */
-pack_out *pf_pack_take_out(pf_loader *l, pf_pack_run *pk, uint64_t j)
+pack_out *pf_pack_take_out(pf_packing *l, pf_pack_run *pk, uint64_t j)
 {
 	pack_out *o = pk->free;
 
@@ -406,7 +410,7 @@ pack_out *pf_pack_take_out(pf_loader *l, pf_pack_run *pk, uint64_t j)
  * segment id and position 0.  Written once, where no value is (98.7% of
  * a first_fit row is values; padding every row first cost a third of
  * the consumer's writes). */
-static void pad_out(pf_loader *l, pf_pack_run *pk, pack_out *o)
+static void pad_out(pf_packing *l, pf_pack_run *pk, pack_out *o)
 {
 	const pf_spec *s = &l->spec;
 	uint32_t pcb = l->topo.per_core_batch;
@@ -459,15 +463,15 @@ static void drop_steps(pf_pack_run *pk, uint64_t from, uint64_t to)
 /* Record r of the inner batch has got values of feature f where the plan
  * has planned (the records planned after it would be misplaced): the
  * error names its file and its record there. */
-static int not_the_plan(pf_loader *l, pf_pack_run *pk, uint32_t r, uint32_t f, uint32_t got,
+static int not_the_plan(pf_packing *l, pf_pack_run *pk, uint32_t r, uint32_t f, uint32_t got,
 			uint32_t planned)
 {
-	const pf_loader *in = pk->inner;
+	const pf_pipe *in = pk->inner;
 	uint64_t at = pk->ib->step * PF_PACK_GROUP + r;
 	pf_pack_where w;
 	int ret;
 
-	ret = pf_pack_plan_where(in, l->cfg.seed, pk->ib->epoch, at, pk->lengths, pk->nf, pk->cap,
+	ret = pf_pack_plan_where(&pk->inner_order, l->cfg.seed, pk->ib->epoch, at, pk->lengths, pk->nf, pk->cap,
 				 &w);
 	pf_error_set(&l->err, -EIO, PF_OFFSET_NONE, 0,
 		     "packing: %u values of '%s' where its plan has %u (record %llu of epoch %u "
@@ -483,7 +487,7 @@ static int not_the_plan(pf_loader *l, pf_pack_run *pk, uint32_t r, uint32_t f, u
 	return -EIO;
 }
 
-static int place(pf_loader *l, pf_pack_run *pk, const pack_group *g, uint32_t r)
+static int place(pf_packing *l, pf_pack_run *pk, const pack_group *g, uint32_t r)
 {
 	const pack_rec *pr = g ? &g->rec[r] : NULL;
 	const pf_pack_piece *pieces = pk->pieces;
@@ -597,7 +601,7 @@ static void end_epoch(pf_pack_run *pk)
 }
 
 /* Start epoch e: an empty packer, row and step 0, its steps planned. */
-static int start_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
+static int start_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e)
 {
 	pf_packer next = pk->packer;
 	int ret;
@@ -622,7 +626,7 @@ static int start_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
 
 /* Pack until step pk->step can be handed out (1), the run is over (0),
  * or an error (<0; -ETIMEDOUT changes nothing). */
-static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
+static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 {
 	for (;;) {
 		const pack_group *g;
@@ -649,11 +653,11 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 			continue;
 		}
 		if (!pk->ib) {
-			ret = pf_loader_next_timed(pk->inner, &pk->ib, timeout_ns);
+			ret = pf_pipe_next_timed(pk->inner, &pk->ib, timeout_ns);
 			if (ret == -ETIMEDOUT)
 				return ret;
 			if (ret < 0) {
-				const pf_error *e = pf_loader_last_error(pk->inner);
+				const pf_error *e = pf_pipe_last_error(pk->inner);
 
 				if (e)
 					l->err = *e;
@@ -705,7 +709,7 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 			/* Before its slot goes to the group after the last one
 			 * planned. */
 			pf_pack_direct_plan(l, pk, pk->ib->epoch, pk->ib->step + 1, false);
-			pf_loader_release(pk->inner, pk->ib);
+			pf_pipe_release(pk->inner, pk->ib);
 			pk->ib = NULL;
 			if (last)
 				end_epoch(pk);
@@ -713,8 +717,22 @@ static int pack_ready(pf_loader *l, pf_pack_run *pk, uint64_t timeout_ns)
 	}
 }
 
-int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
+/* ------------------------------------------------------------------ */
+/* The face: pf_loader_*() of a packing loader                          */
+
+static pf_packing *packing(pf_loader *f)
 {
+	return (pf_packing *)f;
+}
+
+static const pf_packing *cpacking(const pf_loader *f)
+{
+	return (const pf_packing *)f;
+}
+
+static int pack_next(pf_loader *f, pf_batch **out, uint64_t timeout_ns)
+{
+	pf_packing *l = packing(f);
 	pf_pack_run *pk = l->pack;
 	uint64_t t0 = pf_now_ns(), dt;
 	pack_out *o;
@@ -772,25 +790,22 @@ int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	return 1;
 }
 
-void pf_pack_release(pf_loader *l, pf_batch *batch)
+static void pack_release(pf_loader *f, pf_batch *batch)
 {
+	pf_packing *l = packing(f);
 	pack_out *o = (pack_out *)((char *)batch - offsetof(pack_out, batch));
 
 	l->pack->held--;
 	give_back(l->pack, o);
 }
 
-const pf_loader *pf_pack_inner(const pf_loader *l)
+static void pack_metrics(const pf_loader *f, pf_loader_metrics *m)
 {
-	return l->pack->inner;
-}
-
-void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m)
-{
+	const pf_packing *l = cpacking(f);
 	const pf_pack_run *pk = l->pack;
 	pf_loader_metrics own;
 
-	pf_loader_get_metrics(pk->inner, m);
+	pf_pipe_metrics(pk->inner, m);
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	own = l->m;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
@@ -816,3 +831,79 @@ void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m)
 	m->pack_truncated_values = pk->packer.truncated_values;
 	m->pack_empty_records = pk->packer.empty_records;
 }
+
+static int64_t pack_save_state(pf_loader *f, void *buf, size_t cap)
+{
+	return pf_pack_save_state(packing(f), buf, cap);
+}
+
+static const pf_error *pack_last_error(const pf_loader *f)
+{
+	const pf_packing *l = cpacking(f);
+
+	if (l->misused)
+		return &l->misuse;
+	return l->failed ? &l->err : NULL;
+}
+
+/* The inner loader's pipeline tunes itself. */
+static void pack_tuning(const pf_loader *f, pf_tuning *t)
+{
+	pf_pipe_tuning(cpacking(f)->pack->inner, t);
+}
+
+static uint64_t pack_steps_per_epoch(const pf_loader *f)
+{
+	return cpacking(f)->steps_per_epoch;
+}
+
+/* From the run's start: a packing loader's epochs are whole from its
+ * first (its resumed epoch's steps are counted in steps_per_epoch). */
+static uint64_t pack_steps_left(const pf_loader *f)
+{
+	const pf_packing *l = cpacking(f);
+	uint64_t taken;
+
+	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+	taken = l->m.steps;
+	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+	return pf_plan_steps_left(0, l->epochs, l->steps_per_epoch, l->steps_per_epoch,
+				  l->cfg.max_steps, taken);
+}
+
+static const pf_spec *pack_spec(const pf_loader *f)
+{
+	return &cpacking(f)->spec;
+}
+
+static int pack_feature_shape(const pf_loader *f, uint32_t i, uint32_t shape[3],
+			      const char **elem, uint32_t *elem_size)
+{
+	return pf_spec_feature_shape(&cpacking(f)->spec, NULL, i, shape, elem, elem_size);
+}
+
+/* The inner loader's pipeline's. */
+static int pack_series(const pf_loader *f, pf_series **out)
+{
+	return pf_pipe_series(cpacking(f)->pack->inner, out);
+}
+
+static void pack_destroy(pf_loader *f)
+{
+	pack_free(packing(f));
+}
+
+const pf_loader_ops pf_packing_ops = {
+	.next = pack_next,
+	.release = pack_release,
+	.save_state = pack_save_state,
+	.last_error = pack_last_error,
+	.metrics = pack_metrics,
+	.tuning = pack_tuning,
+	.steps_per_epoch = pack_steps_per_epoch,
+	.steps_left = pack_steps_left,
+	.spec = pack_spec,
+	.feature_shape = pack_feature_shape,
+	.series = pack_series,
+	.free = pack_destroy,
+};

@@ -65,7 +65,7 @@ static uint64_t mean_length(const pf_pack_run *pk)
  * rows `groups` inner groups of records of length mean fill (a quarter
  * more for first_fit's room left in its rows), at most an eighth of the
  * memory budget. */
-static void window_extra(const pf_loader *l, pf_pack_run *pk, uint32_t groups, uint64_t mean)
+static void window_extra(const pf_packing *l, pf_pack_run *pk, uint32_t groups, uint64_t mean)
 {
 	uint64_t budget = l->cfg.memory_budget ? l->cfg.memory_budget : PF_LOADER_BUDGET_DEFAULT;
 	uint64_t step_bytes = 0, rows, extra;
@@ -81,7 +81,10 @@ static void window_extra(const pf_loader *l, pf_pack_run *pk, uint32_t groups, u
 	pk->window_extra = (unsigned)extra;
 }
 
-int pf_pack_direct_create(pf_loader *l, pf_pack_run *pk)
+static void *direct_aim(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e);
+static void direct_put(void *ctx, unsigned worker, void *rec);
+
+int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
 {
 	const char *want = getenv("PODFEED_PACK_DIRECT");
 	const pf_spec *s = &l->spec;
@@ -143,7 +146,8 @@ int pf_pack_direct_create(pf_loader *l, pf_pack_run *pk)
 	bytes += (size_t)d->ngroups * sizeof(*d->groups);
 	l->memory_bytes += bytes;
 	/* The decode threads may be running: everything above first. */
-	__atomic_store_n(&pk->inner->pack_direct, d, __ATOMIC_RELEASE);
+	d->hook = (pf_record_hook){ .aim = direct_aim, .put = direct_put, .ctx = d };
+	__atomic_store_n(&pk->inner->record_hook, &d->hook, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -163,7 +167,7 @@ void pf_pack_direct_free(pf_pack_run *pk)
 	pf_free(d);
 }
 
-int pf_pack_direct_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
+int pf_pack_direct_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e)
 {
 	int ret;
 
@@ -171,7 +175,7 @@ int pf_pack_direct_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
 	pk->norder = 0;
 	if (!pk->direct)
 		return 0;
-	ret = pf_pack_plan_order(pk->inner, l->cfg.seed, e, pk->lengths, pk->nf,
+	ret = pf_pack_plan_order(&pk->inner_order, l->cfg.seed, e, pk->lengths, pk->nf,
 				 pk->cap, pk->order, &pk->norder);
 	pk->order_epoch = e;
 	if (ret < 0)
@@ -182,7 +186,7 @@ int pf_pack_direct_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e)
 /* Plan inner group `step` of the epoch with pk->ahead: 1 done (published),
  * 0 not now (a piece's step is past those in progress; or a record the
  * consumer will refuse itself), the planner as it was. */
-static int plan_group(pf_loader *l, pf_pack_run *pk, uint64_t step)
+static int plan_group(pf_packing *l, pf_pack_run *pk, uint64_t step)
 {
 	pf_pack_direct *d = pk->direct;
 	pack_group *g = &d->groups[step % d->ngroups];
@@ -246,7 +250,7 @@ not_now:
 	return 0;
 }
 
-void pf_pack_direct_plan(pf_loader *l, pf_pack_run *pk, uint32_t epoch, uint64_t step,
+void pf_pack_direct_plan(pf_packing *l, pf_pack_run *pk, uint32_t epoch, uint64_t step,
 			 bool start)
 {
 	if (!pk->direct || !pk->norder || pk->order_epoch != epoch || pk->epoch != epoch)
@@ -459,27 +463,34 @@ static void put_piece(const pf_pack_piece *pc, uint32_t f, const uint8_t *src, s
 	put.ids(seg + at, pos + at, (int32_t)pc->segment, (int32_t)pc->from, n);
 }
 
-void *pf_pack_direct_aim(pf_pack_direct *d, worker *w, uint32_t epoch, uint64_t e)
+/* The record hook's aim() (pf_record_hook): the plan of the record at
+ * epoch output e, dst's packed values aimed at the worker's scratch;
+ * NULL: not planned, decode into the row. */
+static void *direct_aim(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e)
 {
+	pf_pack_direct *d = ctx;
 	uint64_t step = e / PF_PACK_GROUP;
 	pack_group *g = &d->groups[step % d->ngroups];
 	uint8_t *scratch;
 
 	if (__atomic_load_n(&g->tag, __ATOMIC_ACQUIRE) != pack_tag(epoch, step))
 		return NULL;
-	scratch = d->scratch + (size_t)(w - w->l->workers) * d->sbytes;
+	scratch = d->scratch + (size_t)worker * d->sbytes;
 	for (uint32_t f = 0; f < d->nf; f++) {
-		w->dst[d->fin[f]] = scratch + d->soff[f];
-		w->dst[d->fin[f] + 1] = scratch + d->lenoff + f * sizeof(int32_t);
+		dst[d->fin[f]] = scratch + d->soff[f];
+		dst[d->fin[f] + 1] = scratch + d->lenoff + f * sizeof(int32_t);
 	}
 	return &g->rec[e % PF_PACK_GROUP];
 }
 
-void pf_pack_direct_put(pf_pack_direct *d, worker *w, void *rec)
+/* Its put(): after the worker decoded the record, its pieces copied into
+ * their packed rows. */
+static void direct_put(void *ctx, unsigned worker, void *rec)
 {
+	pf_pack_direct *d = ctx;
 	pack_rec *pr = rec;
 	const pack_group *g = &d->groups[((uintptr_t)pr - (uintptr_t)d->groups) / sizeof(*g)];
-	const uint8_t *scratch = d->scratch + (size_t)(w - w->l->workers) * d->sbytes;
+	const uint8_t *scratch = d->scratch + (size_t)worker * d->sbytes;
 	bool differs = false;
 
 	pthread_once(&put_once, choose_put);

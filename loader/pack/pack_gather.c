@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline_internal.h"
+#include "pack_internal.h"
 #include "spec_internal.h"
 
 /* Payload bytes a host sends in one round at most. */
@@ -41,115 +41,7 @@
 enum { LEN_LOCAL, LEN_COUNTED, LEN_READ };
 
 /* ------------------------------------------------------------------ */
-/* Measuring and encoding                                               */
-
-int pf_lenbuf_put(pf_lenbuf *b, uint32_t v)
-{
-	if (b->cap - b->len < 5) {
-		size_t cap = b->cap ? 2 * b->cap : 256;
-		uint8_t *p = pf_realloc(b->p, cap);
-
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	while (v >= 0x80) {
-		b->p[b->len++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	b->p[b->len++] = (uint8_t)v;
-	return 0;
-}
-
-static int lenbuf_bytes(pf_lenbuf *b, const void *p, size_t n)
-{
-	if (!n)
-		return 0;
-	if (b->cap - b->len < n) {
-		size_t cap = b->cap ? b->cap : 256;
-		uint8_t *q;
-
-		while (cap - b->len < n)
-			cap *= 2;
-		q = pf_realloc(b->p, cap);
-		if (!q)
-			return -ENOMEM;
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	return 0;
-}
-
-void pf_len_scratch_free(pf_len_scratch *s)
-{
-	if (s->arena.base)
-		pf_arena_release(&s->arena);
-	pf_free(s->row);
-	memset(s, 0, sizeof(*s));
-}
-
-int pf_lengths_measure(const pf_spec *lspec, const pf_record *rec, pf_len_scratch *s,
-		       pf_lenbuf *out, pf_error *err)
-{
-	uint8_t *dst[PF_SPEC_MAX_FEATURES];
-	size_t need = PF_ARENA_BYTES_FOR(rec->len);
-	int ret;
-
-	if (!s->row && !(s->row = pf_malloc(lspec->row_bytes ? lspec->row_bytes : 8)))
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-				    "out of memory measuring packed lengths");
-	if (s->arena.cap < need) {
-		if (s->arena.base)
-			pf_arena_release(&s->arena);
-		memset(&s->arena, 0, sizeof(s->arena));
-		if (pf_arena_init(&s->arena, need) < 0)
-			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-					    "out of memory measuring packed lengths");
-	}
-	pf_arena_reset(&s->arena);
-	for (uint32_t i = 0; i < lspec->n; i++)
-		dst[i] = s->row + pf_spec_offset(lspec, i);
-	ret = pf_spec_decode(lspec, rec->data, rec->len, &s->arena, dst, err);
-	if (ret < 0) {
-		char why[512];
-
-		snprintf(why, sizeof(why), "%.500s", err->msg[0] ? err->msg : pf_strerror(ret));
-		pf_error_set(err, ret, PF_OFFSET_STREAM, rec->offset,
-			     "record %llu, measuring its packed lengths: %s",
-			     (unsigned long long)rec->index, why);
-		err->record = (int64_t)rec->index;
-		return ret;
-	}
-	for (uint32_t i = 1; i < lspec->n; i += 2) {
-		int32_t v;
-
-		memcpy(&v, dst[i], sizeof(v));
-		if (pf_lenbuf_put(out, (uint32_t)v) < 0)
-			return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-					    "out of memory measuring packed lengths");
-	}
-	return 0;
-}
-
-int pf_pack_lengths_spec(const pf_spec *user, uint32_t nf, pf_spec *out, pf_error *err)
-{
-	*out = *user;
-	for (uint32_t i = nf; i-- > 0;) {
-		int ret;
-
-		out->f[i].ragged = false;
-		out->f[i].len = 1;
-		ret = pf_spec_add_made(out, i, PF_ROLE_LENGTHS_FULL, "_lengths", PF_DTYPE_INT32, 1,
-				       err);
-		if (ret < 0)
-			return ret;
-	}
-	pf_spec_layout(out);
-	return 0;
-}
+/* Encoding                                                             */
 
 int pf_pack_lengths_unpack(const uint8_t *p, size_t len, size_t *pos, uint64_t values,
 			   uint32_t *dst, bool *from_index, char *why, size_t whylen)
@@ -200,7 +92,7 @@ int pf_pack_lengths_unpack(const uint8_t *p, size_t len, size_t *pos, uint64_t v
 /* The gather                                                           */
 
 typedef struct gather {
-	const pf_loader *inner;
+	const pf_pipe *inner;
 	const pf_dataset *ds;
 	const pf_spec *lspec;
 	uint32_t nf, hosts, me;
@@ -448,9 +340,9 @@ static int read_share(gather *g, pf_error *err)
 		g->st->files += g->src[f] == LEN_COUNTED;	/* read whole at the open */
 		slot = g->src[f] == LEN_COUNTED ? &ds->lengths[f] : &lens[f];
 		src = told[f];
-		ret = lenbuf_bytes(&g->mine, &src, 1);
+		ret = pf_lenbuf_bytes(&g->mine, &src, 1);
 		if (ret == 0)
-			ret = lenbuf_bytes(&g->mine, slot->p, slot->len);
+			ret = pf_lenbuf_bytes(&g->mine, slot->p, slot->len);
 	}
 out:
 	for (size_t f = 0; ix && f < ds->nfiles; f++)
@@ -680,28 +572,15 @@ out:
 	return ret;
 }
 
-void pf_pack_file_layout(const pf_dataset *ds, uint64_t *base, uint64_t *records)
-{
-	for (uint64_t u = 0, at = 0; u < ds->nunits; u++) {
-		const pf_unit *un = &ds->units[u];
-
-		if (u == 0 || un->file != ds->units[u - 1].file)
-			base[un->file] = at;
-		if (records)
-			records[un->file] += un->records;
-		at += un->records;
-	}
-}
-
 /* Skip mode: every record read by a loader of the dataset alone, in
  * order (a damaged record: a hole of length 0, as the loader makes it),
  * on every host. */
-static int records_pass(const pf_loader *inner, const pf_loader_config *cfg,
+static int records_pass(const pf_pipe *inner, const pf_loader_config *cfg,
 			const pf_spec *lspec, uint32_t nf, uint32_t *len, pf_error *err)
 {
 	pf_loader_config lcfg = *cfg;
 	uint64_t n = 0, total = inner->ds->records;
-	pf_loader *l = NULL;
+	pf_pipe *l = NULL;
 	pf_batch *b;
 	int ret;
 
@@ -722,7 +601,7 @@ static int records_pass(const pf_loader *inner, const pf_loader_config *cfg,
 	lcfg.nresume = 0;
 	lcfg.allgather = NULL;	/* this host alone */
 	lcfg.quarantine = NULL;
-	ret = pf_loader_create_spec(&l, &lcfg, lspec, err);
+	ret = pf_pipe_create_spec(&l, &lcfg, lspec, err);
 	if (ret < 0)
 		return ret;
 	if (l->ds->records != total) {
@@ -734,19 +613,19 @@ static int records_pass(const pf_loader *inner, const pf_loader_config *cfg,
 	}
 	/* One host, in order: the dataset's records 0 .. total - 1 (the
 	 * wrapped ones after them are not needed). */
-	while ((ret = pf_loader_next(l, &b)) == 1) {
+	while ((ret = pf_pipe_next(l, &b)) == 1) {
 		const pf_core_batch *cb = &b->core[0];
 
 		for (uint32_t r = 0; r < b->per_core_batch && n < total; r++, n++)
 			for (uint32_t f = 0; f < nf; f++)
 				len[n * nf + f] = cb->valid[r] ?
 					(uint32_t)((const int32_t *)cb->tensors[2 * f + 1].data)[r] : 0;
-		pf_loader_release(l, b);
+		pf_pipe_release(l, b);
 	}
 	if (ret < 0)
-		*err = *pf_loader_last_error(l);
+		*err = *pf_pipe_last_error(l);
 out:
-	pf_loader_free(l);
+	pf_pipe_free(l);
 	return ret;
 }
 
@@ -789,7 +668,7 @@ static int unpack_all(gather *g, const uint8_t *all, const uint64_t *off, const 
 	return ret;
 }
 
-int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const pf_spec *lspec,
+int pf_pack_lengths(const pf_pipe *inner, const pf_loader_config *cfg, const pf_spec *lspec,
 		    uint32_t nf, int status, pf_error *err, uint32_t **out, uint64_t *nrecords,
 		    pf_pack_lengths_stats *st)
 {
@@ -820,7 +699,7 @@ int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const p
 		g.owner = pf_calloc(n, sizeof(*g.owner));
 		g.stream = pf_calloc(n, sizeof(*g.stream));
 		if (len && g.file_records && g.file_base)
-			pf_pack_file_layout(ds, g.file_base, g.file_records);
+			pf_dataset_file_layout(ds, g.file_base, g.file_records);
 		for (size_t f = 0; g.file_records && f < ds->nfiles; f++)
 			most = g.file_records[f] > most ? g.file_records[f] : most;
 		tmp = pf_malloc(most * sizeof(*tmp));

@@ -1,11 +1,44 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to packing (pack.c, pack_state.c): the packing run's state. */
+/* Private to loader/: the pack room (loader/pack/): packed sequences
+ * (pack_length), a loader over an inner pipeline whose records the
+ * packer (transform/pack.c) places into rows of pack_length values.  The
+ * packing loader and its run (pack.c), its checkpoints (pack_state.c),
+ * direct placement by the inner loader's decode threads (pack_direct.c,
+ * through the pipeline's record hook), and every record's packed lengths
+ * gathered before the first batch, each file read once by one host of a
+ * pod (pack_gather.c).  Above the pipeline: it creates, reads and frees
+ * an inner pipeline; what the plan says of the rows is
+ * loader/plan/pack_plan.c's. */
 #ifndef PF_PACK_INTERNAL_H
 #define PF_PACK_INTERNAL_H
 
-#include "pipeline_internal.h"
 #include "pf_transform.h"
+#include "pipeline_internal.h"
 #include "spec_internal.h"
+
+/* pack_gather.c: packing's lengths, and what reading them cost this host. */
+typedef struct pf_pack_lengths_stats {
+	uint64_t from_index;	/* records whose lengths an index told */
+	uint64_t tails;		/* index tails this host read for them */
+	uint64_t files;		/* files this host read whole for them (at the
+				   open's count too) */
+	uint64_t exchanged;	/* the pod's payloads, every host's bytes */
+} pf_pack_lengths_stats;
+/* Every record's length of each of the nf packed features (lspec's) in
+ * the dataset order of inner's dataset (*out: pf_free(), *nrecords of
+ * them): each file's read once, by one host of a pod with cfg's
+ * all-gather (pack_gather.c's header says how), and exchanged.  status
+ * < 0: this host failed before (err says why; inner may be NULL) and
+ * only takes its part in the pod's exchange.  @return 0 or <0 with err,
+ * the same on every host of a pod (naming the host that failed). */
+int pf_pack_lengths(const pf_pipe *inner, const pf_loader_config *cfg, const pf_spec *lspec,
+		    uint32_t nf, int status, pf_error *err, uint32_t **out, uint64_t *nrecords,
+		    pf_pack_lengths_stats *st);
+/* One file's entry of a host's payload at p[*pos..len): its source byte
+ * and values varints into dst (*from_index: its index told them);
+ * *pos past it.  @return 0, or -EBADMSG with why (the byte and what). */
+int pf_pack_lengths_unpack(const uint8_t *p, size_t len, size_t *pos, uint64_t values,
+			   uint32_t *dst, bool *from_index, char *why, size_t whylen);
 
 /* Records per inner step, and the least values of a concat feature's
  * inner row (longer records are cut there, and counted). */
@@ -75,6 +108,7 @@ typedef struct pack_group {
 } pack_group;
 
 struct pf_pack_direct {	/* pf_pack_direct */
+	pf_record_hook hook;	/* the inner loader's decode threads call it */
 	pack_group *groups;
 	uint32_t ngroups;
 	uint32_t npieces;			/* room in a group's pieces */
@@ -93,8 +127,13 @@ static inline uint64_t pack_tag(uint32_t epoch, uint64_t step)
 	return ((uint64_t)epoch << 40 | step) + 1;
 }
 
+typedef struct pf_pack_run pf_pack_run;
+typedef struct pf_pack_direct pf_pack_direct;
+typedef struct pf_packing pf_packing;
+
 struct pf_pack_run {
-	pf_loader *inner;
+	pf_pipe *inner;
+	pf_order inner_order;		/* the inner loader's, as the plan reads it */
 	pf_packer packer;
 	uint32_t nf;				/* packed features */
 	uint32_t fin[PF_PACK_MAX_FEATURES];	/* inner spec: values */
@@ -182,13 +221,13 @@ struct pf_pack_run {
 int pf_pack_push_snap(pf_pack_run *pk, const pack_snap *sn);
 int pf_pack_restore(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topology *topo,
 		    pf_error *err);
-int pf_pack_restore_plan(pf_loader *l, pf_pack_run *pk, pf_error *err);
+int pf_pack_restore_plan(pf_packing *l, pf_pack_run *pk, pf_error *err);
 void pf_pack_restore_free(pf_pack_run *pk, bool blobs);
 /* pack.c: epoch e's steps, every host's (pack_plan.c), and this host's
  * rows. */
-int pf_pack_plan_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e, pf_error *err);
+int pf_pack_plan_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e, pf_error *err);
 /* pack.c: a fresh output batch for step j (inprog). */
-pack_out *pf_pack_take_out(pf_loader *l, pf_pack_run *pk, uint64_t j);
+pack_out *pf_pack_take_out(pf_packing *l, pf_pack_run *pk, uint64_t j);
 
 /* pack_direct.c.  pf_pack_direct_create(): direct placement for the
  * inner loader's decode threads in fail mode (0; skip mode, or
@@ -200,11 +239,40 @@ pack_out *pf_pack_take_out(pf_loader *l, pf_pack_run *pk, uint64_t j);
  * group before `step` placed, none after); start: the packer is at
  * group `step`'s start (planned from there if the plan is not ahead).
  * pf_pack_direct_group(): inner batch ib's plan, NULL when not planned. */
-int pf_pack_direct_create(pf_loader *l, pf_pack_run *pk);
+int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk);
 void pf_pack_direct_free(pf_pack_run *pk);
-int pf_pack_direct_epoch(pf_loader *l, pf_pack_run *pk, uint32_t e);
-void pf_pack_direct_plan(pf_loader *l, pf_pack_run *pk, uint32_t epoch, uint64_t step,
+int pf_pack_direct_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e);
+void pf_pack_direct_plan(pf_packing *l, pf_pack_run *pk, uint32_t epoch, uint64_t step,
 			 bool start);
 pack_group *pf_pack_direct_group(pf_pack_run *pk, const pf_batch *ib);
+
+/* A packing loader: its face, the config, topology and packed spec it
+ * hands batches of, its metrics and its errors; the run. */
+struct pf_packing {
+	pf_loader face;
+	pf_loader_config cfg;
+	pf_topology topo;
+	pf_spec spec;
+	uint32_t host_batch;	/* rows per host batch */
+	uint32_t epochs;
+	uint64_t steps_per_epoch;
+	uint64_t create_start_ns;	/* when pf_loader_create() began */
+	uint64_t memory_bytes;	/* its own pools' (the inner loader's apart) */
+	pthread_mutex_t mu;	/* m, failed, err */
+	pf_loader_metrics m;
+	bool failed;
+	pf_error err;
+	/* The last next() was a caller's mistake (pipe.c's the same). */
+	bool misused;
+	pf_error misuse;
+	pf_pack_run *pack;
+};
+
+/* pack_state.c: pf_loader_save_state() of a packing loader. */
+int64_t pf_pack_save_state(pf_packing *l, void *buf, size_t cap);
+
+/* pack.c: the packing loader (pf_packing_ops its face). */
+extern const pf_loader_ops pf_packing_ops;
+int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err);
 
 #endif

@@ -155,9 +155,9 @@ int pf_pack_restore(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topol
 /* Another topology: the packer empty at the states' epoch, after the
  * steps they had delivered, its steps the fewest rows any new host makes
  * of its share of the records they left. */
-static int restore_elastic(pf_loader *l, pf_pack_run *pk, pf_error *err)
+static int restore_elastic(pf_packing *l, pf_pack_run *pk, pf_error *err)
 {
-	const pf_loader *in = pk->inner;
+	const pf_pipe *in = pk->inner;
 	const pf_state *s0 = &pk->rst[0];
 	uint64_t least = UINT64_MAX;
 	int ret = 0;
@@ -181,7 +181,7 @@ static int restore_elastic(pf_loader *l, pf_pack_run *pk, pf_error *err)
 		ret = pf_resume_elastic_share(in, h, pk->rst, pk->nrst, &pieces, &npieces, err);
 		if (ret < 0)
 			break;
-		ret = pf_pack_plan_pieces(in, &pk->packer, l->cfg.seed, in->start_epoch,
+		ret = pf_pack_plan_pieces(&pk->inner_order, &pk->packer, l->cfg.seed, in->start_epoch,
 					  pk->lengths, pk->nf, pk->cap, &s0->origin,
 					  s0->origin_block, s0->origin_permute, s0->origin_slice,
 					  s0->origin_group, pieces, npieces, &rows);
@@ -199,7 +199,7 @@ static int restore_elastic(pf_loader *l, pf_pack_run *pk, pf_error *err)
 	return ret;
 }
 
-int pf_pack_restore_plan(pf_loader *l, pf_pack_run *pk, pf_error *err)
+int pf_pack_restore_plan(pf_packing *l, pf_pack_run *pk, pf_error *err)
 {
 	const struct pf_pack_state *q = &pk->own;
 	int ret;
@@ -254,10 +254,10 @@ void pf_pack_restore_free(pf_pack_run *pk, bool blobs)
 /* ------------------------------------------------------------------ */
 /* Checkpoints                                                          */
 
-int64_t pf_pack_save_state(pf_loader *l, void *buf, size_t cap)
+int64_t pf_pack_save_state(pf_packing *l, void *buf, size_t cap)
 {
 	pf_pack_run *pk = l->pack;
-	const pf_loader *in = pk->inner;
+	const pf_pipe *in = pk->inner;
 	uint64_t delivered = pk->step * pk->B;
 	const pack_snap *sn = NULL;
 	struct pf_pack_state *q;

@@ -57,7 +57,7 @@ static void say(pf_tuning_choice *c, unsigned value, bool measured, const char *
 	va_end(ap);
 }
 
-void pf_tune_start(pf_loader *l)
+void pf_tune_start(pf_pipe *l)
 {
 	unsigned n = l->nworkers;
 
@@ -98,7 +98,7 @@ void pf_tune_start(pf_loader *l)
  * tune_read_ewma, so threads x latency / decode reads are under way at
  * once; one more is queued so that a worker done with its frame finds
  * the next. */
-static void tune_depth(pf_loader *l)
+static void tune_depth(pf_pipe *l)
 {
 	unsigned n = l->active_workers, max = l->cfg.io_depth, reads;
 	double lat = (double)l->tune_read_ewma, dec = (double)l->tune_frame_ewma;
@@ -121,14 +121,14 @@ static void tune_depth(pf_loader *l)
 	}
 }
 
-void pf_tune_read(pf_loader *l, uint64_t ns)
+void pf_tune_read(pf_pipe *l, uint64_t ns)
 {
 	l->tune_reads++;
 	l->tune_read_ewma = ewma(l->tune_read_ewma, ns, l->tune_reads);
 	tune_depth(l);
 }
 
-void pf_tune_decoded(pf_loader *l, uint64_t records, bool frame, uint64_t cpu_ns)
+void pf_tune_decoded(pf_pipe *l, uint64_t records, bool frame, uint64_t cpu_ns)
 {
 	l->tune_records += records;
 	l->tune_cpu_ns += cpu_ns;
@@ -139,7 +139,7 @@ void pf_tune_decoded(pf_loader *l, uint64_t records, bool frame, uint64_t cpu_ns
 	tune_depth(l);
 }
 
-void pf_tune_next_entry(pf_loader *l, uint64_t t)
+void pf_tune_next_entry(pf_pipe *l, uint64_t t)
 {
 	uint64_t gap;
 
@@ -158,7 +158,7 @@ void pf_tune_next_entry(pf_loader *l, uint64_t t)
  * consumer waiting off the CPU (an accelerator's step) takes no CPU from
  * the decoders, and on a busy machine wall times say more about the
  * machine than about either. */
-static void tune_threads(pf_loader *l, uint64_t decode_ns, uint64_t gap_ns, uint64_t gap_cpu_ns)
+static void tune_threads(pf_pipe *l, uint64_t decode_ns, uint64_t gap_ns, uint64_t gap_cpu_ns)
 {
 	unsigned n = l->nworkers, t;
 	double need = gap_cpu_ns ? (double)decode_ns / (0.8 * (double)gap_cpu_ns) : (double)n;
@@ -183,7 +183,7 @@ static void tune_threads(pf_loader *l, uint64_t decode_ns, uint64_t gap_ns, uint
 
 /* Prefetch: the consumer's mean and longest gap between batches, and how
  * many of the measured batches it waited for. */
-static void tune_prefetch(pf_loader *l, uint64_t gap_ns, uint64_t batches, uint64_t t)
+static void tune_prefetch(pf_pipe *l, uint64_t gap_ns, uint64_t batches, uint64_t t)
 {
 	uint64_t interval = (t - l->tune_first_ns) / (batches - 1);
 	unsigned p = l->cfg.prefetch;
@@ -215,7 +215,7 @@ static void tune_prefetch(pf_loader *l, uint64_t gap_ns, uint64_t batches, uint6
 	}
 }
 
-void pf_tune_next_taken(pf_loader *l, uint64_t t, uint64_t waited)
+void pf_tune_next_taken(pf_pipe *l, uint64_t t, uint64_t waited)
 {
 	uint64_t batches = l->m.steps, gap_ns, gap_cpu_ns, decode_ns;
 
@@ -243,21 +243,9 @@ void pf_tune_next_taken(pf_loader *l, uint64_t t, uint64_t waited)
 		tune_prefetch(l, gap_ns, batches, t);
 }
 
-void pf_loader_tuning_sized(const pf_loader *l, pf_tuning *out, size_t out_size)
+void pf_pipe_tuning(const pf_pipe *l, pf_tuning *out)
 {
-	pf_tuning t;
-
-	if (l->pack)	/* the inner loader's pipeline */
-		l = pf_pack_inner(l);
-	if (l->mix) {
-		/* A mixture's sources tune themselves, each its own: the
-		 * first one's is said. */
-		pf_mixture_tuning(l->mix, &t);
-		pf_struct_out(out, out_size, &t, sizeof(t));
-		return;
-	}
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
-	t = l->tune;
+	*out = l->tune;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
-	pf_struct_out(out, out_size, &t, sizeof(t));
 }

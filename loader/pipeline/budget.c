@@ -32,7 +32,7 @@ static size_t plan_total(const mem_plan *p)
  * or (auto) those the plan's frame groups need; none when no frame is
  * read more than once an epoch, in skip mode, or when the budget has no
  * room.  @return 0, or -ENOMEM (a cache asked for that does not fit). */
-static int plan_fcache(pf_loader *l, mem_plan *p, pf_error *err)
+static int plan_fcache(pf_pipe *l, mem_plan *p, pf_error *err)
 {
 	const pf_dataset *ds = l->ds;
 	size_t eb = pf_fcache_entry_bytes(ds), used = plan_total(p);
@@ -72,7 +72,7 @@ static int plan_fcache(pf_loader *l, mem_plan *p, pf_error *err)
  * and one of two decoders sat idle (1.3 M against 2.7 M records/s with
  * no shuffle, 250,000 token records, 2 threads).  The ring (cheap) has
  * slack. */
-static void plan_sizes(pf_loader *l, unsigned lookahead)
+static void plan_sizes(pf_pipe *l, unsigned lookahead)
 {
 	const pf_dataset *ds = l->ds;
 	uint64_t maxseg = ds->max_unit_records;
@@ -96,7 +96,7 @@ static void plan_sizes(pf_loader *l, unsigned lookahead)
 }
 
 /* The slots and shuffle permutations for `lookahead` segments. */
-static void plan_blocks(pf_loader *l, mem_plan *p, unsigned lookahead)
+static void plan_blocks(pf_pipe *l, mem_plan *p, unsigned lookahead)
 {
 	plan_sizes(l, lookahead);
 	p->batches = (size_t)l->nslots * l->topo.cores * l->block_bytes;
@@ -104,7 +104,7 @@ static void plan_blocks(pf_loader *l, mem_plan *p, unsigned lookahead)
 		  ? (size_t)l->nring * l->wmax * sizeof(uint32_t) : 0;
 }
 
-static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
+static int plan_memory(pf_pipe *l, mem_plan *p, pf_error *err)
 {
 	const pf_dataset *ds = l->ds;
 	size_t budget = l->cfg.memory_budget;
@@ -153,7 +153,7 @@ static int plan_memory(pf_loader *l, mem_plan *p, pf_error *err)
 	return 0;
 }
 
-static int setup_slot(pf_loader *l, batch_slot *s)
+static int setup_slot(pf_pipe *l, batch_slot *s)
 {
 	s->core = pf_calloc(l->topo.cores, sizeof(*s->core));
 	s->tensors = pf_calloc((size_t)l->topo.cores * l->spec.n, sizeof(*s->tensors));
@@ -183,7 +183,7 @@ static int setup_slot(pf_loader *l, batch_slot *s)
 	return 0;
 }
 
-int pf_budget_setup(pf_loader *l, pf_error *err)
+int pf_budget_setup(pf_pipe *l, pf_error *err)
 {
 	const pf_dataset *ds = l->ds;
 	uint64_t arena_rec = ds->max_usize > ds->max_stream_record ? ds->max_usize
@@ -296,7 +296,7 @@ int pf_budget_setup(pf_loader *l, pf_error *err)
 	return 0;
 }
 
-batch_slot *pf_budget_slot_take(pf_loader *l, bool *fresh)
+batch_slot *pf_budget_slot_take(pf_pipe *l, bool *fresh)
 {
 	batch_slot *s = l->free_slots;
 
@@ -310,7 +310,7 @@ batch_slot *pf_budget_slot_take(pf_loader *l, bool *fresh)
 	return s;
 }
 
-void pf_budget_slot_make(pf_loader *l, batch_slot *s)
+void pf_budget_slot_make(pf_pipe *l, batch_slot *s)
 {
 	for (uint32_t c = 0; c < l->topo.cores; c++) {
 		uint8_t *block = s->core[c].block;
@@ -328,7 +328,7 @@ void pf_budget_slot_make(pf_loader *l, batch_slot *s)
 	}
 }
 
-bool pf_budget_cbuf_ready(pf_loader *l)
+bool pf_budget_cbuf_ready(pf_pipe *l)
 {
 	/* Made in index order, taken most recently freed first: the buffers
 	 * in use stay few and warm, and one never needed is never touched
@@ -340,7 +340,7 @@ bool pf_budget_cbuf_ready(pf_loader *l)
 	return l->nfree_cbuf != 0;
 }
 
-void pf_budget_grow_slots(pf_loader *l, unsigned prefetch)
+void pf_budget_grow_slots(pf_pipe *l, unsigned prefetch)
 {
 	l->slots_limit = l->nslots - (l->prefetch_max - prefetch);
 	pthread_cond_broadcast(&l->cv_batch);	/* the I/O thread may wait for one */

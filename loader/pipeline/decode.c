@@ -34,7 +34,7 @@ static void locate_in_frame(pf_error *err, const pf_unit *u)
 /* Skip mode: the frame of chunk c could not be read or decompressed.  It
  * is dropped whole (reported by the chunk that holds its first record)
  * and each of its places in the segment is a hole. */
-static int lose_frame(pf_loader *l, worker *w, chunk *c, pf_error *cause)
+static int lose_frame(pf_pipe *l, worker *w, chunk *c, pf_error *cause)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
 	pf_drop d = { .unit = PF_DROP_FRAME, .offset_kind = PF_OFFSET_FILE,
@@ -58,7 +58,7 @@ static int lose_frame(pf_loader *l, worker *w, chunk *c, pf_error *cause)
  * frame's places in order (the index gives the count, not which were
  * lost) and the places left are holes.  A drop is reported by the chunk
  * whose segment holds the place of the next intact record. */
-static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
+static int frame_records_skip(pf_pipe *l, worker *w, chunk *c,
 			      const pf_frame_info *fi, size_t len, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
@@ -145,7 +145,7 @@ static int frame_records_skip(pf_loader *l, worker *w, chunk *c,
  * length CRC checked (its data CRC too with verify_records).  @return
  * its bytes (> 0), or <0 with err (a record cut short, or none where the
  * index counts one). */
-static int64_t frame_record(const pf_loader *l, const uint8_t *buf, size_t len, size_t pos,
+static int64_t frame_record(const pf_pipe *l, const uint8_t *buf, size_t len, size_t pos,
 			    const pf_unit *u, uint64_t i, pf_record *rec, pf_error *err)
 {
 	int64_t n = l->cfg.verify_records
@@ -168,7 +168,7 @@ static int64_t frame_record(const pf_loader *l, const uint8_t *buf, size_t len, 
  * into entry d is framed whole once, each record's offset kept (its
  * length CRC checked, its data CRC too on request), so that each of its
  * segments parses only its own records. */
-static int index_frame(const pf_loader *l, pf_dframe *d, const pf_unit *u, size_t len,
+static int index_frame(const pf_pipe *l, pf_dframe *d, const pf_unit *u, size_t len,
 		       pf_error *err)
 {
 	size_t pos = 0;
@@ -188,7 +188,7 @@ static int index_frame(const pf_loader *l, pf_dframe *d, const pf_unit *u, size_
 }
 
 /* Chunk c's records from its frame's cache entry (ready). */
-static int place_cached(pf_loader *l, worker *w, const chunk *c, pf_error *err)
+static int place_cached(pf_pipe *l, worker *w, const chunk *c, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
 	const pf_dframe *d = c->df;
@@ -212,7 +212,7 @@ static int place_cached(pf_loader *l, worker *w, const chunk *c, pf_error *err)
 	return ret;
 }
 
-static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
+static int decode_frame(pf_pipe *l, worker *w, chunk *c, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
 	const pf_frame_info frame = pf_unit_frame(u), *fi = &frame;
@@ -295,7 +295,7 @@ static int decode_frame(pf_loader *l, worker *w, chunk *c, pf_error *err)
  * @return 0 when the sub-segment is decoded, 1 when it waits for the
  * stream's next block (the caller parks it: taken again, it goes on from
  * where it stopped), or <0 with err. */
-static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
+static int decode_stream(pf_pipe *l, worker *w, chunk *c, pf_error *err)
 {
 	const pf_unit *u = &l->ds->units[c->seg.unit];
 	stream_state *ss = c->ss;
@@ -354,7 +354,7 @@ static int decode_stream(pf_loader *l, worker *w, chunk *c, pf_error *err)
 	return ret;
 }
 
-void pf_decode_queue(pf_loader *l, chunk *c)
+void pf_decode_queue(pf_pipe *l, chunk *c)
 {
 	c->next = NULL;
 	if (l->decode_tail)
@@ -367,7 +367,7 @@ void pf_decode_queue(pf_loader *l, chunk *c)
 /* The first chunk of the queue a worker may take: any read, a segment
  * of a cached frame that is ready, or the next sub-segment of a stream no
  * other worker is reading. */
-static chunk *take_work(pf_loader *l)
+static chunk *take_work(pf_pipe *l)
 {
 	chunk *prev = NULL;
 
@@ -394,7 +394,7 @@ static chunk *take_work(pf_loader *l)
 
 /* Decode chunk c, taken from l's queue by worker w (l->mu held, and held
  * again on return).  @return false when the loader failed. */
-static bool work_on(pf_loader *l, worker *w, chunk *c)
+static bool work_on(pf_pipe *l, worker *w, chunk *c)
 {
 	uint64_t t1 = pf_now_ns(), cpu0 = pf_thread_cpu_ns();
 	pf_error err;
@@ -478,22 +478,22 @@ static bool work_on(pf_loader *l, worker *w, chunk *c)
 	if (--l->chunks_out == 0 && l->io_done)
 		pthread_cond_signal(&l->cv_ready);
 	if (ret < 0) {
-		pf_loader_fail_locked(l, &err, ret);
+		pf_pipe_fail_locked(l, &err, ret);
 		return false;
 	}
 	return true;
 }
 
 /* No work will come: halted, or read to the end and the queue empty. */
-static bool worker_done(const pf_loader *l)
+static bool worker_done(const pf_pipe *l)
 {
 	return halted(l) || (l->io_done && !l->decode_q);
 }
 
-void *pf_loader_worker_main(void *arg)
+void *pf_pipe_worker_main(void *arg)
 {
 	worker *w = arg;
-	pf_loader *l = w->l;
+	pf_pipe *l = w->l;
 
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
@@ -518,17 +518,6 @@ void *pf_loader_worker_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* A mixture's decode threads, shared by its sources' loaders          */
 
-void pf_decode_pool_wake(pf_decode_pool *p, bool all)
-{
-	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&p->mu);
-	if (all)
-		pthread_cond_broadcast(&p->cv);
-	else
-		pthread_cond_signal(&p->cv);	/* one read: one thread */
-	pthread_mutex_unlock(&p->mu);
-}
-
 /* Thread i: a chunk of whichever member has one, worker i of it decoding
  * (the members are scanned from a place that moves on each time, so none
  * waits behind another's queue); asleep when none has, until a member
@@ -544,7 +533,7 @@ static void *pool_main(void *arg)
 		bool worked = false, live = false, stop;
 
 		for (size_t j = 0; j < p->nmembers && !worked; j++) {
-			pf_loader *l = p->members[(start + j) % p->nmembers];
+			pf_pipe *l = p->members[(start + j) % p->nmembers];
 			uint64_t t0 = pf_now_ns();
 			chunk *c;
 
@@ -571,7 +560,7 @@ static void *pool_main(void *arg)
 	return NULL;
 }
 
-int pf_decode_pool_start(pf_decode_pool *p, pf_loader **members, size_t n, unsigned threads,
+int pf_decode_pool_start(pf_decode_pool *p, pf_pipe **members, size_t n, unsigned threads,
 			 pf_error *err)
 {
 	memset(p, 0, sizeof(*p));
@@ -618,7 +607,7 @@ void pf_decode_pool_stop(pf_decode_pool *p)
 	/* The members' threads (an I/O thread at its end, their frees)
 	 * wake their decoders: no longer the pool, before it goes. */
 	for (size_t k = 0; k < p->nmembers; k++) {
-		pf_loader *l = p->members[k];
+		pf_pipe *l = p->members[k];
 
 		pthread_mutex_lock(&l->mu);
 		l->pool = NULL;

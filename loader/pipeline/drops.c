@@ -18,7 +18,7 @@
  * resume, unit, frame, records, host, cause) and its newline, non-ASCII
  * as UTF-8 (a path that is not UTF-8 as Latin-1).  @return the line
  * (pf_free()), or NULL when out of memory. */
-static char *quarantine_line(const pf_loader *l, const pf_drop *d, const pf_error *e,
+static char *quarantine_line(const pf_pipe *l, const pf_drop *d, const pf_error *e,
 			     const char *path, size_t *len)
 {
 	char *cause = pf_malloc(PF_ERROR_LINE_MAX), *line = NULL;
@@ -49,7 +49,7 @@ static char *quarantine_line(const pf_loader *l, const pf_drop *d, const pf_erro
  * log, and checked against the budget.  @return 0, or <0 when the budget
  * is spent or the log cannot be written (the loader is then failed with
  * an error saying so). */
-static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
+static int note_drop(pf_pipe *l, const pf_drop *d, const char *path, bool log)
 {
 	char *line = NULL;
 	pf_error e = d->cause;
@@ -80,21 +80,21 @@ static int note_drop(pf_loader *l, const pf_drop *d, const char *path, bool log)
 		pf_error_clear(&qe);
 		pf_error_set(&qe, ret, PF_OFFSET_NONE, 0, "cannot write the quarantine log %s: %s",
 			     l->cfg.quarantine, pf_strerror(ret));
-		pf_loader_fail_locked(l, &qe, ret);
+		pf_pipe_fail_locked(l, &qe, ret);
 	} else if (l->cfg.max_corrupt && l->m.corrupt_drops > l->cfg.max_corrupt) {
 		pf_error be = e;
 
 		ret = pf_error_set(&be, -EBADMSG, be.offset_kind, be.offset,
 				   "more than %llu corrupt units dropped (the budget); the last: %s",
 				   (unsigned long long)l->cfg.max_corrupt, d->cause.msg);
-		pf_loader_fail_locked(l, &be, ret);
+		pf_pipe_fail_locked(l, &be, ret);
 	}
 	pthread_mutex_unlock(&l->mu);
 	pf_free(line);
 	return ret;
 }
 
-int pf_drop_report(pf_loader *l, const pf_drop *d, const char *path)
+int pf_drop_report(pf_pipe *l, const pf_drop *d, const char *path)
 {
 	return note_drop(l, d, path, true);
 }
@@ -104,7 +104,7 @@ int pf_drop_report(pf_loader *l, const pf_drop *d, const char *path)
  * stream files again later drops the same units unreported. */
 int pf_drop_at_open(void *ctx, const pf_drop *d)
 {
-	pf_loader *l = ctx;
+	pf_pipe *l = ctx;
 
 	return note_drop(l, d, d->cause.file, l->topo.host_index == 0);
 }
@@ -114,13 +114,13 @@ int pf_drop_at_open(void *ctx, const pf_drop *d)
  * host counts them (the others after the exchange: pf_loader_create()). */
 int pf_drop_at_count(void *ctx, const pf_drop *d)
 {
-	pf_loader *l = ctx;
+	pf_pipe *l = ctx;
 
 	return note_drop(l, d, d->cause.file,
 			 l->topo.host_index == 0 || (l->cfg.allgather && l->topo.num_hosts > 1));
 }
 
-int pf_drops_explain_size(const pf_loader *l, pf_error *err)
+int pf_drops_explain_size(const pf_pipe *l, pf_error *err)
 {
 	char *size = NULL;
 	pf_error e;

@@ -30,7 +30,7 @@ enum { LF_CLOSED = 0, LF_OPENING, LF_OPEN };
 
 #define NONE UINT32_MAX
 
-int pf_files_setup(pf_loader *l)
+int pf_files_setup(pf_pipe *l)
 {
 	pf_files *fs = &l->files;
 
@@ -54,7 +54,7 @@ int pf_files_setup(pf_loader *l)
 	return 0;
 }
 
-void pf_files_teardown(pf_loader *l)
+void pf_files_teardown(pf_pipe *l)
 {
 	pf_files *fs = &l->files;
 
@@ -83,7 +83,7 @@ static void idle_remove(pf_files *fs, uint32_t i)
 	fs->nidle--;
 }
 
-static void close_file(pf_loader *l, pf_io *io, uint32_t i)
+static void close_file(pf_pipe *l, pf_io *io, uint32_t i)
 {
 	pf_lazy_file *f = &l->files.f[i];
 
@@ -96,7 +96,7 @@ static void close_file(pf_loader *l, pf_io *io, uint32_t i)
 
 /* No one wants file i now: to the idle list (open), or closed at once
  * when its open failed; the oldest idle file closed when too many are. */
-static void unwanted(pf_loader *l, pf_io *io, uint32_t i)
+static void unwanted(pf_pipe *l, pf_io *io, uint32_t i)
 {
 	pf_files *fs = &l->files;
 	pf_lazy_file *f = &fs->f[i];
@@ -121,7 +121,7 @@ static void unwanted(pf_loader *l, pf_io *io, uint32_t i)
 
 /* Start file i's open.  @return 0 (or 1 when the engine is full: it stays
  * CLOSED and pending), or <0 with the loader failed. */
-static int open_start(pf_loader *l, pf_io *io, uint32_t i)
+static int open_start(pf_pipe *l, pf_io *io, uint32_t i)
 {
 	pf_files *fs = &l->files;
 	pf_lazy_file *f = &fs->f[i];
@@ -148,7 +148,7 @@ static int open_start(pf_loader *l, pf_io *io, uint32_t i)
 		pf_error_set_file(&err, l->ds->paths[i]);
 		pf_error_set(&err, ret, PF_OFFSET_NONE, 0, "cannot start its open: %s",
 			     pf_strerror(ret));
-		pf_loader_fail(l, &err, ret);
+		pf_pipe_fail(l, &err, ret);
 		return ret;
 	}
 	f->slot = (int32_t)fs->reqs[r].file;
@@ -157,7 +157,7 @@ static int open_start(pf_loader *l, pf_io *io, uint32_t i)
 	return 0;
 }
 
-int pf_files_pump(pf_loader *l, pf_io *io)
+int pf_files_pump(pf_pipe *l, pf_io *io)
 {
 	pf_files *fs = &l->files;
 
@@ -178,14 +178,14 @@ int pf_files_pump(pf_loader *l, pf_io *io)
 	return 0;
 }
 
-bool pf_files_ahead_full(const pf_loader *l, uint32_t i)
+bool pf_files_ahead_full(const pf_pipe *l, uint32_t i)
 {
 	const pf_files *fs = &l->files;
 
 	return fs->nfifo == fs->fifo_cap || (!fs->f[i].ahead && fs->ahead_files >= fs->ahead_max);
 }
 
-int pf_files_want(pf_loader *l, pf_io *io, uint32_t i)
+int pf_files_want(pf_pipe *l, pf_io *io, uint32_t i)
 {
 	pf_files *fs = &l->files;
 	pf_lazy_file *f = &fs->f[i];
@@ -205,12 +205,12 @@ int pf_files_want(pf_loader *l, pf_io *io, uint32_t i)
 }
 
 /* What pf_reads_wait() waits for in pf_files_take(): the open done. */
-static bool file_settled(const pf_loader *l, uint64_t i)
+static bool file_settled(const pf_pipe *l, uint64_t i)
 {
 	return l->files.f[i].state != LF_OPENING;
 }
 
-int pf_files_take(pf_loader *l, pf_io *io, uint32_t i)
+int pf_files_take(pf_pipe *l, pf_io *io, uint32_t i)
 {
 	pf_files *fs = &l->files;
 	pf_lazy_file *f = &fs->f[i];
@@ -244,7 +244,7 @@ int pf_files_take(pf_loader *l, pf_io *io, uint32_t i)
 	return f->state == LF_OPEN ? f->slot : -ECANCELED;
 }
 
-void pf_files_skip(pf_loader *l, pf_io *io, uint32_t i)
+void pf_files_skip(pf_pipe *l, pf_io *io, uint32_t i)
 {
 	pf_files *fs = &l->files;
 
@@ -257,13 +257,13 @@ void pf_files_skip(pf_loader *l, pf_io *io, uint32_t i)
 	unwanted(l, io, i);
 }
 
-void pf_files_release(pf_loader *l, pf_io *io, uint32_t i)
+void pf_files_release(pf_pipe *l, pf_io *io, uint32_t i)
 {
 	l->files.f[i].busy--;
 	unwanted(l, io, i);
 }
 
-void pf_files_forget_ahead(pf_loader *l, pf_io *io)
+void pf_files_forget_ahead(pf_pipe *l, pf_io *io)
 {
 	pf_files *fs = &l->files;
 
@@ -278,12 +278,12 @@ void pf_files_forget_ahead(pf_loader *l, pf_io *io)
 	}
 }
 
-bool pf_files_is_open_req(const pf_loader *l, const pf_io_req *req)
+bool pf_files_is_open_req(const pf_pipe *l, const pf_io_req *req)
 {
 	return req >= l->files.reqs && req < l->files.reqs + l->files.ahead_max + 1;
 }
 
-void pf_files_opened(pf_loader *l, pf_io *io, pf_io_req *req)
+void pf_files_opened(pf_pipe *l, pf_io *io, pf_io_req *req)
 {
 	pf_files *fs = &l->files;
 	uint32_t i = (uint32_t)(uintptr_t)req->user;
@@ -304,7 +304,7 @@ void pf_files_opened(pf_loader *l, pf_io *io, pf_io_req *req)
 		pf_io_close_file(io, req->file);
 		f->slot = -1;
 		f->state = LF_CLOSED;
-		pf_loader_fail(l, &err, ret);
+		pf_pipe_fail(l, &err, ret);
 		return;
 	}
 	f->state = LF_OPEN;

@@ -38,7 +38,7 @@ size_t pf_fcache_entry_bytes(const pf_dataset *ds)
 	       round_up(((size_t)ds->max_unit_records + 1) * sizeof(uint32_t), PF_ALIGN);
 }
 
-int pf_fcache_setup(pf_loader *l, unsigned entries)
+int pf_fcache_setup(pf_pipe *l, unsigned entries)
 {
 	pf_fcache *fc = &l->fcache;
 	size_t eb = pf_fcache_entry_bytes(l->ds);
@@ -65,7 +65,7 @@ int pf_fcache_setup(pf_loader *l, unsigned entries)
 	return 0;
 }
 
-void pf_fcache_teardown(pf_loader *l)
+void pf_fcache_teardown(pf_pipe *l)
 {
 	pf_fcache *fc = &l->fcache;
 
@@ -76,7 +76,7 @@ void pf_fcache_teardown(pf_loader *l)
 	memset(fc, 0, sizeof(*fc));
 }
 
-int pf_fcache_plan(pf_loader *l, const pf_epoch_plan *plan)
+int pf_fcache_plan(pf_pipe *l, const pf_epoch_plan *plan)
 {
 	pf_fcache *fc = &l->fcache;
 
@@ -124,7 +124,7 @@ int pf_fcache_plan(pf_loader *l, const pf_epoch_plan *plan)
 	return 0;
 }
 
-pf_dframe *pf_fcache_take(pf_loader *l, uint64_t unit, size_t s, bool *load)
+pf_dframe *pf_fcache_take(pf_pipe *l, uint64_t unit, size_t s, bool *load)
 {
 	pf_fcache *fc = &l->fcache;
 	uint64_t next = fc->next[s];

@@ -15,7 +15,7 @@
 #include "common_internal.h"
 #include "pipeline_internal.h"
 
-void pf_images_setup(pf_loader *l)
+void pf_images_setup(pf_pipe *l)
 {
 	memset(&l->rowspec, 0, sizeof(l->rowspec));
 	for (uint32_t i = 0; i < l->spec.n; i++) {
@@ -26,40 +26,7 @@ void pf_images_setup(pf_loader *l)
 	}
 }
 
-int pf_loader_feature_shape(const pf_loader *l, uint32_t i, uint32_t shape[3],
-			    const char **elem, uint32_t *elem_size)
-{
-	const pf_image_spec *im;
-	const char *name;
-	uint32_t size;
-
-	/* A mixture's features are its first source's (mixture.c). */
-	if (l && l->mix)
-		l = pf_mixture_first(l->mix);
-	if (!l || i >= l->spec.n)
-		return -EINVAL;
-	im = pf_spec_image_of(&l->images, i);
-	if (!im) {
-		shape[0] = l->spec.f[i].len;
-		size = (uint32_t)pf_dtype_size(l->spec.f[i].dtype);
-		name = l->spec.f[i].dtype == PF_DTYPE_BYTES ? "uint8"
-						     : pf_dtype_name(l->spec.f[i].dtype);
-	} else {
-		shape[0] = im->nchw ? im->channels : im->height;
-		shape[1] = im->nchw ? im->height : im->width;
-		shape[2] = im->nchw ? im->width : im->channels;
-		size = im->dtype == PF_IMAGE_FLOAT32 ? 4 : im->dtype == PF_IMAGE_BFLOAT16 ? 2 : 1;
-		name = im->dtype == PF_IMAGE_FLOAT32 ? "float32"
-		     : im->dtype == PF_IMAGE_BFLOAT16 ? "bfloat16" : "uint8";
-	}
-	if (elem)
-		*elem = name;
-	if (elem_size)
-		*elem_size = size;
-	return im ? 3 : 1;
-}
-
-size_t pf_images_scratch_estimate(const pf_loader *l)
+size_t pf_images_scratch_estimate(const pf_pipe *l)
 {
 	size_t most = 0;
 
@@ -87,7 +54,7 @@ static uint64_t place_of(uint32_t file, uint64_t index)
 	return ((uint64_t)file << 40) ^ index;
 }
 
-int pf_images_decode(pf_loader *l, worker *w, uint32_t file, uint32_t epoch,
+int pf_images_decode(pf_pipe *l, worker *w, uint32_t file, uint32_t epoch,
 		     const pf_record *rec, pf_error *err)
 {
 	uint8_t *rowdst[PF_SPEC_MAX_FEATURES];

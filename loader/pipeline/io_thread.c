@@ -13,7 +13,7 @@
 
 /* Hand finished reads to the decoders, and finished opens to files.c;
  * min: wait for at least that many. */
-int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
+int pf_reads_reap(pf_pipe *l, pf_io *io, unsigned min)
 {
 	pf_io_req *done[64], *opens[64];
 	uint32_t read_files[64];
@@ -68,7 +68,7 @@ int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min)
 	return n;
 }
 
-int pf_reads_submit(pf_loader *l, pf_io *io, pf_io_req *req)
+int pf_reads_submit(pf_pipe *l, pf_io *io, pf_io_req *req)
 {
 	int ret = pf_io_submit(io, req);
 
@@ -82,7 +82,7 @@ int pf_reads_submit(pf_loader *l, pf_io *io, pf_io_req *req)
 
 /* Submit what pf_stream_pump() chose, and push it to the kernel.  @return 0
  * or the engine's error. */
-static int submit_stream_reads(pf_loader *l, pf_io *io, stream_buf *list)
+static int submit_stream_reads(pf_pipe *l, pf_io *io, stream_buf *list)
 {
 	int ret = 0;
 
@@ -107,7 +107,7 @@ static int submit_stream_reads(pf_loader *l, pf_io *io, stream_buf *list)
  * the streams can take, and the workers wake it (l->io_sleep) when they
  * give a buffer back.  @return with l->mu held: 0 when ready, -ECANCELED when
  * the loader halts, or the engine's error. */
-int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint64_t),
+int pf_reads_wait(pf_pipe *l, pf_io *io, bool (*ready)(const pf_pipe *, uint64_t),
 		  uint64_t arg, pthread_cond_t *cv)
 {
 	for (;;) {
@@ -167,9 +167,9 @@ int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint
 /* The I/O thread: the engine first (pf_loader_create() waits for
  * l->io_ready), then the schedule (which opens the files as it goes),
  * then what is still in flight. */
-void *pf_loader_io_main(void *arg)
+void *pf_pipe_io_main(void *arg)
 {
-	pf_loader *l = arg;
+	pf_pipe *l = arg;
 	pf_io_config icfg = {
 		.queue_depth = l->cfg.io_depth,
 		.buffers = l->mem_cbufs,
@@ -205,7 +205,7 @@ void *pf_loader_io_main(void *arg)
 		l->m.io_backend = pf_io_backend_name(io);
 	pthread_cond_broadcast(&l->cv_init);
 	/* A mixture's source: nothing is read before the mixture knows how
-	 * far its run goes (pf_loader_open_gate()). */
+	 * far its run goes (pf_pipe_open_gate()). */
 	while (ret == 0 && l->gated && !halted(l))
 		pthread_cond_wait(&l->cv_init, &l->mu);
 	go = !halted(l);
@@ -217,7 +217,7 @@ void *pf_loader_io_main(void *arg)
 			pf_error_clear(&err);
 			pf_error_set(&err, ret, PF_OFFSET_NONE, 0, "I/O engine failed: %s",
 				     pf_strerror(ret));
-			pf_loader_fail(l, &err, ret);
+			pf_pipe_fail(l, &err, ret);
 		}
 	}
 	pthread_mutex_lock(&l->mu);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to loader/: the loader's pipeline (struct pf_loader and what its
+/* Private to loader/: the loader's pipeline (struct pf_pipe and what its
  * threads share) and the seams between the files that make it.
  *
  * The loader: an I/O thread and decode workers that write every record
@@ -35,7 +35,7 @@
  *                  I/O thread queues it again with the block: workers
  *                  never wait for a read, and data flows one way, from
  *                  the I/O thread to the workers.
- *   consumer       pf_loader_next() hands out slots in step order.
+ *   consumer       pf_pipe_next() hands out slots in step order.
  *
  * Every buffer comes from pools sized at creation from the memory
  * budget; after start-up the hot path does not allocate (except that a
@@ -45,9 +45,9 @@
  *
  *   loader.c     the public API: pf_loader_create() (checks the config,
  *                opens the dataset, calls pf_resume_restore() and
- *                pf_budget_setup(), starts pf_loader_io_main() and
- *                pf_loader_worker_main()), pf_loader_next/release/free,
- *                the metrics; and pf_loader_fail*() and pf_loader_wake_io(),
+ *                pf_budget_setup(), starts pf_pipe_io_main() and
+ *                pf_pipe_worker_main()), pf_pipe_next/release/free,
+ *                the metrics; and pf_pipe_fail*() and pf_pipe_wake_io(),
  *                which every thread calls.
  *   budget.c     the memory budget: pool sizes from it (pf_budget_setup()),
  *                the pools and batch slots built, and grown as they are
@@ -60,9 +60,9 @@
  *                with its reason (pf_loader_tuning()).
  *   resume.c     checkpoints in the loader: a run started from saved
  *                states (pf_resume_restore()), and the consumer's position
- *                saved (pf_loader_save_state()).  The blob's encoding is
+ *                saved (pf_pipe_save_state()).  The blob's encoding is
  *                state.c's; the epoch's plan is plan.c's.
- *   io_thread.c  the I/O thread: its engine (pf_loader_io_main()), reads
+ *   io_thread.c  the I/O thread: its engine (pf_pipe_io_main()), reads
  *                and opens in flight (pf_reads_submit(); pf_reads_reap(),
  *                which hands reads to pf_decode_queue() and opens to
  *                files.c; pf_reads_wait(), which the schedule waits in and
@@ -90,7 +90,7 @@
  *                frame kept, taken by the I/O thread as it dispatches a
  *                segment (pf_fcache_take(): a hit, a frame to load, or
  *                none), replaced by each entry's next use in the plan.
- *   decode.c     the decode workers (pf_loader_worker_main()) and their
+ *   decode.c     the decode workers (pf_pipe_worker_main()) and their
  *                queue (pf_decode_queue()): frames and stream sub-segments
  *                into records, each handed to placement; the skip mode's
  *                lost frames.
@@ -108,8 +108,11 @@
 #include <pthread.h>
 
 #include "file_policy_internal.h"
-#include "loader_internal.h"
+#include "loader_face.h"
+#include "plan_internal.h"
 #include "spec_internal.h"
+
+typedef struct pf_pipe pf_pipe;
 
 #define PF_ALIGN 4096u
 #define PF_STREAM_CHUNK_ROWS 1024u
@@ -167,7 +170,7 @@ typedef struct stream_buf {
  * order into buf[] (next_read), fed in order to the source (next_feed). */
 typedef struct stream_state {
 	struct stream_state *next;	/* free list, or the active list */
-	pf_loader *l;
+	pf_pipe *l;
 	pf_source *src;			/* opened by the first sub-segment */
 	uint64_t next_first;		/* record the next sub-segment starts at */
 	bool busy;			/* a worker is decoding from it */
@@ -270,7 +273,7 @@ typedef struct chunk {
 } chunk;
 
 typedef struct worker {
-	pf_loader *l;
+	pf_pipe *l;
 	pthread_t thread;
 	pf_frame_decoder *fdec;
 	uint8_t *ubuf;
@@ -327,7 +330,7 @@ struct pf_decode_pool {
 	uint64_t seq;		/* wakes so far (atomic) */
 	size_t next;		/* where the next scan starts (atomic) */
 	bool stop, made;
-	struct pf_loader **members;
+	struct pf_pipe **members;
 	size_t nmembers;
 	pthread_t *threads;
 	pf_pool_thread *args;
@@ -335,7 +338,7 @@ struct pf_decode_pool {
 };
 /* Start threads over the members (each's pool set to p).  @return 0, or
  * <0 with err (pf_decode_pool_stop() then joins those started). */
-int pf_decode_pool_start(pf_decode_pool *p, struct pf_loader **members, size_t n,
+int pf_decode_pool_start(pf_decode_pool *p, struct pf_pipe **members, size_t n,
 			 unsigned threads, pf_error *err);
 /* Stop and join them; the members must be halted first (or have no work
  * in flight worth finishing). */
@@ -343,30 +346,6 @@ void pf_decode_pool_stop(pf_decode_pool *p);
 /* all: every sleeping thread (a stream's chunk freed, the end), else one
  * (a chunk queued). */
 void pf_decode_pool_wake(pf_decode_pool *p, bool all);
-
-/* mixture.c: a loader over several sources' loaders (pf_loader.mix). */
-typedef struct pf_mixture pf_mixture;
-int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *err);
-void pf_mixture_free(pf_mixture *m);
-int pf_mixture_next(pf_mixture *m, pf_batch **out);
-void pf_mixture_release(pf_mixture *m, pf_batch *b);
-const pf_error *pf_mixture_last_error(const pf_mixture *m);
-int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap);
-void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out);
-size_t pf_mixture_sources(const pf_mixture *m);
-void pf_mixture_source_metrics(const pf_mixture *m, size_t k, pf_source_metrics *out);
-const pf_spec *pf_mixture_spec(const pf_mixture *m);
-/* The first source's loader's tuning (each source tunes its own). */
-void pf_mixture_tuning(const pf_mixture *m, pf_tuning *out);
-uint64_t pf_mixture_steps(const pf_mixture *m);
-uint64_t pf_mixture_steps_left(const pf_mixture *m);
-/* The first source's loader: whose spec and feature shapes are the
- * mixture's. */
-const pf_loader *pf_mixture_first(const pf_mixture *m);
-/* The first source's loader's series (each source has its own). */
-int pf_mixture_series(const pf_mixture *m, pf_series **out);
-/* Rows the sources' decoders wrote straight into its batches. */
-uint64_t pf_mixture_direct_rows(const pf_mixture *m);
 
 /* Where a mixture wants a loader's rows (mixture.c): aim() puts the
  * feature rows' addresses of the loader's run record c (its run step x
@@ -377,9 +356,23 @@ typedef struct pf_row_sink {
 	void *ctx;
 } pf_row_sink;
 
-struct pf_loader {
-	/* A mixture: everything below is unused, the calls go to it. */
-	pf_mixture *mix;
+/* Where a record planned ahead goes instead of its row (a packing
+ * loader's inner loader: loader/pack/pack_direct.c), called by the decode
+ * threads: aim() points the feature rows of dst (worker `worker`'s) at
+ * that worker's scratch for the record at epoch output e of `epoch`, and
+ * says its plan (NULL: not planned, decode into the row); put(), after
+ * the worker decoded it there, copies it into its packed rows.  Passed
+ * down by the room above (pf_pipe.record_hook), which the pipeline never
+ * calls by name. */
+typedef struct pf_record_hook {
+	void *(*aim)(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e);
+	void (*put)(void *ctx, unsigned worker, void *plan);
+	void *ctx;
+} pf_record_hook;
+
+struct pf_pipe {
+	/* The face the public calls reach it through (pf_pipe_ops). */
+	pf_loader face;
 	/* A mixture's source: where its rows go (atomic; NULL: its slots),
 	 * and the most segments it reads ahead (0: its workers + 2). */
 	const pf_row_sink *sink;
@@ -430,7 +423,7 @@ struct pf_loader {
 	 * timeouts are those of every read path, pf_file_pread()'s too). */
 	pf_io_totals totals0;
 
-	/* What the consumer has been handed (for pf_loader_save_state()). */
+	/* What the consumer has been handed (for pf_pipe_save_state()). */
 	bool c_any;
 	uint32_t c_epoch;
 	uint64_t c_delivered;	/* records of c_epoch handed out by this run */
@@ -477,8 +470,8 @@ struct pf_loader {
 	batch_slot *slots, *free_slots;
 	batch_slot *open_head, *open_tail;	/* taken, in step order */
 	unsigned nslots, held;
-	/* The last pf_loader_next() was a caller's mistake (one batch too
-	 * many held): what pf_loader_last_error() says until the next call.
+	/* The last pf_pipe_next() was a caller's mistake (one batch too
+	 * many held): what pf_pipe_last_error() says until the next call.
 	 * The consumer's thread only. */
 	bool misused;
 	pf_error misuse;
@@ -533,13 +526,11 @@ struct pf_loader {
 	uint64_t tune_last_ns;		/* when next() last returned a batch */
 	uint64_t tune_first_ns;		/* when the first batch was returned */
 
-	/* Packing (pack.c): this loader hands out packed rows made from
-	 * an inner loader's records; NULL: not packing. */
-	struct pf_pack_run *pack;
 	/* A packing loader's inner loader: the decode threads write the
-	 * records planned ahead straight into their packed rows
-	 * (pack_direct.c); NULL: not (atomic: set once, while they run). */
-	struct pf_pack_direct *pack_direct;
+	 * records planned ahead straight into their packed rows through it
+	 * (loader/pack/pack_direct.c); NULL: not (atomic: set once, while
+	 * they run). */
+	const pf_record_hook *record_hook;
 
 	/* metrics, under mu; the I/O stage is busy when not waiting */
 	pf_loader_metrics m;
@@ -555,6 +546,25 @@ struct pf_loader {
 	pthread_mutex_t series_mu;
 };
 
+/* pool.c: the loader's large pools, anonymous mappings (huge pages
+ * asked for), kept when freed with keep in a small process-wide cache
+ * for the next loader, else given back.  pf_pool_alloc(0) is NULL (it
+ * takes a cached pool of the size when there is one); pf_pool_free()
+ * takes the size the pool was asked with.  pf_pool_cached(): bytes the
+ * cache holds. */
+void *pf_pool_alloc(size_t size);
+/*! The same for memory most of whose pages are never written (packing's
+ *  inner rows: a record's values, not the row's padding): ordinary pages,
+ *  so that a row's first value does not fault in a zeroed 2 MiB. */
+void *pf_pool_alloc_sparse(size_t size);
+void pf_pool_free(void *p, size_t size, bool keep);
+/* Back to the system, never to the cache (memory the kernel may still
+ * write into). */
+void pf_pool_unmap(void *p, size_t size);
+size_t pf_pool_cached(void);
+void pf_pool_trim(void);
+
+
 /* ------------------------------------------------------------------ */
 /* Small helpers every file uses                                        */
 
@@ -563,27 +573,12 @@ static inline size_t round_up(size_t v, size_t a)
 	return (v + a - 1) / a * a;
 }
 
-static inline bool halted(const pf_loader *l)
+static inline bool halted(const pf_pipe *l)
 {
 	return l->stop || l->failed;
 }
 
-/* Work for the decoders (l->mu held): its own, or its pool's. */
-static inline void pf_decode_signal(pf_loader *l)
-{
-	pthread_cond_signal(&l->cv_decode);
-	if (l->pool)
-		pf_decode_pool_wake(l->pool, false);
-}
-
-static inline void pf_decode_broadcast(pf_loader *l)
-{
-	pthread_cond_broadcast(&l->cv_decode);
-	if (l->pool)
-		pf_decode_pool_wake(l->pool, true);
-}
-
-static inline sblock *ring_at(const pf_loader *l, uint64_t g)
+static inline sblock *ring_at(const pf_pipe *l, uint64_t g)
 {
 	return &l->ring[g % l->nring];
 }
@@ -591,180 +586,210 @@ static inline sblock *ring_at(const pf_loader *l, uint64_t g)
 /* ------------------------------------------------------------------ */
 /* The seams                                                            */
 
-/* loader.c */
-/* Record the first failure and wake every thread.  _locked: with l->mu
- * held. */
-void pf_loader_fail(pf_loader *l, const pf_error *err, int code);
-void pf_loader_fail_locked(pf_loader *l, const pf_error *err, int code);
-/* Wake the I/O thread if it sleeps, whatever it waits for (l->io_sleep).
- * Call with l->mu held. */
-void pf_loader_wake_io(pf_loader *l);
+/* pipe.c: a pipeline as the rooms above use it (loader/pack/, loader/mix/,
+ * and the public calls, loader/api/, through pf_pipe_ops): each call is
+ * its pf_loader_*() namesake's (podfeed.h) for one pipeline. */
+extern const pf_loader_ops pf_pipe_ops;
+int pf_pipe_create(pf_pipe **out, const pf_loader_config *cfg, pf_error *err);
+int pf_pipe_next(pf_pipe *l, pf_batch **out);
+int pf_pipe_next_timed(pf_pipe *l, pf_batch **out, uint64_t timeout_ns);
+void pf_pipe_release(pf_pipe *l, pf_batch *batch);
+const pf_error *pf_pipe_last_error(const pf_pipe *l);
+void pf_pipe_metrics(const pf_pipe *l, pf_loader_metrics *m);
+uint64_t pf_pipe_steps_per_epoch(const pf_pipe *l);
+uint64_t pf_pipe_steps_left(const pf_pipe *l);
+const pf_spec *pf_pipe_spec(const pf_pipe *l);
+void pf_pipe_free(pf_pipe *l);
+/* resume.c, autotune.c, series.c */
+int64_t pf_pipe_save_state(pf_pipe *l, void *buf, size_t cap);
+void pf_pipe_tuning(const pf_pipe *l, pf_tuning *out);
+int pf_pipe_series(const pf_pipe *l, pf_series **out);
+/* The pipeline behind a loader, or NULL when it is another kind (for
+ * the tests that look inside one). */
+pf_pipe *pf_pipe_of(pf_loader *l);
+/* What the plan needs to say which record l delivers where (its
+ * dataset, topology and shuffle): packing plans its rows from it. */
+void pf_pipe_order(const pf_pipe *l, pf_order *o);
+
+/* wake.c: the pipeline's threads woken and stopped (with l->mu held but
+ * for pf_pipe_fail() and pf_pipe_halt()). */
+/* Record the first failure and wake every thread. */
+void pf_pipe_fail(pf_pipe *l, const pf_error *err, int code);
+void pf_pipe_fail_locked(pf_pipe *l, const pf_error *err, int code);
+/* Wake every thread waiting on the loader. */
+void pf_pipe_wake_all(pf_pipe *l);
+/* Wake the I/O thread if it sleeps, whatever it waits for (l->io_sleep). */
+void pf_pipe_wake_io(pf_pipe *l);
+/* Work for the decoders: one of them (a chunk queued), or all; their
+ * own, or their pool's. */
+void pf_decode_signal(pf_pipe *l);
+void pf_decode_broadcast(pf_pipe *l);
 
 /* budget.c: size the pools from the memory budget and build them, the
  * tensor layout and the workers' buffers with them.  @return 0, or
  * -ENOMEM with err saying what the budget would need. */
-int pf_budget_setup(pf_loader *l, pf_error *err);
+int pf_budget_setup(pf_pipe *l, pf_error *err);
 
 /* budget.c, the pools as they grow (with l->mu held) */
 /* A read buffer can be taken now: one is free, or one more is made, and
  * fewer than l->cbuf_limit are in use. */
-bool pf_budget_cbuf_ready(pf_loader *l);
+bool pf_budget_cbuf_ready(pf_pipe *l);
 /* A batch slot for the next step, once slot_free (schedule.c) says
  * there is one: the most recently freed, else the next never used
  * (*fresh: make it with pf_budget_slot_make(), l->mu not needed). */
-batch_slot *pf_budget_slot_take(pf_loader *l, bool *fresh);
-void pf_budget_slot_make(pf_loader *l, batch_slot *s);
+batch_slot *pf_budget_slot_take(pf_pipe *l, bool *fresh);
+void pf_budget_slot_make(pf_pipe *l, batch_slot *s);
 /* The consumer may hold prefetch + 1 batches: allow the slots for it. */
-void pf_budget_grow_slots(pf_loader *l, unsigned prefetch);
+void pf_budget_grow_slots(pf_pipe *l, unsigned prefetch);
 
 /* autotune.c (with l->mu held) */
 /* The starting values, after pf_budget_setup() (which sized the pools
  * for the most PF_AUTO may choose): the limits in the pools, and each
  * choice said. */
-void pf_tune_start(pf_loader *l);
+void pf_tune_start(pf_pipe *l);
 /* A frame's read took ns, from submit to reap. */
-void pf_tune_read(pf_loader *l, uint64_t ns);
+void pf_tune_read(pf_pipe *l, uint64_t ns);
 /* A chunk of `records` was decoded (frame: of a frame read) in cpu_ns
  * of its worker's CPU time. */
-void pf_tune_decoded(pf_loader *l, uint64_t records, bool frame, uint64_t cpu_ns);
-/* pf_loader_next() is called (entry) and returns a batch (taken), having
+void pf_tune_decoded(pf_pipe *l, uint64_t records, bool frame, uint64_t cpu_ns);
+/* pf_pipe_next() is called (entry) and returns a batch (taken), having
  * waited `waited` ns for it. */
-void pf_tune_next_entry(pf_loader *l, uint64_t t);
-void pf_tune_next_taken(pf_loader *l, uint64_t t, uint64_t waited);
+void pf_tune_next_entry(pf_pipe *l, uint64_t t);
+void pf_tune_next_taken(pf_pipe *l, uint64_t t, uint64_t waited);
 
 /* resume.c */
 /* Restore from cfg->resume into l->start_epoch, l->gstep0 and l->resume.
  * @return 0, or <0 with err naming the state and what does not match. */
-int pf_resume_restore(pf_loader *l, pf_error *err);
+int pf_resume_restore(pf_pipe *l, pf_error *err);
 /* resume.c: the state of l as if its consumer had been handed the steps
  * of epoch `epoch` before `step` and nothing after (pack.c saves its inner
  * loader's so). */
-void pf_resume_state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint64_t global_step,
+void pf_resume_state_at(const pf_pipe *l, uint32_t epoch, uint64_t step, uint64_t global_step,
 			bool fresh, pf_state *s, pf_piece *pieces);
 /* resume.c: the pieces host `host` of l's topology gets of the states st
  * (every old host's, of another topology) on an elastic resume, as
  * pf_resume_restore() would cut them for it: *pieces (pf_free()), NULL
  * with *npieces 0 when the states are between epochs. */
-int pf_resume_elastic_share(const pf_loader *l, uint32_t host, pf_state *st, size_t n,
+int pf_resume_elastic_share(const pf_pipe *l, uint32_t host, pf_state *st, size_t n,
 			    pf_piece **pieces, size_t *npieces, pf_error *err);
 /* Slots one block of the resumed epoch can touch. */
-uint32_t pf_resume_spb(const pf_loader *l);
+uint32_t pf_resume_spb(const pf_pipe *l);
 
 /* io_thread.c */
 /* The I/O thread (arg: the loader): makes the engine, reports to
  * pf_loader_create() (l->io_ready), runs pf_schedule_run(). */
-void *pf_loader_io_main(void *arg);
+void *pf_pipe_io_main(void *arg);
 /* Wait until ready(l, arg) while completing reads in flight and reading
  * the stream files' blocks.  @return with l->mu held: 0 when ready,
  * -ECANCELED when the loader halts, or the engine's error. */
-int pf_reads_wait(pf_loader *l, pf_io *io, bool (*ready)(const pf_loader *, uint64_t),
+int pf_reads_wait(pf_pipe *l, pf_io *io, bool (*ready)(const pf_pipe *, uint64_t),
 		  uint64_t arg, pthread_cond_t *cv);
 /* Hand finished reads to the decoders, and finished opens to files.c;
  * min: wait for at least that many.  @return how many, or the engine's
  * error. */
-int pf_reads_reap(pf_loader *l, pf_io *io, unsigned min);
+int pf_reads_reap(pf_pipe *l, pf_io *io, unsigned min);
 /* Submit req, reaping while the engine is full.  @return pf_io_submit()'s
  * (0), or the engine's error. */
-int pf_reads_submit(pf_loader *l, pf_io *io, pf_io_req *req);
+int pf_reads_submit(pf_pipe *l, pf_io *io, pf_io_req *req);
 
 /* streams.c */
 /* The reads the active streams want now, marked READING, as a list (by
  * submit_next) for the I/O thread to submit after unlocking.  Call with
  * l->mu held.  @return the list, or NULL. */
-stream_buf *pf_stream_pump(pf_loader *l, const pf_io *io);
+stream_buf *pf_stream_pump(pf_pipe *l, const pf_io *io);
 /* The stream buffer a read is for (its req.user), or NULL for a frame's
  * chunk. */
-stream_buf *pf_stream_buf_of(const pf_loader *l, void *user);
+stream_buf *pf_stream_buf_of(const pf_pipe *l, void *user);
 /* A stream block's read is in: pushed to its stream, the sub-segment
  * parked for it queued again.  Call with l->mu held. */
-void pf_stream_read_done(pf_loader *l, pf_io *io, stream_buf *sb);
+void pf_stream_read_done(pf_pipe *l, pf_io *io, stream_buf *sb);
 /* Feed the stream's next block to its source, the one before going back
  * to the I/O thread.  @return 0 when fed, 1 when it is not read yet, or
  * <0 with err (a failed read). */
-int pf_stream_feed(pf_loader *l, stream_state *ss, pf_error *err);
+int pf_stream_feed(pf_pipe *l, stream_state *ss, pf_error *err);
 /* Chunk c (of ss) waits for the stream's next block.  Call with l->mu
  * held; c is no longer the caller's. */
-void pf_stream_park(pf_loader *l, stream_state *ss, chunk *c);
+void pf_stream_park(pf_pipe *l, stream_state *ss, chunk *c);
 /* The stream's last sub-segment is decoded: no more of its blocks are
  * read.  Call with l->mu held. */
-void pf_stream_finish(pf_loader *l, stream_state *ss);
+void pf_stream_finish(pf_pipe *l, stream_state *ss);
 /* The I/O thread's: the retired streams' files given back (files.c),
  * their states freed for the next streams.  Call with l->mu held (let go
  * meanwhile).  @return whether there were any. */
-bool pf_stream_free_retired(pf_loader *l, pf_io *io);
+bool pf_stream_free_retired(pf_pipe *l, pf_io *io);
 
 /* files.c: the dataset's files in the engine (the I/O thread's). */
 /* The tables, for ds->nfiles files.  @return 0 or -ENOMEM. */
-int pf_files_setup(pf_loader *l);
-void pf_files_teardown(pf_loader *l);
+int pf_files_setup(pf_pipe *l);
+void pf_files_teardown(pf_pipe *l);
 /* Whether the look-ahead must stop before wanting a segment of file i
  * (open_ahead distinct files wanted, or the FIFO full). */
-bool pf_files_ahead_full(const pf_loader *l, uint32_t i);
+bool pf_files_ahead_full(const pf_pipe *l, uint32_t i);
 /* The schedule will dispatch a segment of file i next after those wanted
  * before: its open starts (when the engine has room).  @return 0, or <0
  * with the loader failed. */
-int pf_files_want(pf_loader *l, pf_io *io, uint32_t i);
+int pf_files_want(pf_pipe *l, pf_io *io, uint32_t i);
 /* Start the opens that waited for room.  @return 0, or <0 (failed). */
-int pf_files_pump(pf_loader *l, pf_io *io);
+int pf_files_pump(pf_pipe *l, pf_io *io);
 /* The segment of file i wanted first is dispatched: file i is the
  * read's (or the stream's) until pf_files_release(); waits for its open.
  * @return its index in the engine, or <0 (the loader failed or halts;
  * l->mu not held). */
-int pf_files_take(pf_loader *l, pf_io *io, uint32_t i);
+int pf_files_take(pf_pipe *l, pf_io *io, uint32_t i);
 /* The segment of file i wanted first is dispatched with no read (its
  * frame is in the global shuffle's cache): no longer wanted, and not
  * waited for. */
-void pf_files_skip(pf_loader *l, pf_io *io, uint32_t i);
+void pf_files_skip(pf_pipe *l, pf_io *io, uint32_t i);
 /* A frame read of file i completed, or a stream of it is done. */
-void pf_files_release(pf_loader *l, pf_io *io, uint32_t i);
+void pf_files_release(pf_pipe *l, pf_io *io, uint32_t i);
 /* The walk ended: what it wanted and did not dispatch is not wanted. */
-void pf_files_forget_ahead(pf_loader *l, pf_io *io);
+void pf_files_forget_ahead(pf_pipe *l, pf_io *io);
 /* Whether a completed request is one of files.c's opens, and its
  * completion (the loader fails naming the file when it failed, or when
  * the shard changed since the plan). */
-bool pf_files_is_open_req(const pf_loader *l, const pf_io_req *req);
-void pf_files_opened(pf_loader *l, pf_io *io, pf_io_req *req);
+bool pf_files_is_open_req(const pf_pipe *l, const pf_io_req *req);
+void pf_files_opened(pf_pipe *l, pf_io *io, pf_io_req *req);
 
 /* schedule.c: every epoch of the run, read in order (the I/O thread's
  * work).  @return 0, or the engine's error. */
-int pf_schedule_run(pf_loader *l, pf_io *io);
+int pf_schedule_run(pf_pipe *l, pf_io *io);
 
 /* frame_cache.c: the global shuffle's decompressed frames. */
 /* Bytes of one entry: the frame's bytes and its record offsets. */
 size_t pf_fcache_entry_bytes(const pf_dataset *ds);
 /* Make `entries` entries (0: no cache).  @return 0 or -ENOMEM. */
-int pf_fcache_setup(pf_loader *l, unsigned entries);
-void pf_fcache_teardown(pf_loader *l);
+int pf_fcache_setup(pf_pipe *l, unsigned entries);
+void pf_fcache_teardown(pf_pipe *l);
 /* The I/O thread is about to walk plan: each segment's next use, and
  * the cached frames' first.  @return 0 or -ENOMEM. */
-int pf_fcache_plan(pf_loader *l, const pf_epoch_plan *plan);
+int pf_fcache_plan(pf_pipe *l, const pf_epoch_plan *plan);
 /* The I/O thread dispatches plan segment s, of frame `unit` (with l->mu
  * held): its cached entry (pinned), or a new one to fill (*load: the
  * chunk reads the frame and its worker fills the entry), or NULL (not
  * kept: decoded as without a cache). */
-pf_dframe *pf_fcache_take(pf_loader *l, uint64_t unit, size_t s, bool *load);
+pf_dframe *pf_fcache_take(pf_pipe *l, uint64_t unit, size_t s, bool *load);
 
 /* decode.c */
 /* A decode worker (arg: its worker). */
-void *pf_loader_worker_main(void *arg);
+void *pf_pipe_worker_main(void *arg);
 /* Give chunk c to the decoders: the tail of their queue (the caller wakes
  * them).  Call with l->mu held. */
-void pf_decode_queue(pf_loader *l, chunk *c);
+void pf_decode_queue(pf_pipe *l, chunk *c);
 
 /* placement.c */
 /* Decode record rec, at stream position p of chunk c, into its row (in
  * skip mode a record that does not decode is a drop and a hole).
  * @return 0, or <0 with err. */
-int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
+int pf_place_record(pf_pipe *l, worker *w, const chunk *c, uint64_t p,
 		    const pf_record *rec, pf_error *err);
 /* Position p of chunk c is a hole: its row zeros, marked invalid. */
-void pf_place_hole(pf_loader *l, worker *w, const chunk *c, uint64_t p);
+void pf_place_hole(pf_pipe *l, worker *w, const chunk *c, uint64_t p);
 /* Add the rows the worker wrote to their slots' counts (waking the
  * consumer when one is full).  Before pf_place_done(). */
-void pf_place_flush(pf_loader *l, worker *w);
+void pf_place_flush(pf_pipe *l, worker *w);
 /* The records [pos, pos + count) of a stream of blocks of w records,
  * whose block holding pos is g0, are done: ring entries come free. */
-void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w);
+void pf_place_done(pf_pipe *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w);
 
 /* A mixture's source's batch, fitted to its dataset once counted: the
  * rows of its batches for `records` over `hosts` hosts, at most `cap`
@@ -776,116 +801,34 @@ typedef uint32_t (*pf_batch_fit)(uint64_t records, uint32_t hosts, uint32_t cap)
  * says (NULL: its batches) from its first record on, its batch fitted by
  * `fit` (NULL: the config's); pooled: its workers not started (a
  * pf_decode_pool decodes for it); gated: reading nothing until
- * pf_loader_open_gate() gives the batches its run takes at most (0: no
+ * pf_pipe_open_gate() gives the batches its run takes at most (0: no
  * more than its config's), which the mixture knows once every source is
  * open. */
-int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
+int pf_pipe_create_source(pf_pipe **out, const pf_loader_config *cfg,
 			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
 			       bool gated, bool pooled, pf_error *err);
-void pf_loader_open_gate(pf_loader *l, uint64_t max_steps);
-/* Stop its threads' work (pf_loader_free() does it first): a mixture
- * halts its pooled sources before it stops their pool. */
-void pf_loader_halt(pf_loader *l);
+void pf_pipe_open_gate(pf_pipe *l, uint64_t max_steps);
+/* wake.c: stop its threads' work (pf_pipe_free() does it first): a
+ * mixture halts its pooled sources before it stops their pool. */
+void pf_pipe_halt(pf_pipe *l);
 /* loader.c: pf_loader_create() with a spec made by the caller instead
  * of cfg->features (pack.c's inner loader). */
-int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
+int pf_pipe_create_spec(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
 			  pf_error *err);
 /* The same for packing's inner loader: counting its stream files also
  * measures their records' packed lengths with lspec (when not NULL:
  * pf_open_config.lengths); *opened: the dataset was opened (the pod's
  * collectives of the open passed), whether or not the create failed
- * after.  Its decode workers are not started: pf_loader_start_workers()
+ * after.  Its decode workers are not started: pf_pipe_start_workers()
  * (after the packer's plan ahead of them). */
-int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
+int pf_pipe_create_packing(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
 			     const pf_spec *lspec, bool *opened, pf_error *err);
-int pf_loader_start_workers(pf_loader *l, pf_error *err);
-
-/* pack.c: packed sequences (cfg->pack_length), over an inner loader. */
-typedef struct pf_pack_run pf_pack_run;
-/* pack_direct.c, on a decode thread: the plan of the record at epoch
- * output e, w->dst's packed values aimed at the worker's scratch (after
- * aim()); NULL: not planned, decode into the row.  _put(): after it
- * decoded, its pieces copied into their packed rows. */
-typedef struct pf_pack_direct pf_pack_direct;
-void *pf_pack_direct_aim(pf_pack_direct *d, worker *w, uint32_t epoch, uint64_t e);
-void pf_pack_direct_put(pf_pack_direct *d, worker *w, void *rec);
-int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err);
-void pf_pack_free(pf_loader *l);
-int pf_pack_next(pf_loader *l, pf_batch **out, uint64_t timeout_ns);
-void pf_pack_release(pf_loader *l, pf_batch *batch);
-void pf_pack_metrics(const pf_loader *l, pf_loader_metrics *m);
-const pf_loader *pf_pack_inner(const pf_loader *l);
-/* pack.c: pf_loader_save_state() of a packing loader. */
-int64_t pf_pack_save_state(pf_loader *l, void *buf, size_t cap);
-/* pack_gather.c: packing's lengths, and what reading them cost this host. */
-typedef struct pf_pack_lengths_stats {
-	uint64_t from_index;	/* records whose lengths an index told */
-	uint64_t tails;		/* index tails this host read for them */
-	uint64_t files;		/* files this host read whole for them (at the
-				   open's count too) */
-	uint64_t exchanged;	/* the pod's payloads, every host's bytes */
-} pf_pack_lengths_stats;
-/* The spec that measures the nf packed features of user (the first nf,
- * as parsed): feature 2k the k-th with one value, 2k + 1 its full
- * length.  @return 0 or <0 with err. */
-int pf_pack_lengths_spec(const pf_spec *user, uint32_t nf, pf_spec *out, pf_error *err);
-/* Every record's length of each of the nf packed features (lspec's) in
- * the dataset order of inner's dataset (*out: pf_free(), *nrecords of
- * them): each file's read once, by one host of a pod with cfg's
- * all-gather (pack_gather.c's header says how), and exchanged.  status
- * < 0: this host failed before (err says why; inner may be NULL) and
- * only takes its part in the pod's exchange.  @return 0 or <0 with err,
- * the same on every host of a pod (naming the host that failed). */
-int pf_pack_lengths(const pf_loader *inner, const pf_loader_config *cfg, const pf_spec *lspec,
-		    uint32_t nf, int status, pf_error *err, uint32_t **out, uint64_t *nrecords,
-		    pf_pack_lengths_stats *st);
-/* Each file's first record number in dataset order (units are in file
- * order) into base, and its records added to records (when not NULL). */
-void pf_pack_file_layout(const pf_dataset *ds, uint64_t *base, uint64_t *records);
-/* One file's entry of a host's payload at p[*pos..len): its source byte
- * and values varints into dst (*from_index: its index told them);
- * *pos past it.  @return 0, or -EBADMSG with why (the byte and what). */
-int pf_pack_lengths_unpack(const uint8_t *p, size_t len, size_t *pos, uint64_t values,
-			   uint32_t *dst, bool *from_index, char *why, size_t whylen);
-/* The steps of epoch `epoch` on every host: the packer pk (empty, its
- * settings) over each host's records as the inner loader delivers them,
- * their lengths len (capped at cap), host_batch rows a step; *own_rows:
- * this host's rows.  @return 0 or -ENOMEM. */
-struct pf_packer;
-int pf_pack_plan_steps(const pf_loader *inner, const struct pf_packer *pk, uint64_t seed,
-		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
-		       uint32_t host_batch, uint64_t *steps, uint64_t *own_rows);
-/* This host's records' lengths (capped at cap) in the order the inner
- * loader delivers epoch `epoch` (nf a record) into order, which has room
- * for every record of the dataset; *norder: how many (its quota).
- * @return 0 or -ENOMEM. */
-int pf_pack_plan_order(const pf_loader *inner, uint64_t seed,
-		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
-		       uint32_t *order, uint64_t *norder);
-/* Where output `at` of this host's stream of epoch `epoch` (as
- * pf_pack_plan_order() orders it) comes from: its file (an index into
- * inner->ds->paths) and its record number in the file.  For an error's
- * words: it plans the epoch again.  @return 0, -ERANGE (past the
- * host's quota) or -ENOMEM. */
-typedef struct pf_pack_where {
-	uint32_t file;
-	uint64_t record;
-} pf_pack_where;
-int pf_pack_plan_where(const pf_loader *inner, uint64_t seed, uint32_t epoch, uint64_t at,
-		       const uint32_t *len, uint32_t nf, uint32_t cap, pf_pack_where *where);
-/* The rows the packer pk (empty) makes of the records of pieces, in order
- * (pieces of epoch `epoch`'s streams of the topology origin, in blocks of
- * w records, permuted or not, slices): a host's share of an epoch resumed
- * on another topology. */
-int pf_pack_plan_pieces(const pf_loader *inner, const struct pf_packer *pk, uint64_t seed,
-			uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
-			const pf_topology *origin, uint32_t w, bool permute, uint32_t slice,
-			uint32_t group, const pf_piece *pieces, size_t npieces, uint64_t *rows);
+int pf_pipe_start_workers(pf_pipe *l, pf_error *err);
 
 /* drops.c */
 /* One drop (skip mode) of the file path: counted, logged, checked
  * against the budget.  @return 0, or <0 (the loader is then failed). */
-int pf_drop_report(pf_loader *l, const pf_drop *d, const char *path);
+int pf_drop_report(pf_pipe *l, const pf_drop *d, const char *path);
 /* The dataset's on_drop while it is opened (ctx: the loader): every host
  * counts the drop, host 0 logs it; while stream files are counted, the
  * host that counted the file logs it when the pod split the counting. */
@@ -894,7 +837,7 @@ int pf_drop_at_count(void *ctx, const pf_drop *d);
 /* err (the dataset too small for one step) when skip mode dropped some of
  * it opening it: the first drop (its file, byte and cause) becomes the
  * error, the size of what is left said after it.  @return err's code. */
-int pf_drops_explain_size(const pf_loader *l, pf_error *err);
+int pf_drops_explain_size(const pf_pipe *l, pf_error *err);
 
 /* images.c: the image decode stage.  pf_images_setup() splits the spec
  * (at creation); pf_images_decode() decodes record rec of file `file`,
@@ -902,11 +845,11 @@ int pf_drops_explain_size(const pf_loader *l, pf_error *err);
  * rowspec, then each image.  Errors as pf_spec_decode()'s: -EBADMSG a
  * damaged image (err naming the feature, the byte and the decoder's
  * message), -ENOMSG an image feature missing. */
-void pf_images_setup(pf_loader *l);
-int pf_images_decode(pf_loader *l, worker *w, uint32_t file, uint32_t epoch,
+void pf_images_setup(pf_pipe *l);
+int pf_images_decode(pf_pipe *l, worker *w, uint32_t file, uint32_t epoch,
 		     const pf_record *rec, pf_error *err);
 /* Per-worker scratch the budget sets aside for images (a typical image's;
  * a larger one grows it, counted in the metrics' memory). */
-size_t pf_images_scratch_estimate(const pf_loader *l);
+size_t pf_images_scratch_estimate(const pf_pipe *l);
 
 #endif

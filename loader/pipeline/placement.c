@@ -13,7 +13,7 @@
 
 /* Account n records of block g as done (decoded or skipped); the ring
  * entry comes free with the block's last record. */
-static void block_done(pf_loader *l, uint64_t g, uint32_t n)
+static void block_done(pf_pipe *l, uint64_t g, uint32_t n)
 {
 	sblock *b = ring_at(l, g);
 
@@ -27,7 +27,7 @@ static void block_done(pf_loader *l, uint64_t g, uint32_t n)
 
 /* The same for the records [pos, pos + count) of a stream of blocks of
  * w records, whose block holding pos is g0. */
-void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w)
+void pf_place_done(pf_pipe *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w)
 {
 	uint64_t end = pos + count;
 
@@ -42,7 +42,7 @@ void pf_place_done(pf_loader *l, uint64_t g0, uint64_t pos, uint64_t count, uint
 
 /* One record into w->dst: straight from the wire bytes (the worker's
  * arena is scratch for the rare shapes the fast path hands back). */
-static int decode_into(pf_loader *l, worker *w, const chunk *c, uint64_t p,
+static int decode_into(pf_pipe *l, worker *w, const chunk *c, uint64_t p,
 		       const pf_record *rec, pf_error *err)
 {
 	pf_arena_reset(&w->arena);
@@ -56,7 +56,7 @@ static int decode_into(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 
 /* The slot and row of stream position p of chunk c: NULL when its
  * output falls outside the piece or past max_steps (not this run's). */
-static batch_slot *locate(const pf_loader *l, const chunk *c, uint64_t p, uint32_t *row,
+static batch_slot *locate(const pf_pipe *l, const chunk *c, uint64_t p, uint32_t *row,
 			  size_t *ti)
 {
 	const sblock *b = ring_at(l, c->g0 + (p / c->w - c->pos / c->w));
@@ -82,7 +82,7 @@ static void tally(worker *w, size_t ti)
 }
 
 /* Point w->dst at row of slot s, or where the loader's sink wants it. */
-static void aim(const pf_loader *l, worker *w, batch_slot *s, uint32_t row)
+static void aim(const pf_pipe *l, worker *w, batch_slot *s, uint32_t row)
 {
 	uint32_t core = row / l->topo.per_core_batch, idx = row % l->topo.per_core_batch;
 	const pf_row_sink *sink = __atomic_load_n(&l->sink, __ATOMIC_ACQUIRE);
@@ -97,7 +97,7 @@ static void aim(const pf_loader *l, worker *w, batch_slot *s, uint32_t row)
 
 /* Position p of chunk c is a hole: a record lost to damage (skip mode).
  * Its row is zeros and marked invalid; it counts as written. */
-void pf_place_hole(pf_loader *l, worker *w, const chunk *c, uint64_t p)
+void pf_place_hole(pf_pipe *l, worker *w, const chunk *c, uint64_t p)
 {
 	uint32_t row;
 	size_t ti;
@@ -117,13 +117,13 @@ void pf_place_hole(pf_loader *l, worker *w, const chunk *c, uint64_t p)
  * Records whose output is not this run's are skipped.  In skip mode a
  * record that does not decode is dropped (reported with the file) and
  * its row is a hole. */
-int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
+int pf_place_record(pf_pipe *l, worker *w, const chunk *c, uint64_t p,
 		    const pf_record *rec, pf_error *err)
 {
 	uint32_t row;
 	size_t ti;
 	batch_slot *s = locate(l, c, p, &row, &ti);
-	pf_pack_direct *d = __atomic_load_n(&l->pack_direct, __ATOMIC_ACQUIRE);
+	const pf_record_hook *hook = __atomic_load_n(&l->record_hook, __ATOMIC_ACQUIRE);
 	void *plan = NULL;
 	int ret;
 
@@ -132,9 +132,9 @@ int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 	aim(l, w, s, row);
 	/* A packing loader's inner loader (one core): a record planned
 	 * ahead goes straight into its packed rows. */
-	if (d)
-		plan = pf_pack_direct_aim(d, w, s->batch.epoch,
-					  s->batch.step * l->host_batch + row);
+	if (hook)
+		plan = hook->aim(hook->ctx, (unsigned)(w - l->workers), w->dst, s->batch.epoch,
+				 s->batch.step * l->host_batch + row);
 	ret = decode_into(l, w, c, p, rec, err);
 	if (ret < 0) {
 		err->record = (int64_t)rec->index;
@@ -156,7 +156,7 @@ int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 		return 0;
 	}
 	if (plan)
-		pf_pack_direct_put(d, w, plan);
+		hook->put(hook->ctx, (unsigned)(w - l->workers), plan);
 	tally(w, ti);
 	return 0;
 }
@@ -164,7 +164,7 @@ int pf_place_record(pf_loader *l, worker *w, const chunk *c, uint64_t p,
 /* Add the chunk's rows to the slots' counts; wake the consumer when a
  * slot is full.  Before pf_place_done(): the ring entries must still be the
  * chunk's. */
-void pf_place_flush(pf_loader *l, worker *w)
+void pf_place_flush(pf_pipe *l, worker *w)
 {
 	bool full = false;
 

@@ -30,7 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "loader_internal.h"
+#include "pipeline_internal.h"
 
 #define PF_HUGE (2u << 20)
 #define PF_POOL_CACHE 8u

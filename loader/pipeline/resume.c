@@ -16,7 +16,7 @@
 /* Restoring                                                            */
 
 /* A state must be of this dataset and this order. */
-static int state_matches(const pf_loader *l, const pf_state *s, size_t i, pf_error *err)
+static int state_matches(const pf_pipe *l, const pf_state *s, size_t i, pf_error *err)
 {
 	if (s->has_pack)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
@@ -90,7 +90,7 @@ static size_t cut_pieces(const pf_piece *src, size_t n, uint64_t from, uint64_t 
  * host order, are cut among the new hosts as a fresh epoch's records
  * are: host h takes [M h / H, M (h + 1) / H) and delivers whole global
  * batches of it (the rest dropped, or wrapped from its start). */
-static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
+static int resume_elastic(pf_pipe *l, pf_state *st, size_t n, pf_error *err)
 {
 	const pf_state *s0 = &st[0];
 	uint32_t hosts = s0->saver.num_hosts;
@@ -203,10 +203,10 @@ static int resume_elastic(pf_loader *l, pf_state *st, size_t n, pf_error *err)
 	return 0;
 }
 
-int pf_resume_elastic_share(const pf_loader *l, uint32_t host, pf_state *st, size_t n,
+int pf_resume_elastic_share(const pf_pipe *l, uint32_t host, pf_state *st, size_t n,
 			    pf_piece **pieces, size_t *npieces, pf_error *err)
 {
-	pf_loader *tmp = pf_malloc(sizeof(*tmp));
+	pf_pipe *tmp = pf_malloc(sizeof(*tmp));
 	int ret;
 
 	*pieces = NULL;
@@ -233,7 +233,7 @@ int pf_resume_elastic_share(const pf_loader *l, uint32_t host, pf_state *st, siz
  * the report of the run that ends it: the plan's, as a fresh epoch has
  * it, when the epoch's streams are this topology's; else (the epoch was
  * cut from another topology's streams) what the state carries. */
-static int resumed_remainder(pf_loader *l, const pf_state *own, pf_error *err)
+static int resumed_remainder(pf_pipe *l, const pf_state *own, pf_error *err)
 {
 	pf_epoch_plan plan = { 0 };
 	int ret;
@@ -259,7 +259,7 @@ static int resumed_remainder(pf_loader *l, const pf_state *own, pf_error *err)
 /* Restore from cfg->resume: this host's own state when the topology is
  * the one it was saved with (the batches are then those of a run never
  * stopped), else the states of every old host, merged. */
-int pf_resume_restore(pf_loader *l, pf_error *err)
+int pf_resume_restore(pf_pipe *l, pf_error *err)
 {
 	size_t n = l->cfg.nresume;
 	pf_state *st = pf_calloc(n, sizeof(*st));
@@ -342,7 +342,7 @@ int pf_resume_restore(pf_loader *l, pf_error *err)
 /* Slots one block of the resumed epoch can touch: W / B when its pieces
  * start on whole batches, else up to two more (a step shared with the
  * block before and one with the block after). */
-uint32_t pf_resume_spb(const pf_loader *l)
+uint32_t pf_resume_spb(const pf_pipe *l)
 {
 	const epoch_run *er = &l->resume;
 	bool aligned = er->w % l->host_batch == 0;
@@ -363,7 +363,7 @@ uint32_t pf_resume_spb(const pf_loader *l)
  * `step`; this run's, when it resumed inside that epoch), and nothing
  * after: the next step's global number global_step; fresh: epoch has not
  * started.  pieces: room for l->resume.npieces + 1. */
-static void state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint64_t global_step,
+static void state_at(const pf_pipe *l, uint32_t epoch, uint64_t step, uint64_t global_step,
 		     uint64_t skip, bool fresh, pf_state *s, pf_piece *pieces)
 {
 	const epoch_run *er = l->resumed && l->resume.epoch == epoch ? &l->resume : NULL;
@@ -406,7 +406,7 @@ static void state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint64_t
 	}
 }
 
-void pf_resume_state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint64_t global_step,
+void pf_resume_state_at(const pf_pipe *l, uint32_t epoch, uint64_t step, uint64_t global_step,
 			bool fresh, pf_state *s, pf_piece *pieces)
 {
 	const epoch_run *er = l->resumed && l->resume.epoch == epoch ? &l->resume : NULL;
@@ -417,7 +417,7 @@ void pf_resume_state_at(const pf_loader *l, uint32_t epoch, uint64_t step, uint6
 
 /* The state of the consumer's position, under l->mu.  pieces: room for
  * the pieces of the epoch in progress (one for a fresh epoch). */
-static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
+static void consumer_state(const pf_pipe *l, pf_state *s, pf_piece *pieces)
 {
 	if (!l->c_any)
 		/* Nothing handed out: where the run started (a fresh epoch
@@ -433,20 +433,12 @@ static void consumer_state(const pf_loader *l, pf_state *s, pf_piece *pieces)
 			 l->c_delivered, false, s, pieces);
 }
 
-int64_t pf_loader_save_state(pf_loader *l, void *buf, size_t cap)
+int64_t pf_pipe_save_state(pf_pipe *l, void *buf, size_t cap)
 {
 	pf_piece *pieces = pf_calloc(l->resume.npieces + 1, sizeof(*pieces));
 	pf_state s;
 	int64_t n;
 
-	if (l->pack) {
-		pf_free(pieces);
-		return pf_pack_save_state(l, buf, cap);
-	}
-	if (l->mix) {
-		pf_free(pieces);
-		return pf_mixture_save_state(l->mix, buf, cap);
-	}
 	if (!pieces)
 		return -ENOMEM;
 	pthread_mutex_lock(&l->mu);

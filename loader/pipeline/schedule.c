@@ -20,7 +20,7 @@
 /* What pf_reads_wait() waits for: a free chunk, compressed buffer,
  * stream state, batch slot or ring entry, or the end of the streams. */
 
-static bool chunk_free(const pf_loader *l, uint64_t arg)
+static bool chunk_free(const pf_pipe *l, uint64_t arg)
 {
 	(void)arg;
 	return l->free_chunks != NULL;
@@ -29,13 +29,13 @@ static bool chunk_free(const pf_loader *l, uint64_t arg)
 /* A read buffer free, or made now (the pool grows as reads need it, up
  * to the limit autotune sets): the one predicate that changes the
  * loader, under l->mu as every predicate runs. */
-static bool cbuf_free(const pf_loader *l, uint64_t arg)
+static bool cbuf_free(const pf_pipe *l, uint64_t arg)
 {
 	(void)arg;
-	return pf_budget_cbuf_ready((pf_loader *)l);
+	return pf_budget_cbuf_ready((pf_pipe *)l);
 }
 
-static bool stream_free(const pf_loader *l, uint64_t arg)
+static bool stream_free(const pf_pipe *l, uint64_t arg)
 {
 	(void)arg;
 	return l->free_streams != NULL;
@@ -43,18 +43,18 @@ static bool stream_free(const pf_loader *l, uint64_t arg)
 
 /* A batch slot free, or one more the limit allows (made after the
  * unlock, by its taker). */
-static bool slot_free(const pf_loader *l, uint64_t arg)
+static bool slot_free(const pf_pipe *l, uint64_t arg)
 {
 	(void)arg;
 	return l->free_slots != NULL || l->slots_made < l->slots_limit;
 }
 
-static bool ring_free(const pf_loader *l, uint64_t g)
+static bool ring_free(const pf_pipe *l, uint64_t g)
 {
 	return !ring_at(l, g)->open;
 }
 
-static bool streams_idle(const pf_loader *l, uint64_t arg)
+static bool streams_idle(const pf_pipe *l, uint64_t arg)
 {
 	(void)arg;
 	return l->active == NULL;
@@ -98,7 +98,7 @@ static uint64_t block_out(const walk *wk, uint64_t k)
 /* A batch slot for run step r: the last one taken when the previous
  * block ended inside that step, else a new one at the tail of the open
  * list.  @return NULL when the loader halts (l->mu not held). */
-static batch_slot *step_slot(pf_loader *l, pf_io *io, const walk *wk, uint64_t j)
+static batch_slot *step_slot(pf_pipe *l, pf_io *io, const walk *wk, uint64_t j)
 {
 	const epoch_run *er = wk->er;
 	uint64_t r = wk->rstep0 + j;
@@ -146,7 +146,7 @@ static batch_slot *step_slot(pf_loader *l, pf_io *io, const walk *wk, uint64_t j
  * each step its outputs reach inside max_steps.  @return 0, 1 when the
  * block starts at or past max_steps (it is opened, with no slots: the
  * walk ends after the current segment), or <0 with l->mu not held. */
-static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
+static int open_block(pf_pipe *l, pf_io *io, walk *wk, uint64_t k)
 {
 	uint64_t g = wk->gbase + (k - wk->kfirst), first = k * wk->w;
 	uint64_t left = wk->stream_len - first;
@@ -201,7 +201,7 @@ static int open_block(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
 }
 
 /* Give chunk c to the decoders. */
-static void enqueue(pf_loader *l, chunk *c)
+static void enqueue(pf_pipe *l, chunk *c)
 {
 	pthread_mutex_lock(&l->mu);
 	pf_decode_queue(l, c);
@@ -211,7 +211,7 @@ static void enqueue(pf_loader *l, chunk *c)
 	pthread_mutex_unlock(&l->mu);
 }
 
-static int take_chunk(pf_loader *l, pf_io *io, const walk *wk, uint64_t pos, chunk **out)
+static int take_chunk(pf_pipe *l, pf_io *io, const walk *wk, uint64_t pos, chunk **out)
 {
 	int ret = pf_reads_wait(l, io, chunk_free, 0, &l->cv_chunk);
 
@@ -238,7 +238,7 @@ static int take_chunk(pf_loader *l, pf_io *io, const walk *wk, uint64_t pos, chu
 /* Open the piece's blocks up to k; blocks past max_steps too (with no
  * slots), so that every block a dispatched read touches is in the ring.
  * @return 0, 1 when a block past max_steps was opened, or <0. */
-static int open_through(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
+static int open_through(pf_pipe *l, pf_io *io, walk *wk, uint64_t k)
 {
 	int over = 0;
 
@@ -257,7 +257,7 @@ static int open_through(pf_loader *l, pf_io *io, walk *wk, uint64_t k)
  * only the blocks it reaches, so a long file never needs the whole
  * segment's blocks at once.  @return 0, 1 when max_steps was reached, or
  * <0. */
-static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
+static int dispatch_stream(pf_pipe *l, pf_io *io, walk *wk, pf_segment seg,
 			   uint64_t pos)
 {
 	uint32_t file = l->ds->units[seg.unit].file;
@@ -321,7 +321,7 @@ static int dispatch_stream(pf_loader *l, pf_io *io, walk *wk, pf_segment seg,
 
 /* A frame segment: one read of the frame (its file is the read's until
  * the read completes). */
-static int dispatch_frame(pf_loader *l, pf_io *io, const walk *wk,
+static int dispatch_frame(pf_pipe *l, pf_io *io, const walk *wk,
 			  pf_segment seg, size_t s, uint64_t pos)
 {
 	const pf_unit *u = &l->ds->units[seg.unit];
@@ -412,7 +412,7 @@ typedef struct seg_cursor {
  * the piece and after it are not read).  @return 1 with it in *seg (at
  * stream position *lo), 0 when there is none, 2 when it would start at
  * or past max_steps. */
-static int next_segment(const pf_loader *l, const walk *wk, const pf_epoch_plan *plan,
+static int next_segment(const pf_pipe *l, const walk *wk, const pf_epoch_plan *plan,
 			seg_cursor *cur, pf_segment *seg, uint64_t *lo)
 {
 	uint64_t w = wk->w;
@@ -444,7 +444,7 @@ static int next_segment(const pf_loader *l, const walk *wk, const pf_epoch_plan 
 
 /* The next segment the walk dispatches from cur: the first block's in
  * their order, then the plan's (next_segment()). */
-static int next_item(const pf_loader *l, const walk *wk, const pf_epoch_plan *plan,
+static int next_item(const pf_pipe *l, const walk *wk, const pf_epoch_plan *plan,
 		     seg_cursor *cur, seg_item *it)
 {
 	int got;
@@ -475,7 +475,7 @@ static int by_key(const void *a, const void *b)
  * Not with stream files (their sub-segments are read in file order).
  * *base: the plan's cursor after the block.  @return 0, 1 when the block
  * is past max_steps, or <0. */
-static int first_block_order(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan,
+static int first_block_order(pf_pipe *l, pf_io *io, walk *wk, const pf_epoch_plan *plan,
 			     seg_cursor *base)
 {
 	uint64_t k0 = wk->kfirst * wk->w, kend = k0 + wk->w;
@@ -520,7 +520,7 @@ static int first_block_order(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_p
  * files.c takes more (fewer than open_ahead distinct files wanted): their
  * files' opens start now, so that a dispatch seldom waits for one.
  * @return 0, or <0 (the loader failed). */
-static int look_ahead(pf_loader *l, pf_io *io, const walk *wk, const pf_epoch_plan *plan,
+static int look_ahead(pf_pipe *l, pf_io *io, const walk *wk, const pf_epoch_plan *plan,
 		      seg_cursor *ahead, bool *done)
 {
 	while (!*done) {
@@ -546,7 +546,7 @@ static int look_ahead(pf_loader *l, pf_io *io, const walk *wk, const pf_epoch_pl
 
 /* Walk one piece: its segments in order, each wanted ahead and then
  * dispatched.  @return 0, 1 when max_steps is reached, or <0. */
-static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *plan)
+static int walk_piece(pf_pipe *l, pf_io *io, walk *wk, const pf_epoch_plan *plan)
 {
 	seg_cursor cur = { 0 }, ahead;
 	bool ahead_done = false, past = false;
@@ -558,7 +558,7 @@ static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *pl
 		pf_error_clear(&err);
 		pf_error_set(&err, ret, PF_OFFSET_NONE, 0,
 			     "no memory for the frame cache's plan of %zu segments", plan->nseg);
-		pf_loader_fail(l, &err, ret);
+		pf_pipe_fail(l, &err, ret);
 		return ret;
 	}
 	if (wk->gbase == 0 && !l->ds->any_stream)
@@ -599,7 +599,7 @@ static int walk_piece(pf_loader *l, pf_io *io, walk *wk, const pf_epoch_plan *pl
 }
 
 /* A fresh epoch: this host's own stream up to its quota. */
-static int fresh_epoch(pf_loader *l, uint32_t e, pf_epoch_plan *plan, epoch_run *er,
+static int fresh_epoch(pf_pipe *l, uint32_t e, pf_epoch_plan *plan, epoch_run *er,
 		       pf_piece *own)
 {
 	int ret = pf_plan_epoch(plan, l->ds, &l->topo, l->cfg.seed, e, l->cfg.shuffle,
@@ -619,7 +619,7 @@ static int fresh_epoch(pf_loader *l, uint32_t e, pf_epoch_plan *plan, epoch_run 
 	return 0;
 }
 
-static void plan_failed(pf_loader *l, int ret, uint32_t host)
+static void plan_failed(pf_pipe *l, int ret, uint32_t host)
 {
 	pf_error err;
 
@@ -627,11 +627,11 @@ static void plan_failed(pf_loader *l, int ret, uint32_t host)
 	pf_error_set(&err, ret, PF_OFFSET_NONE, 0,
 		     ret == -ERANGE ? "host %u has no records to wrap around: "
 		     "fewer records than hosts" : "cannot plan epoch (host %u)", host);
-	pf_loader_fail(l, &err, ret);
+	pf_pipe_fail(l, &err, ret);
 }
 
 /* Walk an epoch's pieces, each through the plan of its origin host. */
-static int walk_epoch(pf_loader *l, pf_io *io, const epoch_run *er, bool own_plan,
+static int walk_epoch(pf_pipe *l, pf_io *io, const epoch_run *er, bool own_plan,
 		      pf_epoch_plan *plan, uint64_t rstep0, uint64_t *gnext)
 {
 	uint64_t out_base = 0;
@@ -666,7 +666,7 @@ static int walk_epoch(pf_loader *l, pf_io *io, const epoch_run *er, bool own_pla
 	return ret;
 }
 
-int pf_schedule_run(pf_loader *l, pf_io *io)
+int pf_schedule_run(pf_pipe *l, pf_io *io)
 {
 	pf_epoch_plan plan = { 0 };
 	uint64_t gnext = 0, rstep = 0;

@@ -7,7 +7,7 @@
  * How it stays bounded: a point holds every column's value at one time:
  * counters as their running totals, gauges (the resident memory) as
  * their highest since the point before.  The consumer's thread samples
- * after pf_loader_next() once an interval has passed since the last
+ * after pf_pipe_next() once an interval has passed since the last
  * point.  When SERIES_CAP points are held, every other one goes (the
  * first, the t = 0 point, stays) and the interval doubles: a long run
  * keeps between SERIES_CAP / 2 and SERIES_CAP points spread over all of
@@ -147,7 +147,7 @@ static char *dup_str(const char *a, const char *b, const char *c)
 	return s;
 }
 
-int pf_series_init(pf_loader *l)
+int pf_series_init(pf_pipe *l)
 {
 	pf_region_table *t = l->cfg.regions;
 	size_t nregions = t ? pf_region_table_regions(t) : 0;
@@ -185,7 +185,7 @@ int pf_series_init(pf_loader *l)
 	return 0;
 }
 
-void pf_series_exit(pf_loader *l)
+void pf_series_exit(pf_pipe *l)
 {
 	if (!l->series)
 		return;
@@ -225,13 +225,13 @@ static void halve(pf_series *s)
 }
 
 /* Fill point i with the values now (t_ns since the loader's start). */
-static void fill(const pf_loader *l, pf_series *s, size_t i, uint64_t t_ns)
+static void fill(const pf_pipe *l, pf_series *s, size_t i, uint64_t t_ns)
 {
 	pf_loader_metrics m;
 	uint64_t rss = rss_now();
 	pf_region_table *t = l->cfg.regions;
 
-	pf_loader_get_metrics_sized(l, &m, sizeof(m));
+	pf_pipe_metrics(l, &m);
 	*at(s, 0, i) = (double)t_ns * 1e-9;
 	for (size_t c = 0; c < NCOLUMNS; c++)
 		*at(s, COL_TABLE + c, i) = column_value(&columns[c], &m, rss);
@@ -256,7 +256,7 @@ static void first_point(pf_series *s)
 	s->n = 1;
 }
 
-void pf_series_sample(pf_loader *l, uint64_t now, bool end)
+void pf_series_sample(pf_pipe *l, uint64_t now, bool end)
 {
 	pf_series *s = l->series;
 	uint64_t t_ns;
@@ -293,24 +293,16 @@ void pf_series_sample(pf_loader *l, uint64_t now, bool end)
 	pthread_mutex_unlock(&l->series_mu);
 }
 
-int pf_loader_series(const pf_loader *l, pf_series **out)
+int pf_pipe_series(const pf_pipe *l, pf_series **out)
 {
-	pf_loader *ml;
-	const pf_series *s;
-
-	if (l->pack)	/* packing: the inner loader's pipeline */
-		l = pf_pack_inner(l);
-	ml = (pf_loader *)l;	/* the lock only */
-	s = l->series;
+	pf_pipe *ml = (pf_pipe *)l;	/* the lock only */
+	const pf_series *s = l->series;
 	pf_series *c;
 	pf_loader_metrics m;
 	bool live;
 	uint64_t t_ns;
 
 	*out = NULL;
-	/* A mixture's: its first source's loader's (mixture.c). */
-	if (l->mix)
-		return pf_mixture_series(l->mix, out);
 	if (!s)
 		return -EINVAL;
 	pthread_mutex_lock(&ml->series_mu);
@@ -347,7 +339,7 @@ int pf_loader_series(const pf_loader *l, pf_series **out)
 		fill(l, c, c->n, t_ns);
 		c->n++;
 	}
-	pf_loader_get_metrics_sized(l, &m, sizeof(m));
+	pf_pipe_metrics(l, &m);
 	c->first_batch_s = (double)m.first_batch_ns * 1e-9;
 	c->memory_budget = l->cfg.memory_budget;
 	c->memory_pools = l->memory_bytes;

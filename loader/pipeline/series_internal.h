@@ -28,17 +28,17 @@ struct pf_series {
 	unsigned halvings;		/* times every other point went */
 	uint64_t last_ns;		/* the last point's time */
 	bool ended;			/* the last point is the run's end */
-	/* A snapshot's (pf_loader_series()): */
+	/* A snapshot's (pf_pipe_series()): */
 	double first_batch_s;		/* 0: none yet */
 	uint64_t memory_budget, memory_pools;
 };
 
-struct pf_loader;
+struct pf_pipe;
 /* The loader's series: made by pf_loader_create() (-ENOMEM), sampled by
- * the consumer's thread after pf_loader_next() (now: pf_now_ns(); end:
- * the run's last point), freed by pf_loader_free(). */
-int pf_series_init(struct pf_loader *l);
-void pf_series_sample(struct pf_loader *l, uint64_t now, bool end);
-void pf_series_exit(struct pf_loader *l);
+ * the consumer's thread after pf_pipe_next() (now: pf_now_ns(); end:
+ * the run's last point), freed by pf_pipe_free(). */
+int pf_series_init(struct pf_pipe *l);
+void pf_series_sample(struct pf_pipe *l, uint64_t now, bool end);
+void pf_series_exit(struct pf_pipe *l);
 
 #endif

@@ -17,7 +17,7 @@
  * thread gives its file back, then frees it for the next stream: files.c
  * is that thread's alone).  Call with l->mu held, when no read of it is
  * in flight. */
-static void stream_retire(pf_loader *l, stream_state *ss)
+static void stream_retire(pf_pipe *l, stream_state *ss)
 {
 	stream_state *prev = NULL;
 
@@ -31,10 +31,10 @@ static void stream_retire(pf_loader *l, stream_state *ss)
 		l->active_tail = prev;
 	ss->next = l->retired;
 	l->retired = ss;
-	pf_loader_wake_io(l);		/* dispatch_stream() may wait for it */
+	pf_pipe_wake_io(l);		/* dispatch_stream() may wait for it */
 }
 
-bool pf_stream_free_retired(pf_loader *l, pf_io *io)
+bool pf_stream_free_retired(pf_pipe *l, pf_io *io)
 {
 	stream_state *list = l->retired, *last = NULL;
 
@@ -56,7 +56,7 @@ bool pf_stream_free_retired(pf_loader *l, pf_io *io)
  * rest of the file may hold records of no segment of this run), its
  * buffers go back, and the state is retired once its reads in flight are
  * in (pf_reads_reap() does it for the last).  Call with l->mu held. */
-void pf_stream_finish(pf_loader *l, stream_state *ss)
+void pf_stream_finish(pf_pipe *l, stream_state *ss)
 {
 	ss->finished = true;
 	ss->held = NULL;
@@ -84,7 +84,7 @@ static stream_buf *stream_block(stream_state *ss, uint64_t b)
  * failure is fatal in either corrupt-data mode, as a pread of the
  * stream's own was (the engine's retries are spent, and what follows in
  * the stream cannot be placed). */
-int pf_stream_feed(pf_loader *l, stream_state *ss, pf_error *err)
+int pf_stream_feed(pf_pipe *l, stream_state *ss, pf_error *err)
 {
 	stream_buf *sb;
 	int ret = 0;
@@ -93,7 +93,7 @@ int pf_stream_feed(pf_loader *l, stream_state *ss, pf_error *err)
 	if (ss->held) {
 		ss->held->state = SBUF_FREE;
 		ss->held = NULL;
-		pf_loader_wake_io(l);
+		pf_pipe_wake_io(l);
 	}
 	if (ss->next_feed >= ss->end_block) {
 		pf_source_push(ss->src, NULL, 0);	/* the end of the file */
@@ -123,7 +123,7 @@ int pf_stream_feed(pf_loader *l, stream_state *ss, pf_error *err)
  * stream until pf_stream_read_done() gives it back to the decoders, or
  * given back now when the block came in meanwhile.  Call with l->mu held;
  * c is no longer the caller's. */
-void pf_stream_park(pf_loader *l, stream_state *ss, chunk *c)
+void pf_stream_park(pf_pipe *l, stream_state *ss, chunk *c)
 {
 	ss->busy = false;
 	if (stream_block(ss, ss->next_feed)) {
@@ -139,7 +139,7 @@ void pf_stream_park(pf_loader *l, stream_state *ss, chunk *c)
  * has room for.  Marks them READING; the caller submits them
  * (pf_reads_submit()) after unlocking.  Call with l->mu held.
  * @return the list, or NULL. */
-stream_buf *pf_stream_pump(pf_loader *l, const pf_io *io)
+stream_buf *pf_stream_pump(pf_pipe *l, const pf_io *io)
 {
 	unsigned inflight = pf_io_inflight(io);
 	unsigned room = l->cfg.io_depth > inflight ? l->cfg.io_depth - inflight : 0;
@@ -183,7 +183,7 @@ stream_buf *pf_stream_pump(pf_loader *l, const pf_io *io)
 
 /* The stream buffer a read is for (its tag, req.user), or NULL for a
  * frame's chunk. */
-stream_buf *pf_stream_buf_of(const pf_loader *l, void *user)
+stream_buf *pf_stream_buf_of(const pf_pipe *l, void *user)
 {
 	uintptr_t p = (uintptr_t)user, lo = (uintptr_t)l->streams;
 	uintptr_t hi = (uintptr_t)(l->streams + l->nstreams);
@@ -194,7 +194,7 @@ stream_buf *pf_stream_buf_of(const pf_loader *l, void *user)
 /* A stream block's read is in: pushed to the stream, and the sub-segment
  * parked for it given back to the decoders; or, when the stream was
  * finished meanwhile, dropped.  Call with l->mu held. */
-void pf_stream_read_done(pf_loader *l, pf_io *io, stream_buf *sb)
+void pf_stream_read_done(pf_pipe *l, pf_io *io, stream_buf *sb)
 {
 	stream_state *ss = sb->ss;
 

@@ -12,8 +12,7 @@
 #include <string.h>
 
 #include "pf_transform.h"
-#include "pipeline_internal.h"
-#include "spec_internal.h"
+#include "plan_internal.h"
 
 /* Each file's first record number in dataset order (units are in file
  * order).  NULL: no memory. */
@@ -22,7 +21,7 @@ static uint64_t *file_bases(const pf_dataset *ds)
 	uint64_t *base = pf_calloc(ds->nfiles ? ds->nfiles : 1, sizeof(*base));
 
 	if (base)
-		pf_pack_file_layout(ds, base, NULL);
+		pf_dataset_file_layout(ds, base, NULL);
 	return base;
 }
 
@@ -30,13 +29,13 @@ static uint64_t *file_bases(const pf_dataset *ds)
  * topology t's, in blocks of w records, permuted or not, slices of
  * `slice` records in groups of `group` frames) through the scratch
  * packer, lengths only. */
-static int place_range(const pf_loader *inner, const pf_topology *t, uint32_t w, bool permute,
+static int place_range(const pf_order *o, const pf_topology *t, uint32_t w, bool permute,
 		       uint32_t slice, uint32_t group, uint64_t seed, uint32_t epoch, uint64_t b, uint64_t e,
 		       const uint32_t *len, uint32_t nf, uint32_t cap, const uint64_t *file_base,
 		       pf_packer *scratch, uint32_t *perm, uint32_t *order,
 		       uint64_t *norder, pf_pack_where *where)
 {
-	const pf_dataset *ds = inner->ds;
+	const pf_dataset *ds = o->ds;
 	pf_epoch_plan p = { 0 };
 	pf_pack_piece pieces[4];
 	uint64_t seg_start = 0, closed;
@@ -44,7 +43,7 @@ static int place_range(const pf_loader *inner, const pf_topology *t, uint32_t w,
 	pf_error err;
 	int ret;
 
-	ret = pf_plan_epoch(&p, ds, t, seed, epoch, inner->cfg.shuffle, slice, group,
+	ret = pf_plan_epoch(&p, ds, t, seed, epoch, o->shuffle, slice, group,
 			    PF_REMAINDER_DROP);
 	if (ret < 0)
 		goto out;
@@ -127,28 +126,28 @@ out:
 }
 
 /* The rows host h's inner stream of epoch e packs into. */
-static int64_t host_rows(const pf_loader *inner, uint32_t h, uint64_t seed, uint32_t epoch,
+static int64_t host_rows(const pf_order *o, uint32_t h, uint64_t seed, uint32_t epoch,
 			 const uint32_t *len, uint32_t nf, uint32_t cap, const uint64_t *file_base,
 			 const pf_packer *pk, uint32_t *perm)
 {
-	pf_topology t = inner->topo;
+	pf_topology t = o->topo;
 	pf_packer scratch = *pk;
 	int ret;
 
 	t.host_index = h;
-	ret = place_range(inner, &t, inner->wblock, inner->shuffle_rows, inner->slice, inner->group,
+	ret = place_range(o, &t, o->block, o->permute, o->slice, o->group,
 			  seed, epoch,
 			  0, UINT64_MAX, len, nf, cap, file_base, &scratch, perm, NULL,
 			  NULL, NULL);
 	return ret < 0 ? ret : (int64_t)scratch.next_row;
 }
 
-int pf_pack_plan_pieces(const pf_loader *inner, const pf_packer *pk, uint64_t seed,
+int pf_pack_plan_pieces(const pf_order *o, const pf_packer *pk, uint64_t seed,
 			uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
 			const pf_topology *origin, uint32_t w, bool permute, uint32_t slice,
 			uint32_t group, const pf_piece *pieces, size_t npieces, uint64_t *rows)
 {
-	uint64_t *file_base = file_bases(inner->ds);
+	uint64_t *file_base = file_bases(o->ds);
 	uint32_t *perm = pf_malloc(2 * (size_t)(w ? w : 1) * sizeof(*perm));
 	pf_packer scratch = *pk;
 	int ret = 0;
@@ -163,7 +162,7 @@ int pf_pack_plan_pieces(const pf_loader *inner, const pf_packer *pk, uint64_t se
 		pf_topology t = *origin;
 
 		t.host_index = pieces[i].host;
-		ret = place_range(inner, &t, w, permute, slice, group, seed, epoch, pieces[i].begin,
+		ret = place_range(o, &t, w, permute, slice, group, seed, epoch, pieces[i].begin,
 				  pieces[i].end, len, nf, cap, file_base, &scratch, perm, NULL,
 				  NULL, NULL);
 	}
@@ -174,13 +173,13 @@ out:
 	return ret;
 }
 
-int pf_pack_plan_steps(const pf_loader *inner, const pf_packer *pk, uint64_t seed,
+int pf_pack_plan_steps(const pf_order *o, const pf_packer *pk, uint64_t seed,
 		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
 		       uint32_t host_batch, uint64_t *steps, uint64_t *own_rows)
 {
-	const pf_dataset *ds = inner->ds;
+	const pf_dataset *ds = o->ds;
 	uint64_t *file_base = file_bases(ds);
-	uint32_t *perm = pf_malloc(2 * (size_t)inner->wblock * sizeof(*perm));
+	uint32_t *perm = pf_malloc(2 * (size_t)o->block * sizeof(*perm));
 	pf_packer empty = *pk;
 	uint64_t least = UINT64_MAX;
 	int ret = 0;
@@ -191,8 +190,8 @@ int pf_pack_plan_steps(const pf_loader *inner, const pf_packer *pk, uint64_t see
 	}
 	empty.nopen = 0;
 	empty.next_row = 0;
-	for (uint32_t h = 0; h < inner->topo.num_hosts; h++) {
-		int64_t rows = host_rows(inner, h, seed, epoch, len, nf, cap, file_base, &empty,
+	for (uint32_t h = 0; h < o->topo.num_hosts; h++) {
+		int64_t rows = host_rows(o, h, seed, epoch, len, nf, cap, file_base, &empty,
 					 perm);
 
 		if (rows < 0) {
@@ -201,7 +200,7 @@ int pf_pack_plan_steps(const pf_loader *inner, const pf_packer *pk, uint64_t see
 		}
 		if ((uint64_t)rows < least)
 			least = (uint64_t)rows;
-		if (h == inner->topo.host_index)
+		if (h == o->topo.host_index)
 			*own_rows = (uint64_t)rows;
 	}
 	*steps = least / host_batch;
@@ -211,34 +210,34 @@ out:
 	return ret;
 }
 
-int pf_pack_plan_order(const pf_loader *inner, uint64_t seed,
+int pf_pack_plan_order(const pf_order *o, uint64_t seed,
 		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
 		       uint32_t *order, uint64_t *norder)
 {
-	uint64_t *file_base = file_bases(inner->ds);
-	uint32_t *perm = pf_malloc(2 * (size_t)inner->wblock * sizeof(*perm));
+	uint64_t *file_base = file_bases(o->ds);
+	uint32_t *perm = pf_malloc(2 * (size_t)o->block * sizeof(*perm));
 	int ret = -ENOMEM;
 
 	if (file_base && perm)
-		ret = place_range(inner, &inner->topo, inner->wblock, inner->shuffle_rows,
-				  inner->slice, inner->group, seed, epoch, 0, UINT64_MAX, len, nf,
+		ret = place_range(o, &o->topo, o->block, o->permute,
+				  o->slice, o->group, seed, epoch, 0, UINT64_MAX, len, nf,
 				  cap, file_base, NULL, perm, order, norder, NULL);
 	pf_free(file_base);
 	pf_free(perm);
 	return ret;
 }
 
-int pf_pack_plan_where(const pf_loader *inner, uint64_t seed, uint32_t epoch, uint64_t at,
+int pf_pack_plan_where(const pf_order *o, uint64_t seed, uint32_t epoch, uint64_t at,
 		       const uint32_t *len, uint32_t nf, uint32_t cap, pf_pack_where *where)
 {
-	uint64_t *file_base = file_bases(inner->ds);
-	uint32_t *perm = pf_malloc(2 * (size_t)inner->wblock * sizeof(*perm));
+	uint64_t *file_base = file_bases(o->ds);
+	uint32_t *perm = pf_malloc(2 * (size_t)o->block * sizeof(*perm));
 	int ret = -ENOMEM;
 
 	where->file = UINT32_MAX;
 	if (file_base && perm)
-		ret = place_range(inner, &inner->topo, inner->wblock, inner->shuffle_rows,
-				  inner->slice, inner->group, seed, epoch, at, at + 1, len, nf,
+		ret = place_range(o, &o->topo, o->block, o->permute,
+				  o->slice, o->group, seed, epoch, at, at + 1, len, nf,
 				  cap, file_base, NULL, perm, NULL, NULL, where);
 	pf_free(file_base);
 	pf_free(perm);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader_internal.h"
+#include "plan_internal.h"
 #include "pf_state.pb-c.h"
 
 static const uint8_t state_magic[4] = { 'P', 'F', 'S', 'T' };

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loader_internal.h"
+#include "plan_internal.h"
 
 struct pf_podsim {
 	pf_podsim_summary sum;

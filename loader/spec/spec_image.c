@@ -299,3 +299,34 @@ void pf_spec_image_tensor(const pf_image_spec *sp, pf_feature_spec *fs)
 	fs->len = (uint32_t)(sp->dtype == PF_IMAGE_BFLOAT16 ? values * 2 : values);
 	fs->scale = 1.0;
 }
+
+/* What pf_loader_feature_shape() says of feature i. */
+int pf_spec_feature_shape(const pf_spec *spec, const pf_spec_images *images, uint32_t i,
+			  uint32_t shape[3], const char **elem, uint32_t *elem_size)
+{
+	const pf_image_spec *im;
+	const char *name;
+	uint32_t size;
+
+	if (!spec || i >= spec->n)
+		return -EINVAL;
+	im = pf_spec_image_of(images, i);
+	if (!im) {
+		shape[0] = spec->f[i].len;
+		size = (uint32_t)pf_dtype_size(spec->f[i].dtype);
+		name = spec->f[i].dtype == PF_DTYPE_BYTES ? "uint8"
+							  : pf_dtype_name(spec->f[i].dtype);
+	} else {
+		shape[0] = im->nchw ? im->channels : im->height;
+		shape[1] = im->nchw ? im->height : im->width;
+		shape[2] = im->nchw ? im->width : im->channels;
+		size = im->dtype == PF_IMAGE_FLOAT32 ? 4 : im->dtype == PF_IMAGE_BFLOAT16 ? 2 : 1;
+		name = im->dtype == PF_IMAGE_FLOAT32 ? "float32"
+		     : im->dtype == PF_IMAGE_BFLOAT16 ? "bfloat16" : "uint8";
+	}
+	if (elem)
+		*elem = name;
+	if (elem_size)
+		*elem_size = size;
+	return im ? 3 : 1;
+}

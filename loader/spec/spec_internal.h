@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to loader/: what the spec's files share (spec_text.c parses,
- * spec_apply.c preprocesses, spec_fast.c decodes), so that both decode
- * paths preprocess with the very same code. */
+/* Private to loader/: the spec room (loader/spec/): the feature spec.  Its
+ * text and row layout (spec_text.c, with the image type's options in
+ * spec_image.c), an example's values into the spec's dtypes and lengths
+ * (spec_apply.c), the fast decode of a record's wire bytes into a row
+ * (spec_fast.c), and a record's packed lengths (spec_lengths.c).  What
+ * the files share, so that both decode paths preprocess with the very
+ * same code.  No I/O, no threads: it sits beside transform/, which it
+ * calls for images, and every room above may use it. */
 #ifndef PF_SPEC_INTERNAL_H
 #define PF_SPEC_INTERNAL_H
 
@@ -84,6 +89,11 @@ static inline const pf_image_spec *pf_spec_image_of(const pf_spec_images *im, ui
 			return &im->image[k];
 	return NULL;
 }
+/* Feature i's shape and element type, as pf_loader_feature_shape() says
+ * them (images: NULL, or the image features of spec).  @return its
+ * dimensions (1, or 3 for an image), or -EINVAL. */
+int pf_spec_feature_shape(const pf_spec *spec, const pf_spec_images *images, uint32_t i,
+			  uint32_t shape[3], const char **elem, uint32_t *elem_size);
 /* Lay out spec's rows again (row_bytes) after its features changed. */
 void pf_spec_layout(pf_spec *spec);
 /* Whether a spec's rows are mostly never written (a feature not padded:
@@ -116,5 +126,37 @@ static inline void pf_spec_store_length(const pf_feature_spec *parent,
  * packer's): zeros. */
 void pf_spec_apply_made(const pf_spec *spec, uint32_t i, const pf_feature *parent,
 			uint8_t *out);
+
+/* ------------------------------------------------------------------ */
+/* Packed lengths (spec_lengths.c): each record's value count of each
+ * packed feature, as varints, a record's features one after another:
+ * what packing plans its rows from (loader/pack/), measured when a
+ * stream file is counted (loader/dataset/count.c) or read for them. */
+
+typedef struct pf_lenbuf {
+	uint8_t *p;
+	size_t len, cap;
+} pf_lenbuf;
+
+/*! Append v as a varint.  @return 0 or -ENOMEM. */
+int pf_lenbuf_put(pf_lenbuf *b, uint32_t v);
+/*! Append n bytes.  @return 0 or -ENOMEM. */
+int pf_lenbuf_bytes(pf_lenbuf *b, const void *p, size_t n);
+/* Scratch of one thread measuring records (pf_lengths_measure()). */
+typedef struct pf_len_scratch {
+	pf_arena arena;
+	uint8_t *row;
+} pf_len_scratch;
+void pf_len_scratch_free(pf_len_scratch *s);
+/*! Decode rec with lspec (packing's lengths spec: feature 2k the k-th
+ *  packed feature, one value; 2k + 1 its full length) and append its
+ *  lengths to out.  @return 0, or <0 with err (the spec's error: a
+ *  record that is not an Example, a packed feature missing). */
+int pf_lengths_measure(const pf_spec *lspec, const pf_record *rec, pf_len_scratch *s,
+		       pf_lenbuf *out, pf_error *err);
+/*! The spec that measures the nf packed features of user (the first nf,
+ *  as parsed): feature 2k the k-th with one value, 2k + 1 its full
+ *  length.  @return 0 or <0 with err. */
+int pf_spec_lengths(const pf_spec *user, uint32_t nf, pf_spec *out, pf_error *err);
 
 #endif

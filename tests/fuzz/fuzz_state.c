@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader_internal.h"
+#include "plan_internal.h"
 
 #define CHECK(cond)                                                          \
 	do {                                                                 \

@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to loader/: the dataset, the per-epoch plan, checkpoints and the
- * pools. */
-#ifndef PF_LOADER_INTERNAL_H
-#define PF_LOADER_INTERNAL_H
+/* Private to loader/: the dataset room (loader/dataset/): names to a
+ * dataset.  Paths, directories, globs and manifests to a sorted list of
+ * files (paths.c); pf_source, every record of one file (source.c); the
+ * dataset opened from its manifest with one read (manifest_open.c) or
+ * from its files' index tails read many at once (tails.c), its stream
+ * files counted, split among the hosts of a pod (count.c), and its units
+ * (dataset.c); a manifest written (manifest_write.c); a spec inferred
+ * from its schema (spec_infer.c).  Below the plan: it knows files,
+ * frames and records, never an order, a loader or a thread of the
+ * pipeline's.  Uses the spec room (lengths measured while counting). */
+#ifndef PF_DATASET_INTERNAL_H
+#define PF_DATASET_INTERNAL_H
 
-#include "common_internal.h"	/* the allocator, and pf_rng: splitmix64
-				   streams, the one source of randomness
-				   for order */
+#include "common_internal.h"
 #include "podfeed.h"
+#include "spec_internal.h"
 
 /* Mixed into pf_dataset.digest for each file: its size, and its record
  * count when it has an index (a stream file's comes from counting). */
@@ -183,29 +190,6 @@ int pf_source_open_push(pf_source **out, const char *path, const pf_source_confi
 			uint64_t file_size, pf_error *err);
 void pf_source_push(pf_source *s, const uint8_t *piece, size_t len);
 
-/* ------------------------------------------------------------------ */
-/* Packed lengths (pack_gather.c): each record's value count of each
- * packed feature, as varints, a record's features one after another. */
-
-typedef struct pf_lenbuf {
-	uint8_t *p;
-	size_t len, cap;
-} pf_lenbuf;
-
-/*! Append v as a varint.  @return 0 or -ENOMEM. */
-int pf_lenbuf_put(pf_lenbuf *b, uint32_t v);
-/* Scratch of one thread measuring records (pf_lengths_measure()). */
-typedef struct pf_len_scratch {
-	pf_arena arena;
-	uint8_t *row;
-} pf_len_scratch;
-void pf_len_scratch_free(pf_len_scratch *s);
-/*! Decode rec with lspec (packing's lengths spec: feature 2k the k-th
- *  packed feature, one value; 2k + 1 its full length) and append its
- *  lengths to out.  @return 0, or <0 with err (the spec's error: a
- *  record that is not an Example, a packed feature missing). */
-int pf_lengths_measure(const pf_spec *lspec, const pf_record *rec, pf_len_scratch *s,
-		       pf_lenbuf *out, pf_error *err);
 /*! count.c: read the files files[0..n) of ds whole (as streams, their
  *  index ignored) on up to threads threads: each one's records into
  *  records[k] and their lengths measured with lspec into lens[k];
@@ -266,62 +250,6 @@ int pf_dataset_open_manifest(pf_dataset *ds, const char *path,
 int pf_dataset_check_file(const pf_dataset *ds, size_t i, uint64_t size, int64_t mtime_ns,
 			  pf_error *err);
 
-/* A contiguous run of records of one unit. */
-typedef struct pf_segment {
-	uint64_t unit;
-	uint64_t first, count;	/* records [first, first+count) of the unit */
-} pf_segment;
-
-/* What one host reads in one epoch, in order. */
-typedef struct pf_epoch_plan {
-	pf_segment *seg;
-	size_t nseg, cap;
-	uint64_t share;		/* records of this host's range */
-	uint64_t stream_len;	/* records in seg (share, + wrapped) */
-	uint64_t quota;		/* records delivered: steps * host batch */
-} pf_epoch_plan;
-
-typedef struct pf_topology {
-	uint32_t host_index, num_hosts, cores, per_core_batch;
-} pf_topology;
-
-#define PF_WINDOW_DEFAULT 8192u
-
-/*! The shuffle block of a host's stream (loader.c's header says how a
- *  stream is cut into blocks): the shuffle window (shuffle_window, 0:
- *  PF_WINDOW_DEFAULT; 1 without shuffle) rounded up to whole host
- *  batches, into *block, and whether each block is permuted (a window
- *  over 1).  @return 0, or -EINVAL with err when the block would pass
- *  2^30 records. */
-int pf_plan_block(bool shuffle, uint32_t shuffle_window, uint32_t host_batch, uint32_t *block,
-		  bool *permute, pf_error *err);
-/*! Block k of origin host `host`'s stream of epoch `epoch`: the record at
- *  offset r of the block comes out at offset perm[r] (n records; a
- *  Fisher-Yates permutation seeded by (seed, epoch, host, k)). */
-void pf_plan_block_perm(uint64_t seed, uint32_t epoch, uint32_t host, uint64_t k,
-			uint32_t *perm, uint32_t n);
-
-/*! The global shuffle's slice (pf_plan_epoch()) for shuffle blocks of
- *  `block` records and per-core batches of pcb: the most records that
- *  may come from one frame in a row while a per-core batch's draw from
- *  the block stays close to independent draws (design effect
- *  1 + (pcb - 1)(slice - 1) / (block - 1) at most 1.1; docs/design.md,
- *  "The global shuffle"), at least 1. */
-uint32_t pf_plan_slice(uint32_t block, uint32_t pcb);
-/* The global shuffle's frame groups hold at most this many shuffle
- * windows of records, and at least PF_GROUP_MIN frames (pf_plan_group()). */
-#define PF_GROUP_WINDOWS 8
-#define PF_GROUP_MIN 32
-/*! The global shuffle's frames per group (pf_plan_epoch()) for a
- *  per-core batch of pcb, a shuffle block of `block` records and a
- *  dataset of `records` in `nunits` frames: 10 (pcb - 1), so that two
- *  records of a per-core batch share a frame with odds of at most 1/10
- *  per record beyond what the slices add, but no more frames than hold
- *  PF_GROUP_WINDOWS blocks of records (nor fewer than PF_GROUP_MIN),
- *  then evened out: the fewest groups of at most that many, equal to
- *  within a frame.  At least 1; docs/design.md, "The global shuffle". */
-uint32_t pf_plan_group(uint32_t pcb, uint32_t block, uint64_t nunits, uint64_t records);
-
 /* The bytes a drop skipped: from its first byte to where reading resumed
  * (both in the drop's offset kind). */
 static inline uint64_t pf_drop_bytes(const pf_drop *d)
@@ -329,156 +257,9 @@ static inline uint64_t pf_drop_bytes(const pf_drop *d)
 	return d->resume > d->start ? d->resume - d->start : 0;
 }
 
-/*! Steps per epoch for this topology. */
-uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem);
-/*! A dataset that cannot fill one global batch would give no step at all:
- *  a mistake (the wrong directory, or a topology too large for a small
- *  test set) best said before anything runs.  Wrap fills a host's step
- *  from the start of its share, so it needs a record on every host.
- *  @return 0, or -EINVAL with err saying which. */
-int pf_plan_check_records(uint64_t records, const pf_topology *t, pf_remainder rem,
-			  pf_error *err);
-/*! Build host t->host_index's plan for epoch e into *p (its arrays are
- *  reused between calls; free with pf_plan_release()).  slice 0: the
- *  units, permuted when shuffle; slice > 0 (the global shuffle, indexed
- *  units only): every unit cut into slices of that many records (its
- *  last one shorter), and the slices of the whole dataset permuted: with
- *  group 0 as one permutation (the order of states saved before frame
- *  groups); else in frame groups of at most `group` frames, one drawn
- *  from each of `group` strata of the units in dataset order, the groups
- *  in a random order and each group's slices permuted together, so that
- *  a frame's slices lie within its group's span (docs/design.md, "The
- *  global shuffle"). */
-int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
-		  uint64_t seed, uint32_t epoch, bool shuffle, uint32_t slice,
-		  uint32_t group, pf_remainder rem);
-void pf_plan_release(pf_epoch_plan *p);
-
-/* ------------------------------------------------------------------ */
-/* Checkpoints (state.c)                                                */
-
-/* Outputs [begin, end) of origin host `host`'s stream: what host `host`
- * of the epoch's origin topology delivers, in its order. */
-typedef struct pf_piece {
-	uint32_t host;
-	uint64_t begin, end;
-} pf_piece;
-
-#define PF_STATE_VERSION 1u
-#define PF_STATE_HEADER 16u		/* magic, version, length, CRC32C */
-#define PF_STATE_MAX (16u << 20)	/* payload bytes */
-#define PF_STATE_MAX_PIECES (1u << 20)
-
-/* A decoded state (formats/proto/pf_state.proto says what each field is). */
-typedef struct pf_state {
-	uint64_t fingerprint, records, seed;
-	bool shuffle;
-	uint32_t remainder;
-	pf_topology saver;
-	uint32_t block;
-	uint32_t epoch;
-	bool fresh;
-	uint64_t step_in_epoch, global_step;
-	pf_topology origin;		/* host_index unused */
-	uint32_t origin_block;
-	bool origin_permute;
-	pf_piece *pieces;
-	size_t npieces;
-	uint64_t epoch_dropped, epoch_wrapped;	/* origin != saver only */
-	bool global;			/* the global shuffle */
-	uint32_t origin_slice;		/* its slice in the origin streams */
-	uint32_t origin_group;		/* its frames per group (0: one
-					   permutation of the slices) */
-	/* A packing loader's part (pack.c): the fields above are its inner
-	 * loader's position, from which the packer below rebuilds the rows
-	 * not yet delivered. */
-	bool has_pack;
-	struct pf_pack_state {
-		uint32_t length, mode, pool, nf;
-		pf_topology saver;
-		uint64_t step, global_step, ahead, next_row;
-		uint64_t epoch_steps, epoch_rows, step_base;
-		uint32_t nopen;
-		uint64_t id[PF_PACK_POOL_MAX];
-		uint32_t fill[PF_PACK_POOL_MAX][PF_PACK_MAX_FEATURES];
-		uint32_t segments[PF_PACK_POOL_MAX];
-	} pack;
-} pf_state;
-
-/*! Encode s into buf (cap bytes).  @return the blob's length (nothing is
- *  written when it is over cap), or -ENOMEM. */
-int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap);
-/*! Decode and check a blob: envelope, CRC, protobuf, and the fields'
- *  consistency (not against a dataset).  @return 0 with *s (free with
- *  pf_state_release()), or -EBADMSG / -EPROTONOSUPPORT / -ENOMEM with err
- *  naming the byte offset in the blob and what was wrong. */
-int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err);
-void pf_state_release(pf_state *s);
-/*! Records in the pieces. */
-uint64_t pf_state_remaining(const pf_state *s);
-
-/* A mixture's checkpoint (state.c encodes it; mixture.c makes it). */
-typedef struct pf_mix_source_state {
-	const uint8_t *state;	/* the source's loader state */
-	size_t state_len;
-	uint32_t consumed;	/* rows of its next batch already taken */
-	uint32_t bridge_batch;	/* after an elastic resume: the batch of the */
-	uint32_t bridge_epoch;	/* loader reading the rest of this epoch (0: none) */
-	uint32_t whole_batch;	/* the batch of its loader of whole epochs (0: a
-				   state from before it was kept: pf_mix_batch()) */
-	/* The states of the bridges of the epochs after bridge_epoch. */
-	const uint8_t *const *pending;
-	const size_t *pending_len;
-	size_t npending;
-} pf_mix_source_state;
-
-typedef struct pf_mix_state {
-	uint64_t digest, next_step;
-	uint64_t end_plus_one;	/* the stop rule's end + 1; 0: from the rule */
-	uint32_t host_index, num_hosts, cores, per_core_batch;
-	pf_mix_source_state *sources;
-	size_t nsources;
-	uint8_t *mem;		/* decoded: what sources point into */
-	const uint8_t **pend;	/* decoded: the sources' pending, end to end */
-	size_t *pend_len;
-} pf_mix_state;
-
-int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap);
-/*! Decode a "PFMX" blob: the envelope as pf_state_decode()'s, then the
- *  payload.  @return 0 with *s (free with pf_mix_state_release()), or
- *  -EBADMSG / -EPROTONOSUPPORT / -ENOMEM with err. */
-int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error *err);
-void pf_mix_state_release(pf_mix_state *s);
-
-/* pool.c: the loader's large pools, anonymous mappings (huge pages
- * asked for), kept when freed with keep in a small process-wide cache
- * for the next loader, else given back.  pf_pool_alloc(0) is NULL (it
- * takes a cached pool of the size when there is one); pf_pool_free()
- * takes the size the pool was asked with.  pf_pool_cached(): bytes the
- * cache holds. */
-void *pf_pool_alloc(size_t size);
-/*! The same for memory most of whose pages are never written (packing's
- *  inner rows: a record's values, not the row's padding): ordinary pages,
- *  so that a row's first value does not fault in a zeroed 2 MiB. */
-void *pf_pool_alloc_sparse(size_t size);
-void pf_pool_free(void *p, size_t size, bool keep);
-/* Back to the system, never to the cache (memory the kernel may still
- * write into). */
-void pf_pool_unmap(void *p, size_t size);
-size_t pf_pool_cached(void);
-void pf_pool_trim(void);
-
-/* The loader's sized structs as of the first sized ABI (0.5; pf_common.h,
- * "the ABI promise"): the least a caller may pass, and what the entries
- * kept for programs built before 0.5 (abi_compat.c) pass for them.  Their
- * ends never move: new fields are appended (the assertion holds the
- * config's on LP64). */
-#define PF_LOADER_CONFIG_SIZE_0_5 PF_SIZE_THROUGH(pf_loader_config, keep_pools)
-#define PF_LOADER_METRICS_SIZE_0_5 PF_SIZE_THROUGH(pf_loader_metrics, io_requests)
-#define PF_STATE_INFO_SIZE_0_5 PF_SIZE_THROUGH(pf_state_info, dataset_records)
-_Static_assert(sizeof(void *) != 8 || (PF_LOADER_CONFIG_SIZE_0_5 == 209 &&
-				       PF_LOADER_METRICS_SIZE_0_5 == 464 &&
-				       PF_STATE_INFO_SIZE_0_5 == 56),
-	       "a field of the loader's 0.5 structs moved: new fields go at their end");
+/* dataset.c: each file's first record number in dataset order (units
+ * are in file order) into base, and its records added to records (when
+ * not NULL). */
+void pf_dataset_file_layout(const pf_dataset *ds, uint64_t *base, uint64_t *records);
 
 #endif

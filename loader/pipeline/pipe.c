@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The loader's public API (podfeed.h): pf_loader_create() checks the
- * config, opens the dataset, restores a saved run, builds the pools and
- * starts the threads; pf_loader_next() and pf_loader_release() hand the
- * batch slots out in step order and take them back; the metrics, errors
- * and pf_loader_free().  How the pipeline behind it works, and which
- * file holds each part of it, is in pipeline_internal.h.  Not here: the
- * pipeline's threads (io_thread.c, schedule.c, decode.c), the memory
- * budget (budget.c), resume (resume.c, which also saves the state). */
+/* A pipeline's life: pf_pipe_create() checks the config, opens the
+ * dataset, restores a saved run, builds the pools and starts the threads;
+ * pf_pipe_next() and pf_pipe_release() hand the batch slots out in step
+ * order and take them back; the metrics, errors and pf_pipe_free(); the
+ * face the public calls reach it through (pf_pipe_ops).  How the pipeline
+ * works, and which file holds each part of it, is in pipeline_internal.h.
+ * Not here: the public calls (loader/api/), the pipeline's threads
+ * (io_thread.c, schedule.c, decode.c), waking and failing them (wake.c),
+ * the memory budget (budget.c), resume (resume.c, which also saves the
+ * state). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,51 +24,8 @@
 #define PF_BUDGET_DEFAULT (512ull << 20)
 #define PF_IO_DEPTH_DEFAULT 32u
 
-/* Wake every thread waiting on the loader.  Call with mu held. */
-static void wake_all(pf_loader *l)
-{
-	pthread_cond_broadcast(&l->cv_chunk);
-	pthread_cond_broadcast(&l->cv_cbuf);
-	pf_decode_broadcast(l);
-	pthread_cond_broadcast(&l->cv_block);
-	pthread_cond_broadcast(&l->cv_batch);
-	pthread_cond_broadcast(&l->cv_ready);
-	pthread_cond_broadcast(&l->cv_init);	/* an I/O thread at its gate */
-}
-
-/* Wake the I/O thread if it sleeps, whatever it waits for.  Call with mu
- * held. */
-void pf_loader_wake_io(pf_loader *l)
-{
-	if (l->io_sleep)
-		pthread_cond_broadcast(l->io_sleep);
-}
-
-/* Record the first failure and wake everyone.  Call with mu held. */
-void pf_loader_fail_locked(pf_loader *l, const pf_error *err, int code)
-{
-	if (!l->failed) {
-		l->failed = true;
-		if (err && err->code)
-			l->err = *err;
-		else
-			pf_error_set(&l->err, code, PF_OFFSET_NONE, 0, "%s",
-				     pf_strerror(code));
-		if (!l->err.code)
-			l->err.code = code;
-	}
-	wake_all(l);
-}
-
-void pf_loader_fail(pf_loader *l, const pf_error *err, int code)
-{
-	pthread_mutex_lock(&l->mu);
-	pf_loader_fail_locked(l, err, code);
-	pthread_mutex_unlock(&l->mu);
-}
-
 /* How this loader opens its dataset (plan.c, count.c). */
-static pf_open_config open_config(pf_loader *l)
+static pf_open_config open_config(pf_pipe *l)
 {
 	return (pf_open_config){ .threads = l->nworkers, .host_index = l->topo.host_index,
 				 .num_hosts = l->topo.num_hosts, .allgather = l->cfg.allgather,
@@ -79,7 +38,7 @@ static pf_open_config open_config(pf_loader *l)
  * left it fewer entries, frames are read again: once per process, a
  * line on stderr naming the cache, the group and what reads less
  * (design.md, "The global shuffle"). */
-static void global_reads_hint(const pf_loader *l)
+static void global_reads_hint(const pf_pipe *l)
 {
 	static int said;
 	const pf_dataset *ds = l->ds;
@@ -101,40 +60,9 @@ static void global_reads_hint(const pf_loader *l)
 		l->cfg.memory_budget >> 20);
 }
 
-/* A loader over cfg's sources (mixture.c). */
-static int create_mixture(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
-{
-	pf_loader *l;
-	int ret;
-
-	if (!cfg->sources || !cfg->nsources || !cfg->features || !cfg->per_core_batch)
-		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "a mixture needs sources (%zu given), a feature spec and a "
-				    "per-core batch", cfg->sources ? cfg->nsources : 0);
-	/* Packing packs one record order; a mixture deals rows among
-	 * loaders: the two together are not built (docs/api.md). */
-	if (cfg->pack_length)
-		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "a mixture cannot be packed: pack_length %u with %zu sources "
-				    "(pack one dataset, or mix without packing)",
-				    cfg->pack_length, cfg->nsources);
-	l = pf_calloc(1, sizeof(*l));
-	if (!l)
-		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
-				    "out of memory creating the loader");
-	ret = pf_mixture_create(&l->mix, cfg, err);
-	if (ret < 0) {
-		pf_free(l);
-		return ret;
-	}
-	l->cfg = *cfg;
-	*out = l;
-	return 0;
-}
-
 /* The global shuffle reads slices of frames through the index: a file
  * without one (a stream) cannot be sliced, and is refused by name. */
-static int check_global(const pf_loader *l, pf_error *err)
+static int check_global(const pf_pipe *l, pf_error *err)
 {
 	const pf_dataset *ds = l->ds;
 
@@ -151,10 +79,6 @@ static int check_global(const pf_loader *l, pf_error *err)
 	return 0;
 }
 
-/* The config's size as of the first sized ABI (0.5): the least any
- * caller may pass (abi_compat.c gives it for programs built before). */
-#define CONFIG_SIZE_0_5 PF_LOADER_CONFIG_SIZE_0_5
-
 /* Internal options of create(): a packer's inner loader's (lspec, opened:
  * pack.c), a mixture's source's (lookahead, sink, fit: mixture.c). */
 typedef struct create_opts {
@@ -166,25 +90,24 @@ typedef struct create_opts {
 	bool gated, pooled;
 } create_opts;
 
-static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
-		  const pf_spec *spec, const create_opts *o, pf_error *err);
+static int create(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
+		  const create_opts *o, pf_error *err);
 
-int pf_loader_create_sized(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
-			   pf_error *err)
+int pf_pipe_create(pf_pipe **out, const pf_loader_config *cfg, pf_error *err)
 {
-	return create(out, ucfg, cfg_size, NULL, &(create_opts){ 0 }, err);
+	return create(out, cfg, NULL, &(create_opts){ 0 }, err);
 }
 
-int pf_loader_create_spec(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
+int pf_pipe_create_spec(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
 			  pf_error *err)
 {
-	return create(out, cfg, sizeof(*cfg), spec, &(create_opts){ 0 }, err);
+	return create(out, cfg, spec, &(create_opts){ 0 }, err);
 }
 
-int pf_loader_start_workers(pf_loader *l, pf_error *err)
+int pf_pipe_start_workers(pf_pipe *l, pf_error *err)
 {
 	for (unsigned i = 0; i < l->nworkers; i++) {
-		if (pthread_create(&l->workers[i].thread, NULL, pf_loader_worker_main,
+		if (pthread_create(&l->workers[i].thread, NULL, pf_pipe_worker_main,
 				   &l->workers[i]))
 			return pf_error_set(err, -EAGAIN, PF_OFFSET_NONE, 0,
 					    "cannot start loader threads");
@@ -193,33 +116,25 @@ int pf_loader_start_workers(pf_loader *l, pf_error *err)
 	return 0;
 }
 
-int pf_loader_create_packing(pf_loader **out, const pf_loader_config *cfg, const pf_spec *spec,
+int pf_pipe_create_packing(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
 			     const pf_spec *lspec, bool *opened, pf_error *err)
 {
 	*opened = false;
-	return create(out, cfg, sizeof(*cfg), spec,
+	return create(out, cfg, spec,
 		      &(create_opts){ .lspec = lspec, .opened = opened }, err);
 }
 
-int pf_loader_create_lookahead(pf_loader **out, const pf_loader_config *cfg,
+int pf_pipe_create_source(pf_pipe **out, const pf_loader_config *cfg,
 			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
 			       bool gated, bool pooled, pf_error *err)
 {
-	return create(out, cfg, sizeof(*cfg), NULL,
+	return create(out, cfg, NULL,
 		      &(create_opts){ .lookahead = lookahead, .sink = sink, .fit = fit,
 				      .gated = gated, .pooled = pooled },
 		      err);
 }
 
-void pf_loader_halt(pf_loader *l)
-{
-	pthread_mutex_lock(&l->mu);
-	l->stop = true;
-	wake_all(l);
-	pthread_mutex_unlock(&l->mu);
-}
-
-void pf_loader_open_gate(pf_loader *l, uint64_t max_steps)
+void pf_pipe_open_gate(pf_pipe *l, uint64_t max_steps)
 {
 	pthread_mutex_lock(&l->mu);
 	if (l->gated) {
@@ -234,7 +149,7 @@ void pf_loader_open_gate(pf_loader *l, uint64_t max_steps)
 /* The batch the rule fit gives for the dataset's records (at most the
  * config's, at least 1), and what follows from it: the host batch and
  * the shuffle's blocks of whole host batches. */
-static int fit_batch(pf_loader *l, pf_batch_fit fit, pf_error *err)
+static int fit_batch(pf_pipe *l, pf_batch_fit fit, pf_error *err)
 {
 	uint32_t b = fit(l->ds->records, l->topo.num_hosts, l->topo.per_core_batch);
 	int ret;
@@ -250,36 +165,17 @@ static int fit_batch(pf_loader *l, pf_batch_fit fit, pf_error *err)
 	return ret;
 }
 
-static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size,
-		  const pf_spec *spec, const create_opts *o, pf_error *err)
+static int create(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
+		  const create_opts *o, pf_error *err)
 {
 	uint64_t t_create = pf_now_ns();
-	pf_loader_config config;
-	const pf_loader_config *cfg = &config;
-	pf_error local;
-	pf_loader *l = NULL;
+	pf_pipe *l = NULL;
 	int ret = 0;
 
 	pf_error_clear(err);
-	if (!err) {
-		pf_error_clear(&local);
-		err = &local;
-	}
-	/* A config this library cannot read is every host's (one binary):
-	 * no host waits for another's part then. */
-	if (!ucfg)
-		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "no loader config given");
-	ret = pf_struct_in(&config, sizeof(config), ucfg, cfg_size, CONFIG_SIZE_0_5,
-			   "pf_loader_config", err);
-	if (ret < 0)
-		return ret;
-	if (cfg->nsources || cfg->sources)
-		return create_mixture(out, cfg, err);
 	if (!cfg->npaths || (!cfg->features && !spec) || !cfg->per_core_batch)
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "the loader needs paths, a feature spec and a per-core batch");
-	else if (cfg->pack_length)
-		return pf_pack_create(out, cfg, err);
 	else if (!(l = pf_calloc(1, sizeof(*l))))
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "out of memory creating the loader");
@@ -291,6 +187,7 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 			err);
 		return ret;
 	}
+	l->face.ops = &pf_pipe_ops;
 	l->cfg = *cfg;
 	l->qfd = -1;
 	pf_error_clear(&l->err);
@@ -375,7 +272,7 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 
 		/* pf_file_pread() reads the index tails and stream files: the
 		 * loader's policy governs them while it lives, and is taken
-		 * back by pf_loader_free(). */
+		 * back by pf_pipe_free(). */
 		ret = pf_file_policy_push(&l->file_policy, &pol, err);
 		if (ret < 0)
 			goto fail;
@@ -517,7 +414,7 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 	pf_tune_start(l);
 
 	/* Start: I/O first (it reports whether the engine came up). */
-	if (pthread_create(&l->io_thread, NULL, pf_loader_io_main, l)) {
+	if (pthread_create(&l->io_thread, NULL, pf_pipe_io_main, l)) {
 		ret = -EAGAIN;
 		goto fail;
 	}
@@ -534,7 +431,7 @@ static int create(pf_loader **out, const pf_loader_config *ucfg, size_t cfg_size
 	/* Packing's inner loader: its packer plans where its first records
 	 * go before they are decoded (pack.c starts them). */
 	if (!o->opened && !o->pooled) {
-		ret = pf_loader_start_workers(l, err);
+		ret = pf_pipe_start_workers(l, err);
 		if (ret < 0)
 			goto fail;
 	}
@@ -551,14 +448,14 @@ fail:
 
 		pf_dataset_open_abandon(&ocfg, err);
 	}
-	pf_loader_free(l);
+	pf_pipe_free(l);
 	return ret;
 }
 
 /* ------------------------------------------------------------------ */
 /* The consumer side                                                    */
 
-static bool slot_full(const pf_loader *l, const batch_slot *b)
+static bool slot_full(const pf_pipe *l, const batch_slot *b)
 {
 	return __atomic_load_n(&b->filled, __ATOMIC_ACQUIRE) == l->host_batch;
 }
@@ -577,24 +474,18 @@ static struct timespec deadline_in(uint64_t timeout_ns)
 	return ts;
 }
 
-int pf_loader_next(pf_loader *l, pf_batch **out)
+int pf_pipe_next(pf_pipe *l, pf_batch **out)
 {
-	return pf_loader_next_timed(l, out, UINT64_MAX);
+	return pf_pipe_next_timed(l, out, UINT64_MAX);
 }
 
-int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
+int pf_pipe_next_timed(pf_pipe *l, pf_batch **out, uint64_t timeout_ns)
 {
 	uint64_t t0 = pf_now_ns(), dt;
 	unsigned fill = 0;
 	batch_slot *b;
 	struct timespec deadline = { 0 };
 
-	if (l->pack)
-		return pf_pack_next(l, out, timeout_ns);
-	/* A mixture's batch is made in this call, from its sources' batches
-	 * (which it waits for whatever the timeout). */
-	if (l->mix)
-		return pf_mixture_next(l->mix, out);
 	pthread_mutex_lock(&l->mu);
 	pf_tune_next_entry(l, t0);
 	/* A caller's mistake changes nothing: no batch is taken, the loader
@@ -674,20 +565,12 @@ int pf_loader_next_timed(pf_loader *l, pf_batch **out, uint64_t timeout_ns)
 	return 1;
 }
 
-void pf_loader_release(pf_loader *l, pf_batch *batch)
+void pf_pipe_release(pf_pipe *l, pf_batch *batch)
 {
 	batch_slot *b;
 
 	if (!batch)
 		return;
-	if (l->pack) {
-		pf_pack_release(l, batch);
-		return;
-	}
-	if (l->mix) {
-		pf_mixture_release(l->mix, batch);
-		return;
-	}
 	b = (batch_slot *)((char *)batch - offsetof(batch_slot, batch));
 	pthread_mutex_lock(&l->mu);
 	l->held--;
@@ -697,29 +580,15 @@ void pf_loader_release(pf_loader *l, pf_batch *batch)
 	pthread_mutex_unlock(&l->mu);
 }
 
-const pf_error *pf_loader_last_error(const pf_loader *l)
+const pf_error *pf_pipe_last_error(const pf_pipe *l)
 {
-	if (l->mix)
-		return pf_mixture_last_error(l->mix);
 	if (l->misused)
 		return &l->misuse;
 	return l->failed ? &l->err : NULL;
 }
 
-void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *um, size_t m_size)
+void pf_pipe_metrics(const pf_pipe *l, pf_loader_metrics *m)
 {
-	pf_loader_metrics metrics, *m = &metrics;
-
-	if (l->pack) {
-		pf_pack_metrics(l, m);
-		pf_struct_out(um, m_size, m, sizeof(*m));
-		return;
-	}
-	if (l->mix) {
-		pf_mixture_metrics(l->mix, m);
-		pf_struct_out(um, m_size, m, sizeof(*m));
-		return;
-	}
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	*m = l->m;
 	m->decode_threads = l->active_workers;
@@ -744,78 +613,35 @@ void pf_loader_get_metrics_sized(const pf_loader *l, pf_loader_metrics *um, size
 	if (m->image_scratch_bytes > l->image_reserved)
 		m->memory_bytes += m->image_scratch_bytes - l->image_reserved;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
-	pf_struct_out(um, m_size, m, sizeof(*m));
 }
 
-uint64_t pf_loader_steps_per_epoch(const pf_loader *l)
+uint64_t pf_pipe_steps_per_epoch(const pf_pipe *l)
 {
-	return l->mix ? pf_mixture_steps(l->mix) : l->steps_per_epoch;
+	return l->steps_per_epoch;
 }
 
-uint64_t pf_loader_steps_left(const pf_loader *l)
+uint64_t pf_pipe_steps_left(const pf_pipe *l)
 {
-	uint64_t total = 0, taken;
+	uint64_t taken;
 
-	if (l->mix)
-		return pf_mixture_steps_left(l->mix);
-	/* The run: the rest of a resumed epoch (or a whole one), then whole
-	 * epochs up to the count, cut at max_steps (counted from this
-	 * run's start, as the schedule counts it). */
-	if (l->start_epoch < l->epochs) {
-		uint64_t first = l->resumed ? l->resume.steps : l->steps_per_epoch;
-		uint64_t rest = l->epochs - l->start_epoch - 1;
-
-		if (rest && l->steps_per_epoch > (UINT64_MAX - first) / rest)
-			total = UINT64_MAX;
-		else
-			total = first + rest * l->steps_per_epoch;
-	}
-	if (l->cfg.max_steps && l->cfg.max_steps < total)
-		total = l->cfg.max_steps;
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	taken = l->m.steps;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
-	if (total == UINT64_MAX)
-		return UINT64_MAX;
-	return total > taken ? total - taken : 0;
+	return pf_plan_steps_left(l->start_epoch, l->epochs,
+				  l->resumed ? l->resume.steps : l->steps_per_epoch,
+				  l->steps_per_epoch, l->cfg.max_steps, taken);
 }
 
-const pf_spec *pf_loader_spec(const pf_loader *l)
+const pf_spec *pf_pipe_spec(const pf_pipe *l)
 {
-	return l->mix ? pf_mixture_spec(l->mix) : &l->spec;
+	return &l->spec;
 }
 
-size_t pf_loader_sources(const pf_loader *l)
-{
-	return l->mix ? pf_mixture_sources(l->mix) : 0;
-}
-
-int pf_loader_source_metrics_sized(const pf_loader *l, size_t i, pf_source_metrics *out,
-				   size_t out_size)
-{
-	pf_source_metrics m;
-
-	if (!l->mix || i >= pf_mixture_sources(l->mix))
-		return -ENOENT;
-	pf_mixture_source_metrics(l->mix, i, &m);
-	pf_struct_out(out, out_size, &m, sizeof(m));
-	return 0;
-}
-
-void pf_loader_free(pf_loader *l)
+void pf_pipe_free(pf_pipe *l)
 {
 	if (!l)
 		return;
-	if (l->pack) {
-		pf_pack_free(l);
-		return;
-	}
-	if (l->mix) {
-		pf_mixture_free(l->mix);
-		pf_free(l);
-		return;
-	}
-	pf_loader_halt(l);
+	pf_pipe_halt(l);
 	for (unsigned i = 0; l->workers && i < l->nworkers; i++) {
 		if (l->workers[i].started)
 			pthread_join(l->workers[i].thread, NULL);
@@ -871,3 +697,105 @@ void pf_loader_free(pf_loader *l)
 	pf_free(l);
 }
 
+void pf_pipe_order(const pf_pipe *l, pf_order *o)
+{
+	*o = (pf_order){ .ds = l->ds, .topo = l->topo, .shuffle = l->cfg.shuffle,
+			 .block = l->wblock, .permute = l->shuffle_rows, .slice = l->slice,
+			 .group = l->group };
+}
+
+/* ------------------------------------------------------------------ */
+/* The face: pf_loader_*() of a pipeline                                */
+
+static pf_pipe *pipe_of(pf_loader *f)
+{
+	return (pf_pipe *)f;
+}
+
+static const pf_pipe *cpipe_of(const pf_loader *f)
+{
+	return (const pf_pipe *)f;
+}
+
+pf_pipe *pf_pipe_of(pf_loader *l)
+{
+	return l && l->ops == &pf_pipe_ops ? pipe_of(l) : NULL;
+}
+
+static int ops_next(pf_loader *f, pf_batch **out, uint64_t timeout_ns)
+{
+	return pf_pipe_next_timed(pipe_of(f), out, timeout_ns);
+}
+
+static void ops_release(pf_loader *f, pf_batch *batch)
+{
+	pf_pipe_release(pipe_of(f), batch);
+}
+
+static int64_t ops_save_state(pf_loader *f, void *buf, size_t cap)
+{
+	return pf_pipe_save_state(pipe_of(f), buf, cap);
+}
+
+static const pf_error *ops_last_error(const pf_loader *f)
+{
+	return pf_pipe_last_error(cpipe_of(f));
+}
+
+static void ops_metrics(const pf_loader *f, pf_loader_metrics *m)
+{
+	pf_pipe_metrics(cpipe_of(f), m);
+}
+
+static void ops_tuning(const pf_loader *f, pf_tuning *t)
+{
+	pf_pipe_tuning(cpipe_of(f), t);
+}
+
+static uint64_t ops_steps_per_epoch(const pf_loader *f)
+{
+	return pf_pipe_steps_per_epoch(cpipe_of(f));
+}
+
+static uint64_t ops_steps_left(const pf_loader *f)
+{
+	return pf_pipe_steps_left(cpipe_of(f));
+}
+
+static const pf_spec *ops_spec(const pf_loader *f)
+{
+	return pf_pipe_spec(cpipe_of(f));
+}
+
+static int ops_feature_shape(const pf_loader *f, uint32_t i, uint32_t shape[3],
+			     const char **elem, uint32_t *elem_size)
+{
+	const pf_pipe *l = cpipe_of(f);
+
+	return pf_spec_feature_shape(&l->spec, &l->images, i, shape, elem, elem_size);
+}
+
+static int ops_series(const pf_loader *f, pf_series **out)
+{
+	return pf_pipe_series(cpipe_of(f), out);
+}
+
+static void ops_free(pf_loader *f)
+{
+	pf_pipe_free(pipe_of(f));
+}
+
+const pf_loader_ops pf_pipe_ops = {
+	.next = ops_next,
+	.release = ops_release,
+	.save_state = ops_save_state,
+	.last_error = ops_last_error,
+	.metrics = ops_metrics,
+	.tuning = ops_tuning,
+	.steps_per_epoch = ops_steps_per_epoch,
+	.steps_left = ops_steps_left,
+	.spec = ops_spec,
+	.feature_shape = ops_feature_shape,
+	.series = ops_series,
+	.free = ops_free,
+};

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to loader/: the plan room (loader/plan/): the order, as pure
+ * functions of (dataset, seed, epoch, topology).  An epoch's plan of a
+ * host's segments, the shuffle blocks and their permutations, the global
+ * shuffle's slices and frame groups (plan.c); packing's plan of every
+ * host's rows (pack_plan.c); a checkpoint's encoding (state.c).  No I/O,
+ * no threads: the dataset is opened below it (loader/dataset/), and the
+ * pipeline above it reads what it says. */
+#ifndef PF_PLAN_INTERNAL_H
+#define PF_PLAN_INTERNAL_H
+
+#include "common_internal.h"	/* pf_rng: splitmix64 streams, the one
+				   source of randomness for order */
+#include "dataset_internal.h"
+#include "pf_transform.h"
+#include "podfeed.h"
+
+/* A contiguous run of records of one unit. */
+typedef struct pf_segment {
+	uint64_t unit;
+	uint64_t first, count;	/* records [first, first+count) of the unit */
+} pf_segment;
+
+/* What one host reads in one epoch, in order. */
+typedef struct pf_epoch_plan {
+	pf_segment *seg;
+	size_t nseg, cap;
+	uint64_t share;		/* records of this host's range */
+	uint64_t stream_len;	/* records in seg (share, + wrapped) */
+	uint64_t quota;		/* records delivered: steps * host batch */
+} pf_epoch_plan;
+
+typedef struct pf_topology {
+	uint32_t host_index, num_hosts, cores, per_core_batch;
+} pf_topology;
+
+#define PF_WINDOW_DEFAULT 8192u
+
+/*! The shuffle block of a host's stream (loader.c's header says how a
+ *  stream is cut into blocks): the shuffle window (shuffle_window, 0:
+ *  PF_WINDOW_DEFAULT; 1 without shuffle) rounded up to whole host
+ *  batches, into *block, and whether each block is permuted (a window
+ *  over 1).  @return 0, or -EINVAL with err when the block would pass
+ *  2^30 records. */
+int pf_plan_block(bool shuffle, uint32_t shuffle_window, uint32_t host_batch, uint32_t *block,
+		  bool *permute, pf_error *err);
+/*! Block k of origin host `host`'s stream of epoch `epoch`: the record at
+ *  offset r of the block comes out at offset perm[r] (n records; a
+ *  Fisher-Yates permutation seeded by (seed, epoch, host, k)). */
+void pf_plan_block_perm(uint64_t seed, uint32_t epoch, uint32_t host, uint64_t k,
+			uint32_t *perm, uint32_t n);
+
+/*! The global shuffle's slice (pf_plan_epoch()) for shuffle blocks of
+ *  `block` records and per-core batches of pcb: the most records that
+ *  may come from one frame in a row while a per-core batch's draw from
+ *  the block stays close to independent draws (design effect
+ *  1 + (pcb - 1)(slice - 1) / (block - 1) at most 1.1; docs/design.md,
+ *  "The global shuffle"), at least 1. */
+uint32_t pf_plan_slice(uint32_t block, uint32_t pcb);
+/* The global shuffle's frame groups hold at most this many shuffle
+ * windows of records, and at least PF_GROUP_MIN frames (pf_plan_group()). */
+#define PF_GROUP_WINDOWS 8
+#define PF_GROUP_MIN 32
+/*! The global shuffle's frames per group (pf_plan_epoch()) for a
+ *  per-core batch of pcb, a shuffle block of `block` records and a
+ *  dataset of `records` in `nunits` frames: 10 (pcb - 1), so that two
+ *  records of a per-core batch share a frame with odds of at most 1/10
+ *  per record beyond what the slices add, but no more frames than hold
+ *  PF_GROUP_WINDOWS blocks of records (nor fewer than PF_GROUP_MIN),
+ *  then evened out: the fewest groups of at most that many, equal to
+ *  within a frame.  At least 1; docs/design.md, "The global shuffle". */
+uint32_t pf_plan_group(uint32_t pcb, uint32_t block, uint64_t nunits, uint64_t records);
+
+/*! Steps per epoch for this topology. */
+uint64_t pf_plan_steps(uint64_t records, const pf_topology *t, pf_remainder rem);
+/*! Steps a run has left, `taken` of them handed out: from epoch
+ *  start_epoch (of `first` steps: a resumed epoch's rest, or a whole one)
+ *  on, whole epochs of per_epoch steps up to `epochs`, cut at max_steps
+ *  (0: none; counted from the run's start).  UINT64_MAX: more than
+ *  64 bits count. */
+uint64_t pf_plan_steps_left(uint32_t start_epoch, uint32_t epochs, uint64_t first,
+			    uint64_t per_epoch, uint64_t max_steps, uint64_t taken);
+/*! A dataset that cannot fill one global batch would give no step at all:
+ *  a mistake (the wrong directory, or a topology too large for a small
+ *  test set) best said before anything runs.  Wrap fills a host's step
+ *  from the start of its share, so it needs a record on every host.
+ *  @return 0, or -EINVAL with err saying which. */
+int pf_plan_check_records(uint64_t records, const pf_topology *t, pf_remainder rem,
+			  pf_error *err);
+/*! Build host t->host_index's plan for epoch e into *p (its arrays are
+ *  reused between calls; free with pf_plan_release()).  slice 0: the
+ *  units, permuted when shuffle; slice > 0 (the global shuffle, indexed
+ *  units only): every unit cut into slices of that many records (its
+ *  last one shorter), and the slices of the whole dataset permuted: with
+ *  group 0 as one permutation (the order of states saved before frame
+ *  groups); else in frame groups of at most `group` frames, one drawn
+ *  from each of `group` strata of the units in dataset order, the groups
+ *  in a random order and each group's slices permuted together, so that
+ *  a frame's slices lie within its group's span (docs/design.md, "The
+ *  global shuffle"). */
+int pf_plan_epoch(pf_epoch_plan *p, const pf_dataset *ds, const pf_topology *t,
+		  uint64_t seed, uint32_t epoch, bool shuffle, uint32_t slice,
+		  uint32_t group, pf_remainder rem);
+void pf_plan_release(pf_epoch_plan *p);
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints (state.c)                                                */
+
+/* Outputs [begin, end) of origin host `host`'s stream: what host `host`
+ * of the epoch's origin topology delivers, in its order. */
+typedef struct pf_piece {
+	uint32_t host;
+	uint64_t begin, end;
+} pf_piece;
+
+#define PF_STATE_VERSION 1u
+#define PF_STATE_HEADER 16u		/* magic, version, length, CRC32C */
+#define PF_STATE_MAX (16u << 20)	/* payload bytes */
+#define PF_STATE_MAX_PIECES (1u << 20)
+
+/* A decoded state (formats/proto/pf_state.proto says what each field is). */
+typedef struct pf_state {
+	uint64_t fingerprint, records, seed;
+	bool shuffle;
+	uint32_t remainder;
+	pf_topology saver;
+	uint32_t block;
+	uint32_t epoch;
+	bool fresh;
+	uint64_t step_in_epoch, global_step;
+	pf_topology origin;		/* host_index unused */
+	uint32_t origin_block;
+	bool origin_permute;
+	pf_piece *pieces;
+	size_t npieces;
+	uint64_t epoch_dropped, epoch_wrapped;	/* origin != saver only */
+	bool global;			/* the global shuffle */
+	uint32_t origin_slice;		/* its slice in the origin streams */
+	uint32_t origin_group;		/* its frames per group (0: one
+					   permutation of the slices) */
+	/* A packing loader's part (pack.c): the fields above are its inner
+	 * loader's position, from which the packer below rebuilds the rows
+	 * not yet delivered. */
+	bool has_pack;
+	struct pf_pack_state {
+		uint32_t length, mode, pool, nf;
+		pf_topology saver;
+		uint64_t step, global_step, ahead, next_row;
+		uint64_t epoch_steps, epoch_rows, step_base;
+		uint32_t nopen;
+		uint64_t id[PF_PACK_POOL_MAX];
+		uint32_t fill[PF_PACK_POOL_MAX][PF_PACK_MAX_FEATURES];
+		uint32_t segments[PF_PACK_POOL_MAX];
+	} pack;
+} pf_state;
+
+/*! Encode s into buf (cap bytes).  @return the blob's length (nothing is
+ *  written when it is over cap), or -ENOMEM. */
+int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap);
+/*! Decode and check a blob: envelope, CRC, protobuf, and the fields'
+ *  consistency (not against a dataset).  @return 0 with *s (free with
+ *  pf_state_release()), or -EBADMSG / -EPROTONOSUPPORT / -ENOMEM with err
+ *  naming the byte offset in the blob and what was wrong. */
+int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err);
+void pf_state_release(pf_state *s);
+/*! Records in the pieces. */
+uint64_t pf_state_remaining(const pf_state *s);
+
+/* A mixture's checkpoint (state.c encodes it; mixture.c makes it). */
+typedef struct pf_mix_source_state {
+	const uint8_t *state;	/* the source's loader state */
+	size_t state_len;
+	uint32_t consumed;	/* rows of its next batch already taken */
+	uint32_t bridge_batch;	/* after an elastic resume: the batch of the */
+	uint32_t bridge_epoch;	/* loader reading the rest of this epoch (0: none) */
+	uint32_t whole_batch;	/* the batch of its loader of whole epochs (0: a
+				   state from before it was kept: pf_mix_batch()) */
+	/* The states of the bridges of the epochs after bridge_epoch. */
+	const uint8_t *const *pending;
+	const size_t *pending_len;
+	size_t npending;
+} pf_mix_source_state;
+
+typedef struct pf_mix_state {
+	uint64_t digest, next_step;
+	uint64_t end_plus_one;	/* the stop rule's end + 1; 0: from the rule */
+	uint32_t host_index, num_hosts, cores, per_core_batch;
+	pf_mix_source_state *sources;
+	size_t nsources;
+	uint8_t *mem;		/* decoded: what sources point into */
+	const uint8_t **pend;	/* decoded: the sources' pending, end to end */
+	size_t *pend_len;
+} pf_mix_state;
+
+int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap);
+/*! Decode a "PFMX" blob: the envelope as pf_state_decode()'s, then the
+ *  payload.  @return 0 with *s (free with pf_mix_state_release()), or
+ *  -EBADMSG / -EPROTONOSUPPORT / -ENOMEM with err. */
+int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error *err);
+void pf_mix_state_release(pf_mix_state *s);
+
+/* ------------------------------------------------------------------ */
+/* Packing's plan (pack_plan.c): the rows a loader's records pack into */
+
+/* A loader's order as the plan reads it: its dataset, its topology and
+ * its shuffle (what pf_plan_epoch() and the shuffle blocks take; a
+ * pipeline fills it, loader/pipeline/'s pf_pipe_order()). */
+typedef struct pf_order {
+	const pf_dataset *ds;
+	pf_topology topo;
+	bool shuffle;		/* the units permuted each epoch */
+	uint32_t block;		/* records per shuffle block (W) */
+	bool permute;		/* blocks permuted */
+	uint32_t slice;		/* the global shuffle's slices (0: none) */
+	uint32_t group;		/* and its frames per group */
+} pf_order;
+
+/* The steps of epoch `epoch` on every host: the packer pk (empty, its
+ * settings) over each host's records as a loader of order o delivers them,
+ * their lengths len (capped at cap), host_batch rows a step; *own_rows:
+ * this host's rows.  @return 0 or -ENOMEM. */
+struct pf_packer;
+int pf_pack_plan_steps(const pf_order *o, const struct pf_packer *pk, uint64_t seed,
+		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+		       uint32_t host_batch, uint64_t *steps, uint64_t *own_rows);
+/* This host's records' lengths (capped at cap) in the order the inner
+ * loader of order o delivers epoch `epoch` (nf a record) into order, which has room
+ * for every record of the dataset; *norder: how many (its quota).
+ * @return 0 or -ENOMEM. */
+int pf_pack_plan_order(const pf_order *o, uint64_t seed,
+		       uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+		       uint32_t *order, uint64_t *norder);
+/* Where output `at` of this host's stream of epoch `epoch` (as
+ * pf_pack_plan_order() orders it) comes from: its file (an index into
+ * o->ds->paths) and its record number in the file.  For an error's
+ * words: it plans the epoch again.  @return 0, -ERANGE (past the
+ * host's quota) or -ENOMEM. */
+typedef struct pf_pack_where {
+	uint32_t file;
+	uint64_t record;
+} pf_pack_where;
+int pf_pack_plan_where(const pf_order *o, uint64_t seed, uint32_t epoch, uint64_t at,
+		       const uint32_t *len, uint32_t nf, uint32_t cap, pf_pack_where *where);
+/* The rows the packer pk (empty) makes of the records of pieces, in order
+ * (pieces of epoch `epoch`'s streams of the topology origin, in blocks of
+ * w records, permuted or not, slices): a host's share of an epoch resumed
+ * on another topology. */
+int pf_pack_plan_pieces(const pf_order *o, const struct pf_packer *pk, uint64_t seed,
+			uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
+			const pf_topology *origin, uint32_t w, bool permute, uint32_t slice,
+			uint32_t group, const pf_piece *pieces, size_t npieces, uint64_t *rows);
+
+#endif
