@@ -2,7 +2,7 @@
 /* Stream files counted when a dataset is opened without a manifest: on
  * threads, and split among the hosts of a pod that gave a collective,
  * which also agree here that they plan the same dataset.  Reading index
- * tails and the plan itself are plan.c's.
+ * tails and the rest of the open are dataset.c's.
  *
  * A stream file (plain, GZIP, ZLIB or zstd TFRecord without an index)
  * holds no count: it must be decompressed to the end to plan it.  One

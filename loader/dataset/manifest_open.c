@@ -2,7 +2,7 @@
 /* A dataset opened from its manifest (pf_formats.h, "The dataset
  * manifest"): one read plans every shard, none is opened to do so; a
  * shard that changed since is refused when it is opened to be read.
- * Opening without a manifest is plan.c's. */
+ * Opening without a manifest is dataset.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* pf_manifest_write(): the manifest of existing shards, planned the way
- * a loader without one plans (plan.c: index tails, stream files counted
+ * a loader without one plans (dataset.c: index tails, stream files counted
  * once), so that no loader has to again.  Reading a manifest is
  * manifest_open.c's. */
 #include <errno.h>

@@ -7,7 +7,7 @@
  * behind 30 ms cost about 3 round trips each, at once, not one after
  * another.  And the hint, once per process, that a manifest plans the
  * dataset with one read.  Not here: counting stream files, the units and
- * the plan (plan.c), the manifest (manifest_open.c). */
+ * the rest of the open (dataset.c), the manifest (manifest_open.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

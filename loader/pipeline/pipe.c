@@ -24,7 +24,7 @@
 #define PF_BUDGET_DEFAULT (512ull << 20)
 #define PF_IO_DEPTH_DEFAULT 32u
 
-/* How this loader opens its dataset (plan.c, count.c). */
+/* How this loader opens its dataset (loader/dataset/). */
 static pf_open_config open_config(pf_pipe *l)
 {
 	return (pf_open_config){ .threads = l->nworkers, .host_index = l->topo.host_index,
@@ -165,6 +165,256 @@ static int fit_batch(pf_pipe *l, pf_batch_fit fit, pf_error *err)
 	return ret;
 }
 
+/* The config's topology, defaults, shuffle and spec into l. */
+static int take_config(pf_pipe *l, const pf_loader_config *cfg, const pf_spec *spec,
+		       const create_opts *o, pf_error *err)
+{
+	int ret;
+
+	l->topo.host_index = cfg->host_index;
+	l->topo.num_hosts = cfg->num_hosts ? cfg->num_hosts : 1;
+	l->topo.cores = cfg->cores_per_host ? cfg->cores_per_host : 1;
+	l->topo.per_core_batch = cfg->per_core_batch;
+	if (l->topo.host_index >= l->topo.num_hosts)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "host index %u is not below the host count %u",
+				    l->topo.host_index, l->topo.num_hosts);
+	if ((uint64_t)l->topo.cores * l->topo.per_core_batch > UINT32_MAX / 2)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "host batch of %u cores x %u records is too large",
+				    l->topo.cores, l->topo.per_core_batch);
+	l->epochs = cfg->epochs ? cfg->epochs : 1;
+	l->tune.threads.automatic = cfg->threads == PF_AUTO;
+	l->tune.io_depth.automatic = cfg->io_depth == PF_AUTO;
+	l->tune.prefetch.automatic = cfg->prefetch == PF_AUTO;
+	l->cfg.memory_budget = cfg->memory_budget ? cfg->memory_budget : PF_BUDGET_DEFAULT;
+	l->cfg.io_depth = cfg->io_depth ? cfg->io_depth : PF_IO_DEPTH_DEFAULT;
+	l->cfg.max_record_size = cfg->max_record_size ? cfg->max_record_size
+						      : PF_MAX_RECORD_DEFAULT;
+	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
+	l->nworkers = cfg->threads ? cfg->threads : pf_cpus();
+	l->lookahead = o->lookahead;
+	l->sink = o->sink;
+	l->gated = o->gated;
+	l->host_batch = l->topo.cores * l->topo.per_core_batch;
+	if ((unsigned)cfg->shuffle_mode > PF_SHUFFLE_GLOBAL)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "shuffle_mode %u is neither PF_SHUFFLE_WINDOW (0) nor "
+				    "PF_SHUFFLE_GLOBAL (1)", (unsigned)cfg->shuffle_mode);
+	/* The global shuffle is a shuffle: its slices go through the window
+	 * as a window shuffle's frames do. */
+	l->cfg.shuffle = cfg->shuffle || cfg->shuffle_mode == PF_SHUFFLE_GLOBAL;
+	ret = pf_plan_block(l->cfg.shuffle, cfg->shuffle_window, l->host_batch, &l->wblock,
+			    &l->shuffle_rows, err);
+	if (ret < 0)
+		return ret;
+	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
+		l->slice = pf_plan_slice(l->wblock, l->topo.per_core_batch);
+
+	if (spec)
+		l->spec = *spec;
+	else
+		ret = pf_spec_parse_images(&l->spec, &l->images, cfg->features, err);
+	if (ret < 0)
+		return ret;
+	pf_images_setup(l);
+	for (uint32_t i = 0; i < l->spec.n; i++)
+		if (l->spec.f[i].ragged)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "feature spec: '%s' is ragged ([*]): give it a length "
+					    "(%s:%s[N]) or a pack length (pack_length, loadbench "
+					    "--pack L) to pack it", l->spec.f[i].name,
+					    l->spec.f[i].name, pf_dtype_name(l->spec.f[i].dtype));
+	return 0;
+}
+
+/* The read policy and the quarantine log taken up, and the dataset
+ * opened (a collective in a pod: l->open_tried says it was joined). */
+static int open_dataset(pf_pipe *l, const pf_loader_config *cfg, const create_opts *o,
+			pf_error *err)
+{
+	int ret;
+
+	pf_io_totals_get(&l->totals0);
+	if (cfg->io_faults || cfg->io_retries || cfg->io_retry_backoff_us || cfg->io_timeout_ms) {
+		pf_io_config pol = { .faults = cfg->io_faults, .retries = cfg->io_retries,
+				     .retry_backoff_us = cfg->io_retry_backoff_us,
+				     .timeout_ms = cfg->io_timeout_ms };
+
+		/* pf_file_pread() reads the index tails and stream files: the
+		 * loader's policy governs them while it lives, and is taken
+		 * back by pf_pipe_free(). */
+		ret = pf_file_policy_push(&l->file_policy, &pol, err);
+		if (ret < 0)
+			return ret;
+	}
+	if (cfg->on_corrupt == PF_CORRUPT_SKIP && cfg->quarantine) {
+		l->qfd = open(cfg->quarantine, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (l->qfd < 0) {
+			ret = pf_error_set(err, -errno, PF_OFFSET_NONE, 0,
+					   "cannot open the quarantine log: %s",
+					   strerror(errno));
+			pf_error_set_file(err, cfg->quarantine);
+			return ret;
+		}
+	}
+	pf_source_config scfg = {
+		.max_record_size = l->cfg.max_record_size, .regions = cfg->regions,
+		.on_corrupt = cfg->on_corrupt, .on_drop = pf_drop_at_open, .on_drop_ctx = l,
+	};
+	/* The index tails are read on an engine of the I/O thread's
+	 * back-end and read policy. */
+	pf_io_config icfg = {
+		.backend = cfg->io_backend, .faults = cfg->io_faults,
+		.retries = cfg->io_retries, .retry_backoff_us = cfg->io_retry_backoff_us,
+		.timeout_ms = cfg->io_timeout_ms,
+	};
+	pf_open_config ocfg = open_config(l);
+
+	ocfg.io = &icfg;
+	l->open_tried = true;
+	ocfg.lengths = o->lspec;
+	ret = cfg->ignore_manifest
+		? pf_dataset_open_shards(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err)
+		: pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err);
+	if (ret == 0 && o->opened)
+		*o->opened = true;
+	if (ret < 0 && l->failed)
+		*err = l->err;	/* the corrupt-data budget, or the log */
+	return ret;
+}
+
+/* What opening the dataset cost and found, into the metrics; the drops
+ * other hosts found counting their streams are this host's too, against
+ * the same budget. */
+static int count_open(pf_pipe *l, pf_error *err)
+{
+	l->m.open_manifest_ns = l->ds->open.manifest.ns;
+	l->m.open_index_ns = l->ds->open.index.ns;
+	l->m.open_count_ns = l->ds->open.count.ns;
+	l->m.open_exchange_ns = l->ds->open.exchange.ns;
+	l->m.open_files = l->ds->open.manifest.files + l->ds->open.index.files;
+	l->m.open_count_files = l->ds->open.count.files;
+	l->m.open_count_bytes = l->ds->open.count.bytes;
+	l->m.open_count_decompressed = l->ds->open.count_decompressed;
+	l->m.dataset_files = l->ds->nfiles;
+	for (size_t i = 0; i < l->ds->nfiles; i++)
+		l->m.empty_files += l->ds->file_size[i] == 0;
+	if (!l->ds->open.remote_drops)
+		return 0;
+	l->m.corrupt_drops += l->ds->open.remote_drops;
+	l->m.corrupt_records += l->ds->open.remote_dropped;
+	l->m.corrupt_unknown += l->ds->open.remote_unknown;
+	l->m.corrupt_bytes += l->ds->open.remote_skipped;
+	if (l->cfg.max_corrupt && l->m.corrupt_drops > l->cfg.max_corrupt)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
+				    "more than %llu corrupt units dropped (the budget): %llu "
+				    "counting the stream files, %llu of them on other hosts",
+				    (unsigned long long)l->cfg.max_corrupt,
+				    (unsigned long long)l->m.corrupt_drops,
+				    (unsigned long long)l->ds->open.remote_drops);
+	return 0;
+}
+
+/* A spec feature the shards' records lack is a mistake in the spec (a
+ * misspelled name): say so now, not as padding or at the first record
+ * that lacks it. */
+static int check_schema(const pf_pipe *l, pf_error *err)
+{
+	int ret;
+
+	for (size_t i = 0; i < l->ds->nfiles; i++) {
+		const pf_shard_index *ix = l->ds->index[i];
+
+		if (!ix)
+			continue;
+		ret = pf_spec_check_schema(&l->spec, pf_shard_index_schema(ix, 0),
+					   pf_shard_index_schema_count(ix),
+					   pf_shard_index_records(ix), l->ds->paths[i], "shard's",
+					   err);
+		if (ret < 0)
+			return ret;
+	}
+	/* From a manifest: its schema, of every indexed shard merged. */
+	if (l->ds->manifest)
+		return pf_spec_check_schema(&l->spec, pf_manifest_schema(l->ds->manifest, 0),
+					    pf_manifest_schema_count(l->ds->manifest),
+					    pf_manifest_schema_records(l->ds->manifest),
+					    l->ds->manifest_path, "manifest's", err);
+	return 0;
+}
+
+/* The run's shape from the dataset: the batch fitted (a mixture's
+ * source), the steps of an epoch, the global shuffle's frame groups, and
+ * where a saved state says it starts. */
+static int plan_run(pf_pipe *l, const pf_loader_config *cfg, const create_opts *o,
+		    pf_error *err)
+{
+	int ret;
+
+	if (o->fit) {
+		ret = fit_batch(l, o->fit, err);
+		if (ret < 0)
+			return ret;
+	}
+	ret = pf_plan_check_records(l->ds->records, &l->topo, cfg->remainder, err);
+	if (ret < 0)
+		return pf_drops_explain_size(l, err);
+	ret = check_global(l, err);
+	if (ret < 0)
+		return ret;
+	if (l->slice)
+		l->group = pf_plan_group(l->topo.per_core_batch, l->wblock, l->ds->nunits,
+					 l->ds->records);
+	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);
+	l->m.records_per_epoch = l->ds->records;
+	l->m.steps_per_epoch = l->steps_per_epoch;
+	if (!cfg->nresume)
+		return 0;
+	if (!cfg->resume)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "nresume is %zu but resume is NULL", cfg->nresume);
+	return pf_resume_restore(l, err);
+}
+
+/* The pools from the budget, then the threads: I/O first (it reports
+ * whether the engine came up), then the decode workers, unless packing's
+ * inner loader's packer plans where its first records go before they are
+ * decoded (pack.c starts them) or a mixture's pool decodes for it. */
+static int start(pf_pipe *l, const create_opts *o, pf_error *err)
+{
+	int ret;
+
+	l->workers = pf_calloc(l->nworkers, sizeof(*l->workers));
+	if (!l->workers)
+		return -ENOMEM;
+	ret = pf_budget_setup(l, err);
+	if (ret < 0)
+		return ret;
+	global_reads_hint(l);
+	l->m.memory_bytes = l->memory_bytes;
+	ret = pf_series_init(l);
+	if (ret < 0)
+		return ret;
+	pf_tune_start(l);
+
+	if (pthread_create(&l->io_thread, NULL, pf_pipe_io_main, l))
+		return -EAGAIN;
+	l->io_started = true;
+	pthread_mutex_lock(&l->mu);
+	while (!l->io_ready)
+		pthread_cond_wait(&l->cv_init, &l->mu);
+	ret = l->io_init_ret;
+	if (ret < 0)
+		*err = l->err;
+	pthread_mutex_unlock(&l->mu);
+	if (ret < 0)
+		return ret;
+	if (!o->opened && !o->pooled)
+		return pf_pipe_start_workers(l, err);
+	return 0;
+}
+
 static int create(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
 		  const create_opts *o, pf_error *err)
 {
@@ -200,241 +450,21 @@ static int create(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spe
 	pthread_cond_init(&l->cv_ready, NULL);
 	pthread_cond_init(&l->cv_init, NULL);
 
-	l->topo.host_index = cfg->host_index;
-	l->topo.num_hosts = cfg->num_hosts ? cfg->num_hosts : 1;
-	l->topo.cores = cfg->cores_per_host ? cfg->cores_per_host : 1;
-	l->topo.per_core_batch = cfg->per_core_batch;
-	if (l->topo.host_index >= l->topo.num_hosts) {
-		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				   "host index %u is not below the host count %u",
-				   l->topo.host_index, l->topo.num_hosts);
-		goto fail;
+	ret = take_config(l, cfg, spec, o, err);
+	if (ret == 0)
+		ret = open_dataset(l, cfg, o, err);
+	if (ret == 0) {
+		l->create_start_ns = t_create;
+		ret = count_open(l, err);
 	}
-	if ((uint64_t)l->topo.cores * l->topo.per_core_batch > UINT32_MAX / 2) {
-		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				   "host batch of %u cores x %u records is too large",
-				   l->topo.cores, l->topo.per_core_batch);
-		goto fail;
-	}
-	l->epochs = cfg->epochs ? cfg->epochs : 1;
-	l->tune.threads.automatic = cfg->threads == PF_AUTO;
-	l->tune.io_depth.automatic = cfg->io_depth == PF_AUTO;
-	l->tune.prefetch.automatic = cfg->prefetch == PF_AUTO;
-	l->cfg.memory_budget = cfg->memory_budget ? cfg->memory_budget : PF_BUDGET_DEFAULT;
-	l->cfg.io_depth = cfg->io_depth ? cfg->io_depth : PF_IO_DEPTH_DEFAULT;
-	l->cfg.max_record_size = cfg->max_record_size ? cfg->max_record_size
-						      : PF_MAX_RECORD_DEFAULT;
-	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
-	l->nworkers = cfg->threads ? cfg->threads : pf_cpus();
-	l->lookahead = o->lookahead;
-	l->sink = o->sink;
-	l->gated = o->gated;
-	l->host_batch = l->topo.cores * l->topo.per_core_batch;
-	if ((unsigned)cfg->shuffle_mode > PF_SHUFFLE_GLOBAL) {
-		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				   "shuffle_mode %u is neither PF_SHUFFLE_WINDOW (0) nor "
-				   "PF_SHUFFLE_GLOBAL (1)", (unsigned)cfg->shuffle_mode);
-		goto fail;
-	}
-	/* The global shuffle is a shuffle: its slices go through the window
-	 * as a window shuffle's frames do. */
-	l->cfg.shuffle = cfg->shuffle || cfg->shuffle_mode == PF_SHUFFLE_GLOBAL;
-	ret = pf_plan_block(l->cfg.shuffle, cfg->shuffle_window, l->host_batch, &l->wblock,
-			    &l->shuffle_rows, err);
+	if (ret == 0)
+		ret = check_schema(l, err);
+	if (ret == 0)
+		ret = plan_run(l, cfg, o, err);
+	if (ret == 0)
+		ret = start(l, o, err);
 	if (ret < 0)
 		goto fail;
-	if (cfg->shuffle_mode == PF_SHUFFLE_GLOBAL)
-	{
-		l->slice = pf_plan_slice(l->wblock, l->topo.per_core_batch);
-	}
-
-	if (spec)
-		l->spec = *spec;
-	else
-		ret = pf_spec_parse_images(&l->spec, &l->images, cfg->features, err);
-	if (ret < 0)
-		goto fail;
-	pf_images_setup(l);
-	for (uint32_t i = 0; i < l->spec.n; i++)
-		if (l->spec.f[i].ragged) {
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "feature spec: '%s' is ragged ([*]): give it a length "
-					   "(%s:%s[N]) or a pack length (pack_length, loadbench "
-					   "--pack L) to pack it", l->spec.f[i].name,
-					   l->spec.f[i].name, pf_dtype_name(l->spec.f[i].dtype));
-			goto fail;
-		}
-	pf_io_totals_get(&l->totals0);
-	if (cfg->io_faults || cfg->io_retries || cfg->io_retry_backoff_us || cfg->io_timeout_ms) {
-		pf_io_config pol = { .faults = cfg->io_faults, .retries = cfg->io_retries,
-				     .retry_backoff_us = cfg->io_retry_backoff_us,
-				     .timeout_ms = cfg->io_timeout_ms };
-
-		/* pf_file_pread() reads the index tails and stream files: the
-		 * loader's policy governs them while it lives, and is taken
-		 * back by pf_pipe_free(). */
-		ret = pf_file_policy_push(&l->file_policy, &pol, err);
-		if (ret < 0)
-			goto fail;
-	}
-	if (cfg->on_corrupt == PF_CORRUPT_SKIP && cfg->quarantine) {
-		l->qfd = open(cfg->quarantine, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (l->qfd < 0) {
-			ret = pf_error_set(err, -errno, PF_OFFSET_NONE, 0,
-					   "cannot open the quarantine log: %s",
-					   strerror(errno));
-			pf_error_set_file(err, cfg->quarantine);
-			goto fail;
-		}
-	}
-	{
-		pf_source_config scfg = {
-			.max_record_size = l->cfg.max_record_size, .regions = cfg->regions,
-			.on_corrupt = cfg->on_corrupt, .on_drop = pf_drop_at_open, .on_drop_ctx = l,
-		};
-
-		/* The index tails are read on an engine of the I/O thread's
-		 * back-end and read policy. */
-		pf_io_config icfg = {
-			.backend = cfg->io_backend, .faults = cfg->io_faults,
-			.retries = cfg->io_retries, .retry_backoff_us = cfg->io_retry_backoff_us,
-			.timeout_ms = cfg->io_timeout_ms,
-		};
-		pf_open_config ocfg = open_config(l);
-
-		ocfg.io = &icfg;
-		l->open_tried = true;
-		ocfg.lengths = o->lspec;
-		ret = cfg->ignore_manifest
-			? pf_dataset_open_shards(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err)
-			: pf_dataset_open(&l->ds, cfg->paths, cfg->npaths, &scfg, &ocfg, err);
-		if (ret == 0 && o->opened)
-			*o->opened = true;
-	}
-	if (ret < 0) {
-		if (l->failed)
-			*err = l->err;	/* the corrupt-data budget, or the log */
-		goto fail;
-	}
-	l->create_start_ns = t_create;
-	l->m.open_manifest_ns = l->ds->open.manifest.ns;
-	l->m.open_index_ns = l->ds->open.index.ns;
-	l->m.open_count_ns = l->ds->open.count.ns;
-	l->m.open_exchange_ns = l->ds->open.exchange.ns;
-	l->m.open_files = l->ds->open.manifest.files + l->ds->open.index.files;
-	l->m.open_count_files = l->ds->open.count.files;
-	l->m.open_count_bytes = l->ds->open.count.bytes;
-	l->m.open_count_decompressed = l->ds->open.count_decompressed;
-	l->m.dataset_files = l->ds->nfiles;
-	for (size_t i = 0; i < l->ds->nfiles; i++)
-		l->m.empty_files += l->ds->file_size[i] == 0;
-	/* Drops the other hosts found counting their streams: this host's
-	 * too, against the same budget. */
-	if (l->ds->open.remote_drops) {
-		l->m.corrupt_drops += l->ds->open.remote_drops;
-		l->m.corrupt_records += l->ds->open.remote_dropped;
-		l->m.corrupt_unknown += l->ds->open.remote_unknown;
-		l->m.corrupt_bytes += l->ds->open.remote_skipped;
-		if (l->cfg.max_corrupt && l->m.corrupt_drops > l->cfg.max_corrupt) {
-			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_NONE, 0,
-					   "more than %llu corrupt units dropped (the budget): %llu "
-					   "counting the stream files, %llu of them on other hosts",
-					   (unsigned long long)l->cfg.max_corrupt,
-					   (unsigned long long)l->m.corrupt_drops,
-					   (unsigned long long)l->ds->open.remote_drops);
-			goto fail;
-		}
-	}
-	/* A spec feature the shards' records lack is a mistake in the spec
-	 * (a misspelled name): say so now, not as padding or at the first
-	 * record that lacks it. */
-	for (size_t i = 0; i < l->ds->nfiles; i++) {
-		const pf_shard_index *ix = l->ds->index[i];
-
-		if (!ix)
-			continue;
-		ret = pf_spec_check_schema(&l->spec, pf_shard_index_schema(ix, 0),
-					   pf_shard_index_schema_count(ix),
-					   pf_shard_index_records(ix), l->ds->paths[i], "shard's",
-					   err);
-		if (ret < 0)
-			goto fail;
-	}
-	/* From a manifest: its schema, of every indexed shard merged. */
-	if (l->ds->manifest) {
-		ret = pf_spec_check_schema(&l->spec, pf_manifest_schema(l->ds->manifest, 0),
-					   pf_manifest_schema_count(l->ds->manifest),
-					   pf_manifest_schema_records(l->ds->manifest),
-					   l->ds->manifest_path, "manifest's", err);
-		if (ret < 0)
-			goto fail;
-	}
-	if (o->fit) {
-		ret = fit_batch(l, o->fit, err);
-		if (ret < 0)
-			goto fail;
-	}
-	ret = pf_plan_check_records(l->ds->records, &l->topo, cfg->remainder, err);
-	if (ret < 0) {
-		ret = pf_drops_explain_size(l, err);
-		goto fail;
-	}
-	ret = check_global(l, err);
-	if (ret < 0)
-		goto fail;
-	if (l->slice)
-		l->group = pf_plan_group(l->topo.per_core_batch, l->wblock, l->ds->nunits,
-					 l->ds->records);
-	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);
-	l->m.records_per_epoch = l->ds->records;
-	l->m.steps_per_epoch = l->steps_per_epoch;
-	if (cfg->nresume) {
-		if (!cfg->resume) {
-			ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-					   "nresume is %zu but resume is NULL", cfg->nresume);
-			goto fail;
-		}
-		ret = pf_resume_restore(l, err);
-		if (ret < 0)
-			goto fail;
-	}
-	l->workers = pf_calloc(l->nworkers, sizeof(*l->workers));
-	if (!l->workers) {
-		ret = -ENOMEM;
-		goto fail;
-	}
-	ret = pf_budget_setup(l, err);
-	if (ret < 0)
-		goto fail;
-	global_reads_hint(l);
-	l->m.memory_bytes = l->memory_bytes;
-	ret = pf_series_init(l);
-	if (ret < 0)
-		goto fail;
-	pf_tune_start(l);
-
-	/* Start: I/O first (it reports whether the engine came up). */
-	if (pthread_create(&l->io_thread, NULL, pf_pipe_io_main, l)) {
-		ret = -EAGAIN;
-		goto fail;
-	}
-	l->io_started = true;
-	pthread_mutex_lock(&l->mu);
-	while (!l->io_ready)
-		pthread_cond_wait(&l->cv_init, &l->mu);
-	ret = l->io_init_ret;
-	if (ret < 0)
-		*err = l->err;
-	pthread_mutex_unlock(&l->mu);
-	if (ret < 0)
-		goto fail;
-	/* Packing's inner loader: its packer plans where its first records
-	 * go before they are decoded (pack.c starts them). */
-	if (!o->opened && !o->pooled) {
-		ret = pf_pipe_start_workers(l, err);
-		if (ret < 0)
-			goto fail;
-	}
 	l->m.create_ns = pf_now_ns() - t_create;
 	*out = l;
 	return 0;

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Private to loader/: the loader's pipeline (struct pf_pipe and what its
- * threads share) and the seams between the files that make it.
+/* Private to loader/: the pipeline room (loader/pipeline/): one loader of
+ * one dataset (struct pf_pipe and what its threads share) and the seams
+ * between the files that make it.  Above the plan (which it reads) and
+ * the dataset (which it opens); under the packing loader, the mixture and
+ * the public calls, which reach it by name (pipe.c's pf_pipe_*()) or
+ * through its face (pf_pipe_ops); it reaches up to none of them, but
+ * through what they pass down: a mixture's row sink, packing's record
+ * hook, a decode pool.
  *
- * The loader: an I/O thread and decode workers that write every record
+ * The pipeline: an I/O thread and decode workers that write every record
  * straight into its place in a host batch; no record is copied twice.
  *
  * Order.  One host's records of one epoch form a stream (the plan's
@@ -43,12 +49,14 @@
  *
  * The files, and who calls whom across them:
  *
- *   loader.c     the public API: pf_loader_create() (checks the config,
+ *   pipe.c       a pipeline's life: pf_pipe_create() (checks the config,
  *                opens the dataset, calls pf_resume_restore() and
  *                pf_budget_setup(), starts pf_pipe_io_main() and
  *                pf_pipe_worker_main()), pf_pipe_next/release/free,
- *                the metrics; and pf_pipe_fail*() and pf_pipe_wake_io(),
- *                which every thread calls.
+ *                the metrics, its face (pf_pipe_ops).
+ *   wake.c       the threads woken, failed and halted: pf_pipe_fail*(),
+ *                pf_pipe_wake_io(), pf_decode_signal(), which every
+ *                thread calls (and which call none of the files here).
  *   budget.c     the memory budget: pool sizes from it (pf_budget_setup()),
  *                the pools and batch slots built, and grown as they are
  *                needed (pf_budget_cbuf_ready(), pf_budget_grow_slots()).
@@ -57,11 +65,11 @@
  *   autotune.c   threads, reads in flight and prefetch where the config
  *                says PF_AUTO: chosen from the reads' latency, the decode
  *                time and the consumer's gaps (pf_tune_*()), each choice
- *                with its reason (pf_loader_tuning()).
+ *                with its reason (pf_pipe_tuning()).
  *   resume.c     checkpoints in the loader: a run started from saved
  *                states (pf_resume_restore()), and the consumer's position
  *                saved (pf_pipe_save_state()).  The blob's encoding is
- *                state.c's; the epoch's plan is plan.c's.
+ *                loader/plan/state.c's; the epoch's plan loader/plan/'s.
  *   io_thread.c  the I/O thread: its engine (pf_pipe_io_main()), reads
  *                and opens in flight (pf_reads_submit(); pf_reads_reap(),
  *                which hands reads to pf_decode_queue() and opens to
@@ -101,6 +109,9 @@
  *   drops.c      corrupt data in skip mode: each drop counted against the
  *                budget and written to the quarantine log
  *                (pf_drop_report(), pf_drop_at_open()).
+ *   images.c     image features decoded on the workers (transform/).
+ *   series.c     the time series the consumer's thread samples.
+ *   pool.c       the large pools' mappings, and the process's cache of them.
  */
 #ifndef PF_PIPELINE_INTERNAL_H
 #define PF_PIPELINE_INTERNAL_H
@@ -796,7 +807,7 @@ void pf_place_done(pf_pipe *l, uint64_t g0, uint64_t pos, uint64_t count, uint64
  * (the config's per_core_batch), at least 1 (mixture.c). */
 typedef uint32_t (*pf_batch_fit)(uint64_t records, uint32_t hosts, uint32_t cap);
 
-/* loader.c: a mixture's source, reading at most `lookahead` segments
+/* pipe.c: a mixture's source, reading at most `lookahead` segments
  * ahead (its share of the mixture's; budget.c), its rows where `sink`
  * says (NULL: its batches) from its first record on, its batch fitted by
  * `fit` (NULL: the config's); pooled: its workers not started (a
@@ -811,7 +822,7 @@ void pf_pipe_open_gate(pf_pipe *l, uint64_t max_steps);
 /* wake.c: stop its threads' work (pf_pipe_free() does it first): a
  * mixture halts its pooled sources before it stops their pool. */
 void pf_pipe_halt(pf_pipe *l);
-/* loader.c: pf_loader_create() with a spec made by the caller instead
+/* pipe.c: pf_pipe_create() with a spec made by the caller instead
  * of cfg->features (pack.c's inner loader). */
 int pf_pipe_create_spec(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
 			  pf_error *err);

@@ -5,7 +5,7 @@
  * old hosts' remaining records are merged and cut among the new hosts as
  * a fresh epoch's are.  What a resumed epoch reads is then l->resume, its
  * pieces of the old hosts' streams, walked by schedule.c.  Not here: the
- * state's encoding (state.c), the plan of an epoch (plan.c). */
+ * state's encoding (state.c), the plan of an epoch (loader/plan/). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * sub-segments.  Ahead of the dispatch, the same walk wants the segments
  * to come (files.c opens their files meanwhile, a bounded number ahead).
  * Every step waits in pf_reads_wait() (io_thread.c), which completes
- * reads and opens meanwhile.  Not here: the plan of an epoch (plan.c),
+ * reads and opens meanwhile.  Not here: the plan of an epoch (loader/plan/),
  * the reads (io_thread.c), the files (files.c), the records (decode.c,
  * placement.c). */
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The loader's time series: its counters sampled over the run in bounded
  * memory, for the report's charts (report_series.c makes the section; the
- * HTML page is report_html.c's).  Not the counters themselves (loader.c,
+ * HTML page is report_html.c's).  Not the counters themselves (pipe.c,
  * pf_loader_metrics) nor what a chart shows of them.
  *
  * How it stays bounded: a point holds every column's value at one time:

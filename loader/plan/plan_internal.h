@@ -36,7 +36,7 @@ typedef struct pf_topology {
 
 #define PF_WINDOW_DEFAULT 8192u
 
-/*! The shuffle block of a host's stream (loader.c's header says how a
+/*! The shuffle block of a host's stream (pipeline_internal.h says how a
  *  stream is cut into blocks): the shuffle window (shuffle_window, 0:
  *  PF_WINDOW_DEFAULT; 1 without shuffle) rounded up to whole host
  *  batches, into *block, and whether each block is permuted (a window

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pod simulation (podfeed.h): one epoch planned as every host of a
- * pod would plan it, with plan.c's functions, and the plans checked
+ * pod would plan it, with the plan's functions, and the plans checked
  * record by record.  It reads nothing but what opening the dataset
- * reads; the plans themselves are plan.c's, the order model loader.c's
+ * reads; the plans themselves are loader/plan/'s, the order model pipeline_internal.h's
  * header describes. */
 #include <errno.h>
 #include <stdarg.h>
