@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* TFRecord streams with a damaged region of a chosen kind and size, for
  * measuring skip mode: `pfbench skip` times them, and
- * tests/test_formats_skipwork.c counts the CRC work they cost. */
+ * tests/formats/test_formats_skipwork.c counts the CRC work they cost. */
 #ifndef PF_TOOLS_DAMAGE_H
 #define PF_TOOLS_DAMAGE_H
 

@@ -83,7 +83,7 @@ void pf_jpeg_on_error(j_common_ptr cinfo);
  *
  * The passes run on one of pf_resize_paths (AVX2, SSE2, scalar: chosen
  * once from the CPU, PODFEED_SIMD naming one), every one of them the same
- * integer sums, so the same bytes (tests/test_transform_resize.c). */
+ * integer sums, so the same bytes (tests/transform/test_transform_resize.c). */
 struct pf_resampler;
 
 /* PRECISION_BITS of Pillow's Resample.c: the weights' fraction. */

@@ -147,7 +147,7 @@ def test_elastic_resume_two_hosts_to_one(two):
     """Both hosts' state_dict()s resume the mixture on one host: no row of
     the epochs in progress is delivered twice (the loss bound and the
     bit-for-bit resume inside the bridge are C's,
-    tests/test_loader_mixture_elastic.c)."""
+    tests/loader/mix/test_loader_mixture_elastic.c)."""
     kw = dict(shuffle=True, seed=4, source_feature=True)
     a, b = two
     srcs = [S(a, weight=1, name="web"), S(b, weight=1, name="code")]
@@ -224,7 +224,7 @@ def test_sampled_hosts_in_different_epochs_resume_on_another_host_count(two, tmp
     """mix="sample": each host draws its own rows, so after 8 steps the 4
     old hosts are in different epochs of a 50-record source (12 records a
     host an epoch); their state_dict()s resume on 2 hosts (a bridge for
-    each epoch, C's tests/test_loader_mixture_small.c holds the bounds):
+    each epoch, C's tests/loader/mix/test_loader_mixture_small.c holds the bounds):
     equal steps, and no row of the large source, inside its first epoch
     throughout, delivered twice."""
     small = tmp_path / "small"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Written by tests/test_loader_mixture_compat.c built with -DMS_GENERATE against the library
+/* Written by tests/loader/mix/test_loader_mixture_compat.c built with -DMS_GENERATE against the library
  * of main at d95d2d8 (before the fit): do not edit. */
 static const uint8_t compat_state0[182] = {
 	0x50, 0x46, 0x4d, 0x58, 0x01, 0x00, 0x00, 0x00, 0xa6, 0x00, 0x00, 0x00,

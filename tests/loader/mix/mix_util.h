@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The mixture tests' three sources (tests/mix_util.c). */
+/* The mixture tests' three sources (tests/loader/mix/mix_util.c). */
 #ifndef PF_MIX_UTIL_H
 #define PF_MIX_UTIL_H
 

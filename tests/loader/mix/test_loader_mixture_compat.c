@@ -4,17 +4,18 @@
  * were saved with (their share of 8 host batches), though a fresh run of
  * the same mixture now reads the small source in smaller ones.
  *
- * tests/mixture_compat_states.h holds states saved by the library of
- * 0.x before the fit (main at d95d2d8) and digests of the rows each run
- * then delivered to its end, written by this file built with
+ * tests/loader/mix/mixture_compat_states.h holds states saved by the
+ * library of 0.x before the fit (main at d95d2d8) and digests of the rows
+ * each run then delivered to its end, written by this file built with
  * -DMS_GENERATE against that library:
  *   git -C <repo> archive d95d2d8 | tar -x -C /tmp/old
- *   cp tests/test_loader_mixture_compat.c tests/mixsmall_util.[ch] /tmp/old/tests/
+ *   cp tests/loader/mix/test_loader_mixture_compat.c \
+ *       tests/loader/mix/mixsmall_util.[ch] /tmp/old/tests/
  *   (add test_loader_mixture_compat, with mixsmall_util.c and
  *   c_args -DMS_GENERATE, to /tmp/old/tests/meson.build's tests)
  *   meson setup /tmp/old/build /tmp/old && ninja -C /tmp/old/build
- *   MS_FIXTURE=$PWD/tests/mixture_compat_states.h meson test -C /tmp/old/build \
- *       test_loader_mixture_compat
+ *   MS_FIXTURE=$PWD/tests/loader/mix/mixture_compat_states.h \
+ *       meson test -C /tmp/old/build test_loader_mixture_compat
  * The shards are made again here as they were there (tu_id_shards), so
  * the states' dataset fingerprints match. */
 #include <criterion/criterion.h>
@@ -107,7 +108,7 @@ Test(mixture_compat, generate_the_fixture, .timeout = 120)
 	f = fopen(path, "w");
 	cr_assert_not_null(f);
 	fprintf(f, "/* SPDX-License-Identifier: Apache-2.0 */\n/* Written by "
-		"tests/test_loader_mixture_compat.c built with -DMS_GENERATE against "
+		"tests/loader/mix/test_loader_mixture_compat.c built with -DMS_GENERATE against "
 		"the library\n * of main at d95d2d8 (before the fit): do not edit. */\n");
 	for (int w = 0; w < 3; w++) {
 		ms_run s;

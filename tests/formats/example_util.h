@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* tf.train.Example tests' helpers (tests/example_util.c): a wire-format
+/* tf.train.Example tests' helpers (tests/formats/example_util.c): a wire-format
  * builder, the fast decoder checked against protobuf-c's, and
  * expectations, shared by test_formats_example and
  * test_formats_example_fixtures. */

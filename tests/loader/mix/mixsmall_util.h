@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Mixtures with small sources (tests/test_loader_mixture_small*.c): a
+/* Mixtures with small sources (tests/loader/mix/test_loader_mixture_small*.c): a
  * mixture's run on one host of several, each source's ids in the order
  * taken, and the checks of each source's epochs over the pod. */
 #ifndef MIXSMALL_UTIL_H
