@@ -398,15 +398,23 @@ int64_t pf_shard_index_parse(pf_shard_index **out, const void *tail_buf,
 
 	/* 4. Version 2 on: the index's CRC32C, before a byte of it is
 	 * trusted (a flipped byte of a feature name would otherwise pass as
-	 * another schema). */
+	 * another schema).  One reading (docs/formats.md, "The index
+	 * frame"): it covers the protobuf's L bytes, no more, and is the u32
+	 * right after them, where the frame's header, its trailer and the
+	 * seek table after it (all checked above) agree the protobuf ends;
+	 * it is never searched for.  The error names both places. */
 	if (trailer == PF_INDEX_TRAILER_CRC) {
+		uint64_t pb_at = ix_start + PF_SKIP_HEADER;
 		uint32_t stored = pf_load_le32(p + PF_SKIP_HEADER + pb_len);
 		uint32_t crc = pf_crc32c(0, p + PF_SKIP_HEADER, pb_len);
 
 		if (crc != stored)
-			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, ix_start + PF_SKIP_HEADER,
-					    "index CRC mismatch (0x%08x, stored 0x%08x): the "
-					    "shard's index is damaged", crc, stored);
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, pb_at,
+					    "index CRC mismatch (0x%08x, stored 0x%08x at byte "
+					    "%llu, over the %u bytes of the protobuf from byte "
+					    "%llu): the shard's index is damaged", crc, stored,
+					    (unsigned long long)(pb_at + pb_len), pb_len,
+					    (unsigned long long)pb_at);
 	}
 	/* 5. The protobuf, then every field checked before it is trusted. */
 	pb = podfeed__shard_index__unpack(&pb_allocator, pb_len,

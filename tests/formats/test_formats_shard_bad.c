@@ -546,3 +546,127 @@ Test(shard_bad, index_over_limit)
 	cr_assert_eq(rc, -EFBIG, "%lld %s", (long long)rc, err.msg);
 	cr_assert_null(ix);
 }
+
+/* ------------------------------------------------------------------ */
+/* The index's CRC32C: one place, one span (issue 40)                   */
+/* ------------------------------------------------------------------ */
+
+/* A version 2 index as docs/formats.md ("The index frame") lays it out,
+ * from the end: the seek table's start st, then "PFIC" at st - 4, L at
+ * st - 8, the CRC at st - 12, the protobuf's L bytes before it and the
+ * frame's header {PF_SKIP_INDEX, L + 12} before those. */
+struct crc_place {
+	size_t header, pb, len, crc;
+};
+
+static struct crc_place crc_place(const uint8_t *f, size_t n)
+{
+	uint32_t frames = pf_load_le32(f + n - 9);
+	size_t st = n - (8 + (size_t)frames * ((f[n - 5] & 0x80) ? 12 : 8) + 9);
+	struct crc_place c;
+
+	cr_assert_eq(pf_load_le32(f + st - 4), PF_INDEX_TRAILER_MAGIC_CRC);
+	c.len = pf_load_le32(f + st - 8);
+	c.crc = st - 12;
+	c.pb = c.crc - c.len;
+	c.header = c.pb - 8;
+	cr_assert_eq(pf_load_le32(f + c.header), PF_SKIP_INDEX);
+	cr_assert_eq(pf_load_le32(f + c.header + 4), c.len + 12);
+	return c;
+}
+
+static void expect_crc_error(const uint8_t *f, size_t n, const struct crc_place *c,
+			     const char *where)
+{
+	char want[160];
+	pf_error err;
+
+	cr_assert_eq(parse_whole(f, n, &err), -EBADMSG, "%s: %s", where, err.msg);
+	snprintf(want, sizeof(want), "stored 0x%08x at byte %zu, over the %zu bytes of the "
+		 "protobuf from byte %zu): the shard's index is damaged",
+		 pf_load_le32(f + c->crc), c->crc, c->len, c->pb);
+	cr_assert(!strncmp(err.msg, "index CRC mismatch (0x", 22), "%s: %s", where, err.msg);
+	cr_assert(strstr(err.msg, want), "%s: '%s' does not say '%s'", where, err.msg, want);
+	cr_assert_eq(err.offset_kind, PF_OFFSET_FILE);
+	cr_assert_eq(err.offset, c->pb, "%s", where);
+}
+
+/* The CRC covers the protobuf's bytes, all of them and nothing else, and
+ * is read from the one u32 after them: every changed protobuf byte fails
+ * it, the error naming both places; the CRC of the changed bytes written
+ * there passes; a changed stored CRC fails; bytes around (the header,
+ * L, the magic) are other errors, never this one. */
+Test(shard_bad, index_crc_one_place_one_span)
+{
+	struct recset rs = { 0 };
+	struct membuf m;
+	struct crc_place c;
+	pf_shard_index *ix;
+	pf_error err;
+
+	small_shard(&m, &rs, 0);
+	c = crc_place(m.data, m.len);
+	ix = parse_ok(m.data, m.len);
+	cr_assert_eq(c.header, pf_shard_index_data_end(ix));
+	pf_shard_index_free(ix);
+	for (size_t byte = c.pb; byte < c.crc; byte++) {
+		uint8_t was = m.data[byte], stored[4];
+
+		m.data[byte] ^= 0x10;
+		expect_crc_error(m.data, m.len, &c, "a protobuf byte");
+		memcpy(stored, m.data + c.crc, 4);
+		pf_store_le32(m.data + c.crc, pf_crc32c(0, m.data + c.pb, c.len));
+		pf_error_clear(&err);
+		if (parse_whole(m.data, m.len, &err) < 0)
+			CHECK(strncmp(err.msg, "index CRC mismatch", 18),
+			      "byte %zu: the CRC written at byte %zu fails: %s", byte, c.crc,
+			      err.msg);
+		memcpy(m.data + c.crc, stored, 4);
+		m.data[byte] = was;
+	}
+	for (size_t byte = c.crc; byte < c.crc + 4; byte++) {
+		m.data[byte] ^= 0x01;
+		expect_crc_error(m.data, m.len, &c, "the stored CRC");
+		m.data[byte] ^= 0x01;
+	}
+	for (size_t byte = c.header; byte < c.crc + 12; byte++) {
+		if (byte >= c.pb && byte < c.crc + 4)
+			continue;	/* the protobuf and the CRC: above */
+		m.data[byte] ^= 0x01;
+		cr_assert_lt(parse_whole(m.data, m.len, &err), 0, "byte %zu", byte);
+		cr_assert(strncmp(err.msg, "index CRC mismatch", 18), "byte %zu: %s", byte,
+			  err.msg);
+		m.data[byte] ^= 0x01;
+	}
+	cr_assert_eq(parse_whole(m.data, m.len, &err), 0, "%s", err.msg);
+	free(m.data);
+	recset_free(&rs);
+}
+
+/* fuzz_shard's input of issue 40 (corpus/shard/finding-crc_words_in_a_name):
+ * a damaged index whose record lengths name a feature holding the words
+ * "index CRC mismatch".  The CRC fails, and with the right CRC written
+ * where the error says it is stored, the index passes its CRC and is
+ * refused for those lengths, quoting the name: a message holding the
+ * words, which is not the CRC's error (it does not start with them). */
+Test(shard_bad, index_crc_words_quoted_are_not_the_crc_error)
+{
+	size_t n;
+	uint8_t *f = tu_read_file(PF_SOURCE_DIR "/tests/fuzz/corpus/shard/"
+				  "finding-crc_words_in_a_name", &n);
+	struct crc_place c = crc_place(f, n);
+	pf_error err;
+
+	cr_assert_eq(n, 1696);
+	cr_assert_eq(c.pb, 1322);
+	cr_assert_eq(c.crc, 1603);
+	expect_crc_error(f, n, &c, "as found");
+	pf_store_le32(f + c.crc, pf_crc32c(0, f + c.pb, c.len));
+	cr_assert_eq(parse_whole(f, n, &err), -EBADMSG);
+	cr_assert(!strncmp(err.msg, "index: record lengths of '", 26), "%s", err.msg);
+	cr_assert(strstr(err.msg, "index CRC mismatch"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "the counts end before the shard's last record"), "%s",
+		  err.msg);
+	cr_assert_eq(err.offset, c.header);
+	free(f);
+}

@@ -393,3 +393,85 @@ Test(apply, encoded_and_decoded_example)
 	free(s);
 }
 
+
+/* ------------------------------------------------------------------ */
+/* :lengths and a missing feature (issue 40)                            */
+/* ------------------------------------------------------------------ */
+
+/* NAME_lengths is made from NAME (PF_ROLE_LENGTHS), never read from the
+ * record: with NAME present the record needs no NAME_lengths (fuzz_spec's
+ * "x:int32[1]:lengths", corpus/spec/finding-lengths_is_made, where x has
+ * ten floats), and a record's own NAME_lengths is not what it holds. */
+Test(apply, lengths_made_from_the_parent_not_read)
+{
+	const float x[10] = { 0 };
+	const int64_t liar[1] = { 99 };
+	pf_feature f[2] = { feat_f("x", x, 10), feat_i64("x_lengths", liar, 1) };
+	pf_error err;
+	row_t row;
+
+	cr_assert_eq(apply("x:int32[1]:lengths", f, 1, &row, &err), 0, "%s", err.msg);
+	cr_assert_eq(row.i32[0], 0);
+	cr_assert_eq(row.i32[1], 1, "ten values capped at len 1");
+	cr_assert_eq(apply("x:int32[4]:lengths", f, 2, &row, &err), 0, "%s", err.msg);
+	cr_assert_eq(row.i32[4], 4, "the parent's count, not the record's x_lengths");
+}
+
+/* A feature the spec names without :default is in every record, with
+ * :lengths too: a record without it is -ENOMSG naming it (and what the
+ * record has), through pf_spec_apply(), pf_spec_apply_to() and the fast
+ * decode alike, and nothing of the row is left as if it were there.
+ * With :default its lengths are 0. */
+Test(apply, missing_feature_with_lengths_is_enomsg_naming_it)
+{
+	const int64_t one[1] = { 7 };
+	pf_feature f[2] = { feat_i64("label", one, 1), feat_none("unset") };
+	pf_example ex = { .features = f, .n_features = 2 };
+	static const char *const specs[] = { "gone:int32[3]:lengths",
+					     "label:int64[1],gone:bytes[4]:lengths",
+					     "unset:float32[2]:lengths" };
+	uint8_t wire[256];
+	int64_t n = pf_example_encode(f, 1, wire, sizeof(wire));
+	pf_arena a;
+	pf_error err;
+	row_t row;
+
+	cr_assert_gt(n, 0);
+	cr_assert_eq(pf_arena_init(&a, PF_ARENA_BYTES_FOR((size_t)n)), 0);
+	for (size_t k = 0; k < sizeof(specs) / sizeof(specs[0]); k++) {
+		pf_spec *s = parse_ok(specs[k]);
+		bool unset = k == 2;
+		const char *name = unset ? "unset" : "gone";
+		char want[160];
+		uint8_t *dst[PF_SPEC_MAX_FEATURES];
+
+		snprintf(want, sizeof(want), "feature '%s' is %s; the record has: label, unset "
+			 "(a feature with :default=V may be absent)", name,
+			 unset ? "present but has no value list" : "missing");
+		cr_assert_eq(apply(specs[k], f, 2, &row, &err), -ENOMSG, "%s", specs[k]);
+		cr_assert_eq(err.code, -ENOMSG);
+		cr_assert_str_eq(err.msg, want);
+		for (uint32_t i = 0; i < s->n; i++)
+			dst[i] = row.b + pf_spec_offset(s, i);
+		pf_error_clear(&err);
+		cr_assert_eq(pf_spec_apply_to(s, &ex, dst, &err), -ENOMSG, "%s", specs[k]);
+		cr_assert_str_eq(err.msg, want);
+		/* The fast decode (the loader's path) from the wire bytes,
+		 * which hold label alone. */
+		if (!unset) {
+			pf_arena_reset(&a);
+			pf_error_clear(&err);
+			cr_assert_eq(pf_spec_decode(s, wire, (size_t)n, &a, dst, &err), -ENOMSG,
+				     "%s: %s", specs[k], err.msg);
+			cr_assert(strstr(err.msg, "'gone'"), "%s", err.msg);
+		}
+		free(s);
+	}
+	/* Optional: the default's row, lengths 0. */
+	cr_assert_eq(apply("gone:int32[3]:default=-2:lengths", f, 2, &row, &err), 0, "%s",
+		     err.msg);
+	cr_assert_eq(row.i32[0], -2);
+	cr_assert_eq(row.i32[2], -2);
+	cr_assert_eq(row.i32[3], 0);
+	pf_arena_release(&a);
+}
