@@ -443,6 +443,19 @@ typedef enum pf_mix {
 	PF_MIX_SAMPLE,
 } pf_mix;
 
+/* What a mixture's weights count (0.8). */
+typedef enum pf_mix_unit {
+	/* Records (the default): source k gives w_k / sum(w) of the rows. */
+	PF_MIX_UNIT_RECORDS = 0,
+	/* Tokens (a packed mixture only: pack_length with sources): source
+	 * k gives w_k / sum(w) of the tokens, the first packed feature's
+	 * values, its rows' share then w_k / mean_k over the sum of them,
+	 * mean_k its records' mean length (capped as packing caps them),
+	 * known from the lengths every host reads before the first batch:
+	 * the proportions data-mixture papers quote. */
+	PF_MIX_UNIT_TOKENS,
+} pf_mix_unit;
+
 /* When a mixture ends (besides max_steps).  Every source has its own
  * epochs: a source that runs out starts its next epoch, with a new
  * shuffle when shuffling, whatever the others do. */
@@ -629,6 +642,10 @@ typedef struct pf_loader_config {
 	 * Batches are the same whatever the cache holds.  Not used in skip
 	 * mode (on_corrupt=skip) or by the window shuffle. */
 	uint32_t frame_cache;
+	/* 0.8: what a mixture's weights count (pf_mix_unit; tokens: a
+	 * packed mixture).  A mixture with pack_length is mixed, then
+	 * packed (docs/api.md, "Packed mixtures"). */
+	pf_mix_unit mix_unit;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_config;
@@ -800,6 +817,11 @@ typedef struct pf_loader_metrics {
 	 * their packed rows, planned ahead from the plan's lengths (the
 	 * others are copied there by the consumer's thread). */
 	uint64_t pack_direct_records;
+	/* 0.8: packing: the records and the tokens (values of the first
+	 * packed feature) in the rows made past an epoch's last step and
+	 * dropped (pack_rows_dropped of them), as far as the rows hold them
+	 * (a record concat splits counts once, in its first row). */
+	uint64_t pack_dropped_records, pack_dropped_tokens;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;
@@ -940,6 +962,12 @@ typedef struct pf_source_metrics {
 	 * alone; "mixed" when its files are in several. */
 	const char *region;
 	bool cross_region;		/* a declared region other than the host's */
+	/* 0.8: a packed mixture's: the tokens (values of the first packed
+	 * feature) of its records handed out in packed rows, and their share
+	 * of the run's tokens; 0 unpacked. */
+	uint64_t tokens;
+	double realised_token_share;
+	bool weighs_tokens;		/* the weights count tokens (mix_unit) */
 	/* New fields go here, at the end, only. */
 } pf_source_metrics;
 

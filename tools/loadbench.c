@@ -193,7 +193,12 @@ const cli_opt loadbench_cli[] = {
 	  .help = "a mixture ends after --epochs epochs of the first source (default), "
 		  "or when any source runs out of its first epoch" },
 	{ CLI_FLAG, "source-feature", .off = O(source_feature), .more = true,
-	  .help = "a mixture's batches hold _source (int32), each row's source" },
+	  .help = "a mixture's batches hold _source (int32), each row's source (packed: "
+		  "int32[L], each value's)" },
+	{ CLI_CHOICE, "mix-unit", .arg = "records|tokens", .off = O(mix_unit),
+	  .choices = "records|tokens", .more = true,
+	  .help = "what a mixture's weights count (default records; tokens: a packed "
+		  "mixture's, the first packed feature's values)" },
 	{ CLI_CHOICE, "remainder", .arg = "drop|wrap", .off = O(remainder),
 	  .choices = "drop|wrap", .more = true,
 	  .help = "the records past the last whole step of an epoch (default drop)" },
@@ -342,16 +347,16 @@ static int parse_options(int argc, char **argv, options *o, int *first)
 		return cli_usage("--save-every: needs --save-state FILE");
 	if (o->mix.n && *first != argc)
 		return cli_usage("'%s': a mixture's files are its --source's only", argv[*first]);
-	if (o->mix.n && o->pack)
-		return cli_usage("--pack: a mixture cannot be packed (pack one dataset, or mix "
-				 "without packing)");
+	if (o->mix_unit && !o->pack && o->mix.n)
+		return cli_usage("--mix-unit tokens: needs --pack (the tokens are a packed "
+				 "mixture's)");
 	if (o->mix.n && (ret = lb_check_sources(o)) != 0)
 		return ret;
 	if (*first == argc && !o->mix.n)
 		return cli_usage("no shards given");
-	if (!o->mix.n && (o->mix_mode || o->mix_stop || o->source_feature))
+	if (!o->mix.n && (o->mix_mode || o->mix_stop || o->source_feature || o->mix_unit))
 		return cli_usage("%s: needs --source", o->mix_mode ? "--mix" : o->mix_stop ?
-				 "--mix-stop" : "--source-feature");
+				 "--mix-stop" : o->source_feature ? "--source-feature" : "--mix-unit");
 	o->threads = o->threads_arg;
 	if (!o->threads) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);

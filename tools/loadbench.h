@@ -30,6 +30,7 @@ typedef struct options {
 	pf_shuffle_mode shuffle_mode;	/* --shuffle=global */
 	lb_sources mix;			/* --source */
 	int mix_mode, mix_stop;		/* --mix, --mix-stop */
+	int mix_unit;			/* --mix-unit */
 	bool source_feature;		/* --source-feature */
 	const char *features;
 	int remainder;			/* pf_remainder */

@@ -110,6 +110,7 @@ void lb_mixture_config(options *o, pf_loader_config *cfg)
 	cfg->nsources = o->mix.n;
 	cfg->mix = (pf_mix)o->mix_mode;
 	cfg->mix_stop = (pf_mix_stop)o->mix_stop;
+	cfg->mix_unit = (pf_mix_unit)o->mix_unit;
 	cfg->source_feature = o->source_feature;
 }
 

@@ -23,14 +23,10 @@ static int create_mixture(pf_loader **out, const pf_loader_config *cfg, pf_error
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "a mixture needs sources (%zu given), a feature spec and a "
 				    "per-core batch", cfg->sources ? cfg->nsources : 0);
-	/* Packing packs one record order; a mixture deals rows among
-	 * loaders: the two together are not built (docs/api.md). */
+	/* Mixed, then packed (loader/pack/pack_mix.c). */
 	if (cfg->pack_length)
-		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				    "a mixture cannot be packed: pack_length %u with %zu sources "
-				    "(pack one dataset, or mix without packing)",
-				    cfg->pack_length, cfg->nsources);
-	ret = pf_mixture_create(&m, cfg, err);
+		return pf_pack_create(out, cfg, err);
+	ret = pf_mixture_create(&m, cfg, NULL, err);
 	if (ret < 0)
 		return ret;
 	*out = &m->face;

@@ -371,10 +371,11 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	pf_error_clear(&e);
 	/* A source's loader of whole epochs opened once the batches are
 	 * there: its rows go straight into them from the first. */
-	ret = pf_pipe_create_source(out, &sc, lookahead,
-					 m->started && parts == 1 && !m->no_direct
-						 ? &m->sinks[k].sink : NULL,
-					 batch ? NULL : pf_mix_fit_batch, s->gated, s->pooled, &e);
+	ret = pf_pipe_create_opts(out, &sc, &(pf_pipe_opts){
+		.spec = m->spec, .lspec = m->lspec, .lookahead = lookahead,
+		.sink = m->started && parts == 1 && !m->no_direct ? &m->sinks[k].sink : NULL,
+		.fit = batch ? NULL : pf_mix_fit_batch, .gated = s->gated, .pooled = s->pooled },
+		&e);
 	if (ret < 0)
 		pf_mix_source_error(err, s->name, &e);
 	return ret;
@@ -413,8 +414,20 @@ static uint64_t mix_digest(const pf_mixture *m, const pf_loader_config *cfg)
 	uint64_t d = pf_mix64(m->n ^ ((uint64_t)cfg->mix << 8) ^ ((uint64_t)cfg->mix_stop << 16) ^
 			      ((uint64_t)cfg->source_feature << 24));
 
+	/* Weighing tokens, the shares follow from the data after the sources
+	 * are open: the weights and the unit are what the state must agree
+	 * on (records: the shares, as states saved before the unit kept). */
+	if (m->tokens)
+		d = pf_mix64(d ^ 0x746f6b656e73ull);	/* "tokens" */
 	for (size_t k = 0; k < m->n; k++) {
-		d = pf_mix64(d ^ m->src[k].q);
+		if (m->tokens) {
+			uint64_t bits;
+
+			memcpy(&bits, &m->src[k].weight, sizeof(bits));
+			d = pf_mix64(d ^ bits);
+		} else {
+			d = pf_mix64(d ^ m->src[k].q);
+		}
 		for (const char *c = m->src[k].name; *c; c++)
 			d = pf_mix64(d ^ (uint8_t)*c);
 	}
@@ -535,7 +548,39 @@ static int make_batches(pf_mixture *m, const pf_loader_config *cfg, pf_error *er
 				 err);
 }
 
-int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *err)
+/* Every source open: the room above's look at them (opts->opened), and a
+ * mixture weighing tokens takes its shares from their records' mean
+ * lengths: source k's rows w_k / mean_k of the sum. */
+static int opened(pf_mixture *m, const pf_mix_opts *o, pf_error *err)
+{
+	double *mean;
+	int ret;
+
+	if (!o || !o->opened)
+		return 0;
+	mean = pf_calloc(m->n, sizeof(*mean));
+	if (!mean)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	ret = o->opened(o->ctx, m, mean, err);
+	if (ret == 0 && m->tokens) {
+		/* The shares from w_k / mean_k; the weights stay as given
+		 * (the report says them). */
+		for (size_t k = 0; k < m->n; k++) {
+			double w = m->src[k].weight;
+
+			m->src[k].weight = w / (mean[k] > 0 ? mean[k] : 1.0);
+			mean[k] = w;
+		}
+		fix_shares(m);
+		for (size_t k = 0; k < m->n; k++)
+			m->src[k].weight = mean[k];
+	}
+	pf_free(mean);
+	return ret;
+}
+
+int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mix_opts *o,
+		      pf_error *err)
 {
 	pf_mixture *m;
 	pf_mix_state st = { 0 };
@@ -550,13 +595,26 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	if (!m)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
 	m->face.ops = &pf_mixture_ops;
+	m->spec = o ? o->spec : NULL;
+	m->lspec = o ? o->lspec : NULL;
+	m->tokens = cfg->mix_unit == PF_MIX_UNIT_TOKENS;
 	m->start_ns = pf_now_ns();
 	pf_mix_batch_env(m);
 	m->pool_threads = cfg->threads ? cfg->threads : pf_cpus();
 	m->n = cfg->nsources;
 	m->mode = cfg->mix;
 	m->seed = cfg->seed;
-	m->source_feature = cfg->source_feature;
+	m->source_feature = cfg->source_feature || (o && o->source_ids);
+	if ((unsigned)cfg->mix_unit > PF_MIX_UNIT_TOKENS || (m->tokens && !(o && o->opened))) {
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   (unsigned)cfg->mix_unit > PF_MIX_UNIT_TOKENS
+					   ? "mix_unit %u is neither PF_MIX_UNIT_RECORDS (0) nor "
+					     "PF_MIX_UNIT_TOKENS (1)"
+					   : "mix_unit %u (tokens) weighs a packed mixture's tokens: "
+					     "give a pack_length, or weigh records",
+				   (unsigned)cfg->mix_unit);
+		goto fail;
+	}
 	m->topo = (pf_topology){ cfg->host_index, cfg->num_hosts ? cfg->num_hosts : 1,
 				 cfg->cores_per_host ? cfg->cores_per_host : 1,
 				 cfg->per_core_batch };
@@ -618,6 +676,14 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		}
 		if (ret < 0)
 			goto fail;
+	} else if (o && o->opened) {
+		/* Every source open before the batches: the room above looks
+		 * at them first, and may change the shares the batches'
+		 * first steps are dealt by. */
+		for (size_t k = 0; k < m->n && ret == 0; k++)
+			ret = open_source(m, cfg, k, NULL, 0, 0, err);
+		if (ret < 0)
+			goto fail;
 	} else {
 		/* The first source, then the batches, so that the others'
 		 * decoders write into them from their first record on (what
@@ -635,6 +701,9 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		if (ret < 0)
 			goto fail;
 	}
+	ret = opened(m, o, err);
+	if (ret < 0)
+		goto fail;
 	if (!m->slots) {
 		ret = make_batches(m, cfg, err);
 		if (ret < 0)
@@ -790,6 +859,7 @@ static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 			ret = open_saved(m, cfg, k, ss, err);
 		/* Rows of the batch it was inside taken before the state. */
 		s->cur_row = ss->consumed;
+		s->consumed0 = ss->consumed;
 	}
 	return ret;
 }
@@ -964,6 +1034,98 @@ uint64_t pf_mixture_steps_left(const pf_mixture *m)
 uint64_t pf_mixture_steps(const pf_mixture *m)
 {
 	return m->end;
+}
+
+/* ------------------------------------------------------------------ */
+/* For the room above: a packed mixture's                               */
+
+pf_pipe *pf_mixture_source(const pf_mixture *m, size_t k)
+{
+	return m->src[k].l;
+}
+
+void pf_mixture_taken(const pf_mixture *m, uint64_t *taken)
+{
+	for (size_t k = 0; k < m->n; k++)
+		taken[k] = m->src[k].used;
+}
+
+uint64_t pf_mixture_first_step(const pf_mixture *m)
+{
+	return m->step0;
+}
+
+uint64_t pf_mixture_end(const pf_mixture *m)
+{
+	return m->end;
+}
+
+int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *taken,
+			    const struct pf_pack_state *pack, void *buf, size_t cap)
+{
+	pf_mix_source_state *ss = pf_calloc(m->n, sizeof(*ss));
+	uint8_t **own = pf_calloc(m->n, sizeof(*own));
+	pf_mix_state st = { .digest = m->digest, .next_step = step,
+			    .end_plus_one = m->rule_end + 1,
+			    .host_index = m->topo.host_index, .num_hosts = m->topo.num_hosts,
+			    .cores = m->topo.cores, .per_core_batch = m->topo.per_core_batch,
+			    .sources = ss, .nsources = m->n, .has_pack = pack != NULL };
+	int64_t n = -ENOMEM;
+
+	if (pack)
+		st.pack = *pack;
+	if (!ss || !own)
+		goto out;
+	for (size_t k = 0; k < m->n; k++) {
+		const mix_source *s = &m->src[k];
+		uint64_t rows = s->consumed0 + taken[k];
+
+		if (s->next || s->npend) {	/* inside a bridge */
+			n = -ENOTSUP;
+			goto out;
+		}
+		/* Its loader's state before the batch the row after them is
+		 * in, and the rows of that batch taken. */
+		n = pf_pipe_state_after(s->l, rows / s->sub_batch, NULL, 0);
+		if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
+			goto out;
+		pf_pipe_state_after(s->l, rows / s->sub_batch, own[k], (size_t)n);
+		ss[k] = (pf_mix_source_state){ .state = own[k], .state_len = (size_t)n,
+					       .consumed = (uint32_t)(rows % s->sub_batch),
+					       .whole_batch = s->whole_batch };
+	}
+	n = pf_mix_state_encode(&st, buf, cap);
+out:
+	for (size_t k = 0; own && k < m->n; k++)
+		pf_free(own[k]);
+	pf_free(own);
+	pf_free(ss);
+	return n;
+}
+
+void pf_mixture_row_sources(pf_mixture *m, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs)
+{
+	/* The consumer's place in the schedule kept aside and given back:
+	 * these steps are dealt as host `host` deals them. */
+	int64_t deficit[257];
+	uint64_t count[257], cum[258], order[257], at = m->at;
+	uint32_t own = m->topo.host_index;
+
+	memcpy(deficit, m->deficit, m->n * sizeof(*deficit));
+	memcpy(count, m->count, m->n * sizeof(*count));
+	memcpy(cum, m->cum, (m->n + 1) * sizeof(*cum));
+	memcpy(order, m->order, m->n * sizeof(*order));
+	m->topo.host_index = host;
+	for (uint64_t i = 0; i < n; i++) {
+		pf_mix_schedule_seek(m, t + i);
+		pf_mix_step_sources(m, t + i, rs + i * m->host_batch);
+	}
+	m->topo.host_index = own;
+	memcpy(m->deficit, deficit, m->n * sizeof(*deficit));
+	memcpy(m->count, count, m->n * sizeof(*count));
+	memcpy(m->cum, cum, (m->n + 1) * sizeof(*cum));
+	memcpy(m->order, order, m->n * sizeof(*order));
+	m->at = at;
 }
 
 pf_mixture *pf_mixture_of(pf_loader *l)

@@ -16,7 +16,45 @@
  * face). */
 typedef struct pf_mixture pf_mixture;
 extern const pf_loader_ops pf_mixture_ops;
-int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *err);
+/* A mixture for the room above it (a packed mixture's inner records:
+ * loader/pack/), its options beyond the config:
+ *   spec, lspec  its sources' spec instead of cfg->features, and the one
+ *                their stream files' packed lengths are measured with as
+ *                they are counted (pf_pipe_opts);
+ *   source_ids   each row's source kept (_source), asked or not;
+ *   opened       called once every source is open (fresh or restored),
+ *                before the run's shape (shares, schedule, end) is fixed:
+ *                it fills tokens[k], the mean tokens of a record of
+ *                source k, by which a mixture of cfg->mix_unit tokens
+ *                weighs its shares.  @return 0 or <0 with err. */
+typedef struct pf_mix_opts {
+	const pf_spec *spec, *lspec;
+	bool source_ids;
+	int (*opened)(void *ctx, pf_mixture *m, double *tokens, pf_error *err);
+	void *ctx;
+} pf_mix_opts;
+int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mix_opts *o,
+		      pf_error *err);
+/* For the room above: source k's loader (of whole epochs, no bridge),
+ * the rows taken from each source by this run (taken[k]), the run's
+ * first step and the step after its last. */
+pf_pipe *pf_mixture_source(const pf_mixture *m, size_t k);
+void pf_mixture_taken(const pf_mixture *m, uint64_t *taken);
+uint64_t pf_mixture_first_step(const pf_mixture *m);
+uint64_t pf_mixture_end(const pf_mixture *m);
+/* The mixture's state as if its consumer had been handed the steps
+ * before `step` and nothing after, having taken taken[k] rows of each
+ * source k (pf_mixture_taken() of that moment), its pack part pack
+ * (NULL: none): a packed mixture's checkpoint.  @return the blob's
+ * length (nothing written when over cap), or <0: -ENOTSUP for a source
+ * inside an elastic resume's bridge. */
+int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *taken,
+			    const struct pf_pack_state *pack, void *buf, size_t cap);
+/* Host `host`'s sources of the rows of steps [t, t + n) of the run
+ * (the mixture's rows a step each) into rs, a step after another: the
+ * schedule's, as that host deals them.  Not thread-safe with the
+ * mixture's own consumer (the consumer's thread). */
+void pf_mixture_row_sources(pf_mixture *m, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs);
 void pf_mixture_free(pf_mixture *m);
 int pf_mixture_next(pf_mixture *m, pf_batch **out);
 void pf_mixture_release(pf_mixture *m, pf_batch *b);
@@ -105,6 +143,9 @@ typedef struct mix_source {
 	mix_sink *sk;		/* m->sinks[k] */
 	uint64_t mapping;	/* sk->mapped, before it is published */
 	uint64_t used;		/* the number of the next row taken */
+	/* Rows of its loader's first batch taken before this run (a
+	 * restore's; pf_mixture_state_at()). */
+	uint32_t consumed0;
 } mix_source;
 
 typedef struct mix_slot {
@@ -119,6 +160,11 @@ typedef struct mix_slot {
 
 struct pf_mixture {
 	pf_loader face;		/* pf_mixture_ops */
+	/* A room above's (pf_mix_opts): the sources' spec and lengths
+	 * spec (NULL: the config's, none), and whether the shares weigh
+	 * tokens. */
+	const pf_spec *spec, *lspec;
+	bool tokens;
 	mix_source *src;
 	size_t n;
 	pf_mix mode;

@@ -116,6 +116,31 @@ static int make_specs(pf_pack_run *pk, const pf_loader_config *cfg, pf_spec *out
 		pk->fin[f] = 2 * f;
 		pk->fout[f] = 3 * f;
 	}
+	/* A packed mixture's _source (source_feature): each value's source,
+	 * -1 in the padding, after the packed features. */
+	pk->fsrc = UINT32_MAX;
+	if (cfg->nsources && cfg->source_feature) {
+		pf_feature_spec *fs;
+
+		if (outer->n == PF_SPEC_MAX_FEATURES)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "feature spec: more than %u features with '_source'",
+					    PF_SPEC_MAX_FEATURES);
+		for (uint32_t i = 0; i < outer->n; i++)
+			if (!strcmp(outer->f[i].name, "_source"))
+				return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+						    "feature spec: '_source' would be made for "
+						    "source_feature, but the spec has a feature "
+						    "of that name");
+		pk->fsrc = outer->n;
+		fs = &outer->f[outer->n++];
+		memset(fs, 0, sizeof(*fs));
+		snprintf(fs->name, sizeof(fs->name), "_source");
+		fs->dtype = PF_DTYPE_INT32;
+		fs->len = cfg->pack_length;
+		fs->scale = 1.0;
+		fs->pad = -1;
+	}
 	pf_spec_layout(inner);
 	pf_spec_layout(outer);
 	return 0;
@@ -246,7 +271,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	pk->npieces = pk->cap / pk->L + 2;
 	if (ret < 0)
 		goto fail;
-	if (cfg->nresume) {
+	if (cfg->nresume && !cfg->nsources) {
 		ret = pf_pack_restore(pk, cfg, &l->topo, err);
 		if (ret < 0)
 			goto fail;
@@ -260,10 +285,13 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	icfg.max_steps = 0;
 	icfg.remainder = PF_REMAINDER_DROP;
 	/* The inner rows are long (L values, or PF_PACK_CONCAT_CAP): the
-	 * shuffle window is at most what a quarter of the budget holds. */
+	 * shuffle window is at most what a quarter of the budget holds (a
+	 * mixture's sources, each with its own share of the budget, a
+	 * quarter of theirs). */
 	if (cfg->shuffle) {
 		uint64_t budget = cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT;
-		uint64_t w = budget / 4 / (inner_spec->row_bytes ? inner_spec->row_bytes : 1);
+		uint64_t w = budget / 4 / (cfg->nsources ? cfg->nsources : 1) /
+			     (inner_spec->row_bytes ? inner_spec->row_bytes : 1);
 		uint64_t want = cfg->shuffle_window ? cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT;
 
 		w = w < want ? w : want;
@@ -274,6 +302,18 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	ret = pf_spec_lengths(user_spec, pk->nf, user_spec, err);
 	if (ret < 0)
 		goto fail;
+	if (cfg->nsources) {
+		/* A mixture's records (pack_mix.c): its run one packed epoch. */
+		icfg.source_feature = false;
+		ret = pf_pack_mix_create(l, pk, cfg, &icfg, inner_spec, user_spec, err);
+		if (ret == 0)
+			ret = make_outs(l, pk, err);
+		if (ret < 0)
+			goto fail_inner;
+		l->epochs = 1;
+		l->steps_per_epoch = pk->epoch_steps;
+		goto made;
+	}
 	ret = pf_pipe_create_packing(&pk->inner, &icfg, inner_spec,
 				       cfg->on_corrupt == PF_CORRUPT_FAIL ? user_spec : NULL,
 				       &opened, err);
@@ -311,6 +351,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	ret = pf_pipe_start_workers(pk->inner, err);
 	if (ret < 0)
 		goto fail_inner;
+made:
 	if (!pk->epoch_steps && !pk->step_base) {
 		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "the dataset's records pack into %llu rows of %u on this host "
@@ -325,8 +366,9 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	*out = &l->face;
 	return 0;
 fail:
-	/* The other hosts of a pod wait for this one's part. */
-	if (!pk->inner)
+	/* The other hosts of a pod wait for this one's part (a mixture's
+	 * sources take theirs as they are opened). */
+	if (!pk->inner && !cfg->nsources)
 		pf_dataset_open_abandon(&(pf_open_config){
 			.host_index = cfg->host_index, .num_hosts = cfg->num_hosts,
 			.allgather = cfg->allgather, .allgather_ctx = cfg->allgather_ctx },
@@ -345,7 +387,16 @@ static void pack_free(pf_packing *l)
 	pf_pack_run *pk = l->pack;
 
 	pf_pipe_free(pk->inner);	/* its decode threads first */
+	pf_mixture_free(pk->mix);
 	pf_pack_direct_free(pk);
+	for (size_t k = 0; pk->src_lengths && k < pk->nsrc; k++)
+		pf_free(pk->src_lengths[k]);
+	pf_free(pk->src_lengths);
+	pf_free(pk->src_nlengths);
+	pf_free(pk->src_records);
+	pf_free(pk->src_tokens);
+	pf_free(pk->snap_taken);
+	pf_free(pk->taken_next);
 	for (unsigned k = 0; pk->outs && k < pk->nouts; k++) {
 		pack_out *o = &pk->outs[k];
 
@@ -435,6 +486,13 @@ static void pad_out(pf_packing *l, pf_pack_run *pk, pack_out *o)
 			       (size_t)(pk->L - n) * sizeof(int32_t));
 			memset((int32_t *)t[i + 2].data + row * pk->L + n, 0,
 			       (size_t)(pk->L - n) * sizeof(int32_t));
+		}
+		/* A packed mixture's sources: -1 where the first feature pads. */
+		if (pk->fsrc != UINT32_MAX) {
+			int32_t *sv = (int32_t *)t[pk->fsrc].data + row * pk->L;
+
+			for (uint32_t v = o->fill[(size_t)idx * pk->nf]; v < pk->L; v++)
+				sv[v] = -1;
 		}
 	}
 }
@@ -554,6 +612,10 @@ static int place(pf_packing *l, pf_pack_run *pk, const pack_group *g, uint32_t r
 		pk->opened = pk->packer.next_row;
 	}
 	{
+		/* A mixture's record: its source, counted in its rows. */
+		uint32_t from = pf_pack_mix_source(pk, pk->ib, r);
+		bool counted = false;
+
 		for (int j = 0; j < k; j++) {
 			const pf_pack_piece *pc = &pieces[j];
 			uint64_t step = pc->row / pk->B;
@@ -561,9 +623,14 @@ static int place(pf_packing *l, pf_pack_run *pk, const pack_group *g, uint32_t r
 			uint32_t core = idx / l->topo.per_core_batch, row = idx % l->topo.per_core_batch;
 			pack_out *o;
 
-			if (step >= pk->epoch_steps || step < pk->step)
-				continue;	/* past the epoch's last step: dropped;
-						   or delivered before a resume */
+			if (step >= pk->epoch_steps) {
+				/* past the epoch's last step: dropped */
+				pk->dropped_tokens += pc->count[0];
+				pk->dropped_records += j == 0;
+				continue;
+			}
+			if (step < pk->step)
+				continue;	/* delivered before a resume */
 			if (step >= pk->step + pk->window)
 				return pf_error_set(&l->err, -EOVERFLOW, PF_OFFSET_NONE, 0,
 						    "packing: row %llu is beyond the steps in progress",
@@ -585,6 +652,18 @@ static int place(pf_packing *l, pf_pack_run *pk, const pack_group *g, uint32_t r
 				o->values += pc->count[f];
 			}
 			o->segments++;
+			if (from == UINT32_MAX || from >= pk->nsrc)
+				continue;
+			pk->src_tokens[from] += pc->count[0];
+			pk->src_records[from] += !counted;
+			counted = true;
+			if (pk->fsrc != UINT32_MAX) {
+				int32_t *sv = (int32_t *)o->core[core].tensors[pk->fsrc].data +
+					      (size_t)row * pk->L + pc->at[0];
+
+				for (uint32_t v = 0; v < pc->count[0]; v++)
+					sv[v] = (int32_t)from;
+			}
 		}
 	}
 	pk->closed = closed;
@@ -653,11 +732,17 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 			continue;
 		}
 		if (!pk->ib) {
-			ret = pf_pipe_next_timed(pk->inner, &pk->ib, timeout_ns);
+			/* A mixture's: what its sources had given before this
+			 * batch, for its checkpoint. */
+			if (pk->mix)
+				pf_mixture_taken(pk->mix, pk->taken_next);
+			ret = pk->mix ? pf_mixture_next(pk->mix, &pk->ib)
+				      : pf_pipe_next_timed(pk->inner, &pk->ib, timeout_ns);
 			if (ret == -ETIMEDOUT)
 				return ret;
 			if (ret < 0) {
-				const pf_error *e = pf_pipe_last_error(pk->inner);
+				const pf_error *e = pk->mix ? pf_mixture_last_error(pk->mix)
+							    : pf_pipe_last_error(pk->inner);
 
 				if (e)
 					l->err = *e;
@@ -669,14 +754,16 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 				end_epoch(pk);
 				continue;
 			}
+			/* A mixture's run is one packed epoch (its batches say
+			 * its first source's). */
 			if (!pk->started) {
 				pk->started = true;
-				pk->epoch = pk->ib->epoch;
+				pk->epoch = pk->mix ? 0 : pk->ib->epoch;
 			}
 			pk->irow = 0;
-			ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = pk->ib->epoch,
-							  .step = pk->ib->step,
-							  .gstep = pk->ib->global_step });
+			ret = pf_pack_push_snap(pk, &(pack_snap){
+				.epoch = pk->mix ? 0 : pk->ib->epoch, .step = pk->ib->step,
+				.gstep = pk->ib->global_step, .taken = pk->taken_next });
 			if (ret < 0)
 				return ret;
 			pf_pack_direct_plan(l, pk, pk->ib->epoch, pk->ib->step, true);
@@ -709,7 +796,10 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 			/* Before its slot goes to the group after the last one
 			 * planned. */
 			pf_pack_direct_plan(l, pk, pk->ib->epoch, pk->ib->step + 1, false);
-			pf_pipe_release(pk->inner, pk->ib);
+			if (pk->mix)
+				pf_mixture_release(pk->mix, pk->ib);
+			else
+				pf_pipe_release(pk->inner, pk->ib);
 			pk->ib = NULL;
 			if (last)
 				end_epoch(pk);
@@ -805,7 +895,10 @@ static void pack_metrics(const pf_loader *f, pf_loader_metrics *m)
 	const pf_pack_run *pk = l->pack;
 	pf_loader_metrics own;
 
-	pf_pipe_metrics(pk->inner, m);
+	if (pk->mix)
+		pf_mixture_metrics(pk->mix, m);
+	else
+		pf_pipe_metrics(pk->inner, m);
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	own = l->m;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
@@ -830,6 +923,8 @@ static void pack_metrics(const pf_loader *f, pf_loader_metrics *m)
 	m->pack_truncated_records = pk->packer.truncated_records;
 	m->pack_truncated_values = pk->packer.truncated_values;
 	m->pack_empty_records = pk->packer.empty_records;
+	m->pack_dropped_records = pk->dropped_records;
+	m->pack_dropped_tokens = pk->dropped_tokens;
 }
 
 static int64_t pack_save_state(pf_loader *f, void *buf, size_t cap)
@@ -846,10 +941,16 @@ static const pf_error *pack_last_error(const pf_loader *f)
 	return l->failed ? &l->err : NULL;
 }
 
-/* The inner loader's pipeline tunes itself. */
+/* The inner loader's pipeline tunes itself (a mixture's, each source's:
+ * the first one's is said). */
 static void pack_tuning(const pf_loader *f, pf_tuning *t)
 {
-	pf_pipe_tuning(cpacking(f)->pack->inner, t);
+	const pf_pack_run *pk = cpacking(f)->pack;
+
+	if (pk->mix)
+		pf_mixture_tuning(pk->mix, t);
+	else
+		pf_pipe_tuning(pk->inner, t);
 }
 
 static uint64_t pack_steps_per_epoch(const pf_loader *f)
@@ -882,10 +983,39 @@ static int pack_feature_shape(const pf_loader *f, uint32_t i, uint32_t shape[3],
 	return pf_spec_feature_shape(&cpacking(f)->spec, NULL, i, shape, elem, elem_size);
 }
 
-/* The inner loader's pipeline's. */
+/* The inner loader's pipeline's (a mixture's: its first source's). */
 static int pack_series(const pf_loader *f, pf_series **out)
 {
-	return pf_pipe_series(cpacking(f)->pack->inner, out);
+	const pf_pack_run *pk = cpacking(f)->pack;
+
+	return pk->mix ? pf_mixture_series(pk->mix, out) : pf_pipe_series(pk->inner, out);
+}
+
+/* A packed mixture's sources: the mixture's figures, with the records and
+ * the tokens each gave the packed rows handed out. */
+static size_t pack_sources(const pf_loader *f)
+{
+	const pf_pack_run *pk = cpacking(f)->pack;
+
+	return pk->mix ? pf_mixture_sources(pk->mix) : 0;
+}
+
+static void pack_source_metrics(const pf_loader *f, size_t i, pf_source_metrics *m)
+{
+	const pf_packing *l = cpacking(f);
+	const pf_pack_run *pk = l->pack;
+	uint64_t records = 0, tokens = 0;
+
+	pf_mixture_source_metrics(pk->mix, i, m);
+	for (size_t k = 0; k < pk->nsrc; k++) {
+		records += pk->src_records[k];
+		tokens += pk->src_tokens[k];
+	}
+	m->records = pk->src_records[i];
+	m->realised_share = records ? (double)pk->src_records[i] / (double)records : 0;
+	m->tokens = pk->src_tokens[i];
+	m->realised_token_share = tokens ? (double)pk->src_tokens[i] / (double)tokens : 0;
+	m->weighs_tokens = l->cfg.mix_unit == PF_MIX_UNIT_TOKENS;
 }
 
 static void pack_destroy(pf_loader *f)
@@ -905,5 +1035,7 @@ const pf_loader_ops pf_packing_ops = {
 	.spec = pack_spec,
 	.feature_shape = pack_feature_shape,
 	.series = pack_series,
+	.sources = pack_sources,
+	.source_metrics = pack_source_metrics,
 	.free = pack_destroy,
 };

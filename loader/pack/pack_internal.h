@@ -12,6 +12,7 @@
 #ifndef PF_PACK_INTERNAL_H
 #define PF_PACK_INTERNAL_H
 
+#include "mixture_internal.h"
 #include "pf_transform.h"
 #include "pipeline_internal.h"
 #include "spec_internal.h"
@@ -54,6 +55,8 @@ typedef struct pack_snap {
 	bool fresh;		/* the epoch's start, before its first inner batch */
 	uint64_t consumed;	/* inner records taken in the epoch before it */
 	pf_packer packer;
+	uint64_t *taken;	/* a packed mixture's: the rows each source had
+				   given (pf_mixture_taken()), in snap_taken */
 } pack_snap;
 
 typedef struct pack_out {
@@ -132,7 +135,23 @@ typedef struct pf_pack_direct pf_pack_direct;
 typedef struct pf_packing pf_packing;
 
 struct pf_pack_run {
-	pf_pipe *inner;
+	pf_pipe *inner;		/* NULL for a packed mixture */
+	/* A packed mixture (pack_mix.c): its inner mixture instead of a
+	 * pipeline, its sources' records' lengths (src_lengths[k], dataset
+	 * order, nf a record), the inner rows' _source tensor, and what each
+	 * source gave the rows handed out: records and tokens (values of
+	 * the first packed feature). */
+	pf_mixture *mix;
+	size_t nsrc;
+	uint32_t **src_lengths;
+	uint64_t *src_nlengths;
+	uint32_t src_tensor;
+	uint64_t *src_records, *src_tokens;
+	uint64_t *snap_taken;		/* [snaps_cap x nsrc] */
+	uint64_t *taken_next;		/* [nsrc]: before the inner batch taken */
+	/* The outer spec's _source (int32[L], each value's source, -1 in
+	 * the padding; source_feature): its index, or UINT32_MAX. */
+	uint32_t fsrc;
 	pf_order inner_order;		/* the inner loader's, as the plan reads it */
 	pf_packer packer;
 	uint32_t nf;				/* packed features */
@@ -157,6 +176,9 @@ struct pf_pack_run {
 	uint64_t epoch_steps;		/* planned: every host's */
 	uint64_t epoch_rows;		/* planned: this host's */
 	bool inner_done, started;
+	/* Values of the first packed feature and records in rows made past
+	 * the epoch's last step (dropped). */
+	uint64_t dropped_tokens, dropped_records;
 
 	/* Every record's packed lengths, in dataset order (pack_gather.c),
 	 * and what reading them cost this host. */
@@ -267,6 +289,22 @@ struct pf_packing {
 	pf_error misuse;
 	pf_pack_run *pack;
 };
+
+/* pack_mix.c: a packed mixture.  pf_pack_mix_create(): the inner mixture
+ * (icfg its config: one core of PF_PACK_GROUP records a step), every
+ * source's records' lengths gathered (a pod's hosts each reading its
+ * share) before its run's shape is fixed (tokens weighed, mix_unit), and
+ * the run planned as one packed epoch, or the state's plan taken (the
+ * same topology only).  pf_pack_mix_save_state(): the inner mixture's
+ * state at the checkpoint sn and the packer there (q).  The source of
+ * record r of the inner batch ib (pf_pack_mix_source()), or
+ * UINT32_MAX. */
+int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *cfg,
+		       pf_loader_config *icfg, const pf_spec *inner_spec, const pf_spec *lspec,
+		       pf_error *err);
+int64_t pf_pack_mix_save_state(pf_packing *l, const pack_snap *sn,
+			       const struct pf_pack_state *q, void *buf, size_t cap);
+uint32_t pf_pack_mix_source(const pf_pack_run *pk, const pf_batch *ib, uint32_t r);
 
 /* pack_state.c: pf_loader_save_state() of a packing loader. */
 int64_t pf_pack_save_state(pf_packing *l, void *buf, size_t cap);

@@ -15,16 +15,36 @@
 int pf_pack_push_snap(pf_pack_run *pk, const pack_snap *sn)
 {
 	uint64_t delivered = pk->step * pk->B;
+	size_t cap = pk->snaps_cap, row = pk->nsrc * sizeof(*pk->snap_taken);
 
 	while (pk->nsnaps >= 2 && pk->snaps[1].packer.next_row <= delivered) {
 		memmove(&pk->snaps[0], &pk->snaps[1], (pk->nsnaps - 1) * sizeof(*pk->snaps));
+		if (row)
+			memmove(pk->snap_taken, pk->snap_taken + pk->nsrc, (pk->nsnaps - 1) * row);
 		pk->nsnaps--;
 	}
 	if (pf_grow(&pk->snaps, &pk->snaps_cap, pk->nsnaps + 1, sizeof(*pk->snaps)) < 0)
 		return -ENOMEM;
+	if (row && (pk->snaps_cap != cap || !pk->snap_taken)) {
+		uint64_t *t = pf_realloc(pk->snap_taken, pk->snaps_cap * row);
+
+		if (!t)
+			return -ENOMEM;
+		pk->snap_taken = t;
+	}
 	pk->snaps[pk->nsnaps] = *sn;
 	pk->snaps[pk->nsnaps].packer = pk->packer;
 	pk->snaps[pk->nsnaps].consumed = pk->consumed;
+	/* A packed mixture's: what each source had given, kept beside. */
+	if (row) {
+		uint64_t *t = pk->snap_taken + pk->nsnaps * pk->nsrc;
+
+		if (sn->taken)
+			memcpy(t, sn->taken, row);
+		else
+			memset(t, 0, row);
+		pk->snaps[pk->nsnaps].taken = NULL;
+	}
 	pk->nsnaps++;
 	return 0;
 }
@@ -259,56 +279,73 @@ int64_t pf_pack_save_state(pf_packing *l, void *buf, size_t cap)
 	pf_pack_run *pk = l->pack;
 	const pf_pipe *in = pk->inner;
 	uint64_t delivered = pk->step * pk->B;
+	bool done = pk->step >= pk->epoch_steps && pk->epoch_steps;
 	const pack_snap *sn = NULL;
-	struct pf_pack_state *q;
+	struct pf_pack_state q;
 	pf_piece *pieces;
 	pf_packer packer;
+	size_t si = 0;
 	pf_state s;
 	int64_t n;
 
-	pieces = pf_calloc(in->resume.npieces + 1, sizeof(*pieces));
-	if (!pieces)
-		return -ENOMEM;
 	/* The last checkpoint whose packer had opened no row not yet
 	 * delivered: from there the packer makes those rows again. */
 	for (size_t i = pk->nsnaps; i-- > 0 && !sn;)
-		if (pk->snaps[i].packer.next_row <= delivered)
+		if (pk->snaps[i].packer.next_row <= delivered) {
 			sn = &pk->snaps[i];
-	if (pk->step >= pk->epoch_steps && pk->epoch_steps) {
-		/* The epoch is delivered: the next one, from its start. */
-		pf_resume_state_at(in, pk->epoch + 1, 0, sn ? sn->gstep : 0, true, &s, pieces);
-		packer = pk->packer;
+			si = i;
+		}
+	if (!done && !sn)	/* cannot be: the epoch's first has none */
+		return -EIO;
+	packer = done ? pk->packer : sn->packer;
+	if (done) {	/* the epoch is delivered: the next one, from its start */
 		packer.nopen = 0;
 		packer.next_row = 0;
-	} else {
-		if (!sn) {	/* cannot be: the epoch's first has none */
-			pf_free(pieces);
-			return -EIO;
-		}
-		pf_resume_state_at(in, sn->epoch, sn->step, sn->gstep, sn->fresh, &s, pieces);
-		packer = sn->packer;
 	}
-	s.has_pack = true;
-	q = &s.pack;
-	*q = (struct pf_pack_state){
+	q = (struct pf_pack_state){
 		.length = pk->L, .mode = (uint32_t)l->cfg.pack_mode, .pool = pk->packer.pool,
 		.nf = pk->nf, .saver = l->topo,
-		.step = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->step,
+		.step = done ? 0 : pk->step,
 		.global_step = pk->gstep,
 		.ahead = sn && pk->step < pk->epoch_steps ? pk->consumed - sn->consumed : 0,
-		.step_base = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->step_base,
-		.epoch_steps = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->epoch_steps,
-		.epoch_rows = pk->step >= pk->epoch_steps && pk->epoch_steps ? 0 : pk->epoch_rows,
+		.step_base = done ? 0 : pk->step_base,
+		.epoch_steps = done ? 0 : pk->epoch_steps,
+		.epoch_rows = done ? 0 : pk->epoch_rows,
 		.next_row = packer.next_row, .nopen = packer.nopen,
 	};
 	for (uint32_t r = 0; r < packer.nopen; r++) {
-		q->id[r] = packer.open[r].id;
-		q->segments[r] = packer.open[r].segments;
+		q.id[r] = packer.open[r].id;
+		q.segments[r] = packer.open[r].segments;
 		for (uint32_t f = 0; f < pk->nf; f++)
-			q->fill[r][f] = packer.open[r].fill[f];
+			q.fill[r][f] = packer.open[r].fill[f];
 	}
+	if (pk->mix) {
+		/* A packed mixture's run is one epoch: delivered, it says so
+		 * (its steps all taken) from its last checkpoint. */
+		pack_snap at;
+
+		if (!sn)
+			sn = &pk->snaps[si = pk->nsnaps - 1];
+		at = *sn;
+		at.taken = pk->snap_taken + si * pk->nsrc;
+		if (done) {
+			q.step = pk->step;
+			q.epoch_steps = pk->epoch_steps;
+			q.epoch_rows = pk->epoch_rows;
+			q.next_row = pk->epoch_steps * pk->B;
+		}
+		return pf_pack_mix_save_state(l, &at, &q, buf, cap);
+	}
+	pieces = pf_calloc(in->resume.npieces + 1, sizeof(*pieces));
+	if (!pieces)
+		return -ENOMEM;
+	if (done)
+		pf_resume_state_at(in, pk->epoch + 1, 0, sn ? sn->gstep : 0, true, &s, pieces);
+	else
+		pf_resume_state_at(in, sn->epoch, sn->step, sn->gstep, sn->fresh, &s, pieces);
+	s.has_pack = true;
+	s.pack = q;
 	n = pf_state_encode(&s, buf, cap);
 	pf_free(pieces);
 	return n;
 }
-

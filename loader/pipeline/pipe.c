@@ -79,19 +79,18 @@ static int check_global(const pf_pipe *l, pf_error *err)
 	return 0;
 }
 
-/* Internal options of create(): a packer's inner loader's (lspec, opened:
- * pack.c), a mixture's source's (lookahead, sink, fit: mixture.c). */
-typedef struct create_opts {
-	const pf_spec *lspec;
-	bool *opened;
-	unsigned lookahead;
-	const pf_row_sink *sink;
-	pf_batch_fit fit;
-	bool gated, pooled;
-} create_opts;
+typedef pf_pipe_opts create_opts;
 
 static int create(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
 		  const create_opts *o, pf_error *err);
+
+int pf_pipe_create_opts(pf_pipe **out, const pf_loader_config *cfg, const pf_pipe_opts *o,
+			pf_error *err)
+{
+	if (o->opened)
+		*o->opened = false;
+	return create(out, cfg, o->spec, o, err);
+}
 
 int pf_pipe_create(pf_pipe **out, const pf_loader_config *cfg, pf_error *err)
 {
@@ -122,16 +121,6 @@ int pf_pipe_create_packing(pf_pipe **out, const pf_loader_config *cfg, const pf_
 	*opened = false;
 	return create(out, cfg, spec,
 		      &(create_opts){ .lspec = lspec, .opened = opened }, err);
-}
-
-int pf_pipe_create_source(pf_pipe **out, const pf_loader_config *cfg,
-			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
-			       bool gated, bool pooled, pf_error *err)
-{
-	return create(out, cfg, NULL,
-		      &(create_opts){ .lookahead = lookahead, .sink = sink, .fit = fit,
-				      .gated = gated, .pooled = pooled },
-		      err);
 }
 
 void pf_pipe_open_gate(pf_pipe *l, uint64_t max_steps)

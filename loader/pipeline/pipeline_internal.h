@@ -613,6 +613,11 @@ const pf_spec *pf_pipe_spec(const pf_pipe *l);
 void pf_pipe_free(pf_pipe *l);
 /* resume.c, autotune.c, series.c */
 int64_t pf_pipe_save_state(pf_pipe *l, void *buf, size_t cap);
+/* The state as if the consumer had been handed exactly the first j
+ * batches of this run (whatever it has been handed): a mixture's source
+ * as of an earlier step (a packed mixture's checkpoint).  @return the
+ * blob's length (nothing written when over cap), or -ENOMEM. */
+int64_t pf_pipe_state_after(const pf_pipe *l, uint64_t j, void *buf, size_t cap);
 void pf_pipe_tuning(const pf_pipe *l, pf_tuning *out);
 int pf_pipe_series(const pf_pipe *l, pf_series **out);
 /* The pipeline behind a loader, or NULL when it is another kind (for
@@ -807,17 +812,34 @@ void pf_place_done(pf_pipe *l, uint64_t g0, uint64_t pos, uint64_t count, uint64
  * (the config's per_core_batch), at least 1 (mixture.c). */
 typedef uint32_t (*pf_batch_fit)(uint64_t records, uint32_t hosts, uint32_t cap);
 
-/* pipe.c: a mixture's source, reading at most `lookahead` segments
- * ahead (its share of the mixture's; budget.c), its rows where `sink`
- * says (NULL: its batches) from its first record on, its batch fitted by
- * `fit` (NULL: the config's); pooled: its workers not started (a
- * pf_decode_pool decodes for it); gated: reading nothing until
- * pf_pipe_open_gate() gives the batches its run takes at most (0: no
- * more than its config's), which the mixture knows once every source is
- * open. */
-int pf_pipe_create_source(pf_pipe **out, const pf_loader_config *cfg,
-			       unsigned lookahead, const pf_row_sink *sink, pf_batch_fit fit,
-			       bool gated, bool pooled, pf_error *err);
+/* pipe.c: a pipeline for a room above, its options beyond the config:
+ *   spec       the spec instead of cfg->features (packing's inner rows);
+ *   lspec      counting its stream files also measures their records'
+ *              packed lengths with it (pf_open_config.lengths);
+ *   opened     packing's inner loader: set when the dataset was opened
+ *              (the pod's collectives of the open passed), whether or not
+ *              the create failed after; its decode workers are then not
+ *              started: pf_pipe_start_workers() (after the packer's plan
+ *              ahead of them);
+ *   lookahead  a mixture's source: the most segments it reads ahead (its
+ *              share of the mixture's; budget.c; 0: its workers + 2);
+ *   sink       where its rows go (NULL: its batches) from its first record;
+ *   fit        its batch fitted to its dataset (NULL: the config's);
+ *   gated      reading nothing until pf_pipe_open_gate() gives the batches
+ *              its run takes at most (0: no more than its config's), which
+ *              the mixture knows once every source is open;
+ *   pooled     its workers not started (a pf_decode_pool decodes for it). */
+typedef struct pf_pipe_opts {
+	const pf_spec *spec;
+	const pf_spec *lspec;
+	bool *opened;
+	unsigned lookahead;
+	const pf_row_sink *sink;
+	pf_batch_fit fit;
+	bool gated, pooled;
+} pf_pipe_opts;
+int pf_pipe_create_opts(pf_pipe **out, const pf_loader_config *cfg, const pf_pipe_opts *o,
+			pf_error *err);
 void pf_pipe_open_gate(pf_pipe *l, uint64_t max_steps);
 /* wake.c: stop its threads' work (pf_pipe_free() does it first): a
  * mixture halts its pooled sources before it stops their pool. */

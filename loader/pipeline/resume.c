@@ -433,6 +433,53 @@ static void consumer_state(const pf_pipe *l, pf_state *s, pf_piece *pieces)
 			 l->c_delivered, false, s, pieces);
 }
 
+/* Where the run's batch b is: its epoch and step, and whether it is its
+ * epoch's last (the resumed epoch's batches first, from its step0, then
+ * whole epochs from the next). */
+static void batch_place(const pf_pipe *l, uint64_t b, uint32_t *epoch, uint64_t *step,
+			bool *last)
+{
+	uint64_t spe = l->steps_per_epoch;
+
+	if (l->resumed && b < l->resume.steps) {
+		*epoch = l->start_epoch;
+		*step = l->resume.step0 + b;
+		*last = b + 1 == l->resume.steps;
+		return;
+	}
+	if (l->resumed)
+		b -= l->resume.steps;
+	*epoch = l->start_epoch + (l->resumed ? 1 : 0) + (uint32_t)(b / spe);
+	*step = b % spe;
+	*last = *step + 1 == spe;
+}
+
+int64_t pf_pipe_state_after(const pf_pipe *l, uint64_t j, void *buf, size_t cap)
+{
+	pf_piece *pieces = pf_calloc(l->resume.npieces + 1, sizeof(*pieces));
+	uint32_t epoch;
+	uint64_t step;
+	bool last;
+	pf_state s;
+	int64_t n;
+
+	if (!pieces)
+		return -ENOMEM;
+	if (j == 0) {	/* as consumer_state() says a run nothing was handed of */
+		state_at(l, l->start_epoch, l->resumed ? l->resume.step0 : 0, l->gstep0, 0, false,
+			 &s, pieces);
+	} else {
+		batch_place(l, j - 1, &epoch, &step, &last);
+		if (last)
+			state_at(l, epoch + 1, 0, l->gstep0 + j, 0, true, &s, pieces);
+		else
+			pf_resume_state_at(l, epoch, step + 1, l->gstep0 + j, false, &s, pieces);
+	}
+	n = pf_state_encode(&s, buf, cap);
+	pf_free(pieces);
+	return n;
+}
+
 int64_t pf_pipe_save_state(pf_pipe *l, void *buf, size_t cap)
 {
 	pf_piece *pieces = pf_calloc(l->resume.npieces + 1, sizeof(*pieces));

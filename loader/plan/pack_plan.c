@@ -25,6 +25,37 @@ static uint64_t *file_bases(const pf_dataset *ds)
 	return base;
 }
 
+/* One record of lengths l through the scratch packer, lengths only: 4
+ * pieces hold any record in first_fit; concat's pieces are not needed,
+ * only its rows.  @return 0, or <0 (the packer's error). */
+static int feed(pf_packer *scratch, const uint32_t *l)
+{
+	pf_pack_piece pieces[4];
+	uint64_t closed, end;
+	pf_error err;
+	int ret;
+
+	if (scratch->mode != PF_PACKER_CONCAT) {
+		ret = pf_pack_place(scratch, l, pieces, 4, &closed, &err);
+		return ret < 0 ? ret : 0;
+	}
+	/* The rows concat opens for l values after the open row's fill
+	 * (pack.c's place_concat()). */
+	if (!l[0])
+		return 0;
+	if (!scratch->nopen) {
+		scratch->nopen = 1;
+		memset(&scratch->open[0], 0, sizeof(scratch->open[0]));
+		scratch->open[0].id = scratch->next_row++;
+	}
+	end = (uint64_t)scratch->open[0].fill[0] + l[0];
+	scratch->next_row += (end - 1) / scratch->length;
+	scratch->open[0].fill[0] = (uint32_t)(end % scratch->length);
+	if (!scratch->open[0].fill[0])
+		scratch->nopen = 0;
+	return 0;
+}
+
 /* Outputs [b, e) of host t->host_index's stream of epoch `epoch` (the
  * topology t's, in blocks of w records, permuted or not, slices of
  * `slice` records in groups of `group` frames) through the scratch
@@ -37,10 +68,8 @@ static int place_range(const pf_order *o, const pf_topology *t, uint32_t w, bool
 {
 	const pf_dataset *ds = o->ds;
 	pf_epoch_plan p = { 0 };
-	pf_pack_piece pieces[4];
-	uint64_t seg_start = 0, closed;
+	uint64_t seg_start = 0;
 	size_t si = 0;
-	pf_error err;
 	int ret;
 
 	ret = pf_plan_epoch(&p, ds, t, seed, epoch, o->shuffle, slice, group,
@@ -93,28 +122,7 @@ static int place_range(const pf_order *o, const pf_topology *t, uint32_t w, bool
 				memcpy(order + (first + o - b) * nf, l, nf * sizeof(*l));
 			if (!scratch)
 				continue;	/* the order alone */
-			/* Lengths only: 4 pieces hold any record in first_fit;
-			 * concat's pieces are not needed, only its rows. */
-			if (scratch->mode == PF_PACKER_CONCAT) {
-				uint64_t end;
-
-				/* The rows concat opens for l values after the
-				 * open row's fill (pack.c's place_concat()). */
-				if (l[0]) {
-					if (!scratch->nopen) {
-						scratch->nopen = 1;
-						memset(&scratch->open[0], 0, sizeof(scratch->open[0]));
-						scratch->open[0].id = scratch->next_row++;
-					}
-					end = (uint64_t)scratch->open[0].fill[0] + l[0];
-					scratch->next_row += (end - 1) / scratch->length;
-					scratch->open[0].fill[0] = (uint32_t)(end % scratch->length);
-					if (!scratch->open[0].fill[0])
-						scratch->nopen = 0;
-				}
-				continue;
-			}
-			ret = pf_pack_place(scratch, l, pieces, 4, &closed, &err);
+			ret = feed(scratch, l);
 			if (ret < 0)
 				goto out;
 		}
@@ -242,4 +250,94 @@ int pf_pack_plan_where(const pf_order *o, uint64_t seed, uint32_t epoch, uint64_
 	pf_free(file_base);
 	pf_free(perm);
 	return ret < 0 ? ret : where->file == UINT32_MAX ? -ERANGE : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* A mixture's records, packed                                          */
+
+/* A source's stream on one host: its epochs' records in its order, an
+ * epoch's lengths at a time. */
+typedef struct mixed_cursor {
+	pf_order o;		/* the source's, this host's */
+	uint32_t epoch;
+	uint64_t at, n;		/* the next record of the epoch's n */
+	uint32_t *len;		/* [records x nf]: the epoch's lengths in order */
+	bool ready;
+} mixed_cursor;
+
+/* The next record's lengths of source k's stream (its next epoch's first
+ * when one ends).  @return them, or NULL (out of memory, or an epoch of
+ * no record: a source's loader has a step an epoch at least). */
+static const uint32_t *mixed_next(const pf_mixed *mx, mixed_cursor *c, size_t k, uint64_t seed,
+				  uint32_t nf, uint32_t cap)
+{
+	if (!c->ready || c->at == c->n) {
+		if (c->ready)
+			c->epoch++;
+		if (pf_pack_plan_order(&c->o, seed, c->epoch, mx->lengths[k], nf, cap, c->len,
+				       &c->n) < 0 || c->n == 0)
+			return NULL;
+		c->at = 0;
+		c->ready = true;
+	}
+	return c->len + c->at++ * nf;
+}
+
+int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, uint32_t nf,
+		       uint32_t cap, uint32_t host_batch, uint64_t *steps, uint64_t *own_rows)
+{
+	const uint64_t chunk = 1024;
+	mixed_cursor *c = pf_calloc(mx->nsources, sizeof(*c));
+	uint8_t *rs = pf_malloc((size_t)chunk * mx->rows);
+	uint64_t least = UINT64_MAX;
+	int ret = 0;
+
+	if (!c || !rs) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t k = 0; k < mx->nsources; k++) {
+		uint64_t records = mx->orders[k].ds->records;
+
+		c[k].len = pf_malloc((records ? records : 1) * nf * sizeof(*c[k].len));
+		if (!c[k].len) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	for (uint32_t h = 0; h < mx->hosts && ret == 0; h++) {
+		pf_packer scratch = *pk;
+
+		scratch.nopen = 0;
+		scratch.next_row = 0;
+		for (size_t k = 0; k < mx->nsources; k++) {
+			c[k].o = mx->orders[k];
+			c[k].o.topo.host_index = h;
+			c[k].epoch = 0;
+			c[k].ready = false;
+		}
+		for (uint64_t t = mx->t0; t < mx->t1 && ret == 0; t += chunk) {
+			uint64_t n = mx->t1 - t < chunk ? mx->t1 - t : chunk;
+
+			mx->row_sources(mx->ctx, h, t, n, rs);
+			for (uint64_t r = 0; r < n * mx->rows && ret == 0; r++) {
+				const uint32_t *l = mixed_next(mx, &c[rs[r]], rs[r], seed, nf, cap);
+
+				ret = l ? feed(&scratch, l) : -ENOMEM;
+			}
+		}
+		if (ret < 0)
+			break;
+		if (scratch.next_row < least)
+			least = scratch.next_row;
+		if (h == mx->host_index)
+			*own_rows = scratch.next_row;
+	}
+	*steps = least == UINT64_MAX ? 0 : least / host_batch;
+out:
+	for (size_t k = 0; c && k < mx->nsources; k++)
+		pf_free(c[k].len);
+	pf_free(c);
+	pf_free(rs);
+	return ret;
 }

@@ -190,6 +190,11 @@ typedef struct pf_mix_state {
 	uint8_t *mem;		/* decoded: what sources point into */
 	const uint8_t **pend;	/* decoded: the sources' pending, end to end */
 	size_t *pend_len;
+	/* A packed mixture's part (loader/pack/): the fields above are its
+	 * inner mixture's position, from which the packer below rebuilds
+	 * the rows not yet delivered. */
+	bool has_pack;
+	struct pf_pack_state pack;
 } pf_mix_state;
 
 int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap);
@@ -249,5 +254,31 @@ int pf_pack_plan_pieces(const pf_order *o, const struct pf_packer *pk, uint64_t 
 			uint32_t epoch, const uint32_t *len, uint32_t nf, uint32_t cap,
 			const pf_topology *origin, uint32_t w, bool permute, uint32_t slice,
 			uint32_t group, const pf_piece *pieces, size_t npieces, uint64_t *rows);
+
+/* A mixture's records on every host (a packed mixture: loader/pack/),
+ * as the plan reads them: its sources' orders (any host index) and their
+ * records' packed lengths (nf a record, dataset order); the source of
+ * each row of each step on a host, from the mixture's schedule (rows a
+ * step; row_sources fills rs with those of steps [t, t + n), a step
+ * after another); its steps [t0, t1) from every source's start; its
+ * hosts, and which is this one. */
+typedef struct pf_mixed {
+	size_t nsources;
+	const pf_order *orders;
+	const uint32_t *const *lengths;
+	uint32_t rows;
+	void (*row_sources)(void *ctx, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs);
+	void *ctx;
+	uint64_t t0, t1;
+	uint32_t hosts, host_index;
+} pf_mixed;
+/* The packed steps of a mixture's run on every host: the packer pk
+ * (empty, its settings) over each host's records as the mixture deals
+ * them, each source's from its start (its epochs one after another,
+ * capped at cap), host_batch rows a step; *own_rows: this host's rows.
+ * @return 0 or -ENOMEM. */
+int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
+		       uint32_t nf, uint32_t cap, uint32_t host_batch, uint64_t *steps,
+		       uint64_t *own_rows);
 
 #endif

@@ -92,6 +92,66 @@ uint64_t pf_state_remaining(const pf_state *s)
 	return n;
 }
 
+/* A packing loader's part into its message (fill: room for its open
+ * rows' values counts), and back (checking its lists' lengths). */
+static void pack_put(const struct pf_pack_state *q, Podfeed__PackState *pk, uint32_t *fill)
+{
+	pk->length = q->length;
+	pk->mode = q->mode;
+	pk->pool = q->pool;
+	pk->features = q->nf;
+	pk->host_index = q->saver.host_index;
+	pk->num_hosts = q->saver.num_hosts;
+	pk->cores_per_host = q->saver.cores;
+	pk->per_core_batch = q->saver.per_core_batch;
+	pk->step_in_epoch = q->step;
+	pk->global_step = q->global_step;
+	pk->ahead = q->ahead;
+	pk->next_row = q->next_row;
+	pk->epoch_steps = q->epoch_steps;
+	pk->epoch_rows = q->epoch_rows;
+	pk->step_base = q->step_base;
+	pk->n_row_id = q->nopen;
+	pk->row_id = (uint64_t *)q->id;
+	pk->n_row_segments = q->nopen;
+	pk->row_segments = (uint32_t *)q->segments;
+	for (uint32_t r = 0; r < q->nopen; r++)
+		for (uint32_t f = 0; f < q->nf; f++)
+			fill[r * q->nf + f] = q->fill[r][f];
+	pk->n_row_fill = (size_t)q->nopen * q->nf;
+	pk->row_fill = fill;
+}
+
+static int pack_get(const Podfeed__PackState *pk, struct pf_pack_state *q, pf_error *err)
+{
+	*q = (struct pf_pack_state){
+		.length = pk->length, .mode = pk->mode, .pool = pk->pool,
+		.nf = pk->features,
+		.saver = { pk->host_index, pk->num_hosts, pk->cores_per_host,
+			   pk->per_core_batch },
+		.step = pk->step_in_epoch, .global_step = pk->global_step,
+		.ahead = pk->ahead, .next_row = pk->next_row,
+		.epoch_steps = pk->epoch_steps, .epoch_rows = pk->epoch_rows,
+		.step_base = pk->step_base,
+	};
+	if (pk->n_row_id > PF_PACK_POOL_MAX || pk->n_row_segments != pk->n_row_id ||
+	    pk->features > PF_PACK_MAX_FEATURES ||
+	    pk->n_row_fill != pk->n_row_id * (size_t)pk->features)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
+				    "state's packer lists %zu open rows, %zu record "
+				    "counts and %zu values counts (%u features a row, at "
+				    "most %u rows)", pk->n_row_id, pk->n_row_segments,
+				    pk->n_row_fill, pk->features, PF_PACK_POOL_MAX);
+	q->nopen = (uint32_t)pk->n_row_id;
+	for (uint32_t r = 0; r < q->nopen; r++) {
+		q->id[r] = pk->row_id[r];
+		q->segments[r] = pk->row_segments[r];
+		for (uint32_t f = 0; f < q->nf; f++)
+			q->fill[r][f] = pk->row_fill[r * q->nf + f];
+	}
+	return 0;
+}
+
 int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 {
 	Podfeed__LoaderState m = PODFEED__LOADER_STATE__INIT;
@@ -143,32 +203,7 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 	m.n_remaining = s->npieces;
 	m.remaining = ptrs;
 	if (s->has_pack) {
-		const struct pf_pack_state *q = &s->pack;
-
-		pk.length = q->length;
-		pk.mode = q->mode;
-		pk.pool = q->pool;
-		pk.features = q->nf;
-		pk.host_index = q->saver.host_index;
-		pk.num_hosts = q->saver.num_hosts;
-		pk.cores_per_host = q->saver.cores;
-		pk.per_core_batch = q->saver.per_core_batch;
-		pk.step_in_epoch = q->step;
-		pk.global_step = q->global_step;
-		pk.ahead = q->ahead;
-		pk.next_row = q->next_row;
-		pk.epoch_steps = q->epoch_steps;
-		pk.epoch_rows = q->epoch_rows;
-		pk.step_base = q->step_base;
-		pk.n_row_id = q->nopen;
-		pk.row_id = (uint64_t *)q->id;
-		pk.n_row_segments = q->nopen;
-		pk.row_segments = (uint32_t *)q->segments;
-		for (uint32_t r = 0; r < q->nopen; r++)
-			for (uint32_t f = 0; f < q->nf; f++)
-				fill[r * q->nf + f] = q->fill[r][f];
-		pk.n_row_fill = (size_t)q->nopen * q->nf;
-		pk.row_fill = fill;
+		pack_put(&s->pack, &pk, fill);
 		m.pack = &pk;
 	}
 	len = podfeed__loader_state__get_packed_size(&m);
@@ -356,37 +391,10 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 		s->pieces[i] = (pf_piece){ m->remaining[i]->host, m->remaining[i]->begin,
 					   m->remaining[i]->end };
 	if (m->pack) {
-		const Podfeed__PackState *pk = m->pack;
-		struct pf_pack_state *q = &s->pack;
-
 		s->has_pack = true;
-		*q = (struct pf_pack_state){
-			.length = pk->length, .mode = pk->mode, .pool = pk->pool,
-			.nf = pk->features,
-			.saver = { pk->host_index, pk->num_hosts, pk->cores_per_host,
-				   pk->per_core_batch },
-			.step = pk->step_in_epoch, .global_step = pk->global_step,
-			.ahead = pk->ahead, .next_row = pk->next_row,
-			.epoch_steps = pk->epoch_steps, .epoch_rows = pk->epoch_rows,
-			.step_base = pk->step_base,
-		};
-		if (pk->n_row_id > PF_PACK_POOL_MAX || pk->n_row_segments != pk->n_row_id ||
-		    pk->features > PF_PACK_MAX_FEATURES ||
-		    pk->n_row_fill != pk->n_row_id * (size_t)pk->features) {
-			ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
-					   "state's packer lists %zu open rows, %zu record "
-					   "counts and %zu values counts (%u features a row, at "
-					   "most %u rows)", pk->n_row_id, pk->n_row_segments,
-					   pk->n_row_fill, pk->features, PF_PACK_POOL_MAX);
+		ret = pack_get(m->pack, &s->pack, err);
+		if (ret < 0)
 			goto out;
-		}
-		q->nopen = (uint32_t)pk->n_row_id;
-		for (uint32_t r = 0; r < q->nopen; r++) {
-			q->id[r] = pk->row_id[r];
-			q->segments[r] = pk->row_segments[r];
-			for (uint32_t f = 0; f < q->nf; f++)
-				q->fill[r][f] = pk->row_fill[r * q->nf + f];
-		}
 	}
 	ret = check_fields(s, err);
 out:
@@ -423,6 +431,15 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 			.cores_per_host = ms.cores, .per_core_batch = ms.per_core_batch,
 			.step_in_epoch = ms.next_step, .global_step = ms.next_step,
 		};
+		if (ms.has_pack) {	/* a packed mixture's: the packer's */
+			info.host_index = ms.pack.saver.host_index;
+			info.num_hosts = ms.pack.saver.num_hosts;
+			info.cores_per_host = ms.pack.saver.cores;
+			info.per_core_batch = ms.pack.saver.per_core_batch;
+			info.step_in_epoch = ms.pack.step_base + ms.pack.step;
+			info.global_step = ms.pack.global_step;
+			info.pack_length = ms.pack.length;
+		}
 		pf_mix_state_release(&ms);
 		pf_struct_out(uinfo, info_size, &info, sizeof(info));
 		return 0;
@@ -460,6 +477,8 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 {
 	Podfeed__MixtureState m = PODFEED__MIXTURE_STATE__INIT;
+	Podfeed__PackState pk = PODFEED__PACK_STATE__INIT;
+	uint32_t fill[PF_PACK_POOL_MAX * PF_PACK_MAX_FEATURES];
 	Podfeed__MixtureSource *src = pf_calloc(s->nsources + 1, sizeof(*src));
 	Podfeed__MixtureSource **ptrs = pf_calloc(s->nsources + 1, sizeof(*ptrs));
 	ProtobufCBinaryData *pend;
@@ -499,6 +518,10 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 	m.per_core_batch = s->per_core_batch;
 	m.n_sources = s->nsources;
 	m.sources = ptrs;
+	if (s->has_pack) {
+		pack_put(&s->pack, &pk, fill);
+		m.pack = &pk;
+	}
 	len = podfeed__mixture_state__get_packed_size(&m);
 	if (PF_STATE_HEADER + len <= cap) {
 		podfeed__mixture_state__pack(&m, (uint8_t *)buf + PF_STATE_HEADER);
@@ -537,6 +560,14 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 	s->cores = m->cores_per_host;
 	s->per_core_batch = m->per_core_batch;
 	s->nsources = m->n_sources;
+	if (m->pack) {
+		s->has_pack = true;
+		ret = pack_get(m->pack, &s->pack, err);
+		if (ret == 0)
+			ret = check_pack(&s->pack, err);
+		if (ret < 0)
+			goto out;
+	}
 	{
 		size_t npend = 0;
 

@@ -201,7 +201,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		"on_corrupt_skip", "max_corrupt", "quarantine", "resume",
 		"verify_records", "direct_io", "io_backend", "io_faults", "shuffle_global",
 		"pack_length", "pack_concat", "pack_pool", "sources", "mix", "mix_stop",
-		"source_feature", "frame_cache", NULL,
+		"source_feature", "frame_cache", "mix_unit", NULL,
 	};
 	pf_loader_config cfg = { 0 };
 	PyObject *paths, *resume = Py_None;
@@ -210,7 +210,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	unsigned long long seed = 0, max_steps = 0, memory = 0, max_corrupt = 0;
 	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0, global = 0, concat = 0;
 	int with_source = 0;
-	unsigned mix = 0, mix_stop = 0;
+	unsigned mix = 0, mix_stop = 0, mix_unit = 0;
 	PyObject *sources = Py_None;
 	pf_loader_source *srcs = NULL;
 	const char ***spaths = NULL;
@@ -230,7 +230,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		return PyErr_Format(PyExc_RuntimeError,
 				    "the loader is open or its batches are held; close it "
 				    "and release them first");
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzpIpIOIIpI", names,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OsI|IIIKIKpIpIIKIpKzOppzzpIpIOIIpII", names,
 					 &paths, &features, &cfg.per_core_batch,
 					 &cfg.cores_per_host, &cfg.host_index,
 					 &cfg.num_hosts, &seed, &cfg.epochs, &max_steps,
@@ -239,7 +239,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 					 &max_corrupt, &quarantine, &resume, &verify, &direct,
 					 &io_backend, &io_faults, &global, &cfg.pack_length, &concat,
 					 &cfg.pack_pool, &sources, &mix, &mix_stop, &with_source,
-					 &cfg.frame_cache))
+					 &cfg.frame_cache, &mix_unit))
 		return NULL;
 	cpaths = c_strings(paths, "paths", &cfg.npaths);
 	if (!cpaths)
@@ -276,6 +276,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		cfg.nsources = nsrc;
 		cfg.mix = (pf_mix)mix;
 		cfg.mix_stop = (pf_mix_stop)mix_stop;
+		cfg.mix_unit = (pf_mix_unit)mix_unit;
 		cfg.source_feature = with_source;
 	}
 	if (resume != Py_None) {
@@ -350,7 +351,11 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	spec = pf_loader_spec(l);
 	Py_CLEAR(lo->names);
 	Py_CLEAR(lo->dtypes);
-	/* A mixture's batches may hold _source (int32) after the spec's. */
+	/* A mixture's batches may hold _source (int32) after the spec's; a
+	 * packed mixture's spec has it (int32[L], each value's source). */
+	for (uint32_t f = 0; f < spec->n && with_source; f++)
+		if (!strcmp(spec->f[f].name, "_source"))
+			with_source = 0;
 	lo->names = PyTuple_New(spec->n + (nsrc && with_source));
 	lo->dtypes = PyTuple_New(spec->n + (nsrc && with_source));
 	if (lo->names && lo->dtypes && nsrc && with_source) {

@@ -587,7 +587,8 @@ class Loader(_podfeed.LoaderBase):
     state=None, prefetch=2, max_steps=None, io_depth=None, max_corrupt=None,
     quarantine=None, verify_records=False, direct_io=False, io_backend=None,
     io_faults=None, pack_length=None, pack_mode="first_fit", pack_pool=None,
-    mix="stratified", mix_stop="first", source_feature=False, frame_cache=None)
+    mix="stratified", mix_stop="first", source_feature=False, frame_cache=None,
+    mix_unit="records")
 
     One loader per host.  Each step it hands each of this host's `cores`
     cores exactly `per_core_batch` records, as one Batch whose arrays are
@@ -681,7 +682,7 @@ class Loader(_podfeed.LoaderBase):
                       page cache).
       io_backend      'uring' or 'pread' (None: $PODFEED_IO, else io_uring,
                       falling back to pread where it is refused).
-      mix, mix_stop, source_feature
+      mix, mix_stop, source_feature, mix_unit
                       a mixture's rows: mix 'stratified' (each batch takes
                       from each source its share, floor or ceiling, the
                       rounding rotating so long-run shares are exact) or
@@ -690,6 +691,12 @@ class Loader(_podfeed.LoaderBase):
                       'first_exhausted' (when any source runs out of its
                       first epoch); source_feature True adds '_source'
                       (int32, the row's source index) to the batches.
+                      With pack_length a mixture is mixed, then packed:
+                      rows hold records of several sources, '_source' is
+                      then int32[pack_length], each value's source (-1
+                      in the padding), and mix_unit 'tokens' makes the
+                      weights count tokens (the first packed feature's
+                      values) instead of 'records'.
       io_faults       inject read faults and delays, for tests: e.g.
                       'eio@7,short:0.05,delay=200ms:0.1,seed=42' (kinds
                       eio, short, enoent, hang, delay=D; '@N' the Nth
@@ -740,14 +747,17 @@ class Loader(_podfeed.LoaderBase):
                  max_corrupt=None, quarantine=None, verify_records=False,
                  direct_io=False, io_backend=None, io_faults=None, pack_length=None,
                  pack_mode="first_fit", pack_pool=None, mix="stratified",
-                 mix_stop="first", source_feature=False, frame_cache=None):
+                 mix_stop="first", source_feature=False, frame_cache=None,
+                 mix_unit="records"):
         u64 = 2**64 - 1
         sources = _sources(paths)
         mix = _choice("mix", mix, ("stratified", "sample"))
         mix_stop = _choice("mix_stop", mix_stop, ("first", "first_exhausted"))
+        mix_unit = _choice("mix_unit", mix_unit, ("records", "tokens"))
         source_feature = _flag("source_feature", source_feature)
         for name, given in (("mix", mix != "stratified"), ("mix_stop", mix_stop != "first"),
-                            ("source_feature", source_feature)):
+                            ("source_feature", source_feature),
+                            ("mix_unit", mix_unit != "records")):
             if sources is None and given:
                 raise ValueError(f"{name}: only for a mixture (paths a list of "
                                  "podfeed.Source)")
@@ -755,9 +765,9 @@ class Loader(_podfeed.LoaderBase):
         pack_length = _uint("pack_length", pack_length, lo=1, hi=2**32 - 1, none_ok=True) or 0
         pack_mode = _choice("pack_mode", pack_mode, ("first_fit", "concat"))
         pack_pool = _uint("pack_pool", pack_pool, lo=1, hi=2**32 - 1, none_ok=True) or 0
-        if sources is not None and pack_length:
-            raise ValueError("pack_length: a mixture cannot be packed (pack one dataset, "
-                             "or mix without packing)")
+        if mix_unit == "tokens" and not pack_length:
+            raise ValueError("mix_unit: 'tokens' weighs a packed mixture's tokens: give a "
+                             "pack_length, or weigh records")
         # None: as many frames as the plan needs and the budget holds; 0:
         # none (every slice reads its frame); n: n frames.
         frame_cache = _uint("frame_cache", frame_cache, lo=0, hi=2**32 - 2, none_ok=True)
@@ -798,7 +808,7 @@ class Loader(_podfeed.LoaderBase):
             paths=[] if sources else _paths(paths), features=_feature_spec(features),
             sources=sources, mix=("stratified", "sample").index(mix),
             mix_stop=("first", "first_exhausted").index(mix_stop),
-            source_feature=source_feature,
+            mix_unit=("records", "tokens").index(mix_unit), source_feature=source_feature,
             per_core_batch=per_core_batch, cores=cores,
             host_index=index, num_hosts=count,
             seed=_uint("seed", seed, hi=u64),

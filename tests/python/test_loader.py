@@ -385,6 +385,9 @@ LOADER_BAD = [
     (dict(mix_stop="first_exhausted"), ValueError, "mix_stop"),  # not a mixture
     (dict(source_feature=1), TypeError, "source_feature"),
     (dict(source_feature=True), ValueError, "source_feature"),  # not a mixture
+    (dict(mix_unit=1), TypeError, "mix_unit"),
+    (dict(mix_unit="bytes"), ValueError, "mix_unit"),
+    (dict(mix_unit="tokens"), ValueError, "mix_unit"),  # not a mixture
 ]
 
 

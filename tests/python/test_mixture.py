@@ -109,9 +109,12 @@ def test_a_mixture_of_a_dataset_with_itself(two):
         assert "source      y" in loader.report()
 
 
-def test_a_mixture_cannot_be_packed(two):
-    with pytest.raises(ValueError, match="^pack_length: a mixture cannot be packed"):
-        podfeed.Loader(mix(two), "tokens:int32[*]", 4, pack_length=64)
+def test_tokens_weigh_only_a_packed_mixture(two):
+    with pytest.raises(ValueError, match="^mix_unit: 'tokens' weighs a packed mixture's"):
+        podfeed.Loader(mix(two), "tokens:int32[64]", 4, mix_unit="tokens")
+    with pytest.raises(ValueError, match="^mix_unit: only for a mixture"):
+        podfeed.Loader(str(two[0]), "tokens:int32[*]", 4, pack_length=64,
+                       mix_unit="tokens")
 
 
 def test_an_image_feature_in_a_mixture(tmp_path):

@@ -170,8 +170,9 @@ static const struct usage_case {
 	{ "LOADBENCH", "--source a=1:d d", "'d': a mixture's files are its --source's only",
 	  "loadbench" },
 	{ "LOADBENCH", "--mix sample d", "--mix: needs --source", "loadbench" },
-	{ "LOADBENCH", "--source a=1:d --pack 8", "--pack: a mixture cannot be packed",
+	{ "LOADBENCH", "--source a=1:d --mix-unit tokens", "--mix-unit tokens: needs --pack",
 	  "loadbench" },
+	{ "LOADBENCH", "--mix-unit tokens d", "--mix-unit: needs --source", "loadbench" },
 	{ "LOADBENCH", "--source a=1:d --mix zipf", "--mix: 'zipf' is not stratified or sample",
 	  "loadbench" },
 	{ "LOADBENCH", "--source a=1:d --mix-stop last", "--mix-stop: 'last' is not first or "

@@ -465,12 +465,16 @@ Test(mixture, bad_input_is_refused_naming_the_source_or_value, .timeout = 60)
 		c.npaths = 1;
 		cr_assert_eq(create_bad(c, s, 1, &err), -EINVAL);
 		cr_assert(strstr(err.msg, "paths must be empty"), "%s", err.msg);
-		/* Packing with a mixture: refused, naming both. */
+		/* Weighing tokens without packing, or an unknown unit:
+		 * refused, naming them. */
 		c = cfg;
-		c.features = "id:int64[*]";
-		c.pack_length = 16;
+		c.mix_unit = PF_MIX_UNIT_TOKENS;
 		cr_assert_eq(create_bad(c, s, 1, &err), -EINVAL);
-		cr_assert(strstr(err.msg, "a mixture cannot be packed: pack_length 16 with 1 "
-				  "sources"), "%s", err.msg);
+		cr_assert(strstr(err.msg, "mix_unit 1 (tokens) weighs a packed mixture's tokens: "
+				  "give a pack_length"), "%s", err.msg);
+		c = cfg;
+		c.mix_unit = (pf_mix_unit)7;
+		cr_assert_eq(create_bad(c, s, 1, &err), -EINVAL);
+		cr_assert(strstr(err.msg, "mix_unit 7 is neither"), "%s", err.msg);
 	}
 }

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A packed mixture (pack_length with sources): a mixture's records, dealt
+ * as the mixture deals them, then packed as one loader's are (pack.c), so
+ * that a row holds segments of several sources (seqio's mixtures with
+ * packing, Grain's mix then pack).
+ *
+ * The inner loader is a mixture (loader/mix/) of one core of
+ * PF_PACK_GROUP rows a step whose sources read the inner spec (each
+ * packed feature's values capped, and its full length beside them) and
+ * keep each row's source.  Once every source is open, and before the
+ * mixture fixes its run (its shares, its schedule, its end), every
+ * source's records' packed lengths are gathered (pack_gather.c: each
+ * file read once, by one host of a pod, and exchanged), from which a
+ * mixture weighing tokens (mix_unit) takes its shares.  The run is then
+ * planned as one packed epoch on every host (loader/plan/pack_plan.c,
+ * pf_pack_plan_mixed(): each host's records as the mixture deals them,
+ * each source's epochs one after another): its steps the fewest rows any
+ * host makes over its rows a step, the rows a host makes past them
+ * dropped and counted.  The mixture has no epochs of its own (its sources
+ * have theirs): the run is the packed epoch.
+ *
+ * A checkpoint is the inner mixture's state at the start of a group from
+ * which the rows not yet delivered are rebuilt (built from what each
+ * source had given then: pf_mixture_state_at()) and the packer there, in
+ * the mixture's state blob (its pack part).  It resumes on the topology
+ * it was saved with; another is refused (docs/api.md says why).
+ *
+ * Not here: packing itself (pack.c), the mixture (loader/mix/), the
+ * order (loader/plan/). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pack_internal.h"
+
+/* What the mixture's opened() hands the gather. */
+typedef struct mix_open {
+	pf_pack_run *pk;
+	const pf_loader_config *cfg;
+	const pf_spec *lspec;
+} mix_open;
+
+/* "source 'name': cause" for source k of the config. */
+static int source_error(const pf_loader_config *cfg, size_t k, pf_error *err)
+{
+	char msg[sizeof(err->msg)];
+
+	snprintf(msg, sizeof(msg), "source '%s': %.*s",
+		 cfg->sources[k].name ? cfg->sources[k].name : "(unnamed)",
+		 (int)sizeof(msg) - 80, err->msg);
+	memcpy(err->msg, msg, sizeof(msg));
+	return err->code;
+}
+
+/* Every source open: its records' packed lengths, the pod's hosts each
+ * reading their share (every host gathers every source, in order), and
+ * the mean tokens (the first packed feature's values, capped as packing
+ * caps them) of a record of each. */
+static int gather(void *ctx, pf_mixture *m, double *tokens, pf_error *err)
+{
+	mix_open *mo = ctx;
+	pf_pack_run *pk = mo->pk;
+
+	for (size_t k = 0; k < pk->nsrc; k++) {
+		pf_loader_config sc = *mo->cfg;
+		pf_pack_lengths_stats st = { 0 };
+		uint64_t sum = 0, n;
+		int ret;
+
+		/* The source's own dataset, as its loader reads it. */
+		sc.sources = NULL;
+		sc.nsources = 0;
+		sc.paths = mo->cfg->sources[k].paths;
+		sc.npaths = mo->cfg->sources[k].npaths;
+		ret = pf_pack_lengths(pf_mixture_source(m, k), &sc, mo->lspec, pk->nf, 0, err,
+				      &pk->src_lengths[k], &pk->src_nlengths[k], &st);
+		if (ret < 0)
+			return source_error(mo->cfg, k, err);
+		pk->lstats.from_index += st.from_index;
+		pk->lstats.tails += st.tails;
+		pk->lstats.files += st.files;
+		pk->lstats.exchanged += st.exchanged;
+		n = pk->src_nlengths[k];
+		for (uint64_t r = 0; r < n; r++) {
+			uint32_t v = pk->src_lengths[k][r * pk->nf];
+
+			sum += v < pk->cap ? v : pk->cap;
+		}
+		tokens[k] = n ? (double)sum / (double)n : 0;
+	}
+	return 0;
+}
+
+/* The plan's row sources: the inner mixture's, as host `host` deals
+ * them. */
+static void row_sources(void *ctx, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs)
+{
+	pf_mixture_row_sources(ctx, host, t, n, rs);
+}
+
+/* The run's steps on every host, and this host's rows. */
+static int plan(pf_packing *l, pf_pack_run *pk, pf_error *err)
+{
+	pf_order *orders = pf_calloc(pk->nsrc, sizeof(*orders));
+	int ret;
+
+	if (!orders)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory planning the packed mixture");
+	for (size_t k = 0; k < pk->nsrc; k++)
+		pf_pipe_order(pf_mixture_source(pk->mix, k), &orders[k]);
+	ret = pf_pack_plan_mixed(&(pf_mixed){
+		.nsources = pk->nsrc, .orders = orders,
+		.lengths = (const uint32_t *const *)pk->src_lengths, .rows = PF_PACK_GROUP,
+		.row_sources = row_sources, .ctx = pk->mix,
+		.t0 = pf_mixture_first_step(pk->mix), .t1 = pf_mixture_end(pk->mix),
+		.hosts = l->topo.num_hosts, .host_index = l->topo.host_index },
+		l->cfg.seed, &pk->packer, pk->nf, pk->cap, pk->B, &pk->epoch_steps,
+		&pk->epoch_rows);
+	pf_free(orders);
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "planning the packed mixture: %s",
+				    pf_strerror(ret));
+	return 0;
+}
+
+/* The state of this host to resume from (the same topology): *mine its
+ * index in cfg->resume, its pack part checked against this loader's
+ * packing. */
+static int pick_state(pf_packing *l, pf_pack_run *pk, const pf_loader_config *cfg,
+		      pf_mix_state *st, size_t *mine, pf_error *err)
+{
+	for (size_t i = 0; i < cfg->nresume; i++) {
+		const struct pf_pack_state *q = &st->pack;
+		int ret;
+
+		pf_mix_state_release(st);
+		ret = pf_mix_state_decode(st, cfg->resume[i].data, cfg->resume[i].len, err);
+		if (ret < 0)
+			return ret;
+		if (!st->has_pack)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "state %zu was saved by a mixture without packing; "
+					    "this one packs (pack_length %u)", i, cfg->pack_length);
+		if (q->length != cfg->pack_length || q->mode != (uint32_t)cfg->pack_mode ||
+		    q->pool != pk->packer.pool || q->nf != pk->nf)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "state %zu was saved packing %u features into rows "
+					    "of %u (%s, pool %u); this loader packs %u into rows "
+					    "of %u (%s, pool %u)", i, q->nf, q->length,
+					    q->mode == PF_PACK_CONCAT ? "concat" : "first_fit",
+					    q->pool, pk->nf, cfg->pack_length,
+					    pf_pack_mode_name(cfg->pack_mode), pk->packer.pool);
+		if (q->saver.num_hosts != l->topo.num_hosts || q->saver.cores != l->topo.cores ||
+		    q->saver.per_core_batch != l->topo.per_core_batch)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "a packed mixture resumes on the topology it was "
+					    "saved with (%u hosts, %u x %u; this one %u, %u x %u): "
+					    "elastic resume of a packed mixture is not supported "
+					    "(its rows' records are dealt by host; docs/api.md)",
+					    q->saver.num_hosts, q->saver.cores,
+					    q->saver.per_core_batch, l->topo.num_hosts,
+					    l->topo.cores, l->topo.per_core_batch);
+		if (q->saver.host_index == l->topo.host_index) {
+			*mine = i;
+			return 0;
+		}
+	}
+	return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+			    "the states are of this topology (%u hosts, %u x %u), but none is "
+			    "host %u's", l->topo.num_hosts, l->topo.cores,
+			    l->topo.per_core_batch, l->topo.host_index);
+}
+
+/* The packer, the steps and the plan as the state says them. */
+static void restore_packer(pf_pack_run *pk, const struct pf_pack_state *q)
+{
+	pk->packer.next_row = q->next_row;
+	pk->packer.nopen = q->nopen;
+	for (uint32_t r = 0; r < q->nopen; r++) {
+		pf_pack_row *row = &pk->packer.open[r];
+
+		memset(row, 0, sizeof(*row));
+		row->id = q->id[r];
+		row->segments = q->segments[r];
+		for (uint32_t f = 0; f < q->nf; f++)
+			row->fill[f] = q->fill[r][f];
+	}
+	pk->step = q->step;
+	pk->step_base = q->step_base;
+	pk->gstep = q->global_step;
+	pk->epoch_steps = q->epoch_steps;
+	pk->epoch_rows = q->epoch_rows;
+}
+
+int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *cfg,
+		       pf_loader_config *icfg, const pf_spec *inner_spec, const pf_spec *lspec,
+		       pf_error *err)
+{
+	mix_open mo = { .pk = pk, .cfg = cfg, .lspec = lspec };
+	pf_mix_state st = { 0 };
+	size_t mine = 0;
+	int ret = 0;
+
+	pk->nsrc = cfg->nsources;
+	pk->src_lengths = pf_calloc(pk->nsrc, sizeof(*pk->src_lengths));
+	pk->src_nlengths = pf_calloc(pk->nsrc, sizeof(*pk->src_nlengths));
+	pk->src_records = pf_calloc(pk->nsrc, sizeof(*pk->src_records));
+	pk->src_tokens = pf_calloc(pk->nsrc, sizeof(*pk->src_tokens));
+	pk->taken_next = pf_calloc(pk->nsrc, sizeof(*pk->taken_next));
+	if (!pk->src_lengths || !pk->src_nlengths || !pk->src_records || !pk->src_tokens ||
+	    !pk->taken_next)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory creating the loader");
+	if (cfg->nresume) {
+		ret = pick_state(l, pk, cfg, &st, &mine, err);
+		if (ret < 0)
+			goto out;
+		icfg->resume = &cfg->resume[mine];
+		icfg->nresume = 1;
+	}
+	/* Its sources' records in file order are what the plan reads: no
+	 * wrapped records at an epoch's end. */
+	icfg->remainder = PF_REMAINDER_DROP;
+	ret = pf_mixture_create(&pk->mix, icfg, &(pf_mix_opts){
+		.spec = inner_spec, .lspec = cfg->on_corrupt == PF_CORRUPT_FAIL ? lspec : NULL,
+		.source_ids = true, .opened = gather, .ctx = &mo }, err);
+	if (ret < 0)
+		goto out;
+	/* The inner rows' sources: the mixture's feature after the spec's. */
+	pk->src_tensor = inner_spec->n;
+	if (cfg->nresume) {
+		restore_packer(pk, &st.pack);
+		/* Its run delivered: nothing left to pack. */
+		pk->epoch = pk->step >= pk->epoch_steps ? 1 : 0;
+	} else {
+		ret = plan(l, pk, err);
+		if (ret < 0)
+			goto out;
+		pk->epoch = 0;
+	}
+	ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = 0,
+						  .step = pf_mixture_first_step(pk->mix),
+						  .gstep = pk->gstep });
+out:
+	pf_mix_state_release(&st);
+	return ret;
+}
+
+int64_t pf_pack_mix_save_state(pf_packing *l, const pack_snap *sn,
+			       const struct pf_pack_state *q, void *buf, size_t cap)
+{
+	int64_t n = pf_mixture_state_at(l->pack->mix, sn->step, sn->taken, q, buf, cap);
+
+	if (n == -ENOTSUP)	/* cannot be: no elastic resume */
+		return -EIO;
+	return n;
+}
+
+uint32_t pf_pack_mix_source(const pf_pack_run *pk, const pf_batch *ib, uint32_t r)
+{
+	if (!pk->mix)
+		return UINT32_MAX;
+	return (uint32_t)((const int32_t *)ib->core[0].tensors[pk->src_tensor].data)[r];
+}
