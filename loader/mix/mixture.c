@@ -994,9 +994,16 @@ void pf_mixture_source_metrics(const pf_mixture *m, size_t k, pf_source_metrics 
 	uint64_t all = (m->step - m->step0) * m->host_batch;
 	pf_loader_metrics lm;
 
+	double total = 0;
+
+	/* Weighing tokens, the share asked is the weight's (the records'
+	 * share, q, follows from it and the data). */
+	for (size_t j = 0; m->tokens && j < m->n; j++)
+		total += m->src[j].weight;
 	pf_pipe_metrics(s->l, &lm);
 	*out = (pf_source_metrics){
-		.name = s->name, .weight = s->weight, .share = (double)s->q / (double)ONE,
+		.name = s->name, .weight = s->weight,
+		.share = m->tokens ? s->weight / total : (double)s->q / (double)ONE,
 		.records = s->taken, .realised_share = all ? (double)s->taken / (double)all : 0,
 		.epochs_started = s->any ? s->epoch + 1 : 0, .bytes_read = lm.bytes_read,
 		.bytes_decompressed = lm.bytes_decompressed,

@@ -398,7 +398,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 	if (cfg->pack_length)
 		pf_text_printf(t, "packing     %s, L %u: %llu rows, efficiency %.4f (values / "
 			       "slots), %.2f records a row, %.0f values/s; truncated %llu "
-			       "records (%llu values), %llu empty, %llu rows dropped; planned "
+			       "records (%llu values), %llu empty, %llu rows dropped (%llu "
+			       "records, %llu tokens in them); planned "
 			       "from %s (this host read %llu index tails, %llu files whole; the "
 			       "pod exchanged %llu bytes of lengths); %llu records written into "
 			       "their rows by the decode threads\n",
@@ -412,6 +413,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			       (unsigned long long)m->pack_truncated_values,
 			       (unsigned long long)m->pack_empty_records,
 			       (unsigned long long)m->pack_rows_dropped,
+			       (unsigned long long)m->pack_dropped_records,
+			       (unsigned long long)m->pack_dropped_tokens,
 			       m->pack_lengths_from_index ? "the shards' indexes" : "the records",
 			       (unsigned long long)m->pack_lengths_tails,
 			       (unsigned long long)m->pack_lengths_files,
@@ -538,6 +541,8 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 		pf_json_put(sub, "truncated_values", pf_json_u64(m->pack_truncated_values), bad);
 		pf_json_put(sub, "empty_records", pf_json_u64(m->pack_empty_records), bad);
 		pf_json_put(sub, "rows_dropped", pf_json_u64(m->pack_rows_dropped), bad);
+		pf_json_put(sub, "dropped_records", pf_json_u64(m->pack_dropped_records), bad);
+		pf_json_put(sub, "dropped_tokens", pf_json_u64(m->pack_dropped_tokens), bad);
 		pf_json_put(sub, "lengths_from_index", pf_json_u64(m->pack_lengths_from_index),
 			    bad);
 		pf_json_put(sub, "lengths_tails", pf_json_u64(m->pack_lengths_tails), bad);

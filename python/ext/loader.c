@@ -800,6 +800,9 @@ static PyMethodDef loader_methods[] = {
 	  "                       of lengths the pod's hosts exchanged\n"
 	  "  pack_direct_records  records the decode threads wrote straight into\n"
 	  "                       their packed rows (the rest: the consumer's)\n"
+	  "  pack_dropped_records, pack_dropped_tokens  the records and the\n"
+	  "                       tokens (the first packed feature's values) in\n"
+	  "                       the rows dropped past an epoch's last step\n"
 
 	  "  images, images_upscaled  image features: images decoded, and those\n"
 	  "                       whose box was smaller than the output\n"

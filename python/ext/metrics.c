@@ -118,6 +118,10 @@ PyObject *pf_ext_metrics_dict(const pf_loader *l)
 		  pf_dict_set_u64(d, "pack_lengths_exchanged", m.pack_lengths_exchanged) < 0 ||
 		  pf_dict_set_u64(d, "pack_direct_records", m.pack_direct_records) < 0))
 		Py_CLEAR(d);
+	/* What the rows dropped past an epoch's last step held (0.8). */
+	if (d && (pf_dict_set_u64(d, "pack_dropped_records", m.pack_dropped_records) < 0 ||
+		  pf_dict_set_u64(d, "pack_dropped_tokens", m.pack_dropped_tokens) < 0))
+		Py_CLEAR(d);
 	/* Image features' counts (0.7). */
 	if (d && (pf_dict_set_u64(d, "images", m.images) < 0 ||
 		  pf_dict_set_u64(d, "images_upscaled", m.images_upscaled) < 0 ||

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Packed mixtures (pack_length with sources: mixed, then packed; issue
+37): three text sources whose every token names its source, record and
+position (records.py).  The packed batches equal a reference built from the
+parts: the unpacked mixture's record stream (one core of 32 rows, the
+packing loader's inner loader) packed by the packer's rule written here;
+every host has the same steps; every value's _source is its token's; a
+state resumes bit for bit; mix_unit='tokens' makes the token shares the
+weights; another topology is refused, naming both features."""
+import collections
+
+import numpy as np
+import pytest
+
+import podfeed
+from conftest import tool
+from records import text_source, who
+
+L = 256
+SPEC = "tokens:int32[*]"
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("texts")
+    st = tool("tools/shardtool")
+    web, web_len = text_source(st, root / "web", 0, 1500, 50, 3)
+    code, code_len = text_source(st, root / "code", 1, 700, 90, 2)
+    books, books_len = text_source(st, root / "books", 2, 300, 160, 2)
+    return (web, code, books), (web_len, code_len, books_len)
+
+
+def sources(texts, weights=(0.5, 0.3, 0.2)):
+    (web, code, books), _ = texts
+    return [podfeed.Source(web, weights[0], "web"), podfeed.Source(code, weights[1], "code"),
+            podfeed.Source(books, weights[2], "books")]
+
+
+def common(mix, hosts=1, host=0, **kw):
+    return dict(per_core_batch=4, cores=2, host_index=host, num_hosts=hosts, shuffle=True,
+                shuffle_window=512, seed=7, mix=mix, **kw)
+
+
+def pack_ref(records, mode, pool=8):
+    """The packer's rule (transform/pack.c) over records (token lists):
+    each row [tokens, segment ids, positions], in the order rows open."""
+    rows, open_ = [], []
+    for toks in records:
+        if mode == "first_fit":
+            take = toks[:L]
+            r = next((i for i in open_ if len(rows[i][0]) + len(take) <= L), None)
+            if r is None:
+                if len(open_) == pool:
+                    open_.pop(0)
+                rows.append([[], [], [], 0])
+                r = len(rows) - 1
+                open_.append(r)
+            row = rows[r]
+            row[3] += 1
+            row[0] += take
+            row[1] += [row[3]] * len(take)
+            row[2] += list(range(len(take)))
+            continue
+        done = 0
+        while done < len(toks):
+            if not open_:
+                rows.append([[], [], [], 0])
+                open_ = [len(rows) - 1]
+            row = rows[open_[0]]
+            take = min(L - len(row[0]), len(toks) - done)
+            row[3] += 1
+            row[0] += toks[done:done + take]
+            row[1] += [row[3]] * take
+            row[2] += list(range(done, done + take))
+            done += take
+            if len(row[0]) == L:
+                open_ = []
+    return rows
+
+
+def inner_records(texts, mix, hosts, host):
+    """Host `host`'s records as the packed mixture's inner mixture deals
+    them: the unpacked mixture of one core of 32 rows, each row's tokens."""
+    out = []
+    with podfeed.Loader(sources(texts), "tokens:int32[900]:lengths", per_core_batch=32,
+                        cores=1, host_index=host, num_hosts=hosts, shuffle=True,
+                        shuffle_window=512, seed=7, mix=mix) as loader:
+        for b in loader:
+            t = np.asarray(b["tokens"]).reshape(32, 900)
+            n = np.asarray(b["tokens_lengths"]).reshape(32)
+            out += [list(map(int, t[r, :n[r]])) for r in range(32)]
+    return out
+
+
+def batches(texts, mix, mode, hosts=1, host=0, **kw):
+    out = []
+    with podfeed.Loader(sources(texts), SPEC, pack_length=L, pack_mode=mode, source_feature=True,
+                        **common(mix, hosts, host, **kw)) as loader:
+        for b in loader:
+            out.append({k: np.array(b[k]) for k in b.keys()})
+        m = loader.metrics()
+    return out, m
+
+
+@pytest.mark.parametrize("hosts", [1, 4])
+@pytest.mark.parametrize("mix", ["stratified", "sample"])
+@pytest.mark.parametrize("mode", ["first_fit", "concat"])
+def test_batches_are_the_mixture_packed(texts, mode, mix, hosts):
+    refs = [pack_ref(inner_records(texts, mix, hosts, h), mode) for h in range(hosts)]
+    steps = min(len(r) for r in refs) // 8          # 2 cores x 4 rows a step
+    for h in range(hosts):
+        got, m = batches(texts, mix, mode, hosts, h)
+        assert len(got) == steps, f"host {h}: {len(got)} steps, every host's fewest {steps}"
+        assert m["pack_rows_dropped"] == len(refs[h]) - steps * 8
+        for s, b in enumerate(got):
+            for idx in range(8):
+                toks, seg, pos, _ = refs[h][s * 8 + idx]
+                core, i = divmod(idx, 4)
+                n = len(toks)
+                row = b["tokens"][core, i]
+                assert list(row[:n]) == toks, f"host {h} step {s} row {idx}"
+                assert not row[n:].any()
+                assert list(b["tokens_segment_ids"][core, i, :n]) == seg
+                assert not b["tokens_segment_ids"][core, i, n:].any()
+                assert list(b["tokens_positions"][core, i, :n]) == pos
+                src = b["_source"][core, i]
+                assert list(src[:n]) == [who(t)[0] for t in toks]
+                assert (src[n:] == -1).all()
+
+
+def test_no_record_more_often_than_its_epochs_on_any_host(texts):
+    """Over 4 hosts: each record of a source at most once for each of
+    that source's epochs started (a host's share of an epoch is its own);
+    every host the same steps."""
+    (_, lens) = texts
+    seen = collections.Counter()
+    steps, epochs = set(), collections.Counter()
+    for h in range(4):
+        with podfeed.Loader(sources(texts), SPEC, pack_length=L,
+                            **common("stratified", 4, h)) as loader:
+            n = 0
+            for b in loader:
+                n += 1
+                t = np.asarray(b["tokens"]).reshape(-1, L)
+                p = np.asarray(b["tokens_positions"]).reshape(-1, L)
+                seg = np.asarray(b["tokens_segment_ids"]).reshape(-1, L)
+                for v in t[(p == 0) & (seg > 0)]:
+                    seen[who(int(v))[:2]] += 1
+            steps.add(n)
+            for s in loader.report("dict")["sources"]:
+                epochs[s["name"]] = max(epochs[s["name"]], s["epochs_started"])
+    assert len(steps) == 1
+    for s, name in enumerate(("web", "code", "books")):
+        most = max(seen[(s, r)] for r in range(len(lens[s])))
+        assert 1 <= most <= epochs[name], f"{name}: a record {most} times"
+
+
+@pytest.mark.parametrize("mix,mode,hosts,host", [("stratified", "first_fit", 1, 0),
+                                                 ("sample", "concat", 1, 0),
+                                                 ("stratified", "concat", 4, 3),
+                                                 ("sample", "first_fit", 4, 1)])
+def test_resume_is_bit_for_bit(texts, mix, mode, hosts, host):
+    kw = dict(pack_length=L, pack_mode=mode, source_feature=True, **common(mix, hosts, host))
+    full, _ = batches(texts, mix, mode, hosts, host)
+    for at in (0, 3, len(full) // 2, len(full)):
+        with podfeed.Loader(sources(texts), SPEC, **kw) as loader:
+            it = iter(loader)
+            for _ in range(at):
+                next(it)
+            state = loader.state_dict()
+        assert state["step_in_epoch"] == at and state["pack_length"] == L
+        with podfeed.Loader(sources(texts), SPEC, state=state, **kw) as loader:
+            rest = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+        assert len(rest) == len(full) - at
+        for a, b in zip(full[at:], rest):
+            for k in a:
+                assert np.array_equal(a[k], b[k]), f"{k} after a resume at {at}"
+
+
+def test_tokens_weigh_the_token_shares(texts):
+    with podfeed.Loader(sources(texts), SPEC, pack_length=L, mix_unit="tokens",
+                        **common("stratified")) as loader:
+        for _ in loader:
+            pass
+        rep = loader.report("dict")
+    got = {s["name"]: s for s in rep["sources"]}
+    for name, w in (("web", 0.5), ("code", 0.3), ("books", 0.2)):
+        assert got[name]["unit"] == "tokens"
+        assert got[name]["share"] == pytest.approx(w)
+        assert got[name]["realised_token_share"] == pytest.approx(w, abs=0.02)
+    # Records weighed, the token shares follow the records' lengths.
+    with podfeed.Loader(sources(texts), SPEC, pack_length=L, **common("stratified")) as loader:
+        for _ in loader:
+            pass
+        rep = loader.report("dict")
+    got = {s["name"]: s for s in rep["sources"]}
+    assert got["web"]["unit"] == "records"
+    assert got["web"]["realised_share"] == pytest.approx(0.5, abs=0.02)
+    assert got["web"]["realised_token_share"] < 0.4     # its records are the short ones
+
+
+def test_every_token_is_counted_delivered_or_dropped(texts):
+    got, m = batches(texts, "stratified", "first_fit", 1, 0)
+    delivered = sum(int((b["tokens_segment_ids"] > 0).sum()) for b in got)
+    assert m["pack_values"] == delivered
+    assert m["pack_dropped_tokens"] > 0 and m["pack_dropped_records"] > 0
+    assert m["pack_rows_dropped"] > 0
+
+
+def test_another_topology_is_refused_naming_both(texts):
+    kw = dict(pack_length=L, **common("stratified", 2, 0))
+    with podfeed.Loader(sources(texts), SPEC, **kw) as loader:
+        next(iter(loader))
+        state = loader.state_dict()
+    with pytest.raises(podfeed.ConfigError, match="elastic resume of a packed mixture"):
+        podfeed.Loader(sources(texts), SPEC, state=[state], **dict(kw, num_hosts=1))
