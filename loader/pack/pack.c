@@ -225,6 +225,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 {
 	pf_loader_config icfg = *cfg;
 	pf_spec *inner_spec = NULL, *user_spec = NULL;
+	pf_spec_images images;
 	pf_pack_run *pk;
 	pf_packing *l;
 	bool opened = false;
@@ -260,7 +261,23 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
 	pk->B = l->host_batch;
 	pk->L = cfg->pack_length;
-	ret = pf_spec_parse(&l->spec, cfg->features, err);
+	/* Pairs packing cannot make, refused naming both (docs/api.md): the
+	 * rows past an epoch's last step are dropped, never wrapped; an
+	 * image is a fixed tensor, not values to pack. */
+	if (cfg->remainder == PF_REMAINDER_WRAP) {
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "remainder wrap with pack_length %u: a packed epoch's rows past "
+				   "its last step (the same on every host) are dropped, never "
+				   "wrapped; use remainder drop", cfg->pack_length);
+		goto fail;
+	}
+	ret = pf_spec_parse_images(&l->spec, &images, cfg->features, err);
+	if (ret == 0 && images.n)
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "feature spec: '%s' is an image and pack_length %u packs ragged "
+				   "features ([*]): an image is a fixed tensor, not values to "
+				   "pack; load images without packing",
+				   l->spec.f[images.feature[0]].name, cfg->pack_length);
 	if (ret == 0) {
 		*user_spec = l->spec;
 		ret = make_specs(pk, cfg, &l->spec, inner_spec, err);

@@ -41,9 +41,10 @@ def common(mix, hosts=1, host=0, **kw):
                 shuffle_window=512, seed=7, mix=mix, **kw)
 
 
-def pack_ref(records, mode, pool=8):
-    """The packer's rule (transform/pack.c) over records (token lists):
-    each row [tokens, segment ids, positions], in the order rows open."""
+def pack_ref(records, mode, pool=8, L=L):
+    """The packer's rule (transform/pack.c) over records (token lists) into
+    rows of L: each row [tokens, segment ids, positions], in the order
+    rows open."""
     rows, open_ = [], []
     for toks in records:
         if mode == "first_fit":
