@@ -597,6 +597,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	m->face.ops = &pf_mixture_ops;
 	m->spec = o ? o->spec : NULL;
 	m->lspec = o ? o->lspec : NULL;
+	m->inner_index = o && o->inner_index;
 	m->tokens = cfg->mix_unit == PF_MIX_UNIT_TOKENS;
 	m->start_ns = pf_now_ns();
 	pf_mix_batch_env(m);
@@ -1108,6 +1109,31 @@ out:
 	pf_free(own);
 	pf_free(ss);
 	return n;
+}
+
+bool pf_mixture_inner_index(const pf_mixture *m, size_t k, uint64_t c, uint64_t *row)
+{
+	const mix_sink *sk = m->src[k].sk;
+	uint64_t mapped;
+
+	if (!sk || !sk->inner)
+		return false;
+	/* Placed, and its entry not yet another's. */
+	mapped = __atomic_load_n(&sk->mapped, __ATOMIC_ACQUIRE);
+	if (c < sk->c0 || c >= mapped || mapped - c > sk->mask + 1)
+		return false;
+	*row = sk->inner[c & sk->mask];
+	return true;
+}
+
+unsigned pf_mixture_ring(const pf_mixture *m)
+{
+	return m->ring;
+}
+
+const char *pf_mixture_source_name(const pf_mixture *m, size_t k)
+{
+	return k < m->n ? m->src[k].name : "?";
 }
 
 void pf_mixture_row_sources(pf_mixture *m, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs)

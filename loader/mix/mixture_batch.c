@@ -153,8 +153,10 @@ int pf_mix_make_slots(pf_mixture *m, const pf_spec *spec, unsigned held, size_t 
 				  .ibits = ibits, .features = m->features, .keep = held };
 		sk->pos = pf_malloc(n * sizeof(*sk->pos));
 		sk->direct = pf_calloc(n, 1);
+		if (m->inner_index)
+			sk->inner = pf_malloc(n * sizeof(*sk->inner));
 		m->src[k].sk = sk;
-		if (!sk->pos || !sk->direct)
+		if (!sk->pos || !sk->direct || (m->inner_index && !sk->inner))
 			return make_failed(err);
 	}
 	for (unsigned i = 0; i < m->nslots; i++) {
@@ -201,6 +203,7 @@ void pf_mix_free_slots(pf_mixture *m)
 	for (size_t k = 0; m->sinks && k < m->n; k++) {
 		pf_free(m->sinks[k].pos);
 		pf_free(m->sinks[k].direct);
+		pf_free(m->sinks[k].inner);
 	}
 	pf_free(m->sinks);
 	if (m->mu_made)
@@ -285,6 +288,8 @@ static void map_ahead(pf_mixture *m)
 
 				sk->pos[s->mapping & sk->mask] =
 					(uint32_t)(t % m->ring) << sk->rbits | c << sk->ibits | i;
+				if (sk->inner)
+					sk->inner[s->mapping & sk->mask] = t * m->host_batch + j;
 				s->mapping++;
 			}
 	}

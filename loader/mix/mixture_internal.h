@@ -22,6 +22,8 @@ extern const pf_loader_ops pf_mixture_ops;
  *                their stream files' packed lengths are measured with as
  *                they are counted (pf_pipe_opts);
  *   source_ids   each row's source kept (_source), asked or not;
+ *   inner_index  each source record's place in the run kept, for
+ *                pf_mixture_inner_index() (one core only);
  *   opened       called once every source is open (fresh or restored),
  *                before the run's shape (shares, schedule, end) is fixed:
  *                it fills tokens[k], the mean tokens of a record of
@@ -30,6 +32,7 @@ extern const pf_loader_ops pf_mixture_ops;
 typedef struct pf_mix_opts {
 	const pf_spec *spec, *lspec;
 	bool source_ids;
+	bool inner_index;	/* pf_mixture_inner_index() answers */
 	int (*opened)(void *ctx, pf_mixture *m, double *tokens, pf_error *err);
 	void *ctx;
 } pf_mix_opts;
@@ -55,6 +58,15 @@ int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *
  * schedule's, as that host deals them.  Not thread-safe with the
  * mixture's own consumer (the consumer's thread). */
 void pf_mixture_row_sources(pf_mixture *m, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs);
+/* On a decode thread (pf_mix_opts.inner_index): the run's row of source
+ * k's record c (its loader's run, as its row sink numbers them): step t's
+ * row j is row t x rows a step + j.  @return whether the schedule has
+ * placed it yet (within its ring of steps ahead). */
+bool pf_mixture_inner_index(const pf_mixture *m, size_t k, uint64_t c, uint64_t *row);
+/* The steps the mixture maps ahead of the consumer (its ring). */
+unsigned pf_mixture_ring(const pf_mixture *m);
+/* Source k's name (its own, or "source<k>"). */
+const char *pf_mixture_source_name(const pf_mixture *m, size_t k);
 void pf_mixture_free(pf_mixture *m);
 int pf_mixture_next(pf_mixture *m, pf_batch **out);
 void pf_mixture_release(pf_mixture *m, pf_batch *b);
@@ -99,6 +111,8 @@ typedef struct mix_sink {
 	size_t slot_bytes, block_bytes;
 	uint32_t *pos;		/* [mask + 1]: record c's place at c & mask:
 				   ring step << rbits | core << ibits | row */
+	uint64_t *inner;	/* [mask + 1]: record c's row of the run (step x
+				   rows a step + row; pf_mix_opts.inner_index) */
 	uint8_t *direct;	/* [mask + 1]: record c was written there */
 	uint64_t mask;
 	uint64_t c0;		/* the first record with a place */
@@ -165,6 +179,7 @@ struct pf_mixture {
 	 * tokens. */
 	const pf_spec *spec, *lspec;
 	bool tokens;
+	bool inner_index;
 	mix_source *src;
 	size_t n;
 	pf_mix mode;

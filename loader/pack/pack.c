@@ -327,6 +327,9 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 			ret = make_outs(l, pk, err);
 		if (ret < 0)
 			goto fail_inner;
+		/* Its first groups planned (its sources' decode threads may
+		 * be ahead: their records placed by the consumer). */
+		pf_pack_direct_plan(l, pk, 0, pk->snaps[0].step, true);
 		l->epochs = 1;
 		l->steps_per_epoch = pk->epoch_steps;
 		goto made;
@@ -546,6 +549,17 @@ static int not_the_plan(pf_packing *l, pf_pack_run *pk, uint32_t r, uint32_t f, 
 	pf_pack_where w;
 	int ret;
 
+	if (pk->mix) {
+		uint32_t k = pf_pack_mix_source(pk, pk->ib, r);
+
+		return pf_error_set(&l->err, -EIO, PF_OFFSET_NONE, 0,
+				    "packing: %u values of '%s' where its plan has %u (a record of "
+				    "source '%s', row %llu of the mixture's run on this host; did "
+				    "the data change since it was opened?)",
+				    got, l->spec.f[pk->fout[f]].name, planned,
+				    pf_mixture_source_name(pk->mix, k),
+				    (unsigned long long)at);
+	}
 	ret = pf_pack_plan_where(&pk->inner_order, l->cfg.seed, pk->ib->epoch, at, pk->lengths, pk->nf, pk->cap,
 				 &w);
 	pf_error_set(&l->err, -EIO, PF_OFFSET_NONE, 0,
@@ -720,6 +734,13 @@ static int start_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e)
 	return ret;
 }
 
+/* The inner batch's epoch as the plan ahead numbers them (a mixture's
+ * run is epoch 0). */
+static uint32_t inner_epoch(const pf_pack_run *pk)
+{
+	return pk->mix ? 0 : pk->ib->epoch;
+}
+
 /* Pack until step pk->step can be handed out (1), the run is over (0),
  * or an error (<0; -ETIMEDOUT changes nothing). */
 static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
@@ -783,9 +804,9 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 				.gstep = pk->ib->global_step, .taken = pk->taken_next });
 			if (ret < 0)
 				return ret;
-			pf_pack_direct_plan(l, pk, pk->ib->epoch, pk->ib->step, true);
+			pf_pack_direct_plan(l, pk, inner_epoch(pk), pk->ib->step, true);
 		}
-		g = pf_pack_direct_group(pk, pk->ib);
+		g = pf_pack_direct_group(pk, inner_epoch(pk), pk->ib->step);
 		while (pk->irow < pk->ib->per_core_batch) {
 			uint32_t r = pk->irow++;
 
@@ -812,7 +833,7 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 
 			/* Before its slot goes to the group after the last one
 			 * planned. */
-			pf_pack_direct_plan(l, pk, pk->ib->epoch, pk->ib->step + 1, false);
+			pf_pack_direct_plan(l, pk, inner_epoch(pk), pk->ib->step + 1, false);
 			if (pk->mix)
 				pf_mixture_release(pk->mix, pk->ib);
 			else

@@ -42,23 +42,38 @@
 
 #include "pack_internal.h"
 
-/* The records' mean length (capped at cap; the longest of the
- * features'). */
+/* The mean length of n records' lengths len (capped at cap; the longest
+ * of the features'). */
+static uint64_t mean_of(const uint32_t *len, uint64_t n, uint32_t nf, uint32_t cap)
+{
+	uint64_t most = 0;
+
+	for (uint32_t f = 0; f < nf; f++) {
+		uint64_t sum = 0;
+
+		for (uint64_t r = 0; r < n; r++) {
+			uint32_t v = len[r * nf + f];
+
+			sum += v < cap ? v : cap;
+		}
+		most = sum > most ? sum : most;
+	}
+	return most / (n ? n : 1);
+}
+
+/* The records' mean length: a mixture's, its longest source's. */
 static uint64_t mean_length(const pf_pack_run *pk)
 {
 	uint64_t most = 0;
 
-	for (uint32_t f = 0; f < pk->nf; f++) {
-		uint64_t sum = 0;
+	if (!pk->mix)
+		return mean_of(pk->lengths, pk->nlengths, pk->nf, pk->cap);
+	for (size_t k = 0; k < pk->nsrc; k++) {
+		uint64_t m = mean_of(pk->src_lengths[k], pk->src_nlengths[k], pk->nf, pk->cap);
 
-		for (uint64_t r = 0; r < pk->nlengths; r++) {
-			uint32_t n = pk->lengths[r * pk->nf + f];
-
-			sum += n < pk->cap ? n : pk->cap;
-		}
-		most = sum > most ? sum : most;
+		most = m > most ? m : most;
 	}
-	return most / (pk->nlengths ? pk->nlengths : 1);
+	return most;
 }
 
 /* The steps in progress the plan ahead needs beyond the consumer's: the
@@ -81,20 +96,55 @@ static void window_extra(const pf_packing *l, pf_pack_run *pk, uint32_t groups, 
 	pk->window_extra = (unsigned)extra;
 }
 
-static void *direct_aim(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e);
+static void *direct_aim(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e,
+			uint64_t c);
 static void direct_put(void *ctx, unsigned worker, void *rec);
+static void *mix_aim(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e,
+		     uint64_t c);
+static void mix_put(void *ctx, unsigned worker, void *rec);
 
-int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
+bool pf_pack_direct_wanted(const pf_loader_config *cfg)
 {
 	const char *want = getenv("PODFEED_PACK_DIRECT");
-	const pf_spec *s = &l->spec;
-	pf_pack_direct *d;
-	uint64_t mean, most;
-	size_t bytes;
 
 	/* Skip mode: a record may be lost on the way (its place then is
 	 * another's). */
-	if (l->cfg.on_corrupt != PF_CORRUPT_FAIL || (want && !strcmp(want, "0")))
+	return cfg->on_corrupt == PF_CORRUPT_FAIL && !(want && !strcmp(want, "0"));
+}
+
+/* A packed mixture's: its sources' decode threads, the groups the
+ * mixture maps ahead, and the run's order (this host's rows of it from
+ * the run's first step: none when it would take more than an eighth of
+ * the budget).  @return false: no direct placement. */
+static bool mix_shape(pf_packing *l, pf_pack_run *pk, pf_pack_direct *d)
+{
+	uint64_t budget = l->cfg.memory_budget ? l->cfg.memory_budget : PF_LOADER_BUDGET_DEFAULT;
+	uint64_t t0 = pf_mixture_first_step(pk->mix), t1 = pf_mixture_end(pk->mix);
+	unsigned ring = pf_mixture_ring(pk->mix);
+
+	if (t1 <= t0 || (t1 - t0) * PF_PACK_GROUP * pk->nf * sizeof(uint32_t) > budget / 8)
+		return false;
+	d->mix = pk->mix;
+	for (size_t k = 0; k < pk->nsrc; k++) {
+		unsigned w = pf_mixture_source(pk->mix, k)->nworkers;
+
+		d->maxw = w > d->maxw ? w : d->maxw;
+	}
+	d->nworkers = d->maxw * (unsigned)pk->nsrc;
+	d->ngroups = ring < 4 ? 4 : ring;
+	pk->order0 = t0 * PF_PACK_GROUP;
+	pk->norder = t1 * PF_PACK_GROUP;
+	return true;
+}
+
+int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
+{
+	const pf_spec *s = &l->spec;
+	pf_pack_direct *d;
+	uint64_t mean, most, norder;
+	size_t bytes;
+
+	if (!pf_pack_direct_wanted(&l->cfg))
 		return 0;
 	d = pf_calloc(1, sizeof(*d));
 	if (!d)
@@ -113,8 +163,15 @@ int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
 	/* The lengths: not to the inner row (a line of another core's). */
 	d->lenoff = d->sbytes;
 	d->sbytes += round_up((size_t)pk->nf * sizeof(int32_t), 64);
-	d->nworkers = pk->inner->nworkers;
-	d->ngroups = pk->inner->nslots < 4 ? 4 : pk->inner->nslots;
+	if (pk->mix && !mix_shape(l, pk, d)) {
+		pf_free(d);
+		pk->direct = NULL;
+		return 0;
+	}
+	if (!pk->mix) {
+		d->nworkers = pk->inner->nworkers;
+		d->ngroups = pk->inner->nslots < 4 ? 4 : pk->inner->nslots;
+	}
 	d->ngroups = d->ngroups < PF_PACK_AHEAD_MAX ? d->ngroups : PF_PACK_AHEAD_MAX;
 	/* A group's pieces: first_fit's, one a record; concat's, the rows
 	 * records of twice the mean length span, and one record's most; a
@@ -132,10 +189,13 @@ int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
 		return -ENOMEM;
 	window_extra(l, pk, d->ngroups, mean);
 	d->scratch = pf_malloc_aligned((size_t)d->nworkers * d->sbytes, 64);
-	pk->order = pf_malloc((pk->nlengths ? pk->nlengths : 1) * pk->nf * sizeof(*pk->order));
-	if (!d->scratch || !pk->order)
+	norder = pk->mix ? pk->norder - pk->order0 : pk->nlengths;
+	pk->order = pf_malloc((norder ? norder : 1) * pk->nf * sizeof(*pk->order));
+	if (pk->mix)
+		d->src_hooks = pf_calloc(pk->nsrc, sizeof(*d->src_hooks));
+	if (!d->scratch || !pk->order || (pk->mix && !d->src_hooks))
 		return -ENOMEM;
-	bytes = (size_t)d->nworkers * d->sbytes + pk->nlengths * pk->nf * sizeof(*pk->order);
+	bytes = (size_t)d->nworkers * d->sbytes + norder * pk->nf * sizeof(*pk->order);
 	for (unsigned g = 0; g < d->ngroups; g++) {
 		d->groups[g].pieces = pf_calloc(d->npieces, sizeof(*d->groups[g].pieces));
 		d->groups[g].dest = pf_calloc(d->npieces, sizeof(*d->groups[g].dest));
@@ -146,6 +206,17 @@ int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
 	bytes += (size_t)d->ngroups * sizeof(*d->groups);
 	l->memory_bytes += bytes;
 	/* The decode threads may be running: everything above first. */
+	if (pk->mix) {
+		for (size_t k = 0; k < pk->nsrc; k++) {
+			pack_src_hook *h = &d->src_hooks[k];
+
+			*h = (pack_src_hook){ .d = d, .k = k };
+			h->hook = (pf_record_hook){ .aim = mix_aim, .put = mix_put, .ctx = h };
+			__atomic_store_n(&pf_mixture_source(pk->mix, k)->record_hook, &h->hook,
+					 __ATOMIC_RELEASE);
+		}
+		return 0;
+	}
 	d->hook = (pf_record_hook){ .aim = direct_aim, .put = direct_put, .ctx = d };
 	__atomic_store_n(&pk->inner->record_hook, &d->hook, __ATOMIC_RELEASE);
 	return 0;
@@ -164,6 +235,7 @@ void pf_pack_direct_free(pf_pack_run *pk)
 	}
 	pf_free(d->groups);
 	pf_free(d->scratch);
+	pf_free(d->src_hooks);
 	pf_free(d);
 }
 
@@ -197,7 +269,7 @@ static int plan_group(pf_packing *l, pf_pack_run *pk, uint64_t step)
 	uint32_t room = pk->packer.mode == PF_PACKER_FIRST_FIT ? 1 : pk->npieces;
 	pf_error err;
 
-	if (e0 + PF_PACK_GROUP > pk->norder)
+	if (e0 + PF_PACK_GROUP > pk->norder || e0 < pk->order0)
 		return 0;	/* the epoch's end */
 	/* Group step - ngroups's: its decodes are all done. */
 	__atomic_store_n(&g->tag, 0, __ATOMIC_RELAXED);
@@ -205,7 +277,8 @@ static int plan_group(pf_packing *l, pf_pack_run *pk, uint64_t step)
 		pack_rec *pr = &g->rec[r];
 		int k;
 
-		memcpy(pr->len, pk->order + (e0 + r) * pk->nf, pk->nf * sizeof(*pr->len));
+		memcpy(pr->len, pk->order + (e0 - pk->order0 + r) * pk->nf,
+		       pk->nf * sizeof(*pr->len));
 		/* Its counts (not the whole packer: 4.7 KiB a record). */
 		uint64_t values = pk->ahead.values, cut = pk->ahead.truncated_values;
 		uint64_t empty = pk->ahead.empty_records, cuts = pk->ahead.truncated_records;
@@ -268,14 +341,14 @@ void pf_pack_direct_plan(pf_packing *l, pf_pack_run *pk, uint32_t epoch, uint64_
 		pk->ahead_step++;
 }
 
-pack_group *pf_pack_direct_group(pf_pack_run *pk, const pf_batch *ib)
+pack_group *pf_pack_direct_group(pf_pack_run *pk, uint32_t epoch, uint64_t step)
 {
 	pack_group *g;
 
 	if (!pk->direct)
 		return NULL;
-	g = &pk->direct->groups[ib->step % pk->direct->ngroups];
-	if (__atomic_load_n(&g->tag, __ATOMIC_ACQUIRE) != pack_tag(ib->epoch, ib->step))
+	g = &pk->direct->groups[step % pk->direct->ngroups];
+	if (__atomic_load_n(&g->tag, __ATOMIC_ACQUIRE) != pack_tag(epoch, step))
 		return NULL;
 	return g;
 }
@@ -463,34 +536,62 @@ static void put_piece(const pf_pack_piece *pc, uint32_t f, const uint8_t *src, s
 	put.ids(seg + at, pos + at, (int32_t)pc->segment, (int32_t)pc->from, n);
 }
 
-/* The record hook's aim() (pf_record_hook): the plan of the record at
- * epoch output e, dst's packed values aimed at the worker's scratch;
- * NULL: not planned, decode into the row. */
-static void *direct_aim(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e)
+/* A worker's scratch, dst's packed values aimed at it: the plan of
+ * record r of group g. */
+static void *aim_at(const pf_pack_direct *d, pack_group *g, uint32_t r, uint8_t *scratch,
+		    uint8_t **dst)
 {
-	pf_pack_direct *d = ctx;
-	uint64_t step = e / PF_PACK_GROUP;
-	pack_group *g = &d->groups[step % d->ngroups];
-	uint8_t *scratch;
-
-	if (__atomic_load_n(&g->tag, __ATOMIC_ACQUIRE) != pack_tag(epoch, step))
-		return NULL;
-	scratch = d->scratch + (size_t)worker * d->sbytes;
 	for (uint32_t f = 0; f < d->nf; f++) {
 		dst[d->fin[f]] = scratch + d->soff[f];
 		dst[d->fin[f] + 1] = scratch + d->lenoff + f * sizeof(int32_t);
 	}
-	return &g->rec[e % PF_PACK_GROUP];
+	return &g->rec[r];
 }
 
-/* Its put(): after the worker decoded the record, its pieces copied into
- * their packed rows. */
-static void direct_put(void *ctx, unsigned worker, void *rec)
+/* The record hook's aim() (pf_record_hook): the plan of the record at
+ * epoch output e, dst's packed values aimed at the worker's scratch;
+ * NULL: not planned, decode into the row. */
+static void *direct_aim(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e,
+			uint64_t c)
 {
 	pf_pack_direct *d = ctx;
-	pack_rec *pr = rec;
+	uint64_t step = e / PF_PACK_GROUP;
+	pack_group *g = &d->groups[step % d->ngroups];
+
+	(void)c;
+	if (__atomic_load_n(&g->tag, __ATOMIC_ACQUIRE) != pack_tag(epoch, step))
+		return NULL;
+	return aim_at(d, g, (uint32_t)(e % PF_PACK_GROUP), d->scratch + (size_t)worker * d->sbytes,
+		      dst);
+}
+
+/* A packed mixture source's aim(): record c of the source's run goes to
+ * the inner row the mixture mapped it to (its run is epoch 0). */
+static void *mix_aim(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e,
+		     uint64_t c)
+{
+	const pack_src_hook *h = ctx;
+	pf_pack_direct *d = h->d;
+	uint64_t row, step;
+	pack_group *g;
+
+	(void)epoch;
+	(void)e;
+	if (worker >= d->maxw || !pf_mixture_inner_index(d->mix, h->k, c, &row))
+		return NULL;
+	step = row / PF_PACK_GROUP;
+	g = &d->groups[step % d->ngroups];
+	if (__atomic_load_n(&g->tag, __ATOMIC_ACQUIRE) != pack_tag(0, step))
+		return NULL;
+	return aim_at(d, g, (uint32_t)(row % PF_PACK_GROUP),
+		      d->scratch + (h->k * d->maxw + worker) * d->sbytes, dst);
+}
+
+/* After a worker decoded record pr into scratch, its pieces copied into
+ * their packed rows. */
+static void put_record(pf_pack_direct *d, const uint8_t *scratch, pack_rec *pr)
+{
 	const pack_group *g = &d->groups[((uintptr_t)pr - (uintptr_t)d->groups) / sizeof(*g)];
-	const uint8_t *scratch = d->scratch + (size_t)worker * d->sbytes;
 	bool differs = false;
 
 	pthread_once(&put_once, choose_put);
@@ -531,4 +632,19 @@ static void direct_put(void *ctx, unsigned worker, void *rec)
 	}
 	/* Published with the record's row (pf_place_flush()). */
 	__atomic_store_n(&pr->state, PACK_REC_PLACED, __ATOMIC_RELAXED);
+}
+
+/* The record hook's put(). */
+static void direct_put(void *ctx, unsigned worker, void *rec)
+{
+	pf_pack_direct *d = ctx;
+
+	put_record(d, d->scratch + (size_t)worker * d->sbytes, rec);
+}
+
+static void mix_put(void *ctx, unsigned worker, void *rec)
+{
+	const pack_src_hook *h = ctx;
+
+	put_record(h->d, h->d->scratch + (h->k * h->d->maxw + worker) * h->d->sbytes, rec);
 }

@@ -123,7 +123,20 @@ struct pf_pack_direct {	/* pf_pack_direct */
 	size_t lenoff;				/* its lengths, in it */
 	uint8_t *scratch;			/* [nworkers x sbytes] */
 	unsigned nworkers;
+	/* A packed mixture's: each source's decode threads' hook (its
+	 * records' places asked of the mixture), their scratch source k's
+	 * worker w's at k x maxw + w. */
+	struct pack_src_hook *src_hooks;
+	pf_mixture *mix;
+	unsigned maxw;
 };
+
+/* The record hook of a packed mixture's source k. */
+typedef struct pack_src_hook {
+	pf_record_hook hook;
+	struct pf_pack_direct *d;
+	size_t k;
+} pack_src_hook;
 
 static inline uint64_t pack_tag(uint32_t epoch, uint64_t step)
 {
@@ -222,8 +235,8 @@ struct pf_pack_run {
 	 * epoch), the planner's packer and its next inner step, and the
 	 * records the decode threads placed. */
 	struct pf_pack_direct *direct;
-	uint32_t *order;
-	uint64_t norder;
+	uint32_t *order;	/* records order0 .. norder's lengths, in order */
+	uint64_t order0, norder;
 	uint32_t order_epoch;
 	pf_packer ahead;
 	uint64_t ahead_step;
@@ -260,13 +273,18 @@ pack_out *pf_pack_take_out(pf_packing *l, pf_pack_run *pk, uint64_t j);
  * progress reach, and at most as far as the inner loader's slots (every
  * group before `step` placed, none after); start: the packer is at
  * group `step`'s start (planned from there if the plan is not ahead).
- * pf_pack_direct_group(): inner batch ib's plan, NULL when not planned. */
+ * pf_pack_direct_group(): inner batch ib's plan, NULL when not planned.
+ * A packed mixture's (pk->mix): its run is epoch 0, its order this
+ * host's rows of the run (pf_pack_plan_mixed()), planned by pack_mix.c;
+ * pf_pack_direct_wanted() says whether to keep the mixture's inner
+ * index for it. */
+bool pf_pack_direct_wanted(const pf_loader_config *cfg);
 int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk);
 void pf_pack_direct_free(pf_pack_run *pk);
 int pf_pack_direct_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e);
 void pf_pack_direct_plan(pf_packing *l, pf_pack_run *pk, uint32_t epoch, uint64_t step,
 			 bool start);
-pack_group *pf_pack_direct_group(pf_pack_run *pk, const pf_batch *ib);
+pack_group *pf_pack_direct_group(pf_pack_run *pk, uint32_t epoch, uint64_t step);
 
 /* A packing loader: its face, the config, topology and packed spec it
  * hands batches of, its metrics and its errors; the run. */

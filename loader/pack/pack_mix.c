@@ -25,6 +25,12 @@
  * the mixture's state blob (its pack part).  It resumes on the topology
  * it was saved with; another is refused (docs/api.md says why).
  *
+ * Direct placement (pack_direct.c) as one loader's: each source's decode
+ * threads write a record planned ahead straight into its packed rows,
+ * its place in the run the one the mixture mapped it to
+ * (pf_mixture_inner_index()); the plan's order is this host's rows'
+ * lengths (pf_pack_plan_mixed()).
+ *
  * Not here: packing itself (pack.c), the mixture (loader/mix/), the
  * order (loader/plan/). */
 #include <errno.h>
@@ -98,8 +104,10 @@ static void row_sources(void *ctx, uint32_t host, uint64_t t, uint64_t n, uint8_
 	pf_mixture_row_sources(ctx, host, t, n, rs);
 }
 
-/* The run's steps on every host, and this host's rows. */
-static int plan(pf_packing *l, pf_pack_run *pk, pf_error *err)
+/* The run's steps on every host, and this host's rows; the direct
+ * placement's order (this host's rows' lengths from the run's first
+ * step), and on a resume (own) that alone. */
+static int plan(pf_packing *l, pf_pack_run *pk, bool own, pf_error *err)
 {
 	pf_order *orders = pf_calloc(pk->nsrc, sizeof(*orders));
 	int ret;
@@ -113,8 +121,9 @@ static int plan(pf_packing *l, pf_pack_run *pk, pf_error *err)
 		.nsources = pk->nsrc, .orders = orders,
 		.lengths = (const uint32_t *const *)pk->src_lengths, .rows = PF_PACK_GROUP,
 		.row_sources = row_sources, .ctx = pk->mix,
-		.t0 = pf_mixture_first_step(pk->mix), .t1 = pf_mixture_end(pk->mix),
-		.hosts = l->topo.num_hosts, .host_index = l->topo.host_index },
+		.t0 = own ? 0 : pf_mixture_first_step(pk->mix), .t1 = pf_mixture_end(pk->mix),
+		.hosts = l->topo.num_hosts, .host_index = l->topo.host_index,
+		.order = pk->direct ? pk->order : NULL, .order0 = pk->order0, .own_only = own },
 		l->cfg.seed, &pk->packer, pk->nf, pk->cap, pk->B, &pk->epoch_steps,
 		&pk->epoch_rows);
 	pf_free(orders);
@@ -224,17 +233,28 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 	icfg->remainder = PF_REMAINDER_DROP;
 	ret = pf_mixture_create(&pk->mix, icfg, &(pf_mix_opts){
 		.spec = inner_spec, .lspec = cfg->on_corrupt == PF_CORRUPT_FAIL ? lspec : NULL,
-		.source_ids = true, .opened = gather, .ctx = &mo }, err);
+		.source_ids = true, .inner_index = pf_pack_direct_wanted(cfg),
+		.opened = gather, .ctx = &mo }, err);
 	if (ret < 0)
 		goto out;
+	/* Direct placement (pack_direct.c), its order planned below. */
+	ret = pf_pack_direct_create(l, pk);
+	if (ret < 0) {
+		ret = pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory creating the loader");
+		goto out;
+	}
 	/* The inner rows' sources: the mixture's feature after the spec's. */
 	pk->src_tensor = inner_spec->n;
 	if (cfg->nresume) {
 		restore_packer(pk, &st.pack);
 		/* Its run delivered: nothing left to pack. */
 		pk->epoch = pk->step >= pk->epoch_steps ? 1 : 0;
+		if (pk->direct)
+			ret = plan(l, pk, true, err);
+		if (ret < 0)
+			goto out;
 	} else {
-		ret = plan(l, pk, err);
+		ret = plan(l, pk, false, err);
 		if (ret < 0)
 			goto out;
 		pk->epoch = 0;

@@ -368,15 +368,17 @@ typedef struct pf_row_sink {
 } pf_row_sink;
 
 /* Where a record planned ahead goes instead of its row (a packing
- * loader's inner loader: loader/pack/pack_direct.c), called by the decode
- * threads: aim() points the feature rows of dst (worker `worker`'s) at
- * that worker's scratch for the record at epoch output e of `epoch`, and
- * says its plan (NULL: not planned, decode into the row); put(), after
- * the worker decoded it there, copies it into its packed rows.  Passed
- * down by the room above (pf_pipe.record_hook), which the pipeline never
- * calls by name. */
+ * loader's inner loader, or a packed mixture's sources:
+ * loader/pack/pack_direct.c), called by the decode threads: aim() points
+ * the feature rows of dst (worker `worker`'s) at that worker's scratch
+ * for the record at epoch output e of `epoch` (record c of the run, as a
+ * row sink numbers them), and says its plan (NULL: not planned, decode
+ * into the row); put(), after the worker decoded it there, copies it into
+ * its packed rows.  Passed down by the room above (pf_pipe.record_hook),
+ * which the pipeline never calls by name. */
 typedef struct pf_record_hook {
-	void *(*aim)(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e);
+	void *(*aim)(void *ctx, unsigned worker, uint8_t **dst, uint32_t epoch, uint64_t e,
+		     uint64_t c);
 	void (*put)(void *ctx, unsigned worker, void *plan);
 	void *ctx;
 } pf_record_hook;

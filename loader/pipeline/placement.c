@@ -134,7 +134,8 @@ int pf_place_record(pf_pipe *l, worker *w, const chunk *c, uint64_t p,
 	 * ahead goes straight into its packed rows. */
 	if (hook)
 		plan = hook->aim(hook->ctx, (unsigned)(w - l->workers), w->dst, s->batch.epoch,
-				 s->batch.step * l->host_batch + row);
+				 s->batch.step * l->host_batch + row,
+				 (s->batch.global_step - l->gstep0) * l->host_batch + row);
 	ret = decode_into(l, w, c, p, rec, err);
 	if (ret < 0) {
 		err->record = (int64_t)rec->index;

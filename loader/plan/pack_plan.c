@@ -307,7 +307,10 @@ int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 	}
 	for (uint32_t h = 0; h < mx->hosts && ret == 0; h++) {
 		pf_packer scratch = *pk;
+		uint32_t *order = h == mx->host_index ? mx->order : NULL;
 
+		if (mx->own_only && h != mx->host_index)
+			continue;
 		scratch.nopen = 0;
 		scratch.next_row = 0;
 		for (size_t k = 0; k < mx->nsources; k++) {
@@ -322,18 +325,27 @@ int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 			mx->row_sources(mx->ctx, h, t, n, rs);
 			for (uint64_t r = 0; r < n * mx->rows && ret == 0; r++) {
 				const uint32_t *l = mixed_next(mx, &c[rs[r]], rs[r], seed, nf, cap);
+				uint64_t at = t * mx->rows + r;
 
-				ret = l ? feed(&scratch, l) : -ENOMEM;
+				if (!l) {
+					ret = -ENOMEM;
+					break;
+				}
+				if (order && at >= mx->order0)
+					memcpy(order + (at - mx->order0) * nf, l, nf * sizeof(*l));
+				if (!mx->own_only)
+					ret = feed(&scratch, l);
 			}
 		}
-		if (ret < 0)
+		if (ret < 0 || mx->own_only)
 			break;
 		if (scratch.next_row < least)
 			least = scratch.next_row;
 		if (h == mx->host_index)
 			*own_rows = scratch.next_row;
 	}
-	*steps = least == UINT64_MAX ? 0 : least / host_batch;
+	if (!mx->own_only)
+		*steps = least == UINT64_MAX ? 0 : least / host_batch;
 out:
 	for (size_t k = 0; c && k < mx->nsources; k++)
 		pf_free(c[k].len);

@@ -129,6 +129,38 @@ def test_batches_are_the_mixture_packed(texts, mode, mix, hosts):
                 assert (src[n:] == -1).all()
 
 
+@pytest.mark.parametrize("mode", ["first_fit", "concat"])
+def test_direct_placement_writes_the_same_batches(texts, mode, monkeypatch):
+    """The sources' decode threads write records planned ahead straight
+    into their packed rows (pack_direct.c): most records are placed so,
+    and the batches are those of the consumer's packing alone, from the
+    run's start and from a resume inside it."""
+    got, m = batches(texts, "stratified", mode)
+    assert m["pack_direct_records"] > m["records"] // 2, m
+    monkeypatch.setenv("PODFEED_PACK_DIRECT", "0")
+    ref, m0 = batches(texts, "stratified", mode)
+    assert m0["pack_direct_records"] == 0
+    assert len(got) == len(ref)
+    for s, (a, b) in enumerate(zip(got, ref)):
+        for k in a:
+            assert np.array_equal(a[k], b[k]), f"{k} of step {s}"
+    monkeypatch.delenv("PODFEED_PACK_DIRECT")
+    kw = dict(pack_length=L, pack_mode=mode, source_feature=True, **common("stratified"))
+    at = len(ref) // 2
+    with podfeed.Loader(sources(texts), SPEC, **kw) as loader:
+        it = iter(loader)
+        for _ in range(at):
+            next(it)
+        state = loader.state_dict()
+    with podfeed.Loader(sources(texts), SPEC, state=state, **kw) as loader:
+        rest = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+        placed = loader.metrics()["pack_direct_records"]
+    assert placed > 0
+    for s, (a, b) in enumerate(zip(ref[at:], rest)):
+        for k in a:
+            assert np.array_equal(a[k], b[k]), f"{k} of step {at + s} after a resume"
+
+
 def test_no_record_more_often_than_its_epochs_on_any_host(texts):
     """Over 4 hosts: each record of a source at most once for each of
     that source's epochs started (a host's share of an epoch is its own);
