@@ -729,6 +729,11 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
 		m->end = m->step0 + cfg->max_steps;
 	m->step = m->step0;
+	if (o && o->ready) {
+		ret = o->ready(o->ctx, m, err);
+		if (ret < 0)
+			goto fail;
+	}
 	ret = open_gates(m, err);
 	if (ret < 0)
 		goto fail;

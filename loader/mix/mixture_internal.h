@@ -34,6 +34,9 @@ typedef struct pf_mix_opts {
 	bool source_ids;
 	bool inner_index;	/* pf_mixture_inner_index() answers */
 	int (*opened)(void *ctx, pf_mixture *m, double *tokens, pf_error *err);
+	/* ready: called once the run's shape is fixed (its schedule, its
+	 * end, its first step) and before any source decodes a record. */
+	int (*ready)(void *ctx, pf_mixture *m, pf_error *err);
 	void *ctx;
 } pf_mix_opts;
 int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mix_opts *o,

@@ -148,7 +148,7 @@ static int make_specs(pf_pack_run *pk, const pf_loader_config *cfg, pf_spec *out
 
 /* The output batches: as many as the consumer may hold and the steps
  * being packed at once need. */
-static int make_outs(pf_packing *l, pf_pack_run *pk, pf_error *err)
+int pf_pack_make_outs(pf_packing *l, pf_pack_run *pk, pf_error *err)
 {
 	const pf_spec *s = &l->spec;
 	uint32_t cores = l->topo.cores, pcb = l->topo.per_core_batch;
@@ -323,15 +323,14 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		/* A mixture's records (pack_mix.c): its run one packed epoch. */
 		icfg.source_feature = false;
 		ret = pf_pack_mix_create(l, pk, cfg, &icfg, inner_spec, user_spec, err);
-		if (ret == 0)
-			ret = make_outs(l, pk, err);
 		if (ret < 0)
 			goto fail_inner;
-		/* Its first groups planned (its sources' decode threads may
-		 * be ahead: their records placed by the consumer). */
-		pf_pack_direct_plan(l, pk, 0, pk->snaps[0].step, true);
 		l->epochs = 1;
-		l->steps_per_epoch = pk->epoch_steps;
+		/* A run of max_steps: planned as far as those (pack_mix.c);
+		 * an endless one: not known (0). */
+		l->steps_per_epoch = pk->epoch_steps == UINT64_MAX ? 0 : pk->epoch_steps;
+		if (cfg->max_steps && pk->step + cfg->max_steps < pk->epoch_steps)
+			l->steps_per_epoch = pk->step + cfg->max_steps;
 		goto made;
 	}
 	ret = pf_pipe_create_packing(&pk->inner, &icfg, inner_spec,
@@ -349,7 +348,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	if (ret == 0)
 		ret = pf_pack_direct_create(l, pk);
 	if (ret == 0)
-		ret = make_outs(l, pk, err);
+		ret = pf_pack_make_outs(l, pk, err);
 	if (ret < 0)
 		goto fail_inner;
 	ret = cfg->nresume ? pf_pack_restore_plan(l, pk, err)

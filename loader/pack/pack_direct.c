@@ -113,17 +113,17 @@ bool pf_pack_direct_wanted(const pf_loader_config *cfg)
 }
 
 /* A packed mixture's: its sources' decode threads, the groups the
- * mixture maps ahead, and the run's order (this host's rows of it from
- * the run's first step: none when it would take more than an eighth of
- * the budget).  @return false: no direct placement. */
-static bool mix_shape(pf_packing *l, pf_pack_run *pk, pf_pack_direct *d)
+ * mixture maps ahead, and room for the run's order (this host's rows'
+ * lengths from the run's first step: at most an eighth of the budget,
+ * the rest of a longer run placed by the consumer). */
+#define PF_PACK_ENDLESS_ORDER ((uint64_t)1 << 18)
+static void mix_shape(pf_packing *l, pf_pack_run *pk, pf_pack_direct *d)
 {
 	uint64_t budget = l->cfg.memory_budget ? l->cfg.memory_budget : PF_LOADER_BUDGET_DEFAULT;
 	uint64_t t0 = pf_mixture_first_step(pk->mix), t1 = pf_mixture_end(pk->mix);
+	uint64_t most = budget / 8 / (pk->nf * sizeof(uint32_t));
 	unsigned ring = pf_mixture_ring(pk->mix);
 
-	if (t1 <= t0 || (t1 - t0) * PF_PACK_GROUP * pk->nf * sizeof(uint32_t) > budget / 8)
-		return false;
 	d->mix = pk->mix;
 	for (size_t k = 0; k < pk->nsrc; k++) {
 		unsigned w = pf_mixture_source(pk->mix, k)->nworkers;
@@ -133,8 +133,14 @@ static bool mix_shape(pf_packing *l, pf_pack_run *pk, pf_pack_direct *d)
 	d->nworkers = d->maxw * (unsigned)pk->nsrc;
 	d->ngroups = ring < 4 ? 4 : ring;
 	pk->order0 = t0 * PF_PACK_GROUP;
-	pk->norder = t1 * PF_PACK_GROUP;
-	return true;
+	pk->order_room = t1 > t0 && t1 - t0 < most / PF_PACK_GROUP ? (t1 - t0) * PF_PACK_GROUP
+								    : most;
+	/* An endless run (no max_steps): its first PF_PACK_ENDLESS_ORDER records
+	 * (their order followed at create, ~0.6 us a record), the rest
+	 * placed by the consumer. */
+	if (t1 >= PF_MIX_NO_END && !l->cfg.max_steps && pk->order_room > PF_PACK_ENDLESS_ORDER)
+		pk->order_room = PF_PACK_ENDLESS_ORDER;
+	pk->norder = 0;		/* pack_mix.c plans it */
 }
 
 int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
@@ -163,12 +169,9 @@ int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
 	/* The lengths: not to the inner row (a line of another core's). */
 	d->lenoff = d->sbytes;
 	d->sbytes += round_up((size_t)pk->nf * sizeof(int32_t), 64);
-	if (pk->mix && !mix_shape(l, pk, d)) {
-		pf_free(d);
-		pk->direct = NULL;
-		return 0;
-	}
-	if (!pk->mix) {
+	if (pk->mix)
+		mix_shape(l, pk, d);
+	else {
 		d->nworkers = pk->inner->nworkers;
 		d->ngroups = pk->inner->nslots < 4 ? 4 : pk->inner->nslots;
 	}
@@ -189,7 +192,7 @@ int pf_pack_direct_create(pf_packing *l, pf_pack_run *pk)
 		return -ENOMEM;
 	window_extra(l, pk, d->ngroups, mean);
 	d->scratch = pf_malloc_aligned((size_t)d->nworkers * d->sbytes, 64);
-	norder = pk->mix ? pk->norder - pk->order0 : pk->nlengths;
+	norder = pk->mix ? pk->order_room : pk->nlengths;
 	pk->order = pf_malloc((norder ? norder : 1) * pk->nf * sizeof(*pk->order));
 	if (pk->mix)
 		d->src_hooks = pf_calloc(pk->nsrc, sizeof(*d->src_hooks));

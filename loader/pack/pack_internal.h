@@ -237,6 +237,7 @@ struct pf_pack_run {
 	struct pf_pack_direct *direct;
 	uint32_t *order;	/* records order0 .. norder's lengths, in order */
 	uint64_t order0, norder;
+	uint64_t order_room;	/* a packed mixture's: records order has room for */
 	uint32_t order_epoch;
 	pf_packer ahead;
 	uint64_t ahead_step;
@@ -261,6 +262,9 @@ void pf_pack_restore_free(pf_pack_run *pk, bool blobs);
 /* pack.c: epoch e's steps, every host's (pack_plan.c), and this host's
  * rows. */
 int pf_pack_plan_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e, pf_error *err);
+/* pack.c: the output batches (the steps in progress, and those a
+ * consumer holds). */
+int pf_pack_make_outs(pf_packing *l, pf_pack_run *pk, pf_error *err);
 /* pack.c: a fresh output batch for step j (inprog). */
 pack_out *pf_pack_take_out(pf_packing *l, pf_pack_run *pk, uint64_t j);
 

@@ -41,6 +41,7 @@
 
 /* What the mixture's opened() hands the gather. */
 typedef struct mix_open {
+	pf_packing *l;
 	pf_pack_run *pk;
 	const pf_loader_config *cfg;
 	const pf_spec *lspec;
@@ -104,12 +105,20 @@ static void row_sources(void *ctx, uint32_t host, uint64_t t, uint64_t n, uint8_
 	pf_mixture_row_sources(ctx, host, t, n, rs);
 }
 
-/* The run's steps on every host, and this host's rows; the direct
+/* The run's steps on every host, and this host's rows, from the run's
+ * start (a resumed run's too: pk->step its steps delivered); the direct
  * placement's order (this host's rows' lengths from the run's first
- * step), and on a resume (own) that alone. */
-static int plan(pf_packing *l, pf_pack_run *pk, bool own, pf_error *err)
+ * step).  A run of max_steps follows each host's stream as far as the
+ * rows of its steps alone (a long run's plan is then as long as the
+ * steps asked, and a resumed run's as long as its own max_steps): its
+ * steps then those every host makes of what the plan followed, at least
+ * the steps asked.  An endless run (epochs without end, no max_steps) has
+ * no last step: nothing is dropped, and only the order is planned. */
+static int plan(pf_packing *l, pf_pack_run *pk, pf_error *err)
 {
 	pf_order *orders = pf_calloc(pk->nsrc, sizeof(*orders));
+	uint64_t n = 0, want = l->cfg.max_steps ? (pk->step + l->cfg.max_steps) * pk->B : 0;
+	bool endless = !want && pf_mixture_end(pk->mix) >= PF_MIX_NO_END;
 	int ret;
 
 	if (!orders)
@@ -121,15 +130,42 @@ static int plan(pf_packing *l, pf_pack_run *pk, bool own, pf_error *err)
 		.nsources = pk->nsrc, .orders = orders,
 		.lengths = (const uint32_t *const *)pk->src_lengths, .rows = PF_PACK_GROUP,
 		.row_sources = row_sources, .ctx = pk->mix,
-		.t0 = own ? 0 : pf_mixture_first_step(pk->mix), .t1 = pf_mixture_end(pk->mix),
+		.t0 = 0, .t1 = pf_mixture_end(pk->mix),
 		.hosts = l->topo.num_hosts, .host_index = l->topo.host_index,
-		.order = pk->direct ? pk->order : NULL, .order0 = pk->order0, .own_only = own },
+		.want_rows = want, .order = pk->direct ? pk->order : NULL, .order0 = pk->order0,
+		.order_cap = pk->order_room, .order_n = &n, .endless = endless },
 		l->cfg.seed, &pk->packer, pk->nf, pk->cap, pk->B, &pk->epoch_steps,
 		&pk->epoch_rows);
 	pf_free(orders);
+	pk->norder = pk->order0 + n;
 	if (ret < 0)
 		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "planning the packed mixture: %s",
 				    pf_strerror(ret));
+	return 0;
+}
+
+/* The run's shape fixed, before any source decodes a record: direct
+ * placement (pack_direct.c), the plan, the output batches and the first
+ * groups planned ahead (as a dataset's inner loader's decode threads
+ * start after them). */
+static int ready(void *ctx, pf_mixture *m, pf_error *err)
+{
+	mix_open *mo = ctx;
+	pf_pack_run *pk = mo->pk;
+	int ret;
+
+	pk->mix = m;
+	ret = pf_pack_direct_create(mo->l, pk);
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory creating the loader");
+	ret = plan(mo->l, pk, err);
+	if (ret == 0)
+		ret = pf_pack_make_outs(mo->l, pk, err);
+	if (ret < 0)
+		return ret;
+	/* A resumed run delivered: nothing left to pack. */
+	pk->epoch = pk->step >= pk->epoch_steps ? 1 : 0;
+	pf_pack_direct_plan(mo->l, pk, 0, pf_mixture_first_step(m), true);
 	return 0;
 }
 
@@ -206,7 +242,7 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 		       pf_loader_config *icfg, const pf_spec *inner_spec, const pf_spec *lspec,
 		       pf_error *err)
 {
-	mix_open mo = { .pk = pk, .cfg = cfg, .lspec = lspec };
+	mix_open mo = { .l = l, .pk = pk, .cfg = cfg, .lspec = lspec };
 	pf_mix_state st = { 0 };
 	size_t mine = 0;
 	int ret = 0;
@@ -231,33 +267,17 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 	/* Its sources' records in file order are what the plan reads: no
 	 * wrapped records at an epoch's end. */
 	icfg->remainder = PF_REMAINDER_DROP;
+	if (cfg->nresume)
+		restore_packer(pk, &st.pack);
+	/* The inner rows' sources: the mixture's feature after the spec's. */
+	pk->src_tensor = inner_spec->n;
 	ret = pf_mixture_create(&pk->mix, icfg, &(pf_mix_opts){
 		.spec = inner_spec, .lspec = cfg->on_corrupt == PF_CORRUPT_FAIL ? lspec : NULL,
 		.source_ids = true, .inner_index = pf_pack_direct_wanted(cfg),
-		.opened = gather, .ctx = &mo }, err);
-	if (ret < 0)
-		goto out;
-	/* Direct placement (pack_direct.c), its order planned below. */
-	ret = pf_pack_direct_create(l, pk);
+		.opened = gather, .ready = ready, .ctx = &mo }, err);
 	if (ret < 0) {
-		ret = pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory creating the loader");
+		pk->mix = NULL;		/* freed with it */
 		goto out;
-	}
-	/* The inner rows' sources: the mixture's feature after the spec's. */
-	pk->src_tensor = inner_spec->n;
-	if (cfg->nresume) {
-		restore_packer(pk, &st.pack);
-		/* Its run delivered: nothing left to pack. */
-		pk->epoch = pk->step >= pk->epoch_steps ? 1 : 0;
-		if (pk->direct)
-			ret = plan(l, pk, true, err);
-		if (ret < 0)
-			goto out;
-	} else {
-		ret = plan(l, pk, false, err);
-		if (ret < 0)
-			goto out;
-		pk->epoch = 0;
 	}
 	ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = 0,
 						  .step = pf_mixture_first_step(pk->mix),

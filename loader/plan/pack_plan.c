@@ -309,8 +309,9 @@ int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 		pf_packer scratch = *pk;
 		uint32_t *order = h == mx->host_index ? mx->order : NULL;
 
-		if (mx->own_only && h != mx->host_index)
+		if (mx->endless && (h != mx->host_index || !order))
 			continue;
+
 		scratch.nopen = 0;
 		scratch.next_row = 0;
 		for (size_t k = 0; k < mx->nsources; k++) {
@@ -322,6 +323,12 @@ int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 		for (uint64_t t = mx->t0; t < mx->t1 && ret == 0; t += chunk) {
 			uint64_t n = mx->t1 - t < chunk ? mx->t1 - t : chunk;
 
+			/* Its rows before the last pool's are closed. */
+			if (mx->want_rows && scratch.next_row >= mx->want_rows + scratch.pool)
+				break;
+			if (mx->endless && t * mx->rows >= mx->order0 + mx->order_cap)
+				break;
+
 			mx->row_sources(mx->ctx, h, t, n, rs);
 			for (uint64_t r = 0; r < n * mx->rows && ret == 0; r++) {
 				const uint32_t *l = mixed_next(mx, &c[rs[r]], rs[r], seed, nf, cap);
@@ -331,21 +338,23 @@ int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 					ret = -ENOMEM;
 					break;
 				}
-				if (order && at >= mx->order0)
+				if (order && at >= mx->order0 && at - mx->order0 < mx->order_cap) {
 					memcpy(order + (at - mx->order0) * nf, l, nf * sizeof(*l));
-				if (!mx->own_only)
-					ret = feed(&scratch, l);
+					*mx->order_n = at - mx->order0 + 1;
+				}
+				ret = feed(&scratch, l);
 			}
 		}
-		if (ret < 0 || mx->own_only)
+		if (ret < 0)
 			break;
 		if (scratch.next_row < least)
 			least = scratch.next_row;
 		if (h == mx->host_index)
 			*own_rows = scratch.next_row;
 	}
-	if (!mx->own_only)
-		*steps = least == UINT64_MAX ? 0 : least / host_batch;
+	*steps = least == UINT64_MAX ? 0 : least / host_batch;
+	if (mx->endless)
+		*steps = *own_rows = UINT64_MAX;
 out:
 	for (size_t k = 0; c && k < mx->nsources; k++)
 		pf_free(c[k].len);

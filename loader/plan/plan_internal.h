@@ -271,18 +271,22 @@ typedef struct pf_mixed {
 	void *ctx;
 	uint64_t t0, t1;
 	uint32_t hosts, host_index;
-	/* This host's rows' lengths from row order0 to t1 x rows (NULL:
-	 * not asked); own_only: this host's alone (no steps, no rows). */
+	/* want_rows: a host's stream followed only until it has closed
+	 * that many rows (max_steps' rows; 0: to the run's end).  order:
+	 * this host's rows' lengths from row order0 on, at most order_cap
+	 * rows of them, *order_n those written (NULL: not asked). */
+	uint64_t want_rows;
 	uint32_t *order;
-	uint64_t order0;
-	bool own_only;
+	uint64_t order0, order_cap, *order_n;
+	/* endless: the run has no end (nor want_rows): this host's order
+	 * alone, as far as its room; *steps and *own_rows UINT64_MAX. */
+	bool endless;
 } pf_mixed;
 /* The packed steps of a mixture's run on every host: the packer pk
  * (empty, its settings) over each host's records as the mixture deals
  * them, each source's from its start (its epochs one after another,
  * capped at cap), host_batch rows a step; *own_rows: this host's rows.
- * t0 is the run's first step (0: a resumed run's order is asked from
- * its start).  @return 0 or -ENOMEM. */
+ * @return 0 or -ENOMEM. */
 int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
 		       uint32_t nf, uint32_t cap, uint32_t host_batch, uint64_t *steps,
 		       uint64_t *own_rows);

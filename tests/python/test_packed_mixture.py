@@ -161,6 +161,51 @@ def test_direct_placement_writes_the_same_batches(texts, mode, monkeypatch):
             assert np.array_equal(a[k], b[k]), f"{k} of step {at + s} after a resume"
 
 
+def test_a_long_run_of_max_steps_plans_its_steps_alone(texts):
+    """A run of (nearly) endless epochs with max_steps is planned as far
+    as its steps (it planned the whole run, for ever, before), and an
+    endless one not at all; the batches of both are the first steps of
+    the same run of 3 epochs."""
+    kw = dict(pack_length=L, source_feature=True, **common("stratified"))
+    kw["epochs"] = 3
+    ref = []
+    with podfeed.Loader(sources(texts), SPEC, **kw) as loader:
+        for b in loader:
+            ref.append({k: np.array(b[k]) for k in b.keys()})
+    kw["epochs"] = 2 ** 32 - 1
+    with podfeed.Loader(sources(texts), SPEC, max_steps=40, **kw) as loader:
+        got = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+    assert len(got) == 40 < len(ref)
+    # Endless (no max_steps): no last step to plan; its first steps the
+    # same, placed by the decode threads as far as its order reaches.
+    with podfeed.Loader(sources(texts), SPEC, **kw) as loader:
+        it = iter(loader)
+        got += [{k: np.array(b[k]) for k in b.keys()} for b in (next(it) for _ in range(40))]
+        assert loader.metrics()["pack_direct_records"] > 0
+    for s, (a, b) in enumerate(zip(ref[:40] + ref[:40], got)):
+        for k in a:
+            assert np.array_equal(a[k], b[k]), f"{k} of step {s % 40}"
+
+
+def test_max_steps_a_session_resumes_for_the_next(texts):
+    """max_steps counts this run's steps: a state saved at the end of one
+    session of 30 resumes into the next 30, as one run of 60 gives them
+    (the plan of a resumed run reaches its own max_steps)."""
+    kw = dict(pack_length=L, source_feature=True, **common("sample"))
+    kw["epochs"] = 2 ** 32 - 1
+    with podfeed.Loader(sources(texts), SPEC, max_steps=60, **kw) as loader:
+        ref = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+    with podfeed.Loader(sources(texts), SPEC, max_steps=30, **kw) as loader:
+        first = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+        state = loader.state_dict()
+    with podfeed.Loader(sources(texts), SPEC, max_steps=30, state=state, **kw) as loader:
+        second = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+    assert len(ref) == 60 and len(first) == 30 and len(second) == 30
+    for s, (a, b) in enumerate(zip(ref, first + second)):
+        for k in a:
+            assert np.array_equal(a[k], b[k]), f"{k} of step {s}"
+
+
 def test_no_record_more_often_than_its_epochs_on_any_host(texts):
     """Over 4 hosts: each record of a source at most once for each of
     that source's epochs started (a host's share of an epoch is its own);
