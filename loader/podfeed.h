@@ -629,6 +629,24 @@ typedef struct pf_loader_config {
 	 * Batches are the same whatever the cache holds.  Not used in skip
 	 * mode (on_corrupt=skip) or by the window shuffle. */
 	uint32_t frame_cache;
+	/* 0.8: start skip_steps steps on, as if the run (from its start, or
+	 * from the states in resume) had delivered them and they had been
+	 * dropped: the first batch is the one a run never stopped hands out
+	 * at that global step, on every host alike (each host skips the same
+	 * steps), across epochs, packed (packed steps) and mixed too.  What
+	 * is skipped is not read where the plan says where the first batch's
+	 * records are (the shuffle block it starts in is read, as a resume
+	 * reads it); the metrics count it (skipped_*), and a state saved
+	 * later is past it.  max_steps counts the steps after the skip.  A
+	 * skip that reaches past the run's last step (its epochs) is refused
+	 * at create (-ERANGE, naming that step); nothing is started then. */
+	uint64_t skip_steps;
+	/* 0.8: open the dataset and plan the run (the states resumed,
+	 * skip_steps applied) but start no thread and read no record:
+	 * pf_loader_records_of(), the steps, the state and the metrics
+	 * answer, pf_loader_next() refuses (-EINVAL).  What `loadbench
+	 * which` creates to say which records a run's steps hold. */
+	bool plan_only;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_config;
@@ -800,6 +818,13 @@ typedef struct pf_loader_metrics {
 	 * their packed rows, planned ahead from the plan's lengths (the
 	 * others are copied there by the consumer's thread). */
 	uint64_t pack_direct_records;
+	/* 0.8: skip_steps: the steps skipped (from global step
+	 * skipped_from), the records their batches held (packed: the
+	 * records' pieces in their rows) and, packed, the values of the
+	 * packed features in those rows (0 unpacked).  All 0 without a
+	 * skip. */
+	uint64_t skipped_steps, skipped_from;
+	uint64_t skipped_records, skipped_tokens;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;
@@ -963,6 +988,48 @@ PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
  *  number of dims, or -EINVAL when i is not a feature.  Thread-safe. */
 PF_API int pf_loader_feature_shape(const pf_loader *l, uint32_t i, uint32_t shape[3],
 				   const char **elem, uint32_t *elem_size);
+/* The records of a step (pf_loader_records_of()): one for each row of
+ * each core, or, packed, one for each piece of a record in a row. */
+typedef struct pf_record_ref {
+	uint32_t epoch;		/* the step's epoch, and its step in it */
+	uint64_t step;
+	uint32_t core, row;	/* where: core and its batch's row */
+	uint32_t source;	/* a mixture's source (its index; 0 otherwise) */
+	uint32_t file;		/* the file (pf_loader_file(l, source, file)) */
+	uint64_t record;	/* its record number in the file, from 0 */
+	/* Packed (pack_length): the record's segment id in the row (1, 2,
+	 * ...), the value its first packed feature starts at in the row,
+	 * and which of its values are there: [from, from + count) (concat
+	 * cuts a record over rows).  0 unpacked. */
+	uint32_t segment, at, from, count;
+	/* New fields go here, at the end, only (pf_common.h, "the ABI
+	 * promise"). */
+} pf_record_ref;
+
+/*! pf_loader_records_of(): which record of which file each row of
+ *  global step `step` holds, computed from the plan without reading
+ *  anything: what pf_loader_next() delivers at that step (or, for a step
+ *  skip_steps skipped, what a run never stopped delivered there).  The
+ *  steps asked may be any of the run's, from the first it started at
+ *  (before skip_steps) to its last: whether delivered yet or not.  Refs
+ *  come core by core, row by row (packed: each row's pieces in segment
+ *  order; a row of padding alone has none).  Any thread, while the
+ *  loader lives.  Through the inline wrapper: refs of the caller's
+ *  sizeof(pf_record_ref).  @return the number of refs (written to out
+ *  only when at most cap: cap 0 asks the count), or -ERANGE with err
+ *  naming the run's first and last steps, or -ENOMEM. */
+PF_API int64_t pf_loader_records_of_sized(const pf_loader *l, uint64_t step,
+					  pf_record_ref *out, size_t cap, size_t ref_size,
+					  pf_error *err);
+static inline int64_t pf_loader_records_of(const pf_loader *l, uint64_t step,
+					   pf_record_ref *out, size_t cap, pf_error *err)
+{
+	return pf_loader_records_of_sized(l, step, out, cap, sizeof(*out), err);
+}
+/*! pf_loader_file(): the path of file `file` of source `source` (0 for a
+ *  loader of one dataset), as pf_record_ref names it; valid while the
+ *  loader lives.  NULL when there is no such file.  Any thread. */
+PF_API const char *pf_loader_file(const pf_loader *l, uint32_t source, uint32_t file);
 /*! Stop threads and free everything.  NULL is a no-op.  Nothing the
  *  loader changed in the process outlives it: its memory goes back to
  *  the system (unless cfg->keep_pools), and pf_file_pread()'s policy to

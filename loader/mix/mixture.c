@@ -331,6 +331,7 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	sc.per_core_batch = batch ? batch : pf_mix_batch(m, k);
 	sc.epochs = epochs;
 	sc.max_steps = 0;
+	sc.skip_steps = 0;	/* the mixture's steps: each source's rows skipped */
 	sc.resume = nblobs ? blobs : NULL;
 	sc.nresume = nblobs;
 	sc.memory_budget = (cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT) /

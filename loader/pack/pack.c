@@ -254,6 +254,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		icfg.nresume = pk->nresumes;
 	}
 	icfg.pack_length = 0;
+	icfg.skip_steps = 0;	/* in packed steps: the inner skip is planned */
 	icfg.features = NULL;
 	icfg.cores_per_host = 1;
 	icfg.per_core_batch = PF_PACK_GROUP;
@@ -276,7 +277,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		goto fail;
 	ret = pf_pipe_create_packing(&pk->inner, &icfg, inner_spec,
 				       cfg->on_corrupt == PF_CORRUPT_FAIL ? user_spec : NULL,
-				       &opened, err);
+				       cfg->skip_steps != 0, &opened, err);
 	if (ret < 0 && !opened)
 		goto fail_inner;	/* it took its part in the pod's open */
 	if (ret == 0)

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Helpers of the skip and records-of tests (test_loader_skip,
+ * test_loader_which; never linked into the library): a loader run from
+ * given states, each step's batch kept as a digest and its ids. */
+#ifndef PF_SKIP_UTIL_H
+#define PF_SKIP_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "podfeed.h"
+
+#define SK_MAX_STEPS 4096u
+
+typedef struct sk_blob {
+	uint8_t *data;
+	size_t len;
+} sk_blob;
+
+/* What a run handed out: per step its digest (a CRC32C of every core's
+ * block), numbers, and the ids of its rows (feature 0, int64, when the
+ * spec starts with one: -1 in a hole). */
+typedef struct sk_steps {
+	uint64_t n;
+	uint32_t crc[SK_MAX_STEPS];
+	uint64_t global[SK_MAX_STEPS];
+	uint32_t epoch[SK_MAX_STEPS];
+	uint64_t step[SK_MAX_STEPS];
+	int64_t *ids;		/* [n x host batch] */
+	uint32_t host_batch;
+	pf_loader_metrics m;	/* at the run's end */
+} sk_steps;
+
+/* Run cfg (its paths, features and the rest as given) from the states
+ * `from` (nfrom of them), skipping `skip` steps, for at most max steps
+ * (SK_ALL: to the end), into *s (reset first; NULL: not kept); @return
+ * the state after (its data malloc()ed). */
+#define SK_ALL UINT64_MAX
+sk_blob sk_run(pf_loader_config cfg, const sk_blob *from, size_t nfrom, uint64_t skip,
+	       uint64_t max, sk_steps *s);
+/* The same, creating the loader only: @return pf_loader_create()'s, err
+ * its error. */
+int sk_create_fails(pf_loader_config cfg, const sk_blob *from, size_t nfrom, uint64_t skip,
+		    pf_error *err);
+/* b's steps equal a's from a's step `at` on, to b's end (digests and
+ * numbers); what for messages. */
+void sk_expect_same(const sk_steps *a, uint64_t at, const sk_steps *b, const char *what);
+void sk_steps_free(sk_steps *s);
+
+#endif
