@@ -12,6 +12,7 @@ static void keep(sk_steps *s, const pf_batch *b)
 
 	cr_assert_lt(s->n, SK_MAX_STEPS);
 	s->host_batch = hb;
+	s->per_core_batch = b->per_core_batch;
 	s->ids = realloc(s->ids, (s->n + 1) * hb * sizeof(*s->ids));
 	cr_assert_not_null(s->ids);
 	for (uint32_t c = 0; c < b->cores; c++) {
@@ -120,4 +121,72 @@ void sk_steps_free(sk_steps *s)
 {
 	free(s->ids);
 	s->ids = NULL;
+}
+
+int64_t sk_record_id(const char *path, uint64_t record)
+{
+	static pf_source *src;
+	static char open_path[4096];
+	static uint64_t next;
+	pf_spec spec;
+	pf_record rec;
+	pf_arena arena = { 0 };
+	int64_t id = -1;
+	uint8_t *dst[1] = { (uint8_t *)&id };
+	pf_error err;
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_spec_parse(&spec, "id:int64[1]", &err), 0);
+	if (!src || strcmp(open_path, path) || record < next) {
+		pf_source_close(src);
+		src = NULL;
+		cr_assert_eq(pf_source_open(&src, path, NULL, &err), 0, "%s: %s", path, err.msg);
+		snprintf(open_path, sizeof(open_path), "%s", path);
+		next = 0;
+	}
+	if (record != next && pf_source_seek_record(src, record) == 0)
+		next = record;
+	for (;;) {
+		cr_assert_eq(pf_source_next(src, &rec, &err), 1, "%s record %llu: %s", path,
+			     (unsigned long long)record, err.msg);
+		if (next++ == record)
+			break;
+	}
+	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(rec.len)), 0);
+	cr_assert_eq(pf_spec_decode(&spec, rec.data, (size_t)rec.len, &arena, dst, &err), 0,
+		     "%s", err.msg);
+	pf_arena_release(&arena);
+	return id;
+}
+
+void sk_expect_records(const pf_loader *l, const sk_steps *s, const char *what)
+{
+	pf_record_ref *refs = calloc(s->host_batch, sizeof(*refs));
+	pf_error err;
+
+	cr_assert_not_null(refs);
+	for (uint64_t j = 0; j < s->n; j++) {
+		int64_t n = pf_loader_records_of(l, s->global[j], refs, s->host_batch, &err);
+
+		cr_assert_eq(n, s->host_batch, "%s: step %llu: %s", what,
+			     (unsigned long long)s->global[j], n < 0 ? err.msg : "");
+		for (uint32_t i = 0; i < s->host_batch; i++) {
+			const pf_record_ref *r = &refs[i];
+			const char *path = pf_loader_file(l, r->source, r->file);
+			cr_assert_not_null(path);
+			cr_assert_eq(r->core * s->per_core_batch + r->row, i, "%s: ref %u is core %u "
+				     "row %u", what, i, r->core, r->row);
+			cr_assert_eq(r->epoch, s->epoch[j], "%s: step %llu's epoch", what,
+				     (unsigned long long)s->global[j]);
+			cr_assert_eq(r->step, s->step[j]);
+			cr_assert_eq(sk_record_id(path, r->record), s->ids[j * s->host_batch + i],
+				     "%s: global step %llu core %u row %u: %s record %llu holds "
+				     "id %lld, the run delivered %lld", what,
+				     (unsigned long long)s->global[j], r->core, r->row, path,
+				     (unsigned long long)r->record,
+				     (long long)sk_record_id(path, r->record),
+				     (long long)s->ids[j * s->host_batch + i]);
+		}
+	}
+	free(refs);
 }

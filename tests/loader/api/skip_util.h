@@ -27,7 +27,7 @@ typedef struct sk_steps {
 	uint32_t epoch[SK_MAX_STEPS];
 	uint64_t step[SK_MAX_STEPS];
 	int64_t *ids;		/* [n x host batch] */
-	uint32_t host_batch;
+	uint32_t host_batch, per_core_batch;
 	pf_loader_metrics m;	/* at the run's end */
 } sk_steps;
 
@@ -46,5 +46,13 @@ int sk_create_fails(pf_loader_config cfg, const sk_blob *from, size_t nfrom, uin
  * numbers); what for messages. */
 void sk_expect_same(const sk_steps *a, uint64_t at, const sk_steps *b, const char *what);
 void sk_steps_free(sk_steps *s);
+/* The id (feature "id", int64) of record `record` of the file at path,
+ * read from the file itself (an indexed shard through its index, a stream
+ * from its start; the last file's reader kept). */
+int64_t sk_record_id(const char *path, uint64_t record);
+/* Every step of s (a run of l's config, l a loader of it): l's
+ * pf_loader_records_of() of each names, row by row, the record whose id
+ * the run delivered there. */
+void sk_expect_records(const pf_loader *l, const sk_steps *s, const char *what);
 
 #endif
