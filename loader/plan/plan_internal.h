@@ -350,4 +350,62 @@ void pf_which_release(pf_which *w);
 int pf_which_step(pf_which *w, uint64_t step, uint32_t *epoch, uint64_t *step_in_epoch,
 		  pf_plan_record *rows, pf_error *err);
 
+
+/* ------------------------------------------------------------------ */
+/* A packing loader's course (pack_course.c): its packed steps from a   */
+/* start, skipping ahead, and the pieces of records in a step's rows    */
+
+/* Where a packing loader's run starts: its inner loader's run from the
+ * packer's position (a group's start), the packer there (its open rows
+ * and settings), and the packed epoch it is in: `step` of its steps
+ * delivered (rows below step x B are not this run's), counted from
+ * step_base (an elastic resume inside the epoch), epoch_steps of them,
+ * this host's epoch_rows; gstep the global step of packed step `step`. */
+typedef struct pf_pack_course {
+	pf_run inner;
+	const uint32_t *len;	/* every record's lengths, nf a record, dataset order */
+	uint32_t nf, cap;	/* packed features; an inner row's values */
+	struct pf_packer packer;
+	uint32_t B;		/* rows a packed step */
+	uint32_t epochs;
+	uint32_t epoch;
+	uint64_t step, step_base, epoch_steps, epoch_rows;
+	uint64_t gstep;
+} pf_pack_course;
+
+/* A course moved on (pf_pack_course_skip()): the new start, the inner
+ * steps to skip to reach its position, and what the skipped steps held. */
+typedef struct pf_pack_skip {
+	uint64_t inner_steps;
+	uint64_t records;	/* pieces of records in the skipped rows */
+	uint64_t values;	/* their packed features' values */
+} pf_pack_skip;
+
+/*! Move c n packed steps on, as if delivered and dropped: the packer run
+ *  over the records' lengths (nothing read) to the last inner group
+ *  whose packer has opened no row of the new first step, the epochs
+ *  between planned (every host's steps, pf_pack_plan_steps()).  c's
+ *  inner start is not changed: *out says the inner steps to skip.
+ *  @return 0, -ERANGE with err naming the run's last step when n reaches
+ *  past it, -ENOMEM, or the plan's error. */
+int pf_pack_course_skip(pf_pack_course *c, uint64_t n, pf_pack_skip *out, pf_error *err);
+
+/* A piece of a record in a packed step: its row of the host batch (core
+ * x per_core_batch + row), the record (file and number in it), its
+ * segment id in the row, where its first packed feature's values start
+ * there and which of them: [from, from + count). */
+typedef struct pf_pack_ref {
+	uint32_t row;
+	pf_plan_record rec;
+	uint32_t segment, at, from, count;
+} pf_pack_ref;
+
+/*! The pieces of global packed step `step` of course c, row by row (each
+ *  row's in segment order), into out (cap of them; *n: how many there
+ *  are), its epoch and step in it into *epoch, *step_in_epoch.  @return 0,
+ *  -ERANGE with err naming the run's first and last steps, -ENOMEM. */
+int pf_pack_course_which(const pf_pack_course *c, uint64_t step, pf_pack_ref *out,
+			 size_t cap, size_t *n, uint32_t *epoch, uint64_t *step_in_epoch,
+			 pf_error *err);
+
 #endif

@@ -28,6 +28,11 @@ typedef struct sk_steps {
 	uint64_t step[SK_MAX_STEPS];
 	int64_t *ids;		/* [n x host batch] */
 	uint32_t host_batch, per_core_batch;
+	/* keep_rows (set before sk_run()): a packed run's first feature and
+	 * its segment ids, step by step ([n][host batch][row_len]). */
+	bool keep_rows;
+	uint32_t row_len;
+	int32_t *values, *segs;
 	pf_loader_metrics m;	/* at the run's end */
 } sk_steps;
 
@@ -50,6 +55,16 @@ void sk_steps_free(sk_steps *s);
  * read from the file itself (an indexed shard through its index, a stream
  * from its start; the last file's reader kept). */
 int64_t sk_record_id(const char *path, uint64_t record);
+/* The int64 values of `feature` of that record into out (at most cap);
+ * @return how many it has. */
+uint32_t sk_record_values(const char *path, uint64_t record, const char *feature,
+			  int64_t *out, uint32_t cap);
+/* Every step of s (a packed run kept with keep_rows): each piece
+ * l's pf_loader_records_of() names holds, in its row, the values of
+ * `feature` of that record it says, with its segment id, and the pieces
+ * name every value the rows hold. */
+void sk_expect_packed(const pf_loader *l, const sk_steps *s, const char *feature,
+		      const char *what);
 /* Every step of s (a run of l's config, l a loader of it): l's
  * pf_loader_records_of() of each names, row by row, the record whose id
  * the run delivered there. */

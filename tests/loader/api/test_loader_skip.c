@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "podfeed.h"
+#include "pack_util.h"
 #include "skip_util.h"
 #include "testutil.h"
 
@@ -59,6 +60,37 @@ static void check_skips(pf_loader_config cfg, const uint64_t *stops, size_t nsto
 			cr_assert_eq(got.m.skipped_records, skips[k] * got.host_batch, "%s", what);
 			if (skips[k])
 				cr_assert_eq(got.m.skipped_from, ref.global[stops[i]], "%s", what);
+		}
+		free(st.data);
+	}
+}
+
+/* check_skips() for a packing loader: the skipped steps' pieces and
+ * values counted (> 0). */
+static void check_skips_packed(pf_loader_config cfg, const uint64_t *stops, size_t nstops,
+			       const uint64_t *skips, size_t nskips)
+{
+	free(sk_run(cfg, NULL, 0, 0, SK_ALL, &ref).data);
+	cr_assert_gt(ref.n, 0);
+	for (size_t i = 0; i < nstops; i++) {
+		sk_blob st = stops[i] ? sk_run(cfg, NULL, 0, 0, stops[i], NULL)
+				      : (sk_blob){ NULL, 0 };
+
+		for (size_t k = 0; k < nskips; k++) {
+			char what[96];
+
+			if (stops[i] + skips[k] >= ref.n)
+				continue;
+			snprintf(what, sizeof(what), "packed %s, host %u of %u, stop %llu, skip %llu",
+				 cfg.pack_mode ? "concat" : "first_fit", cfg.host_index,
+				 cfg.num_hosts ? cfg.num_hosts : 1, (unsigned long long)stops[i],
+				 (unsigned long long)skips[k]);
+			free(sk_run(cfg, &st, stops[i] ? 1 : 0, skips[k], SK_ALL, &got).data);
+			sk_expect_same(&ref, stops[i] + skips[k], &got, what);
+			cr_assert_eq(got.m.skipped_steps, skips[k], "%s", what);
+			cr_assert_eq(got.m.skipped_from, ref.global[stops[i]], "%s", what);
+			cr_assert_geq(got.m.skipped_records, skips[k] * got.host_batch, "%s", what);
+			cr_assert_gt(got.m.skipped_tokens, got.m.skipped_records, "%s", what);
 		}
 		free(st.data);
 	}
@@ -232,4 +264,77 @@ Test(skip, bad_skips_are_refused_by_name, .timeout = 60)
 	cr_assert_eq(sk_create_fails(cfg, &st, 1, 10, &err), -ESTALE);
 	cr_assert(strstr(err.msg, "another dataset"), "%s", err.msg);
 	free(st.data);
+}
+
+/* ------------------------------------------------------------------ */
+/* Packed                                                               */
+
+static pf_loader_config packed_config(const char *const *paths, pf_pack_mode mode)
+{
+	return (pf_loader_config){ .paths = paths, .npaths = 1, .per_core_batch = 2,
+				   .cores_per_host = 2,
+				   .features = "tokens:int32[*],targets:int32[*]",
+				   .pack_length = 96, .pack_mode = mode, .shuffle = true,
+				   .shuffle_window = 256, .seed = 21, .epochs = 2, .threads = 2 };
+}
+
+/* Packed steps skipped from the start and from states inside and at the
+ * end of an epoch, into the next: the batches of the run never stopped;
+ * the metrics count the skipped rows' pieces and values. */
+Test(skip, packed_loaders_skip_packed_steps, .timeout = 300)
+{
+	const char *d = pu_text_dataset(2000, 2, 40, 400, 8, 4, "16K");
+	char z[512];
+	const char *paths[] = { z };
+	const uint64_t stops[] = { 0, 7, 40 };
+	const uint64_t skips[] = { 1, 13, 60, 100 };
+
+	snprintf(z, sizeof(z), "%s/z", d);
+	for (int mode = 0; mode < 2; mode++) {
+		pf_loader_config cfg = packed_config(paths, (pf_pack_mode)mode);
+
+		check_skips_packed(cfg, stops, 3, skips, 4);
+		cfg.num_hosts = 3;
+		cfg.host_index = 1;
+		check_skips_packed(cfg, stops, 2, skips + 1, 2);
+	}
+}
+
+/* Four hosts' packed states resumed on two with a skip: the batches of
+ * the same resume without it, n steps on. */
+Test(skip, packed_elastic_resume_skips, .timeout = 300)
+{
+	const char *d = pu_text_dataset(2000, 2, 40, 400, 8, 4, "16K");
+	char z[512];
+	const char *paths[] = { z };
+	sk_blob st[4];
+
+	snprintf(z, sizeof(z), "%s/z", d);
+	for (uint32_t h = 0; h < 4; h++) {
+		pf_loader_config cfg = packed_config(paths, PF_PACK_FIRST_FIT);
+
+		cfg.num_hosts = 4;
+		cfg.host_index = h;
+		st[h] = sk_run(cfg, NULL, 0, 0, 5 + h, NULL);
+	}
+	for (uint32_t h = 0; h < 2; h++) {
+		pf_loader_config cfg = packed_config(paths, PF_PACK_FIRST_FIT);
+		const uint64_t skips[] = { 1, 9, 30 };
+
+		cfg.num_hosts = 2;
+		cfg.host_index = h;
+		free(sk_run(cfg, st, 4, 0, SK_ALL, &ref).data);
+		for (size_t k = 0; k < 3; k++) {
+			char what[64];
+
+			if (skips[k] >= ref.n)
+				continue;
+			snprintf(what, sizeof(what), "packed, 4 -> 2 hosts, host %u, skip %llu", h,
+				 (unsigned long long)skips[k]);
+			free(sk_run(cfg, st, 4, skips[k], SK_ALL, &got).data);
+			sk_expect_same(&ref, skips[k], &got, what);
+		}
+	}
+	for (uint32_t h = 0; h < 4; h++)
+		free(st[h].data);
 }

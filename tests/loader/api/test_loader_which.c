@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "podfeed.h"
+#include "pack_util.h"
 #include "skip_util.h"
 #include "testutil.h"
 
@@ -168,4 +169,71 @@ Test(which, resumed_and_skipped_runs_name_their_steps, .timeout = 240)
 	}
 	for (uint32_t h = 0; h < 4; h++)
 		free(four[h].data);
+}
+
+/* ------------------------------------------------------------------ */
+/* Packed                                                               */
+
+/* A packed run of cfg (from the states, skipping): each piece
+ * records_of() names for each step is in its row, with its segment id,
+ * and the pieces cover every value of the rows. */
+static void check_packed(pf_loader_config cfg, const sk_blob *from, size_t nfrom,
+			 uint64_t skip, const char *what)
+{
+	pf_state_blob sb[8];
+	pf_loader *l;
+	pf_error err;
+
+	run_steps.keep_rows = true;
+	free(sk_run(cfg, from, nfrom, skip, SK_ALL, &run_steps).data);
+	cr_assert_gt(run_steps.n, 0, "%s", what);
+	for (size_t i = 0; i < nfrom; i++)
+		sb[i] = (pf_state_blob){ from[i].data, from[i].len };
+	cfg.resume = nfrom ? sb : NULL;
+	cfg.nresume = nfrom;
+	cfg.skip_steps = skip;
+	cfg.plan_only = true;
+	cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s: %s", what, err.msg);
+	sk_expect_packed(l, &run_steps, "tokens", what);
+	pf_loader_free(l);
+	run_steps.keep_rows = false;
+}
+
+Test(which, packed_steps_name_their_pieces, .timeout = 300)
+{
+	const char *d = pu_text_dataset(1500, 2, 40, 400, 8, 3, "16K");
+	char z[512];
+	const char *paths[] = { z };
+	sk_blob st, four[4];
+
+	snprintf(z, sizeof(z), "%s/z", d);
+	for (int mode = 0; mode < 2; mode++) {
+		pf_loader_config cfg = {
+			.paths = paths, .npaths = 1, .per_core_batch = 2, .cores_per_host = 2,
+			.features = "tokens:int32[*],targets:int32[*]", .pack_length = 96,
+			.pack_mode = (pf_pack_mode)mode, .shuffle = true, .shuffle_window = 256,
+			.seed = 21, .epochs = 2, .threads = 2 };
+
+		check_packed(cfg, NULL, 0, 0, mode ? "concat" : "first_fit");
+		st = sk_run(cfg, NULL, 0, 0, 30, NULL);
+		check_packed(cfg, &st, 1, 0, "resumed at 30");
+		check_packed(cfg, &st, 1, 50, "resumed at 30, 50 skipped");
+		free(st.data);
+		cfg.num_hosts = 3;
+		cfg.host_index = 2;
+		check_packed(cfg, NULL, 0, 0, "host 2 of 3");
+		if (mode)
+			continue;
+		for (uint32_t h = 0; h < 4; h++) {
+			cfg.num_hosts = 4;
+			cfg.host_index = h;
+			four[h] = sk_run(cfg, NULL, 0, 0, 4 + h, NULL);
+		}
+		cfg.num_hosts = 2;
+		cfg.host_index = 1;
+		check_packed(cfg, four, 4, 0, "packed, four hosts resumed on two");
+		check_packed(cfg, four, 4, 10, "packed, four hosts resumed on two, 10 skipped");
+		for (uint32_t h = 0; h < 4; h++)
+			free(four[h].data);
+	}
 }
