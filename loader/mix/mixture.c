@@ -372,10 +372,13 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	pf_error_clear(&e);
 	/* A source's loader of whole epochs opened once the batches are
 	 * there: its rows go straight into them from the first. */
+	/* Held (skip_steps): reading nothing until its start is moved
+	 * (mixture_skip.c). */
 	ret = pf_pipe_create_source(out, &sc, lookahead,
 					 m->started && parts == 1 && !m->no_direct
 						 ? &m->sinks[k].sink : NULL,
-					 batch ? NULL : pf_mix_fit_batch, s->gated, s->pooled, &e);
+					 batch ? NULL : pf_mix_fit_batch, s->gated || m->hold,
+					 s->pooled, &e);
 	if (ret < 0)
 		pf_mix_source_error(err, s->name, &e);
 	return ret;
@@ -433,6 +436,7 @@ void pf_mixture_free(pf_mixture *m)
 			pf_pipe_halt(m->src[k].l);
 	pf_decode_pool_stop(&m->pool);
 	pf_free(m->pool_members);
+	pf_mix_free_courses(m);
 	for (size_t k = 0; m->src && k < m->n; k++) {
 		if (m->src[k].cur)
 			pf_pipe_release(m->src[k].l, m->src[k].cur);
@@ -558,6 +562,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	m->mode = cfg->mix;
 	m->seed = cfg->seed;
 	m->source_feature = cfg->source_feature;
+	m->hold = cfg->skip_steps != 0;
 	m->topo = (pf_topology){ cfg->host_index, cfg->num_hosts ? cfg->num_hosts : 1,
 				 cfg->cores_per_host ? cfg->cores_per_host : 1,
 				 cfg->per_core_batch };
@@ -619,6 +624,13 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		}
 		if (ret < 0)
 			goto fail;
+	} else if (cfg->skip_steps || cfg->plan_only) {
+		/* Every source, the batches after the skip (mixture_skip.c):
+		 * their records' places follow from where it ends. */
+		for (size_t k = 0; k < m->n && ret == 0; k++)
+			ret = open_source(m, cfg, k, NULL, 0, 0, err);
+		if (ret < 0)
+			goto fail;
 	} else {
 		/* The first source, then the batches, so that the others'
 		 * decoders write into them from their first record on (what
@@ -636,7 +648,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 		if (ret < 0)
 			goto fail;
 	}
-	if (!m->slots) {
+	if (!m->slots && !cfg->plan_only) {
 		ret = make_batches(m, cfg, err);
 		if (ret < 0)
 			goto fail;
@@ -657,19 +669,31 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, pf_error *e
 	}
 	m->rule_end = m->end;
 	pf_mix_regions(m, cfg);
+	/* Each source's course from the run's first step, then moved on by
+	 * skip_steps before any reads (mixture_skip.c). */
+	ret = pf_mix_keep_courses(m);
+	if (ret == 0 && cfg->skip_steps)
+		ret = pf_mix_skip(m, cfg->skip_steps, err);
+	if (ret < 0)
+		goto fail;
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
 		m->end = m->step0 + cfg->max_steps;
 	m->step = m->step0;
+	if (cfg->plan_only)
+		goto done;	/* a plan alone: no pool, no batch */
 	ret = open_gates(m, err);
 	if (ret < 0)
 		goto fail;
-	if (restored) {
+	pf_mix_release_held(m);
+	if (cfg->skip_steps)
+		ret = pf_mix_retake_skipped(m, err);
+	else if (restored)
 		ret = retake(m, &st, err);
-		if (ret < 0)
-			goto fail;
-	}
+	if (ret < 0)
+		goto fail;
 	if (!m->started)
 		pf_mix_start_batches(m);
+done:
 	m->create_ns = pf_now_ns() - m->start_ns;
 	pf_mix_state_release(&st);
 	*out = m;
@@ -912,6 +936,9 @@ void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
 	out->first_batch_ns = m->first_ns;
 	out->next_wait_ns = m->next_wait_ns;
 	memcpy(out->next_hist, m->next_hist, sizeof(out->next_hist));
+	out->skipped_steps = m->skipped;
+	out->skipped_from = m->skipped_from;
+	out->skipped_records = m->skipped * m->host_batch;
 }
 
 size_t pf_mixture_sources(const pf_mixture *m)
@@ -1064,6 +1091,17 @@ static void mix_free(pf_loader *f)
 	pf_mixture_free(mix(f));
 }
 
+static int64_t mix_records_of(const pf_loader *f, uint64_t step, pf_record_ref *out,
+			      size_t cap, pf_error *err)
+{
+	return pf_mix_records_of(cmix(f), step, out, cap, err);
+}
+
+static const char *mix_file(const pf_loader *f, uint32_t source, uint32_t file)
+{
+	return pf_mix_file(cmix(f), source, file);
+}
+
 const pf_loader_ops pf_mixture_ops = {
 	.next = mix_next,
 	.release = mix_release,
@@ -1079,4 +1117,6 @@ const pf_loader_ops pf_mixture_ops = {
 	.sources = mix_sources,
 	.source_metrics = mix_source_metrics,
 	.free = mix_free,
+	.records_of = mix_records_of,
+	.file = mix_file,
 };

@@ -338,3 +338,118 @@ Test(skip, packed_elastic_resume_skips, .timeout = 300)
 	for (uint32_t h = 0; h < 4; h++)
 		free(st[h].data);
 }
+
+/* ------------------------------------------------------------------ */
+/* Mixed                                                                */
+
+/* Three sources of ids (a small one of 600 that runs through several of
+ * its epochs): source k's ids k * 100000 + [0, count). */
+static const char *const *mix_dirs(void)
+{
+	static const char *dirs[3];
+	static char keep[3][256];
+	const uint64_t counts[3] = { 4000, 600, 1500 };
+
+	for (int k = 0; k < 3 && !dirs[0]; k++)
+		snprintf(keep[k], sizeof(keep[k]), "%s",
+			 tu_id_shards((uint64_t)k * 100000, counts[k], 3, 2048));
+	for (int k = 0; k < 3; k++)
+		dirs[k] = keep[k];
+	return dirs;
+}
+
+static pf_loader_source mix_src[3];
+static const char *mix_paths[3][1];
+
+static pf_loader_config mix_config(pf_mix mode)
+{
+	const char *const *dirs = mix_dirs();
+	const double w[3] = { 0.6, 0.1, 0.3 };
+	const char *names[3] = { "web", "small", "code" };
+
+	for (int k = 0; k < 3; k++) {
+		mix_paths[k][0] = dirs[k];
+		mix_src[k] = (pf_loader_source){ .name = names[k], .paths = mix_paths[k],
+						 .npaths = 1, .weight = w[k] };
+	}
+	return (pf_loader_config){ .sources = mix_src, .nsources = 3,
+				   .features = "id:int64[1]", .source_feature = true,
+				   .cores_per_host = 2, .per_core_batch = 8, .shuffle = true,
+				   .shuffle_window = 64, .seed = 4, .epochs = 2, .threads = 2,
+				   .mix = mode };
+}
+
+/* Stratified and sampled, on one host and as one of four: from the
+ * start and from states, the batches of the run never stopped. */
+Test(skip, mixtures_skip_their_steps, .timeout = 300)
+{
+	const uint64_t stops[] = { 0, 9, 100 };
+	const uint64_t skips[] = { 1, 37, 150, 400 };
+
+	for (int mode = 0; mode < 2; mode++) {
+		pf_loader_config cfg = mix_config((pf_mix)mode);
+
+		check_skips(cfg, stops, 3, skips, 4);
+		cfg.num_hosts = 4;
+		cfg.host_index = 3;
+		check_skips(cfg, stops, 2, skips, 3);
+	}
+}
+
+/* Four hosts' mixture states resumed on two (bridges: each source's
+ * epoch's rest, then its later epochs; sampled: chains of them) with a
+ * skip: the same resume without it, n steps on, across the bridges. */
+Test(skip, mixtures_resumed_elastically_skip_across_their_bridges, .timeout = 300)
+{
+	for (int mode = 0; mode < 2; mode++) {
+		sk_blob st[4];
+
+		for (uint32_t h = 0; h < 4; h++) {
+			pf_loader_config cfg = mix_config((pf_mix)mode);
+
+			cfg.num_hosts = 4;
+			cfg.host_index = h;
+			st[h] = sk_run(cfg, NULL, 0, 0, 11 + 7 * h, NULL);
+		}
+		for (uint32_t h = 0; h < 2; h++) {
+			pf_loader_config cfg = mix_config((pf_mix)mode);
+			const uint64_t skips[] = { 1, 5, 40, 120 };
+
+			cfg.num_hosts = 2;
+			cfg.host_index = h;
+			free(sk_run(cfg, st, 4, 0, SK_ALL, &ref).data);
+			for (size_t k = 0; k < 4; k++) {
+				char what[80];
+
+				if (skips[k] >= ref.n)
+					continue;
+				snprintf(what, sizeof(what), "mix %s, 4 -> 2 hosts, host %u, skip %llu",
+					 mode ? "sample" : "stratified", h,
+					 (unsigned long long)skips[k]);
+				free(sk_run(cfg, st, 4, skips[k], SK_ALL, &got).data);
+				sk_expect_same(&ref, skips[k], &got, what);
+				cr_assert_eq(got.m.skipped_steps, skips[k], "%s", what);
+			}
+		}
+		for (uint32_t h = 0; h < 4; h++)
+			free(st[h].data);
+	}
+}
+
+/* A mixture's skip past its stop rule's end names its last step. */
+Test(skip, a_mixture_refuses_a_skip_past_its_end, .timeout = 60)
+{
+	pf_loader_config cfg = mix_config(PF_MIX_STRATIFIED);
+	pf_error err;
+
+	free(sk_run(cfg, NULL, 0, 0, SK_ALL, &ref).data);
+	cr_assert_eq(sk_create_fails(cfg, NULL, 0, ref.n, &err), -ERANGE);
+	cr_assert(strstr(err.msg, "reaches past the mixture's end"), "%s", err.msg);
+	{
+		char last[64];
+
+		snprintf(last, sizeof(last), "global step %llu", (unsigned long long)(ref.n - 1));
+		cr_assert(strstr(err.msg, last), "%s (want %s)", err.msg, last);
+	}
+	cr_assert_eq(sk_create_fails(cfg, NULL, 0, ref.n - 1, &err), 0, "%s", err.msg);
+}

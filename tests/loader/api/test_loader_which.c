@@ -237,3 +237,60 @@ Test(which, packed_steps_name_their_pieces, .timeout = 300)
 			free(four[h].data);
 	}
 }
+
+/* ------------------------------------------------------------------ */
+/* Mixed                                                                */
+
+static pf_loader_source msrc[3];
+static const char *mpaths[3][1];
+
+static pf_loader_config mixture(pf_mix mode)
+{
+	static char dirs[3][256];
+	const uint64_t counts[3] = { 3000, 500, 1200 };
+	const double w[3] = { 0.5, 0.2, 0.3 };
+
+	for (int k = 0; k < 3; k++) {
+		if (!dirs[k][0])
+			snprintf(dirs[k], sizeof(dirs[k]), "%s",
+				 tu_id_shards((uint64_t)k * 100000, counts[k], 2, 2048));
+		mpaths[k][0] = dirs[k];
+		msrc[k] = (pf_loader_source){ .paths = mpaths[k], .npaths = 1, .weight = w[k] };
+	}
+	return (pf_loader_config){ .sources = msrc, .nsources = 3, .features = "id:int64[1]",
+				   .cores_per_host = 2, .per_core_batch = 8, .shuffle = true,
+				   .shuffle_window = 64, .seed = 6, .epochs = 2, .threads = 2,
+				   .mix = mode };
+}
+
+/* Each row names its source's file and record: fresh, resumed, skipped,
+ * on one host of three, and four hosts resumed on two (the bridges). */
+Test(which, mixed_steps_name_each_rows_source_and_record, .timeout = 300)
+{
+	for (int mode = 0; mode < 2; mode++) {
+		pf_loader_config cfg = mixture((pf_mix)mode);
+		sk_blob st, four[4];
+
+		check_run(cfg, NULL, 0, 0, mode ? "sampled" : "stratified");
+		st = sk_run(cfg, NULL, 0, 0, 20, NULL);
+		check_run(cfg, &st, 1, 0, "mixture resumed at 20");
+		check_run(cfg, &st, 1, 33, "mixture resumed at 20, 33 skipped");
+		free(st.data);
+		cfg.num_hosts = 3;
+		cfg.host_index = 1;
+		check_run(cfg, NULL, 0, 0, "mixture, host 1 of 3");
+		for (uint32_t h = 0; h < 4; h++) {
+			cfg.num_hosts = 4;
+			cfg.host_index = h;
+			four[h] = sk_run(cfg, NULL, 0, 0, 6 + 5 * h, NULL);
+		}
+		for (uint32_t h = 0; h < 2; h++) {
+			cfg.num_hosts = 2;
+			cfg.host_index = h;
+			check_run(cfg, four, 4, 0, "mixture, four hosts resumed on two");
+			check_run(cfg, four, 4, 25, "mixture, four hosts on two, 25 skipped");
+		}
+		for (uint32_t h = 0; h < 4; h++)
+			free(four[h].data);
+	}
+}
