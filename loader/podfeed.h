@@ -900,6 +900,20 @@ typedef struct pf_state_info {
 	 * The fields above are then the packing loader's (its topology, packed
 	 * steps), records_left its inner loader's records still to read. */
 	uint32_t pack_length;
+	/* 0.8: the rest of what a state says (pf_state_describe() prints it
+	 * all): the dataset's fingerprint (of its files' sizes and record
+	 * counts), the order's seed, shuffle and remainder policy; a packing
+	 * loader's mode, pool and packed features; a mixture's sources (0:
+	 * not a mixture; its position is then `global_step`, the next step);
+	 * and the steps skip_steps skipped in the job so far (a record: the
+	 * position counts them already). */
+	uint64_t dataset_fingerprint;
+	uint64_t seed;
+	bool shuffle, global_shuffle;
+	uint32_t remainder;		/* pf_remainder */
+	uint32_t pack_mode, pack_pool, pack_features;
+	uint32_t sources;
+	uint64_t skipped_steps;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_state_info;
@@ -1237,6 +1251,24 @@ typedef enum pf_report_output {
 	PF_REPORT_HTML,		/* one self-contained page: the JSON's
 				   figures, with SVG charts (0.7) */
 } pf_report_output;
+
+/*! pf_state_describe(): a state blob for a person (PF_REPORT_TEXT: a
+ *  line a field, "label  value") or a program (PF_REPORT_JSON: one
+ *  object, ending in a newline, whose keys are the readable fields the
+ *  Python package's state_dict() carries: kind, host_index, num_hosts,
+ *  cores, per_core_batch, epoch, fresh, step_in_epoch, global_step,
+ *  records_left, dataset_records, dataset_fingerprint (16 hex digits),
+ *  seed, shuffle ("off", "window", "global"), remainder, skipped_steps,
+ *  pack_length (0 unpacked) and, packed, pack_mode, pack_pool,
+ *  pack_features; a mixture's "sources", one object each: name (when the
+ *  state keeps it), rows_taken of the batch it is inside, and its
+ *  loader's epoch, step_in_epoch, global_step, records_left,
+ *  dataset_records, dataset_fingerprint), into dst as snprintf() does.
+ *  The blob is checked as pf_state_inspect() checks it.  @return the
+ *  whole length (cap 0 asks it), or -EBADMSG, -EPROTONOSUPPORT (err
+ *  naming the byte), -EINVAL (fmt), -ENOMEM.  Thread-safe. */
+PF_API int64_t pf_state_describe(const void *blob, size_t len, pf_report_output fmt,
+				 char *dst, size_t cap, pf_error *err);
 
 /* The defaults pf_loader_config's zeroes stand for, as reports state them. */
 #define PF_LOADER_BUDGET_DEFAULT (512ull << 20)	/* memory_budget */

@@ -801,6 +801,7 @@ static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 				    "supported", st->host_index, st->num_hosts, st->cores,
 				    st->per_core_batch);
 	m->step0 = st->next_step;
+	m->skipped_total = st->skipped;
 	if (st->end_plus_one) {
 		m->rule_end = st->end_plus_one - 1;
 		m->rule_end_known = true;
@@ -862,10 +863,16 @@ int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap)
 			    .host_index = m->topo.host_index, .num_hosts = m->topo.num_hosts,
 			    .cores = m->topo.cores, .per_core_batch = m->topo.per_core_batch,
 			    .sources = ss, .nsources = m->n };
+	const char **names = pf_calloc(m->n, sizeof(*names));
 	int64_t n = -ENOMEM;
 
-	if (!ss || !own)
+	if (!ss || !own || !names)
 		goto out;
+	for (size_t k = 0; k < m->n; k++)
+		names[k] = m->src[k].name;
+	st.names = names;
+	st.nnames = m->n;
+	st.skipped = m->skipped_total;
 	for (size_t k = 0; k < m->n; k++) {
 		mix_source *s = &m->src[k];
 
@@ -894,6 +901,7 @@ out:
 		pf_free(own[k]);
 	pf_free(own);
 	pf_free(ss);
+	pf_free(names);
 	return n;
 }
 

@@ -209,6 +209,7 @@ struct pf_mixture {
 	 * (which_step0), for pf_loader_records_of(). */
 	bool hold;
 	uint64_t skipped, skipped_from;
+	uint64_t skipped_total;	/* the job's, which its states say */
 	mix_course *courses;
 	uint64_t which_step0;
 };

@@ -176,7 +176,7 @@ int pf_mix_skip(pf_mixture *m, uint64_t n, pf_error *err)
 
 	if (m->step0 + n < m->step0 || m->step0 + n >= m->rule_end)
 		return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
-				    "skip_steps %llu from global step %llu reaches past the "
+				    "skip_steps: %llu steps from global step %llu reach past the "
 				    "mixture's end: its last step is global step %llu (its stop "
 				    "rule's)", (unsigned long long)n, (unsigned long long)m->step0,
 				    (unsigned long long)(m->rule_end ? m->rule_end - 1 : 0));
@@ -196,6 +196,7 @@ int pf_mix_skip(pf_mixture *m, uint64_t n, pf_error *err)
 		return ret;
 	m->skipped_from = m->step0;
 	m->skipped = n;
+	m->skipped_total += n;
 	m->step0 += n;
 	return 0;
 }

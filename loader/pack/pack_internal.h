@@ -214,6 +214,7 @@ struct pf_pack_run {
 	 * says; its inner start is a copy of the inner loader's. */
 	pf_pack_course course;
 	bool have_course;
+	uint64_t skipped_total;		/* the job's packed steps skipped (states say it) */
 };
 
 /* pack_state.c: checkpoints.  pf_pack_push_snap(): a checkpoint of the

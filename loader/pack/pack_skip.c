@@ -58,6 +58,7 @@ int pf_pack_skip_steps(pf_packing *l, pf_pack_run *pk, uint64_t n, pf_error *err
 	if (ret < 0)
 		return pf_error_set(err, ret, PF_OFFSET_NONE, 0,
 				    "planning the packed epoch %u: %s", c.epoch, pf_strerror(ret));
+	pk->skipped_total += n;
 	pthread_mutex_lock(&l->mu);
 	l->m.skipped_from = pk->course.gstep;
 	l->m.skipped_steps = n;

@@ -107,6 +107,8 @@ int pf_pack_restore(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topol
 		}
 		if (q->saver.host_index == topo->host_index)
 			mine = i;
+		if (pk->rst[i].skipped > pk->skipped_total)
+			pk->skipped_total = pk->rst[i].skipped;
 	}
 	if (ret < 0)
 		return ret;
@@ -289,6 +291,7 @@ int64_t pf_pack_save_state(pf_packing *l, void *buf, size_t cap)
 		packer = sn->packer;
 	}
 	s.has_pack = true;
+	s.skipped = pk->skipped_total;
 	q = &s.pack;
 	*q = (struct pf_pack_state){
 		.length = pk->L, .mode = (uint32_t)l->cfg.pack_mode, .pool = pk->packer.pool,

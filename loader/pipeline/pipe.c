@@ -379,6 +379,8 @@ static int plan_run(pf_pipe *l, const pf_loader_config *cfg, const create_opts *
 		ret = pf_pipe_keep_start(l);
 	if (ret == 0 && cfg->skip_steps)
 		ret = pf_pipe_skip(l, cfg->skip_steps, err);
+	if (ret == 0)
+		l->skipped_total += cfg->skip_steps;
 	return ret;
 }
 

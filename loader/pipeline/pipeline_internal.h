@@ -407,8 +407,11 @@ struct pf_pipe {
 	bool resumed;		/* start_epoch is `resume` */
 	epoch_run resume;
 	/* Where the run started before skip_steps moved it (skip.c): whose
-	 * steps pf_loader_records_of() says from. */
+	 * steps pf_loader_records_of() says from; and the steps the job's
+	 * skip_steps skipped in all (its states' and this run's), which
+	 * the states saved say. */
 	pf_run_start which0;
+	uint64_t skipped_total;
 
 	/* The I/O thread's last slot: the next block may share its step. */
 	uint64_t last_rstep;

@@ -114,13 +114,13 @@ int pf_run_skip(pf_run *r, uint64_t n, pf_error *err)
 		return 0;
 	if (left == 0)
 		return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
-				    "skip_steps %llu: the run has no step left to skip (it "
+				    "skip_steps: %llu steps: the run has no step left to skip (it "
 				    "starts at global step %llu, after its last epoch, %u of "
 				    "%u)", (unsigned long long)n, (unsigned long long)st->gstep,
 				    r->epochs - 1, r->epochs);
 	if (n >= left)
 		return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
-				    "skip_steps %llu from global step %llu reaches past the "
+				    "skip_steps: %llu steps from global step %llu reach past the "
 				    "run's end: its last step is global step %llu (%llu steps "
 				    "left, to the end of epoch %u of %u)", (unsigned long long)n,
 				    (unsigned long long)st->gstep,

@@ -261,7 +261,7 @@ int pf_pack_course_skip(pf_pack_course *c, uint64_t n, pf_pack_skip *out, pf_err
 		return 0;
 	}
 	return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
-			    "skip_steps %llu from global step %llu reaches past the run's end: "
+			    "skip_steps: %llu steps from global step %llu reach past the run's end: "
 			    "its last step is global step %llu (%llu packed steps left, to the "
 			    "end of epoch %u of %u)", (unsigned long long)(n + taken),
 			    (unsigned long long)gstep0, (unsigned long long)(gstep0 + taken - 1),

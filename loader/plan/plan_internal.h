@@ -138,6 +138,8 @@ typedef struct pf_state {
 	uint32_t origin_slice;		/* its slice in the origin streams */
 	uint32_t origin_group;		/* its frames per group (0: one
 					   permutation of the slices) */
+	uint64_t skipped;		/* steps skip_steps skipped since the
+					   first epoch (a record) */
 	/* A packing loader's part (pack.c): the fields above are its inner
 	 * loader's position, from which the packer below rebuilds the rows
 	 * not yet delivered. */
@@ -183,6 +185,13 @@ typedef struct pf_mix_source_state {
 
 typedef struct pf_mix_state {
 	uint64_t digest, next_step;
+	uint64_t skipped;	/* steps skip_steps skipped since the first */
+	/* The sources' names (nsources of them, or none in states saved
+	 * before they were kept): encoded from the caller's, decoded into
+	 * memory of the state's. */
+	const char *const *names;
+	size_t nnames;
+	char **names_mem;
 	uint64_t end_plus_one;	/* the stop rule's end + 1; 0: from the rule */
 	uint32_t host_index, num_hosts, cores, per_core_batch;
 	pf_mix_source_state *sources;

@@ -385,6 +385,9 @@ LOADER_BAD = [
     (dict(mix_stop="first_exhausted"), ValueError, "mix_stop"),  # not a mixture
     (dict(source_feature=1), TypeError, "source_feature"),
     (dict(source_feature=True), ValueError, "source_feature"),  # not a mixture
+    (dict(skip_steps=-1), ValueError, "skip_steps"),
+    (dict(skip_steps=1.5), TypeError, "skip_steps"),
+    (dict(skip_steps=10**9), ValueError, "skip_steps"),  # past the run's last step
 ]
 
 
