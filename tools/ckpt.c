@@ -208,7 +208,8 @@ int state_main(int argc, char **argv)
 
 	cli_prog = "loadbench state";
 	if (argc < 2 || strcmp(argv[1], "show")) {
-		if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+				 !strcmp(argv[1], "--help-all"))) {
 			printf("usage: loadbench state show [--json] FILE...\n"
 			       "Says what each saved loader state holds: its kind, topology, "
 			       "epoch and step,\nrecords left, dataset, order, packing, a "
@@ -220,7 +221,8 @@ int state_main(int argc, char **argv)
 	for (int i = 2; i < argc && ret == 0; i++) {
 		if (!strcmp(argv[i], "--json"))
 			json = true;
-		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ||
+			 !strcmp(argv[i], "--help-all"))
 			return printf("usage: loadbench state show [--json] FILE...\n"), 0;
 		else if (argv[i][0] == '-' && argv[i][1])
 			ret = cli_usage("state show: unknown option %s", argv[i]);

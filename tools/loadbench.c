@@ -301,8 +301,7 @@ static const cli_command loadbench_command = {
 	.name = "loadbench",
 	.usage = "usage: loadbench [options] SHARD...\n"
 		 "       loadbench which --steps A:B [options of the run] SHARD...\n"
-		 "       loadbench state show [--json] FILE...\n"
-		 "       loadbench plan|ladder|regions [options]  (loadbench COMMAND --help)\n",
+		 "       loadbench state|plan|ladder|regions ...  (loadbench COMMAND --help)\n",
 	.about = "Runs the podfeed loader over the shards (files, directories or globs)\n"
 		 "and reports throughput, the bottleneck stage, next() latency, memory.\n",
 	.opts = loadbench_cli,
@@ -1050,13 +1049,19 @@ int main(int argc, char **argv)
 
 	if (sub)
 		return sub->main(argc - 1, argv + 1);
-	/* `loadbench which`: the options of a run, and the steps asked. */
+	/* `loadbench which`: the options of a run, and the steps asked
+	 * (--help: the run's options). */
 	if (argc > 1 && !strcmp(argv[1], "which")) {
+		bool help = false;
+
 		which.on = true;
 		argv[1] = argv[0];
 		argc--;
 		argv++;
-		ret = which_steps(&argc, argv, &which);
+		for (int i = 1; i < argc; i++)
+			help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "--help-all");
+		cli_prog = "loadbench";
+		ret = help ? -1 : which_steps(&argc, argv, &which);
 		if (ret >= 0)
 			return ret;
 	}
