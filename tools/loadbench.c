@@ -300,8 +300,8 @@ const cli_opt loadbench_cli[] = {
 static const cli_command loadbench_command = {
 	.name = "loadbench",
 	.usage = "usage: loadbench [options] SHARD...\n"
-		 "       loadbench which --steps A:B [options of the run] SHARD...\n"
-		 "       loadbench state|plan|ladder|regions ...  (loadbench COMMAND --help)\n",
+		 "       loadbench which --steps A:B [run's options] SHARD... | state show FILE\n"
+		 "       loadbench plan|ladder|regions [options]  (loadbench COMMAND --help)\n",
 	.about = "Runs the podfeed loader over the shards (files, directories or globs)\n"
 		 "and reports throughput, the bottleneck stage, next() latency, memory.\n",
 	.opts = loadbench_cli,
