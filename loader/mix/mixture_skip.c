@@ -91,8 +91,11 @@ typedef struct sched {
 
 static int sched_init(sched *sc, const pf_mixture *m)
 {
-	sc->m = *m;
-	sc->m.at = 0;
+	/* What the schedule reads, fixed at create (the shares are the
+	 * sources' q); the consumer's own fields are not read. */
+	sc->m = (pf_mixture){ .src = m->src, .n = m->n, .mode = m->mode, .seed = m->seed,
+			      .topo = m->topo, .host_batch = m->host_batch,
+			      .stride = m->stride };
 	sc->m.deficit = pf_calloc(m->n, sizeof(*sc->m.deficit));
 	sc->m.count = pf_calloc(m->n, sizeof(*sc->m.count));
 	sc->m.cum = pf_calloc(m->n + 1, sizeof(*sc->m.cum));

@@ -902,9 +902,10 @@ class Loader(_podfeed.LoaderBase):
         self.cores, self.per_core_batch = cores, per_core_batch
         self._reopen(None if state is None else _checked_blobs(state))
 
-    def _reopen(self, resume):
+    def _reopen(self, resume, skip=True):
+        config = self._config if skip else dict(self._config, skip_steps=0)
         try:
-            self._open(**self._config, resume=resume)
+            self._open(**config, resume=resume)
         except Error as e:
             named = _named_error(e, self._config["paths"])
             if named is e:
@@ -983,11 +984,14 @@ class Loader(_podfeed.LoaderBase):
     def load_state_dict(self, state):
         """Go on from state (a state_dict(), or a list of every old host's
         to resume with another host count or batch): the loader is reopened
-        with the same arguments from that point.  No batch may be held."""
+        with the same arguments from that point (skip_steps, which moved the
+        state the loader was made with, is not applied again).  Its
+        readable fields are checked against its blob as at creation.  No
+        batch may be held."""
         blobs = _checked_blobs(state)
         if self.held:
             raise RuntimeError(f"load_state_dict: {self.held} batches of this loader "
                                "are still held; release them first")
         self.close()
-        self._reopen(blobs)
+        self._reopen(blobs, skip=False)
 

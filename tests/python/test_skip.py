@@ -61,6 +61,19 @@ def test_skip_gives_the_batches_of_a_run_never_stopped(data):
         assert m["skipped_from"] == stop
 
 
+def test_load_state_dict_does_not_skip_again(data):
+    paths = data / "indexed"
+    with open_run(paths) as lo:
+        ref = steps_of(lo)
+    with open_run(paths, max_steps=10) as lo:
+        steps_of(lo)
+        state = lo.state_dict()
+    with open_run(paths, state=state, skip_steps=50) as lo:
+        assert steps_of(lo, 1) == ref[60:61]
+        lo.load_state_dict(state)           # back to step 10, not 60
+        assert steps_of(lo, 1) == ref[10:11]
+
+
 def test_four_hosts_skip_the_same_steps_and_resume_elastically(data):
     paths = data / "indexed"
     states = []
