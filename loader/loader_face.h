@@ -29,6 +29,11 @@ typedef struct pf_loader_ops {
 	size_t (*sources)(const pf_loader *l);
 	void (*source_metrics)(const pf_loader *l, size_t i, pf_source_metrics *m);
 	void (*free)(pf_loader *l);
+	/* pf_loader_records_of(): refs of the library's own size (the public
+	 * call copies them out at the caller's); pf_loader_file(). */
+	int64_t (*records_of)(const pf_loader *l, uint64_t step, pf_record_ref *out, size_t cap,
+			      pf_error *err);
+	const char *(*file)(const pf_loader *l, uint32_t source, uint32_t file);
 } pf_loader_ops;
 
 struct pf_loader {

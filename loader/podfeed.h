@@ -646,6 +646,24 @@ typedef struct pf_loader_config {
 	 * packed mixture).  A mixture with pack_length is mixed, then
 	 * packed (docs/api.md, "Packed mixtures"). */
 	pf_mix_unit mix_unit;
+	/* 0.8: start skip_steps steps on, as if the run (from its start, or
+	 * from the states in resume) had delivered them and they had been
+	 * dropped: the first batch is the one a run never stopped hands out
+	 * at that global step, on every host alike (each host skips the same
+	 * steps), across epochs, packed (packed steps) and mixed too.  What
+	 * is skipped is not read where the plan says where the first batch's
+	 * records are (the shuffle block it starts in is read, as a resume
+	 * reads it); the metrics count it (skipped_*), and a state saved
+	 * later is past it.  max_steps counts the steps after the skip.  A
+	 * skip that reaches past the run's last step (its epochs) is refused
+	 * at create (-ERANGE, naming that step); nothing is started then. */
+	uint64_t skip_steps;
+	/* 0.8: open the dataset and plan the run (the states resumed,
+	 * skip_steps applied) but start no thread and read no record:
+	 * pf_loader_records_of(), the steps, the state and the metrics
+	 * answer, pf_loader_next() refuses (-EINVAL).  What `loadbench
+	 * which` creates to say which records a run's steps hold. */
+	bool plan_only;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_config;
@@ -822,6 +840,13 @@ typedef struct pf_loader_metrics {
 	 * dropped (pack_rows_dropped of them), as far as the rows hold them
 	 * (a record concat splits counts once, in its first row). */
 	uint64_t pack_dropped_records, pack_dropped_tokens;
+	/* 0.8: skip_steps: the steps skipped (from global step
+	 * skipped_from), the records their batches held (packed: the
+	 * records' pieces in their rows) and, packed, the values of the
+	 * packed features in those rows (0 unpacked).  All 0 without a
+	 * skip. */
+	uint64_t skipped_steps, skipped_from;
+	uint64_t skipped_records, skipped_tokens;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;
@@ -897,6 +922,20 @@ typedef struct pf_state_info {
 	 * The fields above are then the packing loader's (its topology, packed
 	 * steps), records_left its inner loader's records still to read. */
 	uint32_t pack_length;
+	/* 0.8: the rest of what a state says (pf_state_describe() prints it
+	 * all): the dataset's fingerprint (of its files' sizes and record
+	 * counts), the order's seed, shuffle and remainder policy; a packing
+	 * loader's mode, pool and packed features; a mixture's sources (0:
+	 * not a mixture; its position is then `global_step`, the next step);
+	 * and the steps skip_steps skipped in the job so far (a record: the
+	 * position counts them already). */
+	uint64_t dataset_fingerprint;
+	uint64_t seed;
+	bool shuffle, global_shuffle;
+	uint32_t remainder;		/* pf_remainder */
+	uint32_t pack_mode, pack_pool, pack_features;
+	uint32_t sources;
+	uint64_t skipped_steps;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_state_info;
@@ -991,6 +1030,48 @@ PF_API const pf_spec *pf_loader_spec(const pf_loader *l);
  *  number of dims, or -EINVAL when i is not a feature.  Thread-safe. */
 PF_API int pf_loader_feature_shape(const pf_loader *l, uint32_t i, uint32_t shape[3],
 				   const char **elem, uint32_t *elem_size);
+/* The records of a step (pf_loader_records_of()): one for each row of
+ * each core, or, packed, one for each piece of a record in a row. */
+typedef struct pf_record_ref {
+	uint32_t epoch;		/* the step's epoch, and its step in it */
+	uint64_t step;
+	uint32_t core, row;	/* where: core and its batch's row */
+	uint32_t source;	/* a mixture's source (its index; 0 otherwise) */
+	uint32_t file;		/* the file (pf_loader_file(l, source, file)) */
+	uint64_t record;	/* its record number in the file, from 0 */
+	/* Packed (pack_length): the record's segment id in the row (1, 2,
+	 * ...), the value its first packed feature starts at in the row,
+	 * and which of its values are there: [from, from + count) (concat
+	 * cuts a record over rows).  0 unpacked. */
+	uint32_t segment, at, from, count;
+	/* New fields go here, at the end, only (pf_common.h, "the ABI
+	 * promise"). */
+} pf_record_ref;
+
+/*! pf_loader_records_of(): which record of which file each row of
+ *  global step `step` holds, computed from the plan without reading
+ *  anything: what pf_loader_next() delivers at that step (or, for a step
+ *  skip_steps skipped, what a run never stopped delivered there).  The
+ *  steps asked may be any of the run's, from the first it started at
+ *  (before skip_steps) to its last: whether delivered yet or not.  Refs
+ *  come core by core, row by row (packed: each row's pieces in segment
+ *  order; a row of padding alone has none).  Any thread, while the
+ *  loader lives.  Through the inline wrapper: refs of the caller's
+ *  sizeof(pf_record_ref).  @return the number of refs (written to out
+ *  only when at most cap: cap 0 asks the count), or -ERANGE with err
+ *  naming the run's first and last steps, or -ENOMEM. */
+PF_API int64_t pf_loader_records_of_sized(const pf_loader *l, uint64_t step,
+					  pf_record_ref *out, size_t cap, size_t ref_size,
+					  pf_error *err);
+static inline int64_t pf_loader_records_of(const pf_loader *l, uint64_t step,
+					   pf_record_ref *out, size_t cap, pf_error *err)
+{
+	return pf_loader_records_of_sized(l, step, out, cap, sizeof(*out), err);
+}
+/*! pf_loader_file(): the path of file `file` of source `source` (0 for a
+ *  loader of one dataset), as pf_record_ref names it; valid while the
+ *  loader lives.  NULL when there is no such file.  Any thread. */
+PF_API const char *pf_loader_file(const pf_loader *l, uint32_t source, uint32_t file);
 /*! Stop threads and free everything.  NULL is a no-op.  Nothing the
  *  loader changed in the process outlives it: its memory goes back to
  *  the system (unless cfg->keep_pools), and pf_file_pread()'s policy to
@@ -1198,6 +1279,24 @@ typedef enum pf_report_output {
 	PF_REPORT_HTML,		/* one self-contained page: the JSON's
 				   figures, with SVG charts (0.7) */
 } pf_report_output;
+
+/*! pf_state_describe(): a state blob for a person (PF_REPORT_TEXT: a
+ *  line a field, "label  value") or a program (PF_REPORT_JSON: one
+ *  object, ending in a newline, whose keys are the readable fields the
+ *  Python package's state_dict() carries: kind, host_index, num_hosts,
+ *  cores, per_core_batch, epoch, fresh, step_in_epoch, global_step,
+ *  records_left, dataset_records, dataset_fingerprint (16 hex digits),
+ *  seed, shuffle ("off", "window", "global"), remainder, skipped_steps,
+ *  pack_length (0 unpacked) and, packed, pack_mode, pack_pool,
+ *  pack_features; a mixture's "sources", one object each: name (when the
+ *  state keeps it), rows_taken of the batch it is inside, and its
+ *  loader's epoch, step_in_epoch, global_step, records_left,
+ *  dataset_records, dataset_fingerprint), into dst as snprintf() does.
+ *  The blob is checked as pf_state_inspect() checks it.  @return the
+ *  whole length (cap 0 asks it), or -EBADMSG, -EPROTONOSUPPORT (err
+ *  naming the byte), -EINVAL (fmt), -ENOMEM.  Thread-safe. */
+PF_API int64_t pf_state_describe(const void *blob, size_t len, pf_report_output fmt,
+				 char *dst, size_t cap, pf_error *err);
 
 /* The defaults pf_loader_config's zeroes stand for, as reports state them. */
 #define PF_LOADER_BUDGET_DEFAULT (512ull << 20)	/* memory_budget */

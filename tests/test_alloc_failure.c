@@ -867,4 +867,69 @@ Test(alloc_failure_loader, resume_merge_and_save, .init = make_dataset, .fini = 
 	sweep("pf_loader resumed", resume_cycle, &rc, NULL);
 }
 
+/* Resumed from the two states with a skip into the next epoch (its
+ * start planned inside it), the records of a step said, and saved. */
+static int skip_cycle(void *arg, pf_error *err)
+{
+	struct resume_ctx *rc = arg;
+	const char *const paths[] = { ds.indexed, ds.gzip, ds.zstd, ds.plain, ds.zlib };
+	pf_loader_config cfg = resume_config(paths);
+	pf_record_ref refs[16];
+	pf_loader *l;
+	pf_batch *b;
+	uint8_t out[4096];
+	int64_t n;
+	int ret;
+
+	cfg.resume = rc->blob;
+	cfg.nresume = 2;
+	cfg.max_steps = 2;
+	cfg.skip_steps = 100;	/* past the resumed epoch (~88 steps) */
+	ret = pf_loader_create(&l, &cfg, err);
+	if (ret < 0)
+		return ret;
+	while ((ret = pf_loader_next(l, &b)) == 1)
+		pf_loader_release(l, b);
+	if (ret < 0)
+		*err = *pf_loader_last_error(l);
+	n = ret < 0 ? 0 : pf_loader_records_of(l, 41, refs, 16, err);
+	if (n < 0)
+		ret = (int)n;
+	else
+		CHECK(ret < 0 || n == 16, "%lld refs", (long long)n);
+	n = ret < 0 ? 0 : pf_loader_save_state(l, out, sizeof(out));
+	if (n < 0)
+		ret = pf_error_set(err, (int)n, PF_OFFSET_NONE, 0, "cannot save the state");
+	pf_loader_free(l);
+	return ret;
+}
+
+Test(alloc_failure_loader, skip_records_of_and_save, .init = make_dataset,
+     .fini = free_dataset)
+{
+	const char *const paths[] = { ds.indexed, ds.gzip, ds.zstd, ds.plain, ds.zlib };
+	struct resume_ctx rc;
+	uint8_t buf[2][4096];
+
+	for (uint32_t h = 0; h < 2; h++) {
+		pf_loader_config cfg = resume_config(paths);
+		pf_loader *l;
+		pf_batch *b;
+		pf_error err;
+		int64_t n;
+
+		cfg.host_index = h;
+		cfg.num_hosts = 2;
+		cfg.max_steps = 2 + h;
+		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+		while (pf_loader_next(l, &b) == 1)
+			pf_loader_release(l, b);
+		n = pf_loader_save_state(l, buf[h], sizeof(buf[h]));
+		cr_assert(n > 0 && (size_t)n <= sizeof(buf[h]));
+		rc.blob[h] = (pf_state_blob){ buf[h], (size_t)n };
+		pf_loader_free(l);
+	}
+	sweep("pf_loader skipped", skip_cycle, &rc, NULL);
+}
+
 #endif /* PF_ALLOC_FAILURE_LOADER */

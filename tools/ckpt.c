@@ -2,7 +2,8 @@
 /* loadbench's checkpoint files: --resume reads saved loader states,
  * --save-state writes this host's state atomically (a temporary file in
  * the same directory, fsync, rename), so a kill at any instant leaves
- * either the old state or the new one, never half of one. */
+ * either the old state or the new one, never half of one; `loadbench
+ * state show FILE` says what one holds (pf_state_describe()). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,13 +14,14 @@
 
 #include "ckpt.h"
 #include "cli.h"
+#include "json_internal.h"
 
 /* Loader states are small; anything near this is not one. */
 #define CKPT_MAX_BYTES (64u << 20)
 
-/* Read the state file path into set.  @return 0, or -errno after a
- * usage error naming it. */
-static int ckpt_load(ckpt_set *set, const char *path)
+/* Read the state file path into set (flag: what names it in errors).
+ * @return 0, or -errno after a usage error naming it. */
+static int ckpt_load(ckpt_set *set, const char *path, const char *flag)
 {
 	struct stat sb;
 	uint8_t *buf = NULL;
@@ -27,7 +29,7 @@ static int ckpt_load(ckpt_set *set, const char *path)
 	int fd, ret = 0;
 
 	if (set->n == CKPT_MAX_FILES) {
-		cli_usage("--resume: at most %u states", CKPT_MAX_FILES);
+		cli_usage("%s: at most %u states", flag, CKPT_MAX_FILES);
 		return -E2BIG;
 	}
 	/* O_NONBLOCK: a FIFO named here would hold open(2) until a writer
@@ -35,11 +37,11 @@ static int ckpt_load(ckpt_set *set, const char *path)
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &sb) < 0) {
 		ret = -errno;
-		cli_usage("--resume: %s: %s", path, strerror(errno));
+		cli_usage("%s: %s: %s", flag, path, strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > CKPT_MAX_BYTES) {
-		cli_usage("--resume: %s: not a loader state (%s)", path,
+		cli_usage("%s: %s: not a loader state (%s)", flag, path,
 			 S_ISREG(sb.st_mode) ? "over 64 MiB" : "not a regular file");
 		ret = -EINVAL;
 		goto out;
@@ -47,7 +49,7 @@ static int ckpt_load(ckpt_set *set, const char *path)
 	buf = malloc(sb.st_size ? (size_t)sb.st_size : 1);
 	if (!buf) {
 		ret = -ENOMEM;
-		cli_usage("--resume: %s: out of memory", path);
+		cli_usage("%s: %s: out of memory", flag, path);
 		goto out;
 	}
 	while (got < (size_t)sb.st_size) {
@@ -57,7 +59,7 @@ static int ckpt_load(ckpt_set *set, const char *path)
 			continue;
 		if (n <= 0) {
 			ret = n < 0 ? -errno : -EIO;
-			cli_usage("--resume: %s: %s", path, n < 0 ? strerror(errno)
+			cli_usage("%s: %s: %s", flag, path, n < 0 ? strerror(errno)
 								  : "file shrank while read");
 			goto out;
 		}
@@ -66,7 +68,7 @@ static int ckpt_load(ckpt_set *set, const char *path)
 	set->path[set->n] = strdup(path);
 	if (!set->path[set->n]) {
 		ret = -ENOMEM;
-		cli_usage("--resume: %s: out of memory", path);
+		cli_usage("%s: %s: out of memory", flag, path);
 		goto out;
 	}
 	set->data[set->n] = buf;
@@ -99,7 +101,7 @@ int ckpt_add(void *field, const char *value)
 
 		if (comma)
 			*comma = '\0';
-		ret = ckpt_load(set, f);
+		ret = ckpt_load(set, f, "--resume");
 		f = comma ? comma + 1 : NULL;
 	}
 	if (!list)
@@ -192,5 +194,80 @@ fail:
 		close(fd);
 	unlink(tmp);
 	free(blob);
+	return ret;
+}
+
+/* `loadbench state show [--json] FILE...`: each state's readable fields
+ * (pf_state_describe()), for a person or, with --json, a JSON object a
+ * line with the file's name added. */
+int state_main(int argc, char **argv)
+{
+	ckpt_set set = { 0 };
+	bool json = false;
+	int ret = 0, files = 0;
+
+	cli_prog = "loadbench state";
+	if (argc < 2 || strcmp(argv[1], "show")) {
+		if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+				 !strcmp(argv[1], "--help-all"))) {
+			printf("usage: loadbench state show [--json] FILE...\n"
+			       "Says what each saved loader state holds: its kind, topology, "
+			       "epoch and step,\nrecords left, dataset, order, packing, a "
+			       "mixture's sources, the steps skipped.\n");
+			return 0;
+		}
+		return cli_usage("'%s' is not a state command (show)", argc > 1 ? argv[1] : "");
+	}
+	for (int i = 2; i < argc && ret == 0; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ||
+			 !strcmp(argv[i], "--help-all"))
+			return printf("usage: loadbench state show [--json] FILE...\n"), 0;
+		else if (argv[i][0] == '-' && argv[i][1])
+			ret = cli_usage("state show: unknown option %s", argv[i]);
+		else if (!*argv[i])
+			ret = cli_usage("state show: an empty file name (an unset variable?)");
+		else if (ckpt_load(&set, argv[i], "state show") < 0)
+			ret = 2;
+		else
+			files++;
+	}
+	if (ret == 0 && !files)
+		ret = cli_usage("state show: give a state FILE");
+	for (unsigned i = 0; ret == 0 && i < set.n; i++) {
+		pf_report_output fmt = json ? PF_REPORT_JSON : PF_REPORT_TEXT;
+		pf_error err;
+		int64_t n = pf_state_describe(set.blob[i].data, set.blob[i].len, fmt, NULL, 0, &err);
+		char *text = n > 0 ? malloc((size_t)n + 1) : NULL;
+
+		if (n < 0 || !text) {
+			if (n < 0) {
+				pf_error_set_file(&err, set.path[i]);
+				cli_print_error(&err);
+			} else {
+				cli_fail("out of memory");
+			}
+			free(text);
+			ret = 1;
+			break;
+		}
+		pf_state_describe(set.blob[i].data, set.blob[i].len, fmt, text, (size_t)n + 1, &err);
+		if (json) {
+			json_error_t je;
+			json_t *o = json_loads(text, 0, &je);
+			bool bad = !o;
+
+			if (o)
+				pf_json_put(o, "file", pf_json_str(set.path[i]), &bad);
+			ret = cli_json_print(o, bad);
+		} else {
+			if (set.n > 1)
+				printf("%s%s\n", i ? "\n" : "", set.path[i]);
+			fputs(text, stdout);
+		}
+		free(text);
+	}
+	ckpt_free(&set);
 	return ret;
 }

@@ -29,4 +29,9 @@ void ckpt_free(ckpt_set *set);
  *  printing why. */
 int ckpt_save(const char *path, pf_loader *l);
 
+/*! `loadbench state show [--json] FILE...` (argv[0] "state").  @return
+ *  the exit status: 0, 1 (a state damaged: the error names the file and
+ *  the byte), 2 (usage). */
+int state_main(int argc, char **argv);
+
 #endif

@@ -293,6 +293,11 @@ const cli_opt loadbench_cli[] = {
 		  "every old host's state to resume on another host count or host "
 		  "batch; --epochs counts from the first epoch, --steps from the "
 		  "resume" },
+	{ CLI_U64, "skip-steps", .arg = "N", .off = O(skip_steps), .max = UINT64_MAX,
+	  .more = true,
+	  .help = "start N steps on, as if delivered and dropped (the batches of a loss "
+		  "spike): the first batch is the one a run never stopped gives at the "
+		  "resumed (or first) step + N, on every host; nothing skipped is read" },
 	{ CLI_INCLUDE, .table = train_cli, .off = O(train), .more = true },
 	{ CLI_END },
 };
@@ -300,6 +305,7 @@ const cli_opt loadbench_cli[] = {
 static const cli_command loadbench_command = {
 	.name = "loadbench",
 	.usage = "usage: loadbench [options] SHARD...\n"
+		 "       loadbench which --steps A:B [run's options] SHARD... | state show FILE\n"
 		 "       loadbench plan|ladder|regions [options]  (loadbench COMMAND --help)\n",
 	.about = "Runs the podfeed loader over the shards (files, directories or globs)\n"
 		 "and reports throughput, the bottleneck stage, next() latency, memory.\n",
@@ -718,109 +724,114 @@ out:
 	return ret;
 }
 
-int main(int argc, char **argv)
-{
-	options o;
-	pf_loader_config cfg;
-	pf_spec spec;
-	pf_error err;
-	bl_set bl = { 0 };
-	const char *backend = NULL;
-	loader_run runs[MAX_REPEAT] = { 0 };
-	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT], code_s[MAX_REPEAT];
-	bl_decode bd = { 0 };
-	char **files = NULL, *inferred = NULL, *mpath = NULL;
-	pf_manifest *manifest = NULL;
-	int nfiles = 0, ret, first, d, ninputs;
+/* What a run (or `loadbench which`) is made of: the dataset's files (or
+ * its manifest), the spec, the loader's config. */
+typedef struct lb_setup {
+	char **files;
+	int nfiles;
+	char *mpath;
+	pf_manifest *manifest;
+	char *inferred;
 	char *const *inputs;
-	static const cli_subcommand subcommands[] = {
-		{ "plan", "the scaling plan of a pod", plan_main },
-		{ "ladder", "runs of 1, 2, 4... hosts and their scaling efficiency",
-		  ladder_main },
-		{ "regions", "the same files read from each declared mount", regions_main },
-		{ 0 },
-	};
-	const cli_subcommand *sub = argc > 1 ? cli_find_subcommand(subcommands, argv[1]) : NULL;
+	int ninputs;
+	pf_spec spec;
+	pf_loader_config cfg;
+} lb_setup;
 
-	if (sub)
-		return sub->main(argc - 1, argv + 1);
-	ret = parse_options(argc, argv, &o, &first);
-	if (ret >= 0)
-		return ret;
-	if (resolve_topology(o.host_index_given, &o.host_index, o.num_hosts_given,
-			     &o.num_hosts))
-		return 2;
-	/* Before anything is read: a page that cannot be written fails now. */
-	if (cli_outfile_open(&o.html_out, "--html", o.html))
-		return 1;
-	raise_fd_limit();
-	if (o.mix.n) {
-		ret = lb_mixture_files(&o, &files, &nfiles);
+static void setup_free(lb_setup *su)
+{
+	free(su->inferred);
+	pf_manifest_free(su->manifest);
+	cli_free_inputs(su->files, su->nfiles);
+	free(su->mpath);
+}
+
+/* The files the arguments name (a mixture's: its sources'), the manifest
+ * that plans them, and the regions' check before any shard is read.
+ * @return 0, or the exit status after saying why. */
+static int open_inputs(options *o, int argc, char **argv, int first, lb_setup *su)
+{
+	pf_error err;
+	int ret;
+
+	if (o->mix.n) {
+		ret = lb_mixture_files(o, &su->files, &su->nfiles);
 		if (ret)
 			return ret;
 		/* The first source's files stand for the dataset where one is
 		 * named: the spec's schema. */
-		inputs = (char *const *)o.mix.path[0];
-		ninputs = 1;
+		su->inputs = (char *const *)o->mix.path[0];
+		su->ninputs = 1;
 	} else {
-		inputs = argv + first;
-		ninputs = argc - first;
+		su->inputs = argv + first;
+		su->ninputs = argc - first;
 		/* A manifest named beside its shards (the shell glob of their
 		 * directory) is theirs, checked against them; named alone, it
 		 * gives the shards it lists. */
-		nfiles = cli_resolve_inputs(inputs, ninputs, &files,
-					    o.no_manifest ? NULL : &mpath);
+		su->nfiles = cli_resolve_inputs(su->inputs, su->ninputs, &su->files,
+						o->no_manifest ? NULL : &su->mpath);
 	}
-	if (nfiles < 0)
+	if (su->nfiles < 0) {
+		su->nfiles = 0;
 		return 1;
-	if (nfiles == 0) {
+	}
+	if (su->nfiles == 0) {
 		cli_fail("the arguments name no files");
 		return 1;
 	}
-	ret = 1;
 	/* The manifest first: it is the dataset, and its sizes spare the
 	 * regions' check a stat per shard (a round trip each on a far
 	 * bucket).  It is the one file read before the check. */
-	if (!o.no_manifest && !o.mix.n) {
-		int found = mpath ? 1 : pf_manifest_locate((const char *const *)inputs,
-							   (size_t)ninputs, &mpath);
+	if (!o->no_manifest && !o->mix.n) {
+		int found = su->mpath ? 1 : pf_manifest_locate((const char *const *)su->inputs,
+							       (size_t)su->ninputs, &su->mpath);
 
 		pf_error_clear(&err);
-		if (found > 0 && pf_manifest_load(&manifest, mpath, NULL, &err) < 0) {
+		if (found > 0 && pf_manifest_load(&su->manifest, su->mpath, NULL, &err) < 0) {
 			cli_print_error(&err);
-			goto out;
+			return 1;
 		}
 		/* The manifest is the dataset: a file added since is not read. */
-		if (manifest && pf_manifest_shards(manifest) != (size_t)nfiles)
+		if (su->manifest && pf_manifest_shards(su->manifest) != (size_t)su->nfiles)
 			fprintf(stderr, "loadbench: the manifest names %zu shards, %s holds %d "
 				"files: only the manifest's are read (`shardtool manifest` "
 				"again to take the others, or --no-manifest)\n",
-				pf_manifest_shards(manifest), inputs[0], nfiles);
+				pf_manifest_shards(su->manifest), su->inputs[0], su->nfiles);
 	}
 	/* Before any shard is read: a refusal must read none. */
-	if ((ret = manifest ? manifest_regions_check(&o.ro, manifest, mpath)
-			    : regions_check(&o.ro, files, NULL, nfiles)) != 0)
-		goto out;
-	if (o.mix.n)
-		lb_sources_regions(&o);
-	ret = 1;
-	if (!o.features) {
+	ret = su->manifest ? manifest_regions_check(&o->ro, su->manifest, su->mpath)
+			   : regions_check(&o->ro, su->files, NULL, su->nfiles);
+	if (ret == 0 && o->mix.n)
+		lb_sources_regions(o);
+	return ret;
+}
+
+/* The feature spec: --features, or inferred from the first file's index
+ * (the next file's, with --on-corrupt skip, past a damaged one).
+ * @return 0, or the exit status after saying why. */
+static int choose_spec(options *o, lb_setup *su)
+{
+	pf_error err;
+	int d;
+
+	if (!o->features) {
 		size_t len;
 		pf_spec_infer_config ic = {
-			.ignore_manifest = o.no_manifest,
-			.int64_as_int32 = o.train.model != TRAIN_MODEL_NONE,
+			.ignore_manifest = o->no_manifest,
+			.int64_as_int32 = o->train.model != TRAIN_MODEL_NONE,
 		};
 
 		pf_error_clear(&err);
-		d = mpath ? pf_spec_infer((const char *const *)&mpath, 1, &ic, &spec, &err)
-			  : pf_spec_infer((const char *const *)inputs, (size_t)ninputs, &ic,
-					  &spec, &err);
+		d = su->mpath ? pf_spec_infer((const char *const *)&su->mpath, 1, &ic, &su->spec,
+					      &err)
+			      : pf_spec_infer((const char *const *)su->inputs,
+					      (size_t)su->ninputs, &ic, &su->spec, &err);
 		/* --on-corrupt skip reads past a damaged file: so does the
 		 * spec's inference, from the next file's index, saying which
 		 * it passed (the loader's own skip counts it again). */
-		for (int k = 0; !mpath && d < 0 && d != -ENODATA && d != -ENOMEM &&
-				o.on_corrupt == PF_CORRUPT_SKIP && k + 1 < nfiles; k++) {
-			if (strcmp(err.file, files[k]))
+		for (int k = 0; !su->mpath && d < 0 && d != -ENODATA && d != -ENOMEM &&
+				o->on_corrupt == PF_CORRUPT_SKIP && k + 1 < su->nfiles; k++) {
+			if (strcmp(err.file, su->files[k]))
 				break;	/* not this file's damage: as it is */
 			char line[PF_ERROR_LINE_MAX];
 
@@ -828,104 +839,123 @@ int main(int argc, char **argv)
 			fprintf(stderr, "loadbench: %s (--on-corrupt skip: the spec from the "
 				"next file's index)\n", line);
 			pf_error_clear(&err);
-			d = pf_spec_infer((const char *const *)&files[k + 1], 1, &ic, &spec, &err);
+			d = pf_spec_infer((const char *const *)&su->files[k + 1], 1, &ic, &su->spec,
+					  &err);
 		}
 		if (d == -ENODATA) {
 			char line[PF_ERROR_LINE_MAX];
 
 			pf_error_format(&err, line, sizeof(line));
-			ret = cli_usage("--features is required: %s", line);
-			goto out;
+			return cli_usage("--features is required: %s", line);
 		}
 		if (d < 0) {
 			cli_print_error(&err);
-			goto out;
+			return 1;
 		}
-		train_fit_features(&o.train, &spec);
-		len = pf_spec_format(&spec, NULL, 0) + 1;
-		inferred = malloc(len);
-		if (!inferred) {
+		train_fit_features(&o->train, &su->spec);
+		len = pf_spec_format(&su->spec, NULL, 0) + 1;
+		su->inferred = malloc(len);
+		if (!su->inferred) {
 			cli_fail("out of memory");
-			goto out;
+			return 1;
 		}
-		pf_spec_format(&spec, inferred, len);
-		o.features = inferred;
+		pf_spec_format(&su->spec, su->inferred, len);
+		o->features = su->inferred;
 	}
 	pf_error_clear(&err);
-	if (pf_spec_parse(&spec, o.features, &err) < 0) {
+	if (pf_spec_parse(&su->spec, o->features, &err) < 0) {
 		char line[PF_ERROR_LINE_MAX];
-		pf_error_format(&err, line, sizeof(line));
-		ret = cli_usage("--features: %s", line);
-		goto out;
-	}
 
-	memset(&cfg, 0, sizeof(cfg));
+		pf_error_format(&err, line, sizeof(line));
+		return cli_usage("--features: %s", line);
+	}
+	return 0;
+}
+
+/* The loader's config from the options. */
+static void make_config(options *o, lb_setup *su)
+{
+	pf_loader_config *cfg = &su->cfg;
+
+	memset(cfg, 0, sizeof(*cfg));
 	/* With a manifest the loader is given it (the one path named), not
 	 * the files listed. */
-	cfg.paths = manifest ? (const char *const *)&mpath : (const char *const *)files;
-	cfg.npaths = manifest ? 1 : (size_t)nfiles;
-	cfg.ignore_manifest = o.no_manifest;
-	cfg.features = o.features;
-	cfg.host_index = (uint32_t)o.host_index;
-	cfg.num_hosts = (uint32_t)o.num_hosts;
-	cfg.cores_per_host = (uint32_t)o.cores;
-	cfg.per_core_batch = (uint32_t)o.per_core_batch;
-	cfg.seed = o.seed;
+	cfg->paths = su->manifest ? (const char *const *)&su->mpath
+				  : (const char *const *)su->files;
+	cfg->npaths = su->manifest ? 1 : (size_t)su->nfiles;
+	cfg->ignore_manifest = o->no_manifest;
+	cfg->features = o->features;
+	cfg->host_index = (uint32_t)o->host_index;
+	cfg->num_hosts = (uint32_t)o->num_hosts;
+	cfg->cores_per_host = (uint32_t)o->cores;
+	cfg->per_core_batch = (uint32_t)o->per_core_batch;
+	cfg->seed = o->seed;
 	/* --steps alone runs as many epochs as the steps need. */
-	cfg.epochs = o.steps && !o.epochs_given ? UINT32_MAX : (uint32_t)o.epochs;
-	cfg.max_steps = o.steps;
-	cfg.shuffle = o.shuffle;
-	cfg.shuffle_mode = o.shuffle_mode;
-	cfg.shuffle_window = (uint32_t)o.window;
-	cfg.remainder = (pf_remainder)o.remainder;
-	cfg.pack_length = (uint32_t)(o.pack > UINT32_MAX ? UINT32_MAX : o.pack);
-	cfg.pack_mode = (pf_pack_mode)o.pack_mode;
-	cfg.pack_pool = (uint32_t)o.pack_pool;
-	cfg.threads = (unsigned)o.threads_arg;
-	cfg.io_depth = (unsigned)o.io_depth;
-	cfg.memory_budget = (size_t)o.memory_mib << 20;
-	cfg.prefetch = (unsigned)o.prefetch;
-	cfg.direct_io = o.direct;
-	cfg.verify_records = o.verify;
-	cfg.regions = o.ro.table;
-	cfg.on_corrupt = (pf_corrupt_policy)o.on_corrupt;
-	cfg.io_faults = o.faults;
-	if (o.io_retries_given)
-		cfg.io_retries = o.io_retries ? (int)o.io_retries : PF_IO_RETRIES_NONE;
-	if (o.io_timeout_given)
-		cfg.io_timeout_ms = o.io_timeout_ms ? (int)o.io_timeout_ms : PF_IO_TIMEOUT_NONE;
-	cfg.quarantine = o.quarantine;
-	cfg.max_corrupt = o.max_corrupt;
-	if (o.mix.n)
-		lb_mixture_config(&o, &cfg);
+	cfg->epochs = o->steps && !o->epochs_given ? UINT32_MAX : (uint32_t)o->epochs;
+	cfg->max_steps = o->steps;
+	cfg->skip_steps = o->skip_steps;
+	cfg->shuffle = o->shuffle;
+	cfg->shuffle_mode = o->shuffle_mode;
+	cfg->shuffle_window = (uint32_t)o->window;
+	cfg->remainder = (pf_remainder)o->remainder;
+	cfg->pack_length = (uint32_t)(o->pack > UINT32_MAX ? UINT32_MAX : o->pack);
+	cfg->pack_mode = (pf_pack_mode)o->pack_mode;
+	cfg->pack_pool = (uint32_t)o->pack_pool;
+	cfg->threads = (unsigned)o->threads_arg;
+	cfg->io_depth = (unsigned)o->io_depth;
+	cfg->memory_budget = (size_t)o->memory_mib << 20;
+	cfg->prefetch = (unsigned)o->prefetch;
+	cfg->direct_io = o->direct;
+	cfg->verify_records = o->verify;
+	cfg->regions = o->ro.table;
+	cfg->on_corrupt = (pf_corrupt_policy)o->on_corrupt;
+	cfg->io_faults = o->faults;
+	if (o->io_retries_given)
+		cfg->io_retries = o->io_retries ? (int)o->io_retries : PF_IO_RETRIES_NONE;
+	if (o->io_timeout_given)
+		cfg->io_timeout_ms = o->io_timeout_ms ? (int)o->io_timeout_ms : PF_IO_TIMEOUT_NONE;
+	cfg->quarantine = o->quarantine;
+	cfg->max_corrupt = o->max_corrupt;
+	if (o->mix.n)
+		lb_mixture_config(o, cfg);
 	/* Runs after the first start on the pools the first one faulted in,
 	 * as a process making loaders one after another does (asked for:
 	 * a loader keeps nothing by default). */
-	cfg.keep_pools = o.repeat > 1;
-	if (o.resume.n) {
-		if (ckpt_check(&o.resume, o.quiet || o.json) < 0) {
-			ret = 2;
-			goto out;
-		}
-		cfg.resume = o.resume.blob;
-		cfg.nresume = o.resume.n;
+	cfg->keep_pools = o->repeat > 1;
+	if (o->resume.n) {
+		cfg->resume = o->resume.blob;
+		cfg->nresume = o->resume.n;
 	}
-	if (o.save_state) {
+}
+
+/* The runs (interleaved with the baseline's passes) and the report.
+ * @return the exit status. */
+static int run_all(options *o, lb_setup *su)
+{
+	pf_loader_config *cfg = &su->cfg;
+	bl_set bl = { 0 };
+	const char *backend = NULL;
+	loader_run runs[MAX_REPEAT] = { 0 };
+	double secs[MAX_REPEAT], read_s[MAX_REPEAT], dec_s[MAX_REPEAT], code_s[MAX_REPEAT];
+	bl_decode bd = { 0 };
+	int ret;
+
+	if (o->save_state) {
 		struct sigaction sa = { .sa_handler = on_interrupt };
 
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 	}
-	ret = train_start(&o.tc, &o.train, &cfg, &spec, o.repeat);
+	ret = train_start(&o->tc, &o->train, cfg, &su->spec, o->repeat);
 	if (ret)
 		goto out;
 	ret = 1;
 
-	if (o.baseline) {
+	if (o->baseline) {
 		double warm;
 
-		if (baseline_load(&bl, files, (size_t)nfiles) < 0)
+		if (baseline_load(&bl, su->files, (size_t)su->nfiles) < 0)
 			goto out;
 		if (!bl.nframes) {
 			cli_fail("--baseline: no indexed shards among the files "
@@ -933,47 +963,137 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		/* Warm the page cache so every pass reads from the same place. */
-		if (baseline_read(&bl, (unsigned)o.threads, bl_depth(&o), o.direct, &warm,
+		if (baseline_read(&bl, (unsigned)o->threads, bl_depth(o), o->direct, &warm,
 				  NULL))
 			goto out;
 	}
 	/* Interleave loader, read, decompress so drift hits all alike. */
-	for (unsigned i = 0; i < o.repeat; i++) {
-		int rr = run_loader(&o, &cfg, &runs[i]);
+	for (unsigned i = 0; i < o->repeat; i++) {
+		int rr = run_loader(o, cfg, &runs[i]);
 
 		if (rr) {
 			ret = rr;
 			goto out;
 		}
-		if (pf_region_usage_run_done(o.ro.usage, runs[i].seconds) < 0) {
+		if (pf_region_usage_run_done(o->ro.usage, runs[i].seconds) < 0) {
 			cli_fail("out of memory");
 			goto out;
 		}
 		secs[i] = runs[i].seconds;
-		if (!o.baseline)
+		if (!o->baseline)
 			continue;
-		bd = (bl_decode){ .spec = &spec, .batch = (size_t)(o.per_core_batch * o.cores),
-				  .verify = o.verify };
-		if (baseline_read(&bl, (unsigned)o.threads, bl_depth(&o), o.direct,
+		bd = (bl_decode){ .spec = &su->spec,
+				  .batch = (size_t)(o->per_core_batch * o->cores),
+				  .verify = o->verify };
+		if (baseline_read(&bl, (unsigned)o->threads, bl_depth(o), o->direct,
 				  &read_s[i], &backend) ||
-		    baseline_decompress(&bl, (unsigned)o.threads, &dec_s[i]) ||
-		    baseline_decode(&bl, (unsigned)o.threads, &bd, &code_s[i]))
+		    baseline_decompress(&bl, (unsigned)o->threads, &dec_s[i]) ||
+		    baseline_decode(&bl, (unsigned)o->threads, &bd, &code_s[i]))
 			goto out;
 	}
-	if (train_finish(o.tc))
+	if (train_finish(o->tc))
 		goto out;
-	ret = report(&o, &cfg, files, nfiles, runs, secs, &bl, read_s, dec_s, code_s, &bd,
+	ret = report(o, cfg, su->files, su->nfiles, runs, secs, &bl, read_s, dec_s, code_s, &bd,
 		     backend);
 out:
-	for (unsigned i = 0; i < o.repeat && i < MAX_REPEAT; i++)
+	for (unsigned i = 0; i < o->repeat && i < MAX_REPEAT; i++)
 		pf_series_free(runs[i].series);
 	baseline_free(&bl);
-	free(inferred);
-	pf_manifest_free(manifest);
-	cli_free_inputs(files, nfiles);
-	free(mpath);
+	return ret;
+}
+
+/* `loadbench which --steps A:B [the run's options] SHARD...`: --steps
+ * taken out of argv (it says the steps asked, not the run's end) into
+ * *which.  @return -1 to go on, or the exit status of a usage error. */
+static int which_steps(int *argc, char **argv, lb_which *which)
+{
+	int k = 0, found = 0;
+
+	for (int i = 0; i < *argc; i++) {
+		const char *v = NULL;
+
+		if (!strcmp(argv[i], "--steps") && i + 1 < *argc)
+			v = argv[++i];
+		else if (!strncmp(argv[i], "--steps=", 8))
+			v = argv[i] + 8;
+		else if (!strcmp(argv[i], "--"))
+			for (; i < *argc; i++)
+				argv[k++] = argv[i];
+		if (!v) {
+			if (i < *argc)
+				argv[k++] = argv[i];
+			continue;
+		}
+		found++;
+		if (lb_which_parse_steps(v, which) < 0)
+			return 2;
+	}
+	*argc = k;
+	argv[k] = NULL;
+	if (found != 1)
+		return cli_usage("which: give the steps once: --steps A:B (global steps A to "
+				 "B - 1), A: (A to the run's end) or A");
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	options o;
+	lb_setup su = { 0 };
+	lb_which which = { 0 };
+	int ret, first;
+	static const cli_subcommand subcommands[] = {
+		{ "plan", "the scaling plan of a pod", plan_main },
+		{ "ladder", "runs of 1, 2, 4... hosts and their scaling efficiency",
+		  ladder_main },
+		{ "regions", "the same files read from each declared mount", regions_main },
+		{ "state", "what a saved state holds (state show FILE)", state_main },
+		{ 0 },
+	};
+	const cli_subcommand *sub = argc > 1 ? cli_find_subcommand(subcommands, argv[1]) : NULL;
+
+	if (sub)
+		return sub->main(argc - 1, argv + 1);
+	/* `loadbench which`: the options of a run, and the steps asked
+	 * (--help: the run's options). */
+	if (argc > 1 && !strcmp(argv[1], "which")) {
+		bool help = false;
+
+		which.on = true;
+		argv[1] = argv[0];
+		argc--;
+		argv++;
+		for (int i = 1; i < argc; i++)
+			help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "--help-all");
+		cli_prog = "loadbench";
+		ret = help ? -1 : which_steps(&argc, argv, &which);
+		if (ret >= 0)
+			return ret;
+	}
+	ret = parse_options(argc, argv, &o, &first);
+	if (ret >= 0)
+		return ret;
+	if (resolve_topology(o.host_index_given, &o.host_index, o.num_hosts_given,
+			     &o.num_hosts))
+		return 2;
+	/* Before anything is read: a page that cannot be written fails now. */
+	if (!which.on && cli_outfile_open(&o.html_out, "--html", o.html))
+		return 1;
+	raise_fd_limit();
+	ret = open_inputs(&o, argc, argv, first, &su);
+	if (ret == 0)
+		ret = choose_spec(&o, &su);
+	if (ret == 0 && o.resume.n && ckpt_check(&o.resume, o.quiet || o.json || which.on) < 0)
+		ret = 2;
+	if (ret == 0) {
+		make_config(&o, &su);
+		ret = which.on ? lb_which_print(&su.cfg, &which, o.json) : run_all(&o, &su);
+	}
+	setup_free(&su);
 	regions_free(&o.ro);
 	ckpt_free(&o.resume);
+	if (which.on)
+		return ret;
 	cli_outfile_close(&o.html_out, ret != 0);
 	return train_end(o.tc, ret);
 }

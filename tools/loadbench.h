@@ -39,6 +39,7 @@ typedef struct options {
 	bool host_index_given, num_hosts_given;	/* else from the environment */
 	const char *save_state;
 	uint64_t save_every;
+	uint64_t skip_steps;	/* --skip-steps N */
 	int on_corrupt;			/* pf_corrupt_policy */
 	const char *quarantine;
 	uint64_t max_corrupt;
@@ -115,6 +116,19 @@ typedef struct bl_decode {
  *  decompressed.  @return 0 with the wall time in *seconds and what was
  *  decoded in d, or 1 after printing why. */
 int baseline_decode(const bl_set *s, unsigned threads, bl_decode *d, double *seconds);
+
+/* `loadbench which` (which.c): the steps asked (global steps [from, to);
+ * to UINT64_MAX: to the run's end), and the records of each of them, for
+ * each core's rows, said without reading a record (the loader made
+ * plan_only).  lb_which_parse_steps(): "A:B", "A:" or "A".  @return 0 or
+ * <0 after a usage error; lb_which_print(): the exit status (0, 1 after
+ * the loader's error, naming the run's steps when one is not its). */
+typedef struct lb_which {
+	bool on;
+	uint64_t from, to;
+} lb_which;
+int lb_which_parse_steps(const char *v, lb_which *w);
+int lb_which_print(const pf_loader_config *cfg, const lb_which *w, bool json);
 
 /* The subcommands: `loadbench plan` (plan.c), `loadbench ladder`
  * (ladder.c), `loadbench regions` (regions_bench.c).  argv[0] is the

@@ -20,6 +20,8 @@
 #define PF_LOADER_CONFIG_SIZE_0_5 PF_SIZE_THROUGH(pf_loader_config, keep_pools)
 #define PF_LOADER_METRICS_SIZE_0_5 PF_SIZE_THROUGH(pf_loader_metrics, io_requests)
 #define PF_STATE_INFO_SIZE_0_5 PF_SIZE_THROUGH(pf_state_info, dataset_records)
+/* pf_record_ref as 0.8 first had it: the least a caller may pass. */
+#define PF_RECORD_REF_SIZE_0_8 PF_SIZE_THROUGH(pf_record_ref, count)
 _Static_assert(sizeof(void *) != 8 || (PF_LOADER_CONFIG_SIZE_0_5 == 209 &&
 				       PF_LOADER_METRICS_SIZE_0_5 == 464 &&
 				       PF_STATE_INFO_SIZE_0_5 == 56),

@@ -163,6 +163,48 @@ int pf_loader_source_metrics_sized(const pf_loader *l, size_t i, pf_source_metri
 	return 0;
 }
 
+int64_t pf_loader_records_of_sized(const pf_loader *l, uint64_t step, pf_record_ref *out,
+				   size_t cap, size_t ref_size, pf_error *err)
+{
+	pf_record_ref *refs;
+	pf_error local;
+	int64_t n;
+
+	pf_error_clear(err);
+	if (!err) {
+		pf_error_clear(&local);
+		err = &local;
+	}
+	if (!l || (cap && !out) || ref_size < PF_RECORD_REF_SIZE_0_8)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				    "pf_loader_records_of: no loader, no array for %zu refs, or "
+				    "refs of %zu bytes (at least %zu)", cap, ref_size,
+				    (size_t)PF_RECORD_REF_SIZE_0_8);
+	if (!l->ops->records_of)
+		return pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
+				    "this kind of loader cannot say the records of a step");
+	if (ref_size == sizeof(*refs) || !cap)
+		return l->ops->records_of(l, step, out, cap, err);
+	/* The caller's refs are of another size than the library's: each
+	 * crosses on its own (pf_common.h, "the ABI promise"). */
+	refs = pf_calloc(cap, sizeof(*refs));
+	if (!refs)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory for the records of step %llu",
+				    (unsigned long long)step);
+	n = l->ops->records_of(l, step, refs, cap, err);
+	for (int64_t i = 0; i < n && (size_t)n <= cap; i++)
+		pf_struct_out((uint8_t *)out + (size_t)i * ref_size, ref_size, &refs[i],
+			      sizeof(*refs));
+	pf_free(refs);
+	return n;
+}
+
+const char *pf_loader_file(const pf_loader *l, uint32_t source, uint32_t file)
+{
+	return l && l->ops->file ? l->ops->file(l, source, file) : NULL;
+}
+
 void pf_loader_free(pf_loader *l)
 {
 	if (l)

@@ -331,6 +331,7 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	sc.per_core_batch = batch ? batch : pf_mix_batch(m, k);
 	sc.epochs = epochs;
 	sc.max_steps = 0;
+	sc.skip_steps = 0;	/* the mixture's steps: each source's rows skipped */
 	sc.resume = nblobs ? blobs : NULL;
 	sc.nresume = nblobs;
 	sc.memory_budget = (cfg->memory_budget ? cfg->memory_budget : PF_LOADER_BUDGET_DEFAULT) /
@@ -371,11 +372,13 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 	pf_error_clear(&e);
 	/* A source's loader of whole epochs opened once the batches are
 	 * there: its rows go straight into them from the first. */
+	/* Held (skip_steps): reading nothing until its start is moved
+	 * (mixture_skip.c). */
 	ret = pf_pipe_create_opts(out, &sc, &(pf_pipe_opts){
 		.spec = m->spec, .lspec = m->lspec, .lookahead = lookahead,
 		.sink = m->started && parts == 1 && !m->no_direct ? &m->sinks[k].sink : NULL,
-		.fit = batch ? NULL : pf_mix_fit_batch, .gated = s->gated, .pooled = s->pooled },
-		&e);
+		.fit = batch ? NULL : pf_mix_fit_batch, .gated = s->gated || m->hold,
+		.pooled = s->pooled }, &e);
 	if (ret < 0)
 		pf_mix_source_error(err, s->name, &e);
 	return ret;
@@ -445,6 +448,7 @@ void pf_mixture_free(pf_mixture *m)
 			pf_pipe_halt(m->src[k].l);
 	pf_decode_pool_stop(&m->pool);
 	pf_free(m->pool_members);
+	pf_mix_free_courses(m);
 	for (size_t k = 0; m->src && k < m->n; k++) {
 		if (m->src[k].cur)
 			pf_pipe_release(m->src[k].l, m->src[k].cur);
@@ -616,6 +620,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 				   (unsigned)cfg->mix_unit);
 		goto fail;
 	}
+	m->hold = cfg->skip_steps != 0;
 	m->topo = (pf_topology){ cfg->host_index, cfg->num_hosts ? cfg->num_hosts : 1,
 				 cfg->cores_per_host ? cfg->cores_per_host : 1,
 				 cfg->per_core_batch };
@@ -677,10 +682,12 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 		}
 		if (ret < 0)
 			goto fail;
-	} else if (o && o->opened) {
+	} else if ((o && o->opened) || cfg->skip_steps || cfg->plan_only) {
 		/* Every source open before the batches: the room above looks
 		 * at them first, and may change the shares the batches'
-		 * first steps are dealt by. */
+		 * first steps are dealt by; or the batches after the skip
+		 * (mixture_skip.c): their records' places follow from where
+		 * it ends. */
 		for (size_t k = 0; k < m->n && ret == 0; k++)
 			ret = open_source(m, cfg, k, NULL, 0, 0, err);
 		if (ret < 0)
@@ -705,7 +712,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	ret = opened(m, o, err);
 	if (ret < 0)
 		goto fail;
-	if (!m->slots) {
+	if (!m->slots && !cfg->plan_only) {
 		ret = make_batches(m, cfg, err);
 		if (ret < 0)
 			goto fail;
@@ -726,9 +733,18 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	}
 	m->rule_end = m->end;
 	pf_mix_regions(m, cfg);
+	/* Each source's course from the run's first step, then moved on by
+	 * skip_steps before any reads (mixture_skip.c). */
+	ret = pf_mix_keep_courses(m);
+	if (ret == 0 && cfg->skip_steps)
+		ret = pf_mix_skip(m, cfg->skip_steps, err);
+	if (ret < 0)
+		goto fail;
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
 		m->end = m->step0 + cfg->max_steps;
 	m->step = m->step0;
+	if (cfg->plan_only)
+		goto done;	/* a plan alone: no pool, no batch */
 	if (o && o->ready) {
 		ret = o->ready(o->ctx, m, err);
 		if (ret < 0)
@@ -737,13 +753,16 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	ret = open_gates(m, err);
 	if (ret < 0)
 		goto fail;
-	if (restored) {
+	pf_mix_release_held(m);
+	if (cfg->skip_steps)
+		ret = pf_mix_retake_skipped(m, err);
+	else if (restored)
 		ret = retake(m, &st, err);
-		if (ret < 0)
-			goto fail;
-	}
+	if (ret < 0)
+		goto fail;
 	if (!m->started)
 		pf_mix_start_batches(m);
+done:
 	m->create_ns = pf_now_ns() - m->start_ns;
 	pf_mix_state_release(&st);
 	*out = m;
@@ -851,6 +870,7 @@ static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 				    "supported", st->host_index, st->num_hosts, st->cores,
 				    st->per_core_batch);
 	m->step0 = st->next_step;
+	m->skipped_total = st->skipped;
 	if (st->end_plus_one) {
 		m->rule_end = st->end_plus_one - 1;
 		m->rule_end_known = true;
@@ -913,10 +933,16 @@ int64_t pf_mixture_save_state(pf_mixture *m, void *buf, size_t cap)
 			    .host_index = m->topo.host_index, .num_hosts = m->topo.num_hosts,
 			    .cores = m->topo.cores, .per_core_batch = m->topo.per_core_batch,
 			    .sources = ss, .nsources = m->n };
+	const char **names = pf_calloc(m->n, sizeof(*names));
 	int64_t n = -ENOMEM;
 
-	if (!ss || !own)
+	if (!ss || !own || !names)
 		goto out;
+	for (size_t k = 0; k < m->n; k++)
+		names[k] = m->src[k].name;
+	st.names = names;
+	st.nnames = m->n;
+	st.skipped = m->skipped_total;
 	for (size_t k = 0; k < m->n; k++) {
 		mix_source *s = &m->src[k];
 
@@ -945,6 +971,7 @@ out:
 		pf_free(own[k]);
 	pf_free(own);
 	pf_free(ss);
+	pf_free(names);
 	return n;
 }
 
@@ -987,6 +1014,9 @@ void pf_mixture_metrics(const pf_mixture *m, pf_loader_metrics *out)
 	out->first_batch_ns = m->first_ns;
 	out->next_wait_ns = m->next_wait_ns;
 	memcpy(out->next_hist, m->next_hist, sizeof(out->next_hist));
+	out->skipped_steps = m->skipped;
+	out->skipped_from = m->skipped_from;
+	out->skipped_records = m->skipped * m->host_batch;
 }
 
 size_t pf_mixture_sources(const pf_mixture *m)
@@ -1263,6 +1293,17 @@ static void mix_free(pf_loader *f)
 	pf_mixture_free(mix(f));
 }
 
+static int64_t mix_records_of(const pf_loader *f, uint64_t step, pf_record_ref *out,
+			      size_t cap, pf_error *err)
+{
+	return pf_mix_records_of(cmix(f), step, out, cap, err);
+}
+
+static const char *mix_file(const pf_loader *f, uint32_t source, uint32_t file)
+{
+	return pf_mix_file(cmix(f), source, file);
+}
+
 const pf_loader_ops pf_mixture_ops = {
 	.next = mix_next,
 	.release = mix_release,
@@ -1278,4 +1319,6 @@ const pf_loader_ops pf_mixture_ops = {
 	.sources = mix_sources,
 	.source_metrics = mix_source_metrics,
 	.free = mix_free,
+	.records_of = mix_records_of,
+	.file = mix_file,
 };

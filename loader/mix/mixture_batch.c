@@ -399,6 +399,11 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 	return 0;
 }
 
+int pf_mix_take_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t *row)
+{
+	return next_row(m, k, cb, row);
+}
+
 /* One row of a feature into the mixture's batch.  Long rows go out with
  * non-temporal stores, as the decoders write a plain loader's rows
  * (spec_fast.c): the batch is read by the consumer after other batches
@@ -452,6 +457,12 @@ int pf_mixture_next(pf_mixture *m, pf_batch **out)
 	}
 	if (m->failed)
 		return m->err.code;
+	if (!m->slots) {	/* plan_only */
+		m->misused = true;
+		pf_error_clear(&m->misuse);
+		return pf_error_set(&m->misuse, -EINVAL, PF_OFFSET_NONE, 0,
+				    "a plan-only loader (plan_only) hands out no batch");
+	}
 	if (m->step >= m->end)
 		return 0;
 	/* Its slot: the one its rows were written into, or a free one (the

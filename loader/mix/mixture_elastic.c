@@ -372,6 +372,8 @@ int pf_mix_elastic(pf_mixture *m, const pf_loader_config *cfg, pf_error *err)
 		}
 		x.st[st.host_index] = st;
 		t0 = st.next_step > t0 ? st.next_step : t0;
+		if (st.skipped > m->skipped_total)
+			m->skipped_total = st.skipped;
 	}
 	for (size_t k = 0; k < m->n && ret == 0; k++)
 		ret = resume_source(m, cfg, &x, k, epochs, &r[k], err);

@@ -165,6 +165,25 @@ typedef struct mix_source {
 	uint32_t consumed0;
 } mix_source;
 
+/* One of the loaders a source's rows come from, in turn (a bridge of an
+ * elastic resume, the bridges after it, the loader of its whole epochs),
+ * as the plan reads its run (mixture_skip.c): its batches' rows and how
+ * many rows it gives (UINT64_MAX: no end).  Its dataset is the source's
+ * loader of whole epochs' (the same files: the bridges are freed). */
+typedef struct mix_link {
+	pf_run run;
+	uint32_t batch;
+	uint64_t rows;
+} mix_link;
+
+/* A source's loaders from the run's start (before skip_steps), and the
+ * rows of the first one's first batch taken before it. */
+typedef struct mix_course {
+	mix_link *links;
+	size_t nlinks;
+	uint32_t cur_row0;
+} mix_course;
+
 typedef struct mix_slot {
 	pf_batch batch;
 	pf_core_batch *core;
@@ -248,6 +267,15 @@ struct pf_mixture {
 	uint64_t digest;	/* of the sources' names, shares and the rule */
 	pf_region_table *regions;	/* the config's, or own_regions */
 	pf_region_table *own_regions;
+	/* skip_steps (mixture_skip.c): every source's loaders are created
+	 * gated (hold) until their starts are moved; the steps skipped and
+	 * from where; each source's course from the run's first step
+	 * (which_step0), for pf_loader_records_of(). */
+	bool hold;
+	uint64_t skipped, skipped_from;
+	uint64_t skipped_total;	/* the job's, which its states say */
+	mix_course *courses;
+	uint64_t which_step0;
 };
 
 /* Source k's loader (mixture.c): its dataset in batches of `batch` rows
@@ -313,6 +341,25 @@ int pf_mix_make_slots(pf_mixture *m, const pf_spec *spec, unsigned held, size_t 
 		      pf_error *err);
 void pf_mix_start_batches(pf_mixture *m);
 void pf_mix_free_slots(pf_mixture *m);
+/* mixture_skip.c: each source's course kept (after the sources are
+ * opened, before a skip), skip_steps (each source's loaders moved past
+ * the rows the skipped steps take of it, nothing read; the mixture's
+ * first step after them), the loaders held for it let go, the batch
+ * each source is inside taken again after a skip (its state before it
+ * kept), and the mixture's pf_loader_records_of() and pf_loader_file().
+ * @return 0 or <0 with err. */
+int pf_mix_keep_courses(pf_mixture *m);
+void pf_mix_free_courses(pf_mixture *m);
+int pf_mix_skip(pf_mixture *m, uint64_t n, pf_error *err);
+void pf_mix_release_held(pf_mixture *m);
+int pf_mix_retake_skipped(pf_mixture *m, pf_error *err);
+int64_t pf_mix_records_of(const pf_mixture *m, uint64_t step, pf_record_ref *out, size_t cap,
+			  pf_error *err);
+const char *pf_mix_file(const pf_mixture *m, uint32_t source, uint32_t file);
+/* mixture_batch.c: the next row of source k (its batch's, a new batch
+ * taken when that one is used up, the state before it kept).  @return 0,
+ * or <0 with m failed. */
+int pf_mix_take_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t *row);
 /* "source 'name': cause". */
 void pf_mix_source_error(pf_error *err, const char *name, const pf_error *cause);
 

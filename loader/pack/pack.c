@@ -288,6 +288,14 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	pk->npieces = pk->cap / pk->L + 2;
 	if (ret < 0)
 		goto fail;
+	/* Not yet for a packed mixture (docs/api.md, "Every pair of
+	 * features"). */
+	if (ret == 0 && cfg->nsources && (cfg->skip_steps || cfg->plan_only)) {
+		ret = pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
+				   "%s with a packed mixture (pack_length with sources) is not "
+				   "supported", cfg->skip_steps ? "skip_steps" : "plan_only");
+		goto fail;
+	}
 	if (cfg->nresume && !cfg->nsources) {
 		ret = pf_pack_restore(pk, cfg, &l->topo, err);
 		if (ret < 0)
@@ -296,6 +304,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		icfg.nresume = pk->nresumes;
 	}
 	icfg.pack_length = 0;
+	icfg.skip_steps = 0;	/* in packed steps: the inner skip is planned */
 	icfg.features = NULL;
 	icfg.cores_per_host = 1;
 	icfg.per_core_batch = PF_PACK_GROUP;
@@ -335,7 +344,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	}
 	ret = pf_pipe_create_packing(&pk->inner, &icfg, inner_spec,
 				       cfg->on_corrupt == PF_CORRUPT_FAIL ? user_spec : NULL,
-				       &opened, err);
+				       cfg->skip_steps != 0, &opened, err);
 	if (ret < 0 && !opened)
 		goto fail_inner;	/* it took its part in the pod's open */
 	if (ret == 0)
@@ -345,16 +354,24 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	 * decides how many steps are in progress), then epoch 0's steps. */
 	ret = pf_pack_lengths(pk->inner, cfg, user_spec, pk->nf, ret, err, &pk->lengths,
 			      &pk->nlengths, &pk->lstats);
-	if (ret == 0)
+	/* A plan alone (plan_only): no batches, no decode threads. */
+	if (ret == 0 && !cfg->plan_only)
 		ret = pf_pack_direct_create(l, pk);
-	if (ret == 0)
+	if (ret == 0 && !cfg->plan_only)
 		ret = pf_pack_make_outs(l, pk, err);
 	if (ret < 0)
 		goto fail_inner;
 	ret = cfg->nresume ? pf_pack_restore_plan(l, pk, err)
 			   : pf_pack_plan_epoch(l, pk, pk->inner->start_epoch, err);
+	/* Where the run starts (pf_loader_records_of()), then moved on by
+	 * skip_steps before the inner loader reads (pack_skip.c). */
+	if (ret == 0)
+		ret = pf_pack_keep_course(l, pk);
+	if (ret == 0 && cfg->skip_steps)
+		ret = pf_pack_skip_steps(l, pk, cfg->skip_steps, err);
 	if (ret < 0)
 		goto fail_inner;
+	pf_pipe_open_gate(pk->inner, 0);
 	l->steps_per_epoch = pk->step_base + pk->epoch_steps;
 	/* Where the run starts: the first checkpoint. */
 	pk->epoch = pk->inner->start_epoch;
@@ -366,8 +383,9 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		goto fail_inner;
 	/* The first groups planned before the inner loader's decode
 	 * threads start. */
-	pf_pack_direct_plan(l, pk, pk->epoch, pk->snaps[0].step, true);
-	ret = pf_pipe_start_workers(pk->inner, err);
+	if (!cfg->plan_only)
+		pf_pack_direct_plan(l, pk, pk->epoch, pk->snaps[0].step, true);
+	ret = cfg->plan_only ? 0 : pf_pipe_start_workers(pk->inner, err);
 	if (ret < 0)
 		goto fail_inner;
 made:
@@ -431,6 +449,7 @@ static void pack_free(pf_packing *l)
 	pf_free(pk->lengths);
 	pf_free(pk->toff);
 	pf_free(pk->snaps);
+	pf_run_start_release(&pk->course.inner.start);
 	pf_pack_restore_free(pk, true);
 	pf_free(pk);
 	pthread_mutex_destroy(&l->mu);
@@ -875,6 +894,12 @@ static int pack_next(pf_loader *f, pf_batch **out, uint64_t timeout_ns)
 	}
 	if (l->failed)
 		return l->err.code ? l->err.code : -EIO;
+	if (l->cfg.plan_only) {
+		l->misused = true;
+		pf_error_clear(&l->misuse);
+		return pf_error_set(&l->misuse, -EINVAL, PF_OFFSET_NONE, 0,
+				    "a plan-only loader (plan_only) hands out no batch");
+	}
 	if (l->cfg.max_steps && l->m.steps >= l->cfg.max_steps)
 		return 0;
 	if (pk->epoch >= l->epochs)
@@ -962,6 +987,11 @@ static void pack_metrics(const pf_loader *f, pf_loader_metrics *m)
 	m->pack_empty_records = pk->packer.empty_records;
 	m->pack_dropped_records = pk->dropped_records;
 	m->pack_dropped_tokens = pk->dropped_tokens;
+	/* Packed steps skipped (the inner loader's own are its groups). */
+	m->skipped_steps = own.skipped_steps;
+	m->skipped_from = own.skipped_from;
+	m->skipped_records = own.skipped_records;
+	m->skipped_tokens = own.skipped_tokens;
 }
 
 static int64_t pack_save_state(pf_loader *f, void *buf, size_t cap)
@@ -1060,6 +1090,17 @@ static void pack_destroy(pf_loader *f)
 	pack_free(packing(f));
 }
 
+static int64_t pack_records_of(const pf_loader *f, uint64_t step, pf_record_ref *out,
+			       size_t cap, pf_error *err)
+{
+	return pf_pack_records_of(cpacking(f), step, out, cap, err);
+}
+
+static const char *pack_file(const pf_loader *f, uint32_t source, uint32_t file)
+{
+	return source || cpacking(f)->pack->mix ? NULL : pf_pack_file(cpacking(f), file);
+}
+
 const pf_loader_ops pf_packing_ops = {
 	.next = pack_next,
 	.release = pack_release,
@@ -1075,4 +1116,6 @@ const pf_loader_ops pf_packing_ops = {
 	.sources = pack_sources,
 	.source_metrics = pack_source_metrics,
 	.free = pack_destroy,
+	.records_of = pack_records_of,
+	.file = pack_file,
 };

@@ -244,6 +244,13 @@ struct pf_pack_run {
 	unsigned window_extra;		/* steps in progress for the plan ahead */
 	bool ahead_on;
 	uint64_t direct_records;
+
+	/* Where the run started before skip_steps moved it, as the plan
+	 * reads it (pack_skip.c): whose packed steps pf_loader_records_of()
+	 * says; its inner start is a copy of the inner loader's. */
+	pf_pack_course course;
+	bool have_course;
+	uint64_t skipped_total;		/* the job's packed steps skipped (states say it) */
 };
 
 /* pack_state.c: checkpoints.  pf_pack_push_snap(): a checkpoint of the
@@ -327,6 +334,17 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 int64_t pf_pack_mix_save_state(pf_packing *l, const pack_snap *sn,
 			       const struct pf_pack_state *q, void *buf, size_t cap);
 uint32_t pf_pack_mix_source(const pf_pack_run *pk, const pf_batch *ib, uint32_t r);
+
+/* pack_skip.c: the run's start kept as the plan reads it (after the
+ * restore and its plan), skip_steps applied to it (the inner loader's
+ * start moved, gated, before it reads: the packer where the plan says),
+ * and pf_loader_records_of() and pf_loader_file() of a packing loader.
+ * @return 0 or <0 with err. */
+int pf_pack_keep_course(pf_packing *l, pf_pack_run *pk);
+int pf_pack_skip_steps(pf_packing *l, pf_pack_run *pk, uint64_t n, pf_error *err);
+int64_t pf_pack_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out, size_t cap,
+			   pf_error *err);
+const char *pf_pack_file(const pf_packing *l, uint32_t file);
 
 /* pack_state.c: pf_loader_save_state() of a packing loader. */
 int64_t pf_pack_save_state(pf_packing *l, void *buf, size_t cap);

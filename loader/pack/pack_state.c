@@ -127,6 +127,8 @@ int pf_pack_restore(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topol
 		}
 		if (q->saver.host_index == topo->host_index)
 			mine = i;
+		if (pk->rst[i].skipped > pk->skipped_total)
+			pk->skipped_total = pk->rst[i].skipped;
 	}
 	if (ret < 0)
 		return ret;
@@ -344,6 +346,7 @@ int64_t pf_pack_save_state(pf_packing *l, void *buf, size_t cap)
 	else
 		pf_resume_state_at(in, sn->epoch, sn->step, sn->gstep, sn->fresh, &s, pieces);
 	s.has_pack = true;
+	s.skipped = pk->skipped_total;
 	s.pack = q;
 	n = pf_state_encode(&s, buf, cap);
 	pf_free(pieces);

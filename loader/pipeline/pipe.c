@@ -116,11 +116,11 @@ int pf_pipe_start_workers(pf_pipe *l, pf_error *err)
 }
 
 int pf_pipe_create_packing(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
-			     const pf_spec *lspec, bool *opened, pf_error *err)
+			     const pf_spec *lspec, bool gated, bool *opened, pf_error *err)
 {
 	*opened = false;
 	return create(out, cfg, spec,
-		      &(create_opts){ .lspec = lspec, .opened = opened }, err);
+		      &(create_opts){ .lspec = lspec, .opened = opened, .gated = gated }, err);
 }
 
 void pf_pipe_open_gate(pf_pipe *l, uint64_t max_steps)
@@ -358,12 +358,19 @@ static int plan_run(pf_pipe *l, const pf_loader_config *cfg, const create_opts *
 	l->steps_per_epoch = pf_plan_steps(l->ds->records, &l->topo, cfg->remainder);
 	l->m.records_per_epoch = l->ds->records;
 	l->m.steps_per_epoch = l->steps_per_epoch;
-	if (!cfg->nresume)
-		return 0;
-	if (!cfg->resume)
+	if (cfg->nresume && !cfg->resume)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				    "nresume is %zu but resume is NULL", cfg->nresume);
-	return pf_resume_restore(l, err);
+	ret = cfg->nresume ? pf_resume_restore(l, err) : 0;
+	/* Where the run starts, for pf_loader_records_of(), then moved on
+	 * by skip_steps (skip.c). */
+	if (ret == 0)
+		ret = pf_pipe_keep_start(l);
+	if (ret == 0 && cfg->skip_steps)
+		ret = pf_pipe_skip(l, cfg->skip_steps, err);
+	if (ret == 0)
+		l->skipped_total += cfg->skip_steps;
+	return ret;
 }
 
 /* The pools from the budget, then the threads: I/O first (it reports
@@ -374,6 +381,9 @@ static int start(pf_pipe *l, const create_opts *o, pf_error *err)
 {
 	int ret;
 
+	/* A plan alone (plan_only): no pool, no thread. */
+	if (l->cfg.plan_only)
+		return pf_series_init(l);
 	l->workers = pf_calloc(l->nworkers, sizeof(*l->workers));
 	if (!l->workers)
 		return -ENOMEM;
@@ -505,6 +515,12 @@ int pf_pipe_next_timed(pf_pipe *l, pf_batch **out, uint64_t timeout_ns)
 	batch_slot *b;
 	struct timespec deadline = { 0 };
 
+	if (l->cfg.plan_only) {
+		l->misused = true;
+		pf_error_clear(&l->misuse);
+		return pf_error_set(&l->misuse, -EINVAL, PF_OFFSET_NONE, 0,
+				    "a plan-only loader (plan_only) hands out no batch");
+	}
 	pthread_mutex_lock(&l->mu);
 	pf_tune_next_entry(l, t0);
 	/* A caller's mistake changes nothing: no batch is taken, the loader
@@ -701,6 +717,7 @@ void pf_pipe_free(pf_pipe *l)
 	pf_free(l->toff);
 	pf_free(l->fbytes);
 	pf_free(l->resume.pieces);
+	pf_run_start_release(&l->which0);
 	if (l->qfd >= 0)
 		close(l->qfd);
 	pf_dataset_free(l->ds);
@@ -804,6 +821,17 @@ static void ops_free(pf_loader *f)
 	pf_pipe_free(pipe_of(f));
 }
 
+static int64_t ops_records_of(const pf_loader *f, uint64_t step, pf_record_ref *out,
+			      size_t cap, pf_error *err)
+{
+	return pf_pipe_records_of(cpipe_of(f), step, out, cap, err);
+}
+
+static const char *ops_file(const pf_loader *f, uint32_t source, uint32_t file)
+{
+	return source ? NULL : pf_pipe_file(cpipe_of(f), file);
+}
+
 const pf_loader_ops pf_pipe_ops = {
 	.next = ops_next,
 	.release = ops_release,
@@ -817,4 +845,6 @@ const pf_loader_ops pf_pipe_ops = {
 	.feature_shape = ops_feature_shape,
 	.series = ops_series,
 	.free = ops_free,
+	.records_of = ops_records_of,
+	.file = ops_file,
 };

@@ -305,23 +305,9 @@ typedef struct worker {
 } worker;
 
 /* One epoch of this run: the pieces of origin streams this host
- * delivers, in order.  A fresh epoch is one piece, the host's own stream
- * up to its quota; a resumed one is what a saved state left. */
-typedef struct epoch_run {
-	uint32_t epoch;
-	pf_topology origin;	/* the topology whose host streams these are */
-	uint32_t w;		/* records per shuffle block of those streams */
-	bool permute;		/* blocks permuted */
-	uint32_t slice;		/* global shuffle: records per slice of
-				   those streams (0: whole units) */
-	uint32_t group;		/* and their frames per group (0: none) */
-	pf_piece *pieces;
-	size_t npieces;
-	uint64_t steps;		/* batches this run takes from the epoch */
-	uint64_t step0;		/* batch.step of the first */
-	uint64_t dropped;	/* this host's remainder in the epoch */
-	uint64_t wrapped;	/* records repeated to fill the last step */
-} epoch_run;
+ * delivers, in order (the plan's pf_epoch_run: loader/plan/course.c
+ * walks the same course to say which record each row holds). */
+typedef pf_epoch_run epoch_run;
 
 /* A mixture's decode threads, shared by its sources' loaders (decode.c):
  * thread i decodes with worker i of whichever member has a chunk, so the
@@ -422,6 +408,12 @@ struct pf_pipe {
 	uint64_t gstep0;	/* global step of the run's first batch */
 	bool resumed;		/* start_epoch is `resume` */
 	epoch_run resume;
+	/* Where the run started before skip_steps moved it (skip.c): whose
+	 * steps pf_loader_records_of() says from; and the steps the job's
+	 * skip_steps skipped in all (its states' and this run's), which
+	 * the states saved say. */
+	pf_run_start which0;
+	uint64_t skipped_total;
 
 	/* The I/O thread's last slot: the next block may share its step. */
 	uint64_t last_rstep;
@@ -855,10 +847,30 @@ int pf_pipe_create_spec(pf_pipe **out, const pf_loader_config *cfg, const pf_spe
  * pf_open_config.lengths); *opened: the dataset was opened (the pod's
  * collectives of the open passed), whether or not the create failed
  * after.  Its decode workers are not started: pf_pipe_start_workers()
- * (after the packer's plan ahead of them). */
+ * (after the packer's plan ahead of them); gated: its I/O thread reads
+ * nothing until pf_pipe_open_gate() (the packer's skip_steps moves its
+ * start first). */
 int pf_pipe_create_packing(pf_pipe **out, const pf_loader_config *cfg, const pf_spec *spec,
-			     const pf_spec *lspec, bool *opened, pf_error *err);
+			     const pf_spec *lspec, bool gated, bool *opened, pf_error *err);
 int pf_pipe_start_workers(pf_pipe *l, pf_error *err);
+
+/* skip.c: a run's start moved ahead, and which record each row of a step
+ * holds, for one pipeline (the plan's course.c over its order). */
+/* l's run as the plan reads it: its order, epochs and start (its pieces
+ * l's own). */
+void pf_pipe_run(const pf_pipe *l, pf_run *r);
+/* Keep where the run starts now as l->which0 (after a restore, before a
+ * skip).  @return 0 or -ENOMEM. */
+int pf_pipe_keep_start(pf_pipe *l);
+/* Move l's start n steps on (pf_run_skip()), counted in the metrics; before
+ * its I/O thread walks (at create, or while it is gated).  @return 0, or
+ * <0 with err naming the run's last step. */
+int pf_pipe_skip(pf_pipe *l, uint64_t n, pf_error *err);
+/* pf_loader_records_of() and pf_loader_file() of a pipeline (any thread:
+ * they read what create made). */
+int64_t pf_pipe_records_of(const pf_pipe *l, uint64_t step, pf_record_ref *out, size_t cap,
+			   pf_error *err);
+const char *pf_pipe_file(const pf_pipe *l, uint32_t file);
 
 /* drops.c */
 /* One drop (skip mode) of the file path: counted, logged, checked

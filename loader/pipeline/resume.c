@@ -280,6 +280,9 @@ int pf_resume_restore(pf_pipe *l, pf_error *err)
 			break;
 		}
 		ret = state_matches(l, &st[i], i, err);
+		/* The job's skips so far (every host's are the same). */
+		if (ret == 0 && st[i].skipped > l->skipped_total)
+			l->skipped_total = st[i].skipped;
 	}
 	for (size_t i = 0; i < n && ret == 0; i++) {
 		this_topology |= same_topology(&st[i].saver, &l->topo);
@@ -377,6 +380,7 @@ static void state_at(const pf_pipe *l, uint32_t epoch, uint64_t step, uint64_t g
 		.step_in_epoch = fresh ? 0 : step, .global_step = global_step,
 		.origin = l->topo, .origin_block = l->wblock, .origin_permute = l->shuffle_rows,
 		.global = l->slice != 0, .origin_slice = l->slice, .origin_group = l->group,
+		.skipped = l->skipped_total,
 	};
 	if (fresh)
 		return;

@@ -138,6 +138,8 @@ typedef struct pf_state {
 	uint32_t origin_slice;		/* its slice in the origin streams */
 	uint32_t origin_group;		/* its frames per group (0: one
 					   permutation of the slices) */
+	uint64_t skipped;		/* steps skip_steps skipped since the
+					   first epoch (a record) */
 	/* A packing loader's part (pack.c): the fields above are its inner
 	 * loader's position, from which the packer below rebuilds the rows
 	 * not yet delivered. */
@@ -183,6 +185,13 @@ typedef struct pf_mix_source_state {
 
 typedef struct pf_mix_state {
 	uint64_t digest, next_step;
+	uint64_t skipped;	/* steps skip_steps skipped since the first */
+	/* The sources' names (nsources of them, or none in states saved
+	 * before they were kept): encoded from the caller's, decoded into
+	 * memory of the state's. */
+	const char *const *names;
+	size_t nnames;
+	char **names_mem;
 	uint64_t end_plus_one;	/* the stop rule's end + 1; 0: from the rule */
 	uint32_t host_index, num_hosts, cores, per_core_batch;
 	pf_mix_source_state *sources;
@@ -290,5 +299,163 @@ typedef struct pf_mixed {
 int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
 		       uint32_t nf, uint32_t cap, uint32_t host_batch, uint64_t *steps,
 		       uint64_t *own_rows);
+
+/* ------------------------------------------------------------------ */
+/* A run's course (course.c): where it starts, skipping ahead, and which */
+/* record each row of a step holds                                      */
+
+/* One epoch of a run: the pieces of origin streams a host delivers, in
+ * order.  A fresh epoch is one piece, the host's own stream up to its
+ * quota; a resumed one is what a saved state left. */
+typedef struct pf_epoch_run {
+	uint32_t epoch;
+	pf_topology origin;	/* the topology whose host streams these are */
+	uint32_t w;		/* records per shuffle block of those streams */
+	bool permute;		/* blocks permuted */
+	uint32_t slice;		/* global shuffle: records per slice of
+				   those streams (0: whole units) */
+	uint32_t group;		/* and their frames per group (0: none) */
+	pf_piece *pieces;
+	size_t npieces;
+	uint64_t steps;		/* batches the run takes from the epoch */
+	uint64_t step0;		/* batch.step of the first */
+	uint64_t dropped;	/* this host's remainder in the epoch */
+	uint64_t wrapped;	/* records repeated to fill the last step */
+} pf_epoch_run;
+
+/* Where a run starts: epoch `epoch` fresh (the host's own stream from
+ * its start), or resumed (`resume`'s pieces, then fresh epochs). */
+typedef struct pf_run_start {
+	uint32_t epoch;
+	uint64_t gstep;		/* the global step of its first batch */
+	bool resumed;
+	pf_epoch_run resume;	/* its pieces: pf_malloc()ed, the owner's */
+} pf_run_start;
+
+/* A run of a loader of one dataset: its order, its seed and remainder
+ * policy, how far it goes (epochs from the first; steps_per_epoch of a
+ * fresh epoch) and where it starts. */
+typedef struct pf_run {
+	pf_order o;
+	uint64_t seed;
+	pf_remainder remainder;
+	uint32_t epochs;
+	uint64_t steps_per_epoch;
+	pf_run_start start;
+} pf_run;
+
+/*! Steps the run has from its start to its end (its epochs; no
+ *  max_steps): UINT64_MAX when they do not fit. */
+uint64_t pf_run_steps(const pf_run *r);
+/*! Move r->start n steps on, as if they had been delivered and dropped:
+ *  inside the epoch it starts in (its pieces, or its own stream, moved
+ *  past n host batches), or in a later one (fresh; a part of one: its
+ *  own stream from there, its remainder planned).  Nothing is read.
+ *  r->start.resume.pieces may be replaced (the old freed).  @return 0,
+ *  -ERANGE with err naming the run's last step when n reaches past it,
+ *  or -ENOMEM. */
+int pf_run_skip(pf_run *r, uint64_t n, pf_error *err);
+/*! A deep copy of a start (its pieces pf_malloc()ed: free with
+ *  pf_run_start_release()).  @return 0 or -ENOMEM. */
+int pf_run_start_copy(pf_run_start *dst, const pf_run_start *src);
+void pf_run_start_release(pf_run_start *s);
+
+/* The record a row of a step holds: its file (an index into the
+ * dataset's files) and its number in the file. */
+typedef struct pf_plan_record {
+	uint32_t file;
+	uint64_t record;
+} pf_plan_record;
+
+/* Which record a run delivers where (pf_which_*()): the run it reads and
+ * what it keeps between calls (the plan of one origin host, one shuffle
+ * block's inverse permutation). */
+typedef struct pf_which {
+	const pf_run *run;
+	pf_epoch_plan plan;
+	uint64_t *seg_start;	/* [plan.nseg + 1]: each segment's stream position */
+	size_t seg_cap;
+	bool planned;
+	uint32_t plan_epoch, plan_host;
+	pf_topology plan_topo;
+	uint32_t plan_slice, plan_group;
+	uint32_t *inv;		/* [w]: the block's input offset of each output */
+	uint32_t inv_cap;
+	bool inv_valid;
+	uint32_t inv_epoch, inv_host, inv_w;
+	uint64_t inv_block;
+	bool inv_permute;
+	pf_epoch_run fresh;	/* a fresh epoch's run (its one piece: own) */
+	pf_piece own;
+} pf_which;
+
+/*! A which over run r (which must outlive it); nothing is planned yet. */
+void pf_which_init(pf_which *w, const pf_run *r);
+void pf_which_release(pf_which *w);
+/*! Where global step `step` of the run is (its epoch and step in the
+ *  epoch) and the record of each of its rows (host_batch of them, row i
+ *  of core i / per_core_batch), into rows (may be NULL).  @return 0;
+ *  -ERANGE with err naming the run's first and last steps when step is
+ *  outside them; -ENOMEM. */
+int pf_which_step(pf_which *w, uint64_t step, uint32_t *epoch, uint64_t *step_in_epoch,
+		  pf_plan_record *rows, pf_error *err);
+
+
+/* ------------------------------------------------------------------ */
+/* A packing loader's course (pack_course.c): its packed steps from a   */
+/* start, skipping ahead, and the pieces of records in a step's rows    */
+
+/* Where a packing loader's run starts: its inner loader's run from the
+ * packer's position (a group's start), the packer there (its open rows
+ * and settings), and the packed epoch it is in: `step` of its steps
+ * delivered (rows below step x B are not this run's), counted from
+ * step_base (an elastic resume inside the epoch), epoch_steps of them,
+ * this host's epoch_rows; gstep the global step of packed step `step`. */
+typedef struct pf_pack_course {
+	pf_run inner;
+	const uint32_t *len;	/* every record's lengths, nf a record, dataset order */
+	uint32_t nf, cap;	/* packed features; an inner row's values */
+	struct pf_packer packer;
+	uint32_t B;		/* rows a packed step */
+	uint32_t epochs;
+	uint32_t epoch;
+	uint64_t step, step_base, epoch_steps, epoch_rows;
+	uint64_t gstep;
+} pf_pack_course;
+
+/* A course moved on (pf_pack_course_skip()): the new start, the inner
+ * steps to skip to reach its position, and what the skipped steps held. */
+typedef struct pf_pack_skip {
+	uint64_t inner_steps;
+	uint64_t records;	/* pieces of records in the skipped rows */
+	uint64_t values;	/* their packed features' values */
+} pf_pack_skip;
+
+/*! Move c n packed steps on, as if delivered and dropped: the packer run
+ *  over the records' lengths (nothing read) to the last inner group
+ *  whose packer has opened no row of the new first step, the epochs
+ *  between planned (every host's steps, pf_pack_plan_steps()).  c's
+ *  inner start is not changed: *out says the inner steps to skip.
+ *  @return 0, -ERANGE with err naming the run's last step when n reaches
+ *  past it, -ENOMEM, or the plan's error. */
+int pf_pack_course_skip(pf_pack_course *c, uint64_t n, pf_pack_skip *out, pf_error *err);
+
+/* A piece of a record in a packed step: its row of the host batch (core
+ * x per_core_batch + row), the record (file and number in it), its
+ * segment id in the row, where its first packed feature's values start
+ * there and which of them: [from, from + count). */
+typedef struct pf_pack_ref {
+	uint32_t row;
+	pf_plan_record rec;
+	uint32_t segment, at, from, count;
+} pf_pack_ref;
+
+/*! The pieces of global packed step `step` of course c, row by row (each
+ *  row's in segment order), into out (cap of them; *n: how many there
+ *  are), its epoch and step in it into *epoch, *step_in_epoch.  @return 0,
+ *  -ERANGE with err naming the run's first and last steps, -ENOMEM. */
+int pf_pack_course_which(const pf_pack_course *c, uint64_t step, pf_pack_ref *out,
+			 size_t cap, size_t *n, uint32_t *epoch, uint64_t *step_in_epoch,
+			 pf_error *err);
 
 #endif

@@ -200,6 +200,7 @@ int64_t pf_state_encode(const pf_state *s, void *buf, size_t cap)
 	m.global_shuffle = s->global;
 	m.origin_slice = s->origin_slice;
 	m.origin_group = s->origin_group;
+	m.skipped_steps = s->skipped;
 	m.n_remaining = s->npieces;
 	m.remaining = ptrs;
 	if (s->has_pack) {
@@ -378,6 +379,7 @@ int pf_state_decode(pf_state *s, const void *blob, size_t len, pf_error *err)
 	s->global = m->global_shuffle;
 	s->origin_slice = m->origin_slice;
 	s->origin_group = m->origin_group;
+	s->skipped = m->skipped_steps;
 	if (m->n_remaining) {
 		s->pieces = pf_calloc(m->n_remaining, sizeof(*s->pieces));
 		if (!s->pieces) {
@@ -430,6 +432,8 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 			.host_index = ms.host_index, .num_hosts = ms.num_hosts,
 			.cores_per_host = ms.cores, .per_core_batch = ms.per_core_batch,
 			.step_in_epoch = ms.next_step, .global_step = ms.next_step,
+			.dataset_fingerprint = ms.digest, .sources = (uint32_t)ms.nsources,
+			.skipped_steps = ms.skipped,
 		};
 		if (ms.has_pack) {	/* a packed mixture's: the packer's */
 			info.host_index = ms.pack.saver.host_index;
@@ -452,7 +456,9 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 		.cores_per_host = s.saver.cores, .per_core_batch = s.saver.per_core_batch,
 		.epoch = s.epoch, .fresh = s.fresh, .step_in_epoch = s.step_in_epoch,
 		.global_step = s.global_step, .records_left = pf_state_remaining(&s),
-		.dataset_records = s.records,
+		.dataset_records = s.records, .dataset_fingerprint = s.fingerprint,
+		.seed = s.seed, .shuffle = s.shuffle, .global_shuffle = s.global,
+		.remainder = s.remainder, .skipped_steps = s.skipped,
 	};
 	if (s.has_pack) {
 		info.host_index = s.pack.saver.host_index;
@@ -463,6 +469,9 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 		info.global_step = s.pack.global_step;
 		info.fresh = s.fresh && !s.pack.step;
 		info.pack_length = s.pack.length;
+		info.pack_mode = s.pack.mode;
+		info.pack_pool = s.pack.pool;
+		info.pack_features = s.pack.nf;
 	}
 	pf_state_release(&s);
 	pf_struct_out(uinfo, info_size, &info, sizeof(info));
@@ -522,6 +531,9 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 		pack_put(&s->pack, &pk, fill);
 		m.pack = &pk;
 	}
+	m.skipped_steps = s->skipped;
+	m.n_names = s->nnames;
+	m.names = (char **)s->names;
 	len = podfeed__mixture_state__get_packed_size(&m);
 	if (PF_STATE_HEADER + len <= cap) {
 		podfeed__mixture_state__pack(&m, (uint8_t *)buf + PF_STATE_HEADER);
@@ -567,6 +579,33 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 			ret = check_pack(&s->pack, err);
 		if (ret < 0)
 			goto out;
+	}
+	s->skipped = m->skipped_steps;
+	if (m->n_names && m->n_names != m->n_sources) {
+		ret = pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, PF_STATE_HEADER,
+				   "mixture state names %zu sources and holds %zu", m->n_names,
+				   m->n_sources);
+		goto out;
+	}
+	if (m->n_names) {
+		s->names_mem = pf_calloc(m->n_names, sizeof(*s->names_mem));
+		for (size_t i = 0; s->names_mem && i < m->n_names; i++) {
+			size_t nl = strlen(m->names[i]) + 1;
+
+			s->names_mem[i] = pf_malloc(nl);
+			if (!s->names_mem[i]) {
+				ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+						   "no memory for the state");
+				goto out;
+			}
+			memcpy(s->names_mem[i], m->names[i], nl);
+			s->nnames = i + 1;
+		}
+		if (!s->names_mem) {
+			ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "no memory for the state");
+			goto out;
+		}
+		s->names = (const char *const *)s->names_mem;
 	}
 	{
 		size_t npend = 0;
@@ -616,6 +655,9 @@ out:
 
 void pf_mix_state_release(pf_mix_state *s)
 {
+	for (size_t i = 0; s->names_mem && i < s->nnames; i++)
+		pf_free(s->names_mem[i]);
+	pf_free(s->names_mem);
 	pf_free(s->pend);
 	pf_free(s->pend_len);
 	pf_free(s->sources);

@@ -395,6 +395,18 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 	pf_text_printf(t, "remainder   %llu records dropped, %llu wrapped\n",
 		       (unsigned long long)m->remainder_dropped,
 		       (unsigned long long)m->remainder_wrapped);
+	if (m->skipped_steps && cfg->pack_length)
+		pf_text_printf(t, "skipped     %llu packed steps from global step %llu "
+			       "(skip_steps): %llu pieces of records, %llu values, not read\n",
+			       (unsigned long long)m->skipped_steps,
+			       (unsigned long long)m->skipped_from,
+			       (unsigned long long)m->skipped_records,
+			       (unsigned long long)m->skipped_tokens);
+	else if (m->skipped_steps)
+		pf_text_printf(t, "skipped     %llu steps from global step %llu (skip_steps): "
+			       "%llu records, not read\n", (unsigned long long)m->skipped_steps,
+			       (unsigned long long)m->skipped_from,
+			       (unsigned long long)m->skipped_records);
 	if (cfg->pack_length)
 		pf_text_printf(t, "packing     %s, L %u: %llu rows, efficiency %.4f (values / "
 			       "slots), %.2f records a row, %.0f values/s; truncated %llu "
@@ -523,6 +535,14 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 	pf_json_put(o, "memory_pool_bytes", pf_json_u64(m->memory_bytes), bad);
 	pf_json_put(o, "remainder_dropped", pf_json_u64(m->remainder_dropped), bad);
 	pf_json_put(o, "remainder_wrapped", pf_json_u64(m->remainder_wrapped), bad);
+	if (m->skipped_steps) {
+		sub = json_object();
+		pf_json_put(sub, "steps", pf_json_u64(m->skipped_steps), bad);
+		pf_json_put(sub, "from_step", pf_json_u64(m->skipped_from), bad);
+		pf_json_put(sub, "records", pf_json_u64(m->skipped_records), bad);
+		pf_json_put(sub, "tokens", pf_json_u64(m->skipped_tokens), bad);
+		pf_json_put(o, "skipped", sub, bad);
+	}
 	if (cfg->pack_length) {
 		const char *mode = pf_pack_mode_name(cfg->pack_mode);
 

@@ -201,13 +201,13 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 		"on_corrupt_skip", "max_corrupt", "quarantine", "resume",
 		"verify_records", "direct_io", "io_backend", "io_faults", "shuffle_global",
 		"pack_length", "pack_concat", "pack_pool", "sources", "mix", "mix_stop",
-		"source_feature", "frame_cache", "mix_unit", NULL,
+		"source_feature", "frame_cache", "mix_unit", "skip_steps", NULL,
 	};
 	pf_loader_config cfg = { 0 };
 	PyObject *paths, *resume = Py_None;
 	const char *features, *quarantine = NULL, *io_backend = NULL, *io_faults = NULL;
 	const char **cpaths = NULL;
-	unsigned long long seed = 0, max_steps = 0, memory = 0, max_corrupt = 0;
+	unsigned long long seed = 0, max_steps = 0, memory = 0, max_corrupt = 0, skip_steps = 0;
 	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0, global = 0, concat = 0;
 	int with_source = 0;
 	unsigned mix = 0, mix_stop = 0, mix_unit = 0;
@@ -239,7 +239,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 					 &max_corrupt, &quarantine, &resume, &verify, &direct,
 					 &io_backend, &io_faults, &global, &cfg.pack_length, &concat,
 					 &cfg.pack_pool, &sources, &mix, &mix_stop, &with_source,
-					 &cfg.frame_cache, &mix_unit))
+					 &cfg.frame_cache, &mix_unit, &skip_steps))
 		return NULL;
 	cpaths = c_strings(paths, "paths", &cfg.npaths);
 	if (!cpaths)
@@ -308,6 +308,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	cfg.features = features;
 	cfg.seed = seed;
 	cfg.max_steps = max_steps;
+	cfg.skip_steps = skip_steps;
 	cfg.shuffle = shuffle;
 	cfg.shuffle_mode = global ? PF_SHUFFLE_GLOBAL : PF_SHUFFLE_WINDOW;
 	cfg.remainder = wrap ? PF_REMAINDER_WRAP : PF_REMAINDER_DROP;
@@ -677,6 +678,52 @@ static PyObject *loader_save_state(pf_ext_loader *lo, PyObject *unused)
 	return out;
 }
 
+/* _records_of(step) -> [(epoch, step_in_epoch, core, row, source, file,
+ * record, segment, at, from, count), ...]: pf_loader_records_of(), each
+ * file named by its path. */
+static PyObject *loader_records_of(pf_ext_loader *lo, PyObject *args)
+{
+	pf_loader *l = usable(lo);
+	unsigned long long step;
+	pf_record_ref *refs = NULL;
+	PyObject *out = NULL;
+	pf_error err;
+	int64_t n, m = 0;
+
+	if (!l || !PyArg_ParseTuple(args, "K", &step))
+		return NULL;
+	pf_error_clear(&err);
+	/* Packed steps of long records take a while: no GIL. */
+	Py_BEGIN_ALLOW_THREADS
+	n = pf_loader_records_of(l, step, NULL, 0, &err);
+	if (n > 0 && (refs = PyMem_RawCalloc((size_t)n, sizeof(*refs))) != NULL)
+		m = pf_loader_records_of(l, step, refs, (size_t)n, &err);
+	Py_END_ALLOW_THREADS
+	if (n < 0 || m < 0) {
+		PyMem_RawFree(refs);
+		return pf_ext_raise((int)(n < 0 ? n : m), &err, "records_of");
+	}
+	if (n > 0 && !refs)
+		return PyErr_NoMemory();
+	out = PyList_New((Py_ssize_t)m);
+	for (int64_t i = 0; out && i < m; i++) {
+		const pf_record_ref *r = &refs[i];
+		const char *path = pf_loader_file(l, r->source, r->file);
+		PyObject *t = Py_BuildValue("(IKIIIO&KIIII)", r->epoch, (unsigned long long)r->step,
+					    r->core, r->row, r->source, PyUnicode_DecodeFSDefault,
+					    path ? path : "", (unsigned long long)r->record,
+					    r->segment, r->at, r->from, r->count);
+
+		if (!t) {
+			Py_CLEAR(out);
+			break;
+		}
+		PyList_SET_ITEM(out, (Py_ssize_t)i, t);
+	}
+	PyMem_RawFree(refs);
+	return out;
+}
+
 static PyObject *loader_metrics(pf_ext_loader *lo, PyObject *unused)
 {
 	pf_loader *l = usable(lo);
@@ -747,6 +794,9 @@ static PyMethodDef loader_methods[] = {
 	  "the end of `with podfeed.Loader(...)` calls it." },
 	{ "_save_state", (PyCFunction)loader_save_state, METH_NOARGS,
 	  "_save_state($self, /)\n--\n\nThe C state blob (bytes)." },
+	{ "_records_of", (PyCFunction)loader_records_of, METH_VARARGS,
+	  "_records_of($self, step, /)\n--\n\nThe records of a global step, as tuples "
+	  "(podfeed.Loader.records_of() makes them dicts)." },
 	{ "_report", (PyCFunction)loader_report, METH_VARARGS,
 	  "_report($self, format, /)\n--\n\nThe report as text (0), its JSON line "
 	  "(1; podfeed.Loader.report() parses it) or its HTML page (2)." },
@@ -812,7 +862,12 @@ static PyMethodDef loader_methods[] = {
 	  "                       its cache holds (their bytes are in memory_bytes)\n"
 	  "  frame_cache_hits, frame_cache_loads, frame_cache_evictions,\n"
 	  "  frame_cache_bypassed slices served from it, frames read into it,\n"
-	  "                       replaced, and slices read past it" },
+	  "                       replaced, and slices read past it\n"
+	  "  skipped_steps, skipped_from, skipped_records, skipped_tokens\n"
+	  "                       skip_steps: the steps skipped, from which\n"
+	  "                       global step, the records their batches held\n"
+	  "                       (packed: the pieces of records in their rows,\n"
+	  "                       and tokens the values of those rows)" },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -136,6 +136,12 @@ PyObject *pf_ext_metrics_dict(const pf_loader *l)
 		  pf_dict_set_u64(d, "frame_cache_evictions", m.frame_cache_evictions) < 0 ||
 		  pf_dict_set_u64(d, "frame_cache_bypassed", m.frame_cache_bypassed) < 0))
 		Py_CLEAR(d);
+	/* skip_steps: what was skipped (0.8). */
+	if (d && (pf_dict_set_u64(d, "skipped_steps", m.skipped_steps) < 0 ||
+		  pf_dict_set_u64(d, "skipped_from", m.skipped_from) < 0 ||
+		  pf_dict_set_u64(d, "skipped_records", m.skipped_records) < 0 ||
+		  pf_dict_set_u64(d, "skipped_tokens", m.skipped_tokens) < 0))
+		Py_CLEAR(d);
 #undef U
 	return d;
 }

@@ -199,6 +199,39 @@ static PyObject *inspect_state(PyObject *self, PyObject *args)
 			     "pack_length", info.pack_length);
 }
 
+/* describe_state_blob(blob, json) -> str: pf_state_describe(), as text
+ * (json false) or its JSON object's text. */
+static PyObject *describe_state(PyObject *self, PyObject *args)
+{
+	pf_report_output fmt;
+	PyObject *out = NULL;
+	Py_buffer blob;
+	char *text;
+	pf_error err;
+	int64_t n;
+	int json;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "y*p", &blob, &json))
+		return NULL;
+	fmt = json ? PF_REPORT_JSON : PF_REPORT_TEXT;
+	pf_error_clear(&err);
+	n = pf_state_describe(blob.buf, (size_t)blob.len, fmt, NULL, 0, &err);
+	text = n >= 0 ? PyMem_Malloc((size_t)n + 1) : NULL;
+	if (text)
+		n = pf_state_describe(blob.buf, (size_t)blob.len, fmt, text, (size_t)n + 1, &err);
+	PyBuffer_Release(&blob);
+	if (n < 0) {
+		PyMem_Free(text);
+		return pf_ext_raise((int)n, &err, "state");
+	}
+	if (!text)
+		return PyErr_NoMemory();
+	out = PyUnicode_DecodeUTF8(text, (Py_ssize_t)n, "surrogateescape");
+	PyMem_Free(text);
+	return out;
+}
+
 /* _topology(host_index or -1, num_hosts or -1) -> (index, count, source,
  * text): the C library's reading of flags and the environment. */
 static PyObject *topology(PyObject *self, PyObject *args)
@@ -319,6 +352,9 @@ static PyMethodDef module_methods[] = {
 	  "[{'name', 'dtype', 'len', 'pad', 'default'}, ...] (podfeed.parse_spec)." },
 	{ "inspect_state_blob", inspect_state, METH_VARARGS,
 	  "inspect_state_blob(blob) -> dict: what a C state blob holds." },
+	{ "describe_state_blob", describe_state, METH_VARARGS,
+	  "describe_state_blob(blob, json) -> str: a state's readable fields, as lines "
+	  "for a person or a JSON object's text (podfeed.describe_state())." },
 	{ "topology", topology, METH_VARARGS,
 	  "topology(host_index, num_hosts) -> (index, count, source, text)\n\n"
 	  "The C library's reading of this host's identity (-1: not given)." },

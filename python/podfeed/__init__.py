@@ -28,7 +28,7 @@ from ._podfeed import Batch, Tensor
 __all__ = [
     "Loader", "Source", "Batch", "Tensor", "Image", "Error", "DataError", "FileError",
     "ConfigError",
-    "BatchLimitError", "inspect_state", "plan", "parse_spec", "host_identity",
+    "BatchLimitError", "inspect_state", "describe_state", "plan", "parse_spec", "host_identity",
     "STATE_FORMAT",
 ]
 
@@ -471,14 +471,85 @@ def _state_blobs(state):
     return blobs
 
 
+def _readable(blob):
+    """A state blob's readable fields (the C pf_state_describe()'s JSON)."""
+    return json.loads(_podfeed.describe_state_blob(blob, True))
+
+
+def _first_difference(path, said, truth):
+    """The first place where `said` (a field as the dict has it) is not
+    `truth` (the blob's): (path, said, truth), or None.  Keys of a dict
+    the blob's lacks are the caller's own."""
+    if isinstance(truth, dict):
+        if not isinstance(said, dict):
+            return path, said, truth
+        for key in said:
+            found = key in truth and _first_difference(f"{path}.{key}", said[key], truth[key])
+            if found:
+                return found
+        return None
+    if isinstance(truth, list):
+        if not isinstance(said, (list, tuple)) or len(said) != len(truth):
+            return path, said, truth
+        for i, (a, b) in enumerate(zip(said, truth)):
+            found = _first_difference(f"{path}[{i}]", a, b)
+            if found:
+                return found
+        return None
+    if isinstance(truth, bool) or isinstance(said, bool):
+        return None if said is truth else (path, said, truth)
+    return None if said == truth else (path, said, truth)
+
+
+def _checked_blobs(state):
+    """The C blobs of a state dict or a list of them, each dict's readable
+    fields checked against its blob: a field that says otherwise is a
+    ValueError naming it and both values (the blob is what resumes; keys
+    of the caller's own, not a state's, are left alone)."""
+    blobs = _state_blobs(state)
+    states = state if isinstance(state, (list, tuple)) else [state]
+    for i, (s, blob) in enumerate(zip(states, blobs)):
+        where = "state" if len(states) == 1 else f"state[{i}]"
+        truth = _readable(blob)
+        for key, said in s.items():
+            if key in ("format", "blob") or key not in truth:
+                continue
+            found = _first_difference(key, said, truth[key])
+            if found:
+                field, a, b = found
+                raise ValueError(
+                    f"{where}: field '{field}' says {a!r} but the state's blob holds {b!r}: "
+                    "the readable fields are what the blob says, not settings (to start "
+                    "further on, pass skip_steps=N; to resume elsewhere, the blob of that "
+                    "place)")
+    return blobs
+
+
 def inspect_state(state):
     """What a state (a state_dict(), or a list of every host's) holds: a
-    dict per host with host_index, num_hosts, cores, per_core_batch,
-    epoch, fresh, step_in_epoch, global_step, records_left,
-    dataset_records; a list of them for a list.  DataError for a state
-    that is damaged or from a newer podfeed."""
-    infos = [_podfeed.inspect_state_blob(b) for b in _state_blobs(state)]
+    dict per host of its readable fields (the keys state_dict() has
+    beside 'format' and 'blob': kind, host_index, num_hosts, cores,
+    per_core_batch, epoch, fresh, step_in_epoch, global_step,
+    records_left, dataset_records, dataset_fingerprint, seed, shuffle,
+    remainder, skipped_steps, pack_length, ...; a mixture's sources), read
+    from the blob; a list of them for a list.  DataError for a state that
+    is damaged or from a newer podfeed."""
+    infos = [_readable(b) for b in _state_blobs(state)]
     return infos if isinstance(state, (list, tuple)) else infos[0]
+
+
+def describe_state(state):
+    """A state (a state_dict(), or a list of every host's) for a person:
+    lines of its kind, topology, position (epoch, steps delivered, the
+    next global step), records left, dataset (records, fingerprint),
+    order (seed, shuffle, remainder), packing, a mixture's sources and
+    the steps skip_steps skipped, as loadbench state show prints them.
+    Read from the blob.  DataError for a damaged state."""
+    blobs = _state_blobs(state)
+    texts = [_podfeed.describe_state_blob(b, False) for b in blobs]
+    if not isinstance(state, (list, tuple)):
+        return texts[0]
+    return "\n".join(f"state[{i}]\n{t}" for i, t in enumerate(texts))
 
 
 def plan(per_core_batch, cores, hosts, ref_global_batch=0, ref_steps=0, *,
@@ -588,7 +659,7 @@ class Loader(_podfeed.LoaderBase):
     quarantine=None, verify_records=False, direct_io=False, io_backend=None,
     io_faults=None, pack_length=None, pack_mode="first_fit", pack_pool=None,
     mix="stratified", mix_stop="first", source_feature=False, frame_cache=None,
-    mix_unit="records")
+    mix_unit="records", skip_steps=0)
 
     One loader per host.  Each step it hands each of this host's `cores`
     cores exactly `per_core_batch` records, as one Batch whose arrays are
@@ -664,7 +735,18 @@ class Loader(_podfeed.LoaderBase):
       threads         decode threads (None: one per CPU).
       state           a state_dict() to resume from (or the list of every
                       old host's, to resume with another host count or
-                      host batch).
+                      host batch).  Its readable fields are checked
+                      against its blob: one that says otherwise is a
+                      ValueError naming the field and both values.
+      skip_steps      start this many steps on, as if they had been
+                      delivered and dropped (the batches of a loss
+                      spike): the first batch is the one a run never
+                      stopped gives at the state's global step (or 0) +
+                      skip_steps, on every host alike, across epochs,
+                      packed and mixed too; what is skipped is not read,
+                      metrics() counts it (skipped_*), and state_dict()
+                      is past it.  Past the run's last step: a
+                      ConfigError naming that step.
       prefetch        batches made ahead; at most prefetch + 1 batches may
                       be held at once (a held batch counts until it is
                       released and its arrays are gone).
@@ -748,7 +830,7 @@ class Loader(_podfeed.LoaderBase):
                  direct_io=False, io_backend=None, io_faults=None, pack_length=None,
                  pack_mode="first_fit", pack_pool=None, mix="stratified",
                  mix_stop="first", source_feature=False, frame_cache=None,
-                 mix_unit="records"):
+                 mix_unit="records", skip_steps=0):
         u64 = 2**64 - 1
         sources = _sources(paths)
         mix = _choice("mix", mix, ("stratified", "sample"))
@@ -824,14 +906,15 @@ class Loader(_podfeed.LoaderBase):
             quarantine=quarantine, verify_records=verify_records, direct_io=direct_io,
             io_backend=io_backend, io_faults=io_faults, pack_length=pack_length,
             pack_concat=pack_mode == "concat", pack_pool=pack_pool,
-            frame_cache=frame_cache)
+            frame_cache=frame_cache, skip_steps=_uint("skip_steps", skip_steps, hi=u64))
         self.host_index, self.num_hosts = index, count
         self.cores, self.per_core_batch = cores, per_core_batch
-        self._reopen(None if state is None else _state_blobs(state))
+        self._reopen(None if state is None else _checked_blobs(state))
 
-    def _reopen(self, resume):
+    def _reopen(self, resume, skip=True):
+        config = self._config if skip else dict(self._config, skip_steps=0)
         try:
-            self._open(**self._config, resume=resume)
+            self._open(**config, resume=resume)
         except Error as e:
             named = _named_error(e, self._config["paths"])
             if named is e:
@@ -878,18 +961,46 @@ class Loader(_podfeed.LoaderBase):
         Every batch next() has returned counts as delivered, released or
         not.  Call it between next() calls, from the loader's thread."""
         blob = self._save_state()
-        info = _podfeed.inspect_state_blob(blob)
         return {"format": STATE_FORMAT, "blob": base64.b64encode(blob).decode("ascii"),
-                **info}
+                **_readable(blob)}
+
+    def records_of(self, step):
+        """Which record each row of global step `step` holds, from the
+        plan (nothing is read, the loader is not advanced): what next()
+        delivers at that step, or for a step skip_steps skipped what a run
+        never stopped delivered there.  Any step of the run, from the one
+        it started at to its last.  A list, core by core and row by row,
+        of dicts: core, row, file (its path), record (its number in the
+        file, from 0), epoch and step (its step in the epoch); packed
+        (pack_length), one per piece of a record in a row, with segment
+        (its id in the row), at (where its values start in the row), from
+        and count (which of the record's values are there); mixed, source
+        (its name) and epoch its source's.  A ConfigError naming the
+        run's first and last steps for a step that is not one of them."""
+        names = [src[0] for src in self._config["sources"] or []]
+        out = []
+        for (epoch, in_epoch, core, row, source, path, record, segment, at, first,
+             count) in self._records_of(step):
+            ref = {"core": core, "row": row, "file": path, "record": record,
+                   "epoch": epoch, "step": in_epoch}
+            if names:
+                ref["source"] = names[source]
+            if self._config["pack_length"]:
+                ref.update(segment=segment, at=at, **{"from": first}, count=count)
+            out.append(ref)
+        return out
 
     def load_state_dict(self, state):
         """Go on from state (a state_dict(), or a list of every old host's
         to resume with another host count or batch): the loader is reopened
-        with the same arguments from that point.  No batch may be held."""
-        blobs = _state_blobs(state)
+        with the same arguments from that point (skip_steps, which moved the
+        state the loader was made with, is not applied again).  Its
+        readable fields are checked against its blob as at creation.  No
+        batch may be held."""
+        blobs = _checked_blobs(state)
         if self.held:
             raise RuntimeError(f"load_state_dict: {self.held} batches of this loader "
                                "are still held; release them first")
         self.close()
-        self._reopen(blobs)
+        self._reopen(blobs, skip=False)
 

@@ -388,6 +388,9 @@ LOADER_BAD = [
     (dict(mix_unit=1), TypeError, "mix_unit"),
     (dict(mix_unit="bytes"), ValueError, "mix_unit"),
     (dict(mix_unit="tokens"), ValueError, "mix_unit"),  # not a mixture
+    (dict(skip_steps=-1), ValueError, "skip_steps"),
+    (dict(skip_steps=1.5), TypeError, "skip_steps"),
+    (dict(skip_steps=10**9), ValueError, "skip_steps"),  # past the run's last step
 ]
 
 

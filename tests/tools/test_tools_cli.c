@@ -67,7 +67,8 @@ Test(cli, every_help_fits_the_screen)
 {
 	static const struct { const char *tool, *args; } cases[] = {
 		{ "LOADBENCH", "" }, { "LOADBENCH", "plan" }, { "LOADBENCH", "ladder" },
-		{ "LOADBENCH", "regions" }, { "SHARDTOOL", "" }, { "SHARDTOOL", "synth" },
+		{ "LOADBENCH", "regions" }, { "LOADBENCH", "which" }, { "LOADBENCH", "state" },
+		{ "SHARDTOOL", "" }, { "SHARDTOOL", "synth" },
 		{ "SHARDTOOL", "convert" }, { "SHARDTOOL", "manifest" },
 		{ "SHARDTOOL", "podsim" }, { "SHARDTOOL", "inspect" }, { "SHARDTOOL", "verify" },
 		{ "SHARDTOOL", "cat" },
@@ -106,7 +107,7 @@ Test(cli, loadbench_help_is_a_screen_help_all_the_rest)
 		"--verify-records", "--region", "--mount", "--mounts", "--cross-region",
 		"--egress-usd-per-gib", "--quiet", "--faults", "--io-retries",
 		"--io-timeout-ms", "--on-corrupt", "--quarantine", "--max-corrupt",
-		"--save-state", "--save-every", "--resume", "--model", "--classes",
+		"--save-state", "--save-every", "--resume", "--skip-steps", "--model", "--classes",
 		"--vocab", "--embed-dim", "--embed-lr-scale", "--input-feature",
 		"--label-feature", "--lr", "--lr-rule", "--ref-global-batch",
 		"--warmup-steps", "--eval", "--eval-every", "--log-every", "--html",
