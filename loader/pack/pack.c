@@ -291,7 +291,7 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	/* Not yet for a packed mixture (docs/api.md, "Every pair of
 	 * features"). */
 	if (ret == 0 && cfg->nsources && (cfg->skip_steps || cfg->plan_only)) {
-		ret = pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
 				   "%s with a packed mixture (pack_length with sources) is not "
 				   "supported", cfg->skip_steps ? "skip_steps" : "plan_only");
 		goto fail;

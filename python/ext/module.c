@@ -88,8 +88,16 @@ PyObject *pf_ext_raise(int code, const pf_error *err, const char *what)
 	else
 		snprintf(line, sizeof(line), "%s", pf_strerror(code));
 	cls = error_class(class_of(code, err), PyExc_RuntimeError);
-	msg = what ? PyUnicode_FromFormat("%s: %s", what, line)
-		   : PyUnicode_FromString(line);
+	/* A message may quote bytes of the data (a feature's name in a
+	 * damaged record): not valid UTF-8, escaped, never a
+	 * UnicodeDecodeError instead of the error. */
+	msg = PyUnicode_DecodeUTF8(line, (Py_ssize_t)strlen(line), "backslashreplace");
+	if (msg && what) {
+		PyObject *full = PyUnicode_FromFormat("%s: %U", what, msg);
+
+		Py_DECREF(msg);
+		msg = full;
+	}
 	if (!msg)
 		return NULL;
 	exc = PyObject_CallOneArg(cls, msg);
