@@ -214,6 +214,10 @@ typedef struct pf_files {
 	unsigned nidle;
 	uint64_t opened;		/* opens completed */
 	uint32_t direct;		/* files read with O_DIRECT */
+	/* A manifest's tail checks: each open request's buffer for its
+	 * file's tail (tail_cap bytes each, a pool mapping), or NULL. */
+	uint8_t *tails;
+	size_t tail_cap, tails_size;
 } pf_files;
 
 /* A decompressed frame of the global shuffle's cache (frame_cache.c):
