@@ -611,7 +611,8 @@ static void opens_drain(pf_io *io)
 	uint64_t deadline = pf_now_ns() + OPENS_DRAIN_NS;
 	unsigned left = 0;
 
-	for (unsigned i = 0; i < io->queue_depth; i++) {
+	/* The spares too: one in use, or abandoned, may be an open. */
+	for (unsigned i = 0; i < 2 * io->queue_depth; i++) {
 		pf_io_op *a = &io->ops[i];
 		struct io_uring_sqe *sqe;
 
