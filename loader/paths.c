@@ -547,8 +547,10 @@ int pf_paths_resolve(const char *const *args, size_t nargs, char ***out, char **
 		found_free(&r.manifests);
 		return ret;
 	}
-	for (size_t i = 0; i < r.files.n; i++)
+	for (size_t i = 0; i < r.files.n; i++) {
 		list[i] = r.files.v[i].path;	/* handed over */
+		pf_free(r.files.v[i].id.canon);
+	}
 	pf_free(r.files.v);
 	found_free(&r.manifests);
 	*out = list;
