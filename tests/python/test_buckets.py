@@ -112,14 +112,27 @@ class Reader:
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
 
-    def wait_over(self, what):
-        assert self._over.wait(buckets.WAIT), \
-            f"{what}: the reader neither failed nor ended in {buckets.WAIT} s (a hang)"
+    def wait_over(self, what, mount=None):
+        if self._over.wait(buckets.WAIT):
+            return
+        # Where it waits: each thread's kernel wait channel and state.
+        where = []
+        for t in sorted(pathlib.Path(f"/proc/{self.proc.pid}/task").glob("*")):
+            try:
+                stat = (t / "stat").read_text().rsplit(")", 1)[1].split()
+                where.append(f"{t.name} {(t / 'comm').read_text().strip()} "
+                             f"{(t / 'wchan').read_text()} {stat[0]}")
+            except OSError:
+                pass
+        log = buckets._tail(mount.log) if mount else ""
+        raise AssertionError(f"{what}: the reader neither failed nor ended in {buckets.WAIT} s "
+                             f"(a hang); {len(self.batches)} batches; threads:\n"
+                             + "\n".join(where) + "\nclient log:\n" + log)
 
 
-def reader(paths, *args, env=None):
+def reader(paths, *args, env=None, mount=None):
     r = Reader(paths, *args, env=env)
-    r.wait_over("reading")
+    r.wait_over("reading", mount)
     r.proc.wait()
     assert r.end is not None, f"{r.error} {''.join(r.stderr)}"
     return r
@@ -136,8 +149,8 @@ def test_a_copied_dataset_reads_by_directory_glob_and_python(local, mount):
     assert mount.fstype == f"fuse.{mount.client}"
     # From Python, by directory (planned from the manifest, which the copy
     # gave new mtimes) and by the shell's glob of it: the local order.
-    assert reader([up]).batches == want
-    assert reader(sorted(glob.glob(str(up / "*")))).batches == want
+    assert reader([up], mount=mount).batches == want
+    assert reader(sorted(glob.glob(str(up / "*"))), mount=mount).batches == want
     # loadbench, its report naming the mount and its client.
     out = loadbench("--json", up)
     assert out.returncode == 0, out.stderr
@@ -196,7 +209,7 @@ def test_the_server_stopped_mid_epoch(local, server, tmp_path, request):
         server.stop()
         t0 = time.monotonic()
         r.go()
-        r.wait_over(f"{client}, the server stopped")
+        r.wait_over(f"{client}, the server stopped", m)
         took = time.monotonic() - t0
         assert r.end is None, f"{client}: the epoch ended without reading after the stop"
         assert r.error and str(mnt / "ds") in r.error, r.error
@@ -210,7 +223,7 @@ def test_the_server_stopped_mid_epoch(local, server, tmp_path, request):
         m.start()
         n, state = r.states[-1]
         done = r.batches[:n]
-        again = reader([up], "--resume", state)
+        again = reader([up], "--resume", state, mount=m)
         assert done + again.batches == want, \
             f"{client}: {n} batches, then {len(again.batches)} resumed, of {len(want)}"
         print(f"{client}: named failure {took:.1f} s after the server stopped: {r.error}")
