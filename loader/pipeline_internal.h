@@ -581,7 +581,16 @@ static inline bool halted(const pf_loader *l)
 /* Work for the decoders (l->mu held): its own, or its pool's. */
 static inline void pf_decode_signal(pf_loader *l)
 {
-	pthread_cond_signal(&l->cv_decode);
+	/* With workers parked (autotune's, past active_workers), one woken
+	 * by the signal finds nothing it may take and sleeps again: the
+	 * chunk then waited in the queue with every worker asleep, the
+	 * consumer waiting for its rows and the I/O thread for a slot (seen
+	 * reading through s3fs and rclone, where reads are slow and autotune
+	 * keeps one worker).  Then all are woken. */
+	if (l->active_workers < l->nworkers)
+		pthread_cond_broadcast(&l->cv_decode);
+	else
+		pthread_cond_signal(&l->cv_decode);
 	if (l->pool)
 		pf_decode_pool_wake(l->pool, false);
 }
