@@ -31,11 +31,15 @@ struct pf_manifest {
 	size_t nschema;
 	uint64_t schema_records;
 	uint64_t records;
+	/* Per shard, what identifies its content (pf_manifest_shard_tail());
+	 * NULL in a manifest written before tails were. */
+	uint32_t *tail_len, *tail_crc;
 };
 
 struct pf_manifest_builder {
 	pf_manifest m;			/* shards' paths owned one by one */
-	size_t shard_cap, frame_cap;
+	size_t shard_cap, frame_cap, tail_cap;
+	size_t ntails;			/* shards whose tail was set */
 	uint8_t *blob;			/* the last encoding, until the next add */
 	size_t blob_len;
 };
@@ -157,6 +161,8 @@ void pf_manifest_free(pf_manifest *m)
 	pf_free(m->shards);
 	pf_free(m->frames);
 	pf_free(m->strings);
+	pf_free(m->tail_len);
+	pf_free(m->tail_crc);
 	schema_free(m->schema, m->nschema);
 	pf_free(m);
 }
@@ -191,12 +197,62 @@ uint64_t pf_manifest_schema_records(const pf_manifest *m)
 	return m->schema_records;
 }
 
+bool pf_manifest_shard_tail(const pf_manifest *m, size_t i, uint32_t *len, uint32_t *crc32c)
+{
+	if (!m->tail_len || i >= m->nshards)
+		return false;
+	*len = m->tail_len[i];
+	*crc32c = m->tail_crc[i];
+	return true;
+}
+
+uint32_t pf_manifest_tail_len(uint64_t size, uint64_t data_end)
+{
+	uint64_t len = data_end && data_end <= size ? size - data_end : PF_MANIFEST_STREAM_TAIL;
+	uint64_t cap = data_end ? PF_MANIFEST_TAIL_MAX : PF_MANIFEST_STREAM_TAIL;
+
+	len = len < cap ? len : cap;
+	return (uint32_t)(len < size ? len : size);
+}
+
+/* The tails, when the payload has them: one per shard, none longer than
+ * its shard.  off: the payload's byte in the file. */
+static int tails_from_pb(pf_manifest *m, const Podfeed__Manifest *pb, uint64_t off,
+			 pf_error *err)
+{
+	size_t n = m->nshards;
+
+	if (!pb->n_tail_len && !pb->n_tail_crc32c)
+		return 0;	/* written before tails: size and mtime */
+	if (pb->n_tail_len != n || pb->n_tail_crc32c != n)
+		return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+				    "manifest tail arrays differ in length (%zu shards, %zu tail "
+				    "lengths, %zu tail CRCs)", n, pb->n_tail_len,
+				    pb->n_tail_crc32c);
+	m->tail_len = pf_malloc((n ? n : 1) * sizeof(*m->tail_len));
+	m->tail_crc = pf_malloc((n ? n : 1) * sizeof(*m->tail_crc));
+	if (!m->tail_len || !m->tail_crc)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "no memory for a manifest of %zu shards", n);
+	for (size_t i = 0; i < n; i++) {
+		if (pb->tail_len[i] > m->shards[i].size)
+			return pf_error_set(err, -EBADMSG, PF_OFFSET_FILE, off,
+					    "manifest shard %zu (%.64s): a tail of %u bytes in a "
+					    "file of %llu", i, m->shards[i].path, pb->tail_len[i],
+					    (unsigned long long)m->shards[i].size);
+		m->tail_len[i] = pb->tail_len[i];
+		m->tail_crc[i] = pb->tail_crc32c[i];
+	}
+	return 0;
+}
+
 /* The decoded protobuf into m: arrays checked against each other first,
  * then each shard.  off: the payload's byte in the file. */
 static int from_pb(pf_manifest *m, const Podfeed__Manifest *pb, uint64_t off, pf_error *err)
 {
 	size_t n = pb->n_path, nf = pb->n_frame_offset, strbytes = 0, fi = 0;
 	char *sp;
+	int ret;
 
 	if (pb->n_size != n || pb->n_mtime_ns != n || pb->n_format != n || pb->n_records != n ||
 	    pb->n_frames != n || pb->n_alignment != n || pb->n_max_record != n)
@@ -240,7 +296,6 @@ static int from_pb(pf_manifest *m, const Podfeed__Manifest *pb, uint64_t off, pf
 		pf_manifest_shard *s = &m->shards[i];
 		uint64_t first = 0;
 		size_t len = strlen(pb->path[i]) + 1;
-		int ret;
 
 		memcpy(sp, pb->path[i], len);
 		s->path = sp;
@@ -291,7 +346,8 @@ static int from_pb(pf_manifest *m, const Podfeed__Manifest *pb, uint64_t off, pf
 		m->nschema = i + 1;
 	}
 	m->schema_records = pb->schema_records;
-	return check_unique(m, off, err);
+	ret = tails_from_pb(m, pb, off, err);
+	return ret < 0 ? ret : check_unique(m, off, err);
 }
 
 int pf_manifest_parse(pf_manifest **out, const void *buf, size_t len, pf_error *err)
@@ -363,6 +419,8 @@ void pf_manifest_builder_free(pf_manifest_builder *b)
 		pf_free((char *)b->m.shards[i].path);
 	pf_free(b->m.shards);
 	pf_free(b->m.frames);
+	pf_free(b->m.tail_len);
+	pf_free(b->m.tail_crc);
 	schema_free(b->m.schema, b->m.nschema);
 	pf_free(b->blob);
 	pf_free(b);
@@ -399,6 +457,25 @@ int pf_manifest_builder_add(pf_manifest_builder *b, const pf_manifest_shard *s, 
 	b->m.nframes += s->nframes;
 	b->m.nshards++;
 	b->m.records += s->records;
+	forget_blob(b);
+	return 0;
+}
+
+int pf_manifest_builder_set_tail(pf_manifest_builder *b, uint32_t len, uint32_t crc32c)
+{
+	size_t i = b->m.nshards;
+	size_t cap = b->tail_cap;
+
+	/* Each shard's right after it is added: a manifest has a tail for
+	 * every shard or for none. */
+	if (!i || len > b->m.shards[i - 1].size || b->ntails + 1 < i)
+		return -EINVAL;
+	if (pf_grow(&b->m.tail_len, &cap, i, sizeof(*b->m.tail_len)) ||
+	    pf_grow(&b->m.tail_crc, &b->tail_cap, i, sizeof(*b->m.tail_crc)))
+		return -ENOMEM;
+	b->m.tail_len[i - 1] = len;
+	b->m.tail_crc[i - 1] = crc32c;
+	b->ntails = i;
 	forget_blob(b);
 	return 0;
 }
@@ -507,6 +584,17 @@ static int encode(pf_manifest_builder *b, pf_error *err)
 		pb.frame_uncompressed_size[i] = fi->uncompressed_size;
 		pb.frame_records[i] = fi->records;
 		pb.frame_crc32c[i] = fi->crc32c;
+	}
+	if (b->ntails && b->ntails != n) {
+		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+				   "%zu of the manifest's %zu shards have a tail check: all or "
+				   "none must", b->ntails, n);
+		goto out;
+	}
+	if (b->ntails) {
+		pb.n_tail_len = pb.n_tail_crc32c = n;
+		pb.tail_len = m->tail_len;
+		pb.tail_crc32c = m->tail_crc;
 	}
 	pb.n_schema = m->nschema;
 	pb.schema = fsp;

@@ -655,14 +655,24 @@ PF_API uint64_t pf_shard_writer_bytes(const pf_shard_writer *w);
  * length bytes (formats/proto/pf_manifest.proto: columnar, packed
  * varints).  The version is outside the payload so that a newer format
  * is refused by name before anything is parsed; the CRC makes a damaged
- * or truncated file an error, never another dataset.  A shard whose
- * size or mtime no longer match its entry is refused by the reader
- * (the loader) when it opens it.
+ * or truncated file an error, never another dataset.
+ *
+ * What identifies a shard: its size, and the CRC32C of its tail (its
+ * last tail_len bytes: an indexed shard's index and seek table, whose
+ * index holds every frame's CRC32C, up to PF_MANIFEST_TAIL_MAX; a stream
+ * file's last PF_MANIFEST_STREAM_TAIL bytes), read by the loader when it
+ * opens the shard to read it: a shard whose size or tail no longer match
+ * its entry is refused by name, a copy (cp -r, an upload to a bucket,
+ * new mtimes) is not.  A manifest written before the tails were (no
+ * pf_manifest_shard_tail()) identifies shards by size and mtime, as it
+ * always did.
  */
 #define PF_MANIFEST_NAME "podfeed.manifest"
 #define PF_MANIFEST_VERSION 1u
 #define PF_MANIFEST_HEADER 32u
 #define PF_MANIFEST_MAX_RAW (1ull << 30)	/* refuse larger payloads */
+#define PF_MANIFEST_TAIL_MAX (1u << 20)	/* an indexed shard's tail: at most */
+#define PF_MANIFEST_STREAM_TAIL (64u << 10)	/* a stream file's tail: at most */
 
 typedef enum pf_manifest_format {
 	PF_MANIFEST_INDEXED = 1,	/* an indexed shard: frames known */
@@ -701,6 +711,18 @@ PF_API uint64_t pf_manifest_records(const pf_manifest *m);
 PF_API size_t pf_manifest_schema_count(const pf_manifest *m);
 PF_API const pf_feature_schema *pf_manifest_schema(const pf_manifest *m, size_t i);
 PF_API uint64_t pf_manifest_schema_records(const pf_manifest *m);
+/*! pf_manifest_shard_tail(): what identifies shard i beside its size:
+ *  the CRC32C of its last *len bytes (*len 0: an empty file).  @return
+ *  true; false when the manifest holds no tails (written before they
+ *  were: its shards are known by size and mtime) or i is out of range. */
+PF_API bool pf_manifest_shard_tail(const pf_manifest *m, size_t i, uint32_t *len,
+				   uint32_t *crc32c);
+/*! pf_manifest_tail_len(): the tail a manifest checks of a shard of size
+ *  bytes whose index starts at data_end (pf_shard_index_data_end(); 0 for
+ *  a stream file): from data_end to the end, at most
+ *  PF_MANIFEST_TAIL_MAX (the seek table and the index's CRC32C are its
+ *  last bytes), or a stream file's last PF_MANIFEST_STREAM_TAIL. */
+PF_API uint32_t pf_manifest_tail_len(uint64_t size, uint64_t data_end);
 
 /* Builds a manifest in memory: shards added in order, then encoded. */
 typedef struct pf_manifest_builder pf_manifest_builder;
@@ -712,6 +734,12 @@ PF_API void pf_manifest_builder_free(pf_manifest_builder *b);
  *  -ENOMEM. */
 PF_API int pf_manifest_builder_add(pf_manifest_builder *b, const pf_manifest_shard *s,
 				   pf_error *err);
+/*! pf_manifest_builder_set_tail(): the tail check of the shard added
+ *  last (pf_manifest_tail_len() bytes and their CRC32C).  A manifest
+ *  holds tails for all its shards or for none: encoding one where some
+ *  shards have none fails with -EINVAL.  @return 0, or -EINVAL (no shard
+ *  yet, or a tail longer than the shard). */
+PF_API int pf_manifest_builder_set_tail(pf_manifest_builder *b, uint32_t len, uint32_t crc32c);
 /*! Merge n features of schema (sorted by name, as pf_schema_get() and
  *  pf_shard_index_schema() give them) from `records` records into the
  *  manifest's schema.  @return 0 or -ENOMEM. */

@@ -23,6 +23,8 @@
 
 _Static_assert(PF_IO_HIST_BUCKETS == PF_HIST_BUCKETS,
 	       "pf_io_stats.hist is common/'s latency histogram");
+/* pf_io_req is ABI: its late fields sit in what was padding. */
+_Static_assert(sizeof(pf_io_req) == 72, "pf_io_req's size is the ABI's");
 
 static const pf_io_backend *backend_by_name(const char *name)
 {
@@ -52,8 +54,9 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	ret = pf_io_policy_init(&io->policy, cfg, err);
 	if (ret < 0)
 		goto fail;
-	io->ops = pf_calloc(io->queue_depth, sizeof(*io->ops));
+	io->ops = pf_calloc(2 * (size_t)io->queue_depth, sizeof(*io->ops));
 	io->idle = pf_calloc(io->queue_depth, sizeof(*io->idle));
+	io->spare = pf_calloc(io->queue_depth, sizeof(*io->spare));
 	io->done = pf_calloc(io->queue_depth, sizeof(*io->done));
 	io->pending = pf_calloc(io->queue_depth, sizeof(*io->pending));
 	io->injected = pf_calloc(io->queue_depth, sizeof(*io->injected));
@@ -62,15 +65,17 @@ int pf_io_create(pf_io **out, const pf_io_config *cfg, pf_error *err)
 	io->open_queue = pf_calloc(io->queue_depth, sizeof(*io->open_queue));
 	io->open_fin = pf_calloc(io->queue_depth, sizeof(*io->open_fin));
 	io->free_file = UINT32_MAX;
-	if (!io->ops || !io->idle || !io->done || !io->pending || !io->injected ||
+	if (!io->ops || !io->idle || !io->spare || !io->done || !io->pending || !io->injected ||
 	    !io->reading || !io->local || !io->open_queue || !io->open_fin) {
 		ret = pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "no memory for an I/O engine of depth %u",
 				   io->queue_depth);
 		goto fail;
 	}
-	for (unsigned i = 0; i < io->queue_depth; i++)
+	for (unsigned i = 0; i < io->queue_depth; i++) {
 		io->idle[io->nidle++] = &io->ops[io->queue_depth - 1 - i];
+		io->spare[io->nspare++] = &io->ops[2 * io->queue_depth - 1 - i];
+	}
 
 	want = cfg->backend ? cfg->backend : getenv("PODFEED_IO");
 	if (want && *want) {
@@ -124,8 +129,12 @@ void pf_io_free(pf_io *io)
 		pf_free(io->files[i].path);
 	}
 	pf_free(io->files);
-	pf_free(io->ops);
+	/* An abandoned stat still in the kernel writes its op's statx when
+	 * it ends: the ops stay (a few KiB, once per stuck engine). */
+	if (!io->nabandoned)
+		pf_free(io->ops);
 	pf_free(io->idle);
+	pf_free(io->spare);
 	pf_free(io->done);
 	pf_free(io->pending);
 	pf_free(io->injected);
@@ -264,6 +273,7 @@ static int open_queue(pf_io *io, pf_io_op *op, pf_io_req *req, uint32_t i, unsig
 	req->file = i;
 	req->open = true;
 	req->not_regular = 0;
+	req->abandoned = false;
 	req->done_bytes = 0;
 	req->retries = 0;
 	req->result = 0;
@@ -511,6 +521,7 @@ int pf_io_submit(pf_io *io, pf_io_req *req)
 	req->result = 0;
 	req->injected = false;
 	req->open = false;
+	req->abandoned = false;
 	op = io->idle[--io->nidle];
 	*op = (pf_io_op){ .req = req, .start_ns = pf_now_ns(),
 			  .seq = ++io->requests };
@@ -619,6 +630,16 @@ int pf_io_reap(pf_io *io, pf_io_req **done, unsigned max, unsigned min_done)
 unsigned pf_io_inflight(const pf_io *io)
 {
 	return io->inflight;
+}
+
+void pf_io_set_abandon(pf_io *io, bool on)
+{
+	io->abandon = on;
+}
+
+unsigned pf_io_abandoned(const pf_io *io)
+{
+	return io->nabandoned;
 }
 
 int pf_io_req_error(const pf_io *io, const pf_io_req *req, pf_error *err)

@@ -737,17 +737,21 @@ int pf_io_failure(const pf_io_policy *p, const pf_io_req *req, const char *path,
 				    pf_file_type_name((unsigned)req->not_regular << 12));
 	if (req->open && code == -ETIMEDOUT)
 		return pf_error_set(err, code, PF_OFFSET_NONE, 0,
-				    "open timed out: no answer within %llu ms%s",
-				    (unsigned long long)(p->timeout_ns / 1000000), retried);
+				    "open timed out: no answer within %llu ms%s%s",
+				    (unsigned long long)(p->timeout_ns / 1000000), retried,
+				    req->abandoned ? " (abandoned: the file system did not let it "
+				    "be cancelled)" : "");
 	if (req->open)
 		return pf_error_set(err, code, PF_OFFSET_NONE, 0, "cannot open: %s%s%s",
 				    pf_strerror(code), req->injected ? " (an injected fault)" : "",
 				    retried);
 	if (code == -ETIMEDOUT)
 		return pf_error_set(err, code, PF_OFFSET_FILE, at,
-				    "read of %u bytes timed out: no answer within %llu ms%s",
+				    "read of %u bytes timed out: no answer within %llu ms%s%s",
 				    req->len - req->done_bytes,
-				    (unsigned long long)(p->timeout_ns / 1000000), retried);
+				    (unsigned long long)(p->timeout_ns / 1000000), retried,
+				    req->abandoned ? " (the file system did not let the read be "
+				    "cancelled: abandoned, its buffer never used again)" : "");
 	return pf_error_set(err, code, PF_OFFSET_FILE, at, "read failed: %s%s%s",
 			    pf_strerror(code), req->injected ? " (an injected fault)" : "",
 			    retried);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -431,6 +432,106 @@ static void stat_one(const char *path, pf_stat_result *r, pf_file_id *id)
 		*id = (pf_file_id){ .dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino };
 }
 
+#define FUSE_SUPER_MAGIC_ 0x65735546	/* linux/magic.h */
+
+static bool path_on_fuse(const char *path)
+{
+	struct statfs sfs;
+
+	return statfs(path, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC_;
+}
+
+/* The identities of ids[0 .. n) that lie on FUSE get their canonical
+ * path: asked once per device (statfs(2), answered by the kernel). */
+static int ids_canon(const char *const *paths, size_t n, const pf_stat_result *out,
+		     pf_file_id *ids)
+{
+	uint64_t kind_dev[16];
+	bool kind_fuse[16];
+	unsigned nkinds = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		bool fuse = false, known = false;
+
+		ids[i].canon = NULL;
+		if (out[i].error)
+			continue;
+		for (unsigned k = 0; k < nkinds && !known; k++)
+			if (kind_dev[k] == ids[i].dev) {
+				fuse = kind_fuse[k];
+				known = true;
+			}
+		if (!known) {
+			fuse = path_on_fuse(paths[i]);
+			if (nkinds < 16) {
+				kind_dev[nkinds] = ids[i].dev;
+				kind_fuse[nkinds++] = fuse;
+			}
+		}
+		if (!fuse)
+			continue;
+		{
+			char *real = realpath(paths[i], NULL);
+
+			/* Gone since its stat: its path as given, an identity
+			 * still (its open names it). */
+			ids[i].canon = pf_strdup(real ? real : paths[i]);
+			free(real);
+			if (!ids[i].canon)
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void pf_file_ids_free(pf_file_id *ids, size_t n)
+{
+	for (size_t i = 0; ids && i < n; i++)
+		pf_free(ids[i].canon);
+	pf_free(ids);
+}
+
+int pf_file_id_cmp(const pf_file_id *a, const pf_file_id *b)
+{
+	if (a->dev != b->dev)
+		return a->dev < b->dev ? -1 : 1;
+	if (a->canon || b->canon)	/* one device: both or neither */
+		return strcmp(a->canon ? a->canon : "", b->canon ? b->canon : "");
+	return a->ino < b->ino ? -1 : a->ino > b->ino;
+}
+
+int pf_dir_canon(const char *dir, char **canon)
+{
+	char *real;
+
+	*canon = NULL;
+	if (!path_on_fuse(dir))
+		return 0;
+	real = realpath(dir, NULL);
+	*canon = pf_strdup(real ? real : dir);
+	free(real);
+	return *canon ? 0 : -ENOMEM;
+}
+
+int pf_file_id_entry(pf_file_id *id, uint64_t dev, uint64_t ino, const char *dir_canon,
+		     const char *name)
+{
+	size_t a, b;
+
+	*id = (pf_file_id){ .dev = dev, .ino = ino };
+	if (!dir_canon)
+		return 0;
+	a = strlen(dir_canon);
+	b = strlen(name);
+	id->canon = pf_malloc(a + b + 2);
+	if (!id->canon)
+		return -ENOMEM;
+	memcpy(id->canon, dir_canon, a);
+	id->canon[a] = '/';
+	memcpy(id->canon + a + 1, name, b + 1);
+	return 0;
+}
+
 int pf_stat_many(const char *const *paths, size_t n, pf_stat_result *out)
 {
 	return pf_stat_many_ids(paths, n, out, NULL);
@@ -447,7 +548,7 @@ int pf_stat_many_ids(const char *const *paths, size_t n, pf_stat_result *out, pf
 	if (n < 2 || io_uring_queue_init(depth, &ring, 0) < 0) {
 		for (size_t i = 0; i < n; i++)
 			stat_one(paths[i], &out[i], ids ? &ids[i] : NULL);
-		return 0;
+		return ids ? ids_canon(paths, n, out, ids) : 0;
 	}
 	stx = pf_calloc(depth, sizeof(*stx));
 	which = pf_calloc(depth, sizeof(*which));
@@ -536,6 +637,6 @@ int pf_stat_many_ids(const char *const *paths, size_t n, pf_stat_result *out, pf
 	pf_free(stx);
 	pf_free(which);
 	pf_free(free_slot);
-	return 0;
+	return ids ? ids_canon(paths, n, out, ids) : 0;
 }
 

@@ -169,6 +169,10 @@ struct pf_io_op {
 	uint8_t action;		/* pf_fault_kind done in place of the read, or 0 */
 	uint8_t cqes;		/* io_uring: completions still due */
 	bool timed_out;		/* io_uring: cancelled at its deadline */
+	bool abandoned;		/* io_uring: its request completed without it
+				   (pf_io_set_abandon()); its completions
+				   still due are swallowed, then it is a
+				   spare again */
 	int32_t read_res;	/* io_uring: the read's own result */
 	bool counted;		/* a read begun in io->regions and file->busy */
 	bool sync;		/* pf_io_add_file()'s open: not for pf_io_reap() */
@@ -224,10 +228,16 @@ struct pf_io {
 	size_t open_dir_len;
 	bool open_dir_fuse;
 
-	/* the requests in the engine, and those of them not in use */
+	/* the requests in the engine, and those of them not in use: ops
+	 * holds 2 x queue_depth, the second half spares, which take the place
+	 * of abandoned ones (pf_io_set_abandon()) */
 	pf_io_op *ops;
 	pf_io_op **idle;
 	unsigned nidle;
+	pf_io_op **spare;
+	unsigned nspare;
+	bool abandon;
+	unsigned nabandoned;	/* abandoned, their read still in the kernel */
 	/* completed requests waiting to be reaped (ring of queue_depth) */
 	pf_io_req **done;
 	unsigned done_head, done_count;

@@ -92,6 +92,11 @@ typedef struct pf_io_req {
 				   device (opened O_NONBLOCK, never read,
 				   closed); its st_mode >> 12
 				   (padding before, too) */
+	bool abandoned;		/* set by the engine: completed -ETIMEDOUT
+				   while its read is still in the kernel,
+				   which would not cancel it
+				   (pf_io_set_abandon()): buf may still be
+				   written, at any time (padding before) */
 } pf_io_req;
 
 #define PF_IO_HIST_BUCKETS 32	/* log2 of microseconds: [2^i, 2^(i+1)) us */
@@ -223,6 +228,23 @@ PF_API int pf_io_reap(pf_io *io, pf_io_req **done, unsigned max,
 		      unsigned min_done);
 /*! Requests submitted and not yet reaped. */
 PF_API unsigned pf_io_inflight(const pf_io *io);
+/*! pf_io_set_abandon(): from now on, a read (or open step) still in the
+ *  kernel PF_IO_ABANDON_GRACE_MS (at most the timeout) after its deadline
+ *  cancelled it is abandoned: its request completes with -ETIMEDOUT and
+ *  req->abandoned set, and the engine goes on without it (at most
+ *  queue_depth at once; past that it waits, as without).  The kernel may
+ *  still write the request's buffer at any later time, even after
+ *  pf_io_free(): the caller must never reuse that memory, and give it
+ *  back only by making it inaccessible in place (mmap(MAP_FIXED,
+ *  PROT_NONE) over it), never by free() or munmap().  Off by default: a
+ *  caller whose buffers are on its heap must not turn it on.  Why: a read
+ *  of a FUSE file whose daemon does not answer (a bucket client retrying
+ *  a dead server for minutes) waits on its page killably, and a
+ *  cancellation is no fatal signal. */
+#define PF_IO_ABANDON_GRACE_MS 1000u
+PF_API void pf_io_set_abandon(pf_io *io, bool on);
+/*! Requests abandoned whose read the kernel has not yet ended. */
+PF_API unsigned pf_io_abandoned(const pf_io *io);
 /*! Counters of one file open now (copied; zeros for an index that names
  *  none). */
 PF_API void pf_io_file_stats(const pf_io *io, uint32_t file, pf_io_stats *out);
@@ -574,6 +596,11 @@ PF_API int pf_region_table_load(pf_region_table *t, const char *file,
 PF_API int pf_region_table_scan_mountinfo(pf_region_table *t, const char *text,
 					  size_t len, unsigned *skipped,
 					  pf_error *err);
+/*! pf_mount_bucket_client(): the FUSE bucket client a mount's file system
+ *  type names ("s3fs" for fuse.s3fs; rclone, gcsfuse, mountpoint-s3), or
+ *  NULL; *advice (may be NULL) the mount options that matter to podfeed
+ *  with it (one line, static).  Thread-safe. */
+PF_API const char *pf_mount_bucket_client(const char *fstype, const char **advice);
 /*! pf_region_table_scan_mounts(): the same over /proc/self/mountinfo.
  *  @return as above, or -errno when it cannot be read. */
 PF_API int pf_region_table_scan_mounts(pf_region_table *t, unsigned *skipped,

@@ -486,3 +486,46 @@ int pf_region_table_scan_mounts(pf_region_table *t, unsigned *skipped, pf_error 
 	pf_free(text);
 	return ret;
 }
+
+/* The FUSE bucket clients, known by their mount's file system type, and
+ * what a user of each should set (measured in docs/buckets.md). */
+static const struct bucket_client {
+	const char *fstype, *client, *advice;
+} bucket_clients[] = {
+	{ "fuse.s3fs", "s3fs",
+	  "s3fs serves podfeed's reads with ranged requests, several at once "
+	  "(0.95x-1.25x of cat measured with its defaults; -o parallel_count and "
+	  "-o multireq_max set how many); a server that stops answering holds a "
+	  "read for -o retries (default 5) tries of -o connect_timeout and -o "
+	  "readwrite_timeout: podfeed fails the read at --io-timeout-ms, the "
+	  "process ends only when s3fs gives up (-o retries=2 bounds it)" },
+	{ "fuse.rclone", "rclone",
+	  "set rclone mount --vfs-cache-mode full (--cache-dir on a local disk): "
+	  "its default streaming mode reopens an object at each read out of "
+	  "order, and podfeed reads several frames of a file at once (0.18x of "
+	  "cat measured, 0.83x with full; --buffer-size does not change it); a "
+	  "server that stops answering holds a read for --low-level-retries "
+	  "(default 10) tries with backoff, minutes: podfeed fails the read at "
+	  "--io-timeout-ms, the process ends only when rclone gives up "
+	  "(--low-level-retries 2 --contimeout 5s ended it within 5 s)" },
+	{ "fuse.gcsfuse", "gcsfuse",
+	  "gcsfuse: --stat-cache-ttl and --type-cache-ttl spare a round trip per "
+	  "lookup; a read a server does not answer is retried by gcsfuse for "
+	  "--max-retry-duration (podfeed fails it at --io-timeout-ms)" },
+	{ "fuse.mountpoint-s3", "mountpoint-s3",
+	  "mountpoint-s3: --max-threads sets its requests at once; --metadata-ttl "
+	  "spares a lookup's round trip" },
+};
+
+const char *pf_mount_bucket_client(const char *fstype, const char **advice)
+{
+	for (size_t i = 0; fstype && i < sizeof(bucket_clients) / sizeof(bucket_clients[0]); i++)
+		if (!strcmp(fstype, bucket_clients[i].fstype)) {
+			if (advice)
+				*advice = bucket_clients[i].advice;
+			return bucket_clients[i].client;
+		}
+	if (advice)
+		*advice = NULL;
+	return NULL;
+}

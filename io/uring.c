@@ -9,7 +9,15 @@
  * completion the step is issued, so no thread sleeps.  Timeouts are
  * deadlines the run loop keeps: it waits no longer than the nearest, and
  * cancels a step that passed it (pf_io.h says why not
- * IORING_OP_LINK_TIMEOUT). */
+ * IORING_OP_LINK_TIMEOUT); with pf_io_set_abandon(), a step still in the
+ * kernel a grace after its cancellation is abandoned: its request
+ * completes with -ETIMEDOUT, a spare op takes its place, and its own
+ * completions are swallowed when they come (an open's descriptor
+ * closed).  Measured cause (issue 38): a buffered read of a FUSE file
+ * whose daemon retries a dead server (rclone: 10 low-level retries, 20
+ * minutes) waits for its page killably in an io-wq worker; the
+ * cancellation only signals the worker, which is no fatal signal, so
+ * the read went on and the engine waited for it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -356,12 +364,66 @@ static unsigned finish(pf_io *io, pf_io_op *op, int64_t res)
 	return start(io, op);
 }
 
+/* When a cancelled step still in the kernel is abandoned: a grace after
+ * its deadline, at most the timeout itself. */
+static uint64_t abandon_at(const pf_io *io, const pf_io_op *a)
+{
+	uint64_t grace = PF_IO_ABANDON_GRACE_MS * 1000000ull;
+
+	return a->deadline_ns + (io->policy.timeout_ns < grace ? io->policy.timeout_ns : grace);
+}
+
+/* Complete a's request without its step, which stays in the kernel: a
+ * spare op takes a's place among the idle ones, and a's completions
+ * still due are swallowed (abandoned_cqe()).  @return 1, or 0 when no
+ * spare is left (a is waited for, as without abandoning). */
+static unsigned abandon(pf_io *io, pf_io_op *a)
+{
+	pf_io_op *spare;
+
+	if (!io->nspare)
+		return 0;
+	reading_remove(io, a);
+	a->req->abandoned = true;
+	/* Judged as a timed-out step: counted, never retried. */
+	if (!pf_io_account(io, a, -ETIMEDOUT))
+		return 0;	/* cannot be: a timeout is never retried */
+	pf_io_complete(io, a);	/* a is on top of the idle ones now */
+	spare = io->spare[--io->nspare];
+	*spare = (pf_io_op){ 0 };
+	io->idle[io->nidle - 1] = spare;
+	a->abandoned = true;
+	io->nabandoned++;
+	return 1;
+}
+
+/* A completion of an abandoned step (the step's own or its
+ * cancellation's): an open's descriptor closed; after its last, the op
+ * is a spare again. */
+static void abandoned_cqe(pf_io *io, pf_io_op *a, const struct io_uring_cqe *cqe)
+{
+	if ((io_uring_cqe_get_data64(cqe) & TAG_MASK) == TAG_READ && a->opening) {
+		a->opening = false;
+		if (cqe->res >= 0)
+			close(cqe->res);
+	}
+	if (--a->cqes)
+		return;
+	a->abandoned = false;
+	io->nabandoned--;
+	io->spare[io->nspare++] = a;
+}
+
 static unsigned on_cqe(pf_io *io, const struct io_uring_cqe *cqe)
 {
 	uintptr_t data = (uintptr_t)io_uring_cqe_get_data(cqe);
 	pf_io_op *a = (pf_io_op *)(data & ~(uintptr_t)TAG_MASK);
 	int64_t res;
 
+	if ((data & TAG_MASK) != TAG_CLOSE && a->abandoned) {
+		abandoned_cqe(io, a, cqe);
+		return 0;
+	}
 	switch (data & TAG_MASK) {
 	case TAG_CLOSE:
 		return 0;	/* a registered file left the table */
@@ -394,9 +456,11 @@ static unsigned on_cqe(pf_io *io, const struct io_uring_cqe *cqe)
 	return finish(io, a, res);
 }
 
-/* Cancel the reads past their deadline.  @return the nearest deadline of
- * the others, or UINT64_MAX. */
-static uint64_t cancel_expired(pf_io *io, uint64_t now)
+/* Cancel the reads past their deadline, and abandon (pf_io_set_abandon())
+ * those cancelled a grace ago that did not end; *got counts the requests
+ * that completed so.  @return the nearest deadline of the others, or
+ * UINT64_MAX. */
+static uint64_t cancel_expired(pf_io *io, uint64_t now, unsigned *got)
 {
 	uint64_t next = UINT64_MAX;
 
@@ -404,8 +468,21 @@ static uint64_t cancel_expired(pf_io *io, uint64_t now)
 		pf_io_op *a = io->reading[i];
 		struct io_uring_sqe *sqe;
 
-		if (a->timed_out)
+		if (a->timed_out) {
+			uint64_t at = abandon_at(io, a);
+			unsigned n;
+
+			if (!io->abandon)
+				continue;
+			if (at > now) {
+				next = at < next ? at : next;
+				continue;
+			}
+			n = abandon(io, a);
+			*got += n;
+			i -= n;	/* the last took a's place */
 			continue;
+		}
 		if (a->deadline_ns > now) {
 			next = a->deadline_ns < next ? a->deadline_ns : next;
 			continue;
@@ -486,8 +563,8 @@ static int uring_run(pf_io *io, unsigned min)
 		if (io->nreading) {
 			uint64_t now = pf_now_ns();
 
-			next = cancel_expired(io, now);
-			next = next == UINT64_MAX ? next : next - now;
+			next = cancel_expired(io, now, &got);
+			next = next == UINT64_MAX ? next : next > now ? next - now : 0;
 		}
 		if (got >= min && !io->sq_pending)
 			return 0;
@@ -534,7 +611,8 @@ static void opens_drain(pf_io *io)
 	uint64_t deadline = pf_now_ns() + OPENS_DRAIN_NS;
 	unsigned left = 0;
 
-	for (unsigned i = 0; i < io->queue_depth; i++) {
+	/* The spares too: one in use, or abandoned, may be an open. */
+	for (unsigned i = 0; i < 2 * io->queue_depth; i++) {
 		pf_io_op *a = &io->ops[i];
 		struct io_uring_sqe *sqe;
 

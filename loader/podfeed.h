@@ -896,7 +896,9 @@ PF_API int pf_loader_next(pf_loader *l, pf_batch **batch);
  *  timeout_ns (0: not at all; UINT64_MAX: as long as it takes), so that
  *  a caller can look at other things (a signal, a stop flag) between
  *  waits.  @return as pf_loader_next(), or -ETIMEDOUT when no batch was
- *  ready in time: nothing is taken then, and the next call goes on. */
+ *  ready in time: nothing is taken then, and the next call goes on.  A
+ *  loader that failed because a read timed out returns -ETIMEDOUT too:
+ *  then pf_loader_last_error() is not NULL (it is NULL after a wait). */
 PF_API int pf_loader_next_timed(pf_loader *l, pf_batch **batch,
 				uint64_t timeout_ns);
 /*! Give a batch back to the loader. */

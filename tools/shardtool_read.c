@@ -268,10 +268,46 @@ static int inspect_manifest(const char *path, bool json)
 	return ret;
 }
 
+/* Whether shard i's tail is the one the manifest at path holds the
+ * CRC32C of (pf_manifest_shard_tail()).  @return 0, or <0 after printing
+ * why not. */
+static int verify_tail(const char *path, const pf_manifest *m, size_t i, const char *shard,
+		       uint64_t size)
+{
+	uint32_t len, crc;
+	uint8_t *tail;
+	pf_error err;
+	int64_t got = 0;
+	int fd, ret = 0;
+
+	if (!pf_manifest_shard_tail(m, i, &len, &crc))
+		return 0;
+	tail = malloc(len ? len : 1);
+	if (!tail)
+		return -ENOMEM;
+	pf_error_clear(&err);
+	fd = pf_file_open(shard, &err);
+	if (fd >= 0 && len)
+		got = pf_file_pread(fd, tail, len, size - len, shard, &err);
+	if (fd >= 0)
+		close(fd);
+	if (fd < 0 || got < 0) {
+		cli_print_error(&err);
+		ret = fd < 0 ? fd : (int)got;
+	} else if ((uint64_t)got != len || pf_crc32c(0, tail, len) != crc) {
+		cli_fail("%s: its last %u bytes are not those %s holds the CRC32C of: it is not "
+			 "the shard the manifest was written for (run `shardtool manifest` again)",
+			 shard, len, path);
+		ret = -ESTALE;
+	}
+	free(tail);
+	return ret;
+}
+
 /* The manifest at path: its own checks (magic, version, CRC, entries
  * that hold together), then each shard it lists as it says: there, a
- * regular file of its size and mtime.  @return 0, or <0 after printing
- * the first problem. */
+ * regular file of its size and tail (a manifest without tails: of its
+ * size and mtime).  @return 0, or <0 after printing the first problem. */
 static int verify_manifest(const char *path)
 {
 	pf_manifest *m = NULL;
@@ -298,12 +334,16 @@ static int verify_manifest(const char *path)
 			cli_fail("%s: the shard is %llu bytes, %s says %llu: it changed since the "
 				 "manifest was written (run `shardtool manifest` again)", shard,
 				 (unsigned long long)st.st_size, path, (unsigned long long)s->size);
-		else if (mtime != s->mtime_ns)
-			cli_fail("%s: the shard was modified since %s was written (run `shardtool "
-				 "manifest` again)", shard, path);
-		else
+		else if (!pf_manifest_shard_tail(m, i, &(uint32_t){ 0 }, &(uint32_t){ 0 }) &&
+			 mtime != s->mtime_ns)
+			cli_fail("%s: the shard was modified since %s was written, or copied (this "
+				 "manifest knows shards by their mtime: run `shardtool manifest` "
+				 "again)", shard, path);
+		else if ((ret = verify_tail(path, m, i, shard, s->size)) == 0)
 			continue;
-		ret = -ESTALE;
+		if (ret != -ENOMEM)
+			ret = -ESTALE;
+		break;
 	}
 	if (ret == 0)
 		printf("%s: OK (manifest, %zu shards, %llu records)\n", path,

@@ -25,6 +25,8 @@ void pf_dataset_free(pf_dataset *ds)
 	pf_free(ds->file_size);
 	pf_free(ds->alignment);
 	pf_free(ds->mtime_ns);
+	pf_free(ds->tail_len);
+	pf_free(ds->tail_crc);
 	pf_manifest_free(ds->manifest);
 	free(ds->manifest_path);	/* from pf_manifest_locate() */
 	pf_free(ds->units);

@@ -80,6 +80,10 @@ typedef struct pf_dataset {
 	uint64_t *file_size;
 	uint32_t *alignment;	/* per file: its frames' alignment, or 0 */
 	int64_t *mtime_ns;	/* per file, from the manifest; NULL without one */
+	/* Per file, from a manifest that has them: the CRC32C of its last
+	 * tail_len bytes, checked when the file is opened to be read (its
+	 * mtime is not then); NULL without (no manifest, or an older one). */
+	uint32_t *tail_len, *tail_crc;
 	pf_manifest *manifest;	/* the manifest it was opened from, or NULL */
 	char *manifest_path;
 	pf_unit *units;
@@ -248,6 +252,11 @@ int pf_dataset_open_manifest(pf_dataset *ds, const char *path,
  *  mtime_ns, is still what the dataset was planned from.  @return 0, or
  *  -ESTALE with err naming the shard, the manifest and what changed. */
 int pf_dataset_check_file(const pf_dataset *ds, size_t i, uint64_t size, int64_t mtime_ns,
+			  pf_error *err);
+/*! Whether the last len bytes of dataset file i (in tail) are those its
+ *  manifest holds the CRC32C of (ds->tail_len[i] bytes).  @return 0, or
+ *  -ESTALE with err naming the shard, the manifest and both CRCs. */
+int pf_dataset_check_tail(const pf_dataset *ds, size_t i, const void *tail, size_t len,
 			  pf_error *err);
 
 /* The bytes a drop skipped: from its first byte to where reading resumed

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A dataset opened from its manifest (pf_formats.h, "The dataset
  * manifest"): one read plans every shard, none is opened to do so; a
- * shard that changed since is refused when it is opened to be read.
+ * shard that changed since is refused when it is opened to be read: by
+ * its size and its tail's CRC32C (pipeline/files.c reads the tail at the open),
+ * or, with a manifest written before tails were, by its size and mtime.
  * Opening without a manifest is dataset.c's. */
 #include <errno.h>
 #include <stdio.h>
@@ -137,6 +139,17 @@ int pf_dataset_open_manifest(pf_dataset *ds, const char *path, const pf_source_c
 		ret = -ENOMEM;
 		goto out;
 	}
+	if (pf_manifest_shard_tail(ds->manifest, 0, &(uint32_t){ 0 }, &(uint32_t){ 0 })) {
+		/* Content, not time: a copy or an upload keeps the first. */
+		ds->tail_len = pf_calloc(ds->nfiles, sizeof(*ds->tail_len));
+		ds->tail_crc = pf_calloc(ds->nfiles, sizeof(*ds->tail_crc));
+		if (!ds->tail_len || !ds->tail_crc) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < ds->nfiles; i++)
+			pf_manifest_shard_tail(ds->manifest, i, &ds->tail_len[i], &ds->tail_crc[i]);
+	}
 	for (size_t i = 0; i < ds->nfiles; i++) {
 		const pf_manifest_shard *s = pf_manifest_get(ds->manifest, i);
 		size_t len = pf_manifest_shard_path(path, s, NULL, 0);
@@ -186,7 +199,8 @@ int pf_dataset_check_file(const pf_dataset *ds, size_t i, uint64_t size, int64_t
 {
 	bool size_ok = size == ds->file_size[i];
 
-	if (size_ok && (!ds->mtime_ns || mtime_ns == ds->mtime_ns[i]))
+	/* With tails the time is not checked (the tail is, once read). */
+	if (size_ok && (!ds->mtime_ns || ds->tail_len || mtime_ns == ds->mtime_ns[i]))
 		return 0;
 	pf_error_set_file(err, ds->paths[i]);
 	if (!size_ok && !ds->manifest_path)
@@ -202,9 +216,26 @@ int pf_dataset_check_file(const pf_dataset *ds, size_t i, uint64_t size, int64_t
 				    (unsigned long long)ds->file_size[i]);
 	return pf_error_set(err, -ESTALE, PF_OFFSET_NONE, 0,
 			    "the shard was modified at %lld.%09lld, %s says %lld.%09lld: it "
-			    "changed since the manifest was written (run `shardtool manifest` "
-			    "again)", (long long)(mtime_ns / 1000000000),
+			    "changed since the manifest was written, or was copied (this "
+			    "manifest, of an older shardtool, knows shards by their mtime; "
+			    "`shardtool manifest` writes one that knows them by content)",
+			    (long long)(mtime_ns / 1000000000),
 			    (long long)(mtime_ns % 1000000000), ds->manifest_path,
 			    (long long)(ds->mtime_ns[i] / 1000000000),
 			    (long long)(ds->mtime_ns[i] % 1000000000));
+}
+
+int pf_dataset_check_tail(const pf_dataset *ds, size_t i, const void *tail, size_t len,
+			  pf_error *err)
+{
+	uint32_t crc = pf_crc32c(0, tail, len);
+
+	if (len == ds->tail_len[i] && crc == ds->tail_crc[i])
+		return 0;
+	pf_error_set_file(err, ds->paths[i]);
+	return pf_error_set(err, -ESTALE, PF_OFFSET_FILE, ds->file_size[i] - ds->tail_len[i],
+			    "its last %u bytes have CRC32C 0x%08x, %s says 0x%08x: it is not the "
+			    "shard the manifest was written for (replaced since; run `shardtool "
+			    "manifest` again)", ds->tail_len[i], crc, ds->manifest_path,
+			    ds->tail_crc[i]);
 }

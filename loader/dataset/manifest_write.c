@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* pf_manifest_write(): the manifest of existing shards, planned the way
  * a loader without one plans (dataset.c: index tails, stream files counted
- * once), so that no loader has to again.  Reading a manifest is
+ * once), so that no loader has to again; with each shard's tail CRC32C,
+ * what the loader checks at the open (the mtime is written for older
+ * readers).  Reading a manifest is
  * manifest_open.c's. */
 #include <errno.h>
 #include <fcntl.h>
@@ -78,6 +80,38 @@ static int write_file(const char *out, const void *buf, size_t len, pf_error *er
 	return 0;
 }
 
+/* What identifies shard i's content beside its size: the CRC32C of its
+ * tail (pf_manifest_tail_len()), as the loader reads it at its open. */
+static int add_tail(pf_manifest_builder *b, const pf_dataset *ds, size_t i, pf_error *err)
+{
+	const pf_shard_index *ix = ds->index[i];
+	uint64_t size = ds->file_size[i];
+	uint32_t len = pf_manifest_tail_len(size, ix ? pf_shard_index_data_end(ix) : 0);
+	uint8_t *tail = pf_malloc(len ? len : 1);
+	int64_t got = 0;
+	int fd, ret;
+
+	if (!tail)
+		return -ENOMEM;
+	fd = pf_file_open(ds->paths[i], err);
+	if (fd < 0) {
+		pf_free(tail);
+		return fd;
+	}
+	if (len)
+		got = pf_file_pread(fd, tail, len, size - len, ds->paths[i], err);
+	close(fd);
+	if (got >= 0 && (uint64_t)got != len) {
+		pf_error_set_file(err, ds->paths[i]);
+		got = pf_error_set(err, -ESTALE, PF_OFFSET_NONE, 0,
+				   "the shard changed while the manifest was made (%llu bytes, then "
+				   "shorter)", (unsigned long long)size);
+	}
+	ret = got < 0 ? (int)got : pf_manifest_builder_set_tail(b, len, pf_crc32c(0, tail, len));
+	pf_free(tail);
+	return ret;
+}
+
 /* Shard i of ds as a manifest entry, its path relative to dir. */
 static int add_shard(pf_manifest_builder *b, const pf_dataset *ds, size_t i, const char *dir,
 		     uint64_t *unit, pf_manifest_info *info, pf_error *err)
@@ -130,6 +164,8 @@ static int add_shard(pf_manifest_builder *b, const pf_dataset *ds, size_t i, con
 	ret = pf_manifest_builder_add(b, &s, err);
 	if (ret < 0)
 		pf_error_set_file(err, ds->paths[i]);
+	if (ret == 0)
+		ret = add_tail(b, ds, i, err);
 	if (ret == 0 && ix)
 		ret = pf_manifest_builder_add_schema(b, pf_shard_index_schema(ix, 0),
 						     pf_shard_index_schema_count(ix),

@@ -21,8 +21,10 @@
  *    device) is refused here, before anyone opens it (a FIFO's open
  *    would wait for a writer forever);
  *  - the same file reached twice (named twice, the same directory twice,
- *    "D/x" and "./D/x", a link and its target: one st_dev/st_ino) is an
- *    error naming it and both arguments: an epoch holds each record once.
+ *    "D/x" and "./D/x", a link and its target: one st_dev/st_ino, or on
+ *    FUSE, whose inode numbers name no file for sure, one canonical path:
+ *    pf_file_id in io/stat_internal.h) is an error naming it and both
+ *    arguments: an epoch holds each record once.
  * Not here: opening a dataset from its manifest (manifest_open.c). */
 #include <dirent.h>
 #include <errno.h>
@@ -69,16 +71,22 @@ static int push(found_list *l, const char *path, size_t arg, const pf_stat_resul
 	*f = (found){ .path = pf_strdup(path), .arg = arg, .error = st ? st->error : -ENOENT };
 	if (!f->path)
 		return -ENOMEM;
-	if (id && st && !st->error)
+	l->n++;	/* found_free() frees what it holds from here */
+	if (id && st && !st->error) {
 		f->id = *id;
-	l->n++;
+		f->id.canon = id->canon ? pf_strdup(id->canon) : NULL;
+		if (id->canon && !f->id.canon)
+			return -ENOMEM;
+	}
 	return 0;
 }
 
 static void found_free(found_list *l)
 {
-	for (size_t i = 0; i < l->n; i++)
+	for (size_t i = 0; i < l->n; i++) {
 		pf_free(l->v[i].path);
+		pf_free(l->v[i].id.canon);
+	}
 	pf_free(l->v);
 	memset(l, 0, sizeof(*l));
 }
@@ -162,6 +170,7 @@ static int add_dir(resolver *r, const char *dir, size_t arg, uint64_t dev)
 	size_t n = 0, cap = 0, nask = 0, kept = 0;
 	pf_stat_result *st = NULL;
 	pf_file_id *id = NULL;
+	char *dir_canon = NULL;
 	struct dirent *e;
 	DIR *d = opendir(dir);
 	int ret = 0;
@@ -201,12 +210,20 @@ static int add_dir(resolver *r, const char *dir, size_t arg, uint64_t dev)
 			ask[nask++] = v[i].path;
 	if (ret == 0)
 		ret = stat_all((const char *const *)ask, nask, &st, &id);
+	/* On FUSE an entry is known by its path (readdir's d_ino may be one
+	 * number for all: s3fs, gcsfuse). */
+	if (ret == 0)
+		ret = pf_dir_canon(dir, &dir_canon);
 	for (size_t i = 0, k = 0; ret == 0 && i < n; i++) {
 		pf_stat_result reg = { .mode = S_IFREG };
-		pf_file_id own = { .dev = dev, .ino = v[i].ino };
+		pf_file_id own;
 
 		if (v[i].regular) {
-			ret = push(&r->files, v[i].path, arg, &reg, &own);
+			ret = pf_file_id_entry(&own, dev, v[i].ino, dir_canon,
+					       v[i].path + strlen(dir) + 1);
+			if (ret == 0)
+				ret = push(&r->files, v[i].path, arg, &reg, &own);
+			pf_free(own.canon);
 			kept++;
 			continue;
 		}
@@ -222,7 +239,8 @@ static int add_dir(resolver *r, const char *dir, size_t arg, uint64_t dev)
 		ret = fail(r, dir, -ENOENT, "the directory (argument %zu) holds no shards: "
 			   "no regular files%s", arg + 1, n ? " (only links to other things)" : "");
 	pf_free(st);
-	pf_free(id);
+	pf_file_ids_free(id, nask);
+	pf_free(dir_canon);
 	pf_free(ask);
 	for (size_t i = 0; i < n; i++)
 		pf_free(v[i].path);
@@ -255,7 +273,7 @@ static int add_glob(resolver *r, const char *pattern, size_t arg)
 							 : add_named(r, p, arg, &st[k], &id[k]);
 	}
 	pf_free(st);
-	pf_free(id);
+	pf_file_ids_free(id, g.gl_pathc);
 	globfree(&g);
 	return ret;
 }
@@ -269,11 +287,10 @@ static const char *arg_of(const resolver *r, const found *f)
 static int cmp_id(const void *a, const void *b, void *base)
 {
 	const found *v = base, *x = &v[*(const size_t *)a], *y = &v[*(const size_t *)b];
+	int c = pf_file_id_cmp(&x->id, &y->id);
 
-	if (x->id.dev != y->id.dev)
-		return x->id.dev < y->id.dev ? -1 : 1;
-	if (x->id.ino != y->id.ino)
-		return x->id.ino < y->id.ino ? -1 : 1;
+	if (c)
+		return c;
 	return x < y ? -1 : x > y;
 }
 
@@ -309,7 +326,7 @@ static const char *sighting(const resolver *r, const found *f, const char *as, c
 
 static bool same_id(const found *a, const found *b)
 {
-	return a->id.dev == b->id.dev && a->id.ino == b->id.ino;
+	return pf_file_id_cmp(&a->id, &b->id) == 0;
 }
 
 /* Every file once: the first one reached twice is an error naming it
@@ -375,7 +392,7 @@ static int list_manifests(resolver *r, found_list *listed)
 		for (size_t i = 0; ret == 0 && i < ns; i++)
 			ret = push(listed, paths[i], m, &st[i], &id[i]);
 		pf_free(st);
-		pf_free(id);
+		pf_file_ids_free(id, id ? ns : 0);
 		pf_paths_free(paths, paths ? ns : 0);
 		pf_manifest_free(mf);
 	}
@@ -405,8 +422,7 @@ static int check_beside(resolver *r, found_list *listed)
 			ssize_t mid = (lo + hi) / 2;
 			const found *x = &listed->v[order[mid]];
 
-			if (x->id.dev < f->id.dev ||
-			    (x->id.dev == f->id.dev && x->id.ino < f->id.ino))
+			if (pf_file_id_cmp(&x->id, &f->id) < 0)
 				lo = mid + 1;
 			else
 				hi = mid;
@@ -465,8 +481,8 @@ static int check_dirs(resolver *r, const pf_stat_result *st, const pf_file_id *i
 		if (st[i].error || !S_ISDIR(st[i].mode))
 			continue;
 		for (size_t k = 0; k < i; k++)
-			if (!st[k].error && S_ISDIR(st[k].mode) && id[k].dev == id[i].dev &&
-			    id[k].ino == id[i].ino)
+			if (!st[k].error && S_ISDIR(st[k].mode) &&
+			    pf_file_id_cmp(&id[k], &id[i]) == 0)
 				return fail(r, r->args[i], -EINVAL, "the directory is named twice, "
 					    "by argument %zu (%s) and argument %zu (%s): an epoch "
 					    "would read its records twice; name it once", k + 1,
@@ -510,7 +526,7 @@ int pf_paths_resolve(const char *const *args, size_t nargs, char ***out, char **
 			ret = add_named(&r, args[i], i, &st[i], &id[i]);
 	}
 	pf_free(st);
-	pf_free(id);
+	pf_file_ids_free(id, nargs);
 	if (ret == 0 && r.manifests.n)
 		ret = resolve_manifests(&r);
 	if (ret == 0)
@@ -531,8 +547,10 @@ int pf_paths_resolve(const char *const *args, size_t nargs, char ***out, char **
 		found_free(&r.manifests);
 		return ret;
 	}
-	for (size_t i = 0; i < r.files.n; i++)
+	for (size_t i = 0; i < r.files.n; i++) {
 		list[i] = r.files.v[i].path;	/* handed over */
+		pf_free(r.files.v[i].id.canon);
+	}
 	pf_free(r.files.v);
 	found_free(&r.manifests);
 	*out = list;

@@ -15,10 +15,13 @@
  * soon is not opened twice and the files open stay bounded (about
  * 3 x io_depth + streams, whatever the number of shards).
  *
- * Each open's size and mtime are checked against the plan
- * (pf_dataset_check_file(): against the manifest when there is one): a
- * shard changed since is an error naming the shard and the manifest, at
- * its open.  Everything here is the I/O thread's alone (no lock), but
+ * Each open's size is checked against the plan (pf_dataset_check_file():
+ * against the manifest when there is one), and then, where the manifest
+ * holds it, the CRC32C of the file's tail, read as a request of its own
+ * right after the open (in the open's request and a buffer of its own):
+ * the file counts as opening until it is checked.  A manifest without
+ * tails (an older one) has the mtime checked instead.  A shard changed
+ * since is an error naming the shard and the manifest, at its open.  Everything here is the I/O thread's alone (no lock), but
  * for failing the loader.  Not here: what is read (schedule.c), the reads
  * (io_thread.c). */
 #include <errno.h>
@@ -51,6 +54,18 @@ int pf_files_setup(pf_pipe *l)
 	fs->idle_head = fs->idle_tail = NONE;
 	for (unsigned i = 0; i <= fs->ahead_max; i++)
 		fs->free_reqs[fs->nfree_reqs++] = i;
+	if (l->ds->tail_len) {
+		uint32_t most = 0;
+
+		for (size_t i = 0; i < l->ds->nfiles; i++)
+			most = l->ds->tail_len[i] > most ? l->ds->tail_len[i] : most;
+		/* Room for an O_DIRECT read of it: whole blocks around it. */
+		fs->tail_cap = ((size_t)most + 2 * PF_ALIGN - 1) / PF_ALIGN * PF_ALIGN;
+		fs->tails_size = fs->tail_cap * (fs->ahead_max + 1);
+		fs->tails = pf_pool_alloc(fs->tails_size);
+		if (!fs->tails)
+			return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -63,6 +78,12 @@ void pf_files_teardown(pf_pipe *l)
 	pf_free(fs->pending);
 	pf_free(fs->reqs);
 	pf_free(fs->free_reqs);
+	/* A tail read the kernel may still write into (reads left in flight
+	 * or abandoned): the buffers are never used again. */
+	if (l->io_left)
+		pf_pool_unmap(fs->tails, fs->tails_size);
+	else
+		pf_pool_free(fs->tails, fs->tails_size, false);
 	memset(fs, 0, sizeof(*fs));
 }
 
@@ -283,6 +304,50 @@ bool pf_files_is_open_req(const pf_pipe *l, const pf_io_req *req)
 	return req >= l->files.reqs && req < l->files.reqs + l->files.ahead_max + 1;
 }
 
+/* Read file i's tail (the open's request r, in its own buffer), for
+ * pf_files_opened() to check.  @return 0 (submitted), or -errno. */
+static int tail_start(pf_pipe *l, pf_io *io, pf_io_req *req, uint32_t i)
+{
+	pf_files *fs = &l->files;
+	uint64_t size = l->ds->file_size[i], from = size - l->ds->tail_len[i];
+	uint32_t r = (uint32_t)(req - fs->reqs);
+	int ret;
+
+	/* O_DIRECT: the blocks around it, from a block boundary. */
+	if (pf_io_file_direct(io, req->file))
+		from &= ~(uint64_t)(PF_ALIGN - 1);
+	req->offset = from;
+	req->len = (uint32_t)(size - from);
+	if (pf_io_file_direct(io, req->file))
+		req->len = (req->len + PF_ALIGN - 1) / PF_ALIGN * PF_ALIGN;
+	req->buf = fs->tails + (size_t)r * fs->tail_cap;
+	req->buf_index = -1;
+	ret = pf_io_submit(io, req);
+	/* The open it follows just left the engine: room, but for the
+	 * other opens of the same reap. */
+	return ret == -EBUSY ? pf_reads_submit(l, io, req) : ret;
+}
+
+/* The tail read of file i ended: its bytes against the manifest's. */
+static int tail_done(pf_pipe *l, pf_io *io, pf_io_req *req, uint32_t i, pf_error *err)
+{
+	uint64_t size = l->ds->file_size[i];
+	uint32_t len = l->ds->tail_len[i];
+	uint64_t skip = size - len - req->offset;
+
+	if (req->result < 0)
+		return pf_io_req_error(io, req, err);	/* the file, byte and cause */
+	if ((uint64_t)req->result < skip + len) {
+		pf_error_set_file(err, l->ds->paths[i]);
+		return pf_error_set(err, -ESTALE, PF_OFFSET_FILE, req->offset + (uint64_t)req->result,
+				    "the shard ends at byte %llu, before the %llu bytes its open "
+				    "found: it changed while it was opened",
+				    (unsigned long long)(req->offset + (uint64_t)req->result),
+				    (unsigned long long)size);
+	}
+	return pf_dataset_check_tail(l->ds, i, (const uint8_t *)req->buf + skip, len, err);
+}
+
 void pf_files_opened(pf_pipe *l, pf_io *io, pf_io_req *req)
 {
 	pf_files *fs = &l->files;
@@ -291,15 +356,25 @@ void pf_files_opened(pf_pipe *l, pf_io *io, pf_io_req *req)
 	pf_error err;
 	int ret = (int)req->result;
 
-	fs->free_reqs[fs->nfree_reqs++] = (uint32_t)(req - fs->reqs);
-	fs->opening--;
 	pf_error_clear(&err);
-	if (ret < 0) {
+	if (!req->open) {
+		ret = tail_done(l, io, req, i, &err);
+	} else if (ret < 0) {
 		pf_io_req_error(io, req, &err);	/* names the file and the cause */
 	} else {
 		ret = pf_dataset_check_file(l->ds, i, pf_io_file_size(io, req->file),
 					    pf_io_file_mtime(io, req->file), &err);
+		if (ret == 0 && l->ds->tail_len && l->ds->tail_len[i]) {
+			ret = tail_start(l, io, req, i);
+			if (ret == 0)
+				return;	/* opening until its tail is checked */
+			pf_error_set_file(&err, l->ds->paths[i]);
+			pf_error_set(&err, ret, PF_OFFSET_NONE, 0, "cannot read its tail: %s",
+				     pf_strerror(ret));
+		}
 	}
+	fs->free_reqs[fs->nfree_reqs++] = (uint32_t)(req - fs->reqs);
+	fs->opening--;
 	if (ret < 0) {
 		pf_io_close_file(io, req->file);
 		f->slot = -1;

@@ -39,6 +39,18 @@ int pf_reads_reap(pf_pipe *l, pf_io *io, unsigned min)
 		stream_buf *sb = pf_stream_buf_of(l, done[i]->user);
 		chunk *c = done[i]->user;
 
+		if (done[i]->abandoned) {
+			/* The kernel may still write its buffer: the loader
+			 * fails now, naming the file, and the buffer is never
+			 * handed out again (io_left at the end). */
+			pf_error e;
+
+			pf_error_clear(&e);
+			pf_io_req_error(io, done[i], &e);
+			pf_pipe_fail_locked(l, &e, (int)done[i]->result);
+			if (!sb && !pf_files_is_open_req(l, done[i]))
+				c->cbuf = -1;
+		}
 		if (pf_files_is_open_req(l, done[i])) {
 			opens[nopens++] = done[i];
 			continue;
@@ -192,6 +204,12 @@ void *pf_pipe_io_main(void *arg)
 	 * only submitter.  No file is opened yet: the schedule opens those it
 	 * reads, as it reaches them (files.c). */
 	ret = pf_io_create(&io, &icfg, &err);
+	/* Every buffer the engine reads into is a pool mapping, never
+	 * reused after an abandoned read (io_left): a read the kernel does
+	 * not let be cancelled (a bucket client retrying a dead server)
+	 * fails within the timeout instead of holding the loader. */
+	if (ret == 0)
+		pf_io_set_abandon(io, true);
 	if (ret == 0 && pf_files_setup(l) < 0)
 		ret = pf_error_set(&err, -ENOMEM, PF_OFFSET_NONE, 0,
 				   "out of memory for the table of %zu files", l->ds->nfiles);
@@ -232,11 +250,18 @@ void *pf_pipe_io_main(void *arg)
 	l->m.files_direct = l->files.direct;
 	l->io_end_ns = pf_now_ns();
 	l->io_done = true;
-	l->io_left = io && pf_io_inflight(io);
+	l->io_abandoned = io && pf_io_abandoned(io);
+	l->io_left = io && (pf_io_inflight(io) || l->io_abandoned);
 	pf_decode_broadcast(l);
 	pthread_cond_broadcast(&l->cv_ready);
 	pthread_mutex_unlock(&l->mu);
 	pf_io_free(io);
 	pf_files_teardown(l);
+	/* The last touch of l: with reads abandoned, this thread's end
+	 * waits in the kernel until the storage answers them. */
+	pthread_mutex_lock(&l->mu);
+	l->io_exited = true;
+	pthread_cond_broadcast(&l->cv_init);
+	pthread_mutex_unlock(&l->mu);
 	return NULL;
 }

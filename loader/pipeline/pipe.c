@@ -687,8 +687,21 @@ void pf_pipe_free(pf_pipe *l)
 		pf_arena_release(&l->workers[i].arena);
 		pf_image_scratch_free(&l->workers[i].image_scratch);
 	}
-	if (l->io_started)
-		pthread_join(l->io_thread, NULL);
+	if (l->io_started) {
+		bool abandoned;
+
+		/* With reads abandoned the thread's end may wait in the
+		 * kernel for the storage (io_thread.c): not joined. */
+		pthread_mutex_lock(&l->mu);
+		while (!l->io_exited)
+			pthread_cond_wait(&l->cv_init, &l->mu);
+		abandoned = l->io_abandoned;
+		pthread_mutex_unlock(&l->mu);
+		if (abandoned)
+			pthread_detach(l->io_thread);
+		else
+			pthread_join(l->io_thread, NULL);
+	}
 	for (unsigned i = 0; l->slots && i < l->nslots; i++) {
 		pf_free(l->slots[i].core);
 		pf_free(l->slots[i].tensors);

@@ -228,6 +228,10 @@ typedef struct pf_files {
 	unsigned nidle;
 	uint64_t opened;		/* opens completed */
 	uint32_t direct;		/* files read with O_DIRECT */
+	/* A manifest's tail checks: each open request's buffer for its
+	 * file's tail (tail_cap bytes each, a pool mapping), or NULL. */
+	uint8_t *tails;
+	size_t tail_cap, tails_size;
 } pf_files;
 
 /* A decompressed frame of the global shuffle's cache (frame_cache.c):
@@ -497,10 +501,16 @@ struct pf_pipe {
 	bool io_started;
 	bool open_tried;	/* pf_dataset_open() was called (the pod voted) */
 	uint64_t create_start_ns;	/* when pf_loader_create() began */
-	/* The I/O thread gave up with reads in flight (the engine failed):
-	 * the kernel may still write into the read buffers, which then go
-	 * back to the system, not to the next loader. */
+	/* The I/O thread gave up with reads in flight (the engine failed),
+	 * or its engine abandoned reads the kernel would not cancel
+	 * (pf_io_set_abandon()): the kernel may still write into the read
+	 * buffers, which are then made inaccessible in place
+	 * (pf_pool_unmap()), never given to the next loader. */
 	bool io_left;
+	/* Reads abandoned: the I/O thread's end may wait in the kernel for
+	 * them (its io-wq workers), so pf_loader_free() does not join it but
+	 * waits for io_exited, its last touch of the loader, and detaches. */
+	bool io_abandoned, io_exited;
 	worker *workers;
 	unsigned nworkers;
 

@@ -22,8 +22,9 @@
  * PF_POOL_CACHE_BYTES, the oldest going back to the system first.
  * pf_pool_trim() (public: pf_loader_trim()) gives all of it back.  Read buffers
  * the kernel may still write into (a loader whose I/O engine failed with
- * reads in flight) go back to the system (pf_pool_unmap()), never to the
- * next loader. */
+ * reads in flight, or abandoned reads it could not cancel) give their
+ * pages back but keep their addresses, inaccessible (pf_pool_unmap()),
+ * never handed to the next loader. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -136,7 +137,14 @@ void pf_pool_free(void *p, size_t size, bool keep)
 
 void pf_pool_unmap(void *p, size_t size)
 {
-	if (p)
+	/* The kernel may still write here (a read left in flight or
+	 * abandoned): its pages go, its addresses stay reserved and
+	 * inaccessible, so that a late write faults in the kernel (the read
+	 * fails, EFAULT) instead of landing in whatever would be mapped here
+	 * next.  Registered buffers' pages stay pinned by the ring until
+	 * its read ends, mapped nowhere. */
+	if (p && mmap(p, mapped_size(size), PROT_NONE,
+		      MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
 		munmap(p, mapped_size(size));
 }
 

@@ -20,7 +20,16 @@ void pf_decode_pool_wake(pf_decode_pool *p, bool all)
 /* Work for the decoders (l->mu held): its own, or its pool's. */
 void pf_decode_signal(pf_pipe *l)
 {
-	pthread_cond_signal(&l->cv_decode);
+	/* With workers parked (autotune's, past active_workers), one woken
+	 * by the signal finds nothing it may take and sleeps again: the
+	 * chunk then waited in the queue with every worker asleep, the
+	 * consumer waiting for its rows and the I/O thread for a slot (seen
+	 * reading through s3fs and rclone, where reads are slow and autotune
+	 * keeps one worker).  Then all are woken. */
+	if (l->active_workers < l->nworkers)
+		pthread_cond_broadcast(&l->cv_decode);
+	else
+		pthread_cond_signal(&l->cv_decode);
 	if (l->pool)
 		pf_decode_pool_wake(l->pool, false);
 }

@@ -169,13 +169,16 @@ nomem:
 	return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory for the regions");
 }
 
-/* "/mnt/far (fuse.regionfs)" into buf. */
+/* "/mnt/far (fuse.regionfs)", "/mnt/b (fuse.s3fs: the s3fs bucket
+ * client)" into buf. */
 static const char *mount_label(const pf_region_usage *u, size_t m, char *buf, size_t cap)
 {
 	pf_mount_info mi = mount_info(u, m);
+	const char *client = pf_mount_bucket_client(mi.fstype, NULL);
 
-	snprintf(buf, cap, "%s%s%s%s", m ? mi.path : "local files", mi.fstype ? " (" : "",
-		 mi.fstype ? mi.fstype : "", mi.fstype ? ")" : "");
+	snprintf(buf, cap, "%s%s%s%s%s%s%s", m ? mi.path : "local files", mi.fstype ? " (" : "",
+		 mi.fstype ? mi.fstype : "", client ? ": the " : "", client ? client : "",
+		 client ? " bucket client" : "", mi.fstype ? ")" : "");
 	return buf;
 }
 
@@ -254,6 +257,17 @@ int pf_region_usage_check(const pf_region_usage *u,
 		} else {
 			continue;
 		}
+		say(ctx, line);
+	}
+	/* What each bucket client holding the dataset's files wants set. */
+	for (size_t m = 1; m < u->nmounts; m++) {
+		pf_mount_info mi = mount_info(u, m);
+		const char *advice, *client = pf_mount_bucket_client(mi.fstype, &advice);
+
+		if (!client || !u->mount_files[m] || u->cfg.policy == PF_CROSS_REGION_ALLOW)
+			continue;
+		snprintf(line, sizeof(line), "note: %s is a %s bucket mount: %s (docs/buckets.md)",
+			 mi.path, client, advice);
 		say(ctx, line);
 	}
 	return refuse ? 1 : 0;
@@ -460,6 +474,8 @@ static json_t *regions_json(const pf_region_usage *u, const summary *s, bool *ba
 			me = json_object();
 			pf_json_put(me, "path", pf_json_str(m ? mi.path : NULL), bad);
 			pf_json_put(me, "fstype", pf_json_str(mi.fstype), bad);
+			pf_json_put(me, "client", pf_json_str(pf_mount_bucket_client(mi.fstype,
+										NULL)), bad);
 			pf_json_put(me, "source", pf_json_str(mi.source), bad);
 			pf_json_put(me, "fuse", pf_json_bool(mi.fuse), bad);
 			pf_json_put(me, "origin", pf_json_str(origin_name(mi.origin)), bad);

@@ -499,7 +499,10 @@ static PyObject *loader_iternext(pf_ext_loader *lo)
 		Py_BEGIN_ALLOW_THREADS
 		ret = pf_loader_next_timed(l, &b, NEXT_SLICE_NS);
 		Py_END_ALLOW_THREADS
-		if (ret != -ETIMEDOUT)
+		/* A loader failed by a read that timed out says -ETIMEDOUT
+		 * too: its error tells it from the slice's end (it spun here,
+		 * never raising, when a bucket's server stopped). */
+		if (ret != -ETIMEDOUT || pf_loader_last_error(l))
 			break;
 		/* Ctrl-C (or any handler that raises) ends the wait; the
 		 * batch on its way is handed out by the next call. */

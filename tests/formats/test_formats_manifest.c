@@ -352,3 +352,119 @@ Test(manifest, the_builder_refuses_what_the_parser_would)
 	cr_assert(strstr(err.msg, "entry says 3"), "%s", err.msg);
 	pf_manifest_builder_free(b);
 }
+
+/* Tails: each shard's, set right after it is added, come back; a
+ * manifest without them says so; some shards with and some without, a
+ * tail longer than its shard, tail arrays of another length: refused. */
+Test(manifest, tails_come_back_and_hold_together)
+{
+	pf_manifest_shard a = { .path = "a.zst", .size = 5000, .format = PF_MANIFEST_STREAM,
+				.records = 1 };
+	pf_manifest_shard b2 = { .path = "b.zst", .size = 10, .format = PF_MANIFEST_STREAM,
+				 .records = 1 };
+	pf_manifest_builder *b;
+	pf_manifest *m;
+	pf_error err;
+	uint8_t buf[4096];
+	uint32_t tl = 1, tc = 1;
+	int64_t n;
+	size_t len;
+	uint8_t *old = build(&len);
+
+	pf_error_clear(&err);
+	cr_assert_eq(pf_manifest_parse(&m, old, len, &err), 0, "%s", err.msg);
+	cr_assert_not(pf_manifest_shard_tail(m, 0, &tl, &tc), "built without tails");
+	pf_manifest_free(m);
+	free(old);
+
+	cr_assert_eq(pf_manifest_builder_create(&b), 0);
+	cr_assert_eq(pf_manifest_builder_set_tail(b, 1, 2), -EINVAL, "no shard yet");
+	cr_assert_eq(pf_manifest_builder_add(b, &a, &err), 0, "%s", err.msg);
+	cr_assert_eq(pf_manifest_builder_set_tail(b, 5001, 2), -EINVAL, "longer than it");
+	cr_assert_eq(pf_manifest_builder_set_tail(b, 4096, 0xabcdef01), 0);
+	cr_assert_eq(pf_manifest_builder_add(b, &b2, &err), 0, "%s", err.msg);
+	/* The second without one: all or none. */
+	n = pf_manifest_builder_encode(b, buf, sizeof(buf), &err);
+	cr_assert_eq(n, -EINVAL, "%lld", (long long)n);
+	cr_assert(strstr(err.msg, "1 of the manifest's 2 shards"), "%s", err.msg);
+	cr_assert_eq(pf_manifest_builder_set_tail(b, 10, 7), 0);
+	pf_error_clear(&err);
+	n = pf_manifest_builder_encode(b, buf, sizeof(buf), &err);
+	cr_assert_gt(n, 0, "%s", err.msg);
+	pf_manifest_builder_free(b);
+	cr_assert_eq(pf_manifest_parse(&m, buf, (size_t)n, &err), 0, "%s", err.msg);
+	cr_assert(pf_manifest_shard_tail(m, 0, &tl, &tc));
+	cr_assert_eq(tl, 4096);
+	cr_assert_eq(tc, 0xabcdef01);
+	cr_assert(pf_manifest_shard_tail(m, 1, &tl, &tc));
+	cr_assert_eq(tl, 10);
+	cr_assert_eq(tc, 7);
+	cr_assert_not(pf_manifest_shard_tail(m, 2, &tl, &tc));
+	pf_manifest_free(m);
+
+	/* What the loader reads: an indexed shard's index to its end (at
+	 * most PF_MANIFEST_TAIL_MAX), a stream file's end. */
+	cr_assert_eq(pf_manifest_tail_len(100000, 99000), 1000);
+	cr_assert_eq(pf_manifest_tail_len(10u << 20, 1), PF_MANIFEST_TAIL_MAX);
+	cr_assert_eq(pf_manifest_tail_len(10u << 20, 0), PF_MANIFEST_STREAM_TAIL);
+	cr_assert_eq(pf_manifest_tail_len(100, 0), 100);
+	cr_assert_eq(pf_manifest_tail_len(0, 0), 0);
+}
+
+/* A payload whose tail arrays disagree with its shards, or whose tail is
+ * longer than its shard: refused with the payload's byte. */
+Test(manifest, bad_tails_are_refused)
+{
+	Podfeed__Manifest pb = PODFEED__MANIFEST__INIT;
+	char *path[1] = { "a.zst" };
+	uint64_t size[1] = { 10 }, records[1] = { 1 }, maxrec[1] = { 5 };
+	int64_t mtime[1] = { 0 };
+	uint32_t format[1] = { PF_MANIFEST_STREAM }, zero[1] = { 0 };
+	uint32_t tail_len[2] = { 11, 4 }, tail_crc[2] = { 1, 2 };
+	uint8_t raw[512], blob[1024];
+	size_t raw_len;
+	pf_manifest *m;
+	pf_error err;
+
+	pb.version = PF_MANIFEST_VERSION;
+	pb.n_path = pb.n_size = pb.n_mtime_ns = pb.n_format = pb.n_records = 1;
+	pb.n_frames = pb.n_alignment = pb.n_max_record = 1;
+	pb.path = path;
+	pb.size = size;
+	pb.mtime_ns = mtime;
+	pb.format = format;
+	pb.records = records;
+	pb.frames = zero;
+	pb.alignment = zero;
+	pb.max_record = maxrec;
+	for (int k = 0; k < 2; k++) {
+		size_t clen;
+
+		pb.n_tail_len = pb.n_tail_crc32c = k ? 2 : 1;
+		pb.tail_len = tail_len;
+		pb.tail_crc32c = tail_crc;
+		raw_len = podfeed__manifest__pack(&pb, raw);
+		/* The envelope, as the builder writes it. */
+		clen = ZSTD_compress(blob + PF_MANIFEST_HEADER, sizeof(blob) - PF_MANIFEST_HEADER,
+				     raw, raw_len, 3);
+		cr_assert(!ZSTD_isError(clen));
+		memcpy(blob, "PFMF", 4);
+		{
+			uint32_t v = PF_MANIFEST_VERSION, crc, z = 0;
+			uint64_t rl = raw_len, pl = clen;
+
+			memcpy(blob + 4, &v, 4);
+			memcpy(blob + 8, &rl, 8);
+			memcpy(blob + 16, &pl, 8);
+			crc = pf_crc32c(0, blob + PF_MANIFEST_HEADER, clen);
+			memcpy(blob + 24, &crc, 4);
+			memcpy(blob + 28, &z, 4);
+		}
+		pf_error_clear(&err);
+		cr_assert_eq(pf_manifest_parse(&m, blob, PF_MANIFEST_HEADER + clen, &err), -EBADMSG,
+			     "%s", err.msg);
+		cr_assert_eq(err.offset, PF_MANIFEST_HEADER);
+		cr_assert(strstr(err.msg, k ? "tail arrays differ" : "a tail of 11 bytes in a file "
+					      "of 10"), "%s", err.msg);
+	}
+}

@@ -8,7 +8,7 @@
  *         past the CRC.
  * The harness aborts when a refusal comes without a message, or when a
  * manifest that parses does not survive build -> encode -> parse
- * unchanged. */
+ * unchanged (its tails too: issue 38). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +47,13 @@ static void round_trip(const pf_manifest *m)
 
 	pf_error_clear(&err);
 	CHECK(pf_manifest_builder_create(&b) == 0);
-	for (size_t i = 0; i < pf_manifest_shards(m); i++)
+	for (size_t i = 0; i < pf_manifest_shards(m); i++) {
+		uint32_t tl, tc;
+
 		CHECK(pf_manifest_builder_add(b, pf_manifest_get(m, i), &err) == 0);
+		if (pf_manifest_shard_tail(m, i, &tl, &tc))
+			CHECK(pf_manifest_builder_set_tail(b, tl, tc) == 0);
+	}
 	/* One schema added whole merges into itself unchanged. */
 	if (pf_manifest_schema_count(m) || pf_manifest_schema_records(m))
 		CHECK(pf_manifest_builder_add_schema(b, pf_manifest_schema(m, 0),
@@ -62,8 +67,14 @@ static void round_trip(const pf_manifest *m)
 	CHECK(pf_manifest_parse(&again, buf, (size_t)n, &err) == 0);
 	CHECK(pf_manifest_shards(again) == pf_manifest_shards(m));
 	CHECK(pf_manifest_records(again) == pf_manifest_records(m));
-	for (size_t i = 0; i < pf_manifest_shards(m); i++)
+	for (size_t i = 0; i < pf_manifest_shards(m); i++) {
+		uint32_t l1 = 0, c1 = 0, l2 = 0, c2 = 0;
+		bool t1 = pf_manifest_shard_tail(m, i, &l1, &c1);
+
 		CHECK(same_shard(pf_manifest_get(m, i), pf_manifest_get(again, i)));
+		CHECK(t1 == pf_manifest_shard_tail(again, i, &l2, &c2) && l1 == l2 && c1 == c2);
+		CHECK(!t1 || l1 <= pf_manifest_get(m, i)->size);
+	}
 	CHECK(pf_manifest_schema_count(again) == pf_manifest_schema_count(m));
 	for (size_t i = 0; i < pf_manifest_schema_count(m); i++) {
 		const pf_feature_schema *x = pf_manifest_schema(m, i);

@@ -994,3 +994,24 @@ Test(region_stats, loader_reads_are_attributed)
 	cr_assert_geq(sn.io.bytes + sf.io.bytes, m.bytes_read);
 	pf_region_table_free(t);
 }
+
+/* The bucket clients, by their mount's file system type (issue 38): each
+ * named, with the options that matter; any other file system not. */
+Test(region_table, bucket_clients_are_named_by_fstype)
+{
+	static const char *const known[][2] = {
+		{ "fuse.s3fs", "s3fs" }, { "fuse.rclone", "rclone" },
+		{ "fuse.gcsfuse", "gcsfuse" }, { "fuse.mountpoint-s3", "mountpoint-s3" },
+	};
+	const char *advice = "x";
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		cr_assert_str_eq(pf_mount_bucket_client(known[i][0], &advice), known[i][1]);
+		cr_assert(advice && strstr(advice, known[i][1]), "%s", advice);
+	}
+	cr_assert_null(pf_mount_bucket_client("fuse.regionfs", &advice));
+	cr_assert_null(advice);
+	cr_assert_null(pf_mount_bucket_client("ext4", NULL));
+	cr_assert_null(pf_mount_bucket_client(NULL, NULL));
+	cr_assert_null(pf_mount_bucket_client("fuse.s3fsx", NULL));
+}

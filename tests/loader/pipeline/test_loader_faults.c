@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -330,6 +331,62 @@ ParameterizedTest(int *which, fuse_faults, stalled_read_times_out, .fini = rfs_t
 	st = rfs_stop();
 	cr_assert_geq(ju(st, "stalled"), 1);
 	cr_assert_eq(ju(st, "interrupted"), ju(st, "stalled"), "every stall was ended");
+	json_decref(st);
+}
+
+/* A buffered FUSE read whose daemon never answers waits for its page
+ * killably (or, read synchronously, for the daemon's answer after the
+ * interrupt): the cancellation at its deadline does not end it, as a
+ * bucket client retrying a dead server did not (issue 38).  With
+ * pf_io_set_abandon() the request completes -ETIMEDOUT within the timeout
+ * and its grace, marked abandoned and counted, naming the file; the
+ * engine goes on and pf_io_free() returns; the buffer (a mapping of the
+ * test's own) is made inaccessible in place, as the loader does. */
+Test(fuse_faults, a_read_the_kernel_will_not_cancel_is_abandoned, .fini = rfs_teardown,
+     .timeout = 120)
+{
+	const char *dir = tu_tmpdir();
+	char path[256], data[1 << 16], line[PF_ERROR_LINE_MAX];
+	uint8_t *buf = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			    -1, 0);
+	pf_io_req r = { .offset = 0, .len = 1 << 16, .buf_index = -1 };
+	pf_error err;
+	uint64_t t0;
+	pf_io *io;
+	json_t *st;
+
+	cr_assert_neq(buf, MAP_FAILED);
+	r.buf = buf;
+	rfs_dirs(dir);
+	memset(data, 'x', sizeof(data));
+	snprintf(path, sizeof(path), "%s/shard.bin", rfs_backing);
+	tu_write_file(path, data, sizeof(data));
+	rfs_start("--stall-rate 1");	/* buffered: no --direct-io */
+	io = tu_engine("uring", (pf_io_config){ .timeout_ms = 300 });
+	if (strcmp(pf_io_backend_name(io), "io_uring"))
+		cr_skip_test("io_uring is not available here: abandoning is its back-end's");
+	pf_io_set_abandon(io, true);
+	snprintf(path, sizeof(path), "%s/shard.bin", rfs_mnt);
+	pf_error_clear(&err);
+	r.file = (uint32_t)pf_io_add_file(io, path, 0, &err);
+	cr_assert_geq((int)r.file, 0, "%s", err.msg);
+	t0 = tu_now_ns();
+	cr_assert_eq(ft_read_one(io, &r), -ETIMEDOUT);
+	cr_assert_geq(tu_now_ns() - t0, 300000000ull);
+	cr_assert(r.abandoned, "the kernel did not end the read: abandoned");
+	cr_assert_eq(pf_io_abandoned(io), 1);
+	pf_error_clear(&err);
+	pf_io_req_error(io, &r, &err);
+	pf_error_format(&err, line, sizeof(line));
+	cr_assert_str_eq(err.file, path, "%s", line);
+	cr_assert(strstr(line, "timed out") && strstr(line, "abandoned"), "%s", line);
+	/* The engine goes on: its file closes, the engine ends. */
+	cr_assert_eq(pf_io_close_file(io, r.file), 0);
+	pf_io_free(io);
+	cr_assert_neq(mmap(buf, 1 << 16, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS |
+			   MAP_NORESERVE, -1, 0), MAP_FAILED);
+	st = rfs_stop();	/* the stalled request ends with the mount */
+	cr_assert_geq(ju(st, "stalled"), 1);
 	json_decref(st);
 }
 
