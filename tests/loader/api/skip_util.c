@@ -236,7 +236,7 @@ uint32_t sk_record_values(const char *path, uint64_t record, const char *feature
 	const pf_feature *f;
 	pf_example ex;
 	pf_error err;
-	uint32_t n;
+	uint32_t n, len;
 
 	cr_assert_eq(pf_arena_init(&arena, PF_ARENA_BYTES_FOR(rec.len)), 0);
 	cr_assert_eq(pf_example_decode(rec.data, (size_t)rec.len, &arena, &ex, &err), 0, "%s",
@@ -245,10 +245,11 @@ uint32_t sk_record_values(const char *path, uint64_t record, const char *feature
 	cr_assert_not_null(f, "%s record %llu has no %s", path, (unsigned long long)record,
 			   feature);
 	cr_assert_eq(f->kind, PF_KIND_INT64);
-	n = f->count < cap ? f->count : cap;
+	len = f->count;
+	n = len < cap ? len : cap;
 	memcpy(out, f->v.int64s, n * sizeof(*out));
-	pf_arena_release(&arena);
-	return f->count;
+	pf_arena_release(&arena); /* f lives in the arena: read it before */
+	return len;
 }
 
 void sk_expect_packed(const pf_loader *l, const sk_steps *s, const char *feature,
