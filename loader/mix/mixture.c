@@ -620,7 +620,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 				   (unsigned)cfg->mix_unit);
 		goto fail;
 	}
-	m->hold = cfg->skip_steps != 0;
+	m->hold = cfg->skip_steps != 0 || (o && o->skip);
 	m->topo = (pf_topology){ cfg->host_index, cfg->num_hosts ? cfg->num_hosts : 1,
 				 cfg->cores_per_host ? cfg->cores_per_host : 1,
 				 cfg->per_core_batch };
@@ -738,6 +738,14 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	ret = pf_mix_keep_courses(m);
 	if (ret == 0 && cfg->skip_steps)
 		ret = pf_mix_skip(m, cfg->skip_steps, err);
+	if (ret == 0 && !cfg->skip_steps && o && o->skip) {
+		/* The room above's steps: the mixture's it says. */
+		uint64_t n = 0;
+
+		ret = o->skip(o->ctx, m, &n, err);
+		if (ret == 0 && n)
+			ret = pf_mix_skip(m, n, err);
+	}
 	if (ret < 0)
 		goto fail;
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
@@ -754,7 +762,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	if (ret < 0)
 		goto fail;
 	pf_mix_release_held(m);
-	if (cfg->skip_steps)
+	if (m->skipped)
 		ret = pf_mix_retake_skipped(m, err);
 	else if (restored)
 		ret = retake(m, &st, err);
@@ -1104,7 +1112,8 @@ uint64_t pf_mixture_end(const pf_mixture *m)
 }
 
 int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *taken,
-			    const struct pf_pack_state *pack, void *buf, size_t cap)
+			    const struct pf_pack_state *pack, uint64_t skipped, void *buf,
+			    size_t cap)
 {
 	pf_mix_source_state *ss = pf_calloc(m->n, sizeof(*ss));
 	uint8_t **own = pf_calloc(m->n, sizeof(*own));
@@ -1112,7 +1121,8 @@ int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *
 			    .end_plus_one = m->rule_end + 1,
 			    .host_index = m->topo.host_index, .num_hosts = m->topo.num_hosts,
 			    .cores = m->topo.cores, .per_core_batch = m->topo.per_core_batch,
-			    .sources = ss, .nsources = m->n, .has_pack = pack != NULL };
+			    .sources = ss, .nsources = m->n, .has_pack = pack != NULL,
+			    .skipped = skipped };
 	int64_t n = -ENOMEM;
 
 	if (pack)

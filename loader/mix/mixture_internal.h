@@ -34,6 +34,13 @@ typedef struct pf_mix_opts {
 	bool source_ids;
 	bool inner_index;	/* pf_mixture_inner_index() answers */
 	int (*opened)(void *ctx, pf_mixture *m, double *tokens, pf_error *err);
+	/* skip: the room above's own skip_steps (its steps are not the
+	 * mixture's): called once the run's shape is fixed (its schedule
+	 * and its stop rule's end, before max_steps) and before ready(),
+	 * it says the mixture's steps to skip (*steps: 0 for none), which
+	 * the mixture skips as cfg->skip_steps (its sources held until
+	 * then).  NULL: none.  @return 0 or <0 with err. */
+	int (*skip)(void *ctx, pf_mixture *m, uint64_t *steps, pf_error *err);
 	/* ready: called once the run's shape is fixed (its schedule, its
 	 * end, its first step) and before any source decodes a record. */
 	int (*ready)(void *ctx, pf_mixture *m, pf_error *err);
@@ -51,16 +58,26 @@ uint64_t pf_mixture_end(const pf_mixture *m);
 /* The mixture's state as if its consumer had been handed the steps
  * before `step` and nothing after, having taken taken[k] rows of each
  * source k (pf_mixture_taken() of that moment), its pack part pack
- * (NULL: none): a packed mixture's checkpoint.  @return the blob's
+ * (NULL: none), the job's steps skipped `skipped` (the room above's):
+ * a packed mixture's checkpoint.  @return the blob's
  * length (nothing written when over cap), or <0: -ENOTSUP for a source
  * inside an elastic resume's bridge. */
 int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *taken,
-			    const struct pf_pack_state *pack, void *buf, size_t cap);
+			    const struct pf_pack_state *pack, uint64_t skipped, void *buf,
+			    size_t cap);
 /* Host `host`'s sources of the rows of steps [t, t + n) of the run
  * (the mixture's rows a step each) into rs, a step after another: the
  * schedule's, as that host deals them.  Not thread-safe with the
  * mixture's own consumer (the consumer's thread). */
 void pf_mixture_row_sources(pf_mixture *m, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs);
+/* A copy of the mixture's schedule for another thread than its
+ * consumer's (mixture_skip.c): pf_mix_deal_rows() is
+ * pf_mixture_row_sources() over it (a pf_mixed's row_sources, ctx the
+ * deal).  pf_mix_deal_new(): NULL when out of memory. */
+typedef struct pf_mix_deal pf_mix_deal;
+pf_mix_deal *pf_mix_deal_new(const pf_mixture *m);
+void pf_mix_deal_rows(void *deal, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs);
+void pf_mix_deal_free(pf_mix_deal *d);
 /* On a decode thread (pf_mix_opts.inner_index): the run's row of source
  * k's record c (its loader's run, as its row sink numbers them): step t's
  * row j is row t x rows a step + j.  @return whether the schedule has

@@ -113,6 +113,41 @@ static void sched_release(sched *sc)
 	pf_free(sc->rs);
 }
 
+struct pf_mix_deal {
+	sched sc;
+};
+
+pf_mix_deal *pf_mix_deal_new(const pf_mixture *m)
+{
+	pf_mix_deal *d = pf_calloc(1, sizeof(*d));
+
+	if (d && sched_init(&d->sc, m) < 0) {
+		sched_release(&d->sc);
+		pf_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+void pf_mix_deal_rows(void *ctx, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs)
+{
+	pf_mix_deal *d = ctx;
+
+	d->sc.m.topo.host_index = host;
+	for (uint64_t i = 0; i < n; i++) {
+		pf_mix_schedule_seek(&d->sc.m, t + i);
+		pf_mix_step_sources(&d->sc.m, t + i, rs + i * d->sc.m.host_batch);
+	}
+}
+
+void pf_mix_deal_free(pf_mix_deal *d)
+{
+	if (!d)
+		return;
+	sched_release(&d->sc);
+	pf_free(d);
+}
+
 /* The rows steps [t0, t1) take of each source on this host, added to
  * rows[]; with `at`, step t1's rows' sources into sc->rs too. */
 static void rows_between(sched *sc, uint64_t t0, uint64_t t1, uint64_t *rows, bool at)
@@ -229,6 +264,9 @@ int pf_mix_retake_skipped(pf_mixture *m, pf_error *err)
 		uint32_t r;
 		int ret;
 
+		/* Rows of its loader's first batch taken before this run
+		 * (pf_mixture_state_at() counts from its moved start). */
+		s->consumed0 = row;
 		if (!row)
 			continue;
 		/* next_row() takes the batch (its state before it kept), then

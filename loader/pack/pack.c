@@ -290,10 +290,10 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		goto fail;
 	/* Not yet for a packed mixture (docs/api.md, "Every pair of
 	 * features"). */
-	if (ret == 0 && cfg->nsources && (cfg->skip_steps || cfg->plan_only)) {
+	if (ret == 0 && cfg->nsources && cfg->plan_only) {
 		ret = pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
-				   "%s with a packed mixture (pack_length with sources) is not "
-				   "supported", cfg->skip_steps ? "skip_steps" : "plan_only");
+				   "plan_only with a packed mixture (pack_length with sources) is "
+				   "not supported");
 		goto fail;
 	}
 	if (cfg->nresume && !cfg->nsources) {

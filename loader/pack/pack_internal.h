@@ -334,6 +334,14 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 int64_t pf_pack_mix_save_state(pf_packing *l, const pack_snap *sn,
 			       const struct pf_pack_state *q, void *buf, size_t cap);
 uint32_t pf_pack_mix_source(const pf_pack_run *pk, const pf_batch *ib, uint32_t r);
+/* The mixture m's records as the plan reads them (pf_mixed: its
+ * sources' orders and lengths, its deal, its steps to its end), for this
+ * loader's hosts; deal: through a copy of its schedule (any thread;
+ * else the mixture's own, the consumer's thread).  Release it with
+ * pf_pack_mix_mixed_release().  @return 0 or -ENOMEM. */
+int pf_pack_mix_mixed(const pf_packing *l, const pf_pack_run *pk, pf_mixture *m, bool deal,
+		      pf_mixed *mx);
+void pf_pack_mix_mixed_release(pf_mixed *mx);
 
 /* pack_skip.c: the run's start kept as the plan reads it (after the
  * restore and its plan), skip_steps applied to it (the inner loader's
@@ -344,6 +352,16 @@ int pf_pack_keep_course(pf_packing *l, pf_pack_run *pk);
 int pf_pack_skip_steps(pf_packing *l, pf_pack_run *pk, uint64_t n, pf_error *err);
 int64_t pf_pack_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out, size_t cap,
 			   pf_error *err);
+/* A packed mixture's skip_steps (pack_mix.c's skip(), before its
+ * ready()): n packed steps from pk->step, every host's steps planned as
+ * far as the new first one (-ERANGE with err naming the run's last step
+ * when it is past it), this host's packer walked over mx from the run's
+ * start to the last mixture step before which it has opened no row of
+ * it, at or after the mixture's first step `first`; *steps: the
+ * mixture's steps to skip to it; the packer, the packed step and the
+ * metrics set there.  @return 0 or <0 with err. */
+int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *mx, uint64_t first,
+		     uint64_t n, uint64_t *steps, pf_error *err);
 const char *pf_pack_file(const pf_packing *l, uint32_t file);
 
 /* pack_state.c: pf_loader_save_state() of a packing loader. */

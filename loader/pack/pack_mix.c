@@ -105,6 +105,37 @@ static void row_sources(void *ctx, uint32_t host, uint64_t t, uint64_t n, uint8_
 	pf_mixture_row_sources(ctx, host, t, n, rs);
 }
 
+int pf_pack_mix_mixed(const pf_packing *l, const pf_pack_run *pk, pf_mixture *m, bool deal,
+		      pf_mixed *mx)
+{
+	pf_order *orders = pf_calloc(pk->nsrc, sizeof(*orders));
+	pf_mix_deal *d = deal ? pf_mix_deal_new(m) : NULL;
+
+	if (!orders || (deal && !d)) {
+		pf_free(orders);
+		pf_mix_deal_free(d);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < pk->nsrc; k++)
+		pf_pipe_order(pf_mixture_source(m, k), &orders[k]);
+	*mx = (pf_mixed){
+		.nsources = pk->nsrc, .orders = orders,
+		.lengths = (const uint32_t *const *)pk->src_lengths, .rows = PF_PACK_GROUP,
+		.row_sources = deal ? pf_mix_deal_rows : row_sources, .ctx = deal ? (void *)d : m,
+		.t0 = 0, .t1 = pf_mixture_end(m),
+		.hosts = l->topo.num_hosts, .host_index = l->topo.host_index,
+	};
+	return 0;
+}
+
+void pf_pack_mix_mixed_release(pf_mixed *mx)
+{
+	pf_free((void *)mx->orders);
+	if (mx->row_sources == pf_mix_deal_rows)
+		pf_mix_deal_free(mx->ctx);
+	mx->orders = NULL;
+}
+
 /* The run's steps on every host, and this host's rows, from the run's
  * start (a resumed run's too: pk->step its steps delivered); the direct
  * placement's order (this host's rows' lengths from the run's first
@@ -116,32 +147,45 @@ static void row_sources(void *ctx, uint32_t host, uint64_t t, uint64_t n, uint8_
  * no last step: nothing is dropped, and only the order is planned. */
 static int plan(pf_packing *l, pf_pack_run *pk, pf_error *err)
 {
-	pf_order *orders = pf_calloc(pk->nsrc, sizeof(*orders));
 	uint64_t n = 0, want = l->cfg.max_steps ? (pk->step + l->cfg.max_steps) * pk->B : 0;
 	bool endless = !want && pf_mixture_end(pk->mix) >= PF_MIX_NO_END;
-	int ret;
+	pf_mixed mx;
+	int ret = pf_pack_mix_mixed(l, pk, pk->mix, false, &mx);
 
-	if (!orders)
+	if (ret < 0)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory planning the packed mixture");
-	for (size_t k = 0; k < pk->nsrc; k++)
-		pf_pipe_order(pf_mixture_source(pk->mix, k), &orders[k]);
-	ret = pf_pack_plan_mixed(&(pf_mixed){
-		.nsources = pk->nsrc, .orders = orders,
-		.lengths = (const uint32_t *const *)pk->src_lengths, .rows = PF_PACK_GROUP,
-		.row_sources = row_sources, .ctx = pk->mix,
-		.t0 = 0, .t1 = pf_mixture_end(pk->mix),
-		.hosts = l->topo.num_hosts, .host_index = l->topo.host_index,
-		.want_rows = want, .order = pk->direct ? pk->order : NULL, .order0 = pk->order0,
-		.order_cap = pk->order_room, .order_n = &n, .endless = endless },
-		l->cfg.seed, &pk->packer, pk->nf, pk->cap, pk->B, &pk->epoch_steps,
-		&pk->epoch_rows);
-	pf_free(orders);
+	mx.want_rows = want;
+	mx.order = pk->direct ? pk->order : NULL;
+	mx.order0 = pk->order0;
+	mx.order_cap = pk->order_room;
+	mx.order_n = &n;
+	mx.endless = endless;
+	ret = pf_pack_plan_mixed(&mx, l->cfg.seed, &pk->packer, pk->nf, pk->cap, pk->B,
+				 &pk->epoch_steps, &pk->epoch_rows);
+	pf_pack_mix_mixed_release(&mx);
 	pk->norder = pk->order0 + n;
 	if (ret < 0)
 		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "planning the packed mixture: %s",
 				    pf_strerror(ret));
 	return 0;
+}
+
+/* skip_steps (before ready()): the mixture's steps to skip, the packer
+ * and the packed steps where they end (pack_skip.c). */
+static int skip(void *ctx, pf_mixture *m, uint64_t *steps, pf_error *err)
+{
+	mix_open *mo = ctx;
+	pf_mixed mx;
+	int ret = pf_pack_mix_mixed(mo->l, mo->pk, m, false, &mx);
+
+	if (ret < 0)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
+				    "out of memory planning the packed mixture");
+	ret = pf_pack_mix_skip(mo->l, mo->pk, &mx, pf_mixture_first_step(m), mo->cfg->skip_steps,
+			       steps, err);
+	pf_pack_mix_mixed_release(&mx);
+	return ret;
 }
 
 /* The run's shape fixed, before any source decodes a record: direct
@@ -267,14 +311,17 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 	/* Its sources' records in file order are what the plan reads: no
 	 * wrapped records at an epoch's end. */
 	icfg->remainder = PF_REMAINDER_DROP;
-	if (cfg->nresume)
+	if (cfg->nresume) {
 		restore_packer(pk, &st.pack);
+		pk->skipped_total = st.skipped;
+	}
 	/* The inner rows' sources: the mixture's feature after the spec's. */
 	pk->src_tensor = inner_spec->n;
 	ret = pf_mixture_create(&pk->mix, icfg, &(pf_mix_opts){
 		.spec = inner_spec, .lspec = cfg->on_corrupt == PF_CORRUPT_FAIL ? lspec : NULL,
 		.source_ids = true, .inner_index = pf_pack_direct_wanted(cfg),
-		.opened = gather, .ready = ready, .ctx = &mo }, err);
+		.opened = gather, .skip = cfg->skip_steps ? skip : NULL, .ready = ready,
+		.ctx = &mo }, err);
 	if (ret < 0) {
 		pk->mix = NULL;		/* freed with it */
 		goto out;
@@ -290,7 +337,8 @@ out:
 int64_t pf_pack_mix_save_state(pf_packing *l, const pack_snap *sn,
 			       const struct pf_pack_state *q, void *buf, size_t cap)
 {
-	int64_t n = pf_mixture_state_at(l->pack->mix, sn->step, sn->taken, q, buf, cap);
+	int64_t n = pf_mixture_state_at(l->pack->mix, sn->step, sn->taken, q,
+					l->pack->skipped_total, buf, cap);
 
 	if (n == -ENOTSUP)	/* cannot be: no elastic resume */
 		return -EIO;

@@ -68,6 +68,118 @@ int pf_pack_skip_steps(pf_packing *l, pf_pack_run *pk, uint64_t n, pf_error *err
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* A packed mixture's skip                                              */
+
+/* The walk to the new first step's rows [hi, ...): the last mixture step
+ * whose start has the packer with no row of them opened (and the packer
+ * there), counting the pieces placed in the rows skipped, [lo, hi). */
+typedef struct mix_skip_walk {
+	uint64_t lo, hi;
+	uint32_t nf;
+	bool any;		/* a step found */
+	uint64_t t;		/* it */
+	pf_packer at;		/* the packer at its start */
+	uint64_t records, values;
+} mix_skip_walk;
+
+static int skip_step(void *ctx, uint64_t t, const pf_packer *p, uint64_t closed)
+{
+	mix_skip_walk *w = ctx;
+
+	if (p->next_row <= w->hi) {
+		w->any = true;
+		w->t = t;
+		w->at = *p;
+		return 0;
+	}
+	/* Past it: on only until the rows skipped are final (counted). */
+	return closed >= w->hi;
+}
+
+static int skip_piece(void *ctx, const pf_pack_piece *pc, uint32_t source, uint32_t epoch,
+		      const pf_plan_record *rec, uint64_t closed)
+{
+	mix_skip_walk *w = ctx;
+
+	(void)source;
+	(void)epoch;
+	(void)rec;
+	(void)closed;
+	if (pc->row >= w->lo && pc->row < w->hi) {
+		w->records++;
+		for (uint32_t f = 0; f < w->nf; f++)
+			w->values += pc->count[f];
+	}
+	return 0;
+}
+
+int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *mx, uint64_t first,
+		     uint64_t n, uint64_t *steps, pf_error *err)
+{
+	uint64_t to = pk->step + n, every = 0, rows = 0;
+	mix_skip_walk w = { .lo = pk->step * pk->B, .nf = pk->nf };
+	pf_mixed all = *mx;
+	int ret;
+
+	*steps = 0;
+	if (to < pk->step || to > UINT64_MAX / pk->B - 1)
+		return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
+				    "skip_steps: %llu steps is more than any run has",
+				    (unsigned long long)n);
+	w.hi = to * pk->B;
+	/* Every host's steps, as far as the new first one (the plan from
+	 * the run's start, as ready() plans the run after the skip). */
+	all.want_rows = (to + 1) * pk->B;
+	all.endless = false;
+	all.order = NULL;
+	ret = pf_pack_plan_mixed(&all, l->cfg.seed, &pk->packer, pk->nf, pk->cap, pk->B, &every,
+				 &rows);
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "planning the packed mixture: %s",
+				    pf_strerror(ret));
+	if (every <= to) {
+		uint64_t left = every > pk->step ? every - pk->step : 0;
+
+		return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
+				    "skip_steps: %llu steps from global step %llu reach past the "
+				    "run's end: its last step is global step %llu (%llu packed "
+				    "steps left, the fewest rows of any host; its sources' stop "
+				    "rule)", (unsigned long long)n, (unsigned long long)pk->gstep,
+				    (unsigned long long)(pk->gstep + left - (left ? 1 : 0)),
+				    (unsigned long long)left);
+	}
+	/* This host's packer from the run's start to the step found. */
+	ret = pf_pack_mixed_walk(mx, l->cfg.seed, &pk->packer, pk->nf, pk->cap,
+				 &(pf_mixed_visit){ .step = skip_step, .piece = skip_piece,
+						    .ctx = &w });
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "planning the packed mixture: %s",
+				    pf_strerror(ret));
+	if (!w.any || w.t < first || w.t >= mx->t1)
+		return pf_error_set(err, -EIO, PF_OFFSET_NONE, 0,
+				    "skip_steps: the plan puts packed step %llu's rows at the "
+				    "mixture's step %llu, outside its steps %llu to %llu",
+				    (unsigned long long)to, (unsigned long long)w.t,
+				    (unsigned long long)first, (unsigned long long)mx->t1);
+	*steps = w.t - first;
+	/* The packer's rows where the plan says (its counts go on from 0,
+	 * as after a restore). */
+	pk->packer.nopen = w.at.nopen;
+	pk->packer.next_row = w.at.next_row;
+	memcpy(pk->packer.open, w.at.open, w.at.nopen * sizeof(*pk->packer.open));
+	pthread_mutex_lock(&l->mu);
+	l->m.skipped_from = pk->gstep;
+	l->m.skipped_steps = n;
+	l->m.skipped_records = w.records;
+	l->m.skipped_tokens = w.values;
+	pthread_mutex_unlock(&l->mu);
+	pk->step = to;
+	pk->gstep += n;
+	pk->skipped_total += n;
+	return 0;
+}
+
 int64_t pf_pack_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out, size_t cap,
 			   pf_error *err)
 {

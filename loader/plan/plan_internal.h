@@ -216,6 +216,13 @@ void pf_mix_state_release(pf_mix_state *s);
 /* ------------------------------------------------------------------ */
 /* Packing's plan (pack_plan.c): the rows a loader's records pack into */
 
+/* The record a row of a step holds: its file (an index into the
+ * dataset's files) and its number in the file. */
+typedef struct pf_plan_record {
+	uint32_t file;
+	uint64_t record;
+} pf_plan_record;
+
 /* A loader's order as the plan reads it: its dataset, its topology and
  * its shuffle (what pf_plan_epoch() and the shuffle blocks take; a
  * pipeline fills it, loader/pipeline/'s pf_pipe_order()). */
@@ -299,6 +306,27 @@ typedef struct pf_mixed {
 int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
 		       uint32_t nf, uint32_t cap, uint32_t host_batch, uint64_t *steps,
 		       uint64_t *own_rows);
+/* What a walk of one host's packed mixture (pf_pack_mixed_walk()) tells
+ * its caller: step, at the start of each step t of the mixture (the
+ * packer there, the rows below `closed` final; and once more at the run's
+ * end, t = t1, every row final); piece, each piece of each record placed
+ * (the record's source, that source's epoch, its file and number in the
+ * file).  Either may be NULL, and either returns 1 to stop the walk. */
+struct pf_pack_piece;
+typedef struct pf_mixed_visit {
+	int (*step)(void *ctx, uint64_t t, const struct pf_packer *p, uint64_t closed);
+	int (*piece)(void *ctx, const struct pf_pack_piece *pc, uint32_t source, uint32_t epoch,
+		     const pf_plan_record *rec, uint64_t closed);
+	void *ctx;
+} pf_mixed_visit;
+/* Walk host mx->host_index's records as the mixture deals them, from the
+ * run's start (step 0, every source from its first record) to step
+ * mx->t1 or a stop, through the packer pk (empty, its settings) with
+ * their pieces, as pack.c packs them: the course of a packed mixture
+ * (skip_steps, pf_loader_records_of()).  @return 0, or <0 (-ENOMEM, the
+ * packer's error). */
+int pf_pack_mixed_walk(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
+		       uint32_t nf, uint32_t cap, const pf_mixed_visit *v);
 
 /* ------------------------------------------------------------------ */
 /* A run's course (course.c): where it starts, skipping ahead, and which */
@@ -359,13 +387,6 @@ int pf_run_skip(pf_run *r, uint64_t n, pf_error *err);
  *  pf_run_start_release()).  @return 0 or -ENOMEM. */
 int pf_run_start_copy(pf_run_start *dst, const pf_run_start *src);
 void pf_run_start_release(pf_run_start *s);
-
-/* The record a row of a step holds: its file (an index into the
- * dataset's files) and its number in the file. */
-typedef struct pf_plan_record {
-	uint32_t file;
-	uint64_t record;
-} pf_plan_record;
 
 /* Which record a run delivers where (pf_which_*()): the run it reads and
  * what it keeps between calls (the plan of one origin host, one shuffle
