@@ -893,7 +893,6 @@ static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 			ret = open_saved(m, cfg, k, ss, err);
 		/* Rows of the batch it was inside taken before the state. */
 		s->cur_row = ss->consumed;
-		s->consumed0 = ss->consumed;
 	}
 	return ret;
 }
@@ -1131,7 +1130,7 @@ int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *
 		goto out;
 	for (size_t k = 0; k < m->n; k++) {
 		const mix_source *s = &m->src[k];
-		uint64_t rows = s->consumed0 + taken[k];
+		uint64_t rows = taken[k];
 
 		if (s->next || s->npend) {	/* inside a bridge */
 			n = -ENOTSUP;

@@ -49,8 +49,10 @@ typedef struct pf_mix_opts {
 int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mix_opts *o,
 		      pf_error *err);
 /* For the room above: source k's loader (of whole epochs, no bridge),
- * the rows taken from each source by this run (taken[k]), the run's
- * first step and the step after its last. */
+ * the rows taken from each source's loader's run (taken[k]: from its
+ * start, the rows of its first batch taken before this run counted, as
+ * after a restore or a skip), the run's first step and the step after
+ * its last. */
 pf_pipe *pf_mixture_source(const pf_mixture *m, size_t k);
 void pf_mixture_taken(const pf_mixture *m, uint64_t *taken);
 uint64_t pf_mixture_first_step(const pf_mixture *m);
@@ -176,10 +178,9 @@ typedef struct mix_source {
 	/* Its records' places in the mixture's batches (mixture_batch.c). */
 	mix_sink *sk;		/* m->sinks[k] */
 	uint64_t mapping;	/* sk->mapped, before it is published */
-	uint64_t used;		/* the number of the next row taken */
-	/* Rows of its loader's first batch taken before this run (a
-	 * restore's; pf_mixture_state_at()). */
-	uint32_t consumed0;
+	uint64_t used;		/* the number of the next row taken (of its
+				   loader's run: those of its first batch
+				   taken before this run counted) */
 } mix_source;
 
 /* One of the loaders a source's rows come from, in turn (a bridge of an

@@ -264,9 +264,6 @@ int pf_mix_retake_skipped(pf_mixture *m, pf_error *err)
 		uint32_t r;
 		int ret;
 
-		/* Rows of its loader's first batch taken before this run
-		 * (pf_mixture_state_at() counts from its moved start). */
-		s->consumed0 = row;
 		if (!row)
 			continue;
 		/* next_row() takes the batch (its state before it kept), then

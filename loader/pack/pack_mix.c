@@ -326,9 +326,13 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 		pk->mix = NULL;		/* freed with it */
 		goto out;
 	}
+	/* The first checkpoint: the rows its sources' loaders had given at
+	 * the run's start (of the batch each is inside, after a restore or
+	 * a skip). */
+	pf_mixture_taken(pk->mix, pk->taken_next);
 	ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = 0,
 						  .step = pf_mixture_first_step(pk->mix),
-						  .gstep = pk->gstep });
+						  .gstep = pk->gstep, .taken = pk->taken_next });
 out:
 	pf_mix_state_release(&st);
 	return ret;

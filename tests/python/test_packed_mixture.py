@@ -8,6 +8,8 @@ every host has the same steps; every value's _source is its token's; a
 state resumes bit for bit; mix_unit='tokens' makes the token shares the
 weights; another topology is refused, naming both features."""
 import collections
+import json
+import subprocess
 
 import numpy as np
 import pytest
@@ -253,6 +255,20 @@ def test_resume_is_bit_for_bit(texts, mix, mode, hosts, host):
         for a, b in zip(full[at:], rest):
             for k in a:
                 assert np.array_equal(a[k], b[k]), f"{k} after a resume at {at}"
+    # A resumed run's own state (its sources inside the batches they were
+    # resumed in) resumes too.
+    at = 3
+    with podfeed.Loader(sources(texts), SPEC, max_steps=at, **kw) as loader:
+        for _ in loader:
+            pass
+        state = loader.state_dict()
+    with podfeed.Loader(sources(texts), SPEC, state=state, max_steps=20, **kw) as loader:
+        for _ in loader:
+            pass
+        state = loader.state_dict()
+    with podfeed.Loader(sources(texts), SPEC, state=state, **kw) as loader:
+        rest = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+    same(rest, full[at + 20:], "a resume of a resume")
 
 
 def test_tokens_weigh_the_token_shares(texts):
@@ -292,3 +308,102 @@ def test_another_topology_is_refused_naming_both(texts):
         state = loader.state_dict()
     with pytest.raises(podfeed.ConfigError, match="elastic resume of a packed mixture"):
         podfeed.Loader(sources(texts), SPEC, state=[state], **dict(kw, num_hosts=1))
+
+
+# --------------------------------------------------------------------
+# skip_steps: N packed steps on, as if delivered (issue 39's skip for a
+# packed mixture).
+
+def same(a, b, what):
+    assert len(a) == len(b), f"{what}: {len(a)} steps, {len(b)} expected"
+    for s, (x, y) in enumerate(zip(a, b)):
+        for k in y:
+            assert np.array_equal(x[k], y[k]), f"{what}: {k} of step {s}"
+
+
+def held(steps):
+    """The pieces of records (segments) and values the steps' rows hold."""
+    records = tokens = 0
+    for b in steps:
+        seg = b["tokens_segment_ids"].reshape(-1, L)
+        records += int(seg.max(axis=1).sum())
+        tokens += int((seg > 0).sum())
+    return records, tokens
+
+
+@pytest.mark.parametrize("hosts", [1, 4])
+@pytest.mark.parametrize("mix", ["stratified", "sample"])
+@pytest.mark.parametrize("mode", ["first_fit", "concat"])
+def test_skip_steps_gives_the_run_never_stopped(texts, mode, mix, hosts):
+    """On every host, skip_steps=N gives the uninterrupted run's steps
+    from N on, and says what it skipped: the pieces of records and the
+    values of the skipped steps' rows."""
+    for h in range(hosts):
+        full, _ = batches(texts, mix, mode, hosts, h)
+        for n in (1, len(full) // 2 + 3, len(full) - 1):
+            got, m = batches(texts, mix, mode, hosts, h, skip_steps=n)
+            same(got, full[n:], f"host {h}, skip_steps={n}")
+            assert m["skipped_steps"] == n and m["skipped_from"] == 0
+            assert (m["skipped_records"], m["skipped_tokens"]) == held(full[:n]), n
+            assert m["steps"] == len(full) - n
+
+
+@pytest.mark.parametrize("mix,mode,hosts,host", [("stratified", "first_fit", 1, 0),
+                                                 ("sample", "concat", 1, 0),
+                                                 ("stratified", "concat", 4, 2),
+                                                 ("sample", "first_fit", 4, 3)])
+def test_skip_steps_from_a_state(texts, mix, mode, hosts, host):
+    """From a resumed state: its steps, then N more, skipped; a state saved
+    after the skip is past it and resumes exactly; max_steps counts the
+    steps after the skip; a skip past the run's last step is refused
+    naming that step."""
+    kw = dict(pack_length=L, pack_mode=mode, source_feature=True, **common(mix, hosts, host))
+    full, _ = batches(texts, mix, mode, hosts, host)
+    at, n = 7, len(full) // 3
+    with podfeed.Loader(sources(texts), SPEC, max_steps=at, **kw) as loader:
+        for _ in loader:
+            pass
+        state = loader.state_dict()
+    with podfeed.Loader(sources(texts), SPEC, state=state, skip_steps=n, **kw) as loader:
+        got = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+        m = loader.metrics()
+    same(got, full[at + n:], f"resumed at {at}, skip_steps={n}")
+    assert m["skipped_from"] == at and m["skipped_steps"] == n
+    assert (m["skipped_records"], m["skipped_tokens"]) == held(full[at:at + n])
+    with podfeed.Loader(sources(texts), SPEC, state=state, skip_steps=n, max_steps=5,
+                        **kw) as loader:
+        got = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+        after = loader.state_dict()
+    same(got, full[at + n:at + n + 5], "max_steps after the skip")
+    assert after["global_step"] == at + n + 5 and after["skipped_steps"] == n
+    with podfeed.Loader(sources(texts), SPEC, state=after, **kw) as loader:
+        got = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+    same(got, full[at + n + 5:], "resumed from a state saved after the skip")
+    last = len(full) - 1
+    with pytest.raises(podfeed.ConfigError,
+                       match=rf"^skip_steps: .*its last step is global step {last} "):
+        podfeed.Loader(sources(texts), SPEC, state=state, skip_steps=len(full) - at, **kw)
+    with podfeed.Loader(sources(texts), SPEC, state=state, skip_steps=len(full) - at - 1,
+                        **kw) as loader:
+        got = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+    same(got, full[-1:], "the last step alone")
+
+
+def test_loadbench_skip_steps(texts):
+    """loadbench --skip-steps with --source and --pack: the report's
+    skipped packed steps, and the steps after them."""
+    (web, code, books), _ = texts
+    args = [tool("tools/loadbench"), "--quiet", "--json", "--source", f"web=0.5:{web}",
+            "--source", f"code=0.3:{code}", "--source", f"books=0.2:{books}", "--features", SPEC,
+            "--pack", str(L), "--per-core-batch", "4", "--cores", "2", "--shuffle", "--seed", "7"]
+    whole = json.loads(subprocess.run([str(a) for a in args], check=True,
+                                      capture_output=True, text=True).stdout)
+    got = json.loads(subprocess.run([str(a) for a in args + ["--skip-steps", "20"]], check=True,
+                                    capture_output=True, text=True).stdout)
+    assert got["skipped"]["steps"] == 20 and got["skipped"]["from_step"] == 0
+    assert got["skipped"]["tokens"] > got["skipped"]["records"] > 0
+    assert got["steps"] == whole["steps"] - 20
+    bad = subprocess.run([str(a) for a in args + ["--skip-steps", str(whole["steps"])]],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1
+    assert f"its last step is global step {whole['steps'] - 1} " in bad.stderr
