@@ -25,6 +25,12 @@
  * the mixture's state blob (its pack part).  It resumes on the topology
  * it was saved with; another is refused (docs/api.md says why).
  *
+ * skip_steps: this host's packer walked over its records as the mixture
+ * deals them, from the run's start (pack_skip.c, through the plan's
+ * pf_pack_mixed_walk()), to the last step of the mixture before which it
+ * has opened no row of the new first packed step; the mixture skips to
+ * it (pf_mix_opts.skip, before ready()), the packer starts there.
+ *
  * Direct placement (pack_direct.c) as one loader's: each source's decode
  * threads write a record planned ahead straight into its packed rows,
  * its place in the run the one the mixture mapped it to
