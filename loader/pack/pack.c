@@ -288,14 +288,6 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	pk->npieces = pk->cap / pk->L + 2;
 	if (ret < 0)
 		goto fail;
-	/* Not yet for a packed mixture (docs/api.md, "Every pair of
-	 * features"). */
-	if (ret == 0 && cfg->nsources && cfg->plan_only) {
-		ret = pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
-				   "plan_only with a packed mixture (pack_length with sources) is "
-				   "not supported");
-		goto fail;
-	}
 	if (cfg->nresume && !cfg->nsources) {
 		ret = pf_pack_restore(pk, cfg, &l->topo, err);
 		if (ret < 0)
@@ -1098,7 +1090,11 @@ static int64_t pack_records_of(const pf_loader *f, uint64_t step, pf_record_ref 
 
 static const char *pack_file(const pf_loader *f, uint32_t source, uint32_t file)
 {
-	return source || cpacking(f)->pack->mix ? NULL : pf_pack_file(cpacking(f), file);
+	const pf_pack_run *pk = cpacking(f)->pack;
+
+	if (pk->mix)
+		return pf_mix_file(pk->mix, source, file);
+	return source ? NULL : pf_pack_file(cpacking(f), file);
 }
 
 const pf_loader_ops pf_packing_ops = {

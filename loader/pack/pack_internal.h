@@ -250,6 +250,10 @@ struct pf_pack_run {
 	 * says; its inner start is a copy of the inner loader's. */
 	pf_pack_course course;
 	bool have_course;
+	/* A packed mixture's (its course is the plan's walk from the run's
+	 * start, pf_pack_mixed_walk()): the packed step and global step it
+	 * started at, before skip_steps. */
+	uint64_t mix_step0, mix_gstep0;
 	uint64_t skipped_total;		/* the job's packed steps skipped (states say it) */
 };
 
@@ -362,6 +366,13 @@ int64_t pf_pack_records_of(const pf_packing *l, uint64_t step, pf_record_ref *ou
  * metrics set there.  @return 0 or <0 with err. */
 int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *mx, uint64_t first,
 		     uint64_t n, uint64_t *steps, pf_error *err);
+/* A packed mixture's pf_loader_records_of() (pf_pack_records_of()
+ * calls it): the pieces of packed step `step` of this host, each with
+ * its source, that source's epoch, the file and the record, from this
+ * host's walk over the plan (any thread).  @return the refs' count or
+ * <0 with err. */
+int64_t pf_pack_mix_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out,
+			       size_t cap, pf_error *err);
 const char *pf_pack_file(const pf_packing *l, uint32_t file);
 
 /* pack_state.c: pf_loader_save_state() of a packing loader. */

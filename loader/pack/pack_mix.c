@@ -321,6 +321,11 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 		restore_packer(pk, &st.pack);
 		pk->skipped_total = st.skipped;
 	}
+	/* Where the run starts, before skip_steps (pf_loader_records_of()),
+	 * and the packer's settings for its walks. */
+	pk->mix_step0 = pk->step;
+	pk->mix_gstep0 = pk->gstep;
+	pk->course.packer = pk->packer;
 	/* The inner rows' sources: the mixture's feature after the spec's. */
 	pk->src_tensor = inner_spec->n;
 	ret = pf_mixture_create(&pk->mix, icfg, &(pf_mix_opts){
@@ -331,6 +336,14 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 	if (ret < 0) {
 		pk->mix = NULL;		/* freed with it */
 		goto out;
+	}
+	pk->have_course = true;
+	/* A plan alone (plan_only): the mixture called no ready(); its
+	 * steps planned here (no order, no batches). */
+	if (cfg->plan_only) {
+		ret = plan(l, pk, err);
+		if (ret < 0)
+			goto out;
 	}
 	/* The first checkpoint: the rows its sources' loaders had given at
 	 * the run's start (of the batch each is inside, after a restore or

@@ -8,6 +8,7 @@
  * pieces of records of a packed step's rows.  Not here: packing
  * (pack.c), checkpoints (pack_state.c). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pack_internal.h"
@@ -180,6 +181,93 @@ int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *mx, uint64_
 	return 0;
 }
 
+/* The pieces of a packed mixture's step: rows [lo, hi) of the run. */
+typedef struct mix_gathered {
+	uint64_t lo, hi;
+	uint64_t step;		/* the packed step (its epoch's, the run's) */
+	uint32_t pcb;
+	pf_record_ref *out;
+	size_t cap, n;
+} mix_gathered;
+
+static int gather_mix_piece(void *ctx, const pf_pack_piece *pc, uint32_t source,
+			    uint32_t epoch, const pf_plan_record *rec, uint64_t closed)
+{
+	mix_gathered *ga = ctx;
+
+	if (pc->row >= ga->lo && pc->row < ga->hi) {
+		uint32_t idx = (uint32_t)(pc->row - ga->lo);
+
+		if (ga->n < ga->cap)
+			ga->out[ga->n] = (pf_record_ref){
+				.epoch = epoch, .step = ga->step,
+				.core = idx / ga->pcb, .row = idx % ga->pcb, .source = source,
+				.file = rec->file, .record = rec->record,
+				.segment = pc->segment, .at = pc->at[0], .from = pc->from,
+				.count = pc->count[0],
+			};
+		ga->n++;
+	}
+	/* Rows below closed take nothing more. */
+	return closed >= ga->hi;
+}
+
+static int by_core_row(const void *a, const void *b)
+{
+	const pf_record_ref *x = a, *y = b;
+
+	if (x->core != y->core)
+		return x->core < y->core ? -1 : 1;
+	if (x->row != y->row)
+		return x->row < y->row ? -1 : 1;
+	return x->segment < y->segment ? -1 : x->segment > y->segment;
+}
+
+int64_t pf_pack_mix_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out,
+			       size_t cap, pf_error *err)
+{
+	const pf_pack_run *pk = l->pack;
+	uint64_t last = l->steps_per_epoch;	/* the run's steps (0: no end) */
+	uint64_t j = pk->mix_step0 + (step - pk->mix_gstep0);
+	mix_gathered ga = { .pcb = l->topo.per_core_batch, .out = out, .cap = cap };
+	pf_mixed mx;
+	int ret;
+
+	if (!pk->have_course)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "the loader has no plan");
+	if (step < pk->mix_gstep0 || (last && j >= last)) {
+		if (!last)
+			return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
+					    "step %llu is not a step of this run: its steps are "
+					    "global steps %llu on (packed; the mixture's run has no "
+					    "end)", (unsigned long long)step,
+					    (unsigned long long)pk->mix_gstep0);
+		return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
+				    "step %llu is not a step of this run: its steps are global "
+				    "steps %llu to %llu (packed; the mixture's run)",
+				    (unsigned long long)step, (unsigned long long)pk->mix_gstep0,
+				    (unsigned long long)(pk->mix_gstep0 + (last - pk->mix_step0) - 1));
+	}
+	ga.step = j;
+	ga.lo = j * pk->B;
+	ga.hi = ga.lo + pk->B;
+	/* Through a copy of the mixture's schedule: any thread. */
+	ret = pf_pack_mix_mixed(l, pk, pk->mix, true, &mx);
+	if (ret == 0) {
+		/* The packer's settings (kept at create: the consumer's own
+		 * packer is not read from another thread). */
+		ret = pf_pack_mixed_walk(&mx, l->cfg.seed, &pk->course.packer, pk->nf, pk->cap,
+					 &(pf_mixed_visit){ .piece = gather_mix_piece, .ctx = &ga });
+		pf_pack_mix_mixed_release(&mx);
+	}
+	if (ret < 0)
+		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "planning the packed mixture: %s",
+				    pf_strerror(ret));
+	if (ga.n <= cap)
+		qsort(out, ga.n, sizeof(*out), by_core_row);
+	return (int64_t)ga.n;
+}
+
 int64_t pf_pack_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out, size_t cap,
 			   pf_error *err)
 {
@@ -191,8 +279,7 @@ int64_t pf_pack_records_of(const pf_packing *l, uint64_t step, pf_record_ref *ou
 	int ret;
 
 	if (pk->mix)
-		return pf_error_set(err, -ENOTSUP, PF_OFFSET_NONE, 0,
-				    "the records of a packed mixture's steps are not known yet");
+		return pf_pack_mix_records_of(l, step, out, cap, err);
 	if (!pk->have_course)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "the loader has no plan");
 	/* The pieces into refs of the plan's when out has room for them

@@ -407,3 +407,101 @@ def test_loadbench_skip_steps(texts):
                          capture_output=True, text=True)
     assert bad.returncode == 1
     assert f"its last step is global step {whole['steps'] - 1} " in bad.stderr
+
+
+# --------------------------------------------------------------------
+# The records of a step: each piece of a record in a row, its source,
+# file and record, from the plan (records.py's tokens say who they are).
+
+def first_records(texts):
+    """Each converted file's first record number in its source (the
+    shards text_source wrote, in order)."""
+    (dirs, lens) = texts
+    base = {}
+    for d, ls, shards in zip(dirs, lens, (3, 2, 2)):
+        per = -(-len(ls) // shards)
+        for i, f in enumerate(sorted(d.glob("*.zst"))):
+            base[str(f)] = i * per
+    return base
+
+
+def check_pieces(refs, b, base, what):
+    """Every piece names, in its row, its source's record's values there
+    (by their tokens), with its segment id; together they name every
+    value the step's rows hold."""
+    names = ["web", "code", "books"]
+    covered = 0
+    for r in refs:
+        c, i, at, n = r["core"], r["row"], r["at"], r["count"]
+        want = [(names.index(r["source"]), base[r["file"]] + r["record"], r["from"] + p)
+                for p in range(n)]
+        got = [who(int(t)) for t in b["tokens"][c, i, at:at + n]]
+        assert got == want, f"{what}: {r}"
+        assert (b["tokens_segment_ids"][c, i, at:at + n] == r["segment"]).all(), r
+        assert (b["_source"][c, i, at:at + n] == names.index(r["source"])).all(), r
+        covered += n
+    assert covered == int((b["tokens_segment_ids"] != 0).sum()), what
+
+
+@pytest.mark.parametrize("mix,mode,hosts,host", [("stratified", "first_fit", 1, 0),
+                                                 ("sample", "concat", 1, 0),
+                                                 ("stratified", "concat", 4, 1),
+                                                 ("sample", "first_fit", 4, 3)])
+def test_records_of_names_each_piece(texts, mix, mode, hosts, host):
+    base = first_records(texts)
+    kw = dict(pack_length=L, pack_mode=mode, source_feature=True, **common(mix, hosts, host))
+    with podfeed.Loader(sources(texts), SPEC, **kw) as loader:
+        full = []
+        for b in loader:
+            check_pieces(loader.records_of(b.global_step), b, base, f"step {b.global_step}")
+            full.append(b.global_step)
+        last = full[-1]
+        with pytest.raises(podfeed.ConfigError,
+                           match=rf"^records_of: step {last + 1} .* global steps 0 to {last} "):
+            loader.records_of(last + 1)
+    # Skipped and resumed: the steps skipped say what the run never
+    # stopped delivered there; a step before the state's is not the run's.
+    with podfeed.Loader(sources(texts), SPEC, max_steps=5, **kw) as loader:
+        for _ in loader:
+            pass
+        state = loader.state_dict()
+    with podfeed.Loader(sources(texts), SPEC, state=state, skip_steps=9, **kw) as loader:
+        ahead = {s: loader.records_of(s) for s in (5, 13, 14, 20)}
+        for b in loader:
+            if b.global_step in ahead:
+                check_pieces(ahead[b.global_step], b, base, f"step {b.global_step} resumed")
+            if b.global_step == 20:
+                break
+        with pytest.raises(podfeed.ConfigError, match=r"^records_of: step 4 .* global steps 5 "):
+            loader.records_of(4)
+    with podfeed.Loader(sources(texts), SPEC, **kw) as loader:
+        for b in loader:
+            if b.global_step in (5, 13):
+                assert loader.records_of(b.global_step) == ahead[b.global_step]
+            if b.global_step == 13:
+                break
+
+
+def test_loadbench_which_names_a_packed_mixture_s_pieces(texts):
+    """loadbench which (a plan-only loader: nothing read) names the pieces
+    the loader delivers."""
+    (web, code, books), _ = texts
+    base = first_records(texts)
+    args = [tool("tools/loadbench"), "which", "--steps", "3:6", "--json",
+            "--source", f"web=0.5:{web}", "--source", f"code=0.3:{code}",
+            "--source", f"books=0.2:{books}", "--features", SPEC, "--pack", str(L),
+            "--per-core-batch", "4", "--cores", "2", "--shuffle", "--seed", "7",
+            "--num-hosts", "2", "--host-index", "1"]
+    out = json.loads(subprocess.run([str(a) for a in args], check=True, capture_output=True,
+                                    text=True).stdout)
+    with podfeed.Loader(sources(texts), SPEC, pack_length=L, source_feature=True,
+                        per_core_batch=4, cores=2, shuffle=True, seed=7, num_hosts=2,
+                        host_index=1) as loader:
+        got = {b.global_step: {k: np.array(b[k]) for k in b.keys()}
+               for b, _ in zip(loader, range(6))}
+    assert [s["step"] for s in out["steps"]] == [3, 4, 5]
+    for s in out["steps"]:
+        check_pieces(s["rows"], got[s["step"]], base, f"loadbench which, step {s['step']}")
+    bad = subprocess.run([str(a) for a in args[:3] + ["100000:100001"] + args[4:]],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "is not a step of this run" in bad.stderr
