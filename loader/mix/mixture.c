@@ -1110,9 +1110,102 @@ uint64_t pf_mixture_end(const pf_mixture *m)
 	return m->end;
 }
 
-int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *taken,
-			    const struct pf_pack_state *pack, uint64_t skipped, void *buf,
-			    size_t cap)
+/* A source's state inside a bridge, made at a mark (its bridge is freed
+ * when it ends): the source's part of a mixture state, its memory its
+ * own. */
+struct pf_mix_held {
+	pf_mix_source_state ss;
+	uint8_t *state;
+	uint8_t **pend;
+	size_t *pend_len;
+};
+
+static void held_free(pf_mix_held *h)
+{
+	if (!h)
+		return;
+	for (size_t i = 0; h->pend && i < h->ss.npending; i++)
+		pf_free(h->pend[i]);
+	pf_free(h->pend);
+	pf_free(h->pend_len);
+	pf_free(h->state);
+	pf_free(h);
+}
+
+/* Source s's part of a state with `rows` of its current loader's run
+ * taken: its loader's state before the batch the row after them is in,
+ * and the rows of that batch taken; a bridge's too (its batch and epoch,
+ * the bridges after it).  own: the state's memory, the caller's to
+ * free. */
+static int source_at(const mix_source *s, uint64_t rows, pf_mix_source_state *ss, uint8_t **own)
+{
+	int64_t n = pf_pipe_state_after(s->l, rows / s->sub_batch, NULL, 0);
+
+	*own = n > 0 ? pf_malloc((size_t)n) : NULL;
+	if (!*own)
+		return n < 0 ? (int)n : -ENOMEM;
+	pf_pipe_state_after(s->l, rows / s->sub_batch, *own, (size_t)n);
+	*ss = (pf_mix_source_state){ .state = *own, .state_len = (size_t)n,
+				     .consumed = (uint32_t)(rows % s->sub_batch),
+				     .whole_batch = s->whole_batch };
+	if (s->next) {
+		ss->bridge_batch = s->sub_batch;
+		ss->bridge_epoch = s->bridge_epoch;
+		ss->pending = s->pend_state;
+		ss->pending_len = s->pend_len;
+		ss->npending = s->npend;
+	}
+	return 0;
+}
+
+int pf_mixture_mark(const pf_mixture *m, pf_mix_mark *marks)
+{
+	for (size_t k = 0; k < m->n; k++) {
+		const mix_source *s = &m->src[k];
+		pf_mix_mark *mk = &marks[k];
+		pf_mix_held *h;
+		int ret;
+
+		*mk = (pf_mix_mark){ .used = s->used, .rows = s->used - s->lbase, .gen = s->gen };
+		if (!s->next)
+			continue;
+		/* Inside a bridge: its state now, kept (with the states of
+		 * the bridges after it, as opened). */
+		h = pf_calloc(1, sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		mk->held = h;
+		ret = source_at(s, mk->rows, &h->ss, &h->state);
+		if (ret < 0)
+			return ret;
+		h->pend = pf_calloc(s->npend + 1, sizeof(*h->pend));
+		h->pend_len = pf_calloc(s->npend + 1, sizeof(*h->pend_len));
+		if (!h->pend || !h->pend_len)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < s->npend; i++) {
+			h->pend[i] = pf_malloc(s->pend_len[i] ? s->pend_len[i] : 1);
+			if (!h->pend[i])
+				return -ENOMEM;
+			memcpy(h->pend[i], s->pend_state[i], s->pend_len[i]);
+			h->pend_len[i] = s->pend_len[i];
+			h->ss.npending = i + 1;
+		}
+		h->ss.npending = s->npend;
+		h->ss.pending = (const uint8_t *const *)h->pend;
+		h->ss.pending_len = h->pend_len;
+	}
+	return 0;
+}
+
+void pf_mix_mark_release(pf_mix_mark *mk)
+{
+	held_free(mk->held);
+	mk->held = NULL;
+}
+
+int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const pf_mix_mark *marks,
+			    const uint64_t *ahead, const struct pf_pack_state *pack,
+			    uint64_t skipped, void *buf, size_t cap)
 {
 	pf_mix_source_state *ss = pf_calloc(m->n, sizeof(*ss));
 	uint8_t **own = pf_calloc(m->n, sizeof(*own));
@@ -1130,21 +1223,22 @@ int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *
 		goto out;
 	for (size_t k = 0; k < m->n; k++) {
 		const mix_source *s = &m->src[k];
-		uint64_t rows = taken[k];
+		const pf_mix_mark *mk = &marks[k];
 
-		if (s->next || s->npend) {	/* inside a bridge */
-			n = -ENOTSUP;
+		if (mk->held) {
+			ss[k] = mk->held->ss;
+		} else if (mk->gen != s->gen) {
+			n = -EIO;	/* cannot be: only a bridge ends */
 			goto out;
+		} else {
+			int ret = source_at(s, mk->rows, &ss[k], &own[k]);
+
+			if (ret < 0) {
+				n = ret;
+				goto out;
+			}
 		}
-		/* Its loader's state before the batch the row after them is
-		 * in, and the rows of that batch taken. */
-		n = pf_pipe_state_after(s->l, rows / s->sub_batch, NULL, 0);
-		if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
-			goto out;
-		pf_pipe_state_after(s->l, rows / s->sub_batch, own[k], (size_t)n);
-		ss[k] = (pf_mix_source_state){ .state = own[k], .state_len = (size_t)n,
-					       .consumed = (uint32_t)(rows % s->sub_batch),
-					       .whole_batch = s->whole_batch };
+		ss[k].pack_ahead = ahead ? ahead[k] : 0;
 	}
 	n = pf_mix_state_encode(&st, buf, cap);
 out:

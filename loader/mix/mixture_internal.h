@@ -57,16 +57,33 @@ pf_pipe *pf_mixture_source(const pf_mixture *m, size_t k);
 void pf_mixture_taken(const pf_mixture *m, uint64_t *taken);
 uint64_t pf_mixture_first_step(const pf_mixture *m);
 uint64_t pf_mixture_end(const pf_mixture *m);
+/* Where each source is between the consumer's batches, for a checkpoint
+ * made of that moment later (pf_mixture_state_at()): the rows the run
+ * took of it (their numbers, pf_mixture_taken()'s), those of its
+ * current loader from its start, which loader that is (gen: a bridge of
+ * an elastic resume ends, another takes over), and, inside a bridge,
+ * its state there made now (held: the bridge is freed when it ends).
+ * pf_mixture_mark(): marks[k] for every source (the consumer's thread).
+ * @return 0 or -ENOMEM.  pf_mix_mark_release(): its held state freed. */
+typedef struct pf_mix_held pf_mix_held;
+typedef struct pf_mix_mark {
+	uint64_t used;
+	uint64_t rows;
+	uint32_t gen;
+	pf_mix_held *held;
+} pf_mix_mark;
+int pf_mixture_mark(const pf_mixture *m, pf_mix_mark *marks);
+void pf_mix_mark_release(pf_mix_mark *mk);
 /* The mixture's state as if its consumer had been handed the steps
- * before `step` and nothing after, having taken taken[k] rows of each
- * source k (pf_mixture_taken() of that moment), its pack part pack
- * (NULL: none), the job's steps skipped `skipped` (the room above's):
- * a packed mixture's checkpoint.  @return the blob's
- * length (nothing written when over cap), or <0: -ENOTSUP for a source
- * inside an elastic resume's bridge. */
-int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *taken,
-			    const struct pf_pack_state *pack, uint64_t skipped, void *buf,
-			    size_t cap);
+ * before `step` and nothing after, its sources where marks[k] (of that
+ * moment) say, each with ahead[k] rows its packer took past it (NULL:
+ * none), its pack part pack (NULL: none), the job's steps skipped
+ * `skipped` (the room above's): a packed mixture's checkpoint.  @return
+ * the blob's length (nothing written when over cap), or <0: -ENOMEM,
+ * -EIO for a mark of a loader no longer there. */
+int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const pf_mix_mark *marks,
+			    const uint64_t *ahead, const struct pf_pack_state *pack,
+			    uint64_t skipped, void *buf, size_t cap);
 /* Host `host`'s sources of the rows of steps [t, t + n) of the run
  * (the mixture's rows a step each) into rs, a step after another: the
  * schedule's, as that host deals them.  Not thread-safe with the
@@ -181,6 +198,10 @@ typedef struct mix_source {
 	uint64_t used;		/* the number of the next row taken (of its
 				   loader's run: those of its first batch
 				   taken before this run counted) */
+	/* used when its current loader (l) took over (0: the first), and
+	 * how many took over so far (a bridge's end: pf_mix_mark). */
+	uint64_t lbase;
+	uint32_t gen;
 } mix_source;
 
 /* One of the loaders a source's rows come from, in turn (a bridge of an

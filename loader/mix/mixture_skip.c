@@ -195,6 +195,7 @@ static int skip_source(pf_mixture *m, size_t k, uint64_t rows, pf_error *err)
 		}
 		/* The bridge's epoch is over: as next_row() hands over. */
 		total -= left * s->sub_batch;
+		s->gen++;
 		pf_pipe_free(s->l);
 		if (s->npend) {
 			pf_mix_pop_pending(s);

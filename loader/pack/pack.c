@@ -424,8 +424,11 @@ static void pack_free(pf_packing *l)
 	pf_free(pk->src_nlengths);
 	pf_free(pk->src_records);
 	pf_free(pk->src_tokens);
-	pf_free(pk->snap_taken);
-	pf_free(pk->taken_next);
+	pf_pack_release_snaps(pk);
+	for (size_t k = 0; pk->mark_next && k < pk->nsrc; k++)
+		pf_mix_mark_release(&pk->mark_next[k]);
+	pf_free(pk->snap_marks);
+	pf_free(pk->mark_next);
 	for (unsigned k = 0; pk->outs && k < pk->nouts; k++) {
 		pack_out *o = &pk->outs[k];
 
@@ -734,7 +737,7 @@ static int start_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e)
 	pk->step = pk->opened = pk->closed = 0;
 	pk->step_base = 0;
 	pk->epoch_done = false;
-	pk->nsnaps = 0;
+	pf_pack_release_snaps(pk);
 	pk->consumed = 0;
 	ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = e, .fresh = true, .gstep = 0 });
 	if (ret == 0)
@@ -782,10 +785,20 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 		if (!pk->ib) {
 			/* A mixture's: what its sources had given before this
 			 * batch, for its checkpoint. */
-			if (pk->mix)
-				pf_mixture_taken(pk->mix, pk->taken_next);
+			if (pk->mix) {
+				ret = pf_mixture_mark(pk->mix, pk->mark_next);
+				if (ret < 0) {
+					for (size_t k = 0; k < pk->nsrc; k++)
+						pf_mix_mark_release(&pk->mark_next[k]);
+					return pf_error_set(&l->err, ret, PF_OFFSET_NONE, 0,
+							    "out of memory for a checkpoint");
+				}
+			}
 			ret = pk->mix ? pf_mixture_next(pk->mix, &pk->ib)
 				      : pf_pipe_next_timed(pk->inner, &pk->ib, timeout_ns);
+			/* (Not taken: the marks are not the snapshot's.) */
+			for (size_t k = 0; pk->mix && ret != 1 && k < pk->nsrc; k++)
+				pf_mix_mark_release(&pk->mark_next[k]);
 			if (ret == -ETIMEDOUT)
 				return ret;
 			if (ret < 0) {
@@ -811,7 +824,7 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 			pk->irow = 0;
 			ret = pf_pack_push_snap(pk, &(pack_snap){
 				.epoch = pk->mix ? 0 : pk->ib->epoch, .step = pk->ib->step,
-				.gstep = pk->ib->global_step, .taken = pk->taken_next });
+				.gstep = pk->ib->global_step, .marks = pk->mark_next });
 			if (ret < 0)
 				return ret;
 			pf_pack_direct_plan(l, pk, inner_epoch(pk), pk->ib->step, true);

@@ -55,8 +55,9 @@ typedef struct pack_snap {
 	bool fresh;		/* the epoch's start, before its first inner batch */
 	uint64_t consumed;	/* inner records taken in the epoch before it */
 	pf_packer packer;
-	uint64_t *taken;	/* a packed mixture's: the rows each source had
-				   given (pf_mixture_taken()), in snap_taken */
+	/* A packed mixture's: where its sources were (pf_mixture_mark()),
+	 * in snap_marks; pushed, the snapshot owns them. */
+	pf_mix_mark *marks;
 } pack_snap;
 
 typedef struct pack_out {
@@ -160,8 +161,8 @@ struct pf_pack_run {
 	uint64_t *src_nlengths;
 	uint32_t src_tensor;
 	uint64_t *src_records, *src_tokens;
-	uint64_t *snap_taken;		/* [snaps_cap x nsrc] */
-	uint64_t *taken_next;		/* [nsrc]: before the inner batch taken */
+	pf_mix_mark *snap_marks;	/* [snaps_cap x nsrc] */
+	pf_mix_mark *mark_next;		/* [nsrc]: before the inner batch taken */
 	/* The outer spec's _source (int32[L], each value's source, -1 in
 	 * the padding; source_feature): its index, or UINT32_MAX. */
 	uint32_t fsrc;
@@ -254,6 +255,13 @@ struct pf_pack_run {
 	 * start, pf_pack_mixed_walk()): the packed step and global step it
 	 * started at, before skip_steps. */
 	uint64_t mix_step0, mix_gstep0;
+	/* A packed mixture's run cut among the hosts of another topology
+	 * inside it (an elastic resume, or a state of such a run): its plan
+	 * is the one made at the cut (kept in its states); the pieces of
+	 * records and their values in the rows the old hosts had in
+	 * progress, lost there. */
+	bool recut;
+	uint64_t lost_records, lost_values;
 	uint64_t skipped_total;		/* the job's packed steps skipped (states say it) */
 };
 
@@ -266,6 +274,7 @@ struct pf_pack_run {
  * from the hosts' shares of what the states left).  @return 0 or <0
  * (err). */
 int pf_pack_push_snap(pf_pack_run *pk, const pack_snap *sn);
+void pf_pack_release_snaps(pf_pack_run *pk);
 int pf_pack_restore(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topology *topo,
 		    pf_error *err);
 int pf_pack_restore_plan(pf_packing *l, pf_pack_run *pk, pf_error *err);

@@ -302,9 +302,9 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 	pk->src_nlengths = pf_calloc(pk->nsrc, sizeof(*pk->src_nlengths));
 	pk->src_records = pf_calloc(pk->nsrc, sizeof(*pk->src_records));
 	pk->src_tokens = pf_calloc(pk->nsrc, sizeof(*pk->src_tokens));
-	pk->taken_next = pf_calloc(pk->nsrc, sizeof(*pk->taken_next));
+	pk->mark_next = pf_calloc(pk->nsrc, sizeof(*pk->mark_next));
 	if (!pk->src_lengths || !pk->src_nlengths || !pk->src_records || !pk->src_tokens ||
-	    !pk->taken_next)
+	    !pk->mark_next)
 		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0,
 				    "out of memory creating the loader");
 	if (cfg->nresume) {
@@ -348,10 +348,14 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 	/* The first checkpoint: the rows its sources' loaders had given at
 	 * the run's start (of the batch each is inside, after a restore or
 	 * a skip). */
-	pf_mixture_taken(pk->mix, pk->taken_next);
-	ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = 0,
-						  .step = pf_mixture_first_step(pk->mix),
-						  .gstep = pk->gstep, .taken = pk->taken_next });
+	ret = pf_mixture_mark(pk->mix, pk->mark_next);
+	if (ret == 0)
+		ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = 0,
+							  .step = pf_mixture_first_step(pk->mix),
+							  .gstep = pk->gstep, .marks = pk->mark_next });
+	else
+		for (size_t k = 0; k < pk->nsrc; k++)
+			pf_mix_mark_release(&pk->mark_next[k]);
 out:
 	pf_mix_state_release(&st);
 	return ret;
@@ -360,11 +364,43 @@ out:
 int64_t pf_pack_mix_save_state(pf_packing *l, const pack_snap *sn,
 			       const struct pf_pack_state *q, void *buf, size_t cap)
 {
-	int64_t n = pf_mixture_state_at(l->pack->mix, sn->step, sn->taken, q,
-					l->pack->skipped_total, buf, cap);
+	pf_pack_run *pk = l->pack;
+	uint64_t *ahead = pf_calloc(pk->nsrc, sizeof(*ahead)), sum = 0;
+	struct pf_pack_state own = *q;
+	int64_t n;
 
-	if (n == -ENOTSUP)	/* cannot be: no elastic resume */
-		return -EIO;
+	if (!ahead)
+		return -ENOMEM;
+	/* The rows of each source the packer took past the checkpoint: the
+	 * rows the mixture handed out since, less those of the inner batch
+	 * in hand not yet placed (their sum is q->ahead). */
+	pf_mixture_taken(pk->mix, ahead);
+	for (size_t k = 0; k < pk->nsrc; k++)
+		ahead[k] -= sn->marks[k].used;
+	for (uint32_t r = pk->ib ? pk->irow : 0; pk->ib && r < pk->ib->per_core_batch; r++) {
+		uint32_t k = pf_pack_mix_source(pk, pk->ib, r);
+
+		if (k < pk->nsrc)
+			ahead[k]--;
+	}
+	for (size_t k = 0; k < pk->nsrc; k++)
+		sum += ahead[k];
+	if (!q->ahead)		/* the run delivered: nothing ahead */
+		memset(ahead, 0, pk->nsrc * sizeof(*ahead));
+	else if (sum != q->ahead) {
+		pf_free(ahead);
+		return -EIO;	/* cannot be */
+	}
+	/* What the rows in progress hold: an elastic resume loses them. */
+	for (unsigned j = 0; q->ahead && j < pk->window; j++)
+		if (pk->inprog[j]) {
+			own.lost_records += pk->inprog[j]->segments;
+			own.lost_values += pk->inprog[j]->values;
+		}
+	own.recut = pk->recut;
+	n = pf_mixture_state_at(pk->mix, sn->step, sn->marks, ahead, &own, pk->skipped_total, buf,
+				cap);
+	pf_free(ahead);
 	return n;
 }
 

@@ -149,6 +149,10 @@ typedef struct pf_state {
 		pf_topology saver;
 		uint64_t step, global_step, ahead, next_row;
 		uint64_t epoch_steps, epoch_rows, step_base;
+		/* A packed mixture's: what the rows in progress held (lost
+		 * by an elastic resume), and its run cut by one. */
+		uint64_t lost_records, lost_values;
+		bool recut;
 		uint32_t nopen;
 		uint64_t id[PF_PACK_POOL_MAX];
 		uint32_t fill[PF_PACK_POOL_MAX][PF_PACK_MAX_FEATURES];
@@ -181,6 +185,8 @@ typedef struct pf_mix_source_state {
 	const uint8_t *const *pending;
 	const size_t *pending_len;
 	size_t npending;
+	/* A packed mixture's: rows of it its packer took past the position. */
+	uint64_t pack_ahead;
 } pf_mix_source_state;
 
 typedef struct pf_mix_state {

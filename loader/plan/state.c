@@ -111,6 +111,9 @@ static void pack_put(const struct pf_pack_state *q, Podfeed__PackState *pk, uint
 	pk->epoch_steps = q->epoch_steps;
 	pk->epoch_rows = q->epoch_rows;
 	pk->step_base = q->step_base;
+	pk->lost_records = q->lost_records;
+	pk->lost_values = q->lost_values;
+	pk->recut = q->recut;
 	pk->n_row_id = q->nopen;
 	pk->row_id = (uint64_t *)q->id;
 	pk->n_row_segments = q->nopen;
@@ -132,7 +135,8 @@ static int pack_get(const Podfeed__PackState *pk, struct pf_pack_state *q, pf_er
 		.step = pk->step_in_epoch, .global_step = pk->global_step,
 		.ahead = pk->ahead, .next_row = pk->next_row,
 		.epoch_steps = pk->epoch_steps, .epoch_rows = pk->epoch_rows,
-		.step_base = pk->step_base,
+		.step_base = pk->step_base, .lost_records = pk->lost_records,
+		.lost_values = pk->lost_values, .recut = pk->recut,
 	};
 	if (pk->n_row_id > PF_PACK_POOL_MAX || pk->n_row_segments != pk->n_row_id ||
 	    pk->features > PF_PACK_MAX_FEATURES ||
@@ -511,6 +515,7 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 		src[i].bridge_batch = s->sources[i].bridge_batch;
 		src[i].bridge_epoch = s->sources[i].bridge_epoch;
 		src[i].whole_batch = s->sources[i].whole_batch;
+		src[i].pack_ahead = s->sources[i].pack_ahead;
 		src[i].pending = pend + npend;
 		src[i].n_pending = s->sources[i].npending;
 		for (size_t j = 0; j < s->sources[i].npending; j++, npend++)
@@ -634,7 +639,7 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 								 ms->consumed, ms->bridge_batch,
 								 ms->bridge_epoch, ms->whole_batch,
 								 s->pend + np, s->pend_len + np,
-								 ms->n_pending };
+								 ms->n_pending, ms->pack_ahead };
 			at += ms->state.len;
 			for (size_t j = 0; j < ms->n_pending; j++, np++) {
 				if (ms->pending[j].len)	/* an empty one's data is NULL */
