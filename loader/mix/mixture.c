@@ -455,6 +455,7 @@ void pf_mixture_free(pf_mixture *m)
 		pf_pipe_free(m->src[k].l);
 		pf_pipe_free(m->src[k].next);
 		pf_mix_free_pending(&m->src[k]);
+		pf_mix_free_merged(&m->src[k]);
 		pf_free(m->src[k].before);
 	}
 	/* After the sources' loaders: their decoders write into the slots. */
@@ -664,7 +665,8 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 						  err);
 			if (ret == 0 && (st.num_hosts != m->topo.num_hosts ||
 					 st.cores != m->topo.cores ||
-					 st.per_core_batch != m->topo.per_core_batch)) {
+					 st.per_core_batch != m->topo.per_core_batch ||
+					 (o && o->elastic))) {
 				ret = pf_mix_elastic(m, cfg, err);
 				break;
 			}
@@ -1100,6 +1102,16 @@ void pf_mixture_taken(const pf_mixture *m, uint64_t *taken)
 		taken[k] = m->src[k].used;
 }
 
+uint64_t pf_mixture_course_step(const pf_mixture *m)
+{
+	return m->which_step0;
+}
+
+uint64_t pf_mixture_loader_base(const pf_mixture *m, size_t k)
+{
+	return m->src[k].lbase;
+}
+
 uint64_t pf_mixture_first_step(const pf_mixture *m)
 {
 	return m->step0;
@@ -1204,11 +1216,11 @@ void pf_mix_mark_release(pf_mix_mark *mk)
 }
 
 int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const pf_mix_mark *marks,
-			    const uint64_t *ahead, const struct pf_pack_state *pack,
+			    const uint64_t *past, const struct pf_pack_state *pack,
 			    uint64_t skipped, void *buf, size_t cap)
 {
 	pf_mix_source_state *ss = pf_calloc(m->n, sizeof(*ss));
-	uint8_t **own = pf_calloc(m->n, sizeof(*own));
+	uint8_t **own = pf_calloc(2 * m->n, sizeof(*own));
 	pf_mix_state st = { .digest = m->digest, .next_step = step,
 			    .end_plus_one = m->rule_end + 1,
 			    .host_index = m->topo.host_index, .num_hosts = m->topo.num_hosts,
@@ -1238,11 +1250,26 @@ int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const pf_mix_mar
 				goto out;
 			}
 		}
-		ss[k].pack_ahead = ahead ? ahead[k] : 0;
+		if (past) {
+			/* Past the rows its packer took: in its loader now (a
+			 * bridge ended since: its end). */
+			pf_mix_source_state at;
+			int ret = source_at(s, past[k] > s->lbase ? past[k] - s->lbase : 0, &at,
+					    &own[m->n + k]);
+
+			if (ret < 0) {
+				n = ret;
+				goto out;
+			}
+			ss[k].pack_ahead = past[k] - mk->used;
+			ss[k].past = at.state;
+			ss[k].past_len = at.state_len;
+			ss[k].past_consumed = at.consumed;
+		}
 	}
 	n = pf_mix_state_encode(&st, buf, cap);
 out:
-	for (size_t k = 0; own && k < m->n; k++)
+	for (size_t k = 0; own && k < 2 * m->n; k++)
 		pf_free(own[k]);
 	pf_free(own);
 	pf_free(ss);

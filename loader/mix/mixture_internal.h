@@ -33,6 +33,10 @@ typedef struct pf_mix_opts {
 	const pf_spec *spec, *lspec;
 	bool source_ids;
 	bool inner_index;	/* pf_mixture_inner_index() answers */
+	/* elastic: the states resumed from (every old host's) are merged and
+	 * cut among this topology's hosts even when they are of it (the
+	 * room above's topology is not). */
+	bool elastic;
 	int (*opened)(void *ctx, pf_mixture *m, double *tokens, pf_error *err);
 	/* skip: the room above's own skip_steps (its steps are not the
 	 * mixture's): called once the run's shape is fixed (its schedule
@@ -56,6 +60,8 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 pf_pipe *pf_mixture_source(const pf_mixture *m, size_t k);
 void pf_mixture_taken(const pf_mixture *m, uint64_t *taken);
 uint64_t pf_mixture_first_step(const pf_mixture *m);
+/* The run's first step before skip_steps: where its courses start. */
+uint64_t pf_mixture_course_step(const pf_mixture *m);
 uint64_t pf_mixture_end(const pf_mixture *m);
 /* Where each source is between the consumer's batches, for a checkpoint
  * made of that moment later (pf_mixture_state_at()): the rows the run
@@ -76,14 +82,19 @@ int pf_mixture_mark(const pf_mixture *m, pf_mix_mark *marks);
 void pf_mix_mark_release(pf_mix_mark *mk);
 /* The mixture's state as if its consumer had been handed the steps
  * before `step` and nothing after, its sources where marks[k] (of that
- * moment) say, each with ahead[k] rows its packer took past it (NULL:
- * none), its pack part pack (NULL: none), the job's steps skipped
- * `skipped` (the room above's): a packed mixture's checkpoint.  @return
- * the blob's length (nothing written when over cap), or <0: -ENOMEM,
- * -EIO for a mark of a loader no longer there. */
+ * moment) say; past (NULL: none): the rows of each source its packer had
+ * taken by now (their numbers, as pf_mixture_taken()'s, of its current
+ * loader), each source's state there kept beside (where an elastic
+ * resume starts it); its pack part pack (NULL: none), the job's steps
+ * skipped `skipped` (the room above's): a packed mixture's checkpoint.
+ * @return the blob's length (nothing written when over cap), or <0:
+ * -ENOMEM, -EIO for a mark of a loader no longer there.
+ * pf_mixture_loader_base(): source k's rows before its current loader
+ * (a bridge's that ended). */
 int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const pf_mix_mark *marks,
-			    const uint64_t *ahead, const struct pf_pack_state *pack,
+			    const uint64_t *past, const struct pf_pack_state *pack,
 			    uint64_t skipped, void *buf, size_t cap);
+uint64_t pf_mixture_loader_base(const pf_mixture *m, size_t k);
 /* Host `host`'s sources of the rows of steps [t, t + n) of the run
  * (the mixture's rows a step each) into rs, a step after another: the
  * schedule's, as that host deals them.  Not thread-safe with the
@@ -202,26 +213,21 @@ typedef struct mix_source {
 	 * how many took over so far (a bridge's end: pf_mix_mark). */
 	uint64_t lbase;
 	uint32_t gen;
+	/* After an elastic resume: the old hosts' states each bridge (l,
+	 * then pend[]) was opened from (merged[i], nmerged_hosts each), for
+	 * another host's course (pf_mixture_course_of()). */
+	pf_state_blob **merged;
+	uint8_t ***merged_mem;
+	uint32_t nmerged, nmerged_hosts;
 } mix_source;
 
-/* One of the loaders a source's rows come from, in turn (a bridge of an
- * elastic resume, the bridges after it, the loader of its whole epochs),
- * as the plan reads its run (mixture_skip.c): its batches' rows and how
- * many rows it gives (UINT64_MAX: no end).  Its dataset is the source's
- * loader of whole epochs' (the same files: the bridges are freed). */
-typedef struct mix_link {
-	pf_run run;
-	uint32_t batch;
-	uint64_t rows;
-} mix_link;
-
-/* A source's loaders from the run's start (before skip_steps), and the
- * rows of the first one's first batch taken before it. */
-typedef struct mix_course {
-	mix_link *links;
-	size_t nlinks;
-	uint32_t cur_row0;
-} mix_course;
+/* A source's loaders from the run's start (before skip_steps), as the
+ * plan reads them (pf_mixed_course, mixture_skip.c): a bridge of an
+ * elastic resume, the bridges after it, the loader of its whole epochs;
+ * each link's dataset is the source's loader of whole epochs' (the same
+ * files: the bridges are freed). */
+typedef pf_mixed_link mix_link;
+typedef pf_mixed_course mix_course;
 
 typedef struct mix_slot {
 	pf_batch batch;
@@ -388,6 +394,20 @@ void pf_mix_free_slots(pf_mixture *m);
  * kept), and the mixture's pf_loader_records_of() and pf_loader_file().
  * @return 0 or <0 with err. */
 int pf_mix_keep_courses(pf_mixture *m);
+/* Source k's course as host `host` of the mixture's topology has it
+ * (mixture_skip.c): this host's kept one, or another's where the
+ * mixture's start is every host's but for the host index (its start's
+ * first step, a fresh run, or an elastic resume: its bridges' runs cut
+ * for that host from the old hosts' states), while the bridges are
+ * open (at create).  *out: pf_mix_course_release().  @return 0, -EINVAL
+ * (another host of a run resumed on its own topology), or <0 with err. */
+int pf_mixture_course_of(const pf_mixture *m, size_t k, uint32_t host, mix_course *out,
+			 pf_error *err);
+void pf_mix_course_release(mix_course *c);
+/* A bridge's old states kept (mixture_elastic.c): source s's bridge
+ * opened from blobs (n), as the next of its bridges; all freed. */
+int pf_mix_keep_merged(mix_source *s, const pf_state_blob *blobs, uint32_t n);
+void pf_mix_free_merged(mix_source *s);
 void pf_mix_free_courses(pf_mixture *m);
 int pf_mix_skip(pf_mixture *m, uint64_t n, pf_error *err);
 void pf_mix_release_held(pf_mixture *m);

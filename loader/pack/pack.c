@@ -332,6 +332,9 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		l->steps_per_epoch = pk->epoch_steps == UINT64_MAX ? 0 : pk->epoch_steps;
 		if (cfg->max_steps && pk->step + cfg->max_steps < pk->epoch_steps)
 			l->steps_per_epoch = pk->step + cfg->max_steps;
+		/* (A cut run's steps count from the cut.) */
+		if (l->steps_per_epoch)
+			l->steps_per_epoch += pk->step_base;
 		goto made;
 	}
 	ret = pf_pipe_create_packing(&pk->inner, &icfg, inner_spec,

@@ -261,7 +261,7 @@ struct pf_pack_run {
 	 * records and their values in the rows the old hosts had in
 	 * progress, lost there. */
 	bool recut;
-	uint64_t lost_records, lost_values;
+	bool elastic_now;		/* cut here: an elastic resume */
 	uint64_t skipped_total;		/* the job's packed steps skipped (states say it) */
 };
 
@@ -356,6 +356,30 @@ int pf_pack_mix_mixed(const pf_packing *l, const pf_pack_run *pk, pf_mixture *m,
 		      pf_mixed *mx);
 void pf_pack_mix_mixed_release(pf_mixed *mx);
 
+/* pack_mix_elastic.c.  pf_pack_mix_elastic(): the states of cfg->resume
+ * (every old host's, of another topology) as the inner mixture resumes
+ * them elastically: *out, each source past its packer's rows, no packing
+ * part (pf_pack_mix_elastic_free()); the packer empty, the run cut, its
+ * steps going on from the old hosts', what they had in progress counted
+ * as dropped.  pf_pack_mix_courses(): each source's course (every host's,
+ * or this host's alone) into cs (pf_pack_mix_courses_free()).
+ * pf_pack_mix_walker(): this host's walk from the run's start (before
+ * skip_steps) through its courses, any thread (mx:
+ * pf_pack_mix_mixed_release(), cs: pf_pack_mix_courses_free()).  @return
+ * 0 or <0 with err. */
+typedef struct pf_mix_course_set {
+	mix_course *c;
+	size_t n;
+} pf_mix_course_set;
+int pf_pack_mix_elastic(pf_packing *l, pf_pack_run *pk, const pf_loader_config *cfg,
+			pf_state_blob **out, uint8_t ***mem, pf_error *err);
+void pf_pack_mix_elastic_free(pf_state_blob *blobs, uint8_t **mem, size_t n);
+int pf_pack_mix_courses(const pf_packing *l, const pf_pack_run *pk, bool every,
+			pf_mix_course_set *cs, pf_error *err);
+void pf_pack_mix_courses_free(pf_mix_course_set *cs);
+int pf_pack_mix_walker(const pf_packing *l, const pf_pack_run *pk, pf_mixed *mx,
+		       pf_mix_course_set *cs, pf_error *err);
+
 /* pack_skip.c: the run's start kept as the plan reads it (after the
  * restore and its plan), skip_steps applied to it (the inner loader's
  * start moved, gated, before it reads: the packer where the plan says),
@@ -366,15 +390,17 @@ int pf_pack_skip_steps(pf_packing *l, pf_pack_run *pk, uint64_t n, pf_error *err
 int64_t pf_pack_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out, size_t cap,
 			   pf_error *err);
 /* A packed mixture's skip_steps (pack_mix.c's skip(), before its
- * ready()): n packed steps from pk->step, every host's steps planned as
- * far as the new first one (-ERANGE with err naming the run's last step
- * when it is past it), this host's packer walked over mx from the run's
- * start to the last mixture step before which it has opened no row of
- * it, at or after the mixture's first step `first`; *steps: the
+ * ready()): n packed steps from pk->step, every host's steps planned over
+ * every_host as far as the new first one (NULL: pk->epoch_steps are
+ * theirs; -ERANGE with err naming the run's last step when it is past
+ * it), this host's packer walked over mx (pf_pack_mix_walker(): from the
+ * run's start) to the last mixture step before which it has opened no
+ * row of it, at or after the mixture's first step `first`; *steps: the
  * mixture's steps to skip to it; the packer, the packed step and the
  * metrics set there.  @return 0 or <0 with err. */
-int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *mx, uint64_t first,
-		     uint64_t n, uint64_t *steps, pf_error *err);
+int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *every_host,
+		     const pf_mixed *mx, uint64_t first, uint64_t n, uint64_t *steps,
+		     pf_error *err);
 /* A packed mixture's pf_loader_records_of() (pf_pack_records_of()
  * calls it): the pieces of packed step `step` of this host, each with
  * its source, that source's epoch, the file and the record, from this

@@ -115,13 +115,14 @@ static int skip_piece(void *ctx, const pf_pack_piece *pc, uint32_t source, uint3
 	return 0;
 }
 
-int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *mx, uint64_t first,
-		     uint64_t n, uint64_t *steps, pf_error *err)
+int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *every_host,
+		     const pf_mixed *mx, uint64_t first, uint64_t n, uint64_t *steps,
+		     pf_error *err)
 {
-	uint64_t to = pk->step + n, every = 0, rows = 0;
+	uint64_t to = pk->step + n, every = pk->epoch_steps, rows = 0;
 	mix_skip_walk w = { .lo = pk->step * pk->B, .nf = pk->nf };
-	pf_mixed all = *mx;
-	int ret;
+	pf_mixed all;
+	int ret = 0;
 
 	*steps = 0;
 	if (to < pk->step || to > UINT64_MAX / pk->B - 1)
@@ -130,12 +131,16 @@ int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *mx, uint64_
 				    (unsigned long long)n);
 	w.hi = to * pk->B;
 	/* Every host's steps, as far as the new first one (the plan from
-	 * the run's start, as ready() plans the run after the skip). */
-	all.want_rows = (to + 1) * pk->B;
-	all.endless = false;
-	all.order = NULL;
-	ret = pf_pack_plan_mixed(&all, l->cfg.seed, &pk->packer, pk->nf, pk->cap, pk->B, &every,
-				 &rows);
+	 * the run's start, or the cut, as ready() plans the run after the
+	 * skip; a run resumed from a cut one's state: its plan's). */
+	if (every_host) {
+		all = *every_host;
+		all.want_rows = (to + 1) * pk->B;
+		all.endless = false;
+		all.order = NULL;
+		ret = pf_pack_plan_mixed(&all, l->cfg.seed, &pk->packer, pk->nf, pk->cap, pk->B,
+					 &every, &rows);
+	}
 	if (ret < 0)
 		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "planning the packed mixture: %s",
 				    pf_strerror(ret));
@@ -151,7 +156,7 @@ int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *mx, uint64_
 				    (unsigned long long)left);
 	}
 	/* This host's packer from the run's start to the step found. */
-	ret = pf_pack_mixed_walk(mx, l->cfg.seed, &pk->packer, pk->nf, pk->cap,
+	ret = pf_pack_mixed_walk(mx, l->cfg.seed, &pk->course.packer, pk->nf, pk->cap,
 				 &(pf_mixed_visit){ .step = skip_step, .piece = skip_piece,
 						    .ctx = &w });
 	if (ret < 0)
@@ -230,11 +235,13 @@ int64_t pf_pack_mix_records_of(const pf_packing *l, uint64_t step, pf_record_ref
 	uint64_t last = l->steps_per_epoch;	/* the run's steps (0: no end) */
 	uint64_t j = pk->mix_step0 + (step - pk->mix_gstep0);
 	mix_gathered ga = { .pcb = l->topo.per_core_batch, .out = out, .cap = cap };
+	pf_mix_course_set cs = { 0 };
 	pf_mixed mx;
 	int ret;
 
 	if (!pk->have_course)
 		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "the loader has no plan");
+	last = last > pk->step_base ? last - pk->step_base : 0;	/* a cut run's: from the cut */
 	if (step < pk->mix_gstep0 || (last && j >= last)) {
 		if (!last)
 			return pf_error_set(err, -ERANGE, PF_OFFSET_NONE, 0,
@@ -248,18 +255,19 @@ int64_t pf_pack_mix_records_of(const pf_packing *l, uint64_t step, pf_record_ref
 				    (unsigned long long)step, (unsigned long long)pk->mix_gstep0,
 				    (unsigned long long)(pk->mix_gstep0 + (last - pk->mix_step0) - 1));
 	}
-	ga.step = j;
+	ga.step = pk->step_base + j;
 	ga.lo = j * pk->B;
 	ga.hi = ga.lo + pk->B;
-	/* Through a copy of the mixture's schedule: any thread. */
-	ret = pf_pack_mix_mixed(l, pk, pk->mix, true, &mx);
-	if (ret == 0) {
-		/* The packer's settings (kept at create: the consumer's own
-		 * packer is not read from another thread). */
-		ret = pf_pack_mixed_walk(&mx, l->cfg.seed, &pk->course.packer, pk->nf, pk->cap,
-					 &(pf_mixed_visit){ .piece = gather_mix_piece, .ctx = &ga });
-		pf_pack_mix_mixed_release(&mx);
-	}
+	/* This host's walk from the run's start (its sources' courses, the
+	 * packer there: kept at create, the consumer's own packer is not
+	 * read from another thread). */
+	ret = pf_pack_mix_walker(l, pk, &mx, &cs, err);
+	if (ret < 0)
+		return ret;
+	ret = pf_pack_mixed_walk(&mx, l->cfg.seed, &pk->course.packer, pk->nf, pk->cap,
+				 &(pf_mixed_visit){ .piece = gather_mix_piece, .ctx = &ga });
+	pf_pack_mix_mixed_release(&mx);
+	pf_pack_mix_courses_free(&cs);
 	if (ret < 0)
 		return pf_error_set(err, ret, PF_OFFSET_NONE, 0, "planning the packed mixture: %s",
 				    pf_strerror(ret));

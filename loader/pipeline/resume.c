@@ -229,6 +229,46 @@ int pf_resume_elastic_share(const pf_pipe *l, uint32_t host, pf_state *st, size_
 	return ret;
 }
 
+int pf_pipe_elastic_run(const pf_pipe *l, uint32_t host, const pf_state_blob *blobs, size_t n,
+			pf_run *out, pf_error *err)
+{
+	pf_state *st = pf_calloc(n ? n : 1, sizeof(*st));
+	pf_pipe *tmp = pf_malloc(sizeof(*tmp));
+	int ret = st && tmp ? 0 : -ENOMEM;
+	bool copied = false;
+
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < n && ret == 0; i++)
+		ret = pf_state_decode(&st[i], blobs[i].data, blobs[i].len, err);
+	if (ret == 0) {
+		/* A copy that only resume_elastic() reads and writes. */
+		memcpy(tmp, l, sizeof(*tmp));
+		tmp->topo.host_index = host;
+		memset(&tmp->resume, 0, sizeof(tmp->resume));
+		tmp->resumed = false;
+		copied = true;
+		ret = resume_elastic(tmp, st, n, err);
+	}
+	if (ret == 0) {
+		pf_run r;
+
+		if (tmp->resumed)
+			tmp->resume.epoch = tmp->start_epoch;
+		pf_pipe_run(tmp, &r);
+		*out = r;
+		ret = pf_run_start_copy(&out->start, &r.start);
+	}
+	if (copied)
+		pf_free(tmp->resume.pieces);
+	for (size_t i = 0; st && i < n; i++)
+		pf_state_release(&st[i]);
+	pf_free(st);
+	pf_free(tmp);
+	if (ret == -ENOMEM && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory");
+	return ret;
+}
+
 /* The remainder of the epoch a state of this topology is inside, for
  * the report of the run that ends it: the plan's, as a fresh epoch has
  * it, when the epoch's streams are this topology's; else (the epoch was

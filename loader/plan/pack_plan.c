@@ -277,14 +277,92 @@ typedef struct mixed_cursor {
 	uint32_t *len;		/* [records x nf]: the epoch's lengths in order */
 	pf_plan_record *ids;	/* [records]: the epoch's records (NULL: not kept) */
 	bool ready;
+	/* Or a course's: its link li, row a of it next; the records of its
+	 * step g (its epoch), read through w; each file's first record in
+	 * dataset order; the last record's lengths and record. */
+	const pf_mixed_course *course;
+	size_t li;
+	uint64_t a, g;
+	uint32_t g_epoch;
+	pf_which w;
+	bool w_on;
+	pf_plan_record *recs;
+	uint32_t nrecs;
+	uint64_t *file_base;
+	uint32_t l[PF_PACKER_MAX_FEATURES];
+	pf_plan_record rec;
+	int err;		/* why the next record is not there */
 } mixed_cursor;
 
+/* The next record of a course's stream: its links in turn, a step's
+ * records at a time.  @return its lengths (c->rec, c->epoch: the
+ * record), or NULL (c->err). */
+static const uint32_t *course_next(const uint32_t *len, mixed_cursor *c, uint32_t nf,
+				   uint32_t cap)
+{
+	const pf_mixed_link *lk;
+	uint64_t g, in_epoch, at;
+	pf_error err;
+
+	for (;;) {
+		if (c->li >= c->course->nlinks) {
+			c->err = -ERANGE;	/* cannot be: the last has no end */
+			return NULL;
+		}
+		lk = &c->course->links[c->li];
+		if (c->a < lk->rows)
+			break;
+		c->li++;
+		c->a = 0;
+		c->g = UINT64_MAX;
+		if (c->w_on)
+			pf_which_release(&c->w);
+		c->w_on = false;
+	}
+	if (!c->file_base) {
+		const pf_dataset *ds = lk->run.o.ds;
+
+		c->file_base = pf_calloc(ds->nfiles + 1, sizeof(*c->file_base));
+		if (!c->file_base)
+			return NULL;
+		pf_dataset_file_layout(ds, c->file_base, NULL);
+	}
+	if (c->nrecs < lk->batch) {
+		pf_free(c->recs);
+		c->recs = pf_calloc(lk->batch, sizeof(*c->recs));
+		c->nrecs = c->recs ? lk->batch : 0;
+		if (!c->recs)
+			return NULL;
+	}
+	if (!c->w_on) {
+		pf_which_init(&c->w, &lk->run);
+		c->w_on = true;
+	}
+	g = lk->run.start.gstep + c->a / lk->batch;
+	if (g != c->g) {
+		c->err = pf_which_step(&c->w, g, &c->g_epoch, &in_epoch, c->recs, &err);
+		if (c->err < 0)
+			return NULL;
+		c->g = g;
+	}
+	c->rec = c->recs[c->a++ % lk->batch];
+	c->epoch = c->g_epoch;
+	at = (c->file_base[c->rec.file] + c->rec.record) * nf;
+	for (uint32_t f = 0; f < nf; f++)
+		c->l[f] = len[at + f] < cap ? len[at + f] : cap;
+	return c->l;
+}
+
 /* The next record's lengths of source k's stream (its next epoch's first
- * when one ends).  @return them, or NULL (out of memory, or an epoch of
- * no record: a source's loader has a step an epoch at least). */
+ * when one ends, or its course's next).  @return them, or NULL (c->err:
+ * out of memory, or an epoch of no record: a source's loader has a step
+ * an epoch at least). */
 static const uint32_t *mixed_next(const pf_mixed *mx, mixed_cursor *c, size_t k, uint64_t seed,
 				  uint32_t nf, uint32_t cap)
 {
+	c->err = -ENOMEM;
+	if (c->course)
+		return course_next(mx->lengths[k], c, nf, cap);
 	if (!c->ready || c->at == c->n) {
 		if (c->ready)
 			c->epoch++;
@@ -297,11 +375,22 @@ static const uint32_t *mixed_next(const pf_mixed *mx, mixed_cursor *c, size_t k,
 	return c->len + c->at++ * nf;
 }
 
+/* A course cursor's walk let go (its which). */
+static void cursor_stop(mixed_cursor *c)
+{
+	if (c->w_on)
+		pf_which_release(&c->w);
+	c->w_on = false;
+}
+
 static void cursors_free(const pf_mixed *mx, mixed_cursor *c)
 {
 	for (size_t k = 0; c && k < mx->nsources; k++) {
+		cursor_stop(&c[k]);
 		pf_free(c[k].len);
 		pf_free(c[k].ids);
+		pf_free(c[k].recs);
+		pf_free(c[k].file_base);
 	}
 	pf_free(c);
 }
@@ -326,7 +415,8 @@ static mixed_cursor *cursors_new(const pf_mixed *mx, uint32_t nf, bool ids)
 	return c;
 }
 
-/* Every source's stream from its start on host h. */
+/* Every source's stream from its start on host h (its course's, with
+ * courses). */
 static void cursors_start(const pf_mixed *mx, mixed_cursor *c, uint32_t h)
 {
 	for (size_t k = 0; k < mx->nsources; k++) {
@@ -334,6 +424,12 @@ static void cursors_start(const pf_mixed *mx, mixed_cursor *c, uint32_t h)
 		c[k].o.topo.host_index = h;
 		c[k].epoch = 0;
 		c[k].ready = false;
+		cursor_stop(&c[k]);
+		c[k].course = !mx->courses ? NULL : mx->own_course ? &mx->courses[k]
+				: &mx->courses[(size_t)h * mx->nsources + k];
+		c[k].li = 0;
+		c[k].a = c[k].course ? c[k].course->row0 : 0;
+		c[k].g = UINT64_MAX;
 	}
 }
 
@@ -375,7 +471,7 @@ int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 				uint64_t at = t * mx->rows + r;
 
 				if (!l) {
-					ret = -ENOMEM;
+					ret = c[rs[r]].err;
 					break;
 				}
 				if (order && at >= mx->order0 && at - mx->order0 < mx->order_cap) {
@@ -418,11 +514,10 @@ int pf_pack_mixed_walk(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 		ret = -ENOMEM;
 		goto out;
 	}
-	packer.nopen = 0;
-	packer.next_row = 0;
 	cursors_start(mx, c, mx->host_index);
-	/* From the run's start: each source's stream from its first record. */
-	for (uint64_t t = 0; t < mx->t1 && !stop && ret == 0; t += chunk) {
+	/* From the start: each source's course's (or stream's from its first
+	 * record at step 0). */
+	for (uint64_t t = mx->courses ? mx->t0 : 0; t < mx->t1 && !stop && ret == 0; t += chunk) {
 		uint64_t n = mx->t1 - t < chunk ? mx->t1 - t : chunk;
 
 		mx->row_sources(mx->ctx, mx->host_index, t, n, rs);
@@ -438,7 +533,7 @@ int pf_pack_mixed_walk(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 				break;
 			l = mixed_next(mx, &c[k], k, seed, nf, cap);
 			if (!l) {
-				ret = -ENOMEM;
+				ret = c[k].err;
 				break;
 			}
 			np = pf_pack_place(&packer, l, pieces, npieces, &closed, &err);
@@ -446,7 +541,9 @@ int pf_pack_mixed_walk(const pf_mixed *mx, uint64_t seed, const pf_packer *pk, u
 				ret = np;
 				break;
 			}
-			if (c[k].ids)
+			if (c[k].course)
+				rec = c[k].rec;
+			else if (c[k].ids)
 				rec = c[k].ids[c[k].at - 1];
 			/* All of the record's pieces, then the stop (closed is
 			 * the packer's after the whole record). */

@@ -151,7 +151,7 @@ typedef struct pf_state {
 		uint64_t epoch_steps, epoch_rows, step_base;
 		/* A packed mixture's: what the rows in progress held (lost
 		 * by an elastic resume), and its run cut by one. */
-		uint64_t lost_records, lost_values;
+		uint64_t lost_rows, lost_records, lost_values;
 		bool recut;
 		uint32_t nopen;
 		uint64_t id[PF_PACK_POOL_MAX];
@@ -185,8 +185,13 @@ typedef struct pf_mix_source_state {
 	const uint8_t *const *pending;
 	const size_t *pending_len;
 	size_t npending;
-	/* A packed mixture's: rows of it its packer took past the position. */
+	/* A packed mixture's: rows of it its packer took past the position,
+	 * and its loader's state past them (past_len 0: none) with the rows
+	 * of the batch after it taken. */
 	uint64_t pack_ahead;
+	const uint8_t *past;
+	size_t past_len;
+	uint32_t past_consumed;
 } pf_mix_source_state;
 
 typedef struct pf_mix_state {
@@ -277,6 +282,8 @@ int pf_pack_plan_pieces(const pf_order *o, const struct pf_packer *pk, uint64_t 
 			const pf_topology *origin, uint32_t w, bool permute, uint32_t slice,
 			uint32_t group, const pf_piece *pieces, size_t npieces, uint64_t *rows);
 
+typedef struct pf_mixed_course pf_mixed_course;	/* below */
+
 /* A mixture's records on every host (a packed mixture: loader/pack/),
  * as the plan reads them: its sources' orders (any host index) and their
  * records' packed lengths (nf a record, dataset order); the source of
@@ -303,12 +310,18 @@ typedef struct pf_mixed {
 	/* endless: the run has no end (nor want_rows): this host's order
 	 * alone, as far as its room; *steps and *own_rows UINT64_MAX. */
 	bool endless;
+	/* courses: each host's sources from step t0 ([host x nsources]: an
+	 * elastic resume's bridges, a restored run's loaders; [nsources],
+	 * host_index's alone, with own_course; NULL: every source from its
+	 * first record, its epoch 0, at step t0 = 0). */
+	const pf_mixed_course *courses;
+	bool own_course;
 } pf_mixed;
 /* The packed steps of a mixture's run on every host: the packer pk
  * (empty, its settings) over each host's records as the mixture deals
- * them, each source's from its start (its epochs one after another,
- * capped at cap), host_batch rows a step; *own_rows: this host's rows.
- * @return 0 or -ENOMEM. */
+ * them, each source's from its start (its epochs one after another, or
+ * its course; capped at cap), host_batch rows a step; *own_rows: this
+ * host's rows.  @return 0 or -ENOMEM, or a course's error. */
 int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
 		       uint32_t nf, uint32_t cap, uint32_t host_batch, uint64_t *steps,
 		       uint64_t *own_rows);
@@ -325,12 +338,13 @@ typedef struct pf_mixed_visit {
 		     const pf_plan_record *rec, uint64_t closed);
 	void *ctx;
 } pf_mixed_visit;
-/* Walk host mx->host_index's records as the mixture deals them, from the
- * run's start (step 0, every source from its first record) to step
- * mx->t1 or a stop, through the packer pk (empty, its settings) with
- * their pieces, as pack.c packs them: the course of a packed mixture
- * (skip_steps, pf_loader_records_of()).  @return 0, or <0 (-ENOMEM, the
- * packer's error). */
+/* Walk host mx->host_index's records as the mixture deals them, from
+ * step mx->t0 (every source from its course's start, or without courses
+ * from its first record at step 0) to step mx->t1 or a stop, through the
+ * packer pk (as given: the run's start's) with their pieces, as pack.c
+ * packs them: the course of a packed mixture (skip_steps,
+ * pf_loader_records_of()).  @return 0, or <0 (-ENOMEM, the packer's or
+ * a course's error). */
 int pf_pack_mixed_walk(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
 		       uint32_t nf, uint32_t cap, const pf_mixed_visit *v);
 
@@ -377,6 +391,21 @@ typedef struct pf_run {
 	uint64_t steps_per_epoch;
 	pf_run_start start;
 } pf_run;
+
+/* One of the loaders a mixture's source's rows come from, in turn, as
+ * the plan reads its run: its batches' rows and how many rows it gives
+ * (UINT64_MAX: no end).  A source's course: its links from a start, and
+ * the rows of the first one's first batch taken before it. */
+typedef struct pf_mixed_link {
+	pf_run run;
+	uint32_t batch;
+	uint64_t rows;
+} pf_mixed_link;
+struct pf_mixed_course {
+	pf_mixed_link *links;
+	size_t nlinks;
+	uint32_t row0;
+};
 
 /*! Steps the run has from its start to its end (its epochs; no
  *  max_steps): UINT64_MAX when they do not fit. */
