@@ -60,6 +60,8 @@ int pf_pack_push_snap(pf_pack_run *pk, const pack_snap *sn)
 			memcpy(t, sn->marks, row);
 		else
 			memset(t, 0, row);
+		for (size_t k = 0; sn->marks && k < pk->nsrc; k++)
+			sn->marks[k].held = NULL;	/* the snapshot's now */
 		pk->snaps[pk->nsnaps].marks = NULL;
 	}
 	pk->nsnaps++;
