@@ -306,7 +306,9 @@ uint32_t pf_mix_fit_batch(uint64_t records, uint32_t hosts, uint32_t cap)
 
 uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k)
 {
-	uint64_t rows = ((pf_u128)m->host_batch * m->src[k].q) >> FIX;
+	uint32_t of = m->bridge_rows && m->bridge_rows < m->host_batch ? m->bridge_rows
+								       : m->host_batch;
+	uint64_t rows = ((pf_u128)of * m->src[k].q) >> FIX;
 
 	return (uint32_t)(rows ? rows : 1);
 }
@@ -603,6 +605,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	m->spec = o ? o->spec : NULL;
 	m->lspec = o ? o->lspec : NULL;
 	m->inner_index = o && o->inner_index;
+	m->bridge_rows = o ? o->bridge_rows : 0;
 	m->tokens = cfg->mix_unit == PF_MIX_UNIT_TOKENS;
 	m->start_ns = pf_now_ns();
 	pf_mix_batch_env(m);

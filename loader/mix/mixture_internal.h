@@ -35,8 +35,12 @@ typedef struct pf_mix_opts {
 	bool inner_index;	/* pf_mixture_inner_index() answers */
 	/* elastic: the states resumed from (every old host's) are merged and
 	 * cut among this topology's hosts even when they are of it (the
-	 * room above's topology is not). */
+	 * room above's topology is not); bridge_rows: an elastic resume's
+	 * bridges' batches are the source's share of so many rows (0, or
+	 * more than a step's: of a step's), what its cut drops under that
+	 * share a host. */
 	bool elastic;
+	uint32_t bridge_rows;
 	int (*opened)(void *ctx, pf_mixture *m, double *tokens, pf_error *err);
 	/* skip: the room above's own skip_steps (its steps are not the
 	 * mixture's): called once the run's shape is fixed (its schedule
@@ -247,6 +251,7 @@ struct pf_mixture {
 	const pf_spec *spec, *lspec;
 	bool tokens;
 	bool inner_index;
+	uint32_t bridge_rows;	/* pf_mix_opts' (0: the host batch) */
 	mix_source *src;
 	size_t n;
 	pf_mix mode;
@@ -334,7 +339,8 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
  * of its loader of whole epochs, and the batch of states saved before
  * pf_mix_fit_batch()), or one step's share rounded down (at least 1: an
  * elastic resume's bridge, so that what its epoch drops over the new
- * hosts stays under one global batch, all sources together). */
+ * hosts stays under one global batch, all sources together; the share
+ * of pf_mix_opts.bridge_rows when fewer). */
 uint32_t pf_mix_batch(const pf_mixture *m, size_t k);
 uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k);
 /* The batch of a source's loader of whole epochs: cap (pf_mix_batch()),

@@ -398,7 +398,8 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 	ret = pf_mixture_create(&pk->mix, icfg, &(pf_mix_opts){
 		.spec = inner_spec, .lspec = cfg->on_corrupt == PF_CORRUPT_FAIL ? lspec : NULL,
 		.source_ids = true, .inner_index = !pk->recut && pf_pack_direct_wanted(cfg),
-		.elastic = elastic, .opened = gather, .skip = cfg->skip_steps ? skip : NULL,
+		.elastic = elastic, .bridge_rows = pk->B < PF_PACK_GROUP ? pk->B : PF_PACK_GROUP,
+		.opened = gather, .skip = cfg->skip_steps ? skip : NULL,
 		.ready = ready, .ctx = &mo }, err);
 	/* (The states were the inner mixture's during its create only.) */
 	pf_pack_mix_elastic_free(moved, moved_mem, cfg->nresume);
