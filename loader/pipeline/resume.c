@@ -229,43 +229,33 @@ int pf_resume_elastic_share(const pf_pipe *l, uint32_t host, pf_state *st, size_
 	return ret;
 }
 
-int pf_pipe_elastic_run(const pf_pipe *l, uint32_t host, const pf_state_blob *blobs, size_t n,
-			pf_run *out, pf_error *err)
+int pf_resume_elastic_start(const pf_pipe *l, uint32_t host, pf_state *st, size_t n,
+			    pf_run_start *out, pf_error *err)
 {
-	pf_state *st = pf_calloc(n ? n : 1, sizeof(*st));
 	pf_pipe *tmp = pf_malloc(sizeof(*tmp));
-	int ret = st && tmp ? 0 : -ENOMEM;
-	bool copied = false;
+	int ret;
 
 	memset(out, 0, sizeof(*out));
-	for (size_t i = 0; i < n && ret == 0; i++)
-		ret = pf_state_decode(&st[i], blobs[i].data, blobs[i].len, err);
+	if (!tmp)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	/* A copy that only resume_elastic() reads and writes. */
+	memcpy(tmp, l, sizeof(*tmp));
+	tmp->topo.host_index = host;
+	memset(&tmp->resume, 0, sizeof(tmp->resume));
+	tmp->resumed = false;
+	ret = resume_elastic(tmp, st, n, err);
 	if (ret == 0) {
-		/* A copy that only resume_elastic() reads and writes. */
-		memcpy(tmp, l, sizeof(*tmp));
-		tmp->topo.host_index = host;
-		memset(&tmp->resume, 0, sizeof(tmp->resume));
-		tmp->resumed = false;
-		copied = true;
-		ret = resume_elastic(tmp, st, n, err);
-	}
-	if (ret == 0) {
-		pf_run r;
+		pf_run_start start = { .epoch = tmp->start_epoch, .gstep = tmp->gstep0,
+				       .resumed = tmp->resumed, .resume = tmp->resume };
 
-		if (tmp->resumed)
-			tmp->resume.epoch = tmp->start_epoch;
-		pf_pipe_run(tmp, &r);
-		*out = r;
-		ret = pf_run_start_copy(&out->start, &r.start);
+		if (start.resumed)
+			start.resume.epoch = tmp->start_epoch;
+		ret = pf_run_start_copy(out, &start);
+		if (ret < 0)
+			pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory");
 	}
-	if (copied)
-		pf_free(tmp->resume.pieces);
-	for (size_t i = 0; st && i < n; i++)
-		pf_state_release(&st[i]);
-	pf_free(st);
+	pf_free(tmp->resume.pieces);
 	pf_free(tmp);
-	if (ret == -ENOMEM && !err->code)
-		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory");
 	return ret;
 }
 

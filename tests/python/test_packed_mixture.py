@@ -301,13 +301,107 @@ def test_every_token_is_counted_delivered_or_dropped(texts):
     assert m["pack_rows_dropped"] > 0
 
 
-def test_another_topology_is_refused_naming_both(texts):
-    kw = dict(pack_length=L, **common("stratified", 2, 0))
-    with podfeed.Loader(sources(texts), SPEC, **kw) as loader:
-        next(iter(loader))
-        state = loader.state_dict()
-    with pytest.raises(podfeed.ConfigError, match="elastic resume of a packed mixture"):
-        podfeed.Loader(sources(texts), SPEC, state=[state], **dict(kw, num_hosts=1))
+# --------------------------------------------------------------------
+# Elastic resume: the states of H hosts resumed on H'.
+
+def pieces_of(loader, b, out, texts=None):
+    """Each piece records_of() names in step b, counted by (source, its
+    epoch, file, record, first value), checked against b's tokens."""
+    refs = loader.records_of(b.global_step)
+    if texts is not None:
+        check_pieces(refs, {k: np.array(b[k]) for k in b.keys()}, first_records(texts),
+                     f"step {b.global_step}")
+    for r in refs:
+        out[(r["source"], r["epoch"], r["file"], r["record"], r["from"])] += 1
+
+
+@pytest.mark.parametrize("mix,mode,old,new", [("stratified", "first_fit", 4, 2),
+                                              ("stratified", "concat", 2, 3),
+                                              ("sample", "first_fit", 1, 2),
+                                              ("sample", "concat", 4, 2)])
+def test_elastic_resume(texts, mix, mode, old, new):
+    """States of `old` hosts saved at step 5, resumed on `new`: every new
+    host has the same steps, going on from step 5; no piece of a record
+    of a source's epoch is delivered twice (before the cut and after it,
+    every host: records_of() names each, checked against its tokens);
+    the rows the old hosts had in progress are counted as dropped, and
+    of each source's epoch the cut is in, less than one batch of the
+    packed host's rows of records a new host is lost beyond them; a state
+    saved after the resume resumes exactly, and skip_steps skips from
+    it."""
+    at = 5
+    kw = dict(pack_length=L, pack_mode=mode, source_feature=True)
+    base, seen, states = collections.Counter(), collections.Counter(), []
+    for h in range(old):
+        with podfeed.Loader(sources(texts), SPEC, **kw, **common(mix, old, h)) as loader:
+            for b in loader:
+                pieces_of(loader, b, base)
+        with podfeed.Loader(sources(texts), SPEC, max_steps=at, **kw,
+                            **common(mix, old, h)) as loader:
+            for b in loader:
+                pieces_of(loader, b, seen)
+            states.append(loader.state_dict())
+    cut = set(seen)
+    steps, lost_records, lost_rows = set(), 0, 0
+    for h in range(new):
+        with podfeed.Loader(sources(texts), SPEC, state=states, **kw,
+                            **common(mix, new, h)) as loader:
+            m = loader.metrics()
+            lost_records += m["pack_dropped_records"]
+            lost_rows += m["pack_rows_dropped"]
+            got = []
+            for b in loader:
+                pieces_of(loader, b, seen, texts)
+                got.append({k: np.array(b[k]) for k in b.keys()})
+                assert b.global_step == at + len(got) - 1 == b.step
+            steps.add(len(got))
+        if h == new - 1:
+            stop = len(got) // 2
+            with podfeed.Loader(sources(texts), SPEC, state=states, max_steps=stop, **kw,
+                                **common(mix, new, h)) as loader:
+                for _ in loader:
+                    pass
+                after = loader.state_dict()
+            with podfeed.Loader(sources(texts), SPEC, state=after, **kw,
+                                **common(mix, new, h)) as loader:
+                rest = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+            same(rest, got[stop:], "resumed on the new hosts")
+            with podfeed.Loader(sources(texts), SPEC, state=states, skip_steps=7, **kw,
+                                **common(mix, new, h)) as loader:
+                rest = [{k: np.array(b[k]) for k in b.keys()} for b in loader]
+            same(rest, got[7:], "skip_steps after an elastic resume")
+    assert len(steps) == 1, f"new hosts' steps: {steps}"
+    assert max(seen.values()) == 1, "a piece of a record twice in its source's epoch"
+    assert lost_rows > 0 and lost_records > 0
+    # The epoch of each source the cut is in (code and books: their epochs
+    # end inside the run, before it and after; web's ends with the run).
+    for name in ("code", "books"):
+        e = max(k[1] for k in cut if k[0] == name)
+        had = {k[:4] for k in base if k[0] == name and k[1] == e}
+        got = {k[:4] for k in seen if k[0] == name and k[1] == e}
+        assert len(had - got) < lost_records + 8 * new, \
+            f"{name}: {len(had - got)} records of epoch {e} lost"
+
+
+def test_elastic_resume_refuses_states_of_other_jobs(texts):
+    kw = dict(pack_length=L)
+    states = []
+    for hosts in (2, 4):
+        with podfeed.Loader(sources(texts), SPEC, max_steps=3, **kw,
+                            **common("stratified", hosts, 0)) as loader:
+            for _ in loader:
+                pass
+            states.append(loader.state_dict())
+    with pytest.raises(podfeed.ConfigError, match="not one job's states"):
+        podfeed.Loader(sources(texts), SPEC, state=states, **kw, **common("stratified", 1, 0))
+    with pytest.raises(podfeed.ConfigError, match="needs the state of each old host once"):
+        podfeed.Loader(sources(texts), SPEC, state=states[1:], **kw,
+                       **common("stratified", 1, 0))
+    with pytest.raises(podfeed.ConfigError, match="saved packing 1 features into rows of 256 "
+                                                  r"\(first_fit, pool 8\); this loader packs "
+                                                  "1 into rows of 256 \\(concat"):
+        podfeed.Loader(sources(texts), SPEC, state=states[1:], pack_length=L,
+                       pack_mode="concat", **common("stratified", 1, 0))
 
 
 # --------------------------------------------------------------------
