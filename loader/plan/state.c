@@ -449,6 +449,9 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 			info.step_in_epoch = ms.pack.step_base + ms.pack.step;
 			info.global_step = ms.pack.global_step;
 			info.pack_length = ms.pack.length;
+			info.pack_mode = ms.pack.mode;
+			info.pack_pool = ms.pack.pool;
+			info.pack_features = ms.pack.nf;
 		}
 		pf_mix_state_release(&ms);
 		pf_struct_out(uinfo, info_size, &info, sizeof(info));
