@@ -6,9 +6,11 @@
  * direct placement by the inner loader's decode threads (pack_direct.c,
  * through the pipeline's record hook), and every record's packed lengths
  * gathered before the first batch, each file read once by one host of a
- * pod (pack_gather.c).  Above the pipeline: it creates, reads and frees
- * an inner pipeline; what the plan says of the rows is
- * loader/plan/pack_plan.c's. */
+ * pod (pack_gather.c); a packed mixture (pack_mix.c) and its elastic
+ * resume (pack_mix_elastic.c); skip_steps and the records of a step
+ * (pack_skip.c).  Above the pipeline and the mixture: it creates, reads
+ * and frees an inner pipeline or mixture; what the plan says of the rows
+ * is loader/plan/pack_plan.c's and pack_course.c's. */
 #ifndef PF_PACK_INTERNAL_H
 #define PF_PACK_INTERNAL_H
 

@@ -20,16 +20,19 @@
  * have theirs): the run is the packed epoch.
  *
  * A checkpoint is the inner mixture's state at the start of a group from
- * which the rows not yet delivered are rebuilt (built from what each
- * source had given then: pf_mixture_state_at()) and the packer there, in
- * the mixture's state blob (its pack part).  It resumes on the topology
- * it was saved with; another is refused (docs/api.md says why).
+ * which the rows not yet delivered are rebuilt (built from where each
+ * source was then: pf_mixture_mark(), pf_mixture_state_at()) and the
+ * packer there, in the mixture's state blob (its pack part), with each
+ * source's state past the records the packer had taken by the save.  It
+ * resumes bit for bit on the topology it was saved with, and on another
+ * elastically (pack_mix_elastic.c).
  *
  * skip_steps: this host's packer walked over its records as the mixture
  * deals them, from the run's start (pack_skip.c, through the plan's
- * pf_pack_mixed_walk()), to the last step of the mixture before which it
- * has opened no row of the new first packed step; the mixture skips to
- * it (pf_mix_opts.skip, before ready()), the packer starts there.
+ * pf_pack_mixed_walk() over its sources' courses), to the last step of
+ * the mixture before which it has opened no row of the new first packed
+ * step; the mixture skips to it (pf_mix_opts.skip, before ready()), the
+ * packer starts there.
  *
  * Direct placement (pack_direct.c) as one loader's: each source's decode
  * threads write a record planned ahead straight into its packed rows,
