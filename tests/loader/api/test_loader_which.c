@@ -240,8 +240,8 @@ Test(which, packed_steps_name_their_pieces, .timeout = 300)
 
 /* A packed mixture: three text sources, each piece of every step
  * named (its source's file and record) by a plan-only loader, which
- * reads no record: fresh, resumed, skipped, one host of three, both
- * modes and both mixes. */
+ * reads no record: fresh, resumed, skipped, one host of three, four
+ * hosts resumed on two (elastic), both modes and both mixes. */
 Test(which, packed_mixture_steps_name_their_pieces, .timeout = 300)
 {
 	static char dirs[3][512];
@@ -275,6 +275,25 @@ Test(which, packed_mixture_steps_name_their_pieces, .timeout = 300)
 		cfg.num_hosts = 3;
 		cfg.host_index = 1;
 		check_packed(cfg, NULL, 0, 0, "packed mixture, host 1 of 3");
+		/* Four hosts' states (each at its own step) resumed on two:
+		 * an elastic resume, and a skip after it. */
+		if (mode == 0 || mode == 3) {
+			sk_blob four[4];
+
+			for (uint32_t h = 0; h < 4; h++) {
+				cfg.num_hosts = 4;
+				cfg.host_index = h;
+				four[h] = sk_run(cfg, NULL, 0, 0, 4 + h, NULL);
+			}
+			cfg.num_hosts = 2;
+			cfg.host_index = 1;
+			check_packed(cfg, four, 4, 0, "packed mixture, four hosts resumed on two");
+			check_packed(cfg, four, 4, 10, "packed mixture, four on two, 10 skipped");
+			for (uint32_t h = 0; h < 4; h++)
+				free(four[h].data);
+			cfg.num_hosts = 3;
+			cfg.host_index = 1;
+		}
 		/* A plan alone reads no record (the lengths: the indexes). */
 		cfg.plan_only = true;
 		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
