@@ -306,7 +306,9 @@ uint32_t pf_mix_fit_batch(uint64_t records, uint32_t hosts, uint32_t cap)
 
 uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k)
 {
-	uint64_t rows = ((pf_u128)m->host_batch * m->src[k].q) >> FIX;
+	uint32_t of = m->bridge_rows && m->bridge_rows < m->host_batch ? m->bridge_rows
+								       : m->host_batch;
+	uint64_t rows = ((pf_u128)of * m->src[k].q) >> FIX;
 
 	return (uint32_t)(rows ? rows : 1);
 }
@@ -455,6 +457,7 @@ void pf_mixture_free(pf_mixture *m)
 		pf_pipe_free(m->src[k].l);
 		pf_pipe_free(m->src[k].next);
 		pf_mix_free_pending(&m->src[k]);
+		pf_mix_free_merged(&m->src[k]);
 		pf_free(m->src[k].before);
 	}
 	/* After the sources' loaders: their decoders write into the slots. */
@@ -602,6 +605,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	m->spec = o ? o->spec : NULL;
 	m->lspec = o ? o->lspec : NULL;
 	m->inner_index = o && o->inner_index;
+	m->bridge_rows = o ? o->bridge_rows : 0;
 	m->tokens = cfg->mix_unit == PF_MIX_UNIT_TOKENS;
 	m->start_ns = pf_now_ns();
 	pf_mix_batch_env(m);
@@ -620,7 +624,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 				   (unsigned)cfg->mix_unit);
 		goto fail;
 	}
-	m->hold = cfg->skip_steps != 0;
+	m->hold = cfg->skip_steps != 0 || (o && o->skip);
 	m->topo = (pf_topology){ cfg->host_index, cfg->num_hosts ? cfg->num_hosts : 1,
 				 cfg->cores_per_host ? cfg->cores_per_host : 1,
 				 cfg->per_core_batch };
@@ -664,7 +668,8 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 						  err);
 			if (ret == 0 && (st.num_hosts != m->topo.num_hosts ||
 					 st.cores != m->topo.cores ||
-					 st.per_core_batch != m->topo.per_core_batch)) {
+					 st.per_core_batch != m->topo.per_core_batch ||
+					 (o && o->elastic))) {
 				ret = pf_mix_elastic(m, cfg, err);
 				break;
 			}
@@ -738,6 +743,14 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	ret = pf_mix_keep_courses(m);
 	if (ret == 0 && cfg->skip_steps)
 		ret = pf_mix_skip(m, cfg->skip_steps, err);
+	if (ret == 0 && !cfg->skip_steps && o && o->skip) {
+		/* The room above's steps: the mixture's it says. */
+		uint64_t n = 0;
+
+		ret = o->skip(o->ctx, m, &n, err);
+		if (ret == 0 && n)
+			ret = pf_mix_skip(m, n, err);
+	}
 	if (ret < 0)
 		goto fail;
 	if (cfg->max_steps && m->step0 + cfg->max_steps < m->end)
@@ -754,7 +767,7 @@ int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mi
 	if (ret < 0)
 		goto fail;
 	pf_mix_release_held(m);
-	if (cfg->skip_steps)
+	if (m->skipped)
 		ret = pf_mix_retake_skipped(m, err);
 	else if (restored)
 		ret = retake(m, &st, err);
@@ -885,7 +898,6 @@ static int restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
 			ret = open_saved(m, cfg, k, ss, err);
 		/* Rows of the batch it was inside taken before the state. */
 		s->cur_row = ss->consumed;
-		s->consumed0 = ss->consumed;
 	}
 	return ret;
 }
@@ -1093,6 +1105,16 @@ void pf_mixture_taken(const pf_mixture *m, uint64_t *taken)
 		taken[k] = m->src[k].used;
 }
 
+uint64_t pf_mixture_course_step(const pf_mixture *m)
+{
+	return m->which_step0;
+}
+
+uint64_t pf_mixture_loader_base(const pf_mixture *m, size_t k)
+{
+	return m->src[k].lbase;
+}
+
 uint64_t pf_mixture_first_step(const pf_mixture *m)
 {
 	return m->step0;
@@ -1103,16 +1125,111 @@ uint64_t pf_mixture_end(const pf_mixture *m)
 	return m->end;
 }
 
-int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *taken,
-			    const struct pf_pack_state *pack, void *buf, size_t cap)
+/* A source's state inside a bridge, made at a mark (its bridge is freed
+ * when it ends): the source's part of a mixture state, its memory its
+ * own. */
+struct pf_mix_held {
+	pf_mix_source_state ss;
+	uint8_t *state;
+	uint8_t **pend;
+	size_t *pend_len;
+};
+
+static void held_free(pf_mix_held *h)
+{
+	if (!h)
+		return;
+	for (size_t i = 0; h->pend && i < h->ss.npending; i++)
+		pf_free(h->pend[i]);
+	pf_free(h->pend);
+	pf_free(h->pend_len);
+	pf_free(h->state);
+	pf_free(h);
+}
+
+/* Source s's part of a state with `rows` of its current loader's run
+ * taken: its loader's state before the batch the row after them is in,
+ * and the rows of that batch taken; a bridge's too (its batch and epoch,
+ * the bridges after it).  own: the state's memory, the caller's to
+ * free. */
+static int source_at(const mix_source *s, uint64_t rows, pf_mix_source_state *ss, uint8_t **own)
+{
+	int64_t n = pf_pipe_state_after(s->l, rows / s->sub_batch, NULL, 0);
+
+	*own = n > 0 ? pf_malloc((size_t)n) : NULL;
+	if (!*own)
+		return n < 0 ? (int)n : -ENOMEM;
+	pf_pipe_state_after(s->l, rows / s->sub_batch, *own, (size_t)n);
+	*ss = (pf_mix_source_state){ .state = *own, .state_len = (size_t)n,
+				     .consumed = (uint32_t)(rows % s->sub_batch),
+				     .whole_batch = s->whole_batch };
+	if (s->next) {
+		ss->bridge_batch = s->sub_batch;
+		ss->bridge_epoch = s->bridge_epoch;
+		ss->pending = s->pend_state;
+		ss->pending_len = s->pend_len;
+		ss->npending = s->npend;
+	}
+	return 0;
+}
+
+int pf_mixture_mark(const pf_mixture *m, pf_mix_mark *marks)
+{
+	for (size_t k = 0; k < m->n; k++) {
+		const mix_source *s = &m->src[k];
+		pf_mix_mark *mk = &marks[k];
+		pf_mix_held *h;
+		int ret;
+
+		*mk = (pf_mix_mark){ .used = s->used, .rows = s->used - s->lbase, .gen = s->gen };
+		if (!s->next)
+			continue;
+		/* Inside a bridge: its state now, kept (with the states of
+		 * the bridges after it, as opened). */
+		h = pf_calloc(1, sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		mk->held = h;
+		ret = source_at(s, mk->rows, &h->ss, &h->state);
+		if (ret < 0)
+			return ret;
+		h->pend = pf_calloc(s->npend + 1, sizeof(*h->pend));
+		h->pend_len = pf_calloc(s->npend + 1, sizeof(*h->pend_len));
+		if (!h->pend || !h->pend_len)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < s->npend; i++) {
+			h->pend[i] = pf_malloc(s->pend_len[i] ? s->pend_len[i] : 1);
+			if (!h->pend[i])
+				return -ENOMEM;
+			memcpy(h->pend[i], s->pend_state[i], s->pend_len[i]);
+			h->pend_len[i] = s->pend_len[i];
+			h->ss.npending = i + 1;
+		}
+		h->ss.npending = s->npend;
+		h->ss.pending = (const uint8_t *const *)h->pend;
+		h->ss.pending_len = h->pend_len;
+	}
+	return 0;
+}
+
+void pf_mix_mark_release(pf_mix_mark *mk)
+{
+	held_free(mk->held);
+	mk->held = NULL;
+}
+
+int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const pf_mix_mark *marks,
+			    const uint64_t *past, const struct pf_pack_state *pack,
+			    uint64_t skipped, void *buf, size_t cap)
 {
 	pf_mix_source_state *ss = pf_calloc(m->n, sizeof(*ss));
-	uint8_t **own = pf_calloc(m->n, sizeof(*own));
+	uint8_t **own = pf_calloc(2 * m->n, sizeof(*own));
 	pf_mix_state st = { .digest = m->digest, .next_step = step,
 			    .end_plus_one = m->rule_end + 1,
 			    .host_index = m->topo.host_index, .num_hosts = m->topo.num_hosts,
 			    .cores = m->topo.cores, .per_core_batch = m->topo.per_core_batch,
-			    .sources = ss, .nsources = m->n, .has_pack = pack != NULL };
+			    .sources = ss, .nsources = m->n, .has_pack = pack != NULL,
+			    .skipped = skipped };
 	int64_t n = -ENOMEM;
 
 	if (pack)
@@ -1121,25 +1238,41 @@ int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *
 		goto out;
 	for (size_t k = 0; k < m->n; k++) {
 		const mix_source *s = &m->src[k];
-		uint64_t rows = s->consumed0 + taken[k];
+		const pf_mix_mark *mk = &marks[k];
 
-		if (s->next || s->npend) {	/* inside a bridge */
-			n = -ENOTSUP;
+		if (mk->held) {
+			ss[k] = mk->held->ss;
+		} else if (mk->gen != s->gen) {
+			n = -EIO;	/* cannot be: only a bridge ends */
 			goto out;
+		} else {
+			int ret = source_at(s, mk->rows, &ss[k], &own[k]);
+
+			if (ret < 0) {
+				n = ret;
+				goto out;
+			}
 		}
-		/* Its loader's state before the batch the row after them is
-		 * in, and the rows of that batch taken. */
-		n = pf_pipe_state_after(s->l, rows / s->sub_batch, NULL, 0);
-		if (n < 0 || !(own[k] = pf_malloc((size_t)n)))
-			goto out;
-		pf_pipe_state_after(s->l, rows / s->sub_batch, own[k], (size_t)n);
-		ss[k] = (pf_mix_source_state){ .state = own[k], .state_len = (size_t)n,
-					       .consumed = (uint32_t)(rows % s->sub_batch),
-					       .whole_batch = s->whole_batch };
+		if (past) {
+			/* Past the rows its packer took: in its loader now (a
+			 * bridge ended since: its end). */
+			pf_mix_source_state at;
+			int ret = source_at(s, past[k] > s->lbase ? past[k] - s->lbase : 0, &at,
+					    &own[m->n + k]);
+
+			if (ret < 0) {
+				n = ret;
+				goto out;
+			}
+			ss[k].pack_ahead = past[k] - mk->used;
+			ss[k].past = at.state;
+			ss[k].past_len = at.state_len;
+			ss[k].past_consumed = at.consumed;
+		}
 	}
 	n = pf_mix_state_encode(&st, buf, cap);
 out:
-	for (size_t k = 0; own && k < m->n; k++)
+	for (size_t k = 0; own && k < 2 * m->n; k++)
 		pf_free(own[k]);
 	pf_free(own);
 	pf_free(ss);

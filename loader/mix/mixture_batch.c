@@ -307,6 +307,7 @@ void pf_mix_start_batches(pf_mixture *m)
 		/* Its loader's run records from the first row not yet taken
 		 * of its first batch. */
 		s->used = s->mapping = s->cur ? s->cur_row : 0;
+		s->lbase = 0;
 		s->sk->c0 = s->sk->mapped = s->used;
 	}
 	map_ahead(m);
@@ -382,6 +383,10 @@ static int next_row(pf_mixture *m, size_t k, const pf_core_batch **cb, uint32_t 
 				s->next = NULL;
 				s->sub_batch = s->whole_batch;
 			}
+			/* This row is its first (next() counted it in used;
+			 * before the batches start, they count afresh). */
+			s->lbase = s->used ? s->used - 1 : 0;
+			s->gen++;
 			return next_row(m, k, cb, row);
 		}
 		if (ret != 1) {

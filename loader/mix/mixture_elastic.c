@@ -111,6 +111,56 @@ void pf_mix_free_pending(mix_source *s)
 	s->npend = 0;
 }
 
+int pf_mix_keep_merged(mix_source *s, const pf_state_blob *blobs, uint32_t n)
+{
+	pf_state_blob **mb = pf_realloc(s->merged, (s->nmerged + 1) * sizeof(*mb));
+	uint8_t ***mm;
+	pf_state_blob *b;
+	uint8_t **mem;
+
+	if (!mb)
+		return -ENOMEM;
+	s->merged = mb;
+	mm = pf_realloc(s->merged_mem, (s->nmerged + 1) * sizeof(*mm));
+	if (!mm)
+		return -ENOMEM;
+	s->merged_mem = mm;
+	b = pf_calloc(n, sizeof(*b));
+	mem = pf_calloc(n, sizeof(*mem));
+	s->merged[s->nmerged] = b;
+	s->merged_mem[s->nmerged] = mem;
+	if (!b || !mem) {
+		pf_free(b);
+		pf_free(mem);
+		return -ENOMEM;
+	}
+	s->nmerged++;
+	s->nmerged_hosts = n;
+	for (uint32_t h = 0; h < n; h++) {
+		mem[h] = pf_malloc(blobs[h].len ? blobs[h].len : 1);
+		if (!mem[h])
+			return -ENOMEM;
+		memcpy(mem[h], blobs[h].data, blobs[h].len);
+		b[h] = (pf_state_blob){ mem[h], blobs[h].len };
+	}
+	return 0;
+}
+
+void pf_mix_free_merged(mix_source *s)
+{
+	for (uint32_t i = 0; i < s->nmerged; i++) {
+		for (uint32_t h = 0; s->merged_mem[i] && h < s->nmerged_hosts; h++)
+			pf_free(s->merged_mem[i][h]);
+		pf_free(s->merged_mem[i]);
+		pf_free(s->merged[i]);
+	}
+	pf_free(s->merged);
+	pf_free(s->merged_mem);
+	s->merged = NULL;
+	s->merged_mem = NULL;
+	s->nmerged = 0;
+}
+
 /* st's position moved past `consumed` more records of its stream (the
  * rows the mixture took of the batch after it): a fresh state becomes
  * the whole stream of its epoch less them. */
@@ -198,6 +248,9 @@ static int chain(pf_mixture *m, const pf_loader_config *cfg, elastic *x, size_t 
 				x->eb[h] = (pf_state_blob){ x->emem[h], len };
 			}
 		}
+		/* (Kept for another host's course: pf_mixture_course_of().) */
+		if (ret == 0)
+			ret = pf_mix_keep_merged(s, x->eb, x->hosts);
 		if (ret == 0)
 			ret = pf_mix_open_loader(m, cfg, k, x->eb, x->hosts, bridge, e + 1, d + 1, &b,
 						 err);
@@ -281,8 +334,10 @@ static int resume_source(pf_mixture *m, const pf_loader_config *cfg, elastic *x,
 		s->sub_batch = s->whole_batch = t.per_core_batch;
 		return ret;
 	} else if (ret == 0) {
-		ret = pf_mix_open_loader(m, cfg, k, x->blobs, x->hosts, bridge, r->e0 + 1, 2, &s->l,
-					 err);
+		ret = pf_mix_keep_merged(s, x->blobs, x->hosts);
+		if (ret == 0)
+			ret = pf_mix_open_loader(m, cfg, k, x->blobs, x->hosts, bridge, r->e0 + 1,
+						 2, &s->l, err);
 		s->sub_batch = bridge;
 		s->bridge_epoch = r->e0;
 		if (ret == 0)

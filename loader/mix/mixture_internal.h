@@ -33,7 +33,22 @@ typedef struct pf_mix_opts {
 	const pf_spec *spec, *lspec;
 	bool source_ids;
 	bool inner_index;	/* pf_mixture_inner_index() answers */
+	/* elastic: the states resumed from (every old host's) are merged and
+	 * cut among this topology's hosts even when they are of it (the
+	 * room above's topology is not); bridge_rows: an elastic resume's
+	 * bridges' batches are the source's share of so many rows (0, or
+	 * more than a step's: of a step's), what its cut drops under that
+	 * share a host. */
+	bool elastic;
+	uint32_t bridge_rows;
 	int (*opened)(void *ctx, pf_mixture *m, double *tokens, pf_error *err);
+	/* skip: the room above's own skip_steps (its steps are not the
+	 * mixture's): called once the run's shape is fixed (its schedule
+	 * and its stop rule's end, before max_steps) and before ready(),
+	 * it says the mixture's steps to skip (*steps: 0 for none), which
+	 * the mixture skips as cfg->skip_steps (its sources held until
+	 * then).  NULL: none.  @return 0 or <0 with err. */
+	int (*skip)(void *ctx, pf_mixture *m, uint64_t *steps, pf_error *err);
 	/* ready: called once the run's shape is fixed (its schedule, its
 	 * end, its first step) and before any source decodes a record. */
 	int (*ready)(void *ctx, pf_mixture *m, pf_error *err);
@@ -42,25 +57,61 @@ typedef struct pf_mix_opts {
 int pf_mixture_create(pf_mixture **out, const pf_loader_config *cfg, const pf_mix_opts *o,
 		      pf_error *err);
 /* For the room above: source k's loader (of whole epochs, no bridge),
- * the rows taken from each source by this run (taken[k]), the run's
- * first step and the step after its last. */
+ * the rows taken from each source's loader's run (taken[k]: from its
+ * start, the rows of its first batch taken before this run counted, as
+ * after a restore or a skip), the run's first step and the step after
+ * its last. */
 pf_pipe *pf_mixture_source(const pf_mixture *m, size_t k);
 void pf_mixture_taken(const pf_mixture *m, uint64_t *taken);
 uint64_t pf_mixture_first_step(const pf_mixture *m);
+/* The run's first step before skip_steps: where its courses start. */
+uint64_t pf_mixture_course_step(const pf_mixture *m);
 uint64_t pf_mixture_end(const pf_mixture *m);
+/* Where each source is between the consumer's batches, for a checkpoint
+ * made of that moment later (pf_mixture_state_at()): the rows the run
+ * took of it (their numbers, pf_mixture_taken()'s), those of its
+ * current loader from its start, which loader that is (gen: a bridge of
+ * an elastic resume ends, another takes over), and, inside a bridge,
+ * its state there made now (held: the bridge is freed when it ends).
+ * pf_mixture_mark(): marks[k] for every source (the consumer's thread).
+ * @return 0 or -ENOMEM.  pf_mix_mark_release(): its held state freed. */
+typedef struct pf_mix_held pf_mix_held;
+typedef struct pf_mix_mark {
+	uint64_t used;
+	uint64_t rows;
+	uint32_t gen;
+	pf_mix_held *held;
+} pf_mix_mark;
+int pf_mixture_mark(const pf_mixture *m, pf_mix_mark *marks);
+void pf_mix_mark_release(pf_mix_mark *mk);
 /* The mixture's state as if its consumer had been handed the steps
- * before `step` and nothing after, having taken taken[k] rows of each
- * source k (pf_mixture_taken() of that moment), its pack part pack
- * (NULL: none): a packed mixture's checkpoint.  @return the blob's
- * length (nothing written when over cap), or <0: -ENOTSUP for a source
- * inside an elastic resume's bridge. */
-int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const uint64_t *taken,
-			    const struct pf_pack_state *pack, void *buf, size_t cap);
+ * before `step` and nothing after, its sources where marks[k] (of that
+ * moment) say; past (NULL: none): the rows of each source its packer had
+ * taken by now (their numbers, as pf_mixture_taken()'s, of its current
+ * loader), each source's state there kept beside (where an elastic
+ * resume starts it); its pack part pack (NULL: none), the job's steps
+ * skipped `skipped` (the room above's): a packed mixture's checkpoint.
+ * @return the blob's length (nothing written when over cap), or <0:
+ * -ENOMEM, -EIO for a mark of a loader no longer there.
+ * pf_mixture_loader_base(): source k's rows before its current loader
+ * (a bridge's that ended). */
+int64_t pf_mixture_state_at(const pf_mixture *m, uint64_t step, const pf_mix_mark *marks,
+			    const uint64_t *past, const struct pf_pack_state *pack,
+			    uint64_t skipped, void *buf, size_t cap);
+uint64_t pf_mixture_loader_base(const pf_mixture *m, size_t k);
 /* Host `host`'s sources of the rows of steps [t, t + n) of the run
  * (the mixture's rows a step each) into rs, a step after another: the
  * schedule's, as that host deals them.  Not thread-safe with the
  * mixture's own consumer (the consumer's thread). */
 void pf_mixture_row_sources(pf_mixture *m, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs);
+/* A copy of the mixture's schedule for another thread than its
+ * consumer's (mixture_skip.c): pf_mix_deal_rows() is
+ * pf_mixture_row_sources() over it (a pf_mixed's row_sources, ctx the
+ * deal).  pf_mix_deal_new(): NULL when out of memory. */
+typedef struct pf_mix_deal pf_mix_deal;
+pf_mix_deal *pf_mix_deal_new(const pf_mixture *m);
+void pf_mix_deal_rows(void *deal, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs);
+void pf_mix_deal_free(pf_mix_deal *d);
 /* On a decode thread (pf_mix_opts.inner_index): the run's row of source
  * k's record c (its loader's run, as its row sink numbers them): step t's
  * row j is row t x rows a step + j.  @return whether the schedule has
@@ -159,30 +210,28 @@ typedef struct mix_source {
 	/* Its records' places in the mixture's batches (mixture_batch.c). */
 	mix_sink *sk;		/* m->sinks[k] */
 	uint64_t mapping;	/* sk->mapped, before it is published */
-	uint64_t used;		/* the number of the next row taken */
-	/* Rows of its loader's first batch taken before this run (a
-	 * restore's; pf_mixture_state_at()). */
-	uint32_t consumed0;
+	uint64_t used;		/* the number of the next row taken (of its
+				   loader's run: those of its first batch
+				   taken before this run counted) */
+	/* used when its current loader (l) took over (0: the first), and
+	 * how many took over so far (a bridge's end: pf_mix_mark). */
+	uint64_t lbase;
+	uint32_t gen;
+	/* After an elastic resume: the old hosts' states each bridge (l,
+	 * then pend[]) was opened from (merged[i], nmerged_hosts each), for
+	 * another host's course (pf_mixture_course_of()). */
+	pf_state_blob **merged;
+	uint8_t ***merged_mem;
+	uint32_t nmerged, nmerged_hosts;
 } mix_source;
 
-/* One of the loaders a source's rows come from, in turn (a bridge of an
- * elastic resume, the bridges after it, the loader of its whole epochs),
- * as the plan reads its run (mixture_skip.c): its batches' rows and how
- * many rows it gives (UINT64_MAX: no end).  Its dataset is the source's
- * loader of whole epochs' (the same files: the bridges are freed). */
-typedef struct mix_link {
-	pf_run run;
-	uint32_t batch;
-	uint64_t rows;
-} mix_link;
-
-/* A source's loaders from the run's start (before skip_steps), and the
- * rows of the first one's first batch taken before it. */
-typedef struct mix_course {
-	mix_link *links;
-	size_t nlinks;
-	uint32_t cur_row0;
-} mix_course;
+/* A source's loaders from the run's start (before skip_steps), as the
+ * plan reads them (pf_mixed_course, mixture_skip.c): a bridge of an
+ * elastic resume, the bridges after it, the loader of its whole epochs;
+ * each link's dataset is the source's loader of whole epochs' (the same
+ * files: the bridges are freed). */
+typedef pf_mixed_link mix_link;
+typedef pf_mixed_course mix_course;
 
 typedef struct mix_slot {
 	pf_batch batch;
@@ -202,6 +251,7 @@ struct pf_mixture {
 	const pf_spec *spec, *lspec;
 	bool tokens;
 	bool inner_index;
+	uint32_t bridge_rows;	/* pf_mix_opts' (0: the host batch) */
 	mix_source *src;
 	size_t n;
 	pf_mix mode;
@@ -289,7 +339,8 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
  * of its loader of whole epochs, and the batch of states saved before
  * pf_mix_fit_batch()), or one step's share rounded down (at least 1: an
  * elastic resume's bridge, so that what its epoch drops over the new
- * hosts stays under one global batch, all sources together). */
+ * hosts stays under one global batch, all sources together; the share
+ * of pf_mix_opts.bridge_rows when fewer). */
 uint32_t pf_mix_batch(const pf_mixture *m, size_t k);
 uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k);
 /* The batch of a source's loader of whole epochs: cap (pf_mix_batch()),
@@ -349,6 +400,20 @@ void pf_mix_free_slots(pf_mixture *m);
  * kept), and the mixture's pf_loader_records_of() and pf_loader_file().
  * @return 0 or <0 with err. */
 int pf_mix_keep_courses(pf_mixture *m);
+/* Source k's course as host `host` of the mixture's topology has it
+ * (mixture_skip.c): this host's kept one, or another's where the
+ * mixture's start is every host's but for the host index (its start's
+ * first step, a fresh run, or an elastic resume: its bridges' runs cut
+ * for that host from the old hosts' states), while the bridges are
+ * open (at create).  *out: pf_mix_course_release().  @return 0, -EINVAL
+ * (another host of a run resumed on its own topology), or <0 with err. */
+int pf_mixture_course_of(const pf_mixture *m, size_t k, uint32_t host, mix_course *out,
+			 pf_error *err);
+void pf_mix_course_release(mix_course *c);
+/* A bridge's old states kept (mixture_elastic.c): source s's bridge
+ * opened from blobs (n), as the next of its bridges; all freed. */
+int pf_mix_keep_merged(mix_source *s, const pf_state_blob *blobs, uint32_t n);
+void pf_mix_free_merged(mix_source *s);
 void pf_mix_free_courses(pf_mixture *m);
 int pf_mix_skip(pf_mixture *m, uint64_t n, pf_error *err);
 void pf_mix_release_held(pf_mixture *m);

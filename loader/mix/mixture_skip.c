@@ -49,7 +49,7 @@ int pf_mix_keep_courses(pf_mixture *m)
 			pf_free(ls);
 			return -ENOMEM;
 		}
-		c->cur_row0 = s->cur_row;
+		c->row0 = s->cur_row;
 		for (size_t i = 0; i < n; i++) {
 			mix_link *lk = &c->links[c->nlinks];
 			pf_run r;
@@ -69,6 +69,66 @@ int pf_mix_keep_courses(pf_mixture *m)
 		pf_free(ls);
 	}
 	return 0;
+}
+
+void pf_mix_course_release(mix_course *c)
+{
+	for (size_t i = 0; c->links && i < c->nlinks; i++)
+		pf_run_start_release(&c->links[i].run.start);
+	pf_free(c->links);
+	memset(c, 0, sizeof(*c));
+}
+
+int pf_mixture_course_of(const pf_mixture *m, size_t k, uint32_t host, mix_course *out,
+			 pf_error *err)
+{
+	const mix_source *s = &m->src[k];
+	const mix_course *own = m->courses ? &m->courses[k] : NULL;
+	pf_pipe *ls[MIX_CHAIN_MAX + 3];
+	size_t n = 0, bridges = 0;
+	int ret = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!own || !own->nlinks)
+		return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0, "the mixture has no plan");
+	if (host != m->topo.host_index) {
+		/* Another host's: its bridges cut for it from the old hosts'
+		 * states (the bridges still open), its loader of whole epochs
+		 * the same but for the host (a fresh start). */
+		n = s->npend + 2 <= MIX_CHAIN_MAX + 3 ? chain(s, ls) : 0;
+		bridges = s->next ? n - 1 : 0;
+		if (n != own->nlinks || bridges != s->nmerged || own->row0 ||
+		    own->links[n - 1].run.start.resumed)
+			return pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
+					    "source '%s': another host's course is known at an "
+					    "elastic resume or the run's start, not from this "
+					    "host's own state", s->name);
+	}
+	out->links = pf_calloc(own->nlinks, sizeof(*out->links));
+	if (!out->links)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	out->row0 = own->row0;
+	for (size_t i = 0; i < own->nlinks && ret == 0; i++) {
+		mix_link *lk = &out->links[i];
+
+		*lk = own->links[i];
+		memset(&lk->run.start, 0, sizeof(lk->run.start));
+		if (host != m->topo.host_index && i < bridges) {
+			ret = pf_pipe_elastic_run(ls[i], host, s->merged[i], s->nmerged_hosts,
+						  &lk->run, err);
+			lk->run.o.ds = own->links[i].run.o.ds;
+		} else {
+			ret = pf_run_start_copy(&lk->run.start, &own->links[i].run.start);
+			lk->run.o.topo.host_index = host;
+		}
+		out->nlinks = i + 1;
+	}
+	if (ret < 0) {
+		pf_mix_course_release(out);
+		if (ret == -ENOMEM && !err->code)
+			pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory");
+	}
+	return ret;
 }
 
 void pf_mix_free_courses(pf_mixture *m)
@@ -111,6 +171,41 @@ static void sched_release(sched *sc)
 	pf_free(sc->m.cum);
 	pf_free(sc->m.order);
 	pf_free(sc->rs);
+}
+
+struct pf_mix_deal {
+	sched sc;
+};
+
+pf_mix_deal *pf_mix_deal_new(const pf_mixture *m)
+{
+	pf_mix_deal *d = pf_calloc(1, sizeof(*d));
+
+	if (d && sched_init(&d->sc, m) < 0) {
+		sched_release(&d->sc);
+		pf_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+void pf_mix_deal_rows(void *ctx, uint32_t host, uint64_t t, uint64_t n, uint8_t *rs)
+{
+	pf_mix_deal *d = ctx;
+
+	d->sc.m.topo.host_index = host;
+	for (uint64_t i = 0; i < n; i++) {
+		pf_mix_schedule_seek(&d->sc.m, t + i);
+		pf_mix_step_sources(&d->sc.m, t + i, rs + i * d->sc.m.host_batch);
+	}
+}
+
+void pf_mix_deal_free(pf_mix_deal *d)
+{
+	if (!d)
+		return;
+	sched_release(&d->sc);
+	pf_free(d);
 }
 
 /* The rows steps [t0, t1) take of each source on this host, added to
@@ -160,6 +255,7 @@ static int skip_source(pf_mixture *m, size_t k, uint64_t rows, pf_error *err)
 		}
 		/* The bridge's epoch is over: as next_row() hands over. */
 		total -= left * s->sub_batch;
+		s->gen++;
 		pf_pipe_free(s->l);
 		if (s->npend) {
 			pf_mix_pop_pending(s);
@@ -257,7 +353,7 @@ int pf_mix_retake_skipped(pf_mixture *m, pf_error *err)
 static int source_record(const mix_course *c, uint64_t a, pf_plan_record *rec, uint32_t *epoch,
 			 pf_plan_record **scratch, uint32_t *scratch_len, pf_error *err)
 {
-	a += c->cur_row0;
+	a += c->row0;
 	for (size_t i = 0; i < c->nlinks; i++) {
 		const mix_link *lk = &c->links[i];
 		uint64_t in_epoch;

@@ -288,14 +288,6 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 	pk->npieces = pk->cap / pk->L + 2;
 	if (ret < 0)
 		goto fail;
-	/* Not yet for a packed mixture (docs/api.md, "Every pair of
-	 * features"). */
-	if (ret == 0 && cfg->nsources && (cfg->skip_steps || cfg->plan_only)) {
-		ret = pf_error_set(err, -EINVAL, PF_OFFSET_NONE, 0,
-				   "%s with a packed mixture (pack_length with sources) is not "
-				   "supported", cfg->skip_steps ? "skip_steps" : "plan_only");
-		goto fail;
-	}
 	if (cfg->nresume && !cfg->nsources) {
 		ret = pf_pack_restore(pk, cfg, &l->topo, err);
 		if (ret < 0)
@@ -340,6 +332,9 @@ int pf_pack_create(pf_loader **out, const pf_loader_config *cfg, pf_error *err)
 		l->steps_per_epoch = pk->epoch_steps == UINT64_MAX ? 0 : pk->epoch_steps;
 		if (cfg->max_steps && pk->step + cfg->max_steps < pk->epoch_steps)
 			l->steps_per_epoch = pk->step + cfg->max_steps;
+		/* (A cut run's steps count from the cut.) */
+		if (l->steps_per_epoch)
+			l->steps_per_epoch += pk->step_base;
 		goto made;
 	}
 	ret = pf_pipe_create_packing(&pk->inner, &icfg, inner_spec,
@@ -432,8 +427,11 @@ static void pack_free(pf_packing *l)
 	pf_free(pk->src_nlengths);
 	pf_free(pk->src_records);
 	pf_free(pk->src_tokens);
-	pf_free(pk->snap_taken);
-	pf_free(pk->taken_next);
+	pf_pack_release_snaps(pk);
+	for (size_t k = 0; pk->mark_next && k < pk->nsrc; k++)
+		pf_mix_mark_release(&pk->mark_next[k]);
+	pf_free(pk->snap_marks);
+	pf_free(pk->mark_next);
 	for (unsigned k = 0; pk->outs && k < pk->nouts; k++) {
 		pack_out *o = &pk->outs[k];
 
@@ -742,7 +740,7 @@ static int start_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e)
 	pk->step = pk->opened = pk->closed = 0;
 	pk->step_base = 0;
 	pk->epoch_done = false;
-	pk->nsnaps = 0;
+	pf_pack_release_snaps(pk);
 	pk->consumed = 0;
 	ret = pf_pack_push_snap(pk, &(pack_snap){ .epoch = e, .fresh = true, .gstep = 0 });
 	if (ret == 0)
@@ -790,10 +788,20 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 		if (!pk->ib) {
 			/* A mixture's: what its sources had given before this
 			 * batch, for its checkpoint. */
-			if (pk->mix)
-				pf_mixture_taken(pk->mix, pk->taken_next);
+			if (pk->mix) {
+				ret = pf_mixture_mark(pk->mix, pk->mark_next);
+				if (ret < 0) {
+					for (size_t k = 0; k < pk->nsrc; k++)
+						pf_mix_mark_release(&pk->mark_next[k]);
+					return pf_error_set(&l->err, ret, PF_OFFSET_NONE, 0,
+							    "out of memory for a checkpoint");
+				}
+			}
 			ret = pk->mix ? pf_mixture_next(pk->mix, &pk->ib)
 				      : pf_pipe_next_timed(pk->inner, &pk->ib, timeout_ns);
+			/* (Not taken: the marks are not the snapshot's.) */
+			for (size_t k = 0; pk->mix && ret != 1 && k < pk->nsrc; k++)
+				pf_mix_mark_release(&pk->mark_next[k]);
 			if (ret == -ETIMEDOUT)
 				return ret;
 			if (ret < 0) {
@@ -819,7 +827,7 @@ static int pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns)
 			pk->irow = 0;
 			ret = pf_pack_push_snap(pk, &(pack_snap){
 				.epoch = pk->mix ? 0 : pk->ib->epoch, .step = pk->ib->step,
-				.gstep = pk->ib->global_step, .taken = pk->taken_next });
+				.gstep = pk->ib->global_step, .marks = pk->mark_next });
 			if (ret < 0)
 				return ret;
 			pf_pack_direct_plan(l, pk, inner_epoch(pk), pk->ib->step, true);
@@ -1098,7 +1106,11 @@ static int64_t pack_records_of(const pf_loader *f, uint64_t step, pf_record_ref 
 
 static const char *pack_file(const pf_loader *f, uint32_t source, uint32_t file)
 {
-	return source || cpacking(f)->pack->mix ? NULL : pf_pack_file(cpacking(f), file);
+	const pf_pack_run *pk = cpacking(f)->pack;
+
+	if (pk->mix)
+		return pf_mix_file(pk->mix, source, file);
+	return source ? NULL : pf_pack_file(cpacking(f), file);
 }
 
 const pf_loader_ops pf_packing_ops = {

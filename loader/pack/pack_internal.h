@@ -6,9 +6,11 @@
  * direct placement by the inner loader's decode threads (pack_direct.c,
  * through the pipeline's record hook), and every record's packed lengths
  * gathered before the first batch, each file read once by one host of a
- * pod (pack_gather.c).  Above the pipeline: it creates, reads and frees
- * an inner pipeline; what the plan says of the rows is
- * loader/plan/pack_plan.c's. */
+ * pod (pack_gather.c); a packed mixture (pack_mix.c) and its elastic
+ * resume (pack_mix_elastic.c); skip_steps and the records of a step
+ * (pack_skip.c).  Above the pipeline and the mixture: it creates, reads
+ * and frees an inner pipeline or mixture; what the plan says of the rows
+ * is loader/plan/pack_plan.c's and pack_course.c's. */
 #ifndef PF_PACK_INTERNAL_H
 #define PF_PACK_INTERNAL_H
 
@@ -55,8 +57,9 @@ typedef struct pack_snap {
 	bool fresh;		/* the epoch's start, before its first inner batch */
 	uint64_t consumed;	/* inner records taken in the epoch before it */
 	pf_packer packer;
-	uint64_t *taken;	/* a packed mixture's: the rows each source had
-				   given (pf_mixture_taken()), in snap_taken */
+	/* A packed mixture's: where its sources were (pf_mixture_mark()),
+	 * in snap_marks; pushed, the snapshot owns them. */
+	pf_mix_mark *marks;
 } pack_snap;
 
 typedef struct pack_out {
@@ -160,8 +163,8 @@ struct pf_pack_run {
 	uint64_t *src_nlengths;
 	uint32_t src_tensor;
 	uint64_t *src_records, *src_tokens;
-	uint64_t *snap_taken;		/* [snaps_cap x nsrc] */
-	uint64_t *taken_next;		/* [nsrc]: before the inner batch taken */
+	pf_mix_mark *snap_marks;	/* [snaps_cap x nsrc] */
+	pf_mix_mark *mark_next;		/* [nsrc]: before the inner batch taken */
 	/* The outer spec's _source (int32[L], each value's source, -1 in
 	 * the padding; source_feature): its index, or UINT32_MAX. */
 	uint32_t fsrc;
@@ -250,6 +253,17 @@ struct pf_pack_run {
 	 * says; its inner start is a copy of the inner loader's. */
 	pf_pack_course course;
 	bool have_course;
+	/* A packed mixture's (its course is the plan's walk from the run's
+	 * start, pf_pack_mixed_walk()): the packed step and global step it
+	 * started at, before skip_steps. */
+	uint64_t mix_step0, mix_gstep0;
+	/* A packed mixture's run cut among the hosts of another topology
+	 * inside it (an elastic resume, or a state of such a run): its plan
+	 * is the one made at the cut (kept in its states); the pieces of
+	 * records and their values in the rows the old hosts had in
+	 * progress, lost there. */
+	bool recut;
+	bool elastic_now;		/* cut here: an elastic resume */
 	uint64_t skipped_total;		/* the job's packed steps skipped (states say it) */
 };
 
@@ -262,6 +276,7 @@ struct pf_pack_run {
  * from the hosts' shares of what the states left).  @return 0 or <0
  * (err). */
 int pf_pack_push_snap(pf_pack_run *pk, const pack_snap *sn);
+void pf_pack_release_snaps(pf_pack_run *pk);
 int pf_pack_restore(pf_pack_run *pk, const pf_loader_config *cfg, const pf_topology *topo,
 		    pf_error *err);
 int pf_pack_restore_plan(pf_packing *l, pf_pack_run *pk, pf_error *err);
@@ -334,6 +349,38 @@ int pf_pack_mix_create(pf_packing *l, pf_pack_run *pk, const pf_loader_config *c
 int64_t pf_pack_mix_save_state(pf_packing *l, const pack_snap *sn,
 			       const struct pf_pack_state *q, void *buf, size_t cap);
 uint32_t pf_pack_mix_source(const pf_pack_run *pk, const pf_batch *ib, uint32_t r);
+/* The mixture m's records as the plan reads them (pf_mixed: its
+ * sources' orders and lengths, its deal, its steps to its end), for this
+ * loader's hosts; deal: through a copy of its schedule (any thread;
+ * else the mixture's own, the consumer's thread).  Release it with
+ * pf_pack_mix_mixed_release().  @return 0 or -ENOMEM. */
+int pf_pack_mix_mixed(const pf_packing *l, const pf_pack_run *pk, pf_mixture *m, bool deal,
+		      pf_mixed *mx);
+void pf_pack_mix_mixed_release(pf_mixed *mx);
+
+/* pack_mix_elastic.c.  pf_pack_mix_elastic(): the states of cfg->resume
+ * (every old host's, of another topology) as the inner mixture resumes
+ * them elastically: *out, each source past its packer's rows, no packing
+ * part (pf_pack_mix_elastic_free()); the packer empty, the run cut, its
+ * steps going on from the old hosts', what they had in progress counted
+ * as dropped.  pf_pack_mix_courses(): each source's course (every host's,
+ * or this host's alone) into cs (pf_pack_mix_courses_free()).
+ * pf_pack_mix_walker(): this host's walk from the run's start (before
+ * skip_steps) through its courses, any thread (mx:
+ * pf_pack_mix_mixed_release(), cs: pf_pack_mix_courses_free()).  @return
+ * 0 or <0 with err. */
+typedef struct pf_mix_course_set {
+	mix_course *c;
+	size_t n;
+} pf_mix_course_set;
+int pf_pack_mix_elastic(pf_packing *l, pf_pack_run *pk, const pf_loader_config *cfg,
+			pf_state_blob **out, uint8_t ***mem, pf_error *err);
+void pf_pack_mix_elastic_free(pf_state_blob *blobs, uint8_t **mem, size_t n);
+int pf_pack_mix_courses(const pf_packing *l, const pf_pack_run *pk, bool every,
+			pf_mix_course_set *cs, pf_error *err);
+void pf_pack_mix_courses_free(pf_mix_course_set *cs);
+int pf_pack_mix_walker(const pf_packing *l, const pf_pack_run *pk, pf_mixed *mx,
+		       pf_mix_course_set *cs, pf_error *err);
 
 /* pack_skip.c: the run's start kept as the plan reads it (after the
  * restore and its plan), skip_steps applied to it (the inner loader's
@@ -344,6 +391,25 @@ int pf_pack_keep_course(pf_packing *l, pf_pack_run *pk);
 int pf_pack_skip_steps(pf_packing *l, pf_pack_run *pk, uint64_t n, pf_error *err);
 int64_t pf_pack_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out, size_t cap,
 			   pf_error *err);
+/* A packed mixture's skip_steps (pack_mix.c's skip(), before its
+ * ready()): n packed steps from pk->step, every host's steps planned over
+ * every_host as far as the new first one (NULL: pk->epoch_steps are
+ * theirs; -ERANGE with err naming the run's last step when it is past
+ * it), this host's packer walked over mx (pf_pack_mix_walker(): from the
+ * run's start) to the last mixture step before which it has opened no
+ * row of it, at or after the mixture's first step `first`; *steps: the
+ * mixture's steps to skip to it; the packer, the packed step and the
+ * metrics set there.  @return 0 or <0 with err. */
+int pf_pack_mix_skip(pf_packing *l, pf_pack_run *pk, const pf_mixed *every_host,
+		     const pf_mixed *mx, uint64_t first, uint64_t n, uint64_t *steps,
+		     pf_error *err);
+/* A packed mixture's pf_loader_records_of() (pf_pack_records_of()
+ * calls it): the pieces of packed step `step` of this host, each with
+ * its source, that source's epoch, the file and the record, from this
+ * host's walk over the plan (any thread).  @return the refs' count or
+ * <0 with err. */
+int64_t pf_pack_mix_records_of(const pf_packing *l, uint64_t step, pf_record_ref *out,
+			       size_t cap, pf_error *err);
 const char *pf_pack_file(const pf_packing *l, uint32_t file);
 
 /* pack_state.c: pf_loader_save_state() of a packing loader. */

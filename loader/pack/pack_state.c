@@ -12,41 +12,64 @@
 /* A checkpoint of the packer (its packer field filled here), after
  * those no state needs: the oldest kept is the last whose packer had
  * opened no row not yet delivered. */
+/* Snapshot i's marks released (a packed mixture's). */
+static void release_marks(pf_pack_run *pk, size_t i)
+{
+	for (size_t k = 0; k < pk->nsrc; k++)
+		pf_mix_mark_release(&pk->snap_marks[i * pk->nsrc + k]);
+}
+
+void pf_pack_release_snaps(pf_pack_run *pk)
+{
+	for (size_t i = 0; pk->snap_marks && i < pk->nsnaps; i++)
+		release_marks(pk, i);
+	pk->nsnaps = 0;
+}
+
 int pf_pack_push_snap(pf_pack_run *pk, const pack_snap *sn)
 {
 	uint64_t delivered = pk->step * pk->B;
-	size_t cap = pk->snaps_cap, row = pk->nsrc * sizeof(*pk->snap_taken);
+	size_t cap = pk->snaps_cap, row = pk->nsrc * sizeof(*pk->snap_marks);
 
 	while (pk->nsnaps >= 2 && pk->snaps[1].packer.next_row <= delivered) {
+		if (row)
+			release_marks(pk, 0);
 		memmove(&pk->snaps[0], &pk->snaps[1], (pk->nsnaps - 1) * sizeof(*pk->snaps));
 		if (row)
-			memmove(pk->snap_taken, pk->snap_taken + pk->nsrc, (pk->nsnaps - 1) * row);
+			memmove(pk->snap_marks, pk->snap_marks + pk->nsrc, (pk->nsnaps - 1) * row);
 		pk->nsnaps--;
 	}
 	if (pf_grow(&pk->snaps, &pk->snaps_cap, pk->nsnaps + 1, sizeof(*pk->snaps)) < 0)
-		return -ENOMEM;
-	if (row && (pk->snaps_cap != cap || !pk->snap_taken)) {
-		uint64_t *t = pf_realloc(pk->snap_taken, pk->snaps_cap * row);
+		goto oom;
+	if (row && (pk->snaps_cap != cap || !pk->snap_marks)) {
+		pf_mix_mark *t = pf_realloc(pk->snap_marks, pk->snaps_cap * row);
 
 		if (!t)
-			return -ENOMEM;
-		pk->snap_taken = t;
+			goto oom;
+		pk->snap_marks = t;
 	}
 	pk->snaps[pk->nsnaps] = *sn;
 	pk->snaps[pk->nsnaps].packer = pk->packer;
 	pk->snaps[pk->nsnaps].consumed = pk->consumed;
-	/* A packed mixture's: what each source had given, kept beside. */
+	/* A packed mixture's: where its sources were, kept beside (the
+	 * snapshot takes their held states). */
 	if (row) {
-		uint64_t *t = pk->snap_taken + pk->nsnaps * pk->nsrc;
+		pf_mix_mark *t = pk->snap_marks + pk->nsnaps * pk->nsrc;
 
-		if (sn->taken)
-			memcpy(t, sn->taken, row);
+		if (sn->marks)
+			memcpy(t, sn->marks, row);
 		else
 			memset(t, 0, row);
-		pk->snaps[pk->nsnaps].taken = NULL;
+		for (size_t k = 0; sn->marks && k < pk->nsrc; k++)
+			sn->marks[k].held = NULL;	/* the snapshot's now */
+		pk->snaps[pk->nsnaps].marks = NULL;
 	}
 	pk->nsnaps++;
 	return 0;
+oom:
+	for (size_t k = 0; sn->marks && k < pk->nsrc; k++)
+		pf_mix_mark_release(&sn->marks[k]);
+	return -ENOMEM;
 }
 
 
@@ -329,7 +352,7 @@ int64_t pf_pack_save_state(pf_packing *l, void *buf, size_t cap)
 		if (!sn)
 			sn = &pk->snaps[si = pk->nsnaps - 1];
 		at = *sn;
-		at.taken = pk->snap_taken + si * pk->nsrc;
+		at.marks = pk->snap_marks + si * pk->nsrc;
 		if (done) {
 			q.step = pk->step;
 			q.epoch_steps = pk->epoch_steps;

@@ -692,6 +692,16 @@ void pf_resume_state_at(const pf_pipe *l, uint32_t epoch, uint64_t step, uint64_
  * with *npieces 0 when the states are between epochs. */
 int pf_resume_elastic_share(const pf_pipe *l, uint32_t host, pf_state *st, size_t n,
 			    pf_piece **pieces, size_t *npieces, pf_error *err);
+/* resume.c: where l's run starts for host `host` of its topology when
+ * resumed from the states st (every old host's, of another topology), as
+ * pf_resume_restore() would cut them for it: *out, its pieces
+ * pf_malloc()ed (pf_run_start_release()).  skip.c: l's run
+ * (pf_pipe_run()) so, from the states' blobs.  @return 0 or <0 with
+ * err. */
+int pf_resume_elastic_start(const pf_pipe *l, uint32_t host, pf_state *st, size_t n,
+			    pf_run_start *out, pf_error *err);
+int pf_pipe_elastic_run(const pf_pipe *l, uint32_t host, const pf_state_blob *blobs, size_t n,
+			pf_run *out, pf_error *err);
 /* Slots one block of the resumed epoch can touch. */
 uint32_t pf_resume_spb(const pf_pipe *l);
 

@@ -229,6 +229,36 @@ int pf_resume_elastic_share(const pf_pipe *l, uint32_t host, pf_state *st, size_
 	return ret;
 }
 
+int pf_resume_elastic_start(const pf_pipe *l, uint32_t host, pf_state *st, size_t n,
+			    pf_run_start *out, pf_error *err)
+{
+	pf_pipe *tmp = pf_malloc(sizeof(*tmp));
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!tmp)
+		return pf_error_set(err, -ENOMEM, PF_OFFSET_NONE, 0, "out of memory");
+	/* A copy that only resume_elastic() reads and writes. */
+	memcpy(tmp, l, sizeof(*tmp));
+	tmp->topo.host_index = host;
+	memset(&tmp->resume, 0, sizeof(tmp->resume));
+	tmp->resumed = false;
+	ret = resume_elastic(tmp, st, n, err);
+	if (ret == 0) {
+		pf_run_start start = { .epoch = tmp->start_epoch, .gstep = tmp->gstep0,
+				       .resumed = tmp->resumed, .resume = tmp->resume };
+
+		if (start.resumed)
+			start.resume.epoch = tmp->start_epoch;
+		ret = pf_run_start_copy(out, &start);
+		if (ret < 0)
+			pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory");
+	}
+	pf_free(tmp->resume.pieces);
+	pf_free(tmp);
+	return ret;
+}
+
 /* The remainder of the epoch a state of this topology is inside, for
  * the report of the run that ends it: the plan's, as a fresh epoch has
  * it, when the epoch's streams are this topology's; else (the epoch was

@@ -23,6 +23,31 @@ void pf_pipe_run(const pf_pipe *l, pf_run *r)
 				   .resumed = l->resumed, .resume = l->resume };
 }
 
+int pf_pipe_elastic_run(const pf_pipe *l, uint32_t host, const pf_state_blob *blobs, size_t n,
+			pf_run *out, pf_error *err)
+{
+	pf_state *st = pf_calloc(n ? n : 1, sizeof(*st));
+	pf_run_start start;
+	int ret = st ? 0 : -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < n && ret == 0; i++)
+		ret = pf_state_decode(&st[i], blobs[i].data, blobs[i].len, err);
+	if (ret == 0)
+		ret = pf_resume_elastic_start(l, host, st, n, &start, err);
+	if (ret == 0) {
+		pf_pipe_run(l, out);
+		out->o.topo.host_index = host;
+		out->start = start;
+	}
+	for (size_t i = 0; st && i < n; i++)
+		pf_state_release(&st[i]);
+	pf_free(st);
+	if (ret == -ENOMEM && !err->code)
+		pf_error_set(err, ret, PF_OFFSET_NONE, 0, "out of memory");
+	return ret;
+}
+
 int pf_pipe_keep_start(pf_pipe *l)
 {
 	pf_run r;

@@ -149,6 +149,10 @@ typedef struct pf_state {
 		pf_topology saver;
 		uint64_t step, global_step, ahead, next_row;
 		uint64_t epoch_steps, epoch_rows, step_base;
+		/* A packed mixture's: what the rows in progress held (lost
+		 * by an elastic resume), and its run cut by one. */
+		uint64_t lost_rows, lost_records, lost_values;
+		bool recut;
 		uint32_t nopen;
 		uint64_t id[PF_PACK_POOL_MAX];
 		uint32_t fill[PF_PACK_POOL_MAX][PF_PACK_MAX_FEATURES];
@@ -181,6 +185,13 @@ typedef struct pf_mix_source_state {
 	const uint8_t *const *pending;
 	const size_t *pending_len;
 	size_t npending;
+	/* A packed mixture's: rows of it its packer took past the position,
+	 * and its loader's state past them (past_len 0: none) with the rows
+	 * of the batch after it taken. */
+	uint64_t pack_ahead;
+	const uint8_t *past;
+	size_t past_len;
+	uint32_t past_consumed;
 } pf_mix_source_state;
 
 typedef struct pf_mix_state {
@@ -215,6 +226,13 @@ void pf_mix_state_release(pf_mix_state *s);
 
 /* ------------------------------------------------------------------ */
 /* Packing's plan (pack_plan.c): the rows a loader's records pack into */
+
+/* The record a row of a step holds: its file (an index into the
+ * dataset's files) and its number in the file. */
+typedef struct pf_plan_record {
+	uint32_t file;
+	uint64_t record;
+} pf_plan_record;
 
 /* A loader's order as the plan reads it: its dataset, its topology and
  * its shuffle (what pf_plan_epoch() and the shuffle blocks take; a
@@ -264,6 +282,8 @@ int pf_pack_plan_pieces(const pf_order *o, const struct pf_packer *pk, uint64_t 
 			const pf_topology *origin, uint32_t w, bool permute, uint32_t slice,
 			uint32_t group, const pf_piece *pieces, size_t npieces, uint64_t *rows);
 
+typedef struct pf_mixed_course pf_mixed_course;	/* below */
+
 /* A mixture's records on every host (a packed mixture: loader/pack/),
  * as the plan reads them: its sources' orders (any host index) and their
  * records' packed lengths (nf a record, dataset order); the source of
@@ -290,15 +310,43 @@ typedef struct pf_mixed {
 	/* endless: the run has no end (nor want_rows): this host's order
 	 * alone, as far as its room; *steps and *own_rows UINT64_MAX. */
 	bool endless;
+	/* courses: each host's sources from step t0 ([host x nsources]: an
+	 * elastic resume's bridges, a restored run's loaders; [nsources],
+	 * host_index's alone, with own_course; NULL: every source from its
+	 * first record, its epoch 0, at step t0 = 0). */
+	const pf_mixed_course *courses;
+	bool own_course;
 } pf_mixed;
 /* The packed steps of a mixture's run on every host: the packer pk
  * (empty, its settings) over each host's records as the mixture deals
- * them, each source's from its start (its epochs one after another,
- * capped at cap), host_batch rows a step; *own_rows: this host's rows.
- * @return 0 or -ENOMEM. */
+ * them, each source's from its start (its epochs one after another, or
+ * its course; capped at cap), host_batch rows a step; *own_rows: this
+ * host's rows.  @return 0 or -ENOMEM, or a course's error. */
 int pf_pack_plan_mixed(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
 		       uint32_t nf, uint32_t cap, uint32_t host_batch, uint64_t *steps,
 		       uint64_t *own_rows);
+/* What a walk of one host's packed mixture (pf_pack_mixed_walk()) tells
+ * its caller: step, at the start of each step t of the mixture (the
+ * packer there, the rows below `closed` final; and once more at the run's
+ * end, t = t1, every row final); piece, each piece of each record placed
+ * (the record's source, that source's epoch, its file and number in the
+ * file).  Either may be NULL, and either returns 1 to stop the walk. */
+struct pf_pack_piece;
+typedef struct pf_mixed_visit {
+	int (*step)(void *ctx, uint64_t t, const struct pf_packer *p, uint64_t closed);
+	int (*piece)(void *ctx, const struct pf_pack_piece *pc, uint32_t source, uint32_t epoch,
+		     const pf_plan_record *rec, uint64_t closed);
+	void *ctx;
+} pf_mixed_visit;
+/* Walk host mx->host_index's records as the mixture deals them, from
+ * step mx->t0 (every source from its course's start, or without courses
+ * from its first record at step 0) to step mx->t1 or a stop, through the
+ * packer pk (as given: the run's start's) with their pieces, as pack.c
+ * packs them: the course of a packed mixture (skip_steps,
+ * pf_loader_records_of()).  @return 0, or <0 (-ENOMEM, the packer's or
+ * a course's error). */
+int pf_pack_mixed_walk(const pf_mixed *mx, uint64_t seed, const struct pf_packer *pk,
+		       uint32_t nf, uint32_t cap, const pf_mixed_visit *v);
 
 /* ------------------------------------------------------------------ */
 /* A run's course (course.c): where it starts, skipping ahead, and which */
@@ -344,6 +392,21 @@ typedef struct pf_run {
 	pf_run_start start;
 } pf_run;
 
+/* One of the loaders a mixture's source's rows come from, in turn, as
+ * the plan reads its run: its batches' rows and how many rows it gives
+ * (UINT64_MAX: no end).  A source's course: its links from a start, and
+ * the rows of the first one's first batch taken before it. */
+typedef struct pf_mixed_link {
+	pf_run run;
+	uint32_t batch;
+	uint64_t rows;
+} pf_mixed_link;
+struct pf_mixed_course {
+	pf_mixed_link *links;
+	size_t nlinks;
+	uint32_t row0;
+};
+
 /*! Steps the run has from its start to its end (its epochs; no
  *  max_steps): UINT64_MAX when they do not fit. */
 uint64_t pf_run_steps(const pf_run *r);
@@ -359,13 +422,6 @@ int pf_run_skip(pf_run *r, uint64_t n, pf_error *err);
  *  pf_run_start_release()).  @return 0 or -ENOMEM. */
 int pf_run_start_copy(pf_run_start *dst, const pf_run_start *src);
 void pf_run_start_release(pf_run_start *s);
-
-/* The record a row of a step holds: its file (an index into the
- * dataset's files) and its number in the file. */
-typedef struct pf_plan_record {
-	uint32_t file;
-	uint64_t record;
-} pf_plan_record;
 
 /* Which record a run delivers where (pf_which_*()): the run it reads and
  * what it keeps between calls (the plan of one origin host, one shuffle

@@ -111,6 +111,10 @@ static void pack_put(const struct pf_pack_state *q, Podfeed__PackState *pk, uint
 	pk->epoch_steps = q->epoch_steps;
 	pk->epoch_rows = q->epoch_rows;
 	pk->step_base = q->step_base;
+	pk->lost_rows = q->lost_rows;
+	pk->lost_records = q->lost_records;
+	pk->lost_values = q->lost_values;
+	pk->recut = q->recut;
 	pk->n_row_id = q->nopen;
 	pk->row_id = (uint64_t *)q->id;
 	pk->n_row_segments = q->nopen;
@@ -132,7 +136,9 @@ static int pack_get(const Podfeed__PackState *pk, struct pf_pack_state *q, pf_er
 		.step = pk->step_in_epoch, .global_step = pk->global_step,
 		.ahead = pk->ahead, .next_row = pk->next_row,
 		.epoch_steps = pk->epoch_steps, .epoch_rows = pk->epoch_rows,
-		.step_base = pk->step_base,
+		.step_base = pk->step_base, .lost_rows = pk->lost_rows,
+		.lost_records = pk->lost_records,
+		.lost_values = pk->lost_values, .recut = pk->recut,
 	};
 	if (pk->n_row_id > PF_PACK_POOL_MAX || pk->n_row_segments != pk->n_row_id ||
 	    pk->features > PF_PACK_MAX_FEATURES ||
@@ -443,6 +449,9 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 			info.step_in_epoch = ms.pack.step_base + ms.pack.step;
 			info.global_step = ms.pack.global_step;
 			info.pack_length = ms.pack.length;
+			info.pack_mode = ms.pack.mode;
+			info.pack_pool = ms.pack.pool;
+			info.pack_features = ms.pack.nf;
 		}
 		pf_mix_state_release(&ms);
 		pf_struct_out(uinfo, info_size, &info, sizeof(info));
@@ -511,6 +520,10 @@ int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
 		src[i].bridge_batch = s->sources[i].bridge_batch;
 		src[i].bridge_epoch = s->sources[i].bridge_epoch;
 		src[i].whole_batch = s->sources[i].whole_batch;
+		src[i].pack_ahead = s->sources[i].pack_ahead;
+		src[i].pack_past.data = (uint8_t *)s->sources[i].past;
+		src[i].pack_past.len = s->sources[i].past_len;
+		src[i].pack_past_consumed = s->sources[i].past_consumed;
 		src[i].pending = pend + npend;
 		src[i].n_pending = s->sources[i].npending;
 		for (size_t j = 0; j < s->sources[i].npending; j++, npend++)
@@ -630,12 +643,20 @@ int pf_mix_state_decode(pf_mix_state *s, const void *blob, size_t len, pf_error 
 
 			if (ms->state.len)	/* an empty one's data is NULL */
 				memcpy(s->mem + at, ms->state.data, ms->state.len);
-			s->sources[i] = (pf_mix_source_state){ s->mem + at, ms->state.len,
-								 ms->consumed, ms->bridge_batch,
-								 ms->bridge_epoch, ms->whole_batch,
-								 s->pend + np, s->pend_len + np,
-								 ms->n_pending };
+			s->sources[i] = (pf_mix_source_state){
+				.state = s->mem + at, .state_len = ms->state.len,
+				.consumed = ms->consumed, .bridge_batch = ms->bridge_batch,
+				.bridge_epoch = ms->bridge_epoch, .whole_batch = ms->whole_batch,
+				.pending = s->pend + np, .pending_len = s->pend_len + np,
+				.npending = ms->n_pending, .pack_ahead = ms->pack_ahead };
 			at += ms->state.len;
+			if (ms->pack_past.len) {
+				memcpy(s->mem + at, ms->pack_past.data, ms->pack_past.len);
+				s->sources[i].past = s->mem + at;
+				s->sources[i].past_len = ms->pack_past.len;
+				s->sources[i].past_consumed = ms->pack_past_consumed;
+				at += ms->pack_past.len;
+			}
 			for (size_t j = 0; j < ms->n_pending; j++, np++) {
 				if (ms->pending[j].len)	/* an empty one's data is NULL */
 					memcpy(s->mem + at, ms->pending[j].data,

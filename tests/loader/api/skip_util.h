@@ -62,7 +62,8 @@ uint32_t sk_record_values(const char *path, uint64_t record, const char *feature
 /* Every step of s (a packed run kept with keep_rows): each piece
  * l's pf_loader_records_of() names holds, in its row, the values of
  * `feature` of that record it says, with its segment id, and the pieces
- * name every value the rows hold. */
+ * name every value the rows hold (a packed mixture's pieces say their
+ * source's epoch, not the step's). */
 void sk_expect_packed(const pf_loader *l, const sk_steps *s, const char *feature,
 		      const char *what);
 /* Every step of s (a run of l's config, l a loader of it): l's

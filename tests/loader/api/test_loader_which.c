@@ -238,6 +238,75 @@ Test(which, packed_steps_name_their_pieces, .timeout = 300)
 	}
 }
 
+/* A packed mixture: three text sources, each piece of every step
+ * named (its source's file and record) by a plan-only loader, which
+ * reads no record: fresh, resumed, skipped, one host of three, four
+ * hosts resumed on two (elastic), both modes and both mixes. */
+Test(which, packed_mixture_steps_name_their_pieces, .timeout = 300)
+{
+	static char dirs[3][512];
+	static const char *paths[3][1];
+	pf_loader_source src[3];
+	const double w[3] = { 0.5, 0.3, 0.2 };
+
+	for (int k = 0; k < 3; k++) {
+		snprintf(dirs[k], sizeof(dirs[k]), "%s/z",
+			 pu_text_dataset(600 - 150 * (unsigned)k, 2, 30 + 30 * (unsigned)k, 300,
+					 7 + (unsigned)k, 2, "16K"));
+		paths[k][0] = dirs[k];
+		src[k] = (pf_loader_source){ .paths = paths[k], .npaths = 1, .weight = w[k] };
+	}
+	for (int mode = 0; mode < 4; mode++) {
+		pf_loader_config cfg = {
+			.sources = src, .nsources = 3, .per_core_batch = 2, .cores_per_host = 2,
+			.features = "tokens:int32[*]", .pack_length = 128,
+			.pack_mode = (pf_pack_mode)(mode & 1), .mix = (pf_mix)(mode >> 1),
+			.shuffle = true, .shuffle_window = 128, .seed = 4, .threads = 2 };
+		pf_loader_metrics m;
+		sk_blob st;
+		pf_loader *l;
+		pf_error err;
+
+		check_packed(cfg, NULL, 0, 0, "packed mixture");
+		st = sk_run(cfg, NULL, 0, 0, 9, NULL);
+		check_packed(cfg, &st, 1, 0, "packed mixture resumed at 9");
+		check_packed(cfg, &st, 1, 20, "packed mixture resumed at 9, 20 skipped");
+		free(st.data);
+		cfg.num_hosts = 3;
+		cfg.host_index = 1;
+		check_packed(cfg, NULL, 0, 0, "packed mixture, host 1 of 3");
+		/* Four hosts' states (each at its own step) resumed on two:
+		 * an elastic resume, and a skip after it. */
+		if (mode == 0 || mode == 3) {
+			sk_blob four[4];
+
+			for (uint32_t h = 0; h < 4; h++) {
+				cfg.num_hosts = 4;
+				cfg.host_index = h;
+				four[h] = sk_run(cfg, NULL, 0, 0, 4 + h, NULL);
+			}
+			cfg.num_hosts = 2;
+			cfg.host_index = 1;
+			check_packed(cfg, four, 4, 0, "packed mixture, four hosts resumed on two");
+			check_packed(cfg, four, 4, 10, "packed mixture, four on two, 10 skipped");
+			for (uint32_t h = 0; h < 4; h++)
+				free(four[h].data);
+			cfg.num_hosts = 3;
+			cfg.host_index = 1;
+		}
+		/* A plan alone reads no record (the lengths: the indexes). */
+		cfg.plan_only = true;
+		cr_assert_eq(pf_loader_create(&l, &cfg, &err), 0, "%s", err.msg);
+		pf_loader_get_metrics(l, &m);
+		cr_assert_eq(m.bytes_read + m.bytes_decompressed + m.io_requests, 0,
+			     "a plan-only loader read %llu bytes (%llu requests), decompressed %llu",
+			     (unsigned long long)m.bytes_read, (unsigned long long)m.io_requests,
+			     (unsigned long long)m.bytes_decompressed);
+		cr_assert_gt(pf_loader_records_of(l, 0, NULL, 0, &err), 0, "%s", err.msg);
+		pf_loader_free(l);
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* Mixed                                                                */
 
