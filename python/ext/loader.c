@@ -419,7 +419,16 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	lo->pid = getpid();
 	lo->cores = cfg.cores_per_host ? cfg.cores_per_host : 1;
 	lo->per_core_batch = cfg.per_core_batch;
-	lo->prefetch = cfg.prefetch ? cfg.prefetch : 2;
+	/* PF_AUTO: what the loader starts with (2, or fewer where the
+	 * budget cannot hold them; a raise later is not counted on). */
+	if (cfg.prefetch) {
+		lo->prefetch = cfg.prefetch;
+	} else {
+		pf_tuning tune;
+
+		pf_loader_tuning(l, &tune);
+		lo->prefetch = tune.prefetch.value < 2 ? tune.prefetch.value : 2;
+	}
 	lo->closed = false;
 	lo->done = false;
 	ret = Py_NewRef(Py_None);
@@ -804,7 +813,18 @@ static PyMethodDef loader_methods[] = {
 	  "                       its cache holds (their bytes are in memory_bytes)\n"
 	  "  frame_cache_hits, frame_cache_loads, frame_cache_evictions,\n"
 	  "  frame_cache_bypassed slices served from it, frames read into it,\n"
-	  "                       replaced, and slices read past it" },
+	  "                       replaced, and slices read past it\n"
+	  "  shuffle_window       records per shuffle block in force (0: no\n"
+	  "                       shuffle; a default the budget cannot hold is\n"
+	  "                       fitted to it: report() says why)\n"
+	  "  window_as_read       1: the window holds records as read (image\n"
+	  "                       features, decoded once in their step), 0: as\n"
+	  "                       decoded rows\n"
+	  "  window_bytes, window_peak_bytes  the window's memory, and the most\n"
+	  "                       of it its records took at once (as read)\n"
+	  "  fitted               defaults cut to memory_mib, a bit each: 1 the\n"
+	  "                       shuffle window, 2 prefetch, 4 threads, 8 the\n"
+	  "                       frame cache" },
 	{ NULL, NULL, 0, NULL },
 };
 
