@@ -1246,10 +1246,11 @@ typedef struct pf_run_info {
 				   neither */
 	size_t nfiles;
 	const pf_tuning *tuning; /* pf_loader_tuning() at the run's end: a line
-				   each for threads, io_depth and prefetch
-				   (the value, auto or set, why) and "tuning"
-				   in JSON; NULL: neither, and the depth is
-				   the config's */
+				   each for threads, io_depth and prefetch,
+				   and the shuffle window and the frame cache
+				   where it says why (the value, auto or set,
+				   why) and "tuning" in JSON; NULL: neither,
+				   and the depth is the config's */
 } pf_run_info;
 
 /* What the loader's figures say about where the time went. */

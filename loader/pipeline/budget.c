@@ -13,10 +13,18 @@
  * image features; else as decoded rows in batch slots), and a default
  * window's size, which is part of the order and so is chosen from what
  * does not depend on the machine (the dataset, the spec, the topology,
- * the budget): the default 8,192 records when they fit in half the
- * budget (or, as rows, beside the least the other pools need: every
- * window that fitted before still does), else the largest that fits in
- * half.  Then (pf_budget_setup()) the rest, cutting only what the config
+ * the budget): the default 8,192 records when they fit in a quarter of
+ * the budget (or, as rows, beside the least the other pools need: every
+ * window that fitted before still does), else the largest that fits in a
+ * quarter, the rest left for the reads in flight, the decode buffers,
+ * the batches being made and held, and the global shuffle's frame cache.
+ * A quarter, not more: every page of a window is touched, and fresh
+ * memory costs the kernel a clear (on this project's VMs, a host fault
+ * too): tools/bench/images' 5,000 images on the defaults took 11% more
+ * CPU with the window in half the budget (4,352 records) than in a
+ * quarter (2,176), which took 1.8% more than 1,088 (medians of 3
+ * interleaved rounds: 5.04, 4.53 and 4.45 CPU s, of which sys 0.61,
+ * 0.15 and 0.12).  Then (pf_budget_setup()) the rest, cutting only what the config
  * left open: fewer segments ahead, fewer reads in flight, a smaller
  * prefetch, fewer decode threads; then the global shuffle's frame cache
  * takes what is left.  Each choice is said in l->tune (pf_loader_tuning())
@@ -299,11 +307,11 @@ static int layout(pf_pipe *l)
 	return 0;
 }
 
-/* A default window the budget cannot hold in half: the largest of whole
+/* A default window the budget cannot hold in a quarter: the largest of whole
  * host batches that it can (and beside which the least of the rest
  * fits), at least one host batch.  Monotone enough for a bisection: the
  * window's memory grows with its records. */
-static uint32_t fit_window(const pf_pipe *l, uint32_t w0, size_t half)
+static uint32_t fit_window(const pf_pipe *l, uint32_t w0, size_t share)
 {
 	uint64_t lo = 0, hi = w0 / l->host_batch;
 
@@ -311,7 +319,7 @@ static uint32_t fit_window(const pf_pipe *l, uint32_t w0, size_t half)
 		uint64_t m = lo + (hi - lo + 1) / 2;
 		uint32_t w = (uint32_t)(m * l->host_batch);
 
-		if (window_mem(l, w) <= half && plan_min(l, w) <= l->cfg.memory_budget)
+		if (window_mem(l, w) <= share && plan_min(l, w) <= l->cfg.memory_budget)
 			lo = m;
 		else
 			hi = m - 1;
@@ -321,7 +329,7 @@ static uint32_t fit_window(const pf_pipe *l, uint32_t w0, size_t half)
 
 int pf_budget_fit(pf_pipe *l, pf_error *err)
 {
-	size_t budget = l->cfg.memory_budget, half = budget / 2;
+	size_t budget = l->cfg.memory_budget, share = budget / 4;
 	pf_tuning_choice *c = &l->tune.shuffle_window;
 	const char *as;
 	uint32_t w0 = l->wblock;
@@ -347,18 +355,19 @@ int pf_budget_fit(pf_pipe *l, pf_error *err)
 		    as, mib(window_mem(l, w0)), budget >> 20);
 		return 0;
 	}
-	if (window_mem(l, w0) <= half || (!l->staged && plan_min(l, w0) <= budget)) {
+	if (window_mem(l, w0) <= share || (!l->staged && plan_min(l, w0) <= budget)) {
 		say(c, w0, "the default %u records (in whole host batches of %u): %s they take "
 		    "%.1f MiB of the budget's %zu", PF_WINDOW_DEFAULT, l->host_batch, as,
 		    mib(window_mem(l, w0)), budget >> 20);
 		return 0;
 	}
-	l->wblock = fit_window(l, w0, half);
+	l->wblock = fit_window(l, w0, share);
 	if (l->slice)
 		l->slice = pf_plan_slice(l->wblock, l->topo.per_core_batch);
 	l->fitted |= PF_FITTED_WINDOW;
 	say(c, l->wblock, "cut from the default %u to fit the memory budget: %u records %s "
-	    "(~%.1f KiB each) take %.1f MiB, over half the budget's %zu; %u take %.1f MiB",
+	    "(~%.1f KiB each) take %.1f MiB, over a quarter of the budget's %zu; %u take "
+	    "%.1f MiB",
 	    w0, w0, as, l->staged ? (double)l->stored->usize / l->stored->records / 1024
 				  : (double)batch_bytes(l) / l->host_batch / 1024,
 	    mib(window_mem(l, w0)), budget >> 20, l->wblock, mib(window_mem(l, l->wblock)));

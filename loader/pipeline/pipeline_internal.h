@@ -43,9 +43,21 @@
  *                  the I/O thread to the workers.
  *   consumer       pf_pipe_next() hands out slots in step order.
  *
+ * The window of records as read (l->staged: image features, whose rows
+ * take more than their stored bytes; budget.c decides).  The slots of a
+ * block's steps have no rows: a worker copies each record's bytes into
+ * pages of the window the I/O thread reserved for its chunk (in the
+ * plan's order), and once every record of a step is in, the workers take
+ * its rows in tasks, in step order, decoding each (its image too)
+ * straight into a row block the slot takes then and gives back when the
+ * consumer releases it.  The same records into the same rows: the
+ * batches are the same either way; the window's memory follows the
+ * records' stored bytes, not their rows'.
+ *
  * Every buffer comes from pools sized at creation from the memory
- * budget; after start-up the hot path does not allocate (except that a
- * stream file's decoder, pf_source, is made when its turn comes).
+ * budget (what the config leaves to the loader fitted to it: budget.c);
+ * after start-up the hot path does not allocate (except that a stream
+ * file's decoder, pf_source, is made when its turn comes).
  *
  * The files, and who calls whom across them:
  *
@@ -57,11 +69,13 @@
  *   wake.c       the threads woken, failed and halted: pf_pipe_fail*(),
  *                pf_pipe_wake_io(), pf_decode_signal(), which every
  *                thread calls (and which call none of the files here).
- *   budget.c     the memory budget: pool sizes from it (pf_budget_setup()),
- *                the pools and batch slots built, and grown as they are
- *                needed (pf_budget_cbuf_ready(), pf_budget_grow_slots()).
- *                Asks resume.c how many slots a resumed block can touch
- *                (pf_resume_spb()).
+ *   budget.c     the memory budget: where the window's records wait and
+ *                a default window fitted to it (pf_budget_fit()); pool
+ *                sizes from it, the defaults left cut to it
+ *                (pf_budget_setup()), the pools and batch slots built,
+ *                and grown as they are needed (pf_budget_cbuf_ready(),
+ *                pf_budget_grow_slots()).  Asks resume.c how many slots a
+ *                resumed block can touch (pf_resume_spb()).
  *   autotune.c   threads, reads in flight and prefetch where the config
  *                says PF_AUTO: chosen from the reads' latency, the decode
  *                time and the consumer's gaps (pf_tune_*()), each choice
