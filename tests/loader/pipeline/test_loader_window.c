@@ -366,3 +366,89 @@ Test(loader_window, set_window_too_large_names_the_largest_that_fits)
 				      .window = (uint32_t)fit + HOST_BATCH });
 	cr_assert_eq(over.ret, -ENOMEM, "%s", over.err.msg);
 }
+
+/* Elastic resume: two hosts stopped after 20 steps resume as one, every
+ * record of the epoch once; the same batches as read and as decoded rows
+ * (the states' window kept by both). */
+static run_out run_host(const char *path, uint32_t host, uint32_t hosts, size_t budget,
+			uint64_t max_steps, const pf_state_blob *from, size_t nfrom,
+			pf_state_blob *save, int64_t *labels, size_t *nlabels)
+{
+	pf_loader_config cfg = { 0 };
+	const char *paths[1] = { path };
+	pf_loader *l;
+	pf_batch *b;
+	run_out out = { 0 };
+	int ret;
+
+	cfg.paths = paths;
+	cfg.npaths = 1;
+	cfg.features = FEATURES;
+	cfg.per_core_batch = HOST_BATCH / 2;
+	cfg.cores_per_host = 2;
+	cfg.host_index = host;
+	cfg.num_hosts = hosts;
+	cfg.seed = 3;
+	cfg.shuffle = true;
+	cfg.threads = 2;
+	cfg.memory_budget = budget;
+	cfg.max_steps = max_steps;
+	cfg.resume = from;
+	cfg.nresume = nfrom;
+	out.ret = pf_loader_create(&l, &cfg, &out.err);
+	if (out.ret)
+		return out;
+	while ((ret = pf_loader_next(l, &b)) == 1) {
+		uint32_t crc = 0;
+
+		for (uint32_t c = 0; c < b->cores; c++) {
+			crc = pf_crc32c(crc, b->core[c].block, b->core[c].block_bytes);
+			for (uint32_t r = 0; labels && r < b->per_core_batch; r++)
+				labels[(*nlabels)++] = ((const int64_t *)b->core[c].tensors[1].data)[r];
+		}
+		out.crc[out.n++] = crc;
+		pf_loader_release(l, b);
+	}
+	out.ret = ret;
+	if (ret < 0)
+		out.err = *pf_loader_last_error(l);
+	pf_loader_get_metrics(l, &out.m);
+	if (save) {
+		size_t len;
+
+		save->data = tu_save_state(l, &len);
+		save->len = len;
+	}
+	pf_loader_free(l);
+	return out;
+}
+
+Test(loader_window, elastic_resume_two_hosts_as_one)
+{
+	const char *path = dataset("img", PAD);
+	static int64_t labels[NREC];
+	size_t n = 0;
+	pf_state_blob st[2];
+	run_out h0 = run_host(path, 0, 2, BUDGET, 20, NULL, 0, &st[0], labels, &n);
+	run_out h1 = run_host(path, 1, 2, BUDGET, 20, NULL, 0, &st[1], labels, &n);
+	run_out one = run_host(path, 0, 1, BUDGET, 0, st, 2, NULL, labels, &n), rows;
+	static uint8_t seen[NREC];
+
+	cr_assert_eq(h0.ret, 0, "%s", h0.err.msg);
+	cr_assert_eq(h1.ret, 0, "%s", h1.err.msg);
+	cr_assert_eq(one.ret, 0, "%s", one.err.msg);
+	cr_assert(h0.m.window_as_read && one.m.window_as_read);
+	cr_assert(h0.m.fitted & PF_FITTED_WINDOW);
+	/* Every record of the epoch at most once; under one global batch of
+	 * the old hosts' not delivered. */
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_lt(labels[i], NREC);
+		cr_assert_eq(seen[labels[i]]++, 0, "record %lld twice", (long long)labels[i]);
+	}
+	cr_assert_gt(n, NREC - 2 * HOST_BATCH);
+	setenv("PODFEED_WINDOW", "rows", 1);
+	rows = run_host(path, 0, 1, 256 * MIB, 0, st, 2, NULL, NULL, NULL);
+	same_batches(&one, &rows, "elastic, as read, as rows");
+	free((void *)st[0].data);
+	free((void *)st[1].data);
+}
