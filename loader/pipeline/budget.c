@@ -591,15 +591,14 @@ void pf_budget_slot_point(pf_pipe *l, batch_slot *s, uint8_t *mem)
 
 /* What was chosen for the threads and the prefetch, when the budget cut
  * them (autotune says the rest: pf_tune_start()). */
-static void say_cuts(pf_pipe *l, const knobs *k, unsigned workers0, unsigned prefetch0)
+static void say_cuts(pf_pipe *l, const knobs *k, const mem_plan *p, unsigned workers0,
+		     unsigned prefetch0)
 {
 	if (l->fitted & PF_FITTED_THREADS)
 		say(&l->tune.threads, k->workers, "cut from %u (every CPU) to %u to fit the "
 		    "memory budget of %zu MiB: each takes %.1f MiB of decode buffers",
 		    workers0, k->workers, l->cfg.memory_budget >> 20,
-		    mib((size_t)(l->ds->max_usize + PF_ARENA_BYTES_FOR(
-			    l->ds->max_usize > l->ds->max_stream_record ? l->ds->max_usize
-			    : l->ds->max_stream_record)) + pf_images_scratch_estimate(l)));
+		    mib(p->decode / k->workers));
 	if (l->fitted & PF_FITTED_PREFETCH)
 		say(&l->tune.prefetch, k->prefetch, "cut from %u to %u to fit the memory "
 		    "budget of %zu MiB: a batch is %.1f MiB", prefetch0, k->prefetch,
@@ -632,7 +631,7 @@ int pf_budget_setup(pf_pipe *l, pf_error *err)
 	l->ncbufs = p.ncbufs;
 	l->nstreams = p.nstreams;
 	l->nchunks = p.nchunks;
-	say_cuts(l, &k, workers0, prefetch0);
+	say_cuts(l, &k, &p, workers0, prefetch0);
 	/* PF_AUTO may raise prefetch: the slots (or row blocks) for the most
 	 * it may choose, where the budget has room for them (made only when
 	 * chosen). */

@@ -510,7 +510,7 @@ static bool rows_on(pf_pipe *l, worker *w, const pf_wtask *t)
 	w->images = w->images_upscaled = w->image_ns = 0;
 	/* The records were counted as they came in: the CPU only. */
 	pf_tune_decoded(l, 0, false, pf_thread_cpu_ns() - cpu0);
-	pf_window_task_done(l, w, t);
+	pf_window_task_done(l, w);
 	if (ret < 0) {
 		pf_pipe_fail_locked(l, &err, ret);
 		return false;

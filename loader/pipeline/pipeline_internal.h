@@ -936,8 +936,8 @@ bool pf_window_work_left(const pf_pipe *l);
  * freed kept in w until pf_window_task_done()). */
 const uint8_t *pf_window_bytes(const pf_pipe *l, worker *w, const pf_wrec *r);
 void pf_window_release(pf_pipe *l, worker *w, const pf_wrec *r);
-/* A worker, l->mu held: task t is done: its freed pages back. */
-void pf_window_task_done(pf_pipe *l, worker *w, const pf_wtask *t);
+/* A worker, l->mu held: its task is done: the pages it freed back. */
+void pf_window_task_done(pf_pipe *l, worker *w);
 /* The consumer, l->mu held: slot s released: its row block back. */
 void pf_window_slot_released(pf_pipe *l, batch_slot *s);
 /* The row blocks the consumer's prefetch allows (l->mu held). */

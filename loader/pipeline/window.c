@@ -353,9 +353,8 @@ void pf_window_release(pf_pipe *l, worker *w, const pf_wrec *r)
 	}
 }
 
-void pf_window_task_done(pf_pipe *l, worker *w, const pf_wtask *t)
+void pf_window_task_done(pf_pipe *l, worker *w)
 {
-	(void)t;
 	give_pages(l, w->freed, w->nfreed);
 	w->nfreed = 0;
 	/* The I/O thread may wait for the last task to end (stuck()), and
