@@ -24,7 +24,8 @@
  * CPU with the window in half the budget (4,352 records) than in a
  * quarter (2,176), which took 1.8% more than 1,088 (medians of 3
  * interleaved rounds: 5.04, 4.53 and 4.45 CPU s, of which sys 0.61,
- * 0.15 and 0.12).  Then (pf_budget_setup()) the rest, cutting only what the config
+ * 0.15 and 0.12; a later sweep of 1,920, 1,440 and 960 records differed
+ * by less than the machine's noise).  Then (pf_budget_setup()) the rest, cutting only what the config
  * left open: fewer segments ahead, fewer reads in flight, a smaller
  * prefetch, fewer decode threads; then the global shuffle's frame cache
  * takes what is left.  Each choice is said in l->tune (pf_loader_tuning())
