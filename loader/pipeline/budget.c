@@ -163,6 +163,24 @@ static uint32_t block_pages(const pf_pipe *l, uint64_t w)
 	return pages < UINT32_MAX / 2 ? (uint32_t)pages : UINT32_MAX / 2;
 }
 
+/* The global shuffle's slices: a chunk of slices fills its last page
+ * only partly, and a block's records may come a slice a chunk (a frame
+ * read again, or loaded into the cache), so a block of w records takes up
+ * to a page more for each of its slices than its bytes need (frames of
+ * no more records than a slice are read whole: no more than their pages).
+ * The slice of a block of w records: pf_plan_slice(w), or a resumed
+ * epoch's. */
+static uint32_t slice_pages(const pf_pipe *l, uint32_t w)
+{
+	uint32_t s = l->slice ? pf_plan_slice(w, l->topo.per_core_batch) : 0;
+
+	if (l->resumed && l->resume.slice && (!s || l->resume.slice < s))
+		s = l->resume.slice;
+	if (!s || l->ds->max_unit_records <= s)
+		return 0;
+	return w / s + 2;
+}
+
 /* Pages for the chunks read ahead beside a block: a frame for each
  * worker and two more. */
 static uint32_t ahead_pages(const pf_pipe *l, unsigned workers)
@@ -247,7 +265,8 @@ static void plan_of(const pf_pipe *l, const knobs *k, mem_plan *p)
 		 * read ahead; each slot's records' places. */
 		p->nrows = k->prefetch + 3;
 		p->batches = (size_t)p->nrows * batch_bytes(l);
-		p->pages = block_pages(l, p->wmax) + ahead_pages(l, k->workers);
+		p->pages = block_pages(l, p->wmax) + slice_pages(l, p->wmax) +
+			   ahead_pages(l, k->workers);
 		p->window = (size_t)p->pages * (PF_WINDOW_PAGE + 3 * sizeof(uint32_t)) +
 			    (size_t)p->nslots * l->host_batch * sizeof(pf_wrec);
 	} else {

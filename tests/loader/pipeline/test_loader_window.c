@@ -91,6 +91,7 @@ typedef struct run_opts {
 	size_t budget;
 	uint32_t window;		/* 0: the default */
 	bool global;
+	uint32_t frame_cache;		/* 0: the default */
 	uint64_t max_steps;
 	const pf_state_blob *from;
 	pf_state_blob *save;
@@ -126,6 +127,7 @@ static run_out run(const char *path, const run_opts *o)
 	cfg.shuffle = true;
 	cfg.shuffle_mode = o->global ? PF_SHUFFLE_GLOBAL : PF_SHUFFLE_WINDOW;
 	cfg.shuffle_window = o->window;
+	cfg.frame_cache = o->frame_cache;
 	cfg.threads = o->threads;
 	cfg.memory_budget = o->budget;
 	cfg.max_steps = o->max_steps;
@@ -304,6 +306,39 @@ Test(loader_window, global_shuffle_on_the_defaults)
 	setenv("PODFEED_WINDOW", "rows", 1);
 	rows = run(path, &(run_opts){ .threads = 2, .budget = 256 * MIB, .global = true,
 				      .window = (uint32_t)one.m.shuffle_window });
+	same_batches(&one, &rows, "global, as read, as rows");
+}
+
+/* The global shuffle's frame cache beside the window of records as read:
+ * frames of ~12 records cut into slices of 4 are read once into the cache
+ * and their slices copied into the window from it (several to a chunk);
+ * the same batches as decoded rows, at 1 and 2 threads, with the cache
+ * too small for a group (frames read again) and without it. */
+Test(loader_window, global_shuffle_frame_cache_and_window)
+{
+	const char *path = dataset("lean", 0);
+	run_opts o = { .threads = 1, .budget = 64 * MIB, .global = true, .window = 256 };
+	run_out one = run(path, &o), two, small, none, rows;
+
+	o.threads = 2;
+	two = run(path, &o);
+	o.frame_cache = 3;
+	small = run(path, &o);
+	o.frame_cache = PF_FRAME_CACHE_OFF;
+	none = run(path, &o);
+	cr_assert_eq(one.ret, 0, "%s", one.err.msg);
+	cr_assert(one.m.window_as_read);
+	cr_assert_gt(one.m.frame_cache_entries, 3);
+	cr_assert_gt(one.m.frame_cache_hits, 0);
+	cr_assert_gt(small.m.frame_cache_bypassed, 0);
+	cr_assert_eq(none.m.frame_cache_entries, 0);
+	same_batches(&one, &two, "global, cached, 1 and 2 threads");
+	same_batches(&one, &small, "global, a cache of 3 frames");
+	same_batches(&one, &none, "global, no cache");
+	setenv("PODFEED_WINDOW", "rows", 1);
+	o.frame_cache = 0;
+	rows = run(path, &o);
+	cr_assert(!rows.m.window_as_read);
 	same_batches(&one, &rows, "global, as read, as rows");
 }
 
