@@ -504,15 +504,21 @@ typedef struct pf_loader_config {
 					   --shuffle) */
 	uint32_t shuffle_window;	/* records, rounded up to whole host batches:
 					   each block of that many records of the
-					   host's stream comes out permuted; 0: 8192 */
+					   host's stream comes out permuted; 0: 8192,
+					   or fewer where the memory budget cannot
+					   hold them (pf_loader_tuning() says why; a
+					   window set here that it cannot hold is
+					   refused naming the largest it can) */
 	pf_remainder remainder;
 
 	/* PF_AUTO (0, the default) for threads, io_depth and prefetch: the
 	 * loader picks from what it measures in the first batches, and
 	 * pf_loader_tuning() says what it chose and why. */
 	unsigned threads;		/* decode workers; PF_AUTO: up to the CPUs
-					   this process may run on, as many as
-					   decoding needs beside the consumer */
+					   this process may run on (fewer where the
+					   memory budget cannot hold their buffers),
+					   as many as decoding needs beside the
+					   consumer */
 	unsigned io_depth;		/* reads in flight; PF_AUTO: as many as the
 					   measured read latency needs to keep the
 					   decoders busy, at most 32 */
@@ -520,7 +526,8 @@ typedef struct pf_loader_config {
 					   pf_allocator: pf_common.h says why);
 					   0: 512 MiB */
 	unsigned prefetch;		/* the consumer may hold prefetch + 1 batches;
-					   PF_AUTO: 2, raised (up to
+					   PF_AUTO: 2 (fewer where the memory
+					   budget cannot hold them), raised (up to
 					   PF_PREFETCH_AUTO_MAX, as the budget
 					   allows) when the consumer's stalls need
 					   more batches ready; never lowered */
@@ -847,9 +854,32 @@ typedef struct pf_loader_metrics {
 	 * skip. */
 	uint64_t skipped_steps, skipped_from;
 	uint64_t skipped_records, skipped_tokens;
+	/* 0.8: the shuffle window.  shuffle_window: records per shuffle
+	 * block in force (0: no shuffle); a default window the memory budget
+	 * cannot hold is fitted to it (`fitted`, pf_loader_tuning() says
+	 * why).  window_as_read: 1 when the window holds records as read
+	 * (their bytes, in pages, until the order has put each in its step;
+	 * image features are decoded then, straight into the batch), 0 when
+	 * it holds them as decoded rows in batch slots.  window_bytes: the
+	 * memory planned for the window (its pages, or the batch slots of the
+	 * blocks being filled; in memory_bytes too), window_peak_bytes: the
+	 * most of its pages the records took at once (0 as rows). */
+	uint64_t shuffle_window;
+	uint32_t window_as_read;
+	uint64_t window_bytes, window_peak_bytes;
+	/* 0.8: the defaults the memory budget could not hold, each cut to
+	 * what it holds (a bit each, PF_FITTED_*); pf_loader_tuning() says
+	 * what was chosen and why, reports a line each. */
+	uint32_t fitted;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"): their zero is their default. */
 } pf_loader_metrics;
+
+/* pf_loader_metrics.fitted: the defaults cut to the memory budget. */
+#define PF_FITTED_WINDOW 1u		/* shuffle_window */
+#define PF_FITTED_PREFETCH 2u		/* prefetch (PF_AUTO starts lower than 2) */
+#define PF_FITTED_THREADS 4u		/* threads (fewer decode workers) */
+#define PF_FITTED_FRAME_CACHE 8u	/* frame_cache (fewer frames than the plan's groups) */
 
 /* One setting of the pipeline, as the loader runs it. */
 typedef struct pf_tuning_choice {
@@ -865,6 +895,11 @@ typedef struct pf_tuning {
 	pf_tuning_choice threads;	/* decode workers taking work */
 	pf_tuning_choice io_depth;	/* frame reads in flight */
 	pf_tuning_choice prefetch;	/* the consumer may hold prefetch + 1 */
+	/* 0.8: sized at create from the memory budget (measured is false):
+	 * records per shuffle block (0: no shuffle), and the global
+	 * shuffle's decompressed frames kept (frame_cache). */
+	pf_tuning_choice shuffle_window;
+	pf_tuning_choice frame_cache;
 	/* New fields go here, at the end, only (pf_common.h, "the ABI
 	 * promise"). */
 } pf_tuning;
@@ -1340,10 +1375,11 @@ typedef struct pf_run_info {
 				   neither */
 	size_t nfiles;
 	const pf_tuning *tuning; /* pf_loader_tuning() at the run's end: a line
-				   each for threads, io_depth and prefetch
-				   (the value, auto or set, why) and "tuning"
-				   in JSON; NULL: neither, and the depth is
-				   the config's */
+				   each for threads, io_depth and prefetch,
+				   and the shuffle window and the frame cache
+				   where it says why (the value, auto or set,
+				   why) and "tuning" in JSON; NULL: neither,
+				   and the depth is the config's */
 } pf_run_info;
 
 /* What the loader's figures say about where the time went. */

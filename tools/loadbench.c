@@ -896,7 +896,7 @@ static void make_config(options *o, lb_setup *su)
 	cfg->skip_steps = o->skip_steps;
 	cfg->shuffle = o->shuffle;
 	cfg->shuffle_mode = o->shuffle_mode;
-	cfg->shuffle_window = (uint32_t)o->window;
+	cfg->shuffle_window = o->window_given ? (uint32_t)o->window : 0;	/* 0: the default, fitted */
 	cfg->remainder = (pf_remainder)o->remainder;
 	cfg->pack_length = (uint32_t)(o->pack > UINT32_MAX ? UINT32_MAX : o->pack);
 	cfg->pack_mode = (pf_pack_mode)o->pack_mode;

@@ -380,7 +380,7 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
 		.spec = m->spec, .lspec = m->lspec, .lookahead = lookahead,
 		.sink = m->started && parts == 1 && !m->no_direct ? &m->sinks[k].sink : NULL,
 		.fit = batch ? NULL : pf_mix_fit_batch, .gated = s->gated || m->hold,
-		.pooled = s->pooled }, &e);
+		.pooled = s->pooled, .source = true }, &e);
 	if (ret < 0)
 		pf_mix_source_error(err, s->name, &e);
 	return ret;

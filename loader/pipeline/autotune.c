@@ -62,7 +62,9 @@ void pf_tune_start(pf_pipe *l)
 	unsigned n = l->nworkers;
 
 	l->active_workers = n;
-	if (l->tune.threads.automatic)
+	if (l->fitted & PF_FITTED_THREADS)
+		;	/* budget.c said why */
+	else if (l->tune.threads.automatic)
 		say(&l->tune.threads, n, false,
 		    "every CPU (%u) until %u batches are measured", n, PF_TUNE_BATCHES);
 	else
@@ -85,7 +87,9 @@ void pf_tune_start(pf_pipe *l)
 	else
 		say(&l->tune.io_depth, l->cfg.io_depth, false, "set by the config");
 
-	if (l->tune.prefetch.automatic)
+	if (l->fitted & PF_FITTED_PREFETCH)
+		;	/* budget.c said why */
+	else if (l->tune.prefetch.automatic)
 		say(&l->tune.prefetch, l->cfg.prefetch, false,
 		    "%u until %u batches are measured (up to %u: the budget's slots)",
 		    l->cfg.prefetch, PF_TUNE_BATCHES, l->prefetch_max);
@@ -167,9 +171,10 @@ static void tune_threads(pf_pipe *l, uint64_t decode_ns, uint64_t gap_ns, uint64
 	t = t < 1 ? 1 : t;
 	if (t == n)
 		say(&l->tune.threads, n, true,
-		    "every CPU (%u): a batch takes %.3f ms of CPU to decode and the consumer "
+		    "%s (%u): a batch takes %.3f ms of CPU to decode and the consumer "
 		    "%.3f ms of CPU between batches (%.3f ms in all), so decoding is the "
-		    "bottleneck", n, ms(decode_ns), ms(gap_cpu_ns), ms(gap_ns));
+		    "bottleneck", l->fitted & PF_FITTED_THREADS ? "every thread the memory "
+		    "budget holds" : "every CPU", n, ms(decode_ns), ms(gap_cpu_ns), ms(gap_ns));
 	else
 		say(&l->tune.threads, t, true,
 		    "%u of %u CPUs: a batch takes %.3f ms of CPU to decode and the consumer "

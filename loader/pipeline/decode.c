@@ -17,7 +17,7 @@
 /* Frame errors name the frame; offsets inside it count decompressed
  * bytes, so the error says which frame and gives the frame's file
  * offset. */
-static void locate_in_frame(pf_error *err, const pf_unit *u)
+void pf_frame_locate(pf_error *err, const pf_unit *u)
 {
 	err->frame = u->frame;
 	if (err->offset_kind == PF_OFFSET_STREAM || err->offset_kind == PF_OFFSET_NONE) {
@@ -42,7 +42,7 @@ static int lose_frame(pf_pipe *l, worker *w, chunk *c, pf_error *cause)
 		      .next_record = u->first_record, .records = (int64_t)u->records };
 	int ret;
 
-	locate_in_frame(cause, u);
+	pf_frame_locate(cause, u);
 	d.cause = *cause;
 	if (c->seg.first == 0) {
 		ret = pf_drop_report(l, &d, l->ds->paths[u->file]);
@@ -208,7 +208,7 @@ static int place_cached(pf_pipe *l, worker *w, const chunk *c, pf_error *err)
 		ret = pf_place_record(l, w, c, c->pos + (i - c->seg.first), &rec, err);
 	}
 	if (ret < 0)
-		locate_in_frame(err, u);
+		pf_frame_locate(err, u);
 	return ret;
 }
 
@@ -244,14 +244,14 @@ static int decode_frame(pf_pipe *l, worker *w, chunk *c, pf_error *err)
 	if (n < 0 && skip && n != -ENOMEM)
 		return lose_frame(l, w, c, err);
 	if (n < 0) {
-		locate_in_frame(err, u);
+		pf_frame_locate(err, u);
 		return (int)n;
 	}
 	len = (size_t)n;
 	if (c->df) {
 		ret = index_frame(l, c->df, u, len, err);
 		if (ret < 0) {
-			locate_in_frame(err, u);
+			pf_frame_locate(err, u);
 			return ret;
 		}
 		/* Its other segments, left in the queue, can be taken now. */
@@ -285,7 +285,7 @@ static int decode_frame(pf_pipe *l, worker *w, chunk *c, pf_error *err)
 			break;
 	}
 	if (ret < 0)
-		locate_in_frame(err, u);
+		pf_frame_locate(err, u);
 	return ret;
 }
 
@@ -404,6 +404,8 @@ static bool work_on(pf_pipe *l, worker *w, chunk *c)
 	pthread_mutex_unlock(&l->mu);
 
 	pf_error_clear(&err);
+	if (l->staged)
+		pf_window_begin(l, w, c);
 	ret = c->ss ? decode_stream(l, w, c, &err) : decode_frame(l, w, c, &err);
 	more = 0;
 	if (ret < 0)
@@ -425,6 +427,8 @@ static bool work_on(pf_pipe *l, worker *w, chunk *c)
 			pf_error_set_file(&err, l->ds->paths[l->ds->units[v.seg.unit].file]);
 		more += v.seg.count;
 	}
+	if (l->staged)
+		pf_window_end(l, w, c);	/* the pages no record reached */
 	if (ret >= 0) {
 		/* A parked sub-segment's rows too: a slot it filled
 		 * must not wait for its next block. */
@@ -484,10 +488,42 @@ static bool work_on(pf_pipe *l, worker *w, chunk *c)
 	return true;
 }
 
-/* No work will come: halted, or read to the end and the queue empty. */
+/* Decode task t's rows from the window (l->staged), taken by worker w
+ * (l->mu held, and held again on return).  @return false when the loader
+ * failed. */
+static bool rows_on(pf_pipe *l, worker *w, const pf_wtask *t)
+{
+	uint64_t t1 = pf_now_ns(), cpu0 = pf_thread_cpu_ns();
+	pf_error err;
+	int ret;
+
+	pthread_mutex_unlock(&l->mu);
+	pf_error_clear(&err);
+	ret = pf_place_rows(l, w, t, &err);
+	pthread_mutex_lock(&l->mu);
+	l->m.decode.busy_ns += pf_now_ns() - t1;
+	l->m.images += w->images;
+	l->m.images_upscaled += w->images_upscaled;
+	l->m.image_decode_ns += w->image_ns;
+	l->m.image_scratch_bytes += w->image_scratch.cap - w->image_scratch_counted;
+	w->image_scratch_counted = w->image_scratch.cap;
+	w->images = w->images_upscaled = w->image_ns = 0;
+	/* The records were counted as they came in: the CPU only. */
+	pf_tune_decoded(l, 0, false, pf_thread_cpu_ns() - cpu0);
+	pf_window_task_done(l, w);
+	if (ret < 0) {
+		pf_pipe_fail_locked(l, &err, ret);
+		return false;
+	}
+	return true;
+}
+
+/* No work will come: halted, or read to the end and the queue empty
+ * (and, with the window of records as read, every step's rows taken). */
 static bool worker_done(const pf_pipe *l)
 {
-	return halted(l) || (l->io_done && !l->decode_q);
+	return halted(l) ||
+	       (l->io_done && !l->decode_q && !(l->staged && pf_window_work_left(l)));
 }
 
 void *pf_pipe_worker_main(void *arg)
@@ -499,16 +535,28 @@ void *pf_pipe_worker_main(void *arg)
 	for (;;) {
 		uint64_t t0 = pf_now_ns();
 		chunk *c = NULL;
+		pf_wtask t;
+		bool task = false;
 
-		/* Workers past the threads autotune chose park here. */
-		while (!halted(l) &&
-		       !(c = (unsigned)(w - l->workers) < l->active_workers ? take_work(l) : NULL) &&
-		       !(l->io_done && !l->decode_q))
+		/* Workers past the threads autotune chose park here.  The
+		 * chunks first: their records are what the steps' rows wait
+		 * for, and the pages they reserved only come back once they
+		 * are in. */
+		while (!halted(l)) {
+			bool active = (unsigned)(w - l->workers) < l->active_workers;
+
+			if (active && (c = take_work(l)))
+				break;
+			if (active && l->staged && (task = pf_window_take_task(l, &t)))
+				break;
+			if (worker_done(l))
+				break;
 			pthread_cond_wait(&l->cv_decode, &l->mu);
-		if (!c)
+		}
+		if (!c && !task)
 			break;
 		l->m.decode.wait_ns += pf_now_ns() - t0;
-		if (!work_on(l, w, c))
+		if (c ? !work_on(l, w, c) : !rows_on(l, w, &t))
 			break;
 	}
 	pthread_mutex_unlock(&l->mu);

@@ -60,6 +60,34 @@ static void global_reads_hint(const pf_pipe *l)
 		l->cfg.memory_budget >> 20);
 }
 
+/* Defaults the memory budget could not hold were cut to it: once per
+ * process, a line on stderr saying which and where the reasons are (the
+ * frame cache says its own: global_reads_hint()). */
+static void fitted_note(const pf_pipe *l)
+{
+	static int said;
+	char what[256];
+	int n = 0;
+
+	if (!(l->fitted & (PF_FITTED_WINDOW | PF_FITTED_PREFETCH | PF_FITTED_THREADS)) ||
+	    __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	what[0] = 0;
+	if (l->fitted & PF_FITTED_WINDOW)
+		n += snprintf(what + n, sizeof(what) - (size_t)n, "%sshuffle window %u records "
+			      "(default %u)", n ? ", " : "", l->wblock, l->window_default);
+	if (l->fitted & PF_FITTED_PREFETCH)
+		n += snprintf(what + n, sizeof(what) - (size_t)n, "%sprefetch %u", n ? ", " : "",
+			      l->cfg.prefetch);
+	if (l->fitted & PF_FITTED_THREADS)
+		snprintf(what + n, sizeof(what) - (size_t)n, "%sthreads %u", n ? ", " : "",
+			 l->nworkers);
+	fprintf(stderr, "podfeed: the memory budget of %zu MiB does not hold the defaults; "
+		"fitted to it: %s (the report's tuning lines, or pf_loader_tuning(), say "
+		"why; set them, or a larger budget, to choose)\n", l->cfg.memory_budget >> 20,
+		what);
+}
+
 /* The global shuffle reads slices of frames through the index: a file
  * without one (a stream) cannot be sliced, and is refused by name. */
 static int check_global(const pf_pipe *l, pf_error *err)
@@ -183,6 +211,7 @@ static int take_config(pf_pipe *l, const pf_loader_config *cfg, const pf_spec *s
 	l->cfg.prefetch = cfg->prefetch ? cfg->prefetch : 2;
 	l->nworkers = cfg->threads ? cfg->threads : pf_cpus();
 	l->lookahead = o->lookahead;
+	l->source = o->source;
 	l->sink = o->sink;
 	l->gated = o->gated;
 	l->host_batch = l->topo.cores * l->topo.per_core_batch;
@@ -333,9 +362,45 @@ static int check_schema(const pf_pipe *l, pf_error *err)
 	return 0;
 }
 
+/* A default window resumed keeps the window of the run whose states
+ * these are (the fit of a default window follows the memory budget, and
+ * a resumed run may have another): so the epochs after the one the
+ * states are inside come out as that run's would have.  The blocks'
+ * size is in every state (pf_state.block); a state that does not decode
+ * is left for pf_resume_restore() to name. */
+static void keep_states_window(pf_pipe *l, const pf_loader_config *cfg)
+{
+	pf_state st;
+	pf_error e;
+	uint32_t w;
+	bool permute;
+
+	if (!cfg->nresume || !cfg->resume || !l->cfg.shuffle || cfg->shuffle_window ||
+	    pf_state_decode(&st, cfg->resume[0].data, cfg->resume[0].len, &e) < 0)
+		return;
+	if (st.shuffle && st.block &&
+	    pf_plan_block(true, st.block, l->host_batch, &w, &permute, &e) == 0 &&
+	    w != l->wblock) {
+		uint32_t fitted = l->wblock;
+
+		l->wblock = w;
+		if (l->slice)
+			l->slice = pf_plan_slice(w, l->topo.per_core_batch);
+		l->fitted &= ~PF_FITTED_WINDOW;
+		if (w < l->window_default)
+			l->fitted |= PF_FITTED_WINDOW;
+		snprintf(l->tune.shuffle_window.why, sizeof(l->tune.shuffle_window.why),
+			 "the states' window: a default window keeps the one its run was "
+			 "fitted to (%u records; this budget alone would give %u)", w, fitted);
+		l->tune.shuffle_window.value = w;
+	}
+	pf_state_release(&st);
+}
+
 /* The run's shape from the dataset: the batch fitted (a mixture's
- * source), the steps of an epoch, the global shuffle's frame groups, and
- * where a saved state says it starts. */
+ * source), the shuffle window fitted to the budget, the steps of an
+ * epoch, the global shuffle's frame groups, and where a saved state says
+ * it starts. */
 static int plan_run(pf_pipe *l, const pf_loader_config *cfg, const create_opts *o,
 		    pf_error *err)
 {
@@ -352,6 +417,10 @@ static int plan_run(pf_pipe *l, const pf_loader_config *cfg, const create_opts *
 	ret = check_global(l, err);
 	if (ret < 0)
 		return ret;
+	ret = pf_budget_fit(l, err);
+	if (ret < 0)
+		return ret;
+	keep_states_window(l, cfg);
 	if (l->slice)
 		l->group = pf_plan_group(l->topo.per_core_batch, l->wblock, l->ds->nunits,
 					 l->ds->records);
@@ -390,6 +459,7 @@ static int start(pf_pipe *l, const create_opts *o, pf_error *err)
 	ret = pf_budget_setup(l, err);
 	if (ret < 0)
 		return ret;
+	fitted_note(l);
 	global_reads_hint(l);
 	l->m.memory_bytes = l->memory_bytes;
 	ret = pf_series_init(l);
@@ -542,7 +612,10 @@ int pf_pipe_next_timed(pf_pipe *l, pf_batch **out, uint64_t timeout_ns)
 		if (b && slot_full(l, b))
 			break;
 		/* Batches made before a failure are still good: hand them out. */
-		if (l->failed || (!b && l->io_done && !l->chunks_out) || l->stop) {
+		/* The end: when the last decode (and the last rows' task) is
+		 * accounted, not earlier. */
+		if (l->failed || (!b && l->io_done && !l->chunks_out && !l->win.expanding) ||
+		    l->stop) {
 			int ret = l->failed ? (l->err.code ? l->err.code : -EIO) : 0;
 			pthread_mutex_unlock(&l->mu);
 			if (ret == 0)
@@ -609,6 +682,8 @@ void pf_pipe_release(pf_pipe *l, pf_batch *batch)
 	b = (batch_slot *)((char *)batch - offsetof(batch_slot, batch));
 	pthread_mutex_lock(&l->mu);
 	l->held--;
+	if (l->staged)
+		pf_window_slot_released(l, b);
 	b->next = l->free_slots;
 	l->free_slots = b;
 	pthread_cond_signal(&l->cv_batch);
@@ -647,6 +722,11 @@ void pf_pipe_metrics(const pf_pipe *l, pf_loader_metrics *m)
 	}
 	if (m->image_scratch_bytes > l->image_reserved)
 		m->memory_bytes += m->image_scratch_bytes - l->image_reserved;
+	m->shuffle_window = l->cfg.shuffle ? l->wblock : 0;
+	m->window_as_read = l->staged;
+	m->window_bytes = l->window_bytes;
+	m->window_peak_bytes = (uint64_t)l->win.peak * PF_WINDOW_PAGE;
+	m->fitted = l->fitted;
 	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
 }
 
@@ -686,6 +766,7 @@ void pf_pipe_free(pf_pipe *l)
 		pf_frame_decoder_free(l->workers[i].fdec);
 		pf_arena_release(&l->workers[i].arena);
 		pf_image_scratch_free(&l->workers[i].image_scratch);
+		pf_free(l->workers[i].freed);
 	}
 	if (l->io_started) {
 		bool abandoned;
@@ -718,6 +799,8 @@ void pf_pipe_free(pf_pipe *l)
 	pf_free(l->mem_perm);
 	pf_pool_free(l->mem_batches, l->batches_size, l->cfg.keep_pools);
 	pf_fcache_teardown(l);
+	pf_window_teardown(l);
+	pf_free(l->stored);
 	if (l->io_left) {
 		pf_pool_unmap(l->mem_cbufs, l->cbufs_size);
 		pf_pool_unmap(l->mem_sbufs, l->sbufs_size);

@@ -43,9 +43,21 @@
  *                  the I/O thread to the workers.
  *   consumer       pf_pipe_next() hands out slots in step order.
  *
+ * The window of records as read (l->staged: image features, whose rows
+ * take more than their stored bytes; budget.c decides).  The slots of a
+ * block's steps have no rows: a worker copies each record's bytes into
+ * pages of the window the I/O thread reserved for its chunk (in the
+ * plan's order), and once every record of a step is in, the workers take
+ * its rows in tasks, in step order, decoding each (its image too)
+ * straight into a row block the slot takes then and gives back when the
+ * consumer releases it.  The same records into the same rows: the
+ * batches are the same either way; the window's memory follows the
+ * records' stored bytes, not their rows'.
+ *
  * Every buffer comes from pools sized at creation from the memory
- * budget; after start-up the hot path does not allocate (except that a
- * stream file's decoder, pf_source, is made when its turn comes).
+ * budget (what the config leaves to the loader fitted to it: budget.c);
+ * after start-up the hot path does not allocate (except that a stream
+ * file's decoder, pf_source, is made when its turn comes).
  *
  * The files, and who calls whom across them:
  *
@@ -57,11 +69,13 @@
  *   wake.c       the threads woken, failed and halted: pf_pipe_fail*(),
  *                pf_pipe_wake_io(), pf_decode_signal(), which every
  *                thread calls (and which call none of the files here).
- *   budget.c     the memory budget: pool sizes from it (pf_budget_setup()),
- *                the pools and batch slots built, and grown as they are
- *                needed (pf_budget_cbuf_ready(), pf_budget_grow_slots()).
- *                Asks resume.c how many slots a resumed block can touch
- *                (pf_resume_spb()).
+ *   budget.c     the memory budget: where the window's records wait and
+ *                a default window fitted to it (pf_budget_fit()); pool
+ *                sizes from it, the defaults left cut to it
+ *                (pf_budget_setup()), the pools and batch slots built,
+ *                and grown as they are needed (pf_budget_cbuf_ready(),
+ *                pf_budget_grow_slots()).  Asks resume.c how many slots a
+ *                resumed block can touch (pf_resume_spb()).
  *   autotune.c   threads, reads in flight and prefetch where the config
  *                says PF_AUTO: chosen from the reads' latency, the decode
  *                time and the consumer's gaps (pf_tune_*()), each choice
@@ -110,6 +124,12 @@
  *                budget and written to the quarantine log
  *                (pf_drop_report(), pf_drop_at_open()).
  *   images.c     image features decoded on the workers (transform/).
+ *   window.c     the window of records as read (image features): each
+ *                record's bytes copied into pages the I/O thread
+ *                reserved for its chunk (schedule.c), held
+ *                until its step's rows are decoded (placement.c's
+ *                pf_place_rows(), tasks taken in step order by the
+ *                workers: pf_window_take_task()) into a row block.
  *   series.c     the time series the consumer's thread samples.
  *   pool.c       the large pools' mappings, and the process's cache of them.
  */
@@ -131,15 +151,34 @@ typedef struct pf_pipe pf_pipe;
  * the next one, read meanwhile. */
 #define PF_STREAM_BUFS 2u
 
+/* A record waiting in the window as read (window.c): where its bytes
+ * start in the window's pages (they go on in the next pages of its
+ * chunk's chain), and what an error at its decode names. */
+typedef struct pf_wrec {
+	uint64_t unit;		/* its frame */
+	uint64_t index;		/* its number in its file */
+	uint64_t offset;	/* its offset in the frame's decompressed bytes */
+	uint32_t page, off;
+	uint32_t len;		/* its bytes; PF_WREC_HOLE: a hole (skip mode) */
+} pf_wrec;
+
 typedef struct batch_slot {
 	struct batch_slot *next;
 	pf_batch batch;		/* handed to the consumer */
 	pf_core_batch *core;
 	pf_tensor *tensors;	/* cores x ntensors */
-	uint8_t *mem;
+	uint8_t *mem;		/* its rows (l->staged: a row block of the
+				   window's, NULL until its rows are taken) */
 	uint8_t *valid;		/* cores x per_core_batch: 0 for a hole */
 	bool holes;		/* a hole was placed since it was taken (atomic) */
 	uint32_t filled;	/* rows written (atomic) */
+	/* The window of records as read (l->staged, window.c): each row's
+	 * record, the rows whose records are in (atomic), the rows taken to
+	 * be decoded (l->mu), and its row block (-1: none). */
+	pf_wrec *wrec;		/* [host_batch] */
+	uint32_t staged;
+	uint32_t taken;
+	int32_t rowblock;
 } batch_slot;
 
 /* A shuffle block of an origin stream, in a ring indexed by its global
@@ -285,6 +324,9 @@ typedef struct chunk {
 	chunk_more more[PF_CHUNK_MORE];	/* with df and no cbuf: more slices */
 	unsigned nmore;
 	uint64_t submit_ns;	/* when its read was submitted */
+	/* l->staged: the window's pages reserved for its records by the I/O
+	 * thread (window.c), a chain from pages to pages_tail. */
+	uint32_t pages, pages_tail, npages;
 } chunk;
 
 typedef struct worker {
@@ -306,6 +348,12 @@ typedef struct worker {
 	uint32_t *touched;	/* tally indexes in use */
 	uint32_t ntouched;
 	bool started;
+	/* l->staged (window.c): where the chunk being staged writes its next
+	 * record's bytes (a page of its chain and the offset in it), and the
+	 * pages the rows decoded free, given back together. */
+	uint32_t wpage, woff;
+	uint32_t *freed;	/* [window pages] */
+	uint32_t nfreed;
 } worker;
 
 /* One epoch of this run: the pieces of origin streams this host
@@ -372,6 +420,44 @@ typedef struct pf_record_hook {
 	void (*put)(void *ctx, unsigned worker, void *plan);
 	void *ctx;
 } pf_record_hook;
+
+/* The window of records as read (window.c): pages of PF_WINDOW_PAGE
+ * bytes, each chunk's records copied into a chain of pages the I/O
+ * thread reserved for it; a page goes back once every record on it is
+ * decoded into its row.  And the row blocks the steps are decoded
+ * into, taken in step order. */
+#define PF_WINDOW_PAGE (16u << 10)
+#define PF_WINDOW_NONE UINT32_MAX
+#define PF_WREC_HOLE UINT32_MAX
+
+typedef struct pf_window {
+	uint8_t *mem;		/* npages x PF_WINDOW_PAGE, one mapping */
+	size_t mem_size;
+	uint32_t npages;
+	uint32_t *next;		/* [npages] the next page of its chain */
+	uint32_t *refs;		/* [npages] records on it not yet decoded (atomic) */
+	uint32_t *free;		/* free pages, a stack (l->mu) */
+	uint32_t nfree;
+	uint32_t peak;		/* pages in use at once, at most */
+	/* The step whose rows are taken next (in the open list; NULL: none
+	 * yet), the tasks being decoded, the rows a task takes. */
+	struct batch_slot *expand_next;
+	unsigned expanding;
+	uint32_t task_rows;
+	/* Row blocks: nrows planned, rows_made made (in index order, as
+	 * they are first needed), at most rows_limit in use (prefetch + 1
+	 * held, two being decoded); the free ones, a stack. */
+	unsigned nrows, rows_made, rows_limit, rows_used;
+	uint32_t *free_rows;
+	unsigned nfree_rows;
+	pf_wrec *wrecs;		/* [nslots x host_batch] */
+} pf_window;
+
+/* A task of the window's decoders: rows [r0, r1) of slot s. */
+typedef struct pf_wtask {
+	struct batch_slot *s;
+	uint32_t r0, r1;
+} pf_wtask;
 
 struct pf_pipe {
 	/* The face the public calls reach it through (pf_pipe_ops). */
@@ -489,6 +575,24 @@ struct pf_pipe {
 	size_t *toff;			/* tensor offsets inside a core block */
 	size_t *fbytes;			/* bytes per record of each feature */
 	uint64_t memory_bytes;
+
+	/* Records wait in the shuffle window as read, not as decoded rows
+	 * (image features: budget.c decides, window.c holds them); the
+	 * dataset's stored bytes as budget.c sizes the window from them. */
+	bool staged;
+	pf_window win;
+	struct pf_stored *stored;
+	/* A mixture's source (pf_pipe_opts.source): its rows may go
+	 * where the mixture's sink says, as they are decoded. */
+	bool source;
+	/* The defaults cut to the budget (PF_FITTED_*), and what the
+	 * window's fit was told: the config's window, before the fit. */
+	uint32_t fitted;
+	uint32_t window_default;
+	uint64_t window_bytes;	/* as planned (metrics) */
+	/* The states' shuffle window, when resumed (0: none): a default
+	 * window keeps its run's (pipe.c). */
+	uint32_t state_block;
 
 	pf_files files;		/* the I/O thread's */
 	pf_fcache fcache;	/* the global shuffle's decompressed frames */
@@ -645,10 +749,20 @@ void pf_pipe_wake_io(pf_pipe *l);
 void pf_decode_signal(pf_pipe *l);
 void pf_decode_broadcast(pf_pipe *l);
 
+/* budget.c: once the dataset is open, before the run is planned: the
+ * tensor layout, where the window's records wait (l->staged), and a
+ * default shuffle window the budget cannot hold fitted to it (l->wblock,
+ * l->slice; said in l->tune.shuffle_window).  Not thread-dependent: the
+ * window is part of the order.  @return 0, or <0 with err. */
+int pf_budget_fit(pf_pipe *l, pf_error *err);
 /* budget.c: size the pools from the memory budget and build them, the
- * tensor layout and the workers' buffers with them.  @return 0, or
- * -ENOMEM with err saying what the budget would need. */
+ * workers' buffers with them; defaults (prefetch, threads, the frame
+ * cache) cut to what it holds, each said in l->tune.  @return 0, or
+ * -ENOMEM with err saying what the budget would need, or which value
+ * the config set does not fit and the largest that does. */
 int pf_budget_setup(pf_pipe *l, pf_error *err);
+/* budget.c: point slot s's cores and tensors at mem (its rows). */
+void pf_budget_slot_point(pf_pipe *l, batch_slot *s, uint8_t *mem);
 
 /* budget.c, the pools as they grow (with l->mu held) */
 /* A read buffer can be taken now: one is free, or one more is made, and
@@ -806,10 +920,57 @@ void *pf_pipe_worker_main(void *arg);
  * them).  Call with l->mu held. */
 void pf_decode_queue(pf_pipe *l, chunk *c);
 
+/* window.c: the window of records as read (l->staged). */
+/* Make its pages and row blocks' bookkeeping (the row blocks are
+ * l->mem_batches').  @return 0 or -ENOMEM. */
+int pf_window_setup(pf_pipe *l, uint32_t pages, unsigned rows);
+void pf_window_teardown(pf_pipe *l);
+/* The I/O thread, l->mu held: the pages `bytes` of a chunk's records
+ * need; whether it may take them now, or no page can come free (the
+ * predicate schedule.c waits for in pf_reads_wait()); and n pages taken
+ * onto c's chain (c may be a queued chunk of cached slices).  @return 1
+ * when taken, 0 when not free and !wait, or <0 with the loader failed
+ * (a shuffle block's records larger than the window: nothing could
+ * give a page back). */
+uint32_t pf_window_pages(uint64_t bytes);
+bool pf_window_room(const pf_pipe *l, uint64_t pages);
+int pf_window_take(pf_pipe *l, uint32_t n, chunk *c, bool wait);
+/* The I/O thread, l->mu held: slot s opened for a step (its rows
+ * waiting for their records). */
+void pf_window_slot_opened(pf_pipe *l, batch_slot *s);
+/* A worker, around chunk c's records: where they go (begin), each
+ * record's bytes copied in (stage, filling r), the pages left over
+ * given back (end, before pf_place_flush()). */
+void pf_window_begin(pf_pipe *l, worker *w, const chunk *c);
+void pf_window_stage(pf_pipe *l, worker *w, const pf_record *rec, uint64_t unit, pf_wrec *r);
+void pf_window_end(pf_pipe *l, worker *w, chunk *c);
+/* A worker, l->mu held: the next rows to decode (of the first step not
+ * all taken, once all its records are in and a row block is free).
+ * @return whether there is a task in *t. */
+bool pf_window_take_task(pf_pipe *l, pf_wtask *t);
+/* Whether rows remain to be taken (l->mu held): a worker stays. */
+bool pf_window_work_left(const pf_pipe *l);
+/* A worker: record r's bytes, in its pages when they lie one after
+ * the other, else gathered into w->ubuf; then its pages released (those
+ * freed kept in w until pf_window_task_done()). */
+const uint8_t *pf_window_bytes(const pf_pipe *l, worker *w, const pf_wrec *r);
+void pf_window_release(pf_pipe *l, worker *w, const pf_wrec *r);
+/* A worker, l->mu held: its task is done: the pages it freed back. */
+void pf_window_task_done(pf_pipe *l, worker *w);
+/* The consumer, l->mu held: slot s released: its row block back. */
+void pf_window_slot_released(pf_pipe *l, batch_slot *s);
+/* The row blocks the consumer's prefetch allows (l->mu held). */
+void pf_window_grow_rows(pf_pipe *l, unsigned prefetch);
+
+/* decode.c: an error of frame u's record names the frame and its file
+ * offset (offsets inside it count decompressed bytes). */
+void pf_frame_locate(pf_error *err, const pf_unit *u);
+
 /* placement.c */
 /* Decode record rec, at stream position p of chunk c, into its row (in
- * skip mode a record that does not decode is a drop and a hole).
- * @return 0, or <0 with err. */
+ * skip mode a record that does not decode is a drop and a hole; with
+ * l->staged it is copied into the window instead, pf_place_rows()
+ * decodes it).  @return 0, or <0 with err. */
 int pf_place_record(pf_pipe *l, worker *w, const chunk *c, uint64_t p,
 		    const pf_record *rec, pf_error *err);
 /* Position p of chunk c is a hole: its row zeros, marked invalid. */
@@ -820,6 +981,11 @@ void pf_place_flush(pf_pipe *l, worker *w);
 /* The records [pos, pos + count) of a stream of blocks of w records,
  * whose block holding pos is g0, are done: ring entries come free. */
 void pf_place_done(pf_pipe *l, uint64_t g0, uint64_t pos, uint64_t count, uint64_t w);
+/* l->staged: task t's rows decoded from their records in the window
+ * into the slot's row block, counted (waking the consumer when the slot
+ * is full).  @return 0, or <0 with err naming the record (in skip mode
+ * a damaged one is a drop and a hole). */
+int pf_place_rows(pf_pipe *l, worker *w, const pf_wtask *t, pf_error *err);
 
 /* A mixture's source's batch, fitted to its dataset once counted: the
  * rows of its batches for `records` over `hosts` hosts, at most `cap`
@@ -850,7 +1016,8 @@ typedef struct pf_pipe_opts {
 	unsigned lookahead;
 	const pf_row_sink *sink;
 	pf_batch_fit fit;
-	bool gated, pooled;
+	/* source: a mixture's source (its budget is a share: budget.c) */
+	bool gated, pooled, source;
 } pf_pipe_opts;
 int pf_pipe_create_opts(pf_pipe **out, const pf_loader_config *cfg, const pf_pipe_opts *o,
 			pf_error *err);

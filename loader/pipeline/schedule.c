@@ -112,7 +112,7 @@ static batch_slot *step_slot(pf_pipe *l, pf_io *io, const walk *wk, uint64_t j)
 		return NULL;
 	}
 	bs = pf_budget_slot_take(l, &fresh);
-	if (fresh) {
+	if (fresh && !l->staged) {
 		/* Its first use: its pages are faulted in here, not under
 		 * the lock the workers and the consumer take. */
 		pthread_mutex_unlock(&l->mu);
@@ -136,6 +136,8 @@ static batch_slot *step_slot(pf_pipe *l, pf_io *io, const walk *wk, uint64_t j)
 	else
 		l->open_head = bs;
 	l->open_tail = bs;
+	if (l->staged)
+		pf_window_slot_opened(l, bs);	/* its rows once its records are in */
 	pthread_mutex_unlock(&l->mu);
 	l->last_slot = bs;
 	l->last_rstep = r;
@@ -224,6 +226,8 @@ static int take_chunk(pf_pipe *l, pf_io *io, const walk *wk, uint64_t pos, chunk
 		c->cbuf = -1;
 		c->df = NULL;
 		c->nmore = 0;
+		c->npages = 0;
+		c->pages = c->pages_tail = PF_WINDOW_NONE;
 		c->ss = NULL;
 		c->ss_last = false;
 		c->pos = pos;
@@ -319,6 +323,25 @@ static int dispatch_stream(pf_pipe *l, pf_io *io, walk *wk, pf_segment seg,
 	return over;
 }
 
+/* The window of records as read: the pages for `bytes` of a chunk's
+ * records onto c's chain, waited for while reads complete (window.c gives
+ * them back as the steps' rows are decoded).  In the plan's order: the
+ * oldest block's records get theirs first.  @return 0, or <0 with the
+ * loader halted or failed. */
+static int reserve_pages(pf_pipe *l, pf_io *io, uint64_t bytes, chunk *c)
+{
+	uint32_t n = pf_window_pages(bytes);
+	/* cv_chunk: a chunk's end signals it (what pf_window_room() asks
+	 * when no page comes free), and pages given back wake the I/O
+	 * thread whatever it sleeps on. */
+	int ret = pf_reads_wait(l, io, pf_window_room, n, &l->cv_chunk);
+
+	if (ret == 0)
+		ret = pf_window_take(l, n, c, true);
+	pthread_mutex_unlock(&l->mu);
+	return ret < 0 ? ret : 0;
+}
+
 /* A frame segment: one read of the frame (its file is the read's until
  * the read completes). */
 static int dispatch_frame(pf_pipe *l, pf_io *io, const walk *wk,
@@ -331,10 +354,16 @@ static int dispatch_frame(pf_pipe *l, pf_io *io, const walk *wk,
 	bool load = false;
 	int slot, ret;
 
+	/* The window of records as read: a frame's records take at most its
+	 * decompressed bytes (a slice of a ready cached frame, its own). */
+	uint64_t bytes = u->usize;
+	chunk staged = { .pages = PF_WINDOW_NONE, .pages_tail = PF_WINDOW_NONE };
+
 	if (l->fcache.n) {
 		/* The global shuffle's cache: a frame kept is not read.  Its
 		 * slice joins the queued chunk of slices when its frame is
-		 * ready and there is room, else a chunk of its own. */
+		 * ready and there is room (and, with the window of records as
+		 * read, pages for it now), else a chunk of its own. */
 		chunk *h;
 
 		pthread_mutex_lock(&l->mu);
@@ -342,8 +371,11 @@ static int dispatch_frame(pf_pipe *l, pf_io *io, const walk *wk,
 		h = l->hit_open;
 		if (df && !load) {
 			pf_files_skip(l, io, u->file);
+			if (df->ready)
+				bytes = df->offs[seg.first + seg.count] - df->offs[seg.first];
 			if (df->ready && h && h->nmore < PF_CHUNK_MORE &&
-			    h->w == wk->w) {
+			    h->w == wk->w &&
+			    (!l->staged || pf_window_take(l, pf_window_pages(bytes), h, false))) {
 				h->more[h->nmore++] = (chunk_more){
 					seg, pos, wk->gbase + (pos / wk->w - wk->kfirst), df };
 				pthread_mutex_unlock(&l->mu);
@@ -352,9 +384,18 @@ static int dispatch_frame(pf_pipe *l, pf_io *io, const walk *wk,
 		}
 		pthread_mutex_unlock(&l->mu);
 	}
+	/* Before the chunk: the pages may wait for chunks in flight. */
+	if (l->staged) {
+		ret = reserve_pages(l, io, bytes, &staged);
+		if (ret < 0)
+			return ret;
+	}
 	ret = take_chunk(l, io, wk, pos, &c);
 	if (ret < 0)
 		return ret;
+	c->pages = staged.pages;
+	c->pages_tail = staged.pages_tail;
+	c->npages = staged.npages;
 	c->seg = seg;
 	c->df = df;
 	if (df && !load) {

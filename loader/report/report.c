@@ -235,18 +235,33 @@ static size_t count_empty(const pf_loader_metrics *m, const pf_run_info *run, bo
 
 /* What the loader ran with (pf_tuning), a line or a member each. */
 static const struct tuning_row {
-	const char *name;
+	const char *name, *json;
 	size_t off;
 } tuning_rows[] = {
-	{ "threads", offsetof(pf_tuning, threads) },
-	{ "io_depth", offsetof(pf_tuning, io_depth) },
-	{ "prefetch", offsetof(pf_tuning, prefetch) },
+	{ "threads", "threads", offsetof(pf_tuning, threads) },
+	{ "io_depth", "io_depth", offsetof(pf_tuning, io_depth) },
+	{ "prefetch", "prefetch", offsetof(pf_tuning, prefetch) },
+	/* 0.8: sized at create; a loader that says nothing of them (why
+	 * empty) has no line. */
+	{ "window", "shuffle_window", offsetof(pf_tuning, shuffle_window) },
+	{ "frame_cache", "frame_cache", offsetof(pf_tuning, frame_cache) },
 };
 #define TUNING_ROWS (sizeof(tuning_rows) / sizeof(tuning_rows[0]))
 
 static const pf_tuning_choice *tuning_at(const pf_tuning *t, size_t i)
 {
 	return (const pf_tuning_choice *)((const char *)t + tuning_rows[i].off);
+}
+
+/* The shuffle window: the one the loader ran with (a default it fitted
+ * to the budget), else the config's; 0 without shuffle. */
+static uint64_t window_of(const pf_loader_config *cfg, const pf_loader_metrics *m)
+{
+	if (!cfg->shuffle && cfg->shuffle_mode != PF_SHUFFLE_GLOBAL)
+		return 0;
+	if (m->shuffle_window)
+		return m->shuffle_window;
+	return cfg->shuffle_window ? cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT;
 }
 
 /* The reads in flight: what the loader ran with, else the config's. */
@@ -345,7 +360,7 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			       "the whole dataset, records in a window of %u, seed %llu; frame "
 			       "cache %llu frames (%.1f MiB): %llu slices served from it, %llu "
 			       "frames read into it, %llu replaced, %llu slices read outside it\n",
-			       cfg->shuffle_window ? cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT,
+			       (unsigned)window_of(cfg, m),
 			       (unsigned long long)cfg->seed,
 			       (unsigned long long)m->frame_cache_entries,
 			       (double)m->frame_cache_bytes / 1048576.0,
@@ -355,8 +370,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 			       (unsigned long long)m->frame_cache_bypassed);
 	else if (cfg->shuffle)
 		pf_text_printf(t, "order       shuffled: frames permuted, records in a window "
-			       "of %u, seed %llu\n", cfg->shuffle_window ? cfg->shuffle_window
-			       : PF_LOADER_WINDOW_DEFAULT, (unsigned long long)cfg->seed);
+			       "of %u, seed %llu\n", (unsigned)window_of(cfg, m),
+			       (unsigned long long)cfg->seed);
 	else
 		pf_text_printf(t, "order       the files' order (not shuffled)\n");
 	pf_text_printf(t, "records     %llu in %llu steps (%llu steps an epoch, %llu records "
@@ -389,9 +404,14 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 	pf_text_printf(t, "next()      p50 %.0f us, p90 %.0f us, p99 %.0f us\n",
 		       v->next_p50_us, v->next_p90_us, v->next_p99_us);
 	first_batch_text(t, m);
-	pf_text_printf(t, "memory      peak RSS %.1f MiB; budget %llu MiB, pools %.1f MiB\n",
+	pf_text_printf(t, "memory      peak RSS %.1f MiB; budget %llu MiB, pools %.1f MiB",
 		       (double)run->peak_rss_bytes / 1048576.0,
 		       (unsigned long long)(budget >> 20), (double)m->memory_bytes / 1048576.0);
+	if (m->window_as_read)
+		pf_text_printf(t, "; the window's records as read %.1f MiB (at most %.1f MiB "
+			       "at once)", (double)m->window_bytes / 1048576.0,
+			       (double)m->window_peak_bytes / 1048576.0);
+	pf_text_printf(t, "\n");
 	pf_text_printf(t, "remainder   %llu records dropped, %llu wrapped\n",
 		       (unsigned long long)m->remainder_dropped,
 		       (unsigned long long)m->remainder_wrapped);
@@ -468,6 +488,8 @@ static void loader_text(pf_text *t, const pf_loader_config *cfg, const pf_loader
 	for (size_t i = 0; run->tuning && i < TUNING_ROWS; i++) {
 		const pf_tuning_choice *c = tuning_at(run->tuning, i);
 
+		if (!c->why[0])
+			continue;
 		pf_text_printf(t, "%-11s %u (%s): %s\n", tuning_rows[i].name, c->value,
 			       c->automatic ? "auto" : "set", c->why);
 	}
@@ -604,13 +626,16 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 		sub = json_object();
 		for (size_t i = 0; i < TUNING_ROWS; i++) {
 			const pf_tuning_choice *c = tuning_at(run->tuning, i);
-			json_t *e = json_object();
+			json_t *e;
 
+			if (!c->why[0])
+				continue;
+			e = json_object();
 			pf_json_put(e, "value", pf_json_u64(c->value), bad);
 			pf_json_put(e, "auto", pf_json_bool(c->automatic), bad);
 			pf_json_put(e, "measured", pf_json_bool(c->measured), bad);
 			pf_json_put(e, "why", pf_json_str(c->why), bad);
-			pf_json_put(sub, tuning_rows[i].name, e, bad);
+			pf_json_put(sub, tuning_rows[i].json, e, bad);
 		}
 		pf_json_put(o, "tuning", sub, bad);
 	}
@@ -631,9 +656,11 @@ static json_t *loader_json(const pf_loader_config *cfg, const pf_loader_metrics 
 	pf_json_put(o, "shuffle_mode", pf_json_str(cfg->shuffle_mode == PF_SHUFFLE_GLOBAL ?
 						   "global" : cfg->shuffle ? "window" : "none"),
 		    bad);
-	pf_json_put(o, "shuffle_window", pf_json_u64(!cfg->shuffle &&
-						     cfg->shuffle_mode != PF_SHUFFLE_GLOBAL ? 0 : cfg->shuffle_window ?
-				cfg->shuffle_window : PF_LOADER_WINDOW_DEFAULT), bad);
+	pf_json_put(o, "shuffle_window", pf_json_u64(window_of(cfg, m)), bad);
+	pf_json_put(o, "window_as_read", pf_json_bool(m->window_as_read), bad);
+	pf_json_put(o, "window_bytes", pf_json_u64(m->window_bytes), bad);
+	pf_json_put(o, "window_peak_bytes", pf_json_u64(m->window_peak_bytes), bad);
+	pf_json_put(o, "fitted", pf_json_u64(m->fitted), bad);
 	pf_json_put(o, "seed", pf_json_u64(cfg->seed), bad);
 	sub = json_object();
 	pf_json_put(sub, "num_hosts", pf_json_u64(hosts), bad);

@@ -425,7 +425,16 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	lo->pid = getpid();
 	lo->cores = cfg.cores_per_host ? cfg.cores_per_host : 1;
 	lo->per_core_batch = cfg.per_core_batch;
-	lo->prefetch = cfg.prefetch ? cfg.prefetch : 2;
+	/* PF_AUTO: what the loader starts with (2, or fewer where the
+	 * budget cannot hold them; a raise later is not counted on). */
+	if (cfg.prefetch) {
+		lo->prefetch = cfg.prefetch;
+	} else {
+		pf_tuning tune;
+
+		pf_loader_tuning(l, &tune);
+		lo->prefetch = tune.prefetch.value < 2 ? tune.prefetch.value : 2;
+	}
 	lo->closed = false;
 	lo->done = false;
 	ret = Py_NewRef(Py_None);
@@ -856,7 +865,6 @@ static PyMethodDef loader_methods[] = {
 	  "  pack_dropped_records, pack_dropped_tokens  the records and the\n"
 	  "                       tokens (the first packed feature's values) in\n"
 	  "                       the rows dropped past an epoch's last step\n"
-
 	  "  images, images_upscaled  image features: images decoded, and those\n"
 	  "                       whose box was smaller than the output\n"
 	  "  image_decode_ns      the decode threads' time on images\n"
@@ -870,7 +878,18 @@ static PyMethodDef loader_methods[] = {
 	  "                       skip_steps: the steps skipped, from which\n"
 	  "                       global step, the records their batches held\n"
 	  "                       (packed: the pieces of records in their rows,\n"
-	  "                       and tokens the values of those rows)" },
+	  "                       and tokens the values of those rows)\n"
+	  "  shuffle_window       records per shuffle block in force (0: no\n"
+	  "                       shuffle; a default the budget cannot hold is\n"
+	  "                       fitted to it: report() says why)\n"
+	  "  window_as_read       1: the window holds records as read (image\n"
+	  "                       features, decoded once in their step), 0: as\n"
+	  "                       decoded rows\n"
+	  "  window_bytes, window_peak_bytes  the window's memory, and the most\n"
+	  "                       of it its records took at once (as read)\n"
+	  "  fitted               defaults cut to memory_mib, a bit each: 1 the\n"
+	  "                       shuffle window, 2 prefetch, 4 threads, 8 the\n"
+	  "                       frame cache" },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -142,6 +142,13 @@ PyObject *pf_ext_metrics_dict(const pf_loader *l)
 		  pf_dict_set_u64(d, "skipped_records", m.skipped_records) < 0 ||
 		  pf_dict_set_u64(d, "skipped_tokens", m.skipped_tokens) < 0))
 		Py_CLEAR(d);
+	/* The shuffle window and the defaults fitted to the budget (0.8). */
+	if (d && (pf_dict_set_u64(d, "shuffle_window", m.shuffle_window) < 0 ||
+		  pf_dict_set_u64(d, "window_as_read", m.window_as_read) < 0 ||
+		  pf_dict_set_u64(d, "window_bytes", m.window_bytes) < 0 ||
+		  pf_dict_set_u64(d, "window_peak_bytes", m.window_peak_bytes) < 0 ||
+		  pf_dict_set_u64(d, "fitted", m.fitted) < 0))
+		Py_CLEAR(d);
 #undef U
 	return d;
 }

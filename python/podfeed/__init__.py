@@ -350,6 +350,11 @@ _C_MESSAGE_ARGUMENT = (
     ("feature spec", "features"),
     ("fault spec", "io_faults"),
     ("memory budget", "memory_mib"),
+    # A value set that the memory budget cannot hold, named with the
+    # largest it can.
+    ("shuffle_window of", "shuffle_window"),
+    ("prefetch of", "prefetch"),
+    ("threads of", "threads"),
     ("cannot open the quarantine log", "quarantine"),
     ("the dataset names no files", "paths"),
     # pf_paths_expand()'s refusals: a directory with no shards, a file
@@ -382,7 +387,8 @@ def _named_error(e, paths):
             # cache's size is what was named.
             if argument == "memory_mib" and "of the frame cache's" in cause:
                 argument = "frame_cache"
-            cls = (ConfigError if argument in ("memory_mib", "frame_cache") or source
+            cls = (ConfigError if argument in ("memory_mib", "frame_cache", "shuffle_window",
+                                               "prefetch", "threads") or source
                    else type(e))
             if argument == "paths":
                 text += f" (paths {paths!r})"
@@ -653,9 +659,9 @@ def _sources(paths):
 
 class Loader(_podfeed.LoaderBase):
     """Loader(paths, features, per_core_batch, cores=1, host_index=None,
-    num_hosts=None, seed=0, epochs=1, shuffle=False, shuffle_window=8192,
+    num_hosts=None, seed=0, epochs=1, shuffle=False, shuffle_window=None,
     remainder="drop", on_corrupt="fail", memory_mib=512, threads=None,
-    state=None, prefetch=2, max_steps=None, io_depth=None, max_corrupt=None,
+    state=None, prefetch=None, max_steps=None, io_depth=None, max_corrupt=None,
     quarantine=None, verify_records=False, direct_io=False, io_backend=None,
     io_faults=None, pack_length=None, pack_mode="first_fit", pack_pool=None,
     mix="stratified", mix_stop="first", source_feature=False, frame_cache=None,
@@ -722,17 +728,26 @@ class Loader(_podfeed.LoaderBase):
                       sorted by label or source still give mixed batches;
                       a file without an index is a ConfigError naming it.
       shuffle_window  records per shuffle block, rounded up to whole host
-                      batches (at most 2**30).
+                      batches (at most 2**30).  None: 8192, or fewer where
+                      memory_mib cannot hold them (metrics()
+                      'shuffle_window' and report() say what was chosen
+                      and why); a window set that it cannot hold is a
+                      ConfigError naming the largest it can.  Image
+                      features wait in it as read (their stored bytes),
+                      decoded once the order has put them in a step.
       remainder       'drop' the records past the last whole global batch
                       of an epoch, or 'wrap' to fill the last step from the
                       start of the host's share.
       on_corrupt      'fail': the first damaged byte ends iteration with a
                       DataError naming file, offset, frame, record; 'skip':
                       drop the damage and go on (holes show in batch.valid).
-      memory_mib      memory budget of all the loader's pools, MiB; too
-                      small for the batches and reads: a ConfigError that
-                      says what it needs.
-      threads         decode threads (None: one per CPU).
+      memory_mib      memory budget of all the loader's pools, MiB.  What
+                      is left to the loader (shuffle_window, prefetch,
+                      threads, frame_cache: None) is fitted to it; too
+                      small even for the least of them: a ConfigError
+                      that says what it needs.
+      threads         decode threads (None: one per CPU, fewer where
+                      memory_mib cannot hold their buffers).
       state           a state_dict() to resume from (or the list of every
                       old host's, to resume with another host count or
                       host batch).  Its readable fields are checked
@@ -749,7 +764,9 @@ class Loader(_podfeed.LoaderBase):
                       ConfigError naming that step.
       prefetch        batches made ahead; at most prefetch + 1 batches may
                       be held at once (a held batch counts until it is
-                      released and its arrays are gone).
+                      released and its arrays are gone).  None: 2 (fewer
+                      where memory_mib cannot hold them; the loader may
+                      make more ahead when the consumer stalls).
       max_steps       stop after this many steps of this run (None: after
                       the last epoch).
       io_depth        reads in flight (None: 32).
@@ -823,9 +840,9 @@ class Loader(_podfeed.LoaderBase):
     """
 
     def __init__(self, paths, features, per_core_batch, cores=1, host_index=None,
-                 num_hosts=None, seed=0, epochs=1, shuffle=False, shuffle_window=8192,
+                 num_hosts=None, seed=0, epochs=1, shuffle=False, shuffle_window=None,
                  remainder="drop", on_corrupt="fail", memory_mib=512, threads=None,
-                 state=None, prefetch=2, max_steps=None, io_depth=None,
+                 state=None, prefetch=None, max_steps=None, io_depth=None,
                  max_corrupt=None, quarantine=None, verify_records=False,
                  direct_io=False, io_backend=None, io_faults=None, pack_length=None,
                  pack_mode="first_fit", pack_pool=None, mix="stratified",
@@ -879,7 +896,8 @@ class Loader(_podfeed.LoaderBase):
         if per_core_batch * cores > 2**31 - 1:
             raise ValueError(f"per_core_batch: {per_core_batch} x {cores} cores is "
                              "over 2**31 - 1 records a step")
-        shuffle_window = _uint("shuffle_window", shuffle_window, lo=1)
+        # None: the default (0 to the C loader), fitted to the budget.
+        shuffle_window = _uint("shuffle_window", shuffle_window, lo=1, none_ok=True) or 0
         host_batch = per_core_batch * cores
         # Checked whether or not shuffle is on: a window named is a window meant.
         if -(-shuffle_window // host_batch) * host_batch > 2**30:
@@ -901,7 +919,7 @@ class Loader(_podfeed.LoaderBase):
             threads=_uint("threads", threads, lo=1, hi=4096, none_ok=True) or 0,
             io_depth=_uint("io_depth", io_depth, lo=1, hi=65536, none_ok=True) or 0,
             memory_bytes=int(memory_mib * (1 << 20)),
-            prefetch=_uint("prefetch", prefetch, lo=1, hi=1 << 16),
+            prefetch=_uint("prefetch", prefetch, lo=1, hi=1 << 16, none_ok=True) or 0,
             on_corrupt_skip=on_corrupt == "skip", max_corrupt=max_corrupt or 0,
             quarantine=quarantine, verify_records=verify_records, direct_io=direct_io,
             io_backend=io_backend, io_faults=io_faults, pack_length=pack_length,

@@ -129,3 +129,77 @@ def test_torch_gives_uint8_and_bfloat16_tensors(shard):
     t = next(iter(ds))["image/encoded"]
     assert t.dtype == torch.bfloat16 and tuple(t.shape) == (1, 4, 32, 48, 3)
     assert 0 <= float(t.float().min()) and float(t.float().max()) <= 1.01
+
+
+# The shuffle window of image features (issue 37): records wait in it as
+# read and are decoded once the order has put them in a step; a default
+# window the budget cannot hold is fitted to it and said; one set that it
+# cannot hold is a ConfigError naming the largest it can.
+WINDOW_N = 1024
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    path = tmp_path_factory.mktemp("window") / "images.tfrecord.zst"
+    subprocess.run([tool("tests/python/image_ref"), "shard", str(path), str(WINDOW_N)],
+                   check=True)
+    return path
+
+
+def images64():
+    return {"image/encoded": podfeed.Image(64, 64, augment="train"), "image/class/label": "int64"}
+
+
+def _digests(loader):
+    out = []
+    for batch in loader:
+        out.append(hash(batch["image/encoded"].tobytes() + batch["image/class/label"].tobytes()))
+        batch.release()
+    return out
+
+
+@pytest.mark.parametrize("shuffle", [True, "global"])
+def test_image_shuffle_on_the_defaults_fits_the_budget(many, shuffle):
+    """The issue's loader, scaled to a 4 MiB budget: nothing but the budget
+    set, the window fitted to it, said in the metrics and the report, the
+    same batches with 1 thread and with the CPUs'."""
+    kw = dict(per_core_batch=8, cores=2, shuffle=shuffle, memory_mib=4, seed=5, epochs=2)
+    with podfeed.Loader(many, images64(), **kw) as loader:
+        got = _digests(loader)
+        m = loader.metrics()
+        report = loader.report()
+    assert len(got) == 2 * (WINDOW_N // 16)
+    assert m["images"] == 2 * WINDOW_N
+    assert m["window_as_read"] == 1 and m["fitted"] & 1
+    assert 16 <= m["shuffle_window"] < WINDOW_N and m["shuffle_window"] % 16 == 0
+    assert m["memory_bytes"] <= 4 << 20
+    assert 0 < m["window_peak_bytes"] <= m["window_bytes"]
+    assert f"window      {m['shuffle_window']} (auto): cut from the default 8192" in report
+    assert f"records in a window of {m['shuffle_window']}," in report
+    with podfeed.Loader(many, images64(), threads=1, **kw) as one:
+        assert _digests(one) == got
+
+
+def test_image_window_set_too_large_names_the_largest(many):
+    with pytest.raises(podfeed.ConfigError,
+                       match=r"^shuffle_window: shuffle_window of 8192 records does not fit the "
+                             r"memory budget of 4 MiB.*the largest window that fits is \d+") as e:
+        podfeed.Loader(many, images64(), per_core_batch=8, cores=2, shuffle=True,
+                       shuffle_window=8192, memory_mib=4, threads=2)
+    fit = int(str(e.value).rsplit(" is ", 1)[1].split()[0])
+    with podfeed.Loader(many, images64(), per_core_batch=8, cores=2, shuffle=True,
+                        shuffle_window=fit, memory_mib=4, threads=2, max_steps=2) as loader:
+        assert len(_digests(loader)) == 2
+        assert loader.metrics()["shuffle_window"] == fit
+
+
+def test_image_shuffle_on_the_defaults_resumes_exactly(many):
+    kw = dict(per_core_batch=8, cores=2, shuffle="global", memory_mib=4, seed=2, epochs=2)
+    with podfeed.Loader(many, images64(), **kw) as loader:
+        whole = _digests(loader)
+    with podfeed.Loader(many, images64(), max_steps=90, **kw) as loader:
+        first = _digests(loader)
+        state = loader.state_dict()
+    with podfeed.Loader(many, images64(), state=state, **kw) as loader:
+        rest = _digests(loader)
+    assert first + rest == whole

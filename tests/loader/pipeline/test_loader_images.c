@@ -107,6 +107,7 @@ typedef struct run_out {
 	uint32_t crc[64];
 	uint32_t n;
 	uint64_t images;
+	bool as_read;		/* the window held the records as read */
 	int ret;
 	pf_error err;
 } run_out;
@@ -185,6 +186,7 @@ static run_out run(const char *path, unsigned threads, const pf_state_blob *from
 		o.err = *pf_loader_last_error(l);
 	pf_loader_get_metrics(l, &m);
 	o.images = m.images;
+	o.as_read = m.window_as_read;
 	if (save) {
 		int64_t n = pf_loader_save_state(l, NULL, 0);
 		void *buf = malloc((size_t)n);
@@ -235,7 +237,7 @@ Test(loader_images, resume_gives_the_same_batches)
 	free((void *)st.data);
 }
 
-Test(loader_images, damaged_image_fails_naming_its_place)
+static void damaged_image_fails(void)
 {
 	run_out o = run(dataset(37, false), 2, NULL, 0, NULL, false);
 
@@ -250,7 +252,12 @@ Test(loader_images, damaged_image_fails_naming_its_place)
 		  "%s", o.err.msg);
 }
 
-Test(loader_images, damaged_image_skipped_is_a_hole)
+Test(loader_images, damaged_image_fails_naming_its_place)
+{
+	damaged_image_fails();
+}
+
+static void damaged_image_skipped(void)
 {
 	pf_loader_config cfg = { 0 };
 	const char *paths[1] = { dataset(37, false) };
@@ -276,6 +283,36 @@ Test(loader_images, damaged_image_skipped_is_a_hole)
 	cr_assert_eq(m.corrupt_records, 1);
 	cr_assert_eq(m.images, NREC - 1);
 	pf_loader_free(l);
+}
+
+Test(loader_images, damaged_image_skipped_is_a_hole)
+{
+	damaged_image_skipped();
+}
+
+/* The same with the records waiting in the shuffle window as read (these
+ * small JPEGs' rows are no larger than their bytes: forced), decoded once
+ * their step's records are in: the same batches, the same errors. */
+Test(loader_images, as_read_same_batches_resume_and_errors)
+{
+	const char *path = dataset(-1, false);
+	run_out rows = run(path, 2, NULL, 0, NULL, false), whole, first, rest;
+	pf_state_blob st;
+
+	setenv("PODFEED_WINDOW", "records", 1);
+	whole = run(path, 2, NULL, 0, NULL, true);
+	cr_assert_eq(whole.ret, 0, "%s", whole.err.msg);
+	cr_assert(whole.as_read && !rows.as_read);
+	cr_assert_eq(whole.n, rows.n);
+	cr_assert(!memcmp(whole.crc, rows.crc, rows.n * sizeof(rows.crc[0])));
+	first = run(path, 3, NULL, 17, &st, false);
+	rest = run(path, 1, &st, 0, NULL, false);
+	cr_assert_eq(first.n + rest.n, whole.n);
+	cr_assert(!memcmp(first.crc, whole.crc, first.n * sizeof(whole.crc[0])));
+	cr_assert(!memcmp(rest.crc, whole.crc + first.n, rest.n * sizeof(whole.crc[0])));
+	free((void *)st.data);
+	damaged_image_fails();
+	damaged_image_skipped();
 }
 
 Test(loader_images, image_feature_of_numbers_is_corrupt)

@@ -222,6 +222,8 @@ Test(report, tuning_lines_and_json)
 		.io_depth = { .value = 6, .automatic = true, .measured = true,
 			      .why = "reads of 0.4 ms against 0.1 ms of decode a frame" },
 		.prefetch = { .value = 3, .automatic = false, .why = "the config's" },
+		.shuffle_window = { .value = 2048, .automatic = true,
+				    .why = "cut from the default 8192 to fit the memory budget" },
 	};
 	pf_run_info info = run;
 	pf_report *r;
@@ -235,7 +237,10 @@ Test(report, tuning_lines_and_json)
 	cr_assert(strstr(text, "threads     2 (auto): decode 2.1 ms a batch against 1.0 ms of "
 			 "the consumer\nio_depth    6 (auto): reads of 0.4 ms against 0.1 ms "
 			 "of decode a frame\nprefetch    3 (set): the config's\n"
-			 "io          io_uring, depth 6\n"), "%s", text);
+			 "window      2048 (auto): cut from the default 8192 to fit the memory "
+			 "budget\nio          io_uring, depth 6\n"), "%s", text);
+	/* A choice the loader said nothing of (no why) has no line. */
+	cr_assert_null(strstr(text, "frame_cache "), "%s", text);
 	free(text);
 	o = parse(r);
 	cr_assert_eq(json_integer_value(json_object_get(o, "io_depth")), 6);
@@ -246,6 +251,9 @@ Test(report, tuning_lines_and_json)
 	t = json_object_get(json_object_get(o, "tuning"), "prefetch");
 	cr_assert(json_is_false(json_object_get(t, "auto")));
 	cr_assert_str_eq(json_string_value(json_object_get(t, "why")), "the config's");
+	t = json_object_get(json_object_get(o, "tuning"), "shuffle_window");
+	cr_assert_eq(json_integer_value(json_object_get(t, "value")), 2048);
+	cr_assert_null(json_object_get(json_object_get(o, "tuning"), "frame_cache"));
 	json_decref(o);
 	pf_report_free(r);
 
