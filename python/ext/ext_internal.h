@@ -39,6 +39,7 @@ typedef struct pf_ext_loader {
 	bool done;		/* every epoch delivered */
 	PyObject *names;	/* tuple of feature names */
 	PyObject *dtypes;	/* tuple of numpy dtypes, in spec order */
+	PyObject *paths;	/* list of the config's paths as bytes, kept with l */
 	/* Each feature's values in one record (pf_loader_feature_shape()):
 	 * dims, element size, and kind: 'i' signed, 'u' unsigned, 'f'
 	 * float, 'b' bfloat16 (numpy: uint16; DLPack: bfloat16). */

@@ -108,6 +108,7 @@ static void loader_dealloc(pf_ext_loader *lo)
 	report_forget(lo);
 	Py_CLEAR(lo->names);
 	Py_CLEAR(lo->dtypes);
+	Py_CLEAR(lo->paths);
 	Py_TYPE(lo)->tp_free((PyObject *)lo);
 }
 
@@ -115,6 +116,7 @@ static int loader_traverse(pf_ext_loader *lo, visitproc visit, void *arg)
 {
 	Py_VISIT(lo->names);
 	Py_VISIT(lo->dtypes);
+	Py_VISIT(lo->paths);
 	return 0;
 }
 
@@ -133,8 +135,11 @@ static int npy_type(const char *elem)
 	return NPY_UINT8;
 }
 
-/* The C strings of a list of str (each kept alive by the list). */
-static const char **c_strings(PyObject *list, const char *what, size_t *n)
+/* The C strings of a list of paths, str or bytes, as the file system
+ * names them: a str is encoded as os.fsencode() does (a name os.listdir()
+ * gave with bytes that are not UTF-8 goes back as those bytes), each
+ * kept alive by `keep`. */
+static const char **c_strings(PyObject *list, const char *what, size_t *n, PyObject *keep)
 {
 	Py_ssize_t len;
 	const char **out;
@@ -146,13 +151,20 @@ static const char **c_strings(PyObject *list, const char *what, size_t *n)
 	if (!out)
 		return (const char **)PyErr_NoMemory();
 	for (Py_ssize_t i = 0; i < len; i++) {
-		PyObject *it = PyList_GET_ITEM(list, i);
+		PyObject *it = PyList_GET_ITEM(list, i), *b = NULL;
 
-		out[i] = PyUnicode_Check(it) ? PyUnicode_AsUTF8(it) : NULL;
+		if (PyUnicode_Check(it))
+			b = PyUnicode_EncodeFSDefault(it);
+		else if (PyBytes_Check(it))
+			b = Py_NewRef(it);
+		else
+			PyErr_Format(PyExc_TypeError, "%s: item %zd is not a str or bytes", what, i);
+		if (b && strlen(PyBytes_AS_STRING(b)) != (size_t)PyBytes_GET_SIZE(b))
+			PyErr_Format(PyExc_ValueError, "%s: item %zd holds a NUL byte", what, i);
+		else if (b && PyList_Append(keep, b) == 0)
+			out[i] = PyBytes_AS_STRING(b);
+		Py_XDECREF(b);
 		if (!out[i]) {
-			if (!PyErr_Occurred())
-				PyErr_Format(PyExc_TypeError, "%s: item %zd is not a str",
-					     what, i);
 			PyMem_Free(out);
 			return NULL;
 		}
@@ -207,6 +219,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	PyObject *paths, *resume = Py_None;
 	const char *features, *quarantine = NULL, *io_backend = NULL, *io_faults = NULL;
 	const char **cpaths = NULL;
+	PyObject *keep = NULL;	/* the paths' bytes (c_strings()) */
 	unsigned long long seed = 0, max_steps = 0, memory = 0, max_corrupt = 0, skip_steps = 0;
 	int shuffle = 0, wrap = 0, skip = 0, verify = 0, direct = 0, global = 0, concat = 0;
 	int with_source = 0;
@@ -241,9 +254,12 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 					 &cfg.pack_pool, &sources, &mix, &mix_stop, &with_source,
 					 &cfg.frame_cache, &mix_unit, &skip_steps))
 		return NULL;
-	cpaths = c_strings(paths, "paths", &cfg.npaths);
-	if (!cpaths)
+	keep = PyList_New(0);
+	if (!keep)
 		return NULL;
+	cpaths = c_strings(paths, "paths", &cfg.npaths, keep);
+	if (!cpaths)
+		goto out;
 	/* A mixture: [(name, weight, [path, ...]), ...] (podfeed.Source
 	 * checked them). */
 	if (sources != Py_None) {
@@ -265,7 +281,7 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 
 			if (!PyArg_ParseTuple(t, "sdO!", &name, &weight, &PyList_Type, &plist))
 				goto out;
-			spaths[k] = c_strings(plist, "sources", &srcs[k].npaths);
+			spaths[k] = c_strings(plist, "sources", &srcs[k].npaths, keep);
 			if (!spaths[k])
 				goto out;
 			srcs[k].name = name;
@@ -437,6 +453,9 @@ static PyObject *loader_open(pf_ext_loader *lo, PyObject *args, PyObject *kw)
 	}
 	lo->closed = false;
 	lo->done = false;
+	/* The loader may name its paths after create (a mixture's sources). */
+	Py_XSETREF(lo->paths, keep);
+	keep = NULL;
 	ret = Py_NewRef(Py_None);
 out:
 	for (Py_ssize_t i = 0; i < nviews; i++)
@@ -452,6 +471,7 @@ out:
 	PyMem_Free(qcopy);
 	if (files)
 		pf_paths_free(files, (size_t)nfiles);
+	Py_XDECREF(keep);
 	return ret;
 }
 

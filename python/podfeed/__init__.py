@@ -282,16 +282,17 @@ def _feature_spec(features):
 
 
 def _paths(paths):
-    """A list of str from a path, a PathLike or a list of them."""
+    """A list of str from a path, a PathLike or a list of them (bytes
+    os.fsdecode()d; the extension encodes them back as os.fsencode())."""
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
     if not isinstance(paths, (list, tuple)):
-        raise TypeError("paths: expected a str, os.PathLike or a list of them "
+        raise TypeError("paths: expected a str, bytes, os.PathLike or a list of them "
                         f"(files, directories, globs), not {type(paths).__name__}")
     out = []
     for p in paths:
         if not isinstance(p, (str, bytes, os.PathLike)):
-            raise TypeError(f"paths: expected str or os.PathLike items, not {p!r}")
+            raise TypeError(f"paths: expected str, bytes or os.PathLike items, not {p!r}")
         p = os.fsdecode(os.fspath(p))
         if not p:
             raise ValueError("paths: an empty path")
@@ -681,7 +682,8 @@ class Loader(_podfeed.LoaderBase):
     Arguments (each checked: a TypeError or ValueError whose message starts
     with the argument's name):
       paths           a file, a directory (its files, sorted), a glob
-                      ('data/*.zst'), or a list of them; str or PathLike.
+                      ('data/*.zst'), or a list of them; str, bytes or
+                      PathLike (os.fsencode()d: names not UTF-8 work).
                       Or a mixture: a list of podfeed.Source(paths,
                       weight, name), each source its own dataset read
                       with these features, topology, seed and shuffle,

@@ -100,3 +100,27 @@ def test_a_shard_the_manifest_names_replaced_by_a_fifo(data, tmp_path, io_backen
                 pass
     assert e.value.file == str(shard), e.value
     assert "is a FIFO, not a regular file" in e.value.cause, e.value
+
+
+def test_names_that_are_not_utf8(data, tmp_path):
+    """A file or directory whose name's bytes are not UTF-8 (a Latin-1
+    upload) loads, named as str (os.listdir()'s surrogate escapes) or as
+    bytes, in a mixture's sources too; an error names it with its bytes
+    (the exception's .file is os.fsdecode() of them)."""
+    d = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    os.mkdir(d)
+    for f in sorted((data / "plain").iterdir()):
+        shutil.copy(f, os.path.join(d, b"\xff" + os.fsencode(f.name)))
+    want = records(data / "plain")
+    assert records(d) == want
+    assert records(os.fsdecode(d)) == want
+    assert records([os.path.join(os.fsdecode(d), n) for n in os.listdir(os.fsdecode(d))]) == want
+    with podfeed.Loader([podfeed.Source(os.fsdecode(d), 1.0), podfeed.Source(d, 1.0)],
+                        TOKENS, 4, shuffle=False) as loader:
+        assert sum(1 for _ in loader) > 0
+    missing = os.path.join(d, b"gone\xfe.tfrecord")
+    with pytest.raises(podfeed.FileError) as e:
+        podfeed.Loader(missing, TOKENS, 1)
+    assert e.value.file == os.fsdecode(missing)
+    with pytest.raises(ValueError, match="NUL"):
+        podfeed.Loader(["a\0b"], TOKENS, 1)
