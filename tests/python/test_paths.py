@@ -122,5 +122,6 @@ def test_names_that_are_not_utf8(data, tmp_path):
     with pytest.raises(podfeed.FileError) as e:
         podfeed.Loader(missing, TOKENS, 1)
     assert e.value.file == os.fsdecode(missing)
+    assert "gone\\xfe.tfrecord: cannot open" in str(e.value)   # its bytes escaped
     with pytest.raises(ValueError, match="NUL"):
         podfeed.Loader(["a\0b"], TOKENS, 1)
