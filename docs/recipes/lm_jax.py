@@ -60,8 +60,12 @@ def load(path):
 
 
 def train(ckpt, web, code, books, steps):
-    import jax
-    import jax.numpy as jnp
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ModuleNotFoundError:
+        sys.exit("lm_jax.py: jax is not installed: install it to train, or pass --check "
+                 "to check what the loader hands to JAX")
 
     mesh = jax.sharding.Mesh(jax.devices(), ("data",))
     rows = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
