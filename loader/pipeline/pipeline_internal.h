@@ -1008,7 +1008,10 @@ typedef uint32_t (*pf_batch_fit)(uint64_t records, uint32_t hosts, uint32_t cap)
  *   gated      reading nothing until pf_pipe_open_gate() gives the batches
  *              its run takes at most (0: no more than its config's), which
  *              the mixture knows once every source is open;
- *   pooled     its workers not started (a pf_decode_pool decodes for it). */
+ *   pooled     its workers not started (a pf_decode_pool decodes for it);
+ *   source     a mixture's source: its rows go where the sink says as they
+ *              are decoded, so its records never wait in the window as
+ *              read (budget.c). */
 typedef struct pf_pipe_opts {
 	const pf_spec *spec;
 	const pf_spec *lspec;
@@ -1016,7 +1019,6 @@ typedef struct pf_pipe_opts {
 	unsigned lookahead;
 	const pf_row_sink *sink;
 	pf_batch_fit fit;
-	/* source: a mixture's source (its budget is a share: budget.c) */
 	bool gated, pooled, source;
 } pf_pipe_opts;
 int pf_pipe_create_opts(pf_pipe **out, const pf_loader_config *cfg, const pf_pipe_opts *o,
