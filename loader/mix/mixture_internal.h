@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Private to loader/: the mix room (loader/mix/): a mixture, a loader
  * over a pipeline per source (pf_loader_config.sources).  The schedule
- * that deals each step's rows among the sources, the stop rules and the
- * checkpoint (mixture.c); its batches, which the sources' decoders write
+ * that deals each step's rows among the sources and the stop rules
+ * (mixture.c); its checkpoints (mixture_state.c); its batches, which the sources' decoders write
  * their rows straight into (mixture_batch.c, through the pipeline's row
  * sink); resuming on another topology (mixture_elastic.c); each source's
  * storage region (mixture_regions.c).  Above the pipeline: it creates,
@@ -343,6 +343,17 @@ int pf_mix_open_loader(pf_mixture *m, const pf_loader_config *cfg, size_t k,
  * of pf_mix_opts.bridge_rows when fewer). */
 uint32_t pf_mix_batch(const pf_mixture *m, size_t k);
 uint32_t pf_mix_bridge_batch(const pf_mixture *m, size_t k);
+/* Source k's loader of whole epochs without end (mixture.c): the
+ * mixture's topology with one core, resumed from blob when there is
+ * one, in batches of `batch` rows (0: fitted to its records). */
+int pf_mix_open_source(pf_mixture *m, const pf_loader_config *cfg, size_t k,
+		       const void *blob, size_t blob_len, uint32_t batch, pf_error *err);
+/* mixture_state.c: the sources opened from the decoded state st (each
+ * from its loader's state, or inside its bridge); after their gates
+ * opened, the batch each source was inside taken again (retake). */
+int pf_mix_restore(pf_mixture *m, const pf_loader_config *cfg, pf_mix_state *st,
+		   pf_error *err);
+int pf_mix_retake(pf_mixture *m, const pf_mix_state *st, pf_error *err);
 /* The batch of a source's loader of whole epochs: cap (pf_mix_batch()),
  * or less for a source of `records` whose epoch over `hosts` hosts would
  * be under MIX_EPOCH_PARTS global batches of it; at least 1.  What an

@@ -172,7 +172,7 @@ void pf_state_release(pf_state *s);
 /*! Records in the pieces. */
 uint64_t pf_state_remaining(const pf_state *s);
 
-/* A mixture's checkpoint (state.c encodes it; mixture.c makes it). */
+/* A mixture's checkpoint (state.c encodes it; mixture_state.c makes it). */
 typedef struct pf_mix_source_state {
 	const uint8_t *state;	/* the source's loader state */
 	size_t state_len;

@@ -489,7 +489,7 @@ int pf_state_inspect_sized(const void *blob, size_t len, pf_state_info *uinfo,
 
 
 /* ------------------------------------------------------------------ */
-/* A mixture's state (mixture.c): "PFMX", the same envelope              */
+/* A mixture's state (mixture_state.c): "PFMX", the same envelope        */
 
 
 int64_t pf_mix_state_encode(const pf_mix_state *s, void *buf, size_t cap)
