@@ -2,9 +2,10 @@
 /* Private to loader/: the pack room (loader/pack/): packed sequences
  * (pack_length), a loader over an inner pipeline whose records the
  * packer (transform/pack.c) places into rows of pack_length values.  The
- * packing loader and its run (pack.c), its checkpoints (pack_state.c),
- * direct placement by the inner loader's decode threads (pack_direct.c,
- * through the pipeline's record hook), and every record's packed lengths
+ * packing loader and its run (pack.c; its rows packed: pack_rows.c), its
+ * checkpoints (pack_state.c), direct placement by the inner loader's
+ * decode threads (pack_direct.c, through the pipeline's record hook),
+ * and every record's packed lengths
  * gathered before the first batch, each file read once by one host of a
  * pod (pack_gather.c); a packed mixture (pack_mix.c) and its elastic
  * resume (pack_mix_elastic.c); skip_steps and the records of a step
@@ -98,7 +99,7 @@ typedef struct pack_rec {
 	uint64_t values, truncated_values;
 	bool empty, truncated;
 	/* The decode thread's: the lengths it found (capped at cap), and
-	 * what the inner row's cap cut (concat), as pack.c's place() counts
+	 * what the inner row's cap cut (concat), as pack_rows.c's place() counts
 	 * it. */
 	uint32_t got[PF_PACK_MAX_FEATURES];
 	uint64_t cut_values;
@@ -287,8 +288,14 @@ int pf_pack_plan_epoch(pf_packing *l, pf_pack_run *pk, uint32_t e, pf_error *err
 /* pack.c: the output batches (the steps in progress, and those a
  * consumer holds). */
 int pf_pack_make_outs(pf_packing *l, pf_pack_run *pk, pf_error *err);
-/* pack.c: a fresh output batch for step j (inprog). */
+/* pack_rows.c: a fresh output batch for step j (inprog); the padding of
+ * a step's rows after their values; an output batch back to the free
+ * list; packing until step pk->step can be handed out (1), the run is
+ * over (0), or an error (<0; -ETIMEDOUT changes nothing). */
 pack_out *pf_pack_take_out(pf_packing *l, pf_pack_run *pk, uint64_t j);
+void pf_pack_pad_out(pf_packing *l, pf_pack_run *pk, pack_out *o);
+void pf_pack_give_back(pf_pack_run *pk, pack_out *o);
+int pf_pack_ready(pf_packing *l, pf_pack_run *pk, uint64_t timeout_ns);
 
 /* pack_direct.c.  pf_pack_direct_create(): direct placement for the
  * inner loader's decode threads in fail mode (0; skip mode, or
