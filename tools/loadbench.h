@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* loadbench's parts: the options every part sees, and each part's entry
- * (loadbench.c: the run; ladder.c, regions.c, plan: the subcommands). */
+ * (loadbench.c: the run; loadbench_options.c: its options; ladder.c,
+ * regions.c, plan: the subcommands). */
 #ifndef PF_TOOLS_LOADBENCH_H
 #define PF_TOOLS_LOADBENCH_H
 
@@ -54,10 +55,16 @@ typedef struct options {
 	cli_outfile html_out;	/* opened before the run */
 } options;
 
+/* --repeat's most runs. */
+#define MAX_REPEAT 101u
+
 /* loadbench's option table and its defaults (ladder checks the options
  * it passes on against them). */
 extern const cli_opt loadbench_cli[];
 void loadbench_defaults(options *o);
+/* loadbench_options.c: argv parsed into o; @return -1 to go on (*first:
+ * the first shard's index in argv), else the exit status. */
+int loadbench_parse_options(int argc, char **argv, options *o, int *first);
 
 /* Mixtures (loadbench_mix.c): --source's parser (a cli_opt call), each
  * source's PATH checked (0, or the exit status after saying why), the
